@@ -1,0 +1,111 @@
+# Adaptive DHiSparse: trace-driven simulator + reference CUDA kernels.
+#
+#   make          build bin/dhtrace, bin/dhsim, bin/dhcal (and bin/dhbench when nvcc exists)
+#   make run      the built-in default: GLM-5.3, 100K context, concurrency 128, all policies
+#   make test     unit and differential tests (no GPU needed); ends with "N passed, N failed"
+#   make bench    CPU benchmarks of the trace tools and the simulator (figures in bench/)
+#   make gpubench kernel microbenchmarks on the local CUDA GPU (bin/dhbench)
+#   make figs     regenerate paper-figs/ with gnuplot
+#
+# Layering: common/ <- traces/ <- sim/ <- analysis/.  kernels/ uses common/ and traces/ only.
+# Each directory's *.c files form one static library; a file named dh*.c is a tool's main().
+
+# Debian packages the build needs; `make deps` installs them (run as root) or prints the command.
+DEB_PKGS := libhdf5-dev hdf5-tools libgsl-dev libcmocka-dev libinih-dev librandom123-dev \
+            gnuplot-nox pkg-config python3-h5py
+PKGS     := hdf5 gsl cmocka inih
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation -MMD -MP
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+HDF5_LIBDIR = $(shell pkg-config --variable=libdir hdf5 2>/dev/null)
+CPPFLAGS = -I. $(PKG_CFLAGS)
+LDLIBS   = $(PKG_LIBS) -lhdf5_hl -lm -lpthread
+
+# CUDA ?= auto builds the kernels when nvcc is found; CUDA=0 skips them, CUDA=1 insists.
+CUDA      ?= auto
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_ARCH ?= sm_90
+NVCCFLAGS ?= -O3 -std=c++17 -arch=$(CUDA_ARCH) -lineinfo -Xcompiler -Wall
+ifeq ($(CUDA),auto)
+  BUILD_CUDA := $(if $(NVCC),1,0)
+else
+  BUILD_CUDA := $(CUDA)
+endif
+
+BUILD := build
+lib_src = $(filter-out $(1)/dh%.c,$(wildcard $(1)/*.c))
+lib_obj = $(patsubst %.c,$(BUILD)/%.o,$(call lib_src,$(1)))
+
+COMMON_OBJ   := $(call lib_obj,common)
+TRACES_OBJ   := $(call lib_obj,traces)
+SIM_OBJ      := $(call lib_obj,sim)
+ANALYSIS_OBJ := $(call lib_obj,analysis)
+KREF_OBJ     := $(call lib_obj,kernels)
+LIBS_OBJ     := $(ANALYSIS_OBJ) $(SIM_OBJ) $(TRACES_OBJ) $(KREF_OBJ) $(COMMON_OBJ)
+
+TOOLS := bin/dhtrace bin/dhsim bin/dhcal
+TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+
+CU_SRC := $(wildcard kernels/*.cu)
+ifeq ($(BUILD_CUDA),1)
+  GPU_TOOLS := bin/dhbench
+endif
+
+.PHONY: all deps run test bench gpubench figs clean
+all: deps-check $(TOOLS) $(GPU_TOOLS)
+
+# Missing Debian packages: install them when root, otherwise print the exact command.
+.PHONY: deps-check
+deps-check:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then echo "installing:$$missing"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null || exit 1; \
+	  else echo "missing Debian packages; run: sudo apt-get install -y$$missing"; exit 1; fi; fi
+deps: deps-check
+
+$(BUILD)/%.o: %.c | deps-check
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+bin/dhtrace: $(BUILD)/traces/dhtrace.o $(TRACES_OBJ) $(COMMON_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+bin/dhsim: $(BUILD)/sim/dhsim.o $(SIM_OBJ) $(TRACES_OBJ) $(COMMON_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+bin/dhcal: $(BUILD)/analysis/dhcal.o $(LIBS_OBJ)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Kernels: one nvcc link of every .cu file; CPU references (kernels/*.c) are plain C and tested in CI.
+bin/dhbench: $(CU_SRC) $(wildcard kernels/*.cuh kernels/*.h) $(KREF_OBJ) $(COMMON_OBJ)
+	@mkdir -p bin
+	$(NVCC) $(NVCCFLAGS) -I. -o $@ $(CU_SRC) $(KREF_OBJ) $(COMMON_OBJ) -lcublasLt -lcublas
+
+$(BUILD)/tests/%: tests/%.c $(LIBS_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+run: all
+	./bin/dhsim --compare
+
+test: all $(TEST_BINS)
+	@sh tests/run.sh $(TEST_BINS)
+
+bench: all
+	sh bench/run.sh
+
+gpubench: bin/dhbench
+	./bin/dhbench --suite default --out kernels/results/local
+
+figs: all
+	sh paper-figs/make-figs.sh
+
+clean:
+	rm -rf $(BUILD) bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,37 @@
+/* gen.h: the calibrated synthetic generator of attention selections.
+ *
+ * A preset (traces/presets/NAME.ini) holds every parameter with the source of
+ * the target it was calibrated against. gen_source_new() returns a sel_source
+ * (sel.h) that produces the selections in memory: the simulator calls it
+ * directly, so a sweep never needs a file, and `dhtrace gen` writes the same
+ * streams to HDF5 (a file and the in-memory stream for the same preset, shape
+ * and seed are identical row for row).
+ *
+ * Determinism: every (request, group) stream draws from its own counter-based
+ * Philox stream (common/rng.h) keyed by (seed, request, group), so any stream
+ * can be generated alone, in any order, on any thread. */
+#ifndef DH_GEN_H
+#define DH_GEN_H
+
+#include "traces/sel.h"
+
+typedef struct gen_params gen_params;
+
+/* Load a preset by path, or by name from traces/presets/NAME.ini (also looked
+ * up relative to DHSPARSE_ROOT when set). 0 or -1 with dh_err() set. */
+int gen_params_load(const char *preset, gen_params **out);
+/* Override one parameter, "section.key=value"; unknown keys and bad values are errors. */
+int gen_params_set(gen_params *p, const char *assignment);
+void gen_params_free(gen_params *p);
+/* Preset name and the full parameter set as INI text (recorded in trace files). */
+const char *gen_params_name(const gen_params *p);
+char *gen_params_to_string(const gen_params *p);
+
+/* The preset may suggest a default shape (its [shape] section); fills sh. */
+int gen_params_default_shape(const gen_params *p, trace_shape *sh);
+
+/* A source producing the selections of shape sh from preset p and seed. */
+int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
+                   uint32_t keyframe_interval, sel_source **out);
+
+#endif
