@@ -35,7 +35,8 @@ else
 endif
 
 BUILD := build
-lib_src = $(filter-out $(1)/dh%.c,$(wildcard $(1)/*.c))
+# A tool main is dh<name>.c; dh_<name>.c (e.g. common/dh_err.c) is library code.
+lib_src = $(filter-out $(filter-out $(1)/dh_%.c,$(wildcard $(1)/dh*.c)),$(wildcard $(1)/*.c))
 lib_obj = $(patsubst %.c,$(BUILD)/%.o,$(call lib_src,$(1)))
 
 COMMON_OBJ   := $(call lib_obj,common)
@@ -51,7 +52,7 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
 CU_SRC := $(wildcard kernels/*.cu)
 ifeq ($(BUILD_CUDA),1)
-  GPU_TOOLS := bin/dhbench
+  GPU_TOOLS := bin/dhbench bin/dha2a
 endif
 
 .PHONY: all deps run test bench gpubench figs clean
@@ -86,7 +87,23 @@ bin/dhbench: $(CU_SRC) $(wildcard kernels/*.cuh kernels/*.h) $(KREF_OBJ) $(COMMO
 	@mkdir -p bin
 	$(NVCC) $(NVCCFLAGS) -I. -o $@ $(CU_SRC) $(KREF_OBJ) $(COMMON_OBJ) -lcublasLt -lcublas
 
+# Expert-parallel all-to-all benchmark (kernels/a2a/README.md): NCCL from the CUDA toolkit's
+# lib64 unless NCCL_HOME names another installation (with include/ and lib/ or lib64/).
+NCCL_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+NCCL_LIB = $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so* $(NCCL_HOME)/lib/libnccl.so*))
+bin/dha2a: kernels/a2a/dha2a.cu kernels/a2a/a2a_plan.h $(BUILD)/kernels/a2a/a2a_plan.o $(BUILD)/common/dh_err.o
+	@test -n "$(NCCL_LIB)" || { echo "bin/dha2a: no libnccl.so under $(NCCL_HOME); set NCCL_HOME"; exit 1; }
+	@mkdir -p bin
+	$(NVCC) $(NVCCFLAGS) -I. -I$(NCCL_HOME)/include -o $@ $< $(BUILD)/kernels/a2a/a2a_plan.o \
+	  $(BUILD)/common/dh_err.o -L$(dir $(NCCL_LIB)) -l:$(notdir $(NCCL_LIB)) -Xlinker -rpath=$(dir $(NCCL_LIB))
+
 $(BUILD)/tests/%: tests/%.c $(LIBS_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Benchmark and calibration programs (bench/*.c), linked like the tests.
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+$(BUILD)/bench/%: bench/%.c $(LIBS_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -27,6 +27,10 @@ void gen_params_free(gen_params *p);
 const char *gen_params_name(const gen_params *p);
 char *gen_params_to_string(const gen_params *p);
 
+/* A number from the preset's [targets] section (the published figure the
+ * preset was calibrated against); read by the tests and the calibration. */
+int gen_params_target(const gen_params *p, const char *key, double *out);
+
 /* The preset may suggest a default shape (its [shape] section); fills sh. */
 int gen_params_default_shape(const gen_params *p, trace_shape *sh);
 

@@ -1,0 +1,243 @@
+/* dhcal.c: calibration and validation of the simulator against the kernels.
+ *
+ *   dhcal fit --bench DIR_OR_CSV... [-o PROFILE] [--base PROFILE] [--holdout SPEC]...
+ *             [--version KERNEL=VER]... [--form KERNEL=FORM]... [--min-r2 X]
+ *             [--fetch-pattern P] [--pool-bytes B]
+ *       fit the cost forms to dhbench CSVs, print the fit report, and write the
+ *       fitted keys into PROFILE (the other keys come from --base, by default
+ *       PROFILE itself)
+ *   dhcal check-profile FILE        reject a missing or non-physical coefficient
+ *   dhcal check-range FILE NAME=VALUE...   is each value inside [fit_range] NAME?
+ *   dhcal import-probe FILE... -o CSV      probe text files to dhbench CSV
+ *   dhcal validate --replay CSV --sim FILE... [--steps] [--max-median F] [--max-p95 F] [--exact-misses]
+ *       compare replay step times and miss counts with the simulator's
+ *
+ * Exit status 0 on success, 1 on any error (one line "dhcal: ..."), 2 when
+ * check-range finds a value outside or validate misses a stated target. */
+#include "analysis/bcsv.h"
+#include "analysis/fitcost.h"
+#include "analysis/probe.h"
+#include "analysis/prof.h"
+#include "analysis/valid.h"
+#include "common/dh_err.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(void)
+{
+    fputs("usage: dhcal fit --bench DIR_OR_CSV... [-o PROFILE] [--base PROFILE] [--holdout SPEC]...\n"
+          "                 [--version KERNEL=VER]... [--form KERNEL=FORM]... [--min-r2 X]\n"
+          "                 [--fetch-pattern P] [--pool-bytes B]\n"
+          "       dhcal check-profile FILE\n"
+          "       dhcal check-range FILE NAME=VALUE...\n"
+          "       dhcal import-probe FILE... -o CSV\n"
+          "       dhcal validate --replay CSV --sim FILE... [--steps] [--max-median F] [--max-p95 F] [--exact-misses]\n",
+          stderr);
+    exit(1);
+}
+
+static double parse_num(const char *opt, const char *s)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (end == s || *end || errno == ERANGE || !isfinite(x)) dh_die("dhcal", "%s: '%s' is not a number", opt, s);
+    return x;
+}
+
+/* Collects repeated options into a NULL-terminated list. */
+typedef struct { const char **v; size_t n; } strlist;
+static void push(strlist *l, const char *s)
+{
+    l->v = realloc(l->v, (l->n + 2) * sizeof *l->v);
+    if (!l->v) abort();
+    l->v[l->n++] = s;
+    l->v[l->n] = NULL;
+}
+
+static void print_section(const fit_section *s)
+{
+    printf("[%s] kernel %s version %s (%s; versions: %s)\n", s->section, s->kernel, s->version, s->selection, s->versions_seen);
+    printf("  form %s: %zu points, rms %.2f %%, weighted R^2 %.5f%s\n", fit_form_name(s->form), s->res.npoints,
+           100 * s->res.rms_rel, s->res.r2, s->skipped_unchecked ? " (unchecked lines left out)" : "");
+    for (size_t i = 0; i < s->ncoef; i++) {
+        const fit_coef *c = &s->coef[i];
+        printf("  %-28s %14.6g +- %-10.3g%s\n", c->key, c->value, c->se, c->fixed_zero ? "  (below 0 inside the noise: held at 0)" : "");
+    }
+    for (size_t i = 0; i < s->nrange; i++)
+        printf("  range %-22s %14.6g .. %-14.6g\n", s->range[i].name, s->range[i].min, s->range[i].max);
+    if (s->held_out)
+        printf("  held out: %zu lines, error median %.2f %% p95 %.2f %% max %.2f %%\n", s->held_out,
+               100 * s->holdout_err.median, 100 * s->holdout_err.p95, 100 * s->holdout_err.max);
+    printf("  files: %s\n", s->files);
+}
+
+static int cmd_fit(int argc, char **argv)
+{
+    strlist bench = {0}, hold = {0}, vers = {0}, forms = {0};
+    const char *out = NULL, *base = NULL;
+    fit_opts fo;
+    fit_opts_default(&fo);
+    prof_opts po = {.fetch_pattern = "serving", .pool_bytes = NAN};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--bench") && more) { while (i + 1 < argc && argv[i + 1][0] != '-') push(&bench, argv[++i]); }
+        else if (!strcmp(a, "-o") && more) out = argv[++i];
+        else if (!strcmp(a, "--base") && more) base = argv[++i];
+        else if (!strcmp(a, "--holdout") && more) push(&hold, argv[++i]);
+        else if (!strcmp(a, "--version") && more) push(&vers, argv[++i]);
+        else if (!strcmp(a, "--form") && more) push(&forms, argv[++i]);
+        else if (!strcmp(a, "--min-r2") && more) fo.min_r2 = parse_num(a, argv[++i]);
+        else if (!strcmp(a, "--fetch-pattern") && more) po.fetch_pattern = argv[++i];
+        else if (!strcmp(a, "--pool-bytes") && more) po.pool_bytes = parse_num(a, argv[++i]);
+        else dh_die("dhcal", "fit: unknown or incomplete option '%s'", a);
+    }
+    if (!bench.n) dh_die("dhcal", "fit: --bench needs at least one directory or CSV file");
+    if (out && !base) base = access(out, R_OK) == 0 ? out : NULL;
+    if (out && !base) dh_die("dhcal", "fit: '%s' does not exist; give --base PROFILE for the keys the fit does not set", out);
+    /* Pages must be counted with the page size the simulator uses. */
+    if (base && prof_base_page_bytes(base, &fo.page_bytes) < 0) dh_die_last("dhcal");
+    fo.holdout = hold.v;
+    fo.versions = vers.v;
+    fo.forms = forms.v;
+
+    bcsv_table t;
+    bcsv_init(&t);
+    for (size_t i = 0; i < bench.n; i++)
+        if (bcsv_load(&t, bench.v[i]) < 0) dh_die_last("dhcal");
+    fit_section *secs;
+    size_t ns;
+    if (fit_bench(&t, &fo, &secs, &ns, stderr) < 0) dh_die_last("dhcal");
+    for (size_t i = 0; i < ns; i++) print_section(&secs[i]);
+    if (out) {
+        /* The command as given, so the profile says how to redo it. */
+        char cmd[2048] = "dhcal";
+        for (int i = 0; i < argc; i++) {
+            size_t l = strlen(cmd);
+            snprintf(cmd + l, sizeof cmd - l, " %s", argv[i]);
+        }
+        po.base_path = base;
+        po.command = cmd;
+        if (prof_write(&po, secs, ns, out, stderr) < 0) dh_die_last("dhcal");
+        printf("wrote %s\n", out);
+    }
+    free(secs);
+    bcsv_release(&t);
+    free(bench.v); free(hold.v); free(vers.v); free(forms.v);
+    return 0;
+}
+
+static int cmd_check_profile(int argc, char **argv)
+{
+    if (argc != 2) usage();
+    if (prof_check(argv[1]) < 0) dh_die_last("dhcal");
+    printf("%s: ok\n", argv[1]);
+    return 0;
+}
+
+static int cmd_check_range(int argc, char **argv)
+{
+    if (argc < 3) usage();
+    int outside = 0;
+    for (int i = 2; i < argc; i++) {
+        char name[128];
+        const char *eq = strchr(argv[i], '=');
+        if (!eq || (size_t)(eq - argv[i]) >= sizeof name) dh_die("dhcal", "check-range: expected NAME=VALUE, got '%s'", argv[i]);
+        memcpy(name, argv[i], (size_t)(eq - argv[i]));
+        name[eq - argv[i]] = 0;
+        double v = parse_num(name, eq + 1), lo, hi;
+        int in;
+        if (prof_check_range(argv[1], name, v, &in, &lo, &hi) < 0) dh_die_last("dhcal");
+        printf("%s = %.6g %s [%.6g, %.6g]\n", name, v, in ? "inside" : "OUTSIDE the fitted range", lo, hi);
+        outside |= !in;
+    }
+    return outside ? 2 : 0;
+}
+
+static int cmd_import_probe(int argc, char **argv)
+{
+    const char *out = NULL;
+    strlist in = {0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        else if (argv[i][0] == '-') dh_die("dhcal", "import-probe: unknown option '%s'", argv[i]);
+        else push(&in, argv[i]);
+    }
+    if (!out || !in.n) usage();
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", out, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) dh_die("dhcal", "cannot create '%s': %s", tmp, strerror(errno));
+    fprintf(f, "# converted by: dhcal import-probe");
+    for (size_t i = 0; i < in.n; i++) fprintf(f, " %s", in.v[i]);
+    fprintf(f, " -o %s\n%s\n", out, bcsv_header());
+    for (size_t i = 0; i < in.n; i++)
+        if (probe_convert(in.v[i], f) < 0) { fclose(f); unlink(tmp); dh_die_last("dhcal"); }
+    if (fclose(f) != 0 || rename(tmp, out) < 0) { unlink(tmp); dh_die("dhcal", "cannot write '%s'", out); }
+    /* Read it back: the converter's lines must pass the same reader as dhbench's. */
+    bcsv_table t;
+    bcsv_init(&t);
+    if (bcsv_load(&t, out) < 0) dh_die_last("dhcal");
+    printf("wrote %s: %zu lines\n", out, t.n);
+    bcsv_release(&t);
+    free(in.v);
+    return 0;
+}
+
+static int cmd_validate(int argc, char **argv)
+{
+    const char *replay = NULL;
+    strlist sims = {0};
+    int steps = 0, exact = 0;
+    double max_med = NAN, max_p95 = NAN;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--replay") && more) replay = argv[++i];
+        else if (!strcmp(a, "--sim") && more) { while (i + 1 < argc && argv[i + 1][0] != '-') push(&sims, argv[++i]); }
+        else if (!strcmp(a, "--steps")) steps = 1;
+        else if (!strcmp(a, "--exact-misses")) exact = 1;
+        else if (!strcmp(a, "--max-median") && more) max_med = parse_num(a, argv[++i]);
+        else if (!strcmp(a, "--max-p95") && more) max_p95 = parse_num(a, argv[++i]);
+        else dh_die("dhcal", "validate: unknown or incomplete option '%s'", a);
+    }
+    if (!replay || !sims.n) usage();
+    val_set v;
+    val_init(&v);
+    if (val_load_replay(&v, replay) < 0) dh_die_last("dhcal");
+    for (size_t i = 0; i < sims.n; i++)
+        if (val_add_predictions(&v, sims.v[i]) < 0) dh_die_last("dhcal");
+    if (val_check_complete(&v) < 0) dh_die_last("dhcal");
+    val_report(&v, steps, stdout);
+    /* Targets apply to held-out configurations (or to all when none is held out). */
+    val_summary s;
+    val_summarize(&v, 1, NULL, NULL, NULL, &s);
+    if (!s.steps) val_summarize(&v, -1, NULL, NULL, NULL, &s);
+    int fail = 0;
+    if (!isnan(max_med) && s.err.median > max_med) { printf("target missed: median error %.2f %% > %.2f %%\n", 100 * s.err.median, 100 * max_med); fail = 1; }
+    if (!isnan(max_p95) && s.err.p95 > max_p95) { printf("target missed: p95 error %.2f %% > %.2f %%\n", 100 * s.err.p95, 100 * max_p95); fail = 1; }
+    val_summary all;
+    val_summarize(&v, -1, NULL, NULL, NULL, &all);
+    if (exact && all.miss_mismatch_steps) { printf("target missed: miss counts differ on %zu steps\n", all.miss_mismatch_steps); fail = 1; }
+    val_release(&v);
+    free(sims.v);
+    return fail ? 2 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) usage();
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "fit")) return cmd_fit(argc - 1, argv + 1);
+    if (!strcmp(cmd, "check-profile")) return cmd_check_profile(argc - 1, argv + 1);
+    if (!strcmp(cmd, "check-range")) return cmd_check_range(argc - 1, argv + 1);
+    if (!strcmp(cmd, "import-probe")) return cmd_import_probe(argc - 1, argv + 1);
+    if (!strcmp(cmd, "validate")) return cmd_validate(argc - 1, argv + 1);
+    usage();
+}

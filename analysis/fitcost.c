@@ -1,0 +1,757 @@
+/* fitcost.c: the cost-model forms and their fit to dhbench results; see fitcost.h.
+ *
+ * Flow of fit_bench(): group checked lines by kernel, take out the hold-out
+ * lines, pick one version per kernel, fit the kernel's form (GEMMs once per
+ * dtype), check that the result is physical, and record coefficients with
+ * standard errors, fit statistics and the range of every input.  Work is
+ * O(lines x versions) for the selection plus the fits, well under a second
+ * for thousands of lines. */
+#include "analysis/fitcost.h"
+#include "common/dh_err.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const form_names[] = {"fetch", "hbm", "indexer", "gemm", "none"};
+
+const char *fit_form_name(fit_form f) { return form_names[f]; }
+
+int fit_form_parse(const char *name, fit_form *out)
+{
+    for (int f = 0; f <= FIT_FORM_NONE; f++)
+        if (!strcmp(name, form_names[f])) { *out = (fit_form)f; return 0; }
+    return dh_err("unknown model form '%s' (fetch, hbm, indexer, gemm, none)", name);
+}
+
+fit_form fit_form_for_kernel(const char *kernel)
+{
+    if (strstr(kernel, "fetch")) return FIT_FORM_FETCH;
+    if (strstr(kernel, "indexer")) return FIT_FORM_INDEXER;
+    if (strstr(kernel, "gemm")) return FIT_FORM_GEMM;
+    if (strstr(kernel, "attn") || strstr(kernel, "attention") || strstr(kernel, "verif"))
+        return FIT_FORM_HBM;
+    return FIT_FORM_NONE;
+}
+
+void fit_opts_default(fit_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->min_r2 = 0.9;
+    o->page_bytes = 4096;
+}
+
+int fit_fetch_pages(const char *pattern, double rows, double row_bytes, double pool_bytes,
+                    double ctx, double k, double page_bytes, double *pages)
+{
+    if (!pattern) pattern = "";
+    /* Suffixes after '+' (page kind, host threads) do not change which rows are read. */
+    size_t base = strcspn(pattern, "+");
+    if (!strncmp(pattern, "uniform", 7) && (base == 7 || !strncmp(pattern, "uniform_sorted", base))) {
+        double P = pool_bytes / page_bytes;
+        if (!(P >= 1)) return dh_err("pattern '%s' needs pool_bytes of at least one page", pattern);
+        /* Expected distinct pages after rows uniform draws over P pages. */
+        *pages = P * -expm1(-rows / P);
+        return 0;
+    }
+    if (!strncmp(pattern, "serving", 7)) {
+        if (isnan(ctx) || isnan(k) || k <= 0 || ctx <= 0) { *pages = rows; return 0; }
+        double Pw = ctx * row_bytes / page_bytes;
+        *pages = rows / k * Pw * -expm1(-k / Pw);
+        return 0;
+    }
+    return dh_err("fetch pattern '%s' unknown (uniform, uniform_sorted, serving, serving_sorted)", pattern);
+}
+
+/* ---- hold-out specs ---------------------------------------------------- */
+
+static int cond_match(const bcsv_row *r, const char *cond, int *match)
+{
+    const char *op = strpbrk(cond, "<>=");
+    if (!op || op == cond) return dh_err("hold-out condition '%s': expected column=value, column<=value or column>=value", cond);
+    size_t nl = (size_t)(op - cond);
+    int kind = 0; /* 0 '=', 1 '<=', 2 '>=' */
+    const char *val = op + 1;
+    if (*op == '<' || *op == '>') {
+        if (op[1] != '=') return dh_err("hold-out condition '%s': use <= or >=", cond);
+        kind = *op == '<' ? 1 : 2;
+        val = op + 2;
+    }
+    char name[64];
+    if (nl >= sizeof name) return dh_err("hold-out condition '%s': column name too long", cond);
+    memcpy(name, cond, nl);
+    name[nl] = 0;
+    for (int c = 0; c < BCSV_NSTR; c++)
+        if (!strcmp(name, bcsv_str_name(c))) {
+            if (kind) return dh_err("hold-out condition '%s': text column '%s' takes only '='", cond, name);
+            *match = r->s[c] && !strcmp(r->s[c], val);
+            return 0;
+        }
+    for (int c = 0; c < BCSV_NNUM; c++)
+        if (!strcmp(name, bcsv_num_name(c))) {
+            char *end;
+            double x = strtod(val, &end);
+            if (end == val || *end) return dh_err("hold-out condition '%s': '%s' is not a number", cond, val);
+            double v = r->v[c];
+            *match = !isnan(v) && (kind == 0 ? v == x : kind == 1 ? v <= x : v >= x);
+            return 0;
+        }
+    return dh_err("hold-out condition '%s': unknown column '%s'", cond, name);
+}
+
+int fit_holdout_match(const bcsv_row *r, const char *spec, int *match)
+{
+    char buf[512];
+    if (strlen(spec) >= sizeof buf) return dh_err("hold-out spec too long");
+    strcpy(buf, spec);
+    *match = 1;
+    for (char *save, *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+        int m;
+        if (cond_match(r, c, &m) < 0) return -1;
+        if (!m) *match = 0;
+    }
+    return 0;
+}
+
+/* ---- version selection ---------------------------------------------------- */
+
+/* The configuration a line measures: every input column, not the timings. */
+static void config_key(const bcsv_row *r, char *buf, size_t cap)
+{
+    static const int inputs[] = {BCSV_ROW_BYTES, BCSV_ROWS, BCSV_SMS, BCSV_POOL_BYTES, BCSV_BATCH,
+                                 BCSV_QUERIES, BCSV_K, BCSV_UNION_ROWS, BCSV_CTX, BCSV_HEADS,
+                                 BCSV_M, BCSV_N, BCSV_KDIM};
+    size_t off = (size_t)snprintf(buf, cap, "%s|%s", r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "",
+                                  r->s[BCSV_PATTERN] ? r->s[BCSV_PATTERN] : "");
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0] && off < cap; i++)
+        off += (size_t)snprintf(buf + off, cap - off, "|%.17g", r->v[inputs[i]]);
+}
+
+/* Lines are values of one kernel.  The line's comparable cost: median_us when
+ * present, else the time per byte implied by gbps. */
+static double line_cost(const bcsv_row *r)
+{
+    if (!isnan(r->v[BCSV_MEDIAN_US])) return r->v[BCSV_MEDIAN_US];
+    if (!isnan(r->v[BCSV_GBPS]) && r->v[BCSV_GBPS] > 0) return 1.0 / r->v[BCSV_GBPS];
+    return NAN;
+}
+
+static int str_in(char **list, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(list[i], s)) return (int)i;
+    return -1;
+}
+
+/* Choose the version: an override if given, the only one if one, else the one
+ * with the smallest geometric mean cost over the configurations that every
+ * version measured. */
+static int choose_version(const bcsv_row **rows, size_t n, const char *kernel, const fit_opts *o,
+                          char *chosen, size_t cap, char *seen, size_t seencap, char *why, size_t whycap)
+{
+    char *vers[32];
+    size_t nv = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *v = rows[i]->s[BCSV_VERSION] ? rows[i]->s[BCSV_VERSION] : "";
+        if (str_in(vers, nv, v) < 0) {
+            if (nv == 32) return dh_err("kernel '%s': more than 32 versions", kernel);
+            vers[nv++] = (char *)v;
+        }
+    }
+    size_t off = 0;
+    seen[0] = 0;
+    for (size_t i = 0; i < nv && off < seencap; i++)
+        off += (size_t)snprintf(seen + off, seencap - off, "%s%s", i ? " " : "", vers[i]);
+    for (const char *const *ov = o->versions; ov && *ov; ov++) {
+        const char *eq = strchr(*ov, '=');
+        if (eq && (size_t)(eq - *ov) == strlen(kernel) && !strncmp(*ov, kernel, (size_t)(eq - *ov))) {
+            if (str_in(vers, nv, eq + 1) < 0)
+                return dh_err("--version %s: kernel '%s' has no version '%s' (has %s)", *ov, kernel, eq + 1, seen);
+            snprintf(chosen, cap, "%s", eq + 1);
+            snprintf(why, whycap, "chosen on the command line");
+            return 0;
+        }
+    }
+    if (nv == 1) {
+        snprintf(chosen, cap, "%s", vers[0]);
+        snprintf(why, whycap, "the only version measured");
+        return 0;
+    }
+    /* Configurations measured by every version: O(n^2) string compares, fine
+     * for the thousands of lines one kernel has. */
+    char (*keys)[512] = malloc(n * sizeof *keys);
+    int *vid = malloc(n * sizeof *vid);
+    if (!keys || !vid) abort();
+    for (size_t i = 0; i < n; i++) {
+        config_key(rows[i], keys[i], sizeof keys[i]);
+        vid[i] = str_in(vers, nv, rows[i]->s[BCSV_VERSION] ? rows[i]->s[BCSV_VERSION] : "");
+    }
+    double logsum[32] = {0};
+    size_t shared = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (vid[i] != 0) continue;
+        double cost[32];
+        int found = 0;
+        for (size_t v = 0; v < nv; v++) cost[v] = NAN;
+        for (size_t j = 0; j < n; j++)
+            if (!strcmp(keys[i], keys[j]) && isnan(cost[vid[j]])) { cost[vid[j]] = line_cost(rows[j]); found++; }
+        int all = found == (int)nv;
+        for (size_t v = 0; v < nv && all; v++) all = cost[v] > 0;
+        if (!all) continue;
+        shared++;
+        for (size_t v = 0; v < nv; v++) logsum[v] += log(cost[v]);
+    }
+    free(keys);
+    free(vid);
+    if (!shared)
+        return dh_err("kernel '%s': versions %s share no configuration; choose one with --version %s=VERSION", kernel, seen, kernel);
+    size_t best = 0;
+    for (size_t v = 1; v < nv; v++)
+        if (logsum[v] < logsum[best]) best = v;
+    snprintf(chosen, cap, "%s", vers[best]);
+    snprintf(why, whycap, "fastest by geometric mean over %zu configurations all versions measured", shared);
+    return 0;
+}
+
+/* ---- ranges and coefficients ---------------------------------------------- */
+
+static void range_add(fit_section *s, const char *name, double v)
+{
+    if (isnan(v)) return;
+    for (size_t i = 0; i < s->nrange; i++)
+        if (!strcmp(s->range[i].name, name)) {
+            if (v < s->range[i].min) s->range[i].min = v;
+            if (v > s->range[i].max) s->range[i].max = v;
+            return;
+        }
+    DH_BUG_ON(s->nrange == FIT_MAX_RANGE);
+    s->range[s->nrange++] = (fit_range){name, v, v};
+}
+
+static void coef_add(fit_section *s, const char *key, double value, double se, int fixed_zero, double fit_value)
+{
+    DH_BUG_ON(s->ncoef == sizeof s->coef / sizeof s->coef[0]);
+    fit_coef *c = &s->coef[s->ncoef++];
+    snprintf(c->key, sizeof c->key, "%s", key);
+    c->value = value;
+    c->se = se;
+    c->fixed_zero = fixed_zero;
+    c->fit_value = fit_value;
+}
+
+/* ---- fetch form ------------------------------------------------------------- */
+
+enum { FP_T0, FP_SM, FP_ISSUE, FP_ISSUE_B, FP_LINK, FP_WALK, FP_PAGE0 };
+
+typedef struct {
+    double rows, s, sms, pool, pages;
+    int group; /* pattern group, -1 when the line has no page term */
+} fetch_pt;
+
+typedef struct { const fetch_pt *pt; } fetch_model;
+
+static const char *fetch_par_name(size_t j, char **groups)
+{
+    static const char *const names[] = {"t0_us", "sm_row_ns", "row_issue_ns", "row_issue_ns_per_byte",
+                                        "link_ns_per_byte", "walk_reach_gb"};
+    static char buf[80];
+    if (j < FP_PAGE0) return names[j];
+    snprintf(buf, sizeof buf, "%s_%s", (j - FP_PAGE0) % 2 ? "page_reach" : "page_ns", groups[(j - FP_PAGE0) / 2]);
+    return buf;
+}
+
+/* Per-row time in ns and its gradient.  The max() of bottlenecks is not
+ * smooth at the crossovers; the gradient is the active branch's, which the
+ * trust-region solver handles since each point sits on one branch. */
+static double fetch_eval_pt(const fetch_pt *x, const double *p, double *g)
+{
+    double A = p[FP_SM] / x->sms, B = p[FP_ISSUE] + x->s * p[FP_ISSUE_B], C = x->s * p[FP_LINK];
+    double y;
+    int br = A >= B && A >= C ? 0 : B >= C ? 1 : 2;
+    y = br == 0 ? A : br == 1 ? B : C;
+    if (g) {
+        if (br == 0) g[FP_SM] = 1 / x->sms;
+        else if (br == 1) { g[FP_ISSUE] = 1; g[FP_ISSUE_B] = x->s; }
+        else g[FP_LINK] = x->s;
+    }
+    if (!isnan(x->rows)) {
+        y += p[FP_T0] * 1000.0 / x->rows;
+        if (g) g[FP_T0] = 1000.0 / x->rows;
+        if (x->group >= 0) {
+            size_t pn = FP_PAGE0 + 2 * (size_t)x->group, pr = pn + 1;
+            double over = x->pages - p[pr], f = 1.0 - p[FP_WALK] * 1e9 / x->pool;
+            if (over > 0 && f > 0) {
+                y += p[pn] * over * f / x->rows;
+                if (g) {
+                    g[pn] = over * f / x->rows;
+                    g[pr] = -p[pn] * f / x->rows;
+                    g[FP_WALK] = -p[pn] * over * 1e9 / x->pool / x->rows;
+                }
+            }
+        }
+    }
+    return y;
+}
+
+static double fetch_eval(const void *model, size_t i, const double *p, double *grad)
+{
+    const fetch_model *m = model;
+    return fetch_eval_pt(&m->pt[i], p, grad);
+}
+
+double fit_fetch_time_us(const double *p, double rows, double row_bytes, double sms,
+                         double pool_bytes, double pages, int pattern_group)
+{
+    fetch_pt x = {rows, row_bytes, sms, pool_bytes, pages, pattern_group};
+    return fetch_eval_pt(&x, p, NULL) * rows / 1000.0;
+}
+
+/* Measured per-row time in ns, the quantity the fetch fit works in. */
+static int fetch_point(const bcsv_row *r, const fit_opts *o, char **groups, size_t *ngroups,
+                       fetch_pt *pt, double *y, const char *file)
+{
+    pt->s = r->v[BCSV_ROW_BYTES];
+    pt->sms = r->v[BCSV_SMS];
+    pt->rows = r->v[BCSV_ROWS];
+    pt->pool = r->v[BCSV_POOL_BYTES];
+    pt->group = -1;
+    pt->pages = NAN;
+    if (!(pt->s > 0)) return dh_err("file '%s' line %ld: fetch line needs row_bytes > 0", file, r->line);
+    if (!(pt->sms > 0)) return dh_err("file '%s' line %ld: fetch line needs sms > 0", file, r->line);
+    if (!isnan(pt->rows) && !isnan(r->v[BCSV_MEDIAN_US])) {
+        if (!(pt->rows > 0) || !(r->v[BCSV_MEDIAN_US] > 0))
+            return dh_err("file '%s' line %ld: fetch line needs rows > 0 and median_us > 0", file, r->line);
+        *y = r->v[BCSV_MEDIAN_US] * 1000.0 / pt->rows;
+        if (!isnan(pt->pool)) {
+            const char *pat = r->s[BCSV_PATTERN] ? r->s[BCSV_PATTERN] : "";
+            if (fit_fetch_pages(pat, pt->rows, pt->s, pt->pool, r->v[BCSV_CTX], r->v[BCSV_K], o->page_bytes, &pt->pages) < 0)
+                return dh_err_prefix("file '%s' line %ld: ", file, r->line);
+            int gi = str_in(groups, *ngroups, pat);
+            if (gi < 0) {
+                if (*ngroups == FIT_MAX_GROUPS)
+                    return dh_err("file '%s' line %ld: more than %d fetch patterns", file, r->line, FIT_MAX_GROUPS);
+                groups[*ngroups] = (char *)pat;
+                gi = (int)(*ngroups)++;
+            }
+            pt->group = gi;
+        }
+        return 0;
+    }
+    /* An asymptotic line: the probe recorded bandwidth but not rows, so only
+     * the per-row time is known. */
+    pt->rows = NAN;
+    if (!(r->v[BCSV_GBPS] > 0))
+        return dh_err("file '%s' line %ld: fetch line has neither rows with median_us nor gbps", file, r->line);
+    *y = pt->s / r->v[BCSV_GBPS];
+    return 0;
+}
+
+/* Every fetch parameter is a cost or a capacity and must be >= 0. */
+static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold,
+                     const bcsv_table *t, const fit_opts *o, fit_section *s)
+{
+    fetch_pt *pt = malloc((n + nhold + 1) * sizeof *pt);
+    double *y = malloc((n + nhold + 1) * sizeof *y), *w = malloc((n + 1) * sizeof *w);
+    if (!pt || !y || !w) abort();
+    char *groups[FIT_MAX_GROUPS];
+    size_t ng = 0;
+    int rc = 0, any_time = 0;
+    double sms_min = INFINITY, sms_max = -INFINITY, pool_min = INFINITY, pool_max = -INFINITY;
+    for (size_t i = 0; i < n + nhold && rc == 0; i++) {
+        const bcsv_row *r = i < n ? rows[i] : hold[i - n];
+        rc = fetch_point(r, o, groups, &ng, &pt[i], &y[i], t->files[r->file]);
+        if (rc || i >= n) continue;
+        w[i] = 1.0 / (y[i] * y[i]);
+        if (!isnan(pt[i].rows)) any_time = 1;
+        if (pt[i].sms < sms_min) sms_min = pt[i].sms;
+        if (pt[i].sms > sms_max) sms_max = pt[i].sms;
+        if (pt[i].group >= 0) {
+            if (pt[i].pool < pool_min) pool_min = pt[i].pool;
+            if (pt[i].pool > pool_max) pool_max = pt[i].pool;
+        }
+        range_add(s, "row_bytes", pt[i].s);
+        range_add(s, "sms", pt[i].sms);
+        range_add(s, "rows", pt[i].rows);
+        if (pt[i].group >= 0) { range_add(s, "pool_bytes", pt[i].pool); range_add(s, "pages", pt[i].pages); }
+    }
+    if (rc) goto out;
+    /* A hold-out line with a pattern the fit never saw cannot be predicted. */
+    for (size_t i = n; i < n + nhold; i++)
+        if (pt[i].group >= 0 && (size_t)pt[i].group >= ng) { rc = dh_err("internal pattern group"); goto out; }
+
+    size_t npar = FP_PAGE0 + 2 * ng;
+    int fixed[FIT_MAX_PAR] = {0};
+    double p0[FIT_MAX_PAR] = {0};
+    /* Inputs that never vary leave their parameter undetermined: fix it at a
+     * neutral value and say so in the profile rather than report noise. */
+    if (!any_time) fixed[FP_T0] = 1;
+    if (sms_min == sms_max) fixed[FP_SM] = 1;
+    if (!(pool_min < pool_max)) fixed[FP_WALK] = 1;
+
+    fetch_model m = {pt};
+    fit_model fm = {npar, fetch_eval, &m};
+    fit_result best;
+    int have = 0, best_fixed[FIT_MAX_PAR];
+    double best_fitval[FIT_MAX_PAR] = {0};
+    char last_err[256] = "";
+    /* The max() of bottlenecks has several basins; start from a few page
+     * reaches and keep the lowest chi^2.  Start values are orders of
+     * magnitude only (a PCIe Gen5 link, tens of ns per row). */
+    static const double reach0[] = {1e3, 1e4, 3e4, 1e5};
+    for (size_t a = 0; a < sizeof reach0 / sizeof reach0[0]; a++) {
+        if (!ng && a) break;
+        p0[FP_T0] = fixed[FP_T0] ? 0 : 5;
+        p0[FP_SM] = fixed[FP_SM] ? 0 : 50;
+        p0[FP_ISSUE] = 10;
+        p0[FP_ISSUE_B] = 0.005;
+        p0[FP_LINK] = 1.0 / 50;
+        p0[FP_WALK] = fixed[FP_WALK] ? 0 : (isfinite(pool_min) ? pool_min / 2e9 : 0);
+        for (size_t g = 0; g < ng; g++) { p0[FP_PAGE0 + 2 * g] = 10; p0[FP_PAGE0 + 2 * g + 1] = reach0[a]; }
+        int fx[FIT_MAX_PAR];
+        double fitval[FIT_MAX_PAR] = {0};
+        memcpy(fx, fixed, sizeof fx);
+        fit_result r;
+        int ok = 1;
+        /* Refit with any parameter that went below zero within two standard
+         * errors held at 0; further below is a non-physical result. */
+        for (int round = 0; round <= (int)npar && ok; round++) {
+            if (fit_nonlinear(&fm, y, w, n, p0, fx, &r) < 0) {
+                snprintf(last_err, sizeof last_err, "%s", dh_errmsg());
+                ok = 0;
+                break;
+            }
+            int again = 0;
+            for (size_t j = 0; j < npar; j++) {
+                if (fx[j] || r.p[j] >= 0) continue;
+                if (r.p[j] < -2 * r.se[j]) {
+                    snprintf(last_err, sizeof last_err, "fit is non-physical: parameter %s = %g (+- %g) is below zero beyond the noise",
+                             fetch_par_name(j, groups), r.p[j], r.se[j]);
+                    ok = 0;
+                    break;
+                }
+                fitval[j] = r.p[j];
+                fx[j] = 1;
+                again = 1;
+            }
+            if (!again || !ok) break;
+            for (size_t k = 0; k < npar; k++) p0[k] = fx[k] && fitval[k] < 0 ? 0 : r.p[k];
+        }
+        if (ok && (!have || r.chisq < best.chisq)) {
+            best = r;
+            have = 1;
+            memcpy(best_fixed, fx, sizeof best_fixed);
+            memcpy(best_fitval, fitval, sizeof best_fitval);
+        }
+    }
+    if (!have) {
+        rc = dh_err("kernel '%s' version '%s': fetch %s", s->kernel, s->version, last_err);
+        goto out;
+    }
+    s->res = best;
+    if (!(best.p[FP_LINK] > 0)) {
+        rc = dh_err("kernel '%s' version '%s': fetch fit is non-physical: link bandwidth %g GB/s", s->kernel, s->version,
+                    best.p[FP_LINK] ? 1.0 / best.p[FP_LINK] : INFINITY);
+        goto out;
+    }
+    const double *p = best.p, *se = best.se;
+#define ZERO(j) (best_fixed[j] && best_fitval[j] < 0)
+    coef_add(s, "t0_us", p[FP_T0], se[FP_T0], ZERO(FP_T0), best_fitval[FP_T0]);
+    coef_add(s, "sm_row_ns", p[FP_SM], se[FP_SM], ZERO(FP_SM), best_fitval[FP_SM]);
+    coef_add(s, "row_issue_ns", p[FP_ISSUE], se[FP_ISSUE], ZERO(FP_ISSUE), best_fitval[FP_ISSUE]);
+    coef_add(s, "row_issue_ps_per_byte", p[FP_ISSUE_B] * 1e3, se[FP_ISSUE_B] * 1e3, ZERO(FP_ISSUE_B), best_fitval[FP_ISSUE_B] * 1e3);
+    coef_add(s, "link_gbps", 1.0 / p[FP_LINK], se[FP_LINK] / (p[FP_LINK] * p[FP_LINK]), 0, 0);
+    s->ngroups = ng;
+    for (size_t g = 0; g < ng; g++) snprintf(s->groups[g], sizeof s->groups[g], "%s", groups[g]);
+    if (ng) coef_add(s, "walk_reach_gb", p[FP_WALK], se[FP_WALK], ZERO(FP_WALK), best_fitval[FP_WALK]);
+    for (size_t g = 0; g < ng; g++) {
+        char key[64];
+        snprintf(key, sizeof key, "page_ns_%s", groups[g]);
+        coef_add(s, key, p[FP_PAGE0 + 2 * g], se[FP_PAGE0 + 2 * g], ZERO(FP_PAGE0 + 2 * g), best_fitval[FP_PAGE0 + 2 * g]);
+        snprintf(key, sizeof key, "page_reach_%s", groups[g]);
+        coef_add(s, key, p[FP_PAGE0 + 2 * g + 1], se[FP_PAGE0 + 2 * g + 1], ZERO(FP_PAGE0 + 2 * g + 1), best_fitval[FP_PAGE0 + 2 * g + 1]);
+#undef ZERO
+    }
+    if (nhold) {
+        double *pred = malloc(nhold * sizeof *pred);
+        if (!pred) abort();
+        for (size_t i = 0; i < nhold; i++) pred[i] = fetch_eval_pt(&pt[n + i], p, NULL);
+        fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
+        free(pred);
+    }
+out:
+    free(pt);
+    free(y);
+    free(w);
+    return rc;
+}
+
+/* ---- linear forms ----------------------------------------------------------- */
+
+#define LIN_MAX 4
+
+typedef struct {
+    const char *key;          /* profile key */
+    int rate;                 /* written as 1 / coefficient * scale (a bandwidth or rate) */
+    double scale;
+} lin_term;
+
+/* Design row of a line for a linear form; returns the number of terms. */
+static size_t lin_design(fit_form f, const bcsv_row *r, double *x, lin_term *terms)
+{
+    double batch = isnan(r->v[BCSV_BATCH]) ? 1 : r->v[BCSV_BATCH];
+    double q = isnan(r->v[BCSV_QUERIES]) ? 1 : r->v[BCSV_QUERIES];
+    x[0] = 1;
+    terms[0] = (lin_term){"t0_us", 0, 1};
+    switch (f) {
+    case FIT_FORM_HBM:
+        x[1] = r->v[BCSV_BYTES];
+        terms[1] = (lin_term){"hbm_gbps", 1, 1e-3};
+        x[2] = batch * q;
+        terms[2] = (lin_term){"query_us", 0, 1};
+        x[3] = isnan(r->v[BCSV_UNION_ROWS]) ? 0 : batch * r->v[BCSV_UNION_ROWS];
+        terms[3] = (lin_term){"union_row_us", 0, 1};
+        return 4;
+    case FIT_FORM_INDEXER:
+        x[1] = batch * q * r->v[BCSV_CTX] * r->v[BCSV_HEADS] * r->v[BCSV_KDIM];
+        terms[1] = (lin_term){"rate_gops", 1, 1e-3};
+        return 2;
+    case FIT_FORM_GEMM:
+        x[1] = r->v[BCSV_FLOPS];
+        terms[1] = (lin_term){"tflops", 1, 1e-6};
+        return 2;
+    default:
+        DH_BUG_ON(1);
+    }
+    return 0;
+}
+
+static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold,
+                   const bcsv_table *t, const fit_opts *o, fit_section *s)
+{
+    lin_term terms[LIN_MAX];
+    size_t nt = 0;
+    double *X = malloc((n + nhold + 1) * LIN_MAX * sizeof *X), *y = malloc((n + nhold + 1) * sizeof *y);
+    double *w = malloc((n + 1) * sizeof *w), *Xa = malloc((n + 1) * LIN_MAX * sizeof *Xa);
+    if (!X || !y || !w || !Xa) abort();
+    int rc = 0;
+    for (size_t i = 0; i < n + nhold; i++) {
+        const bcsv_row *r = i < n ? rows[i] : hold[i - n];
+        nt = lin_design(s->form, r, X + i * LIN_MAX, terms);
+        y[i] = r->v[BCSV_MEDIAN_US];
+        for (size_t j = 0; j < nt; j++)
+            if (!isfinite(X[i * LIN_MAX + j]) || X[i * LIN_MAX + j] < 0) {
+                rc = dh_err("file '%s' line %ld: %s line lacks an input of term '%s'", t->files[r->file], r->line,
+                            fit_form_name(s->form), terms[j].key);
+                goto out;
+            }
+        if (!(y[i] > 0)) { rc = dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line); goto out; }
+        if (i < n) w[i] = 1.0 / (y[i] * y[i]);
+        switch (s->form) {
+        case FIT_FORM_HBM:
+            if (i < n) { range_add(s, "bytes", r->v[BCSV_BYTES]); range_add(s, "batch", r->v[BCSV_BATCH]);
+                         range_add(s, "queries", r->v[BCSV_QUERIES]); range_add(s, "union_rows", r->v[BCSV_UNION_ROWS]);
+                         range_add(s, "k", r->v[BCSV_K]); }
+            break;
+        case FIT_FORM_INDEXER:
+            if (i < n) { range_add(s, "ctx", r->v[BCSV_CTX]); range_add(s, "heads", r->v[BCSV_HEADS]);
+                         range_add(s, "kdim", r->v[BCSV_KDIM]); range_add(s, "batch", r->v[BCSV_BATCH]); }
+            break;
+        default:
+            if (i < n) { range_add(s, "flops", r->v[BCSV_FLOPS]); range_add(s, "m", r->v[BCSV_M]);
+                         range_add(s, "n", r->v[BCSV_N]); range_add(s, "kdim", r->v[BCSV_KDIM]); }
+        }
+    }
+    /* Terms whose input is constant across the points (every line has zero
+     * union rows, say) are not determined by the data: leave them out. */
+    int active[LIN_MAX], zeroed[LIN_MAX] = {0};
+    double fitval[LIN_MAX] = {0};
+    for (size_t j = 0; j < nt; j++) {
+        active[j] = 1;
+        if (j == 0) continue;
+        int varies = 0;
+        for (size_t i = 1; i < n; i++) if (X[i * LIN_MAX + j] != X[j]) varies = 1;
+        if (!varies && !terms[j].rate) active[j] = 0;
+    }
+    fit_result r;
+    for (int round = 0; ; round++) {
+        size_t na = 0, map[LIN_MAX];
+        for (size_t j = 0; j < nt; j++) if (active[j]) map[na++] = j;
+        for (size_t i = 0; i < n; i++)
+            for (size_t a = 0; a < na; a++) Xa[i * na + a] = X[i * LIN_MAX + map[a]];
+        if (fit_linear(Xa, y, w, n, na, &r) < 0) {
+            rc = dh_err_prefix("kernel '%s' version '%s': %s fit: ", s->kernel, s->version, fit_form_name(s->form));
+            goto out;
+        }
+        int again = 0;
+        for (size_t a = 0; a < na; a++) {
+            lin_term *tm = &terms[map[a]];
+            if (tm->rate && !(r.p[a] > 0)) {
+                rc = dh_err("kernel '%s' version '%s': %s fit is non-physical: %s = %g", s->kernel, s->version,
+                            fit_form_name(s->form), tm->key, r.p[a] ? tm->scale / r.p[a] : INFINITY);
+                goto out;
+            }
+            if (!tm->rate && r.p[a] < 0) {
+                if (r.p[a] < -2 * r.se[a]) {
+                    rc = dh_err("kernel '%s' version '%s': %s fit is non-physical: %s = %g (+- %g) is below zero beyond the noise",
+                                s->kernel, s->version, fit_form_name(s->form), tm->key, r.p[a], r.se[a]);
+                    goto out;
+                }
+                active[map[a]] = 0; zeroed[map[a]] = 1; fitval[map[a]] = r.p[a]; again = 1;
+            }
+        }
+        if (!again) {
+            double full[LIN_MAX] = {0}, fse[LIN_MAX] = {0};
+            for (size_t a = 0; a < na; a++) { full[map[a]] = r.p[a]; fse[map[a]] = r.se[a]; }
+            s->res = r;
+            for (size_t j = 0; j < nt; j++) {
+                if (terms[j].rate) coef_add(s, terms[j].key, terms[j].scale / full[j], terms[j].scale * fse[j] / (full[j] * full[j]), 0, 0);
+                else coef_add(s, terms[j].key, full[j], fse[j], zeroed[j], fitval[j]);
+            }
+            if (nhold) {
+                double *pred = malloc(nhold * sizeof *pred);
+                if (!pred) abort();
+                for (size_t i = 0; i < nhold; i++) {
+                    pred[i] = 0;
+                    for (size_t j = 0; j < nt; j++) pred[i] += X[(n + i) * LIN_MAX + j] * full[j];
+                }
+                fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
+                free(pred);
+            }
+            break;
+        }
+    }
+out:
+    free(X);
+    free(y);
+    free(w);
+    free(Xa);
+    return rc;
+}
+
+/* ---- driver ------------------------------------------------------------------ */
+
+static int form_of(const char *kernel, const fit_opts *o, fit_form *f)
+{
+    *f = fit_form_for_kernel(kernel);
+    for (const char *const *ov = o->forms; ov && *ov; ov++) {
+        const char *eq = strchr(*ov, '=');
+        if (!eq) return dh_err("--form '%s': expected KERNEL=FORM", *ov);
+        if ((size_t)(eq - *ov) == strlen(kernel) && !strncmp(*ov, kernel, strlen(kernel)))
+            return fit_form_parse(eq + 1, f);
+    }
+    return 0;
+}
+
+static void add_file(fit_section *s, const char *file)
+{
+    if (strstr(s->files, file)) return;
+    size_t l = strlen(s->files);
+    snprintf(s->files + l, sizeof s->files - l, "%s%s", l ? " " : "", file);
+}
+
+int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t *nout, FILE *log)
+{
+    *out = NULL;
+    *nout = 0;
+    char *kernels[64];
+    size_t nk = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (str_in(kernels, nk, t->rows[i].s[BCSV_KERNEL]) < 0) {
+            if (nk == 64) return dh_err("more than 64 kernels in the results");
+            kernels[nk++] = t->rows[i].s[BCSV_KERNEL];
+        }
+    const bcsv_row **rows = malloc((t->n + 1) * sizeof *rows), **hold = malloc((t->n + 1) * sizeof *hold);
+    fit_section *secs = calloc(nk * FIT_MAX_GROUPS + 1, sizeof *secs);
+    if (!rows || !hold || !secs) abort();
+    size_t ns = 0;
+    int rc = 0;
+    for (size_t k = 0; k < nk && rc == 0; k++) {
+        fit_form form;
+        if ((rc = form_of(kernels[k], o, &form)) < 0) break;
+        if (form == FIT_FORM_NONE) {
+            if (log) fprintf(log, "dhcal: kernel '%s' has no cost-model form; not fitted (use --form %s=FORM)\n", kernels[k], kernels[k]);
+            continue;
+        }
+        /* All checked lines of the kernel, for the version choice. */
+        size_t n = 0, unchecked = 0;
+        for (size_t i = 0; i < t->n; i++) {
+            const bcsv_row *r = &t->rows[i];
+            if (strcmp(r->s[BCSV_KERNEL], kernels[k])) continue;
+            if (!bcsv_row_checked(r)) { unchecked++; continue; }
+            int h = 0;
+            for (const char *const *hs = o->holdout; hs && *hs && !h; hs++)
+                if ((rc = fit_holdout_match(r, *hs, &h)) < 0) goto done;
+            if (!h) rows[n++] = r;
+        }
+        if (n == 0) { rc = dh_err("kernel '%s': no checked line outside the hold-out", kernels[k]); break; }
+        char version[64], seen[256], why[160];
+        if ((rc = choose_version(rows, n, kernels[k], o, version, sizeof version, seen, sizeof seen, why, sizeof why)) < 0) break;
+        /* Groups: GEMMs per dtype, everything else one group. */
+        char *dtypes[FIT_MAX_GROUPS];
+        size_t nd = 0;
+        for (size_t i = 0; i < n; i++) {
+            const char *d = form == FIT_FORM_GEMM && rows[i]->s[BCSV_DTYPE] ? rows[i]->s[BCSV_DTYPE] : "";
+            if (str_in(dtypes, nd, d) < 0) {
+                if (nd == FIT_MAX_GROUPS) { rc = dh_err("kernel '%s': more than %d dtypes", kernels[k], FIT_MAX_GROUPS); goto done; }
+                dtypes[nd++] = (char *)d;
+            }
+        }
+        for (size_t d = 0; d < nd && rc == 0; d++) {
+            fit_section *s = &secs[ns];
+            memset(s, 0, sizeof *s);
+            s->form = form;
+            snprintf(s->kernel, sizeof s->kernel, "%s", kernels[k]);
+            snprintf(s->version, sizeof s->version, "%s", version);
+            snprintf(s->versions_seen, sizeof s->versions_seen, "%s", seen);
+            snprintf(s->selection, sizeof s->selection, "%s", why);
+            if (form == FIT_FORM_GEMM) snprintf(s->section, sizeof s->section, "%s_%s", kernels[k], dtypes[d]);
+            else snprintf(s->section, sizeof s->section, "%s", kernels[k]);
+            s->skipped_unchecked = unchecked;
+            size_t m = 0, nh = 0;
+            for (size_t i = 0; i < n; i++) {
+                const bcsv_row *r = rows[i];
+                if (strcmp(r->s[BCSV_VERSION] ? r->s[BCSV_VERSION] : "", version)) continue;
+                if (form == FIT_FORM_GEMM && strcmp(r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "", dtypes[d])) continue;
+                add_file(s, t->files[r->file]);
+                rows[m++] = r; /* compact in place: rows[m] <= rows[i] */
+            }
+            /* Hold-out lines of the same version and dtype. */
+            for (size_t i = 0; i < t->n; i++) {
+                const bcsv_row *r = &t->rows[i];
+                if (strcmp(r->s[BCSV_KERNEL], kernels[k]) || !bcsv_row_checked(r)) continue;
+                if (strcmp(r->s[BCSV_VERSION] ? r->s[BCSV_VERSION] : "", version)) continue;
+                if (form == FIT_FORM_GEMM && strcmp(r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "", dtypes[d])) continue;
+                int h = 0;
+                for (const char *const *hs = o->holdout; hs && *hs && !h; hs++)
+                    if ((rc = fit_holdout_match(r, *hs, &h)) < 0) goto done;
+                if (h) hold[nh++] = r;
+            }
+            s->held_out = nh;
+            rc = form == FIT_FORM_FETCH ? fit_fetch(rows, m, hold, nh, t, o, s) : fit_lin(rows, m, hold, nh, t, o, s);
+            if (rc == 0 && !(s->res.r2 >= o->min_r2))
+                rc = dh_err("kernel '%s' version '%s': %s fit R^2 %.4f is below the threshold %.4f (relative rms %.1f %%)",
+                            s->kernel, s->version, s->section, s->res.r2, o->min_r2, 100 * s->res.rms_rel);
+            ns++;
+            /* The next dtype group needs the kernel's full line list again. */
+            if (d + 1 < nd) {
+                n = 0;
+                for (size_t i = 0; i < t->n; i++) {
+                    const bcsv_row *r = &t->rows[i];
+                    if (strcmp(r->s[BCSV_KERNEL], kernels[k]) || !bcsv_row_checked(r)) continue;
+                    int h = 0;
+                    for (const char *const *hs = o->holdout; hs && *hs && !h; hs++)
+                        if ((rc = fit_holdout_match(r, *hs, &h)) < 0) goto done;
+                    if (!h) rows[n++] = r;
+                }
+            }
+        }
+    }
+done:
+    free(rows);
+    free(hold);
+    if (rc) { free(secs); return -1; }
+    if (ns == 0) { free(secs); return dh_err("no kernel with a cost-model form in the results"); }
+    *out = secs;
+    *nout = ns;
+    return 0;
+}

@@ -1,0 +1,112 @@
+/* fitcost.h: the simulator's cost-model forms and their fit to dhbench results.
+ *
+ * Each form is physics (a fixed cost plus work over a rate, with the
+ * bottleneck that applies), not a curve chosen for its fit.  Times in us.
+ *
+ * fetch (miss fetch from pinned host memory, zero-copy gather):
+ *   tau_row(s, sms) = max(sm_row_ns / sms,                  rows in flight limited by SMs
+ *                         row_issue_ns + s / row_issue_gbps, per-row issue/latency path
+ *                         s / link_gbps)                     PCIe link
+ *   time = t0_us + rows * tau_row / 1000
+ *        + page_ns[pattern] * max(0, pages - page_reach[pattern])
+ *                           * max(0, 1 - walk_reach_bytes / pool_bytes) / 1000
+ *   The last term is address translation: distinct host pages per launch beyond
+ *   what the GPU's translation caches hold cost page_ns each, and only when the
+ *   pool's page tables exceed what the page-walk caches cover (a 2 GB pool
+ *   showed no penalty at any row count, 16 GB and larger did).  The saturation
+ *   in SMs is BW = BWmax * min(1, sms / sms_sat) with sms_sat = sm_row_ns /
+ *   max(other terms).  pages = expected distinct host pages one launch touches,
+ *   fit_fetch_pages().  Lines with rows empty but gbps given ("asymptotic"
+ *   lines from probes that did not record rows) fit tau_row alone.
+ * hbm (sparse attention, verification; HBM-bound):
+ *   time = t0_us + bytes / (hbm_gbps * 1e3) + batch*queries * query_us + batch*union_rows * union_row_us
+ *   (terms whose input never varies are left out of the fit and written as 0).
+ * indexer:  time = t0_us + batch*queries*ctx*heads*kdim / (rate_gops * 1e3)
+ * gemm:     time = t0_us + flops / (tflops * 1e6), one fit per dtype.
+ *
+ * Non-physical results are errors: a bandwidth or rate <= 0, a fixed or
+ * per-item cost below zero by more than two standard errors (one inside the
+ * noise is refitted at 0 and said so), R^2 below the caller's threshold. */
+#ifndef DH_FITCOST_H
+#define DH_FITCOST_H
+
+#include "analysis/bcsv.h"
+#include "analysis/fit.h"
+
+#include <stdio.h>
+
+typedef enum { FIT_FORM_FETCH, FIT_FORM_HBM, FIT_FORM_INDEXER, FIT_FORM_GEMM, FIT_FORM_NONE } fit_form;
+
+const char *fit_form_name(fit_form f);
+int fit_form_parse(const char *name, fit_form *out);
+/* The default form for a dhbench kernel name (FIT_FORM_NONE: not modelled). */
+fit_form fit_form_for_kernel(const char *kernel);
+
+/* Expected distinct host pages (page_bytes each) one fetch launch touches.
+ * pattern "uniform" or "uniform_sorted" (dhbench's names; a "+thp" or other
+ *   suffix is ignored): rows uniform over the pool, P (1 - e^{-rows/P}) with
+ *   P = pool_bytes / page_bytes;
+ * pattern "serving*": the pool is cut into (request, layer) windows of ctx rows,
+ *   k of them drawn per window: (rows / k) Pw (1 - e^{-k/Pw}), Pw = ctx*row_bytes/page_bytes;
+ *   without ctx and k, every row on its own page (rows): a window of 100K rows
+ *   of 656 B spans 16K pages, so its 291 missed rows touch 288 of them.
+ * Returns -1 with dh_err() for an unknown pattern. */
+int fit_fetch_pages(const char *pattern, double rows, double row_bytes, double pool_bytes,
+                    double ctx, double k, double page_bytes, double *pages);
+
+#define FIT_MAX_GROUPS 8
+#define FIT_MAX_RANGE 8
+
+/* One input's fitted range. */
+typedef struct { const char *name; double min, max; } fit_range;
+
+/* One fitted coefficient as it goes into the profile. */
+typedef struct {
+    char key[48];
+    double value, se;
+    int fixed_zero;   /* refitted at 0 because the fit put it below 0 within noise */
+    double fit_value; /* the value before that refit */
+} fit_coef;
+
+typedef struct {
+    char section[48];     /* profile section: fetch, attention, verify, indexer, gemm_bf16, ... */
+    fit_form form;
+    char kernel[64], version[64], versions_seen[256], selection[160];
+    char files[512];      /* the CSV files the points came from */
+    fit_result res;
+    fit_coef coef[FIT_MAX_PAR + 4];
+    size_t ncoef;
+    fit_range range[FIT_MAX_RANGE];
+    size_t nrange;
+    size_t skipped_unchecked, held_out;
+    char groups[FIT_MAX_GROUPS][48]; /* fetch: the pattern of each (page_ns, page_reach) pair */
+    size_t ngroups;
+    fit_errdist holdout_err;  /* relative errors on the held-out lines (n = 0: none) */
+} fit_section;
+
+/* Options for fit_bench(). */
+typedef struct {
+    double min_r2;                   /* reject a fit below this weighted R^2 */
+    double page_bytes;               /* host page size for fit_fetch_pages() */
+    const char *const *holdout;      /* NULL-terminated specs "col=v,col<=v,..." */
+    const char *const *versions;     /* NULL-terminated "kernel=version" overrides */
+    const char *const *forms;        /* NULL-terminated "kernel=form" overrides */
+} fit_opts;
+
+void fit_opts_default(fit_opts *o);
+
+/* Fit every modelled kernel of the table.  Writes a line per kernel that has
+ * no model form to log (never silently dropped).  *out is malloc'd. */
+int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t *nout, FILE *log);
+
+/* Whether a row matches one hold-out spec ("col=v,col<=v,col>=v"; all must hold). */
+int fit_holdout_match(const bcsv_row *r, const char *spec, int *match);
+
+/* Evaluate the fetch form for given coefficients (used by tests and by the
+ * range checker's report).  p follows the parameter order of fit_bench's
+ * fetch section: t0_us, sm_row_ns, row_issue_ns, row_issue_ns_per_byte,
+ * link_ns_per_byte, walk_reach_gb, then (page_ns, page_reach) per pattern. */
+double fit_fetch_time_us(const double *p, double rows, double row_bytes, double sms,
+                         double pool_bytes, double pages, int pattern_group);
+
+#endif

@@ -1,0 +1,448 @@
+/* prof.c: the hardware profile writer and checker; see prof.h.
+ *
+ * The rewrite works on the base profile's text, line by line, so that the
+ * comments carrying each hand-entered number's source survive a refit.
+ * Profiles are a few hundred lines: everything here is linear scans. */
+#include "analysis/prof.h"
+#include "common/cfg.h"
+#include "common/dh_err.h"
+#include "sim/hw.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One replacement: [section] key gets value, preceded by comment lines. */
+typedef struct {
+    const char *section, *key;
+    char value[1024];
+    char comment[4096];
+    int done;
+} repl;
+
+#define MAX_REPL 16
+
+static int load_cfg_hw(const char *path, cfg **c, hw_profile *hw)
+{
+    if (cfg_load(path, c) < 0) return -1;
+    if (hw_load(*c, hw) < 0) { cfg_free(*c); return dh_err_prefix("profile '%s': ", path); }
+    return 0;
+}
+
+int prof_base_page_bytes(const char *base_path, double *page_bytes)
+{
+    cfg *c;
+    hw_profile hw;
+    if (load_cfg_hw(base_path, &c, &hw) < 0) return -1;
+    *page_bytes = hw.page_bytes;
+    cfg_free(c);
+    return 0;
+}
+
+static const fit_coef *coef(const fit_section *s, const char *key)
+{
+    for (size_t i = 0; i < s->ncoef; i++)
+        if (!strcmp(s->coef[i].key, key)) return &s->coef[i];
+    return NULL;
+}
+
+static const fit_range *range_of(const fit_section *s, const char *name)
+{
+    for (size_t i = 0; i < s->nrange; i++)
+        if (!strcmp(s->range[i].name, name)) return &s->range[i];
+    return NULL;
+}
+
+/* The provenance comment shared by every key a section feeds. */
+static void provenance(const fit_section *s, char *buf, size_t cap)
+{
+    size_t off = 0;
+#define ADD(...) do { if (off < cap) off += (size_t)snprintf(buf + off, cap - off, __VA_ARGS__); } while (0)
+    ADD("; dhcal: from %s: kernel %s version %s (%s; versions measured: %s)\n", s->files, s->kernel, s->version,
+        s->selection, s->versions_seen);
+    ADD("; dhcal: %s form, %zu points, residual rms %.2f %% (%.4g in the fit's units), weighted R^2 %.5f", fit_form_name(s->form),
+        s->res.npoints, 100 * s->res.rms_rel, s->res.rms_abs, s->res.r2);
+    if (s->skipped_unchecked) ADD(", %zu unchecked lines left out", s->skipped_unchecked);
+    if (s->held_out)
+        ADD(", %zu held out: error median %.2f %% p95 %.2f %% max %.2f %%", s->held_out, 100 * s->holdout_err.median,
+            100 * s->holdout_err.p95, 100 * s->holdout_err.max);
+    ADD("\n; dhcal: coefficients:");
+    for (size_t i = 0; i < s->ncoef; i++) {
+        const fit_coef *c = &s->coef[i];
+        ADD("%s %s = %.5g +- %.2g", i ? "," : "", c->key, c->value, c->se);
+        if (c->fixed_zero) ADD(" (fit gave %.3g, inside the noise: held at 0)", c->fit_value);
+    }
+    ADD("\n; dhcal: fitted range:");
+    for (size_t i = 0; i < s->nrange; i++)
+        ADD("%s %s %.6g..%.6g", i ? "," : "", s->range[i].name, s->range[i].min, s->range[i].max);
+    ADD("\n");
+#undef ADD
+}
+
+static void list_append(char *buf, size_t cap, double v)
+{
+    size_t l = strlen(buf);
+    snprintf(buf + l, cap - l, "%s%.5g", l ? ", " : "", v);
+}
+
+/* inih reads lines of at most 200 bytes, so long comment lines are wrapped at
+ * a space, each piece again starting "; dhcal:". */
+enum { WRAP = 150 };
+static void write_wrapped(FILE *out, const char *text)
+{
+    while (*text) {
+        size_t len = strcspn(text, "\n");
+        const char *line = text;
+        int first = 1;
+        while (len > 0) {
+            size_t take = len;
+            if (len > WRAP) {
+                take = WRAP;
+                while (take > 40 && line[take] != ' ') take--;
+            }
+            if (!first) fputs("; dhcal:  ", out);
+            fwrite(line, 1, take, out);
+            fputc('\n', out);
+            line += take;
+            len -= take;
+            while (len && *line == ' ') { line++; len--; }
+            first = 0;
+        }
+        text = line + (*line == '\n');
+    }
+}
+
+/* Table x points: the distinct fitted values when few, else log-spaced over
+ * the fitted range. */
+static size_t table_points(double lo, double hi, const double *distinct, size_t nd, double *x)
+{
+    if (nd && nd <= 12) { memcpy(x, distinct, nd * sizeof *x); return nd; }
+    if (!(hi > lo)) { x[0] = lo; return 1; }
+    size_t n = 10;
+    for (size_t i = 0; i < n; i++) x[i] = exp(log(lo) + (log(hi) - log(lo)) * (double)i / (double)(n - 1));
+    x[0] = lo;
+    x[n - 1] = hi;
+    return n;
+}
+
+/* The fetch model with the fitted raw parameters (fit units: ns, bytes). */
+static double tau_inf(const double *p, double s) /* ns per row, SMs saturated */
+{
+    double B = p[2] + s * p[3], C = s * p[4];
+    return B > C ? B : C;
+}
+
+static int fetch_repls(const fit_section *s, const prof_opts *o, const hw_profile *base, double pool_bytes,
+                       const double *row_sizes, size_t nrow, const double *sms_vals, size_t nsms,
+                       repl *r, size_t *nr)
+{
+    const double *p = s->res.p;
+    const fit_range *rb = range_of(s, "row_bytes");
+    if (!rb) return dh_err("fetch fit has no row_bytes range");
+    double ref = base->ref_row_bytes;
+    if (ref < rb->min || ref > rb->max)
+        return dh_err("[gather] ref_row_bytes = %g lies outside the fitted row sizes %g..%g", ref, rb->min, rb->max);
+    char prov[2048];
+    provenance(s, prov, sizeof prov);
+    double x[32];
+    size_t n;
+    repl *a = &r[(*nr)++], *b = &r[(*nr)++];
+    *a = (repl){.section = "gather", .key = "row_bytes"};
+    *b = (repl){.section = "gather", .key = "row_bw"};
+    n = table_points(rb->min, rb->max, row_sizes, nrow, x);
+    for (size_t i = 0; i < n; i++) {
+        list_append(a->value, sizeof a->value, x[i]);
+        list_append(b->value, sizeof b->value, x[i] / tau_inf(p, x[i]) * 1e9);
+    }
+    snprintf(a->comment, sizeof a->comment, "%s; dhcal: row_bw = row_bytes / max(row_issue_ns + row_bytes * row_issue_ps_per_byte / 1000, row_bytes / link_gbps), SMs saturated, small host footprint\n", prov);
+
+    repl *c = &r[(*nr)++], *d = &r[(*nr)++];
+    *c = (repl){.section = "gather", .key = "sms"};
+    *d = (repl){.section = "gather", .key = "sms_factor"};
+    const fit_range *sr = range_of(s, "sms");
+    n = table_points(sr->min, sr->max, sms_vals, nsms, x);
+    for (size_t i = 0; i < n; i++) {
+        double t = tau_inf(p, ref), tm = p[1] / x[i];
+        list_append(c->value, sizeof c->value, x[i]);
+        list_append(d->value, sizeof d->value, t / (tm > t ? tm : t));
+    }
+    snprintf(c->comment, sizeof c->comment, "; dhcal: sms_factor = tau(ref_row_bytes, saturated) / max(sm_row_ns / sms, tau); fetch kernel from the gather fit above\n");
+
+    repl *e = &r[(*nr)++], *f = &r[(*nr)++];
+    *e = (repl){.section = "gather", .key = "pages"};
+    *f = (repl){.section = "gather", .key = "pages_bw"};
+    int g = -1;
+    for (size_t i = 0; i < s->ngroups; i++)
+        if (!strcmp(s->groups[i], o->fetch_pattern)) g = (int)i;
+    if (s->ngroups && g < 0) {
+        char have[256] = "";
+        for (size_t i = 0; i < s->ngroups; i++) { size_t l = strlen(have); snprintf(have + l, sizeof have - l, "%s%s", i ? ", " : "", s->groups[i]); }
+        return dh_err("the fetch fit has no pattern '%s' for [gather] pages_bw (has %s; choose with --fetch-pattern)", o->fetch_pattern, have);
+    }
+    const fit_range *pr = range_of(s, "pages");
+    if (g < 0 || !pr) {
+        /* No pool measurements: one point, the small-footprint bandwidth. */
+        list_append(e->value, sizeof e->value, 1);
+        list_append(f->value, sizeof f->value, ref / tau_inf(p, ref) * 1e9);
+        snprintf(e->comment, sizeof e->comment, "; dhcal: no host-pool measurements: pages_bw is the small-footprint bandwidth at every page count\n");
+    } else {
+        const fit_range *pool = range_of(s, "pool_bytes");
+        if (pool && (pool_bytes < pool->min || pool_bytes > pool->max))
+            fprintf(stderr, "dhcal: warning: pool of %.4g bytes for pages_bw lies outside the fitted pool sizes %.4g..%.4g\n",
+                    pool_bytes, pool->min, pool->max);
+        n = table_points(pr->min, pr->max, NULL, 0, x);
+        double page_ns = p[6 + 2 * g], reach = p[7 + 2 * g], walk = 1.0 - p[5] * 1e9 / pool_bytes;
+        if (walk < 0) walk = 0;
+        for (size_t i = 0; i < n; i++) {
+            double over = x[i] - reach, t = tau_inf(p, ref) + (over > 0 ? page_ns * over * walk / x[i] : 0);
+            list_append(e->value, sizeof e->value, round(x[i]));
+            list_append(f->value, sizeof f->value, ref / t * 1e9);
+        }
+        snprintf(e->comment, sizeof e->comment,
+                 "; dhcal: pages_bw = ref_row_bytes / (tau + page_ns_%s * max(0, pages - page_reach_%s) * max(0, 1 - walk_reach_gb / pool) / pages), one row per page, pool %.4g bytes\n",
+                 o->fetch_pattern, o->fetch_pattern, pool_bytes);
+    }
+    repl *l = &r[(*nr)++];
+    *l = (repl){.section = "gather", .key = "launch_s"};
+    const fit_coef *t0 = coef(s, "t0_us");
+    snprintf(l->value, sizeof l->value, "%.6g", t0->value * 1e-6);
+    snprintf(l->comment, sizeof l->comment, "; dhcal: launch_s = t0_us of the gather fit%s\n",
+             t0->se == 0 && t0->value == 0 ? " (not determined by the data: no line had rows per launch; held at 0)" : "");
+    return 0;
+}
+
+/* The rewrite. */
+static int is_key_line(const char *line, char *key, size_t cap)
+{
+    const char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (!*p || *p == ';' || *p == '#' || *p == '[') return 0;
+    const char *eq = strchr(p, '=');
+    if (!eq) return 0;
+    const char *e = eq;
+    while (e > p && (e[-1] == ' ' || e[-1] == '\t')) e--;
+    size_t l = (size_t)(e - p);
+    if (l >= cap) return 0;
+    memcpy(key, p, l);
+    key[l] = 0;
+    return 1;
+}
+
+static int section_line(const char *line, char *sec, size_t cap)
+{
+    const char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p != '[') return 0;
+    const char *e = strchr(p, ']');
+    if (!e || (size_t)(e - p - 1) >= cap) return 0;
+    memcpy(sec, p + 1, (size_t)(e - p - 1));
+    sec[e - p - 1] = 0;
+    return 1;
+}
+
+int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const char *out_path, FILE *log)
+{
+    cfg *bc;
+    hw_profile base;
+    if (load_cfg_hw(o->base_path, &bc, &base) < 0) return -1;
+    cfg_free(bc);
+    double pool_bytes = isnan(o->pool_bytes) ? base.host_dram_bytes : o->pool_bytes;
+
+    repl r[MAX_REPL];
+    size_t nr = 0;
+    int rc = 0;
+    const fit_section *fetch = NULL, *attn = NULL;
+    char ranges[4096] = "", unused[2048] = "";
+    double eff_sum = 0;
+    int eff_n = 0;
+    char eff_note[1024] = "";
+    for (size_t i = 0; i < nsec; i++) {
+        const fit_section *s = &secs[i];
+        for (size_t j = 0; j < s->nrange; j++) {
+            size_t l = strlen(ranges);
+            snprintf(ranges + l, sizeof ranges - l, "%s_%s = %.10g, %.10g\n", s->section, s->range[j].name, s->range[j].min, s->range[j].max);
+        }
+        if (s->form == FIT_FORM_FETCH && (!fetch || !strcmp(s->section, "fetch"))) fetch = s;
+        else if (s->form == FIT_FORM_HBM && (!attn || strstr(s->section, "att"))) attn = s;
+        else if (s->form == FIT_FORM_GEMM) {
+            const fit_coef *tf = coef(s, "tflops");
+            const char *dt = s->section + strlen(s->kernel) + (s->section[strlen(s->kernel)] == '_');
+            double peak = strstr(dt, "fp8") ? base.fp8_flops : strstr(dt, "bf16") ? base.bf16_flops : NAN;
+            if (isnan(peak)) { size_t l = strlen(unused); snprintf(unused + l, sizeof unused - l, " %s (dtype '%s' has no peak in [hw])", s->section, dt); continue; }
+            double eff = tf->value * 1e12 / peak;
+            if (!(eff > 0 && eff <= 1))
+                return dh_err("kernel '%s' %s: achieved %.4g TFLOP/s is %.3g of the [hw] peak %.4g: non-physical (check the peak)", s->kernel, dt, tf->value, eff, peak / 1e12);
+            eff_sum += eff;
+            eff_n++;
+            size_t l = strlen(eff_note);
+            snprintf(eff_note + l, sizeof eff_note - l, "; dhcal: %s: %.4g TFLOP/s achieved = %.4f of the peak, t0 %.3g us\n", s->section, tf->value, eff, coef(s, "t0_us")->value);
+        } else {
+            size_t l = strlen(unused);
+            snprintf(unused + l, sizeof unused - l, " %s", s->section);
+        }
+    }
+    if (fetch) {
+        double rows_d[32], sms_d[32];
+        size_t nrow = 0, nsms = 0;
+        /* Distinct fitted row sizes and SM counts are not kept per point in
+         * fit_section; the table uses its range ends and log spacing when
+         * they are many, else these. */
+        const fit_range *rb = range_of(fetch, "row_bytes"), *sr = range_of(fetch, "sms");
+        static const double common_rows[] = {128, 256, 512, 584, 656, 768, 1024, 1152, 2048, 4096, 8192, 16384};
+        static const double common_sms[] = {1, 2, 4, 8, 16, 32, 64, 66, 128, 132};
+        for (size_t i = 0; i < sizeof common_rows / sizeof *common_rows; i++)
+            if (common_rows[i] >= rb->min && common_rows[i] <= rb->max) rows_d[nrow++] = common_rows[i];
+        if (!nrow || rows_d[0] != rb->min) { memmove(rows_d + 1, rows_d, nrow * sizeof *rows_d); rows_d[0] = rb->min; nrow++; }
+        if (rows_d[nrow - 1] != rb->max) rows_d[nrow++] = rb->max;
+        for (size_t i = 0; i < sizeof common_sms / sizeof *common_sms; i++)
+            if (common_sms[i] >= sr->min && common_sms[i] <= sr->max) sms_d[nsms++] = common_sms[i];
+        if (!nsms || sms_d[0] != sr->min) { memmove(sms_d + 1, sms_d, nsms * sizeof *sms_d); sms_d[0] = sr->min; nsms++; }
+        if (sms_d[nsms - 1] != sr->max) sms_d[nsms++] = sr->max;
+        if ((rc = fetch_repls(fetch, o, &base, pool_bytes, rows_d, nrow, sms_d, nsms, r, &nr)) < 0) return -1;
+    }
+    if (attn) {
+        char prov[2048];
+        provenance(attn, prov, sizeof prov);
+        repl *a = &r[nr++], *b = &r[nr++];
+        *a = (repl){.section = "hw", .key = "hbm_bw"};
+        *b = (repl){.section = "hw", .key = "kernel_launch_s"};
+        snprintf(a->value, sizeof a->value, "%.6g", coef(attn, "hbm_gbps")->value * 1e9);
+        snprintf(a->comment, sizeof a->comment, "%s; dhcal: hbm_bw = hbm_gbps (bytes the kernel reads per second); per-query and per-union-row terms are not in the simulator's form\n", prov);
+        snprintf(b->value, sizeof b->value, "%.6g", coef(attn, "t0_us")->value * 1e-6);
+        snprintf(b->comment, sizeof b->comment, "; dhcal: kernel_launch_s = t0_us of the %s fit above\n", attn->section);
+    }
+    if (eff_n) {
+        repl *a = &r[nr++];
+        *a = (repl){.section = "hw", .key = "mma_efficiency"};
+        snprintf(a->value, sizeof a->value, "%.4f", eff_sum / eff_n);
+        snprintf(a->comment, sizeof a->comment, "%s; dhcal: mma_efficiency = mean over the dtypes above (the simulator has one efficiency for both)\n", eff_note);
+    }
+    if (unused[0] && log) fprintf(log, "dhcal: fitted but not used by the simulator's profile schema:%s (coefficients in the fit report)\n", unused);
+    if (!nr) return dh_err("no fitted section maps to a profile key");
+
+    /* Rewrite the base text. */
+    FILE *in = fopen(o->base_path, "r");
+    if (!in) return dh_err("profile '%s': cannot open: %s", o->base_path, strerror(errno));
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", out_path, (long)getpid());
+    FILE *out = fopen(tmp, "w");
+    if (!out) { fclose(in); return dh_err("profile '%s': cannot create: %s", tmp, strerror(errno)); }
+    {
+        char head[2300];
+        snprintf(head, sizeof head, "; dhcal: keys with \"; dhcal:\" comments were fitted by: %s\n", o->command ? o->command : "dhcal fit");
+        write_wrapped(out, head);
+    }
+    char *line = NULL, sec[128] = "", key[128];
+    size_t cap = 0;
+    int in_range = 0;
+    /* Comment lines directly above a key describe its old value: they are
+     * held back and dropped when the key is replaced, written otherwise. */
+    char *pending = NULL;
+    size_t pending_len = 0;
+    FILE *pend = open_memstream(&pending, &pending_len);
+    if (!pend) abort();
+    while (getline(&line, &cap, in) > 0) {
+        if (!strncmp(line, "; dhcal:", 8)) continue;
+        if (section_line(line, sec, sizeof sec)) {
+            in_range = !strcmp(sec, "fit_range");
+            if (in_range) continue;
+        }
+        if (in_range) continue;
+        const char *p = line + strspn(line, " \t");
+        if (*p == ';' || *p == '#') { fputs(line, pend); continue; }
+        fflush(pend);
+        repl *hit = NULL;
+        if (is_key_line(line, key, sizeof key))
+            for (size_t i = 0; i < nr; i++)
+                if (!strcmp(r[i].section, sec) && !strcmp(r[i].key, key)) hit = &r[i];
+        if (!hit) fwrite(pending, 1, pending_len, out);
+        rewind(pend);
+        fflush(pend);
+        pending_len = 0;
+        if (hit) {
+            write_wrapped(out, hit->comment);
+            fprintf(out, "%s = %s\n", key, hit->value);
+            hit->done = 1;
+            continue;
+        }
+        fputs(line, out);
+    }
+    fflush(pend);
+    fwrite(pending, 1, pending_len, out);
+    fclose(pend);
+    free(pending);
+    free(line);
+    fclose(in);
+    for (size_t i = 0; i < nr && rc == 0; i++)
+        if (!r[i].done) rc = dh_err("profile '%s': base lacks [%s] %s", o->base_path, r[i].section, r[i].key);
+    fprintf(out, "\n[fit_range]\n");
+    write_wrapped(out, "; dhcal: the inputs each fitted section saw, \"<section>_<input> = min, max\"; a point outside is extrapolated and must be reported\n");
+    fputs(ranges, out);
+    if (fclose(out) != 0 && rc == 0) rc = dh_err("profile '%s': write error", tmp);
+    if (rc == 0 && prof_check(tmp) < 0) rc = dh_err_prefix("fitted profile fails its check: ");
+    if (rc == 0 && rename(tmp, out_path) < 0) rc = dh_err("profile '%s': cannot rename into place: %s", out_path, strerror(errno));
+    if (rc && !getenv("DHCAL_KEEP_TMP")) unlink(tmp);
+    return rc;
+}
+
+int prof_check(const char *path)
+{
+    cfg *c;
+    hw_profile hw;
+    if (load_cfg_hw(path, &c, &hw) < 0) return -1;
+    int rc = 0;
+    /* hw_load range-checks each value; these are the relations between them
+     * that make a profile physical. */
+    for (size_t i = 0; i < hw.gather_sms.n && rc == 0; i++)
+        if (hw.gather_sms.y[i] > 1.0 + 1e-9)
+            rc = dh_err("profile '%s': [gather] sms_factor %g at %g SMs is above 1 (a multiplier of the saturated bandwidth)", path, hw.gather_sms.y[i], hw.gather_sms.x[i]);
+    for (size_t i = 0; i < hw.gather_row.n && rc == 0; i++)
+        if (hw.gather_row.y[i] > hw.duplex_bw)
+            rc = dh_err("profile '%s': [gather] row_bw %g at %g bytes exceeds the link's duplex_bw %g", path, hw.gather_row.y[i], hw.gather_row.x[i], hw.duplex_bw);
+    if (rc == 0 && (hw.ref_row_bytes < hw.gather_row.x[0] || hw.ref_row_bytes > hw.gather_row.x[hw.gather_row.n - 1]))
+        rc = dh_err("profile '%s': [gather] ref_row_bytes %g outside the row_bytes table", path, hw.ref_row_bytes);
+    if (rc == 0) {
+        /* Every [fit_range] entry must be "min, max" with min <= max.  cfg
+         * has no per-section key listing, so the keys come from its text form. */
+        char *text = cfg_to_string(c);
+        char *p = text ? strstr(text, "[fit_range]") : NULL;
+        if (p) {
+            p = strchr(p, '\n');
+            while (p && *++p && *p != '[' && rc == 0) {
+                char name[128];
+                char *nl = strchr(p, '\n');
+                if (nl) *nl = 0;
+                if (is_key_line(p, name, sizeof name)) {
+                    double v[2];
+                    size_t n;
+                    if (cfg_get_doubles(c, "fit_range", name, v, 2, &n, -1e300, 1e300) < 0) rc = -1;
+                    else if (n != 2 || v[0] > v[1])
+                        rc = dh_err("profile '%s': [fit_range] %s must be \"min, max\" with min <= max", path, name);
+                }
+                p = nl;
+            }
+        }
+        free(text);
+    }
+    if (rc == 0 && cfg_check_unused(c) < 0) rc = dh_err_prefix("profile '%s': ", path);
+    cfg_free(c);
+    return rc;
+}
+
+int prof_check_range(const char *path, const char *name, double value, int *inside, double *min, double *max)
+{
+    cfg *c;
+    if (cfg_load(path, &c) < 0) return -1;
+    double v[2];
+    size_t n;
+    int rc = 0;
+    if (!cfg_has(c, "fit_range", name)) rc = dh_err("profile '%s': no [fit_range] %s", path, name);
+    else if (cfg_get_doubles(c, "fit_range", name, v, 2, &n, -1e300, 1e300) < 0) rc = -1;
+    else if (n != 2) rc = dh_err("profile '%s': [fit_range] %s must be \"min, max\"", path, name);
+    else { *min = v[0]; *max = v[1]; *inside = value >= v[0] && value <= v[1]; }
+    cfg_free(c);
+    return rc;
+}

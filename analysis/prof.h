@@ -1,0 +1,51 @@
+/* prof.h: writes fitted coefficients into the simulator's hardware profile
+ * (models/hw/<gpu>.ini, schema in sim/hw.h) and checks profiles.
+ *
+ * The fitted physics forms (fitcost.h) are translated into the keys the
+ * simulator reads:
+ *   fetch   -> [gather] row_bytes/row_bw, pages/pages_bw, sms/sms_factor, launch_s:
+ *              row_bw(s) = s / tau_inf(s), tau_inf the per-row time with SMs
+ *              saturated and no translation penalty; pages_bw(P) at
+ *              ref_row_bytes for a launch of P rows on P pages (the serving
+ *              layout, about one page per missed row) in a pool of pool_bytes;
+ *              sms_factor(m) = tau_inf(ref) / tau(ref, m); launch_s = t0.
+ *              Tables span exactly the fitted range of each input.
+ *   hbm     -> [hw] hbm_bw and kernel_launch_s (from the attention kernel);
+ *   gemm    -> [hw] mma_efficiency = achieved / peak rate, averaged over the
+ *              dtypes fitted (peaks stay the base profile's datasheet figures).
+ * Every other key is kept as the base profile has it, with its comment.  Each
+ * replaced key gets comment lines starting "; dhcal:" naming the CSV files,
+ * kernel and version, the fit's points, residual RMS, R^2, coefficients with
+ * standard errors and the fitted range; old "; dhcal:" lines are dropped, so
+ * refitting a fitted profile is idempotent.  A [fit_range] section records
+ * "<section>_<input> = min, max" for every fitted input; the simulator's loader
+ * and `dhcal check-range` report points outside it.  The output is written to
+ * a temporary file, loaded back through the simulator's own loader, and only
+ * then renamed over the target: a failed fit leaves no half-written profile. */
+#ifndef DH_PROF_H
+#define DH_PROF_H
+
+#include "analysis/fitcost.h"
+
+typedef struct {
+    const char *base_path;     /* profile whose unfitted keys are kept */
+    const char *fetch_pattern; /* pattern group that gives pages_bw ("serving") */
+    double pool_bytes;         /* host pool for the translation term; NAN: [host] dram_bytes */
+    const char *command;       /* recorded in the header comment */
+} prof_opts;
+
+/* Read page_bytes from the base profile's [gather] (the fit must count pages
+ * as the simulator does). */
+int prof_base_page_bytes(const char *base_path, double *page_bytes);
+
+int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const char *out_path, FILE *log);
+
+/* Load through the simulator's loader, require every key known, check the
+ * values are physical and [fit_range] well-formed.  0 or -1 with dh_err(). */
+int prof_check(const char *path);
+
+/* Whether value lies in [fit_range] name = min, max of the profile: *inside
+ * set, min/max returned.  -1 if the profile has no such range. */
+int prof_check_range(const char *path, const char *name, double value, int *inside, double *min, double *max);
+
+#endif

@@ -1,0 +1,60 @@
+/* valid.h: step-by-step comparison of GPU replay measurements with the
+ * simulator's predictions (`dhcal validate`).
+ *
+ * Replay file (CSV, written by the GPU replay; format in analysis/README.md):
+ *   config_id,policy,mode,step,measured_us,misses,selected,heldout
+ * one line per decode step of one (configuration, policy, mode); misses and
+ * selected are summed over the step's requests and layers; heldout is 1 for a
+ * configuration kept out of the fit.
+ * Prediction file (CSV or TSV, the simulator's per-step output):
+ *   config_id,policy,mode,step,predicted_us,misses
+ * Lines join on (config_id, policy, mode, step); a step present in one file
+ * and not the other is an error, never skipped.  Join is a sort plus a merge,
+ * O(n log n). */
+#ifndef DH_VALID_H
+#define DH_VALID_H
+
+#include "analysis/fit.h"
+
+#include <stdio.h>
+
+typedef struct {
+    char config[64], policy[32], mode[32];
+    long step;
+    double measured_us, predicted_us;
+    long misses_meas, misses_pred, selected;
+    int heldout, have_pred;
+    long line; /* in the replay file */
+} val_step;
+
+typedef struct {
+    val_step *s;
+    size_t n, cap;
+    char replay_path[512];
+} val_set;
+
+void val_init(val_set *v);
+void val_release(val_set *v);
+int val_load_replay(val_set *v, const char *path);
+/* Join one prediction file (several may be given, e.g. one per config). */
+int val_add_predictions(val_set *v, const char *path);
+/* Error naming the first replay step without a prediction. */
+int val_check_complete(const val_set *v);
+
+typedef struct {
+    size_t steps, miss_mismatch_steps;
+    fit_errdist err;      /* |pred - meas| / meas */
+    long misses_meas, misses_pred;
+    double mean_meas_us, mean_pred_us;
+} val_summary;
+
+/* Summary of the steps with heldout == which (which < 0: all), optionally of
+ * one (config, policy, mode) (NULLs: any). */
+void val_summarize(const val_set *v, int which, const char *config, const char *policy, const char *mode,
+                   val_summary *out);
+
+/* The full report: one line per (config, policy, mode), then the fit and
+ * held-out groups; steps != 0 also prints every step side by side. */
+void val_report(const val_set *v, int steps, FILE *out);
+
+#endif

@@ -1,0 +1,48 @@
+#!/bin/sh
+# kernels/a2a/build.sh: build bin/dha2a with nvcc and cc alone, for CUDA machines without the
+# Debian packages `make` wants. Usage (from anywhere):
+#   sh kernels/a2a/build.sh
+# NCCL is looked for, in order, in $NCCL_HOME, the CUDA toolkit beside nvcc, and Python's
+# nvidia-nccl wheel (under site-packages/nvidia/); NCCL_INCLUDE names a header directory to use
+# when none of them ships nccl.h (the wheel often ships only libnccl.so.2).
+set -e
+cd "$(dirname "$0")/../.."
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
+CUDA_ARCH=${CUDA_ARCH:-sm_90}
+CC=${CC:-cc}
+
+# The first directory under a Python path's nvidia/ package tree that holds a file named $1
+# (wheel layouts differ between CUDA majors: nvidia/nccl/lib, nvidia/cu13/lib, ...).
+wheel_dir() {
+  python3 - "$1" 2>/dev/null <<'PY' || true
+import glob, os, sys
+for p in sys.path:
+    hits = sorted(glob.glob(os.path.join(p or ".", "nvidia", "**", sys.argv[1]), recursive=True))
+    if hits:
+        print(os.path.dirname(hits[0]))
+        break
+PY
+}
+wheel_inc=$(wheel_dir nccl.h)
+wheel_lib=$(wheel_dir 'libnccl.so*')
+
+inc=""
+for d in ${NCCL_HOME:+$NCCL_HOME/include} "$CUDA_HOME/include" $wheel_inc ${NCCL_INCLUDE:-}; do
+  if [ -f "$d/nccl.h" ]; then inc=$d; break; fi
+done
+lib=""
+for d in ${NCCL_HOME:+$NCCL_HOME/lib64 $NCCL_HOME/lib} "$CUDA_HOME/lib64" $wheel_lib; do
+  if ls "$d"/libnccl.so* >/dev/null 2>&1; then lib=$d; break; fi
+done
+[ -n "$inc" ] || { echo "build.sh: nccl.h not found (set NCCL_HOME or NCCL_INCLUDE)" >&2; exit 1; }
+[ -n "$lib" ] || { echo "build.sh: libnccl.so not found (set NCCL_HOME)" >&2; exit 1; }
+# A wheel ships libnccl.so.2 without the unversioned link name.
+if [ -e "$lib/libnccl.so" ]; then nccl=-lnccl; else nccl=-l:libnccl.so.2; fi
+echo "build.sh: nccl.h from $inc, libnccl from $lib" >&2
+
+mkdir -p build/a2a bin
+$CC -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-format-truncation -I. -c kernels/a2a/a2a_plan.c -o build/a2a/a2a_plan.o
+$CC -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-format-truncation -I. -c common/dh_err.c -o build/a2a/dh_err.o
+"$NVCC" -O3 -std=c++17 -arch="$CUDA_ARCH" -lineinfo -I. -I"$inc" -o bin/dha2a kernels/a2a/dha2a.cu \
+  build/a2a/a2a_plan.o build/a2a/dh_err.o -L"$lib" $nccl -Xlinker -rpath="$lib"

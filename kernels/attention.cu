@@ -1,0 +1,892 @@
+/* attention.cu: sparse decode attention in the MLA shape (576-dim keys = 512 latent + 64 RoPE,
+ * 512-dim values = the latent, 64 query heads sharing each row), over a list of selected rows
+ * per query; the paths built on it: fused retrieval (hits read from the GPU hot buffer, misses
+ * straight from pinned host memory, in the same pass), verification (gamma+1 queries per
+ * request: separate passes vs the union of their selections staged once), and the draft ring
+ * (append, then attend over a window-bounded ring). CPU reference: kref_attn_decode.
+ *
+ * Row formats: FP8 656 B (FlashMLA layout, dequantised to bf16 in shared memory) and BF16
+ * 1152 B. Work split: one block per (query, split of the k rows, 64 heads); each block walks
+ * its rows in tiles of 32 with an online softmax, and a combine kernel merges the splits by
+ * their log-sum-exp. Rows of the next tile are copied (cp.async, 16 B) into a raw staging
+ * area while the current tile is computed.
+ *
+ * Versions:
+ *   1  scores and P.V with fp32 FMAs on the CUDA cores (the simple one).
+ *   2  scores and P.V on the tensor cores: mma.sync m16n8k16 bf16 with fp32 accumulators,
+ *      operands through ldmatrix; per tile 64x32x576 + 64x32x512 MACs.
+ * Bytes counted: the selected rows (nq * k * row_bytes); one row feeds all 64 heads, so the
+ * arithmetic intensity is about 64 * 2 * 1088 / 656 = 212 FLOP/B for FP8 rows, at the
+ * H200's bf16 ridge: reaching HBM speed needs the tensor cores near full rate. */
+#include "kernels/bench.cuh"
+#include "kernels/kref.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <math.h>
+#include <string.h>
+
+#include <algorithm>
+#include <thread>
+
+#define AT_N 32          /* rows per tile */
+#define AT_H 64          /* heads per block */
+#define AT_THREADS 512
+#define AT_QK 576
+#define AT_V 512
+#define AT_KS 584        /* bf16 stride of a Q or K row in shared memory: 1168 B, conflict-free ldmatrix */
+#define AT_SS 36         /* fp32 stride of a score row */
+#define AT_PS 40         /* bf16 stride of a probability row */
+#define AT_LOG2E 1.4426950408889634f
+
+struct attn_args {
+    const uint8_t *hot;
+    size_t hot_stride;
+    const uint8_t *host;       /* device pointer of the mapped host pool, or null */
+    size_t host_stride;
+    const int32_t *src;        /* [nq][k]: >= 0 hot slot, < 0 host row -src-1; null: ring mode */
+    int ring_cap;              /* ring mode: query q's ring is hot rows [q*cap, (q+1)*cap) */
+    long long ring_appended;   /* rows appended so far; the k newest are attended */
+    const __nv_bfloat16 *q;    /* [nq][heads][576] */
+    float *part_o;             /* [nq][splits][heads][512] */
+    float *part_lse;           /* [nq][splits][heads], log2 domain */
+    int nq, k, heads, splits, rows_per_split, format, row_bytes;
+    float sm_scale;
+};
+
+static size_t attn_smem_bytes(int row_bytes)
+{
+    return (size_t)AT_H * AT_KS * 2 + (size_t)AT_N * AT_KS * 2 + (size_t)AT_N * row_bytes +
+           (size_t)AT_H * AT_SS * 4 + (size_t)AT_H * AT_PS * 2 + 3 * AT_H * 4;
+}
+
+__device__ __forceinline__ const uint8_t *attn_row(const attn_args &a, int q, int idx)
+{
+    if (a.src) {
+        int32_t s = a.src[(size_t)q * a.k + idx];
+        return s >= 0 ? a.hot + (size_t)s * a.hot_stride : a.host + (size_t)(-(long long)s - 1) * a.host_stride;
+    }
+    long long slot = (a.ring_appended - a.k + idx) % a.ring_cap;
+    return a.hot + ((size_t)q * a.ring_cap + (size_t)slot) * a.hot_stride;
+}
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)),
+                 "l"(gmem) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"((uint32_t)__cvta_generic_to_shared(p)));
+}
+
+__device__ __forceinline__ void ldsm_x2(uint32_t &r0, uint32_t &r1, const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(r0), "=r"(r1) : "r"((uint32_t)__cvta_generic_to_shared(p)));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"((uint32_t)__cvta_generic_to_shared(p)));
+}
+
+__device__ __forceinline__ void mma_bf16(float c[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <int VERSION>
+__global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
+{
+    extern __shared__ __align__(16) uint8_t at_smem[];
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)at_smem;
+    __nv_bfloat16 *Ks = Qs + AT_H * AT_KS;
+    uint8_t *raw = (uint8_t *)(Ks + AT_N * AT_KS);
+    float *Ss = (float *)(raw + AT_N * a.row_bytes);
+    __nv_bfloat16 *Ps = (__nv_bfloat16 *)(Ss + AT_H * AT_SS);
+    float *m_s = (float *)(Ps + AT_H * AT_PS), *l_s = m_s + AT_H, *alpha_s = l_s + AT_H;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int split = blockIdx.x, q = blockIdx.y, hb = blockIdx.z;
+    const int rb = split * a.rows_per_split, re = min(a.k, rb + a.rows_per_split);
+    const int ntiles = re > rb ? (re - rb + AT_N - 1) / AT_N : 0;
+    const int chunks = a.row_bytes / 16;
+
+    /* Query heads of this block into shared memory. */
+    const __nv_bfloat16 *qg = a.q + ((size_t)q * a.heads + (size_t)hb * AT_H) * AT_QK;
+    for (int c = tid; c < AT_H * (AT_QK / 8); c += AT_THREADS) {
+        int h = c / (AT_QK / 8), o = c % (AT_QK / 8);
+        *(uint4 *)(Qs + h * AT_KS + o * 8) = *(const uint4 *)(qg + (size_t)h * AT_QK + o * 8);
+    }
+    if (tid < AT_H) m_s[tid] = -INFINITY, l_s[tid] = 0.f;
+
+    auto issue_tile = [&](int t) {
+        int base = rb + t * AT_N, cnt = min(AT_N, re - base);
+        for (int c = tid; c < cnt * chunks; c += AT_THREADS) {
+            int j = c / chunks, o = c % chunks;
+            cp_async16(raw + (size_t)j * a.row_bytes + o * 16, attn_row(a, q, base + j) + o * 16);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+
+    float acc2[16][4];                 /* version 2: 16 heads x 128 dims per warp */
+    float acc1[64];                    /* version 1: 1 head x 64 dims per thread */
+    if (VERSION == 2) {
+#pragma unroll
+        for (int i = 0; i < 16; i++) acc2[i][0] = acc2[i][1] = acc2[i][2] = acc2[i][3] = 0.f;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 64; i++) acc1[i] = 0.f;
+    }
+    if (ntiles > 0) issue_tile(0);
+
+    for (int t = 0; t < ntiles; t++) {
+        const int base = rb + t * AT_N, cnt = min(AT_N, re - base);
+        asm volatile("cp.async.wait_group 0;" ::: "memory");
+        __syncthreads();
+        /* Raw rows -> bf16 keys; rows past the end are zero and masked below. */
+        if (a.format == KREF_ROW_FP8) {
+            for (int c = tid; c < AT_N * 40; c += AT_THREADS) {
+                int j = c / 40, o = c % 40;
+                uint4 out[2];
+                if (j >= cnt) {
+                    out[0] = out[1] = make_uint4(0, 0, 0, 0);
+                    if (o < 32) { *(uint4 *)(Ks + j * AT_KS + o * 16) = out[0]; *(uint4 *)(Ks + j * AT_KS + o * 16 + 8) = out[1]; }
+                    else *(uint4 *)(Ks + j * AT_KS + 512 + (o - 32) * 8) = out[0];
+                    continue;
+                }
+                const uint8_t *rr = raw + (size_t)j * a.row_bytes;
+                if (o < 32) {
+                    float scale = *(const float *)(rr + 512 + 4 * (o / 8));
+                    uint4 v = *(const uint4 *)(rr + o * 16);
+                    const __nv_fp8x2_storage_t *p2 = (const __nv_fp8x2_storage_t *)&v;
+                    __nv_bfloat162 *ob = (__nv_bfloat162 *)out;
+#pragma unroll
+                    for (int e = 0; e < 8; e++) {
+                        __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(p2[e], __NV_E4M3);
+                        float2 f = __half22float2(*(__half2 *)&hr);
+                        ob[e] = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+                    }
+                    *(uint4 *)(Ks + j * AT_KS + o * 16) = out[0];
+                    *(uint4 *)(Ks + j * AT_KS + o * 16 + 8) = out[1];
+                } else {
+                    *(uint4 *)(Ks + j * AT_KS + 512 + (o - 32) * 8) = *(const uint4 *)(rr + 528 + (o - 32) * 16);
+                }
+            }
+        } else {
+            for (int c = tid; c < AT_N * 72; c += AT_THREADS) {
+                int j = c / 72, o = c % 72;
+                uint4 v = j < cnt ? *(const uint4 *)(raw + (size_t)j * a.row_bytes + o * 16) : make_uint4(0, 0, 0, 0);
+                *(uint4 *)(Ks + j * AT_KS + o * 8) = v;
+            }
+        }
+        __syncthreads();
+        if (t + 1 < ntiles) issue_tile(t + 1);
+
+        /* Scores (log2 domain), masked past cnt. */
+        const float sscale = a.sm_scale * AT_LOG2E;
+        if (VERSION == 2) {
+            const int hg = warp / 4, nt = warp % 4;
+            float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+            for (int kk = 0; kk < AT_QK / 16; kk++) {
+                uint32_t a0, a1, a2, a3, b0, b1;
+                ldsm_x4(a0, a1, a2, a3, Qs + (hg * 16 + (lane % 16)) * AT_KS + kk * 16 + (lane / 16) * 8);
+                ldsm_x2(b0, b1, Ks + (nt * 8 + (lane % 8)) * AT_KS + kk * 16 + ((lane / 8) % 2) * 8);
+                mma_bf16(c, a0, a1, a2, a3, b0, b1);
+            }
+            int r0 = hg * 16 + lane / 4, col = nt * 8 + 2 * (lane % 4);
+            Ss[r0 * AT_SS + col] = col < cnt ? c[0] * sscale : -INFINITY;
+            Ss[r0 * AT_SS + col + 1] = col + 1 < cnt ? c[1] * sscale : -INFINITY;
+            Ss[(r0 + 8) * AT_SS + col] = col < cnt ? c[2] * sscale : -INFINITY;
+            Ss[(r0 + 8) * AT_SS + col + 1] = col + 1 < cnt ? c[3] * sscale : -INFINITY;
+        } else {
+            const int h = tid / 8;
+            for (int i = 0; i < 4; i++) {
+                int col = tid % 8 + 8 * i;
+                const __nv_bfloat162 *qh = (const __nv_bfloat162 *)(Qs + h * AT_KS);
+                const __nv_bfloat162 *kr = (const __nv_bfloat162 *)(Ks + col * AT_KS);
+                float s = 0.f;
+                for (int d = 0; d < AT_QK / 2; d++) {
+                    float2 x = __bfloat1622float2(qh[d]), y = __bfloat1622float2(kr[d]);
+                    s = fmaf(x.x, y.x, s);
+                    s = fmaf(x.y, y.y, s);
+                }
+                Ss[h * AT_SS + col] = col < cnt ? s * sscale : -INFINITY;
+            }
+        }
+        __syncthreads();
+        /* Online softmax: 8 threads per head row, 4 columns each. */
+        {
+            const int h = tid / 8, part = tid % 8;
+            float s[4], tmax = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < 4; i++) s[i] = Ss[h * AT_SS + part * 4 + i], tmax = fmaxf(tmax, s[i]);
+            const float m_old = m_s[h];
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffff, tmax, o));
+            const float m_new = fmaxf(m_old, tmax);
+            float alpha = 1.f, psum = 0.f;
+            if (m_new != -INFINITY) alpha = m_old == -INFINITY ? 0.f : exp2f(m_old - m_new);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float pv = m_new == -INFINITY || s[i] == -INFINITY ? 0.f : exp2f(s[i] - m_new);
+                psum += pv;
+                Ps[h * AT_PS + part * 4 + i] = __float2bfloat16(pv);
+            }
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) psum += __shfl_xor_sync(0xffffffff, psum, o);
+            if (part == 0) {
+                l_s[h] = l_s[h] * alpha + psum;
+                m_s[h] = m_new;
+                alpha_s[h] = alpha;
+            }
+        }
+        __syncthreads();
+        /* O = O * alpha + P . V (V = the first 512 columns of the key tile). */
+        if (VERSION == 2) {
+            const int hg = warp / 4, dq = warp % 4;
+            const float a_lo = alpha_s[hg * 16 + lane / 4], a_hi = alpha_s[hg * 16 + lane / 4 + 8];
+#pragma unroll
+            for (int i = 0; i < 16; i++) acc2[i][0] *= a_lo, acc2[i][1] *= a_lo, acc2[i][2] *= a_hi, acc2[i][3] *= a_hi;
+#pragma unroll
+            for (int kk = 0; kk < AT_N / 16; kk++) {
+                uint32_t a0, a1, a2, a3;
+                ldsm_x4(a0, a1, a2, a3, Ps + (hg * 16 + (lane % 16)) * AT_PS + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+                for (int n2 = 0; n2 < 8; n2++) {
+                    uint32_t b0, b1, b2, b3;
+                    ldsm_x4_t(b0, b1, b2, b3,
+                              Ks + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * AT_KS + dq * 128 + n2 * 16 + (lane / 16) * 8);
+                    mma_bf16(acc2[2 * n2], a0, a1, a2, a3, b0, b1);
+                    mma_bf16(acc2[2 * n2 + 1], a0, a1, a2, a3, b2, b3);
+                }
+            }
+        } else {
+            const int h = tid / 8, d0 = (tid % 8) * 64;
+            const float al = alpha_s[h];
+#pragma unroll
+            for (int i = 0; i < 64; i++) acc1[i] *= al;
+            for (int j = 0; j < AT_N; j++) {
+                float pv = __bfloat162float(Ps[h * AT_PS + j]);
+                const __nv_bfloat162 *vr = (const __nv_bfloat162 *)(Ks + j * AT_KS + d0);
+#pragma unroll
+                for (int i = 0; i < 32; i++) {
+                    float2 v = __bfloat1622float2(vr[i]);
+                    acc1[2 * i] = fmaf(pv, v.x, acc1[2 * i]);
+                    acc1[2 * i + 1] = fmaf(pv, v.y, acc1[2 * i + 1]);
+                }
+            }
+        }
+    }
+    __syncthreads();
+    const size_t ob = ((size_t)q * a.splits + split) * a.heads + (size_t)hb * AT_H;
+    if (VERSION == 2) {
+        const int hg = warp / 4, dq = warp % 4;
+        const int h0 = hg * 16 + lane / 4;
+        const float l0 = l_s[h0], l1 = l_s[h0 + 8];
+        const float i0 = l0 > 0 ? 1.f / l0 : 0.f, i1 = l1 > 0 ? 1.f / l1 : 0.f;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            int d = dq * 128 + i * 8 + 2 * (lane % 4);
+            *(float2 *)(a.part_o + (ob + h0) * AT_V + d) = make_float2(acc2[i][0] * i0, acc2[i][1] * i0);
+            *(float2 *)(a.part_o + (ob + h0 + 8) * AT_V + d) = make_float2(acc2[i][2] * i1, acc2[i][3] * i1);
+        }
+    } else {
+        const int h = tid / 8, d0 = (tid % 8) * 64;
+        const float inv = l_s[h] > 0 ? 1.f / l_s[h] : 0.f;
+#pragma unroll
+        for (int i = 0; i < 64; i++) a.part_o[(ob + h) * AT_V + d0 + i] = acc1[i] * inv;
+    }
+    if (tid < AT_H) a.part_lse[ob + tid] = l_s[tid] > 0 ? m_s[tid] + log2f(l_s[tid]) : -INFINITY;
+}
+
+/* Merge the splits of every (query, head) by their log-sum-exp. */
+__global__ void attn_combine_kernel(const float *__restrict__ part_o, const float *__restrict__ part_lse,
+                                    int splits, int heads, float *__restrict__ out)
+{
+    const int q = blockIdx.x, h = blockIdx.y;
+    const size_t base = (size_t)q * splits * heads + h;
+    float mx = -INFINITY;
+    for (int s = 0; s < splits; s++) mx = fmaxf(mx, part_lse[base + (size_t)s * heads]);
+    for (int d = threadIdx.x; d < AT_V; d += blockDim.x) {
+        float num = 0.f, den = 0.f;
+        for (int s = 0; s < splits; s++) {
+            float lse = part_lse[base + (size_t)s * heads];
+            float w = mx == -INFINITY || lse == -INFINITY ? 0.f : exp2f(lse - mx);
+            num += w * part_o[(base + (size_t)s * heads) * AT_V + d];
+            den += w;
+        }
+        out[((size_t)q * heads + h) * AT_V + d] = den > 0 ? num / den : 0.f;
+    }
+}
+
+/* Scratch buffers sized for the largest launch of a benchmark. */
+struct attn_scratch {
+    float *part_o = nullptr, *part_lse = nullptr;
+    size_t cap_o = 0, cap_lse = 0;
+};
+
+static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
+{
+    if (a.splits <= 0) {
+        int blocks_per_split = a.nq * (a.heads / AT_H);
+        a.splits = std::max(1, std::min(a.k / AT_N, (sms + blocks_per_split - 1) / blocks_per_split));
+    }
+    a.rows_per_split = ((a.k + a.splits - 1) / a.splits + AT_N - 1) / AT_N * AT_N;
+    a.splits = (a.k + a.rows_per_split - 1) / a.rows_per_split;
+    size_t need_o = (size_t)a.nq * a.splits * a.heads * AT_V, need_lse = (size_t)a.nq * a.splits * a.heads;
+    if (need_o > sc.cap_o || need_lse > sc.cap_lse) {
+        fprintf(stderr, "dhbench: attention: scratch too small (%zu > %zu floats)\n", need_o, sc.cap_o);
+        exit(1);
+    }
+    a.part_o = sc.part_o;
+    a.part_lse = sc.part_lse;
+    size_t smem = attn_smem_bytes(a.row_bytes);
+    dim3 grid(a.splits, a.nq, a.heads / AT_H);
+    if (version == 1) attn_kernel<1><<<grid, AT_THREADS, smem, st>>>(a);
+    else attn_kernel<2><<<grid, AT_THREADS, smem, st>>>(a);
+    CUDA_LAUNCH_CHECK();
+    attn_combine_kernel<<<dim3(a.nq, a.heads), 128, 0, st>>>(sc.part_o, sc.part_lse, a.splits, a.heads, out);
+    CUDA_LAUNCH_CHECK();
+}
+
+static void attn_setup(attn_scratch &sc, size_t max_q_heads)
+{
+    static bool attr_done = false;
+    if (!attr_done) {
+        int mx = (int)attn_smem_bytes(KREF_ROW_BYTES_BF16);
+        cudaCheck(cudaFuncSetAttribute(attn_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx));
+        cudaCheck(cudaFuncSetAttribute(attn_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx));
+        attr_done = true;
+    }
+    /* At most k / AT_N splits and at most one split per 32 rows of 2048: 64 splits. */
+    sc.cap_lse = max_q_heads * 64;
+    sc.cap_o = sc.cap_lse * AT_V;
+    cudaCheck(cudaMalloc(&sc.part_o, sc.cap_o * sizeof(float)));
+    cudaCheck(cudaMalloc(&sc.part_lse, sc.cap_lse * sizeof(float)));
+}
+
+static void attn_scratch_free(attn_scratch &sc)
+{
+    cudaCheck(cudaFree(sc.part_o));
+    cudaCheck(cudaFree(sc.part_lse));
+}
+
+/* ---- test data ---- */
+
+/* A random row: FP8 latent codes with exponents 4..9 (values 1/8 .. 15 before scaling), scales
+ * around 1/16, RoPE and BF16 values roughly N(0,1). */
+static void gen_row(bench_rng &rng, int format, uint8_t *row)
+{
+    if (format == KREF_ROW_FP8) {
+        for (int i = 0; i < KREF_LATENT; i++) {
+            uint64_t x = rng.next();
+            row[i] = (uint8_t)((x & 0x80) | ((4 + (x >> 8) % 6) << 3) | ((x >> 16) & 7));
+        }
+        float sc[4];
+        for (int g = 0; g < 4; g++) sc[g] = (float)(0.03 + 0.06 * rng.uniform());
+        memcpy(row + KREF_LATENT, sc, sizeof sc);
+        for (int i = 0; i < KREF_ROPE; i++) {
+            uint16_t h = kref_f32_to_bf16(rng.normal());
+            memcpy(row + KREF_LATENT + 16 + 2 * i, &h, 2);
+        }
+    } else {
+        for (int i = 0; i < KREF_QK_DIM; i++) {
+            uint16_t h = kref_f32_to_bf16(rng.normal());
+            memcpy(row + 2 * i, &h, 2);
+        }
+    }
+}
+
+static void gen_rows_parallel(uint64_t seed, int format, uint8_t *rows, size_t n, size_t stride)
+{
+    int nt = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> th;
+    for (int t = 0; t < nt; t++)
+        th.emplace_back([=]() {
+            for (size_t i = (size_t)t; i < n; i += (size_t)nt) {
+                bench_rng rng(seed ^ (i * 0x9E3779B97F4A7C15ull));
+                gen_row(rng, format, rows + i * stride);
+            }
+        });
+    for (auto &t : th) t.join();
+}
+
+static void gen_q(uint64_t seed, std::vector<uint16_t> &q, size_t n)
+{
+    bench_rng rng(seed);
+    q.resize(n);
+    for (size_t i = 0; i < n; i++) q[i] = kref_f32_to_bf16(rng.normal());
+}
+
+/* CPU reference for one query: decode its rows from the host copies and attend. */
+static double check_query(const std::vector<uint16_t> &q_h, int qi, int heads, int format,
+                          const std::vector<const uint8_t *> &rows, float sm_scale, const float *gpu_out)
+{
+    std::vector<float> qf((size_t)heads * KREF_QK_DIM), dec(rows.size() * KREF_QK_DIM), ref((size_t)heads * KREF_V_DIM);
+    for (size_t i = 0; i < qf.size(); i++) qf[i] = kref_bf16_to_f32(q_h[(size_t)qi * heads * KREF_QK_DIM + i]);
+    for (size_t j = 0; j < rows.size(); j++) kref_row_decode(rows[j], format, &dec[j * KREF_QK_DIM]);
+    kref_attn_decode(qf.data(), heads, dec.data(), (int)rows.size(), sm_scale, ref.data());
+    return rel_l2(gpu_out, ref.data(), ref.size());
+}
+
+static int parse_format(const bench_params &p)
+{
+    std::string f = p.str("format", "fp8");
+    if (f == "fp8") return KREF_ROW_FP8;
+    if (f == "bf16") return KREF_ROW_BF16;
+    fprintf(stderr, "dhbench: attention: format '%s' is not fp8 or bf16\n", f.c_str());
+    exit(1);
+}
+
+/* Checks the sampled queries on several host threads; returns the worst error. */
+static double check_queries(const std::vector<int> &qs, const std::vector<uint16_t> &q_h, int heads, int format,
+                            const std::vector<std::vector<const uint8_t *>> &rows_of, float sm_scale,
+                            const std::vector<float> &out_h)
+{
+    std::vector<double> err(qs.size());
+    std::vector<std::thread> th;
+    for (size_t i = 0; i < qs.size(); i++)
+        th.emplace_back([&, i]() {
+            err[i] = check_query(q_h, qs[i], heads, format, rows_of[i], sm_scale,
+                                 out_h.data() + (size_t)qs[i] * heads * KREF_V_DIM);
+        });
+    for (auto &t : th) t.join();
+    double worst = 0;
+    for (double e : err) worst = std::max(worst, e);
+    /* Every output, sampled or not, must be finite (the buffer was poisoned with NaN). */
+    for (float v : out_h) if (!std::isfinite(v)) return INFINITY;
+    return worst;
+}
+
+static std::vector<int> sample_queries(int nq)
+{
+    std::vector<int> qs = {0};
+    if (nq > 2) qs.push_back(nq / 2 + 1);
+    if (nq > 1) qs.push_back(nq - 1);
+    return qs;
+}
+
+static const double ATTN_TOL = 1e-2;  /* bf16 keys and probabilities: METHOD's bf16 band */
+
+int bench_attention(bench_env *env, const bench_params &p)
+{
+    const int nq = (int)p.num("batch", 16);
+    const int k = (int)p.num("k", 2048);
+    const int heads = (int)p.num("heads", 64);
+    const int version = (int)p.num("version", 2);
+    const int format = parse_format(p);
+    const double miss_frac = p.real("miss_frac", 0.0);
+    const int row_bytes = (int)kref_row_bytes(format);
+    const float sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));
+    if (heads % AT_H || k < 1) { fprintf(stderr, "dhbench: attention: heads must be a multiple of 64\n"); return -1; }
+
+    size_t set_rows = (size_t)nq * k, set_bytes = set_rows * row_bytes;
+    int nsets = (int)std::max<size_t>(1, std::min<size_t>(12, 4 * (size_t)env->prop.l2CacheSize / set_bytes + 1));
+    if (env->quick) nsets = 1;
+    bench_rng rng(0xa77e ^ (uint64_t)nq * 131 ^ (uint64_t)k);
+    /* Hot rows: every selected row of every set has its own slot, slots shuffled in each set. */
+    std::vector<uint8_t> hot_h(set_bytes * nsets);
+    gen_rows_parallel(rng.next(), format, hot_h.data(), set_rows * nsets, row_bytes);
+    std::vector<int32_t> src_h(set_rows * nsets);
+    size_t n_host = 0;
+    for (int s = 0; s < nsets; s++) {
+        int32_t *sr = &src_h[set_rows * s];
+        for (size_t i = 0; i < set_rows; i++) sr[i] = (int32_t)(set_rows * s + i);
+        for (size_t i = set_rows - 1; i > 0; i--) std::swap(sr[i], sr[rng.below((uint32_t)i + 1)]);
+        for (size_t i = 0; i < set_rows; i++)
+            if (miss_frac > 0 && rng.uniform() < miss_frac) sr[i] = -(int32_t)(++n_host);
+    }
+    /* Misses live in a pinned host pool read by the kernel; host row -s-1 for src s < 0. */
+    uint8_t *host_h = nullptr, *host_d = nullptr;
+    if (n_host) {
+        cudaCheck(cudaHostAlloc(&host_h, n_host * row_bytes, cudaHostAllocMapped));
+        gen_rows_parallel(rng.next(), format, host_h, n_host, row_bytes);
+        cudaCheck(cudaHostGetDevicePointer((void **)&host_d, host_h, 0));
+    }
+    std::vector<uint16_t> q_h;
+    gen_q(rng.next(), q_h, (size_t)nq * heads * KREF_QK_DIM);
+    uint8_t *hot_d;
+    int32_t *src_d;
+    __nv_bfloat16 *q_d;
+    float *out_d;
+    cudaCheck(cudaMalloc(&hot_d, hot_h.size()));
+    cudaCheck(cudaMalloc(&src_d, src_h.size() * 4));
+    cudaCheck(cudaMalloc(&q_d, q_h.size() * 2));
+    cudaCheck(cudaMalloc(&out_d, (size_t)nq * heads * AT_V * 4));
+    cudaCheck(cudaMemcpy(hot_d, hot_h.data(), hot_h.size(), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(src_d, src_h.data(), src_h.size() * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(q_d, q_h.data(), q_h.size() * 2, cudaMemcpyHostToDevice));
+    attn_scratch sc;
+    attn_setup(sc, (size_t)nq * heads);
+
+    attn_args a;
+    memset(&a, 0, sizeof a);
+    a.hot = hot_d; a.hot_stride = row_bytes; a.host = host_d; a.host_stride = row_bytes;
+    a.q = q_d; a.nq = nq; a.k = k; a.heads = heads; a.splits = (int)p.num("splits", 0);
+    a.format = format; a.row_bytes = row_bytes; a.sm_scale = sm_scale;
+    const int sms = env->prop.multiProcessorCount;
+    auto launch = [&](int rep) {
+        attn_args b = a;
+        b.src = src_d + set_rows * (rep % nsets);
+        attn_launch(version, b, sc, out_d, sms, 0);
+    };
+    cudaCheck(cudaMemset(out_d, 0xff, (size_t)nq * heads * AT_V * 4));
+    launch(0);
+    cudaCheck(cudaDeviceSynchronize());
+    std::vector<float> out_h((size_t)nq * heads * AT_V);
+    cudaCheck(cudaMemcpy(out_h.data(), out_d, out_h.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<int> qs = sample_queries(nq);
+    std::vector<std::vector<const uint8_t *>> rows_of(qs.size());
+    for (size_t i = 0; i < qs.size(); i++)
+        for (int j = 0; j < k; j++) {
+            int32_t s = src_h[(size_t)qs[i] * k + j];
+            rows_of[i].push_back(s >= 0 ? &hot_h[(size_t)s * row_bytes] : host_h + (size_t)(-(long long)s - 1) * row_bytes);
+        }
+    double err = check_queries(qs, q_h, heads, format, rows_of, sm_scale, out_h);
+    int ok = err < ATTN_TOL;
+    if (!ok) fprintf(stderr, "dhbench: attention v%d: relative error %.3g over %.0e\n", version, err, ATTN_TOL);
+
+    bench_record r;
+    r.kernel = "attention";
+    r.version = std::to_string(version);
+    r.dtype = format == KREF_ROW_FP8 ? "fp8" : "bf16";
+    r.row_bytes = row_bytes;
+    r.batch = nq; r.queries = 1; r.k = k; r.heads = heads;
+    r.pattern = miss_frac > 0 ? "fused_miss" + std::to_string(miss_frac).substr(0, 5) : "hits";
+    r.rows = (long long)n_host / nsets;  /* host rows read per launch */
+    r.bytes = (double)set_bytes;
+    r.flops = (double)nq * heads * k * (KREF_QK_DIM + KREF_V_DIM) * 2.0;
+    r.ceiling_name = "hbm_d2d";
+    r.ceiling_value = env->hbm_gbps;
+    r.checked = ok;
+    if (ok) {
+        bench_timing t = bench_time(env, launch);
+        r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
+    }
+    bench_emit(env, r);
+    attn_scratch_free(sc);
+    cudaCheck(cudaFree(hot_d)); cudaCheck(cudaFree(src_d)); cudaCheck(cudaFree(q_d)); cudaCheck(cudaFree(out_d));
+    if (host_h) cudaCheck(cudaFreeHost(host_h));
+    return ok ? 0 : -1;
+}
+
+/* ---- verification: gamma+1 queries per request ---- */
+
+int bench_verify(bench_env *env, const bench_params &p)
+{
+    const int batch = (int)p.num("batch", 16);
+    const int nqr = (int)p.num("queries", 8);          /* gamma + 1 */
+    const int k = (int)p.num("k", 2048);
+    const int ctx = (int)p.num("ctx", 100000);
+    const double overlap = p.real("overlap", 0.7);
+    const double miss_frac = p.real("miss_frac", 0.142);
+    const int version = (int)p.num("version", 2);
+    const int format = parse_format(p);
+    const int heads = 64, row_bytes = (int)kref_row_bytes(format);
+    const int sms = env->prop.multiProcessorCount;
+    const int fetch_sms = (int)p.num("sms", 8);
+    const float sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));
+    bench_rng rng(0x7e41f ^ (uint64_t)nqr << 8 ^ (uint64_t)(overlap * 100));
+
+    /* Selections: query 0 draws k rows; every other query keeps 'overlap' of them and draws the
+     * rest fresh (rows not in query 0's selection). */
+    std::vector<int32_t> sels((size_t)batch * nqr * k), pos((size_t)batch * nqr * k);
+    std::vector<std::vector<int32_t>> uni(batch);
+    size_t max_u = 0;
+    for (int b = 0; b < batch; b++) {
+        std::vector<int32_t> s0 = bench_sample_sorted(rng, ctx, k);
+        std::vector<uint8_t> in0((size_t)ctx, 0);
+        for (int32_t r : s0) in0[r] = 1;
+        for (int qi = 0; qi < nqr; qi++) {
+            std::vector<int32_t> s;
+            if (qi == 0) s = s0;
+            else {
+                for (int32_t r : s0) if (rng.uniform() < overlap) s.push_back(r);
+                std::vector<uint8_t> taken(in0);
+                while ((int)s.size() < k) {
+                    int32_t r = (int32_t)rng.below((uint32_t)ctx);
+                    if (!taken[r]) taken[r] = 1, s.push_back(r);
+                }
+                if ((int)s.size() > k) s.resize(k);
+                std::sort(s.begin(), s.end());
+            }
+            memcpy(&sels[((size_t)b * nqr + qi) * k], s.data(), 4 * (size_t)k);
+        }
+        uni[b].resize((size_t)nqr * k);
+        int nu = kref_union(&sels[(size_t)b * nqr * k], nqr, k, uni[b].data(), &pos[(size_t)b * nqr * k]);
+        uni[b].resize(nu);
+        max_u = std::max(max_u, (size_t)nu);
+    }
+    /* Every union row: content on host (host holds every row); resident ones also in the hot
+     * buffer. Hot slots [b*2*max_u, b*2*max_u + max_u) hold resident rows, the next max_u are
+     * the staging slots where union misses land. */
+    size_t total_u = (size_t)batch * max_u;
+    uint8_t *host_h, *host_d;
+    cudaCheck(cudaHostAlloc(&host_h, total_u * row_bytes, cudaHostAllocMapped));
+    cudaCheck(cudaHostGetDevicePointer((void **)&host_d, host_h, 0));
+    gen_rows_parallel(rng.next(), format, host_h, total_u, row_bytes);
+    std::vector<int32_t> res_slot(total_u, -1);
+    std::vector<int64_t> miss_rows;
+    std::vector<int32_t> miss_slots;
+    std::vector<uint8_t> hot_h(2 * total_u * row_bytes, 0);
+    for (int b = 0; b < batch; b++)
+        for (size_t u = 0; u < uni[b].size(); u++) {
+            size_t hid = (size_t)b * max_u + u;
+            if (rng.uniform() >= miss_frac) {
+                res_slot[hid] = (int32_t)(2 * (size_t)b * max_u + u);
+                memcpy(&hot_h[(size_t)res_slot[hid] * row_bytes], host_h + hid * row_bytes, row_bytes);
+            } else {
+                miss_rows.push_back((int64_t)hid);
+                miss_slots.push_back((int32_t)(2 * (size_t)b * max_u + max_u + u));
+            }
+        }
+    /* Sources: per pass (query index qi) the rows come from the hot buffer or the host; the
+     * union version reads every row from the hot buffer after the staging fetch. */
+    std::vector<int32_t> src_sep((size_t)nqr * batch * k), src_uni((size_t)batch * nqr * k);
+    for (int b = 0; b < batch; b++)
+        for (int qi = 0; qi < nqr; qi++)
+            for (int j = 0; j < k; j++) {
+                size_t u = (size_t)pos[((size_t)b * nqr + qi) * k + j];
+                size_t hid = (size_t)b * max_u + u;
+                int32_t s = res_slot[hid] >= 0 ? res_slot[hid] : -(int32_t)hid - 1;
+                src_sep[((size_t)qi * batch + b) * k + j] = s;
+                src_uni[((size_t)b * nqr + qi) * k + j] =
+                    res_slot[hid] >= 0 ? res_slot[hid] : (int32_t)(2 * (size_t)b * max_u + max_u + u);
+            }
+    std::vector<uint16_t> q_h;
+    gen_q(rng.next(), q_h, (size_t)batch * nqr * heads * KREF_QK_DIM);
+    /* q_h is [b][qi][heads][576]; the separate passes want [qi][b]: a second copy. */
+    std::vector<uint16_t> q_sep(q_h.size());
+    size_t qsz = (size_t)heads * KREF_QK_DIM;
+    for (int b = 0; b < batch; b++)
+        for (int qi = 0; qi < nqr; qi++)
+            memcpy(&q_sep[((size_t)qi * batch + b) * qsz], &q_h[((size_t)b * nqr + qi) * qsz], qsz * 2);
+
+    uint8_t *hot_d;
+    int32_t *src_sep_d, *src_uni_d, *mslot_d;
+    int64_t *mrow_d;
+    __nv_bfloat16 *q_d, *qsep_d;
+    float *out_d;
+    size_t out_n = (size_t)batch * nqr * heads * AT_V;
+    cudaCheck(cudaMalloc(&hot_d, hot_h.size()));
+    cudaCheck(cudaMemcpy(hot_d, hot_h.data(), hot_h.size(), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMalloc(&src_sep_d, src_sep.size() * 4));
+    cudaCheck(cudaMalloc(&src_uni_d, src_uni.size() * 4));
+    cudaCheck(cudaMemcpy(src_sep_d, src_sep.data(), src_sep.size() * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(src_uni_d, src_uni.data(), src_uni.size() * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMalloc(&mrow_d, std::max<size_t>(1, miss_rows.size()) * 8));
+    cudaCheck(cudaMalloc(&mslot_d, std::max<size_t>(1, miss_slots.size()) * 4));
+    cudaCheck(cudaMemcpy(mrow_d, miss_rows.data(), miss_rows.size() * 8, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(mslot_d, miss_slots.data(), miss_slots.size() * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMalloc(&q_d, q_h.size() * 2));
+    cudaCheck(cudaMalloc(&qsep_d, q_sep.size() * 2));
+    cudaCheck(cudaMemcpy(q_d, q_h.data(), q_h.size() * 2, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(qsep_d, q_sep.data(), q_sep.size() * 2, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMalloc(&out_d, out_n * 4));
+    attn_scratch sc;
+    attn_setup(sc, (size_t)batch * nqr * heads);
+
+    attn_args base;
+    memset(&base, 0, sizeof base);
+    base.hot = hot_d; base.hot_stride = row_bytes; base.host = host_d; base.host_stride = row_bytes;
+    base.k = k; base.heads = heads; base.format = format; base.row_bytes = row_bytes; base.sm_scale = sm_scale;
+    const int n_miss = (int)miss_rows.size();
+
+    auto run_single = [&](int) {
+        attn_args a = base;
+        a.q = qsep_d; a.nq = batch; a.src = src_sep_d;
+        attn_launch(version, a, sc, out_d, sms, 0);
+    };
+    auto run_separate = [&](int) {
+        for (int qi = 0; qi < nqr; qi++) {
+            attn_args a = base;
+            a.q = qsep_d + (size_t)qi * batch * qsz; a.nq = batch; a.src = src_sep_d + (size_t)qi * batch * k;
+            attn_launch(version, a, sc, out_d + (size_t)qi * batch * heads * AT_V, sms, 0);
+        }
+    };
+    auto run_union = [&](int) {
+        if (n_miss) fetch_launch(host_d, row_bytes, mrow_d, mslot_d, n_miss, row_bytes, hot_d, row_bytes, fetch_sms, 0);
+        attn_args a = base;
+        a.q = q_d; a.nq = batch * nqr; a.src = src_uni_d;
+        attn_launch(version, a, sc, out_d, sms, 0);
+    };
+
+    /* Checks: the separate passes ([qi][b] outputs) and the union pass ([b][qi] outputs) on
+     * sampled (request, query) pairs, each from a poisoned output buffer. */
+    int ok = 1;
+    std::vector<float> out_h(out_n);
+    for (int mode = 0; mode < 2 && ok; mode++) {
+        cudaCheck(cudaMemset(out_d, 0xff, out_n * 4));
+        cudaCheck(cudaMemcpy(hot_d, hot_h.data(), hot_h.size(), cudaMemcpyHostToDevice));
+        if (mode == 0) run_separate(0); else run_union(0);
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaMemcpy(out_h.data(), out_d, out_n * 4, cudaMemcpyDeviceToHost));
+        std::vector<int> qs;
+        std::vector<std::vector<const uint8_t *>> rows_of;
+        for (int b : {0, batch - 1})
+            for (int qi : {0, nqr - 1}) {
+                int flat = mode == 0 ? qi * batch + b : b * nqr + qi;
+                if (std::find(qs.begin(), qs.end(), flat) != qs.end()) continue;
+                qs.push_back(flat);
+                std::vector<const uint8_t *> rows;
+                for (int j = 0; j < k; j++) {
+                    size_t hid = (size_t)b * max_u + pos[((size_t)b * nqr + qi) * k + j];
+                    rows.push_back(host_h + hid * row_bytes);
+                }
+                rows_of.push_back(rows);
+            }
+        double err = check_queries(qs, mode == 0 ? q_sep : q_h, heads, format, rows_of, sm_scale, out_h);
+        if (!(err < ATTN_TOL)) {
+            fprintf(stderr, "dhbench: verify %s: relative error %.3g over %.0e\n", mode ? "union" : "separate", err, ATTN_TOL);
+            ok = 0;
+        }
+    }
+    double mean_u = 0;
+    for (auto &u : uni) mean_u += (double)u.size() / batch;
+    const char *names[3] = {"single", "separate", "union"};
+    for (int v = 0; v < 3; v++) {
+        bench_record r;
+        r.kernel = "verify";
+        r.version = std::to_string(version) + "-" + names[v];
+        r.dtype = format == KREF_ROW_FP8 ? "fp8" : "bf16";
+        r.row_bytes = row_bytes;
+        r.batch = batch; r.queries = v == 0 ? 1 : nqr; r.k = k; r.heads = heads; r.ctx = ctx;
+        r.union_rows = (long long)mean_u;
+        r.pattern = "overlap" + std::to_string(overlap).substr(0, 4) + "_miss" + std::to_string(miss_frac).substr(0, 5);
+        r.rows = v == 2 ? n_miss : -1;
+        r.bytes = (double)batch * (v == 0 ? 1 : nqr) * k * row_bytes;
+        r.flops = (double)batch * (v == 0 ? 1 : nqr) * heads * k * (KREF_QK_DIM + KREF_V_DIM) * 2.0;
+        r.ceiling_name = "hbm_d2d";
+        r.ceiling_value = env->hbm_gbps;
+        r.checked = ok;
+        if (ok) {
+            bench_timing t = bench_time(env, v == 0 ? std::function<void(int)>(run_single)
+                                               : v == 1 ? std::function<void(int)>(run_separate)
+                                                        : std::function<void(int)>(run_union));
+            r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
+        }
+        bench_emit(env, r);
+    }
+    attn_scratch_free(sc);
+    cudaCheck(cudaFree(hot_d)); cudaCheck(cudaFree(src_sep_d)); cudaCheck(cudaFree(src_uni_d));
+    cudaCheck(cudaFree(mrow_d)); cudaCheck(cudaFree(mslot_d)); cudaCheck(cudaFree(q_d));
+    cudaCheck(cudaFree(qsep_d)); cudaCheck(cudaFree(out_d)); cudaCheck(cudaFreeHost(host_h));
+    return ok ? 0 : -1;
+}
+
+/* ---- draft ring ---- */
+
+/* Appends nb rows per request: ring row (appended + j) % cap of request b <- new_rows[b][j]. */
+__global__ void ring_append_kernel(const uint8_t *__restrict__ new_rows, int nb, int row_bytes,
+                                   long long appended, int cap, uint8_t *__restrict__ ring)
+{
+    const int b = blockIdx.x;
+    const int words = row_bytes / 16;
+    for (int c = threadIdx.x; c < nb * words; c += blockDim.x) {
+        int j = c / words, o = c % words;
+        size_t slot = (size_t)b * cap + (size_t)((appended + j) % cap);
+        ((uint4 *)(ring + slot * row_bytes))[o] = ((const uint4 *)(new_rows + ((size_t)b * nb + j) * row_bytes))[o];
+    }
+}
+
+int bench_ring(bench_env *env, const bench_params &p)
+{
+    const int batch = (int)p.num("batch", 16);
+    const int cap = (int)p.num("window", 4096);
+    const int nb = (int)p.num("append", 8);
+    const int version = (int)p.num("version", 2);
+    const int format = parse_format(p);
+    const int heads = 64, row_bytes = (int)kref_row_bytes(format);
+    const float sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));
+    /* The ring has wrapped: appended > cap, so the window straddles the end of the buffer. */
+    const long long appended0 = cap + cap / 3;
+    bench_rng rng(0x41e6);
+    size_t ring_rows = (size_t)batch * cap;
+    std::vector<uint8_t> ring_h(ring_rows * row_bytes), new_h((size_t)batch * nb * row_bytes);
+    gen_rows_parallel(rng.next(), format, ring_h.data(), ring_rows, row_bytes);
+    gen_rows_parallel(rng.next(), format, new_h.data(), (size_t)batch * nb, row_bytes);
+    std::vector<uint16_t> q_h;
+    gen_q(rng.next(), q_h, (size_t)batch * heads * KREF_QK_DIM);
+    uint8_t *ring_d, *new_d;
+    __nv_bfloat16 *q_d;
+    float *out_d;
+    cudaCheck(cudaMalloc(&ring_d, ring_h.size()));
+    cudaCheck(cudaMalloc(&new_d, new_h.size()));
+    cudaCheck(cudaMalloc(&q_d, q_h.size() * 2));
+    cudaCheck(cudaMalloc(&out_d, (size_t)batch * heads * AT_V * 4));
+    cudaCheck(cudaMemcpy(ring_d, ring_h.data(), ring_h.size(), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(new_d, new_h.data(), new_h.size(), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(q_d, q_h.data(), q_h.size() * 2, cudaMemcpyHostToDevice));
+    attn_scratch sc;
+    attn_setup(sc, (size_t)batch * heads);
+    attn_args a;
+    memset(&a, 0, sizeof a);
+    a.hot = ring_d; a.hot_stride = row_bytes; a.ring_cap = cap; a.q = q_d; a.nq = batch; a.k = cap;
+    a.heads = heads; a.format = format; a.row_bytes = row_bytes; a.sm_scale = sm_scale;
+    const int sms = env->prop.multiProcessorCount;
+    long long appended = appended0;
+    auto run_append = [&](int) {
+        ring_append_kernel<<<batch, 256>>>(new_d, nb, row_bytes, appended, cap, ring_d);
+        CUDA_LAUNCH_CHECK();
+    };
+    auto run_attn = [&](int) {
+        attn_args b = a;
+        b.ring_appended = appended + nb;
+        attn_launch(version, b, sc, out_d, sms, 0);
+    };
+    /* Check: append then attend; the host mirror applies the same append. */
+    cudaCheck(cudaMemset(out_d, 0xff, (size_t)batch * heads * AT_V * 4));
+    run_append(0);
+    run_attn(0);
+    cudaCheck(cudaDeviceSynchronize());
+    for (int b = 0; b < batch; b++)
+        for (int j = 0; j < nb; j++)
+            memcpy(&ring_h[((size_t)b * cap + (size_t)((appended + j) % cap)) * row_bytes],
+                   &new_h[((size_t)b * nb + j) * row_bytes], row_bytes);
+    std::vector<uint8_t> ring_back(ring_h.size());
+    cudaCheck(cudaMemcpy(ring_back.data(), ring_d, ring_h.size(), cudaMemcpyDeviceToHost));
+    int ok = memcmp(ring_back.data(), ring_h.data(), ring_h.size()) == 0;
+    if (!ok) fprintf(stderr, "dhbench: ring: ring contents differ after the append\n");
+    std::vector<float> out_h((size_t)batch * heads * AT_V);
+    cudaCheck(cudaMemcpy(out_h.data(), out_d, out_h.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<int> qs = sample_queries(batch);
+    std::vector<std::vector<const uint8_t *>> rows_of(qs.size());
+    for (size_t i = 0; i < qs.size(); i++)
+        for (int j = 0; j < cap; j++)
+            rows_of[i].push_back(&ring_h[((size_t)qs[i] * cap + kref_ring_slot(appended + nb, cap, cap, j)) * row_bytes]);
+    double err = check_queries(qs, q_h, heads, format, rows_of, sm_scale, out_h);
+    if (!(err < ATTN_TOL)) { fprintf(stderr, "dhbench: ring attention: relative error %.3g\n", err); ok = 0; }
+    for (int v = 0; v < 2; v++) {
+        bench_record r;
+        r.kernel = v == 0 ? "ring_append" : "ring_attention";
+        r.version = v == 0 ? "1" : std::to_string(version);
+        r.dtype = format == KREF_ROW_FP8 ? "fp8" : "bf16";
+        r.row_bytes = row_bytes; r.batch = batch; r.heads = v ? heads : -1;
+        r.rows = v == 0 ? nb : cap;
+        r.k = cap;
+        r.pattern = "window" + std::to_string(cap);
+        r.bytes = v == 0 ? 2.0 * batch * nb * row_bytes : (double)batch * cap * row_bytes;
+        r.flops = v == 0 ? -1 : (double)batch * heads * cap * (KREF_QK_DIM + KREF_V_DIM) * 2.0;
+        r.ceiling_name = "hbm_d2d";
+        r.ceiling_value = env->hbm_gbps;
+        r.checked = ok;
+        if (ok) {
+            bench_timing t = bench_time(env, v == 0 ? std::function<void(int)>(run_append) : std::function<void(int)>(run_attn));
+            r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
+        }
+        bench_emit(env, r);
+    }
+    attn_scratch_free(sc);
+    cudaCheck(cudaFree(ring_d)); cudaCheck(cudaFree(new_d)); cudaCheck(cudaFree(q_d)); cudaCheck(cudaFree(out_d));
+    return ok ? 0 : -1;
+}

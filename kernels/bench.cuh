@@ -1,0 +1,107 @@
+/* bench.cuh: what every benchmark file of bin/dhbench shares.
+ *
+ * cudaCheck() and CUDA_LAUNCH_CHECK() fail fast with file and line (every CUDA call and every
+ * launch is checked); bench_params is one point of a parameter grid (read from a suite file);
+ * bench_record is one CSV line of the fixed schema the calibration tool parses; bench_time()
+ * times a launch with CUDA events after a warm-up and returns the median and spread;
+ * rel_l2() is the ||out - ref|| / ||ref|| check every kernel passes before it is timed. */
+#ifndef BENCH_CUH
+#define BENCH_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#define cudaCheck(call) bench_cuda_check((call), #call, __FILE__, __LINE__)
+#define CUDA_LAUNCH_CHECK() bench_cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+void bench_cuda_check(cudaError_t err, const char *what, const char *file, int line);
+
+/* One grid point: every key of a suite line, each with one value. Missing keys read as the
+ * given default; get() of a key that is not in the grid and has no default is a suite error. */
+struct bench_params {
+    std::vector<std::pair<std::string, std::string>> kv;
+    bool has(const char *key) const;
+    std::string str(const char *key, const char *def) const;
+    long long num(const char *key, long long def) const;
+    double real(const char *key, double def) const;
+};
+
+/* Ceilings measured at start-up on this device (never taken from a datasheet). */
+struct bench_env {
+    cudaDeviceProp prop;
+    std::string device;
+    double hbm_gbps;      /* device-to-device copy, bytes read + written */
+    double h2d_gbps;      /* pinned cudaMemcpy host to device */
+    double bf16_tflops;   /* large cuBLASLt BF16 GEMM */
+    double fp8_tflops;    /* large cuBLASLt FP8 GEMM */
+    int reps;             /* timed repeats per measurement */
+    int quick;            /* smaller problems, for sanitizers */
+    FILE *csv;
+    int failures;         /* configurations that failed their check */
+    std::string suite;
+};
+
+/* One CSV line; numbers left negative (ints) or NaN (doubles) print as empty fields. */
+struct bench_record {
+    std::string kernel, version, dtype, pattern, ceiling_name;
+    long long row_bytes = -1, rows = -1, sms = -1, pool_bytes = -1, batch = -1, queries = -1,
+              k = -1, union_rows = -1, ctx = -1, heads = -1, m = -1, n = -1, kdim = -1, reps = -1;
+    double bytes = -1, flops = -1, median_us = -1, p10_us = -1, p90_us = -1, ceiling_value = -1;
+    int checked = 0;
+};
+
+struct bench_timing { double median_us, p10_us, p90_us; int reps; };
+
+extern const char *bench_csv_header;
+/* Fills gbps/tflops/pct from bytes, flops and the ceiling, prints the CSV line and a short
+ * human-readable line on stdout. */
+void bench_emit(bench_env *env, const bench_record &r);
+
+/* Times launch(rep) with CUDA events: warm-up launches first, then env->reps timed ones;
+ * rep counts from 0 so the caller can rotate among input sets. */
+bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup = 3);
+/* Same, with a host wall clock around launch(rep) + device synchronize (for work that is
+ * partly on host threads). */
+bench_timing bench_time_wall(bench_env *env, const std::function<void(int)> &launch, int warmup = 3);
+
+/* Relative L2 error; NaN anywhere (an unwritten, poisoned element) gives +inf. */
+double rel_l2(const float *out, const float *ref, size_t n);
+/* Deterministic random numbers (splitmix64): the driver must need nothing but libc and CUDA. */
+static inline uint64_t bench_mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+struct bench_rng {
+    uint64_t s;
+    explicit bench_rng(uint64_t seed) : s(seed) {}
+    uint64_t next() { s += 0x9E3779B97F4A7C15ull; return bench_mix(s); }
+    uint32_t below(uint32_t n) { return (uint32_t)(((next() >> 32) * (uint64_t)n) >> 32); }
+    double uniform() { return (double)(next() >> 11) * (1.0 / 9007199254740992.0); }
+    float normal();
+};
+
+/* k distinct sorted values from [0, n) (Floyd's algorithm, O(k log k)). */
+std::vector<int32_t> bench_sample_sorted(bench_rng &rng, int32_t n, int k);
+
+/* Each benchmark: runs every configuration of one grid point, checking before timing.
+ * Returns 0, or -1 after a failed check (the driver counts failures and goes on). */
+int bench_fetch(bench_env *env, const bench_params &p);
+int bench_residency(bench_env *env, const bench_params &p);
+int bench_attention(bench_env *env, const bench_params &p);
+int bench_verify(bench_env *env, const bench_params &p);
+int bench_ring(bench_env *env, const bench_params &p);
+int bench_indexer(bench_env *env, const bench_params &p);
+int bench_gemm(bench_env *env, const bench_params &p);
+/* Measures env->bf16_tflops and env->fp8_tflops with one large GEMM each. */
+int bench_gemm_ceiling(bench_env *env);
+
+#endif

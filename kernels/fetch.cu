@@ -1,0 +1,510 @@
+/* fetch.cu: miss fetch, hot[slot[i]] = pool[row[i]], from a pinned host pool into GPU hot-buffer
+ * slots, on a given number of SMs. CPU reference: kref_gather_rows (kernels/kref.c).
+ *
+ * Versions (suite key versions=...):
+ *   1  one warp per row, 16-byte loads (8-byte for 584 B rows), rows interleaved over warps:
+ *      HiSparse's kernel; every load waits on its own PCIe round trip.
+ *   2  each warp takes a contiguous run of the list and keeps 8 rows (up to 24 loads per lane)
+ *      in flight before the first store: latency hidden; runs of the list stay on one warp,
+ *      so a warp's rows share host pages when the list is grouped by window.
+ *   3  version 2 with the pool and the hot buffer padded to 128-byte rows (656 -> 768,
+ *      584 -> 640, 1152 stays): every row starts on a 128-byte line, so no row costs an
+ *      extra partial line read.
+ *   4  bulk asynchronous copies (cp.async.bulk, the Hopper copy engine of each SM): one lane
+ *      per warp streams 8-row batches host -> shared memory -> hot buffer through 4 stages;
+ *      needs 16-byte aligned rows, so 584 B rows use the padded layout.
+ *   6  host gather + DMA: host threads memcpy the rows into a pinned staging buffer in
+ *      chunks, each chunk goes over the link in one cudaMemcpyAsync while the next is
+ *      gathered, and a device kernel scatters the staging rows into their slots. Timed with
+ *      a wall clock around all of it. The GPU translates no host addresses at all here.
+ * (Per-row copy-engine copies, cudaMemcpyBatchAsync, were measured at 0.3-1.6 GB/s below
+ *  1 KB: the per-copy cost dominates, so no version here uses them.)
+ *
+ * Patterns: uniform (rows uniform over the pool), serving ((request, layer) windows of
+ * window_rows rows, miss_per_window rows missed in each, ascending inside a window, windows
+ * in random order), serving_sorted (windows in address order). Index sets rotate so the
+ * bytes read over the reps exceed L2 several times. */
+#include "kernels/bench.cuh"
+#include "kernels/kref.h"
+
+#include <sys/mman.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+/* ---- device kernels ---- */
+
+/* Largest lane chunk count any supported row needs: 1152 B / 16 B = 72 chunks = 3 per lane;
+ * 584 B / 8 B = 73 chunks = 3 per lane; padded 768 / 16 = 48 = 2 per lane. */
+#define FETCH_CPL 3
+
+template <typename V, int R, bool CONTIG>
+__global__ void __launch_bounds__(1024)
+fetch_rows_kernel(const uint8_t *__restrict__ pool, size_t pool_stride,
+                  const int64_t *__restrict__ rows, const int32_t *__restrict__ slots, int n,
+                  int row_bytes, uint8_t *__restrict__ hot, size_t hot_stride)
+{
+    const int lane = threadIdx.x & 31;
+    const int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int nwarps = (int)((gridDim.x * blockDim.x) >> 5);
+    const int nvec = row_bytes / (int)sizeof(V);
+    int begin, end, step;
+    if (CONTIG) {
+        int per = (n + nwarps - 1) / nwarps;
+        begin = warp * per;
+        end = min(n, begin + per);
+        step = R;
+    } else {
+        begin = warp * R;
+        end = n;
+        step = nwarps * R;
+    }
+    for (int i0 = begin; i0 < end; i0 += step) {
+        V buf[R][FETCH_CPL];
+        /* All loads of R rows are issued before the first store, so R * FETCH_CPL requests
+         * per lane are in flight at once. */
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int i = i0 + r;
+            if (i < end) {
+                const V *src = (const V *)(pool + (size_t)rows[i] * pool_stride);
+#pragma unroll
+                for (int c = 0; c < FETCH_CPL; c++)
+                    if (lane + 32 * c < nvec) buf[r][c] = src[lane + 32 * c];
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int i = i0 + r;
+            if (i < end) {
+                V *dst = (V *)(hot + (size_t)slots[i] * hot_stride);
+#pragma unroll
+                for (int c = 0; c < FETCH_CPL; c++)
+                    if (lane + 32 * c < nvec) dst[lane + 32 * c] = buf[r][c];
+            }
+        }
+    }
+}
+
+/* ---- version 4: cp.async.bulk through shared memory ---- */
+
+#define BULK_STAGES 4
+#define BULK_BATCH 8
+#define BULK_WARPS 4
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t *bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+                 "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
+{
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra WAIT_%=;\n"
+        "}\n" ::"r"(smem_u32(bar)), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void bulk_load(void *dst_smem, const void *src, uint32_t bytes, uint64_t *bar)
+{
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+        ::"r"(smem_u32(dst_smem)), "l"(src), "r"(bytes), "r"(smem_u32(bar)) : "memory");
+}
+
+__device__ __forceinline__ void bulk_store(void *dst, const void *src_smem, uint32_t bytes)
+{
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
+                 ::"l"(dst), "r"(smem_u32(src_smem)), "r"(bytes) : "memory");
+}
+
+__global__ void __launch_bounds__(32 * BULK_WARPS)
+fetch_bulk_kernel(const uint8_t *__restrict__ pool, size_t pool_stride,
+                  const int64_t *__restrict__ rows, const int32_t *__restrict__ slots, int n,
+                  int copy_bytes, uint8_t *__restrict__ hot, size_t hot_stride)
+{
+    extern __shared__ __align__(128) uint8_t fetch_smem[];
+    __shared__ __align__(8) uint64_t bars[BULK_WARPS][BULK_STAGES];
+    const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+    const int warp = blockIdx.x * BULK_WARPS + wib, nwarps = gridDim.x * BULK_WARPS;
+    const int slot_bytes = (copy_bytes + 127) & ~127;
+    uint8_t *stage_base = fetch_smem + (size_t)wib * BULK_STAGES * BULK_BATCH * slot_bytes;
+    if (lane != 0) return;  /* one lane drives the copy engine; the others have nothing to do */
+    for (int s = 0; s < BULK_STAGES; s++) mbar_init(&bars[wib][s], 1);
+    int per = (n + nwarps - 1) / nwarps;
+    int begin = warp * per, end = min(n, begin + per);
+    int nb = end > begin ? (end - begin + BULK_BATCH - 1) / BULK_BATCH : 0;
+    for (int b = 0; b <= nb; b++) {
+        if (b < nb) {
+            int s = b % BULK_STAGES;
+            /* Stage s was last read by the stores of batch b - STAGES; those are at most the
+             * (STAGES - 2)-th newest committed group, so waiting down to STAGES - 2
+             * outstanding groups frees it while newer stores keep streaming. */
+            asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(BULK_STAGES - 2) : "memory");
+            int i0 = begin + b * BULK_BATCH, cnt = min(BULK_BATCH, end - i0);
+            mbar_expect_tx(&bars[wib][s], (uint32_t)(cnt * copy_bytes));
+            for (int r = 0; r < cnt; r++)
+                bulk_load(stage_base + (size_t)(s * BULK_BATCH + r) * slot_bytes,
+                          pool + (size_t)rows[i0 + r] * pool_stride, (uint32_t)copy_bytes, &bars[wib][s]);
+        }
+        if (b >= 1) {
+            int pb = b - 1, ps = pb % BULK_STAGES;
+            mbar_wait(&bars[wib][ps], (uint32_t)((pb / BULK_STAGES) & 1));
+            int i0 = begin + pb * BULK_BATCH, cnt = min(BULK_BATCH, end - i0);
+            for (int r = 0; r < cnt; r++)
+                bulk_store(hot + (size_t)slots[i0 + r] * hot_stride,
+                           stage_base + (size_t)(ps * BULK_BATCH + r) * slot_bytes, (uint32_t)copy_bytes);
+            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+    }
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+/* ---- version 6: device scatter from a contiguous staging buffer ---- */
+
+__global__ void scatter_rows_kernel(const uint8_t *__restrict__ staging, int row_bytes,
+                                    const int32_t *__restrict__ slots, int n,
+                                    uint8_t *__restrict__ hot, size_t hot_stride)
+{
+    /* Rows are 8-byte multiples in every supported format; one warp per row, 8-byte words. */
+    const int lane = threadIdx.x & 31;
+    const int nw = row_bytes / 8;
+    for (int i = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); i < n;
+         i += (int)((gridDim.x * blockDim.x) >> 5)) {
+        const uint2 *src = (const uint2 *)(staging + (size_t)i * row_bytes);
+        uint2 *dst = (uint2 *)(hot + (size_t)slots[i] * hot_stride);
+        for (int w = lane; w < nw; w += 32) dst[w] = src[w];
+    }
+}
+
+/* Host threads that gather rows into the staging buffer. Each timed call publishes one job;
+ * worker w copies its share of every chunk and counts the chunk done, so the launching thread
+ * can send chunk c over the link while the workers gather chunk c + 1. Workers spin while a
+ * job is live (a condition variable would add tens of microseconds per chunk). */
+struct host_gather {
+    int nthreads = 0;
+    std::vector<std::thread> threads;
+    std::atomic<int> generation{0};
+    std::atomic<int> stop{0};
+    std::vector<std::atomic<int>> *chunk_done = nullptr;
+    const uint8_t *pool = nullptr;
+    size_t pool_stride = 0, row_bytes = 0;
+    const int64_t *rows = nullptr;
+    int n = 0, chunk_rows = 0, nchunks = 0;
+    uint8_t *staging = nullptr;
+
+    void worker(int w)
+    {
+        int seen = 0;
+        for (;;) {
+            int g;
+            while ((g = generation.load(std::memory_order_acquire)) == seen) {
+                if (stop.load(std::memory_order_relaxed)) return;
+                sched_yield();
+            }
+            seen = g;
+            for (int c = 0; c < nchunks; c++) {
+                int c0 = c * chunk_rows, c1 = std::min(n, c0 + chunk_rows);
+                int per = (c1 - c0 + nthreads - 1) / nthreads;
+                int a = c0 + w * per, b = std::min(c1, a + per);
+                for (int i = a; i < b; i++)
+                    memcpy(staging + (size_t)i * row_bytes, pool + (size_t)rows[i] * pool_stride, row_bytes);
+                (*chunk_done)[c].fetch_add(1, std::memory_order_release);
+            }
+        }
+    }
+};
+
+/* ---- host side ---- */
+
+struct host_pool {
+    uint8_t *ptr = nullptr;
+    size_t bytes = 0;
+    std::string pages;   /* "pinned" (cudaHostAlloc) or "thp" (mmap + MADV_HUGEPAGE + register) */
+};
+
+static host_pool g_pool;
+
+static void fill_part(uint8_t *p, size_t words0, size_t words1)
+{
+    uint64_t *w = (uint64_t *)p;
+    for (size_t i = words0; i < words1; i++) w[i] = bench_mix(i) | 0x0101010101010101ull;
+}
+
+/* The pool is kept across grid points of the same size and page kind: pinning tens of GB
+ * takes seconds. Its contents are a hash of the word offset, non-zero in every byte. */
+static int pool_get(size_t bytes, const std::string &pages)
+{
+    if (g_pool.ptr && g_pool.bytes == bytes && g_pool.pages == pages) return 0;
+    if (g_pool.ptr) {
+        if (g_pool.pages == "pinned") cudaCheck(cudaFreeHost(g_pool.ptr));
+        else { cudaCheck(cudaHostUnregister(g_pool.ptr)); munmap(g_pool.ptr, g_pool.bytes); }
+        g_pool.ptr = nullptr;
+    }
+    void *p = nullptr;
+    if (pages == "pinned") {
+        cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocMapped);
+        if (e != cudaSuccess) {
+            fprintf(stderr, "dhbench: fetch: cannot pin a %zu-byte host pool: %s\n", bytes, cudaGetErrorString(e));
+            (void)cudaGetLastError();
+            return -1;
+        }
+    } else if (pages == "thp") {
+        p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) { fprintf(stderr, "dhbench: fetch: mmap of %zu bytes failed\n", bytes); return -1; }
+        madvise(p, bytes, MADV_HUGEPAGE);
+    } else {
+        fprintf(stderr, "dhbench: fetch: unknown pages '%s' (pinned or thp)\n", pages.c_str());
+        return -1;
+    }
+    size_t words = bytes / 8;
+    int nt = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> th;
+    for (int t = 0; t < nt; t++)
+        th.emplace_back(fill_part, (uint8_t *)p, words * t / nt, words * (t + 1) / nt);
+    for (auto &t : th) t.join();
+    if (pages == "thp") {
+        cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterMapped);
+        if (e != cudaSuccess) {
+            fprintf(stderr, "dhbench: fetch: cudaHostRegister of %zu bytes: %s\n", bytes, cudaGetErrorString(e));
+            (void)cudaGetLastError();
+            munmap(p, bytes);
+            return -1;
+        }
+    }
+    g_pool.ptr = (uint8_t *)p;
+    g_pool.bytes = bytes;
+    g_pool.pages = pages;
+    return 0;
+}
+
+/* Builds one index set of n rows for the pattern, rows < pool_rows. */
+static void make_rows(bench_rng &rng, const std::string &pattern, int64_t pool_rows, int n,
+                      int64_t window_rows, int miss_per_window, std::vector<int64_t> &out)
+{
+    out.clear();
+    if (pattern == "uniform" || pattern == "uniform_sorted") {
+        for (int i = 0; i < n; i++) out.push_back((int64_t)(rng.uniform() * (double)pool_rows));
+        if (pattern == "uniform_sorted") std::sort(out.begin(), out.end());
+        return;
+    }
+    int64_t nwin_pool = pool_rows / window_rows;
+    int nwin = (n + miss_per_window - 1) / miss_per_window;
+    std::vector<int32_t> wins = bench_sample_sorted(rng, (int32_t)nwin_pool, nwin);
+    if (pattern == "serving")
+        for (int i = nwin - 1; i > 0; i--) std::swap(wins[i], wins[rng.below((uint32_t)i + 1)]);
+    for (int w = 0; w < nwin && (int)out.size() < n; w++) {
+        std::vector<int32_t> r = bench_sample_sorted(rng, (int32_t)window_rows, miss_per_window);
+        for (int j = 0; j < miss_per_window && (int)out.size() < n; j++)
+            out.push_back((int64_t)wins[w] * window_rows + r[j]);
+    }
+}
+
+int bench_fetch(bench_env *env, const bench_params &p)
+{
+    const int row_bytes = (int)p.num("row_bytes", 656);
+    const int n = (int)p.num("rows", 16384);
+    const int sms = (int)p.num("sms", 8);
+    const double pool_gb = p.real("pool_gb", 4);
+    const std::string pattern = p.str("pattern", "serving");
+    const std::string pages = p.str("pages", "pinned");
+    const int version = (int)p.num("version", 2);
+    const int host_threads = (int)p.num("host_threads", 8);
+    /* The serving layout's window and misses per window come from the suite file, whose
+     * comments give their source. */
+    const int64_t window_rows = p.num("window_rows", 100000);
+    const int miss_per_window = (int)p.num("miss_per_window", 291);
+
+    if (row_bytes % 8 || row_bytes > 1152 || row_bytes <= 0) {
+        fprintf(stderr, "dhbench: fetch: row_bytes %d must be a multiple of 8 up to 1152\n", row_bytes);
+        return -1;
+    }
+    if (sms < 1 || sms > env->prop.multiProcessorCount) {
+        fprintf(stderr, "dhbench: fetch: sms %d outside [1, %d]\n", sms, env->prop.multiProcessorCount);
+        return -1;
+    }
+    bool padded = version == 3 || version == 4;
+    size_t stride = padded ? (size_t)((row_bytes + 127) & ~127) : (size_t)row_bytes;
+    if (version == 4 && row_bytes % 16) padded = true;
+    size_t pool_bytes = (size_t)(pool_gb * 1e9) / stride * stride;
+    if (env->quick) pool_bytes = std::min(pool_bytes, (size_t)1 << 30);
+    int64_t pool_rows = (int64_t)(pool_bytes / stride);
+    if (pool_get(pool_bytes, pages)) return -1;
+    uint8_t *pool = g_pool.ptr;
+    uint8_t *pool_dev = nullptr;
+    cudaCheck(cudaHostGetDevicePointer((void **)&pool_dev, pool, 0));
+    if (pool_rows / window_rows < (n + miss_per_window - 1) / miss_per_window && pattern.rfind("serving", 0) == 0) {
+        fprintf(stderr, "dhbench: fetch: pool of %lld rows has too few %lld-row windows for %d rows\n",
+                (long long)pool_rows, (long long)window_rows, n);
+        return -1;
+    }
+
+    /* Index sets: enough that the reps read more than 4x L2 of distinct rows. */
+    size_t batch_bytes = (size_t)n * row_bytes;
+    int nsets = (int)std::min<size_t>(64, std::max<size_t>(2, 4 * (size_t)env->prop.l2CacheSize / batch_bytes + 1));
+    bench_rng rng(0x5eedull ^ ((uint64_t)n << 20) ^ (uint64_t)row_bytes ^ ((uint64_t)version << 40));
+    std::vector<int64_t> rows_h((size_t)nsets * n), one;
+    std::vector<int32_t> slots_h((size_t)nsets * n);
+    int hot_rows = n;  /* every set writes all slots of one hot buffer, in a random order */
+    for (int s = 0; s < nsets; s++) {
+        make_rows(rng, pattern, pool_rows, n, window_rows, miss_per_window, one);
+        std::copy(one.begin(), one.end(), rows_h.begin() + (size_t)s * n);
+        int32_t *sl = slots_h.data() + (size_t)s * n;
+        for (int i = 0; i < n; i++) sl[i] = i;
+        for (int i = n - 1; i > 0; i--) std::swap(sl[i], sl[rng.below((uint32_t)i + 1)]);
+    }
+    int64_t *rows_d;
+    int32_t *slots_d;
+    uint8_t *hot_d;
+    size_t hot_bytes = (size_t)hot_rows * stride;
+    cudaCheck(cudaMalloc(&rows_d, rows_h.size() * sizeof(int64_t)));
+    cudaCheck(cudaMalloc(&slots_d, slots_h.size() * sizeof(int32_t)));
+    cudaCheck(cudaMalloc(&hot_d, hot_bytes));
+    cudaCheck(cudaMemcpy(rows_d, rows_h.data(), rows_h.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(slots_d, slots_h.data(), slots_h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+
+    /* Version 6 resources. */
+    uint8_t *stage_h = nullptr, *stage_d = nullptr;
+    host_gather *hg = nullptr;
+    std::vector<std::atomic<int>> chunk_done;
+    cudaStream_t stream;
+    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const int chunk_rows = (int)p.num("chunk_rows", 1024);
+    if (version == 6) {
+        cudaCheck(cudaHostAlloc(&stage_h, batch_bytes, cudaHostAllocDefault));
+        cudaCheck(cudaMalloc(&stage_d, batch_bytes));
+        hg = new host_gather;
+        hg->nthreads = host_threads;
+        hg->nchunks = (n + chunk_rows - 1) / chunk_rows;
+        chunk_done = std::vector<std::atomic<int>>(hg->nchunks);
+        hg->chunk_done = &chunk_done;
+        for (int t = 0; t < host_threads; t++) hg->threads.emplace_back(&host_gather::worker, hg, t);
+    }
+    int bulk_smem = BULK_WARPS * BULK_STAGES * BULK_BATCH * (int)((stride + 127) & ~(size_t)127);
+    if (version == 4)
+        cudaCheck(cudaFuncSetAttribute(fetch_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bulk_smem));
+
+    auto launch = [&](int rep) {
+        int s = rep % nsets;
+        const int64_t *rr = rows_d + (size_t)s * n;
+        const int32_t *ss = slots_d + (size_t)s * n;
+        switch (version) {
+        case 1:
+            if (row_bytes % 16 == 0)
+                fetch_rows_kernel<uint4, 1, false><<<sms, 1024, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
+            else
+                fetch_rows_kernel<uint2, 1, false><<<sms, 1024, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
+            CUDA_LAUNCH_CHECK();
+            break;
+        case 2:
+        case 3:
+            if (row_bytes % 16 == 0)
+                fetch_rows_kernel<uint4, 8, true><<<sms, 1024, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
+            else
+                fetch_rows_kernel<uint2, 8, true><<<sms, 1024, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
+            CUDA_LAUNCH_CHECK();
+            break;
+        case 4:
+            fetch_bulk_kernel<<<sms, 32 * BULK_WARPS, bulk_smem, stream>>>(pool_dev, stride, rr, ss, n,
+                                                                          (row_bytes + 15) & ~15, hot_d, stride);
+            CUDA_LAUNCH_CHECK();
+            break;
+        case 6: {
+            hg->pool = pool; hg->pool_stride = stride; hg->row_bytes = (size_t)row_bytes;
+            hg->rows = rows_h.data() + (size_t)s * n; hg->n = n; hg->chunk_rows = chunk_rows;
+            hg->staging = stage_h;
+            for (auto &c : chunk_done) c.store(0, std::memory_order_relaxed);
+            hg->generation.fetch_add(1, std::memory_order_release);
+            for (int c = 0; c < hg->nchunks; c++) {
+                while (chunk_done[c].load(std::memory_order_acquire) < host_threads) { }
+                size_t off = (size_t)c * chunk_rows * row_bytes;
+                size_t len = (size_t)(std::min(n, (c + 1) * chunk_rows) - c * chunk_rows) * row_bytes;
+                cudaCheck(cudaMemcpyAsync(stage_d + off, stage_h + off, len, cudaMemcpyHostToDevice, stream));
+            }
+            scatter_rows_kernel<<<sms, 1024, 0, stream>>>(stage_d, row_bytes, ss, n, hot_d, stride);
+            CUDA_LAUNCH_CHECK();
+            break;
+        }
+        default:
+            fprintf(stderr, "dhbench: fetch: unknown version %d\n", version);
+            exit(1);
+        }
+    };
+
+    /* Check every index set before timing: poisoned hot buffer, every slot compared. */
+    int ok = 1;
+    std::vector<uint8_t> hot_h(hot_bytes), ref(hot_bytes);
+    for (int s = 0; s < nsets && ok; s++) {
+        cudaCheck(cudaMemset(hot_d, 0xA5, hot_bytes));
+        launch(s);
+        cudaCheck(cudaStreamSynchronize(stream));
+        cudaCheck(cudaMemcpy(hot_h.data(), hot_d, hot_bytes, cudaMemcpyDeviceToHost));
+        kref_gather_rows(pool, stride, rows_h.data() + (size_t)s * n, slots_h.data() + (size_t)s * n,
+                         (size_t)n, (size_t)row_bytes, ref.data(), stride);
+        for (int i = 0; i < n && ok; i++)
+            if (memcmp(hot_h.data() + (size_t)i * stride, ref.data() + (size_t)i * stride, (size_t)row_bytes)) {
+                fprintf(stderr, "dhbench: fetch v%d: slot %d differs from the host row (set %d)\n", version, i, s);
+                ok = 0;
+            }
+        if (env->quick) break;
+    }
+    bench_record r;
+    r.kernel = "fetch";
+    r.version = std::to_string(version);
+    r.dtype = row_bytes == 1152 ? "bf16" : "fp8";
+    r.row_bytes = row_bytes;
+    r.rows = n;
+    r.sms = sms;
+    r.pool_bytes = (long long)pool_bytes;
+    r.pattern = pattern + (pages == "thp" ? "+thp" : "") + (version == 6 ? "+threads" + std::to_string(host_threads) : "");
+    r.bytes = (double)batch_bytes;
+    r.ceiling_name = "h2d_memcpy_pinned";
+    r.ceiling_value = env->h2d_gbps;
+    r.checked = ok;
+    if (ok) {
+        bench_timing t = version == 6 ? bench_time_wall(env, launch) : bench_time(env, launch);
+        r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
+    }
+    bench_emit(env, r);
+
+    if (hg) {
+        hg->stop.store(1);
+        for (auto &t : hg->threads) t.join();
+        delete hg;
+        cudaCheck(cudaFreeHost(stage_h));
+        cudaCheck(cudaFree(stage_d));
+    }
+    cudaCheck(cudaStreamDestroy(stream));
+    cudaCheck(cudaFree(rows_d));
+    cudaCheck(cudaFree(slots_d));
+    cudaCheck(cudaFree(hot_d));
+    return ok ? 0 : -1;
+}
+
+void bench_fetch_release(void)
+{
+    if (!g_pool.ptr) return;
+    if (g_pool.pages == "pinned") cudaCheck(cudaFreeHost(g_pool.ptr));
+    else { cudaCheck(cudaHostUnregister(g_pool.ptr)); munmap(g_pool.ptr, g_pool.bytes); }
+    g_pool.ptr = nullptr;
+}

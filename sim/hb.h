@@ -1,0 +1,73 @@
+/* hb.h: the hot buffer -- which rows of one (request, selection group) have a
+ * GPU copy -- under LRU replacement with a budget of B rows.
+ *
+ * Layers that share one selection (IndexShare) and run under the same policy
+ * and budget evolve identically, so the simulator keeps ONE hot buffer per
+ * (request, selection group) and multiplies its row counts and bytes by the
+ * number of layers in the group. Each layer still has its own rows on the GPU
+ * and on the host; only the bookkeeping is shared.
+ *
+ * State: the selected rows S (protected: never evicted) and the resident but
+ * unselected rows, kept in a recency list whose head is evicted first. The
+ * list is ordered by the position at which a row left S; rows leaving at the
+ * same position are appended in ascending row order. A hash map (open
+ * addressing, linear probing, backward-shift deletion) maps a row to its node.
+ *
+ * One position (hb_step) is applied from the stream's delta, in this order:
+ *   1. removed rows leave S and go to the list tail (ascending);
+ *   2. rows new in the context since the last position are WRITTEN: a decode
+ *      step produces the newest token's KV on the GPU, so it enters residency
+ *      at the list tail without a fetch, and is written through to the host
+ *      (the caller charges the write-through). Rows present at position 0 (the
+ *      prompt, which arrives from prefill into host memory) are not resident;
+ *   3. added rows that are resident are hits: unlinked from the list into S;
+ *   4. the other added rows are misses: fetched, inserted into S; if the
+ *      buffer is then over budget, rows are evicted from the list head.
+ * This is exactly LRU that, at every position, touches the new rows and then
+ * every selected row in ascending order and evicts the least recent
+ * unselected rows down to B (tests/test_sim_hb.c checks it against that plain
+ * formulation). Cost: O(changed rows) expected per position, never O(k). */
+#ifndef DH_HB_H
+#define DH_HB_H
+
+#include <stdint.h>
+
+#include "traces/sel.h"
+
+typedef struct {
+    uint32_t hits, misses;  /* added rows found resident / fetched */
+    uint32_t evicted;       /* rows dropped (clean copies: free) */
+    uint32_t written;       /* new rows produced on the GPU this position */
+} hb_result;
+
+typedef struct {
+    uint32_t budget;       /* most rows resident (S included) */
+    uint32_t n_resident, n_sel;
+    uint32_t nrows_seen;   /* context rows at the last position (0 before the first) */
+    /* Nodes: row, list links; prev == HB_SELECTED marks a selected row. */
+    uint32_t *row, *prev, *next;
+    uint32_t n_nodes, cap_nodes, free_head;
+    uint32_t head, tail;   /* recency list of unselected residents */
+    /* Hash slots: key = row + 1 (0 empty), val = node. */
+    uint32_t *hkey, *hval;
+    uint32_t hmask;
+    uint32_t *scratch;     /* misses of the current position */
+    uint32_t cap_scratch;
+} hb;
+
+void hb_init(hb *h, uint32_t budget);
+void hb_release(hb *h);
+/* Forget every row (a new request in the same slot); keeps the memory. */
+void hb_clear(hb *h);
+/* Apply one position. -1 with dh_err() if the delta contradicts the state
+ * (removing an unselected row, adding a selected one) or the selection
+ * outgrows the budget. */
+int hb_step(hb *h, const sel_delta *d, hb_result *res);
+/* Change the budget; shrinking evicts least-recent unselected rows at once.
+ * Returns the rows evicted. The budget may not drop below the selection. */
+uint32_t hb_set_budget(hb *h, uint32_t budget);
+int hb_resident(const hb *h, uint32_t row);
+int hb_selected(const hb *h, uint32_t row);
+static inline uint32_t hb_unselected(const hb *h) { return h->n_resident - h->n_sel; }
+
+#endif

@@ -1,0 +1,75 @@
+/* hw.h: the hardware profile of one decode GPU and its host link
+ * (models/hw/NAME.ini), and the cost functions the decode step uses.
+ *
+ * Profile schema (every key required unless a default is given; units SI:
+ * bytes, seconds, bytes/s, FLOP/s). A calibration tool may rewrite the file;
+ * it must keep these keys, and every value carries its source in a comment.
+ *
+ *   [hw]      name            label
+ *             hbm_bytes       usable HBM capacity of one GPU
+ *             hbm_bw          effective HBM streaming bandwidth (bytes read + written per s)
+ *             sms             streaming multiprocessors
+ *             fp8_flops       dense FP8 tensor rate
+ *             bf16_flops      dense BF16 tensor rate
+ *             mma_efficiency  achieved fraction of the tensor rates (0, 1]
+ *             kernel_launch_s fixed cost of one kernel on the compute stream
+ *   [pcie]    h2d_bw, d2h_bw  pinned-memcpy bandwidth each way
+ *             duplex_bw       both directions at once (sum)
+ *   [gather]  (zero-copy fetch of missed rows straight from pinned host memory)
+ *             row_bytes       table x: row size of the gather
+ *             row_bw          table y: bandwidth at that row size, small host footprint
+ *             ref_row_bytes   the row size at which the page table below was measured
+ *             pages           table x: distinct host pages one launch touches
+ *             pages_bw        table y: bandwidth at ref_row_bytes for that many pages
+ *             sms             table x: SMs given to the gather
+ *             sms_factor      table y: bandwidth multiplier at that many SMs
+ *             fetch_sms       SMs the fetch kernel occupies (taken from compute)
+ *             page_bytes      host page size
+ *             launch_s        fixed cost of one gather launch
+ *   [host]    dram_bytes      pinned host memory available for the KV history
+ *
+ * Gather bandwidth for a launch of `rows` rows of `row_bytes` touching `pages`
+ * distinct pages with `sms` SMs:
+ *   bw = row_bw(row_bytes) / row_bw(ref_row_bytes) * pages_bw(pages) * sms_factor(sms),
+ * capped at h2d_bw. Tables are interpolated linearly in log(x) and held flat
+ * beyond their ends. So the fetch cost depends on row size, rows and pages per
+ * launch and SMs, not on bytes alone (measurements: README, pool_probe). */
+#ifndef DH_HW_H
+#define DH_HW_H
+
+#include <stddef.h>
+
+#include "common/cfg.h"
+
+#define HW_TABLE_MAX 32
+
+typedef struct {
+    size_t n;
+    double x[HW_TABLE_MAX], y[HW_TABLE_MAX];
+} hw_table;
+
+typedef struct {
+    char name[64];
+    double hbm_bytes, hbm_bw;
+    double sms, fp8_flops, bf16_flops, mma_efficiency, kernel_launch_s;
+    double h2d_bw, d2h_bw, duplex_bw;
+    hw_table gather_row, gather_pages, gather_sms;
+    double ref_row_bytes, fetch_sms, page_bytes, gather_launch_s;
+    double host_dram_bytes;
+} hw_profile;
+
+/* Read the profile from c (every key must be known). 0 or -1 with dh_err(). */
+int hw_load(cfg *c, hw_profile *hw);
+double hw_table_eval(const hw_table *t, double x);
+/* Bandwidth of one gather launch (bytes/s). */
+double hw_gather_bw(const hw_profile *hw, double row_bytes, double pages);
+/* Seconds for one gather launch of rows rows touching pages pages (0 rows: 0 s). */
+double hw_fetch_time(const hw_profile *hw, double rows, double row_bytes, double pages);
+/* Expected distinct pages touched by m rows drawn uniformly from a window of
+ * window_rows rows of row_bytes each (balls in bins). */
+double hw_window_pages(const hw_profile *hw, double m, double window_rows, double row_bytes);
+/* Seconds for a kernel reading bytes and doing flops at the FP8 or BF16 rate,
+ * with the compute rate scaled by the SMs left to compute. */
+double hw_kernel_time(const hw_profile *hw, double bytes, double flops, int fp8, double compute_sms);
+
+#endif

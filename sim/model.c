@@ -1,0 +1,269 @@
+/* model.c: model configs with per-layer kinds and a repeated layer list; see model.h. */
+#include "sim/model.h"
+#include "common/dh_err.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_KINDS 32
+#define MAX_LAYERS 4096
+
+typedef struct {
+    model_kind kind[MAX_KINDS];
+    uint32_t n;
+} kind_set;
+
+static int find_kind(const kind_set *ks, const char *name, size_t len)
+{
+    for (uint32_t i = 0; i < ks->n; i++)
+        if (strlen(ks->kind[i].name) == len && !strncmp(ks->kind[i].name, name, len)) return (int)i;
+    return -1;
+}
+
+static int load_kind(cfg *c, const char *sec, kind_set *ks)
+{
+    if (ks->n == MAX_KINDS) return dh_err("%s: more than %d layer kinds", cfg_name(c), MAX_KINDS);
+    model_kind k;
+    memset(&k, 0, sizeof k);
+    k.compress = 1;
+    k.kv_own = 1;
+    k.attn_fp8 = 1;
+    const char *base;
+    int rc = cfg_get_string(c, sec, "base", &base, "");
+    if (rc < 0) return -1;
+    if (*base) {
+        int b = find_kind(ks, base, strlen(base));
+        if (b < 0) return dh_err("%s: [%s] base = '%s' is not an earlier kind", cfg_name(c), sec, base);
+        k = ks->kind[b];
+    }
+    snprintf(k.name, sizeof k.name, "%s", sec + 5);
+    double d;
+    long l;
+    int bv;
+#define DBL(key, field, lo, hi) do { double def_ = k.field; \
+        if (cfg_get_double(c, sec, key, &d, *base ? &def_ : CFG_REQUIRED, lo, hi) < 0) return -1; k.field = d; } while (0)
+#define U32(key, field, lo, hi, req) do { long def_ = (long)k.field; \
+        if (cfg_get_int(c, sec, key, &l, (*base || !(req)) ? &def_ : CFG_REQUIRED, lo, hi) < 0) return -1; k.field = (uint32_t)l; } while (0)
+#define BOOL(key, field) do { int def_ = k.field; \
+        if (cfg_get_bool(c, sec, key, &bv, &def_) < 0) return -1; k.field = bv; } while (0)
+    const char *sel, *kv;
+    if (cfg_get_string(c, sec, "select", &sel, *base ? (k.select == MODEL_SELECT_OWN ? "own" : k.select == MODEL_SELECT_REUSE ? "reuse" : "window") : CFG_REQUIRED) < 0) return -1;
+    if (!strcmp(sel, "own")) k.select = MODEL_SELECT_OWN;
+    else if (!strcmp(sel, "reuse")) k.select = MODEL_SELECT_REUSE;
+    else if (!strcmp(sel, "window")) k.select = MODEL_SELECT_WINDOW;
+    else return dh_err("%s: [%s] select = '%s' (expected own, reuse or window)", cfg_name(c), sec, sel);
+    if (cfg_get_string(c, sec, "kv", &kv, k.kv_own ? "own" : "reuse") < 0) return -1;
+    if (!strcmp(kv, "own")) k.kv_own = 1;
+    else if (!strcmp(kv, "reuse")) k.kv_own = 0;
+    else return dh_err("%s: [%s] kv = '%s' (expected own or reuse)", cfg_name(c), sec, kv);
+    DBL("row_bytes", row_bytes, 1, 1e7);
+    U32("compress", compress, 1, 1 << 20, 0);
+    int needs_sel = k.select != MODEL_SELECT_WINDOW;
+    U32("topk", topk, needs_sel ? 1 : 0, 1 << 24, needs_sel);
+    U32("window", window, k.select == MODEL_SELECT_WINDOW ? 1 : 0, 1 << 24, k.select == MODEL_SELECT_WINDOW);
+    double zero = 0;
+    if (k.select == MODEL_SELECT_OWN) {
+        DBL("indexer_key_bytes", indexer_key_bytes, 0, 1e7);
+        DBL("indexer_heads", indexer_heads, 1, 1e5);
+        DBL("indexer_dim", indexer_dim, 1, 1e6);
+    } else {
+        /* Only a layer running its own indexer holds keys; reject them elsewhere. */
+        if (cfg_get_double(c, sec, "indexer_key_bytes", &d, &zero, 0, 0) < 0) return -1;
+        k.indexer_key_bytes = 0;
+        cfg_get_double(c, sec, "indexer_heads", &d, &k.indexer_heads, 0, 1e5);
+        cfg_get_double(c, sec, "indexer_dim", &d, &k.indexer_dim, 0, 1e6);
+    }
+    DBL("attn_heads", attn_heads, 1, 1e5);
+    DBL("attn_qk_dim", attn_qk_dim, 1, 1e6);
+    DBL("attn_v_dim", attn_v_dim, 1, 1e6);
+    BOOL("attn_fp8", attn_fp8);
+    BOOL("moe", moe);
+#undef DBL
+#undef U32
+#undef BOOL
+    if (cfg_check_unused_section(c, sec) < 0) return -1;
+    ks->kind[ks->n++] = k;
+    return 0;
+}
+
+/* Layer list grammar: list := item (',' item)* ; item := (NAME | '(' list ')') ['*' COUNT]. */
+typedef struct {
+    const char *s, *p;
+    const kind_set *ks;
+    int idx[MAX_LAYERS];
+    uint32_t n;
+    const char *file;
+} layer_parser;
+
+static void skip_ws(layer_parser *lp) { while (isspace((unsigned char)*lp->p)) lp->p++; }
+
+static int parse_list(layer_parser *lp, int depth);
+
+static int parse_item(layer_parser *lp, int depth)
+{
+    skip_ws(lp);
+    uint32_t start = lp->n;
+    if (*lp->p == '(') {
+        lp->p++;
+        if (parse_list(lp, depth + 1) < 0) return -1;
+        skip_ws(lp);
+        if (*lp->p != ')') return dh_err("%s: [model] layers: expected ')' at '%s'", lp->file, lp->p);
+        lp->p++;
+    } else {
+        const char *b = lp->p;
+        while (isalnum((unsigned char)*lp->p) || *lp->p == '_' || *lp->p == '-') lp->p++;
+        if (lp->p == b) return dh_err("%s: [model] layers: expected a kind name at '%s'", lp->file, b);
+        int k = find_kind(lp->ks, b, (size_t)(lp->p - b));
+        if (k < 0) return dh_err("%s: [model] layers: unknown kind '%.*s'", lp->file, (int)(lp->p - b), b);
+        if (lp->n == MAX_LAYERS) return dh_err("%s: [model] layers: more than %d layers", lp->file, MAX_LAYERS);
+        lp->idx[lp->n++] = k;
+    }
+    skip_ws(lp);
+    if (*lp->p == '*') {
+        lp->p++;
+        char *end;
+        long cnt = strtol(lp->p, &end, 10);
+        if (end == lp->p || cnt < 1 || cnt > MAX_LAYERS) return dh_err("%s: [model] layers: bad repeat count at '%s'", lp->file, lp->p);
+        lp->p = end;
+        uint32_t len = lp->n - start;
+        if ((uint64_t)lp->n + (uint64_t)len * (cnt - 1) > MAX_LAYERS) return dh_err("%s: [model] layers: more than %d layers", lp->file, MAX_LAYERS);
+        for (long r = 1; r < cnt; r++)
+            for (uint32_t i = 0; i < len; i++) lp->idx[lp->n++] = lp->idx[start + i];
+    }
+    return 0;
+}
+
+static int parse_list(layer_parser *lp, int depth)
+{
+    if (depth > 8) return dh_err("%s: [model] layers: nested too deeply", lp->file);
+    for (;;) {
+        if (parse_item(lp, depth) < 0) return -1;
+        skip_ws(lp);
+        if (*lp->p != ',') return 0;
+        lp->p++;
+    }
+}
+
+int model_load(cfg *c, model_cfg *m)
+{
+    memset(m, 0, sizeof *m);
+    kind_set *ks = calloc(1, sizeof *ks);
+    layer_parser *lp = calloc(1, sizeof *lp);
+    if (!ks || !lp) abort();
+    int rc = -1;
+    for (size_t i = 0; i < cfg_section_count(c); i++) {
+        const char *sec = cfg_section_name(c, i);
+        if (!strncmp(sec, "kind.", 5) && load_kind(c, sec, ks) < 0) goto out;
+    }
+    const char *name, *layers;
+    if (cfg_get_string(c, "model", "name", &name, CFG_REQUIRED) < 0) goto out;
+    snprintf(m->name, sizeof m->name, "%s", name);
+    if (cfg_get_string(c, "model", "layers", &layers, CFG_REQUIRED) < 0) goto out;
+    lp->s = lp->p = layers;
+    lp->ks = ks;
+    lp->file = cfg_name(c);
+    if (parse_list(lp, 0) < 0) goto out;
+    skip_ws(lp);
+    if (*lp->p) { dh_err("%s: [model] layers: unexpected '%s'", lp->file, lp->p); goto out; }
+    struct { const char *key; double *dst, lo, hi; } d[] = {
+        { "hidden", &m->hidden, 1, 1e7 },
+        { "active_params", &m->active_params, 1, 1e15 },
+        { "experts", &m->experts, 0, 1e6 },
+        { "experts_per_token", &m->experts_per_token, 0, 1e6 },
+        { "expert_bytes", &m->expert_bytes, 0, 1e13 },
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        if (cfg_get_double(c, "model", d[i].key, d[i].dst, CFG_REQUIRED, d[i].lo, d[i].hi) < 0) goto out;
+    if (m->experts_per_token > m->experts) { dh_err("%s: [model] experts_per_token exceeds experts", cfg_name(c)); goto out; }
+    if (cfg_check_unused_section(c, "model") < 0) goto out;
+    /* Build layers and selection groups. */
+    m->n_layers = lp->n;
+    m->layer = calloc(m->n_layers, sizeof *m->layer);
+    m->layer_group = calloc(m->n_layers, sizeof *m->layer_group);
+    m->group = calloc(m->n_layers, sizeof *m->group);
+    if (!m->layer || !m->layer_group || !m->group) abort();
+    int32_t cur = -1;
+    for (uint32_t l = 0; l < m->n_layers; l++) {
+        model_kind *k = &m->layer[l];
+        *k = ks->kind[lp->idx[l]];
+        if (k->moe) m->moe_layers++;
+        if (k->select == MODEL_SELECT_WINDOW) {
+            m->layer_group[l] = -1;
+            if (k->kv_own) m->window_bytes_per_token_row += k->row_bytes;
+            if (k->window > m->max_window) m->max_window = k->window;
+            continue;
+        }
+        if (k->select == MODEL_SELECT_OWN) {
+            cur = (int32_t)m->n_groups++;
+            model_group *g = &m->group[cur];
+            g->first_layer = l;
+            g->k = k->topk;
+            g->compress = k->compress;
+            g->indexer_bytes_per_row = k->indexer_key_bytes;
+        } else if (cur < 0) {
+            dh_err("%s: layer %u (kind '%s') reuses a selection, but no earlier layer selects", cfg_name(c), l, k->name);
+            goto out;
+        }
+        model_group *g = &m->group[cur];
+        if (k->topk != g->k || k->compress != g->compress) {
+            dh_err("%s: layer %u (kind '%s') has k %u / compress %u but its group selects k %u / compress %u",
+                   cfg_name(c), l, k->name, k->topk, k->compress, g->k, g->compress);
+            goto out;
+        }
+        if (!k->kv_own && k->select == MODEL_SELECT_OWN && g->n_layers == 0) {
+            dh_err("%s: layer %u (kind '%s') reuses KV but opens a group with no KV of its own", cfg_name(c), l, k->name);
+            goto out;
+        }
+        m->layer_group[l] = cur;
+        g->n_layers++;
+        g->attn_bytes_per_row += k->row_bytes;
+        if (k->kv_own) g->kv_bytes_per_row += k->row_bytes;
+    }
+    if (m->n_groups == 0) { dh_err("%s: no layer selects rows (every layer is a window layer)", cfg_name(c)); goto out; }
+    rc = 0;
+out:
+    free(ks);
+    free(lp);
+    if (rc < 0) model_release(m);
+    return rc;
+}
+
+void model_release(model_cfg *m)
+{
+    free(m->layer);
+    free(m->layer_group);
+    free(m->group);
+    memset(m, 0, sizeof *m);
+}
+
+int model_shape(const model_cfg *m, trace_shape *sh)
+{
+    memset(sh, 0, sizeof *sh);
+    snprintf(sh->model, sizeof sh->model, "%s", m->name);
+    sh->n_layers = m->n_layers;
+    sh->n_groups = m->n_groups;
+    sh->layer_group = malloc(m->n_layers * sizeof(uint32_t));
+    sh->group_k = malloc(m->n_groups * sizeof(uint32_t));
+    sh->group_compress = malloc(m->n_groups * sizeof(uint32_t));
+    if (!sh->layer_group || !sh->group_k || !sh->group_compress) abort();
+    for (uint32_t l = 0; l < m->n_layers; l++)
+        sh->layer_group[l] = m->layer_group[l] < 0 ? 0 : (uint32_t)m->layer_group[l];
+    for (uint32_t g = 0; g < m->n_groups; g++) {
+        sh->group_k[g] = m->group[g].k;
+        sh->group_compress[g] = m->group[g].compress;
+    }
+    return 0;
+}
+
+int model_check_shape(const model_cfg *m, const trace_shape *sh, const char *what)
+{
+    if (sh->n_groups != m->n_groups)
+        return dh_err("%s has %u selection groups, model '%s' has %u", what, sh->n_groups, m->name, m->n_groups);
+    for (uint32_t g = 0; g < m->n_groups; g++)
+        if (sh->group_k[g] != m->group[g].k || sh->group_compress[g] != m->group[g].compress)
+            return dh_err("%s: selection group %u has k %u / compress %u, model '%s' expects %u / %u", what, g,
+                          sh->group_k[g], sh->group_compress[g], m->name, m->group[g].k, m->group[g].compress);
+    return 0;
+}

@@ -1,0 +1,86 @@
+/* pol.c: the four residency policies over one stream; see pol.h. */
+#include "sim/pol.h"
+#include "common/dh_err.h"
+
+#include <string.h>
+
+const char *const pol_name[POL_N] = { "resident", "hisparse", "adaptive", "oracle" };
+
+int pol_parse(const char *name, pol_kind *out)
+{
+    for (int i = 0; i < POL_N; i++)
+        if (!strcmp(name, pol_name[i])) { *out = (pol_kind)i; return 0; }
+    return dh_err("unknown policy '%s' (expected resident, hisparse, adaptive or oracle)", name);
+}
+
+int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_shape *sh,
+                    uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w)
+{
+    memset(ps, 0, sizeof *ps);
+    ps->kind = kind;
+    ps->req = req;
+    ps->group = group;
+    ps->k = sh->group_k[group];
+    ps->compress = sh->group_compress[group];
+    ps->prompt_len = sh->prompt_len[req];
+    if (kind == POL_RESIDENT) return 0;
+    if (sel_open(src, req, group, &ps->st) < 0)
+        return dh_err_prefix("request %u, group %u: ", req, group);
+    if (kind == POL_ORACLE) {
+        int rc = belady_run(w, ps->st, npos, budget, &ps->seq);
+        sel_close(ps->st);
+        ps->st = NULL;
+        if (rc < 0) return dh_err_prefix("request %u, group %u: ", req, group);
+        return 0;
+    }
+    hb_init(&ps->buf, budget);
+    return 0;
+}
+
+int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *o)
+{
+    memset(o, 0, sizeof *o);
+    uint32_t pos = ps->pos++;
+    o->nrows = sel_rows_at(sh, ps->req, ps->group, pos);
+    switch (ps->kind) {
+    case POL_RESIDENT:
+        o->n_sel = o->nrows < ps->k ? o->nrows : ps->k;
+        o->hits = o->n_sel;
+        return 0;
+    case POL_ORACLE:
+        if (pos >= ps->seq.npos)
+            return dh_err("request %u, group %u: the stream ends at position %u", ps->req, ps->group, ps->seq.npos);
+        o->n_sel = ps->seq.n_sel[pos];
+        o->misses = ps->seq.misses[pos];
+        o->written = ps->seq.written[pos];
+        o->evicted = ps->seq.evicted[pos];
+        o->hits = o->n_sel - o->misses;
+        return 0;
+    default: {
+        sel_delta d;
+        int rc = sel_next(ps->st, &d);
+        if (rc < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
+        if (rc > 0) return dh_err("request %u, group %u: the stream ends at position %u", ps->req, ps->group, pos);
+        if (d.pos != pos || d.nrows != o->nrows)
+            return dh_err("request %u, group %u: position %u has %u rows, the shape implies position %u with %u rows",
+                          ps->req, ps->group, d.pos, d.nrows, pos, o->nrows);
+        hb_result r;
+        if (hb_step(&ps->buf, &d, &r) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
+        o->n_sel = d.n_sel;
+        o->hits = d.n_sel - r.misses; /* rows that stayed selected are hits too */
+        o->misses = r.misses;
+        o->written = r.written;
+        o->evicted = r.evicted;
+        o->resident = ps->buf.n_resident;
+        return 0;
+    }
+    }
+}
+
+void pol_stream_close(pol_stream *ps)
+{
+    if (ps->st) sel_close(ps->st);
+    if (ps->kind == POL_HISPARSE || ps->kind == POL_ADAPTIVE) hb_release(&ps->buf);
+    belady_seq_release(&ps->seq);
+    memset(ps, 0, sizeof *ps);
+}

@@ -1,0 +1,104 @@
+/* sim.h: the discrete-event simulation of one decode GPU of a decode
+ * instance, replaying attention selections against a residency policy.
+ *
+ * Configuration: an instance file (models/instances/NAME.ini) names the model
+ * (models/NAME.ini, model.h) and the hardware profile (models/hw/NAME.ini, hw.h)
+ * and holds these sections:
+ *   [instance]  model, hw, gpus, attention_dp, moe_ep, weights_per_gpu_bytes,
+ *               workspace_bytes, micro_batches, step_overhead_s, moe_comm_s
+ *   [workload]  see wl.h
+ *   [policy]    name (resident|hisparse|adaptive|oracle; default hisparse),
+ *               hisparse_budget_k (B as a multiple of k, >= 1; oracle uses
+ *               the same B), adaptive_max_optional_k (cap on optional rows
+ *               per (request, group) as a multiple of k; 0 = none)
+ *   [trace]     preset (generator preset name) or path (HDF5 trace file),
+ *               seed, keyframe_interval
+ * "--set section.key=value" overrides go to whichever file has the section
+ * (model: [model], [kind.*]; hardware: [hw], [pcie], [gather], [host];
+ * everything else: the instance file), and unknown keys are errors.
+ *
+ * The simulated GPU serves ceil(concurrency / attention_dp) requests (attention
+ * is data-parallel; MoE is expert-parallel across all GPUs, so expert weights
+ * read per layer depend on the instance's token count). One step: admit
+ * requests that fit the HBM ledger, advance every request's streams by one
+ * position under the policy (counts only change with the rows that change),
+ * then time the step's layer graph (step.h). Invariants are checked at the end
+ * of every run; a violation is an error. */
+#ifndef DH_SIM_H
+#define DH_SIM_H
+
+#include <stdint.h>
+
+#include "common/cfg.h"
+#include "sim/hbm.h"
+#include "sim/hw.h"
+#include "sim/model.h"
+#include "sim/pol.h"
+#include "sim/wl.h"
+#include "traces/sel.h"
+
+typedef struct {
+    cfg *inst, *model_cfgf, *hw_cfgf;
+    char inst_path[512];
+    model_cfg model;
+    hw_profile hw;
+    wl_cfg wl;
+    double gpus, attention_dp, moe_ep;
+    double weights_per_gpu, workspace, step_overhead_s, moe_comm_s;
+    uint32_t micro_batches;
+    pol_kind policy;
+    double hisparse_budget_k, adaptive_max_optional_k;
+    char preset[256], trace_path[512];
+    uint64_t seed;
+    uint32_t keyframe_interval;
+} sim_config;
+
+/* Load an instance file with its model and hardware files (paths in the
+ * instance file are relative to the current directory, else to
+ * $DHSPARSE_ROOT), apply overrides, and reject unknown keys. */
+int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc);
+void sim_config_release(sim_config *sc);
+/* Requests on the simulated GPU at instance concurrency c. */
+uint32_t sim_per_gpu(const sim_config *sc, double c);
+/* The trace shape of this workload: model groups, requests and lengths. */
+int sim_shape(const sim_config *sc, trace_shape *sh);
+/* The selection source: the trace file if [trace] path is set (checked
+ * against the model), else the generator preset with the workload's shape. */
+int sim_open_source(const sim_config *sc, sel_source **out);
+
+typedef struct {
+    uint32_t step;
+    double t_start, t_end;
+    uint32_t active, tokens, admitted;
+    double selected, missed, fetch_bytes, write_bytes, fetch_busy;
+    double optional_rows;              /* adaptive: optional rows per (request, group) this step */
+    double hbm[HBM_N_CATEGORIES];
+} sim_tl_row;
+
+typedef struct {
+    char policy[16], model[64], hw[64], source[256];
+    double concurrency;                /* instance-wide, as configured */
+    uint32_t per_gpu;                  /* requests per GPU targeted */
+    uint32_t steps, measured_steps;
+    double sim_time, measured_time;
+    double tokens, measured_tokens;
+    double tok_s_gpu;                  /* output tokens/s per decode GPU (measured steps) */
+    double tpot_p50, tpot_p90, tpot_p99, tpot_mean; /* seconds per output token */
+    double selected_rows, missed_rows, fetch_fraction;
+    double fetch_bytes, write_bytes, h2d_util, d2h_util, compute_util, h2d_gbps;
+    double hbm_capacity, hbm_peak_total, hbm_peak[HBM_N_CATEGORIES], hbm_mean[HBM_N_CATEGORIES];
+    double mean_active;
+    uint32_t admitted, completed, unfinished, never_admitted;
+    uint32_t budget_rows;              /* hisparse/oracle B of group 0 */
+    double mean_optional_rows;
+    double wall_s, rows_per_wall_s;    /* wall clock: not deterministic, reported apart */
+    sim_tl_row *tl;
+    uint32_t n_tl;
+} sim_result;
+
+/* Simulate policy over src (whose shape fixes requests and lengths). 0 or -1
+ * with dh_err() set (bad trace, an impossible workload, a broken invariant). */
+int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *res);
+void sim_result_release(sim_result *r);
+
+#endif

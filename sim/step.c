@@ -1,0 +1,178 @@
+/* step.c: one decode step as an event-driven task graph; see step.h.
+ *
+ * Each micro-batch walks its layers in order; the only cross-layer shortcut is
+ * IndexShare prefetch (a group's fetches are queued when its first layer's
+ * indexer finishes). Per step there are O(layers x micro-batches) events, so
+ * the engine's cost is independent of k and of the context length. */
+#include "sim/step.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EV_IDX = 1, EV_FETCH, EV_COMP };
+
+double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
+{
+    const model_kind *k = &cx->model->layer[l];
+    int32_t g = cx->model->layer_group[l];
+    if (k->select != MODEL_SELECT_OWN || m->n_req <= 0) return 0;
+    double rows = m->idx_rows[g];
+    double bytes = rows * k->indexer_key_bytes;
+    /* Keys are read once per request and shared by its query tokens. */
+    double flops = 2.0 * cx->queries * rows * k->indexer_heads * k->indexer_dim;
+    return hw_kernel_time(cx->hw, bytes, flops, 1, cx->compute_sms);
+}
+
+double step_fetch_s(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes)
+{
+    const model_kind *k = &cx->model->layer[l];
+    int32_t g = cx->model->layer_group[l];
+    *bytes = 0;
+    if (g < 0 || !k->kv_own || m->miss[g] <= 0) return 0;
+    *bytes = m->miss[g] * k->row_bytes;
+    return hw_fetch_time(cx->hw, m->miss[g], k->row_bytes, m->pages[g]);
+}
+
+double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
+{
+    const model_cfg *md = cx->model;
+    const model_kind *k = &md->layer[l];
+    int32_t g = md->layer_group[l];
+    if (m->n_req <= 0) return 0;
+    double rows = g < 0 ? m->window_rows : m->sel[g];
+    double attn_bytes = rows * k->row_bytes;
+    double attn_flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
+    double t = hw_kernel_time(cx->hw, attn_bytes, attn_flops, k->attn_fp8, cx->compute_sms);
+    /* Projections and MLP: every layer reads its dense weights; an MoE layer also
+     * reads each local expert that at least one token of the whole instance routes
+     * to: 1 - (1 - e/E)^T of them for T tokens across the data-parallel ranks. */
+    double w_bytes = cx->dense_bytes_per_layer;
+    if (k->moe && md->experts > 0) {
+        double global_tokens = m->tokens * cx->attention_dp;
+        double local = md->experts / cx->moe_ep;
+        double touched = local * -expm1(global_tokens * log1p(-md->experts_per_token / md->experts));
+        w_bytes += touched * md->expert_bytes;
+    }
+    double flops = 2.0 * md->active_params / md->n_layers * m->tokens;
+    t += hw_kernel_time(cx->hw, w_bytes, flops, 1, cx->compute_sms);
+    if (k->moe) t += cx->moe_comm_s;
+    return t;
+}
+
+typedef struct {
+    uint32_t layer;        /* the layer being worked on */
+    int idx_done, comp_running;
+    uint8_t *fetch_done;   /* [layers] */
+    int done;
+} mb_state;
+
+static void try_compute(const step_ctx *cx, const step_mb *m, mb_state *s, uint32_t mi, double now,
+                        res_server *gpu, evq *q, step_stats *st)
+{
+    uint32_t l = s->layer;
+    if (s->comp_running || !s->idx_done || !s->fetch_done[l]) return;
+    double d = step_compute_s(cx, m, l);
+    double end = res_submit(gpu, now, d, 0);
+    st->compute_busy += d;
+    s->comp_running = 1;
+    evq_push(q, end, EV_COMP, mi, l);
+}
+
+static void submit_group_fetches(const step_ctx *cx, const step_mb *m, mb_state *s, uint32_t mi,
+                                 uint32_t l, double now, res_server *h2d, evq *q, step_stats *st)
+{
+    const model_cfg *md = cx->model;
+    int32_t g = md->layer_group[l];
+    for (uint32_t j = l; j < md->n_layers; j++) {
+        if (md->layer_group[j] != g) continue;
+        if (j > l && md->layer[j].select == MODEL_SELECT_OWN) break;
+        double bytes, d = step_fetch_s(cx, m, j, &bytes);
+        if (d <= 0) { s->fetch_done[j] = 1; continue; }
+        double end = res_submit(h2d, now, d, bytes);
+        st->fetch_busy += d;
+        st->fetch_bytes += bytes;
+        evq_push(q, end, EV_FETCH, mi, j);
+    }
+}
+
+static void start_layer(const step_ctx *cx, const step_mb *m, mb_state *s, uint32_t mi, double now,
+                        res_server *gpu, res_server *h2d, evq *q, step_stats *st)
+{
+    const model_cfg *md = cx->model;
+    uint32_t l = s->layer;
+    s->comp_running = 0;
+    if (md->layer_group[l] < 0) {            /* window layer: nothing to select or fetch */
+        s->fetch_done[l] = 1;
+        s->idx_done = 1;
+    } else if (md->layer[l].select == MODEL_SELECT_OWN) {
+        s->idx_done = 0;
+        double d = step_indexer_s(cx, m, l);
+        double end = res_submit(gpu, now, d, 0);
+        st->compute_busy += d;
+        evq_push(q, end, EV_IDX, mi, l);
+        return;
+    } else {
+        s->idx_done = 1;
+    }
+    try_compute(cx, m, s, mi, now, gpu, q, st);
+}
+
+double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
+                res_server *gpu, res_server *h2d, res_server *d2h, evq *q, step_stats *st)
+{
+    const model_cfg *md = cx->model;
+    mb_state *s = calloc(n_mb, sizeof *s);
+    uint8_t *flags = calloc((size_t)n_mb * md->n_layers, 1);
+    if (!s || !flags) abort();
+    uint32_t running = 0;
+    for (uint32_t i = 0; i < n_mb; i++) {
+        s[i].fetch_done = flags + (size_t)i * md->n_layers;
+        if (mb[i].n_req <= 0) { s[i].done = 1; continue; }
+        running++;
+    }
+    double end = t0;
+    for (uint32_t i = 0; i < n_mb; i++)
+        if (!s[i].done) start_layer(cx, &mb[i], &s[i], i, t0, gpu, h2d, q, st);
+    evq_event e;
+    while (running && evq_pop(q, &e)) {
+        st->events++;
+        mb_state *ms = &s[e.a];
+        const step_mb *m = &mb[e.a];
+        switch (e.kind) {
+        case EV_IDX:
+            ms->idx_done = 1;
+            submit_group_fetches(cx, m, ms, e.a, e.b, e.time, h2d, q, st);
+            try_compute(cx, m, ms, e.a, e.time, gpu, q, st);
+            break;
+        case EV_FETCH:
+            ms->fetch_done[e.b] = 1;
+            if (ms->layer == e.b) try_compute(cx, m, ms, e.a, e.time, gpu, q, st);
+            break;
+        case EV_COMP: {
+            int32_t g = md->layer_group[e.b];
+            const model_kind *k = &md->layer[e.b];
+            if (g >= 0 && k->kv_own && m->written[g] > 0) {
+                /* Write-through of the new rows: off the critical path. */
+                double bytes = m->written[g] * k->row_bytes;
+                double d = bytes / cx->hw->d2h_bw;
+                res_submit(d2h, e.time, d, bytes);
+                st->write_busy += d;
+                st->write_bytes += bytes;
+            }
+            if (e.b + 1 < md->n_layers) {
+                ms->layer = e.b + 1;
+                start_layer(cx, m, ms, e.a, e.time, gpu, h2d, q, st);
+            } else {
+                ms->done = 1;
+                running--;
+                if (e.time > end) end = e.time;
+            }
+            break;
+        }
+        }
+    }
+    free(flags);
+    free(s);
+    return end;
+}

@@ -1,0 +1,69 @@
+/* step.h: the timing of one decode step on one GPU, as a dependency graph of
+ * layer tasks served by three resources (GPU compute, the fetch path
+ * host-to-device, the write-through path device-to-host) and driven by the
+ * event queue.
+ *
+ * The batch is split into micro-batches. For micro-batch m and layer l:
+ *   IDX(m,l)   indexer over all keys of its requests (layers that select own);
+ *              waits for COMP(m,l-1);
+ *   FETCH(m,l) gather of the layer's missed rows from host memory; waits for
+ *              the indexer of the layer's selection group (IndexShare: the
+ *              group's selection is known once its first layer's indexer ran,
+ *              so every layer of the group can be fetched from then on);
+ *   COMP(m,l)  attention over the selected rows, projections and dense/MoE;
+ *              waits for IDX(m,l), FETCH(m,l) and COMP(m,l-1);
+ *   WRITE(m,l) write-through of the rows produced at layer l to host; after
+ *              COMP(m,l), off the critical path.
+ * IDX and COMP share the compute server, FETCH the fetch server, WRITE the
+ * write-through server; each server is FIFO. While one micro-batch computes
+ * layer l, another's misses for layer l travel over PCIe. The step ends when
+ * every micro-batch finished its last layer. Costs come from hw.h only. */
+#ifndef DH_STEP_H
+#define DH_STEP_H
+
+#include <stdint.h>
+
+#include "sim/evq.h"
+#include "sim/hw.h"
+#include "sim/model.h"
+#include "sim/res.h"
+
+/* What one micro-batch brings to a step: sums over its requests, per group. */
+typedef struct {
+    double n_req;        /* requests */
+    double tokens;       /* query tokens (requests x queries per request) */
+    double *sel;         /* [groups] selected rows summed over queries (attention reads) */
+    double *miss;        /* [groups] missed rows to fetch (per layer of the group) */
+    double *pages;       /* [groups] distinct host pages the misses touch (per layer) */
+    double *idx_rows;    /* [groups] rows the indexer scores (summed over requests) */
+    double *written;     /* [groups] rows written through (per kv-owning layer) */
+    double window_rows;  /* rows read by each window layer */
+} step_mb;
+
+typedef struct {
+    const model_cfg *model;
+    const hw_profile *hw;
+    double attention_dp, moe_ep;
+    double dense_bytes_per_layer;  /* weights every layer reads whatever the routing */
+    double moe_comm_s;
+    double compute_sms;            /* SMs left to compute (fetch kernels take the rest) */
+    double queries;                /* query tokens per request (1 plain, gamma+1 verify) */
+} step_ctx;
+
+typedef struct {
+    double compute_busy, fetch_busy, write_busy;
+    double fetch_bytes, write_bytes;
+    uint64_t events;
+} step_stats;
+
+/* Run one step starting at t0 over micro-batches mb[0..n_mb). Returns the
+ * step's end time; adds to *st. Work is O(layers x micro-batches) events. */
+double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
+                res_server *gpu, res_server *h2d, res_server *d2h, evq *q, step_stats *st);
+
+/* Per-task costs, exposed for tests and for reports. */
+double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t layer);
+double step_fetch_s(const step_ctx *cx, const step_mb *m, uint32_t layer, double *bytes);
+double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t layer);
+
+#endif
