@@ -101,9 +101,9 @@ $(BUILD)/tests/%: tests/%.c $(LIBS_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-# Benchmark and calibration programs (bench/*.c), linked like the tests.
+# Benchmark and calibration programs of the traces library (bench/*.c).
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
-$(BUILD)/bench/%: bench/%.c $(LIBS_OBJ)
+$(BUILD)/bench/%: bench/%.c $(TRACES_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
 

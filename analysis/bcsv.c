@@ -123,17 +123,16 @@ static int load_file(bcsv_table *t, const char *path)
         lineno++;
         chomp(line);
         if (line[0] == '#' || is_blank(line)) continue;
-        char *cells[NCOL + 1];
-        int nc = split_cells(line, cells, (int)NCOL);
+        char *cells[2 * NCOL + 1];
+        int nc = split_cells(line, cells, 2 * (int)NCOL);
         if (nc < 0) { rc = dh_err("file '%s' line %ld: unterminated quote", path, lineno); break; }
         if (!have_header) {
             int seen[NCOL] = {0};
-            if (nc > (int)NCOL) { rc = dh_err("file '%s' line %ld: header has more than %zu columns", path, lineno, NCOL); break; }
             for (int i = 0; i < nc; i++) {
                 size_t j = 0;
                 while (j < NCOL && strcmp(cells[i], schema[j])) j++;
                 if (j == NCOL) { rc = dh_err("file '%s' line %ld: unknown column '%s'", path, lineno, cells[i]); goto out; }
-                if (seen[j]++) { rc = dh_err("file '%s' line %ld: column '%s' appears twice", path, lineno, cells[i]); goto out; }
+                if (seen[j]++ || i >= (int)NCOL) { rc = dh_err("file '%s' line %ld: column '%s' appears twice", path, lineno, cells[i]); goto out; }
                 map[i] = (int)j;
             }
             for (size_t j = 0; j < NCOL; j++)
@@ -143,7 +142,7 @@ static int load_file(bcsv_table *t, const char *path)
             continue;
         }
         if (nc != ncols) {
-            rc = dh_err("file '%s' line %ld: %d columns, the header has %d", path, lineno, nc > (int)NCOL ? (int)NCOL + 1 : nc, ncols);
+            rc = dh_err("file '%s' line %ld: %s%d columns, the header has %d", path, lineno, nc > 2 * (int)NCOL ? "more than " : "", nc > 2 * (int)NCOL ? 2 * (int)NCOL : nc, ncols);
             break;
         }
         bcsv_row r;

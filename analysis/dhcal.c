@@ -9,7 +9,8 @@
  *   dhcal check-profile FILE        reject a missing or non-physical coefficient
  *   dhcal check-range FILE NAME=VALUE...   is each value inside [fit_range] NAME?
  *   dhcal import-probe FILE... -o CSV      probe text files to dhbench CSV
- *   dhcal validate --replay CSV --sim FILE... [--steps] [--max-median F] [--max-p95 F] [--exact-misses]
+ *   dhcal validate --replay CSV [--sim FILE...] [--sim-timeline TSV:CONFIG:MODE]... [--steps]
+ *                  [--max-median F] [--max-p95 F] [--exact-misses]
  *       compare replay step times and miss counts with the simulator's
  *
  * Exit status 0 on success, 1 on any error (one line "dhcal: ..."), 2 when
@@ -36,7 +37,8 @@ static void usage(void)
           "       dhcal check-profile FILE\n"
           "       dhcal check-range FILE NAME=VALUE...\n"
           "       dhcal import-probe FILE... -o CSV\n"
-          "       dhcal validate --replay CSV --sim FILE... [--steps] [--max-median F] [--max-p95 F] [--exact-misses]\n",
+          "       dhcal validate --replay CSV [--sim FILE...] [--sim-timeline TSV:CONFIG:MODE]... [--steps]\n"
+          "                      [--max-median F] [--max-p95 F] [--exact-misses]\n",
           stderr);
     exit(1);
 }
@@ -67,7 +69,7 @@ static void print_section(const fit_section *s)
            100 * s->res.rms_rel, s->res.r2, s->skipped_unchecked ? " (unchecked lines left out)" : "");
     for (size_t i = 0; i < s->ncoef; i++) {
         const fit_coef *c = &s->coef[i];
-        printf("  %-28s %14.6g +- %-10.3g%s\n", c->key, c->value, c->se, c->fixed_zero ? "  (below 0 inside the noise: held at 0)" : "");
+        printf("  %-28s %14.6g +- %-10.3g%s\n", c->key, c->value, c->se, c->fixed_zero ? "  (below 0 inside the noise: held at 0)" : c->undetermined ? "  (not determined by the data: left out)" : "");
     }
     for (size_t i = 0; i < s->nrange; i++)
         printf("  range %-22s %14.6g .. %-14.6g\n", s->range[i].name, s->range[i].min, s->range[i].max);
@@ -193,7 +195,7 @@ static int cmd_import_probe(int argc, char **argv)
 static int cmd_validate(int argc, char **argv)
 {
     const char *replay = NULL;
-    strlist sims = {0};
+    strlist sims = {0}, timelines = {0};
     int steps = 0, exact = 0;
     double max_med = NAN, max_p95 = NAN;
     for (int i = 1; i < argc; i++) {
@@ -201,18 +203,31 @@ static int cmd_validate(int argc, char **argv)
         int more = i + 1 < argc;
         if (!strcmp(a, "--replay") && more) replay = argv[++i];
         else if (!strcmp(a, "--sim") && more) { while (i + 1 < argc && argv[i + 1][0] != '-') push(&sims, argv[++i]); }
+        else if (!strcmp(a, "--sim-timeline") && more) push(&timelines, argv[++i]);
         else if (!strcmp(a, "--steps")) steps = 1;
         else if (!strcmp(a, "--exact-misses")) exact = 1;
         else if (!strcmp(a, "--max-median") && more) max_med = parse_num(a, argv[++i]);
         else if (!strcmp(a, "--max-p95") && more) max_p95 = parse_num(a, argv[++i]);
         else dh_die("dhcal", "validate: unknown or incomplete option '%s'", a);
     }
-    if (!replay || !sims.n) usage();
+    if (!replay || (!sims.n && !timelines.n)) usage();
     val_set v;
     val_init(&v);
     if (val_load_replay(&v, replay) < 0) dh_die_last("dhcal");
     for (size_t i = 0; i < sims.n; i++)
         if (val_add_predictions(&v, sims.v[i]) < 0) dh_die_last("dhcal");
+    for (size_t i = 0; i < timelines.n; i++) {
+        /* FILE:CONFIG:MODE, split at the last two colons. */
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", timelines.v[i]);
+        char *m = strrchr(buf, ':');
+        if (!m) dh_die("dhcal", "--sim-timeline '%s': expected FILE:CONFIG:MODE", timelines.v[i]);
+        *m++ = 0;
+        char *cf = strrchr(buf, ':');
+        if (!cf) dh_die("dhcal", "--sim-timeline '%s': expected FILE:CONFIG:MODE", timelines.v[i]);
+        *cf++ = 0;
+        if (val_add_dhsim_timeline(&v, buf, cf, m) < 0) dh_die_last("dhcal");
+    }
     if (val_check_complete(&v) < 0) dh_die_last("dhcal");
     val_report(&v, steps, stdout);
     /* Targets apply to held-out configurations (or to all when none is held out). */
@@ -227,6 +242,7 @@ static int cmd_validate(int argc, char **argv)
     if (exact && all.miss_mismatch_steps) { printf("target missed: miss counts differ on %zu steps\n", all.miss_mismatch_steps); fail = 1; }
     val_release(&v);
     free(sims.v);
+    free(timelines.v);
     return fail ? 2 : 0;
 }
 

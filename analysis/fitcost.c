@@ -106,7 +106,7 @@ int fit_holdout_match(const bcsv_row *r, const char *spec, int *match)
     strcpy(buf, spec);
     *match = 1;
     for (char *save, *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
-        int m;
+        int m = 0;
         if (cond_match(r, c, &m) < 0) return -1;
         if (!m) *match = 0;
     }
@@ -563,14 +563,14 @@ static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_
     }
     /* Terms whose input is constant across the points (every line has zero
      * union rows, say) are not determined by the data: leave them out. */
-    int active[LIN_MAX], zeroed[LIN_MAX] = {0};
+    int active[LIN_MAX], zeroed[LIN_MAX] = {0}, undetermined[LIN_MAX] = {0};
     double fitval[LIN_MAX] = {0};
     for (size_t j = 0; j < nt; j++) {
         active[j] = 1;
         if (j == 0) continue;
         int varies = 0;
         for (size_t i = 1; i < n; i++) if (X[i * LIN_MAX + j] != X[j]) varies = 1;
-        if (!varies && !terms[j].rate) active[j] = 0;
+        if (!varies && !terms[j].rate) { active[j] = 0; undetermined[j] = 1; }
     }
     fit_result r;
     for (int round = 0; ; round++) {
@@ -579,8 +579,19 @@ static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_
         for (size_t i = 0; i < n; i++)
             for (size_t a = 0; a < na; a++) Xa[i * na + a] = X[i * LIN_MAX + map[a]];
         if (fit_linear(Xa, y, w, n, na, &r) < 0) {
-            rc = dh_err_prefix("kernel '%s' version '%s': %s fit: ", s->kernel, s->version, fit_form_name(s->form));
-            goto out;
+            /* A per-item term proportional to the bytes (union rows when the
+             * bytes are the union's rows) cannot be told apart from the
+             * bandwidth: leave the last such term out and say so. */
+            size_t drop = 0;
+            for (size_t a = na; a-- > 1;)
+                if (!terms[map[a]].rate) { drop = map[a]; break; }
+            if (!drop || !strstr(dh_errmsg(), "determine only")) {
+                rc = dh_err_prefix("kernel '%s' version '%s': %s fit: ", s->kernel, s->version, fit_form_name(s->form));
+                goto out;
+            }
+            active[drop] = 0;
+            undetermined[drop] = 1;
+            continue;
         }
         int again = 0;
         for (size_t a = 0; a < na; a++) {
@@ -605,7 +616,10 @@ static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_
             s->res = r;
             for (size_t j = 0; j < nt; j++) {
                 if (terms[j].rate) coef_add(s, terms[j].key, terms[j].scale / full[j], terms[j].scale * fse[j] / (full[j] * full[j]), 0, 0);
-                else coef_add(s, terms[j].key, full[j], fse[j], zeroed[j], fitval[j]);
+                else {
+                    coef_add(s, terms[j].key, full[j], fse[j], zeroed[j], fitval[j]);
+                    s->coef[s->ncoef - 1].undetermined = undetermined[j];
+                }
             }
             if (nhold) {
                 double *pred = malloc(nhold * sizeof *pred);

@@ -66,6 +66,7 @@ typedef struct {
     double value, se;
     int fixed_zero;   /* refitted at 0 because the fit put it below 0 within noise */
     double fit_value; /* the value before that refit */
+    int undetermined; /* the data do not determine it (input constant or collinear): written as 0 */
 } fit_coef;
 
 typedef struct {

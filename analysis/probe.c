@@ -16,7 +16,7 @@ enum { POOL_ROW_BYTES = 656, SERVING_WINDOW_ROWS = 100000, SERVING_MISSES = 291 
 static void emit(FILE *out, const char *kernel, const char *version, const char *pattern, double row_bytes,
                  double rows, double sms, double pool_bytes, double ctx, double k, double median_us, double gbps)
 {
-#define NUM(x) do { if (isnan(x)) fputc(',', out); else fprintf(out, ",%.10g", (double)(x)); } while (0)
+#define NUM(x) do { if (isnan(x)) fputc(',', out); else fprintf(out, ",%.17g", (double)(x)); } while (0)
     fprintf(out, "probe,%s,%s,NVIDIA H200,%s", kernel, version, row_bytes == 1152 ? "bf16" : "fp8");
     NUM(row_bytes); NUM(rows); NUM(sms); NUM(pool_bytes);
     fprintf(out, ",%s", pattern);

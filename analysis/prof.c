@@ -74,6 +74,7 @@ static void provenance(const fit_section *s, char *buf, size_t cap)
         const fit_coef *c = &s->coef[i];
         ADD("%s %s = %.5g +- %.2g", i ? "," : "", c->key, c->value, c->se);
         if (c->fixed_zero) ADD(" (fit gave %.3g, inside the noise: held at 0)", c->fit_value);
+        if (c->undetermined) ADD(" (not determined by the data: left out)");
     }
     ADD("\n; dhcal: fitted range:");
     for (size_t i = 0; i < s->nrange; i++)
@@ -343,16 +344,21 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     char *pending = NULL;
     size_t pending_len = 0;
     FILE *pend = open_memstream(&pending, &pending_len);
+    int blanks = 0;
     if (!pend) abort();
     while (getline(&line, &cap, in) > 0) {
         if (!strncmp(line, "; dhcal:", 8)) continue;
         if (section_line(line, sec, sizeof sec)) {
             in_range = !strcmp(sec, "fit_range");
-            if (in_range) continue;
+            if (in_range) { blanks = 0; continue; }
         }
         if (in_range) continue;
         const char *p = line + strspn(line, " \t");
         if (*p == ';' || *p == '#') { fputs(line, pend); continue; }
+        /* Blank lines wait until something follows them, so the blank line
+         * before [fit_range] is written once however often the file is refit. */
+        if (*p == '\n' || *p == '\r' || !*p) { fflush(pend); if (pending_len) fputs(line, pend); else blanks++; continue; }
+        for (; blanks; blanks--) fputc('\n', out);
         fflush(pend);
         repl *hit = NULL;
         if (is_key_line(line, key, sizeof key))

@@ -135,6 +135,8 @@ static int key_cmp(const val_step *a, const val_step *b)
 
 static int qcmp(const void *a, const void *b) { return key_cmp(a, b); }
 
+static int join_one(val_set *v, const char *path, long lineno, val_step *k, double pred, long misses);
+
 int val_load_replay(val_set *v, const char *path)
 {
     static const char *const names[] = {"config_id", "policy", "mode", "step", "measured_us", "misses", "selected", "heldout"};
@@ -204,18 +206,75 @@ int val_add_predictions(val_set *v, const char *path)
             cell_count(&d, idx[5], names[5], &misses) < 0) { rc = -1; break; }
         if (!(pred >= 0)) { rc = dh_err("file '%s' line %ld: predicted_us must be >= 0", path, d.lineno); break; }
         k.step = (long)step;
-        val_step *hit = bsearch(&k, v->s, v->n, sizeof *v->s, qcmp);
-        if (!hit) {
-            rc = dh_err("file '%s' line %ld: step %ld of config '%s' policy '%s' mode '%s' is not in the replay '%s'", path,
-                        d.lineno, k.step, k.config, k.policy, k.mode, v->replay_path);
-            break;
-        }
-        if (hit->have_pred) { rc = dh_err("file '%s' line %ld: step %ld of config '%s' predicted twice", path, d.lineno, k.step, k.config); break; }
-        hit->predicted_us = pred;
-        hit->misses_pred = misses;
-        hit->have_pred = 1;
+        rc = join_one(v, path, d.lineno, &k, pred, misses);
     }
     dtext_close(&d);
+    return rc;
+}
+
+static int join_one(val_set *v, const char *path, long lineno, val_step *k, double pred, long misses)
+{
+    val_step *hit = bsearch(k, v->s, v->n, sizeof *v->s, qcmp);
+    if (!hit)
+        return dh_err("file '%s' line %ld: step %ld of config '%s' policy '%s' mode '%s' is not in the replay '%s'", path,
+                      lineno, k->step, k->config, k->policy, k->mode, v->replay_path);
+    if (hit->have_pred) return dh_err("file '%s' line %ld: step %ld of config '%s' predicted twice", path, lineno, k->step, k->config);
+    hit->predicted_us = pred;
+    hit->misses_pred = misses;
+    hit->have_pred = 1;
+    return 0;
+}
+
+int val_add_dhsim_timeline(val_set *v, const char *path, const char *config, const char *mode)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return dh_err("file '%s': cannot open: %s", path, strerror(errno));
+    char *line = NULL, policy[32] = "";
+    size_t cap = 0;
+    long lineno = 0;
+    int rc = 0, c_step = -1, c_start = -1, c_end = -1, c_miss = -1, ncol = 0;
+    while (rc == 0 && getline(&line, &cap, f) > 0) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (!strncmp(line, "# policy ", 9)) {
+            snprintf(policy, sizeof policy, "%s", line + 9);
+            ncol = 0;
+            continue;
+        }
+        if (line[0] == '#' || !line[0]) continue;
+        char *cells[64];
+        int n = 0;
+        for (char *save, *t = strtok_r(line, "\t", &save); t && n < 64; t = strtok_r(NULL, "\t", &save)) cells[n++] = t;
+        if (n == 0) continue;
+        if (!strcmp(cells[0], "step")) {
+            c_step = c_start = c_end = c_miss = -1;
+            for (int i = 0; i < n; i++) {
+                if (!strcmp(cells[i], "step")) c_step = i;
+                if (!strcmp(cells[i], "t_start_s")) c_start = i;
+                if (!strcmp(cells[i], "t_end_s")) c_end = i;
+                if (!strcmp(cells[i], "missed_rows")) c_miss = i;
+            }
+            if (c_start < 0 || c_end < 0 || c_miss < 0)
+                rc = dh_err("file '%s' line %ld: timeline header lacks t_start_s, t_end_s or missed_rows", path, lineno);
+            ncol = n;
+            continue;
+        }
+        if (!ncol || !policy[0]) { rc = dh_err("file '%s' line %ld: step line before a '# policy' line and header", path, lineno); break; }
+        if (n != ncol) { rc = dh_err("file '%s' line %ld: %d columns, the header has %d", path, lineno, n, ncol); break; }
+        char *e1, *e2, *e3, *e4;
+        double step = strtod(cells[c_step], &e1), t0 = strtod(cells[c_start], &e2), t1 = strtod(cells[c_end], &e3);
+        double miss = strtod(cells[c_miss], &e4);
+        if (*e1 || *e2 || *e3 || *e4 || !(t1 >= t0) || miss < 0) { rc = dh_err("file '%s' line %ld: bad step line", path, lineno); break; }
+        val_step k;
+        memset(&k, 0, sizeof k);
+        snprintf(k.config, sizeof k.config, "%s", config);
+        snprintf(k.policy, sizeof k.policy, "%s", policy);
+        snprintf(k.mode, sizeof k.mode, "%s", mode);
+        k.step = (long)step;
+        rc = join_one(v, path, lineno, &k, (t1 - t0) * 1e6, (long)miss);
+    }
+    free(line);
+    fclose(f);
     return rc;
 }
 

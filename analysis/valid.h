@@ -38,6 +38,12 @@ void val_release(val_set *v);
 int val_load_replay(val_set *v, const char *path);
 /* Join one prediction file (several may be given, e.g. one per config). */
 int val_add_predictions(val_set *v, const char *path);
+/* Join a dhsim per-step timeline (dhsim --timeline PREFIX writes PREFIX.tsv):
+ * blocks "# policy NAME", a header with step, t_start_s, t_end_s and
+ * missed_rows, one line per step; predicted_us = (t_end_s - t_start_s) * 1e6.
+ * The timeline does not name the configuration or the decode mode: the caller
+ * gives them (dhcal validate --sim-timeline FILE:CONFIG:MODE). */
+int val_add_dhsim_timeline(val_set *v, const char *path, const char *config, const char *mode);
 /* Error naming the first replay step without a prediction. */
 int val_check_complete(const val_set *v);
 

@@ -27,6 +27,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <cmath>
+
 #include <algorithm>
 #include <thread>
 
@@ -340,6 +342,9 @@ static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, 
     if (a.splits <= 0) {
         int blocks_per_split = a.nq * (a.heads / AT_H);
         a.splits = std::max(1, std::min(a.k / AT_N, (sms + blocks_per_split - 1) / blocks_per_split));
+    }
+    if (a.splits > 64) {
+        a.splits = 64;  /* the scratch holds 64 splits per (query, head) */
     }
     a.rows_per_split = ((a.k + a.splits - 1) / a.splits + AT_N - 1) / AT_N * AT_N;
     a.splits = (a.k + a.rows_per_split - 1) / a.rows_per_split;

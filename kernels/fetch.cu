@@ -42,8 +42,11 @@
  * 584 B / 8 B = 73 chunks = 3 per lane; padded 768 / 16 = 48 = 2 per lane. */
 #define FETCH_CPL 3
 
-template <typename V, int R, bool CONTIG>
-__global__ void __launch_bounds__(1024)
+/* THREADS is the block size: one block per SM, so a launch of sms blocks uses sms SMs; version 1
+ * uses 1024 threads, versions 2-3 use 512 so that 8 rows of 16-byte chunks fit in registers
+ * (128 per thread) without spilling. */
+template <typename V, int R, bool CONTIG, int THREADS>
+__global__ void __launch_bounds__(THREADS, 1)
 fetch_rows_kernel(const uint8_t *__restrict__ pool, size_t pool_stride,
                   const int64_t *__restrict__ rows, const int32_t *__restrict__ slots, int n,
                   int row_bytes, uint8_t *__restrict__ hot, size_t hot_stride)
@@ -235,6 +238,16 @@ struct host_gather {
     }
 };
 
+void fetch_launch(const uint8_t *pool, size_t pool_stride, const int64_t *rows, const int32_t *slots,
+                  int n, int row_bytes, uint8_t *hot, size_t hot_stride, int sms, cudaStream_t stream)
+{
+    if (row_bytes % 16 == 0 && pool_stride % 16 == 0 && hot_stride % 16 == 0)
+        fetch_rows_kernel<uint4, 8, true, 512><<<sms, 512, 0, stream>>>(pool, pool_stride, rows, slots, n, row_bytes, hot, hot_stride);
+    else
+        fetch_rows_kernel<uint2, 8, true, 512><<<sms, 512, 0, stream>>>(pool, pool_stride, rows, slots, n, row_bytes, hot, hot_stride);
+    CUDA_LAUNCH_CHECK();
+}
+
 /* ---- host side ---- */
 
 struct host_pool {
@@ -343,9 +356,10 @@ int bench_fetch(bench_env *env, const bench_params &p)
         fprintf(stderr, "dhbench: fetch: sms %d outside [1, %d]\n", sms, env->prop.multiProcessorCount);
         return -1;
     }
-    bool padded = version == 3 || version == 4;
+    /* Version 3 pads to 128 B; version 4 pads only rows that are not 16-byte multiples (584 B),
+     * since a bulk copy needs 16-byte aligned addresses and sizes. */
+    const bool padded = version == 3 || (version == 4 && row_bytes % 16);
     size_t stride = padded ? (size_t)((row_bytes + 127) & ~127) : (size_t)row_bytes;
-    if (version == 4 && row_bytes % 16) padded = true;
     size_t pool_bytes = (size_t)(pool_gb * 1e9) / stride * stride;
     if (env->quick) pool_bytes = std::min(pool_bytes, (size_t)1 << 30);
     int64_t pool_rows = (int64_t)(pool_bytes / stride);
@@ -411,17 +425,17 @@ int bench_fetch(bench_env *env, const bench_params &p)
         switch (version) {
         case 1:
             if (row_bytes % 16 == 0)
-                fetch_rows_kernel<uint4, 1, false><<<sms, 1024, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
+                fetch_rows_kernel<uint4, 1, false, 1024><<<sms, 1024, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
             else
-                fetch_rows_kernel<uint2, 1, false><<<sms, 1024, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
+                fetch_rows_kernel<uint2, 1, false, 1024><<<sms, 1024, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
             CUDA_LAUNCH_CHECK();
             break;
         case 2:
         case 3:
             if (row_bytes % 16 == 0)
-                fetch_rows_kernel<uint4, 8, true><<<sms, 1024, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
+                fetch_rows_kernel<uint4, 8, true, 512><<<sms, 512, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
             else
-                fetch_rows_kernel<uint2, 8, true><<<sms, 1024, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
+                fetch_rows_kernel<uint2, 8, true, 512><<<sms, 512, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
             CUDA_LAUNCH_CHECK();
             break;
         case 4:

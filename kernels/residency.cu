@@ -13,7 +13,10 @@
  * no sort. State per pair: slot_row[B], slot_last[B], row_slot[ctx]. */
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
+extern "C" {
 #include "common/dh_err.h"
+}
+#include "kernels/block_scan.cuh"
 
 #include <string.h>
 
@@ -23,35 +26,6 @@
 #define RES_THREADS 1024
 #define RES_MAX_B 4096  /* static shared memory: 32 KB of keys */
 #define RES_MAX_K 2048
-
-/* Exclusive block scan of one int per thread; returns the prefix, *total gets the sum. */
-__device__ int block_excl_scan(int v, int *total)
-{
-    __shared__ int warp_sums[32];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    int x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        int y = __shfl_up_sync(0xffffffff, x, o);
-        if (lane >= o) x += y;
-    }
-    if (lane == 31) warp_sums[w] = x;
-    __syncthreads();
-    if (w == 0) {
-        int s = lane < (int)(blockDim.x >> 5) ? warp_sums[lane] : 0;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            int y = __shfl_up_sync(0xffffffff, s, o);
-            if (lane >= o) s += y;
-        }
-        warp_sums[lane] = s;
-    }
-    __syncthreads();
-    int before = (w > 0 ? warp_sums[w - 1] : 0) + x - v;
-    *total = warp_sums[(blockDim.x >> 5) - 1];
-    __syncthreads();
-    return before;
-}
 
 __device__ __forceinline__ uint64_t lru_key(int32_t slot, int32_t row, int32_t last, bool prot)
 {

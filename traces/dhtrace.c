@@ -38,13 +38,17 @@ static void usage_error(const char *cmd, const char *fmt, ...)
 }
 
 /* A whole decimal number within [lo, hi]; anything else is a usage error. */
-/* getopt_long's own messages are off (opterr = 0); this names what was wrong. */
-static void bad_option(const char *cmd, char **argv)
+/* getopt_long's own messages are off (opterr = 0, optstrings start with ':'):
+ * this names what was wrong. c is ':' for a missing argument, '?' otherwise. */
+static void bad_option(const char *cmd, int c, char **argv)
 {
     const char *what = argv[optind - 1];
-    if (optopt && optopt < 256 && (what[0] != '-' || what[1] == '-' || what[1] != optopt))
-        usage_error(cmd, "option '-%c' needs an argument or is unknown", optopt);
-    usage_error(cmd, "unknown option, or missing argument: '%s'", what);
+    if (c == ':') {
+        if (optopt && optopt < 256 && strncmp(what, "--", 2)) usage_error(cmd, "option '-%c' needs an argument", optopt);
+        usage_error(cmd, "option '%s' needs an argument", what);
+    }
+    if (optopt && optopt < 256) usage_error(cmd, "unknown option '-%c'", optopt);
+    usage_error(cmd, "unknown option '%s'", what);
 }
 
 static uint64_t parse_num(const char *cmd, const char *opt, const char *s, uint64_t lo, uint64_t hi)
@@ -200,13 +204,13 @@ static int cmd_gen(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     int c;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
         if (gen_opt("gen", c, optarg, &g)) continue;
         switch (c) {
         case OPT_KEYFRAME: g.keyframe_interval = (uint32_t)parse_num("gen", "--keyframe-interval", optarg, 1, UINT32_MAX); break;
         case 'o': out = optarg; break;
         case 'h': fputs(gen_help, stdout); return 0;
-        default: bad_option("gen", argv);
+        default: bad_option("gen", c, argv);
         }
     }
     if (optind < argc) usage_error("gen", "unexpected argument '%s'", argv[optind]);
@@ -259,9 +263,9 @@ static int cmd_info(int argc, char **argv)
 {
     static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (c == 'h') { fputs(info_help, stdout); return 0; }
-        bad_option("info", argv);
+        bad_option("info", c, argv);
     }
     if (argc - optind != 1) usage_error("info", "expected one trace file");
     const char *path = argv[optind];
@@ -329,9 +333,9 @@ static int cmd_check(int argc, char **argv)
 {
     static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (c == 'h') { fputs(check_help, stdout); return 0; }
-        bad_option("check", argv);
+        bad_option("check", c, argv);
     }
     if (argc - optind != 1) usage_error("check", "expected one trace file");
     progress bar;
@@ -394,7 +398,7 @@ static int cmd_stats(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (gen_opt("stats", c, optarg, &g)) continue;
         switch (c) {
         case OPT_JSON: json = 1; break;
@@ -413,7 +417,7 @@ static int cmd_stats(int argc, char **argv)
         case OPT_GRP_STEP: so.group_step = (uint32_t)parse_num("stats", "--group-step", optarg, 1, UINT32_MAX); break;
         case OPT_POSITIONS: so.max_positions = (uint32_t)parse_num("stats", "--positions", optarg, 1, UINT32_MAX); break;
         case 'h': fputs(stats_help, stdout); return 0;
-        default: bad_option("stats", argv);
+        default: bad_option("stats", c, argv);
         }
     }
     if (json && tsv) usage_error("stats", "--json and --tsv exclude each other");

@@ -423,17 +423,23 @@ static inline void grp_flip(gen_stream *s, uint32_t y, int on)
     else { bit_clr(s->gsel, y); s->n_sel--; }
 }
 
-/* A free row near `from` in the dynamic region [sinks, wlo), by linear probing. */
+/* A free row near `from` in the dynamic region [sinks, wlo), by linear
+ * probing. Rows that were selected when this position began are skipped
+ * while a position is being built (taking one would cancel its removal and
+ * make no change); if only such rows are free they are taken. */
 static uint32_t grp_probe(gen_stream *s, int64_t from)
 {
     uint32_t lo = s->p->sinks, span = s->wlo - lo;
     int64_t y = from - lo;
     y %= span;
     if (y < 0) y += span;
-    uint32_t x = lo + (uint32_t)y;
-    for (uint32_t i = 0; i < span; i++) {
-        if (!bit_get(s->gsel, x)) return x;
-        if (++x == s->wlo) x = lo;
+    uint32_t start = lo + (uint32_t)y;
+    for (int pass = s->tracking ? 0 : 1; pass < 2; pass++) {
+        uint32_t x = start;
+        for (uint32_t i = 0; i < span; i++) {
+            if (!bit_get(s->gsel, x) && (pass || !(bit_get(s->touched, x) && bit_get(s->orig, x)))) return x;
+            if (++x == s->wlo) x = lo;
+        }
     }
     DH_BUG_ON(1); /* the caller guarantees a free row */
     return 0;
@@ -477,6 +483,7 @@ static inline uint32_t lat_take(gen_stream *s, int heavy, uint32_t i)
     a[i] = last;
     s->lat[last] = (s->lat[last] & ~IDX_MASK) | i;
     s->lat[x] = 0;
+    s->mark[x] = (uint32_t)s->step + 1;
     grp_remove_dyn(s, x);
     return x;
 }
@@ -509,7 +516,11 @@ static void lat_fill(gen_stream *s)
 {
     const gen_params *p = s->p;
     uint32_t target = lat_target(s), lo = p->sinks, span = s->wlo - lo;
+    /* In a context barely larger than k the only free rows may be those that
+     * just left; after one fruitless sweep they are taken too. */
+    int take_marked = 0;
     while (s->n_heavy + s->n_vol < target) {
+        uint32_t before = s->n_heavy + s->n_vol;
         uint32_t start;
         if (rng_uniform(&s->lat_rng) < p->fresh_recent_p) {
             uint32_t w = p->fresh_recent_span < span ? p->fresh_recent_span : span;
@@ -522,12 +533,14 @@ static void lat_fill(gen_stream *s)
          * that is a scan, bounded by the region (short contexts only). */
         uint32_t x = start;
         for (uint32_t walked = 0; len && walked < span && s->n_heavy + s->n_vol < target; walked++) {
-            if (s->lat[x] == 0) {
+            /* A row that left at this step stays out: re-adding it would be no change. */
+            if (s->lat[x] == 0 && (take_marked || s->mark[x] != (uint32_t)s->step + 1)) {
                 lat_add(s, x, s->n_heavy < s->heavy_target);
                 len--;
             }
             if (++x == s->wlo) x = lo;
         }
+        if (s->n_heavy + s->n_vol == before) take_marked = 1;
     }
 }
 
@@ -569,7 +582,7 @@ static void gen_step(gen_stream *s, uint32_t nrows)
     u32vec *b = &s->cal[s->step & (s->horizon - 1)];
     for (uint32_t i = 0; i < b->n; i++) {
         uint32_t x = b->v[i] >> 1;
-        if (x < s->wlo && s->lat[x] == 0) lat_add(s, x, (b->v[i] & 1) && s->n_heavy < s->heavy_target);
+        if (x < s->wlo && s->lat[x] == 0 && s->mark[x] != (uint32_t)s->step + 1) lat_add(s, x, (b->v[i] & 1) && s->n_heavy < s->heavy_target);
     }
     b->n = 0;
     uint32_t target = lat_target(s);
@@ -662,12 +675,10 @@ static int gen_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **
     s->keyframe_interval = src->meta.keyframe_interval;
     uint32_t rows0 = sel_rows_at(sh, req, group, 0);
     s->max_rows = s->out_len ? sel_rows_at(sh, req, group, s->out_len - 1) : rows0;
-    if (p->sinks + p->window >= s->k) {
+    if (p->sinks + p->window >= sh->group_k[group] || rows0 < p->sinks + p->window + 1) {
         free(s);
-        return dh_err("generator: group %u has k = %u, not above sinks + window = %u", group, s->k, p->sinks + p->window);
-    }
-    if (rows0 < p->sinks + p->window + 1) {
-        free(s);
+        if (p->sinks + p->window >= sh->group_k[group])
+            return dh_err("generator: group %u has k = %u, not above sinks + window = %u", group, sh->group_k[group], p->sinks + p->window);
         return dh_err("generator: request %u starts with %u rows in group %u; the preset needs more than sinks + window = %u",
                       req, rows0, group, p->sinks + p->window);
     }

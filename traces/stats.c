@@ -105,16 +105,16 @@ static void fw_init(fenwick *f, uint32_t n) { f->n = n; f->t = xcalloc(n + 1, si
 static void fw_clear(fenwick *f) { memset(f->t, 0, (f->n + 1) * sizeof(int32_t)); }
 static inline void fw_add(fenwick *f, uint32_t i, int32_t v) { for (; i <= f->n; i += i & -i) f->t[i] += v; }
 static inline int32_t fw_prefix(const fenwick *f, uint32_t i) { int32_t s = 0; for (; i; i -= i & -i) s += f->t[i]; return s; }
-/* Smallest i with prefix(i) >= 1 (the tree must hold at least one). */
-static inline uint32_t fw_first(const fenwick *f)
+/* Smallest i with prefix(i) >= rank (1-based; the tree must hold that many). */
+static inline uint32_t fw_select(const fenwick *f, int32_t rank)
 {
     uint32_t pos = 0, step = 1;
     while (step * 2 <= f->n) step *= 2;
-    int32_t rem = 1;
     for (; step; step >>= 1)
-        if (pos + step <= f->n && f->t[pos + step] < rem) { pos += step; rem -= f->t[pos]; }
+        if (pos + step <= f->n && f->t[pos + step] < rank) { pos += step; rank -= f->t[pos]; }
     return pos + 1;
 }
+static inline uint32_t fw_first(const fenwick *f) { return fw_select(f, 1); }
 /* Build from a 0/1 array in O(n). */
 static void fw_build(fenwick *f, const uint8_t *live, uint32_t n)
 {
@@ -467,6 +467,10 @@ static uint64_t sim_fifo(sstate *s, const slog *l, uint32_t B)
     return miss;
 }
 
+/* Random: the evictable residents are marked in a Fenwick tree over row
+ * indices, and the victim is the j-th of them in row order for j drawn
+ * uniformly (so the choice does not depend on any internal order and a plain
+ * implementation can reproduce it). O(log rows) per change. */
 static uint64_t sim_random(sstate *s, const slog *l, uint32_t B, uint64_t seed, uint32_t req, uint32_t g)
 {
     size_t words = (s->max_rows + 63) / 64;
@@ -474,6 +478,8 @@ static uint64_t sim_random(sstate *s, const slog *l, uint32_t B, uint64_t seed, 
     memset(s->sel, 0, words * 8);
     rng_stream rng;
     rng_init(&rng, seed, req, g, 3);
+    fenwick fw;
+    fw_init(&fw, s->max_rows);
     uint32_t n_ev = 0, count = 0;
     uint64_t miss = 0;
     for (uint32_t t = 0; t < l->positions; t++) {
@@ -482,25 +488,21 @@ static uint64_t sim_random(sstate *s, const slog *l, uint32_t B, uint64_t seed, 
         for (uint32_t i = 0; i < nr; i++) {
             uint32_t x = rows[na + i];
             bclr(s->sel, x);
-            if (bget(s->res, x)) { s->pslot[x] = n_ev; s->evict_arr[n_ev++] = x; }
+            if (bget(s->res, x)) { fw_add(&fw, x + 1, 1); n_ev++; }
         }
         for (uint32_t i = 0; i < na; i++) {
             uint32_t x = rows[i];
             bset(s->sel, x);
-            if (bget(s->res, x)) {
-                uint32_t j = s->pslot[x], y = s->evict_arr[--n_ev];
-                s->evict_arr[j] = y;
-                s->pslot[y] = j;
-            }
+            if (bget(s->res, x)) { fw_add(&fw, x + 1, -1); n_ev--; }
         }
         for (uint32_t i = 0; i < na; i++) {
             uint32_t x = rows[i];
             if (bget(s->res, x)) continue;
             if (t > 0) miss++;
             if (count == B) {
-                uint32_t j = rng_below(&rng, n_ev), y = s->evict_arr[j], z = s->evict_arr[--n_ev];
-                s->evict_arr[j] = z;
-                s->pslot[z] = j;
+                uint32_t j = rng_below(&rng, n_ev), y = fw_select(&fw, (int32_t)j + 1) - 1;
+                fw_add(&fw, y + 1, -1);
+                n_ev--;
                 bclr(s->res, y);
                 count--;
             }
@@ -508,6 +510,7 @@ static uint64_t sim_random(sstate *s, const slog *l, uint32_t B, uint64_t seed, 
             count++;
         }
     }
+    free(fw.t);
     return miss;
 }
 

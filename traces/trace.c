@@ -73,17 +73,35 @@ static void h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data)
 {
     char *buf = data;
-    if (!buf[0] && e->desc && e->desc[0]) snprintf(buf, 200, "%s", e->desc);
+    if (buf[0]) return 0;
+    if (e->desc && e->desc[0]) {
+        snprintf(buf, 200, "%s", e->desc);
+    } else {
+        /* No description: the minor message ("filter returned failure", ...). */
+        char msg[160];
+        if (H5Eget_msg(e->min_num, NULL, msg, sizeof msg) > 0) snprintf(buf, 200, "%s", msg);
+    }
     return 0;
 }
 
-/* The innermost message of HDF5's error stack, for "(HDF5: ...)" suffixes. */
+/* The innermost message of HDF5's error stack, for "(HDF5: ...)" suffixes.
+ * Every HDF5 call clears the stack, so a helper that still has to close
+ * handles after a failure snapshots the message first (h5_capture). */
+static _Thread_local char h5_snapshot[200];
+
+static void h5_capture(void)
+{
+    h5_snapshot[0] = 0;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, h5_snapshot);
+}
+
 static const char *h5_reason(void)
 {
     static _Thread_local char buf[200];
     buf[0] = 0;
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, buf);
-    if (!buf[0]) snprintf(buf, sizeof buf, "unknown HDF5 error");
+    if (!buf[0]) snprintf(buf, sizeof buf, "%s", h5_snapshot[0] ? h5_snapshot : "unknown HDF5 error");
+    h5_snapshot[0] = 0;
     return buf;
 }
 
@@ -124,11 +142,13 @@ typedef struct {
     uint32_t n_sel;
 } selset;
 
-static void selset_init(selset *s, uint32_t nrows_max)
+/* 0, or -1 when the memory is not there (sizes come from a file's shape). */
+static int selset_init(selset *s, uint32_t nrows_max)
 {
     s->nrows_max = nrows_max;
-    s->bits = xcalloc(((size_t)nrows_max + 63) / 64, sizeof *s->bits);
+    s->bits = calloc(((size_t)nrows_max + 63) / 64 + 1, sizeof *s->bits);
     s->n_sel = 0;
+    return s->bits ? 0 : -1;
 }
 
 static void selset_release(selset *s) { free(s->bits); memset(s, 0, sizeof *s); }
@@ -231,6 +251,7 @@ static int w_attr(trace_writer *w, const char *name, hid_t ftype, hid_t mtype, c
     hid_t sp = H5Screate(H5S_SCALAR);
     hid_t a = sp < 0 ? -1 : H5Acreate2(w->file, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
     int rc = (a < 0 || H5Awrite(a, mtype, val) < 0) ? -1 : 0;
+    if (rc < 0) h5_capture();
     if (a >= 0) H5Aclose(a);
     if (sp >= 0) H5Sclose(sp);
     if (rc < 0) return dh_err("trace '%s': cannot write attribute '%s' (HDF5: %s)", w->path, name, h5_reason());
@@ -259,6 +280,7 @@ static int w_u32_dataset(trace_writer *w, const char *name, const uint32_t *vals
     if (dcpl >= 0) H5Pset_obj_track_times(dcpl, 0);
     hid_t d = sp < 0 || dcpl < 0 ? -1 : H5Dcreate2(w->file, name, H5T_STD_U32LE, sp, w->lcpl, dcpl, H5P_DEFAULT);
     int rc = d < 0 || (n && H5Dwrite(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, vals) < 0) ? -1 : 0;
+    if (rc < 0) h5_capture();
     if (d >= 0) H5Dclose(d);
     if (dcpl >= 0) H5Pclose(dcpl);
     if (sp >= 0) H5Sclose(sp);
@@ -287,6 +309,7 @@ static int w_append(hid_t d, hid_t mtype, const void *buf, uint64_t at, uint64_t
                      H5Dwrite(d, mtype, ms, fs, H5P_DEFAULT, buf) < 0
                  ? -1
                  : 0;
+    if (rc < 0) h5_capture();
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     return rc;
@@ -332,7 +355,7 @@ static int write_stream(trace_writer *w, sel_source *src, uint32_t r, uint32_t g
 
     stream_writer sw = { .index_ds = -1, .rows_ds = -1 };
     selset set;
-    selset_init(&set, stream_rows_max(sh, r, g));
+    DH_BUG_ON(selset_init(&set, stream_rows_max(sh, r, g)) < 0);
     uint32_t *full = xmalloc((size_t)sh->group_k[g] * sizeof *full);
     sw.ix = xmalloc(TRACE_INDEX_CHUNK * sizeof *sw.ix);
     sw.rows = xmalloc(TRACE_ROWS_CHUNK * sizeof *sw.rows);
@@ -561,6 +584,7 @@ static int read_block(hid_t d, hid_t mtype, void *buf, uint64_t lo, uint64_t n)
                      H5Dread(d, mtype, ms, fs, H5P_DEFAULT, buf) < 0
                  ? -1
                  : 0;
+    if (rc < 0) h5_capture();
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     return rc;
@@ -620,8 +644,8 @@ static const uint32_t *stream_rows(trace_stream *s, uint64_t off, uint64_t n)
     int rc = read_block(s->rows_ds, H5T_NATIVE_UINT32, s->rb, lo, hi - lo);
     H5_UNLOCK();
     if (rc < 0) {
-        dh_err("trace '%s': %s/rows: cannot read rows %llu..%llu (HDF5: %s)", s->ts->path, s->stream,
-               (unsigned long long)lo, (unsigned long long)hi, h5_reason());
+        dh_err("trace '%s': %s position %u: cannot read %s/rows %llu..%llu (HDF5: %s)", s->ts->path, s->stream,
+               s->pos, s->stream, (unsigned long long)lo, (unsigned long long)hi, h5_reason());
         return NULL;
     }
     s->rb_lo = lo;
@@ -639,8 +663,8 @@ static const trace_index_entry *stream_index(trace_stream *s, uint32_t p)
     int rc = read_block(s->index_ds, s->ts->index_mtype, s->ix, lo, hi - lo);
     H5_UNLOCK();
     if (rc < 0) {
-        dh_err("trace '%s': %s/index: cannot read positions %llu..%llu (HDF5: %s)", s->ts->path, s->stream,
-               (unsigned long long)lo, (unsigned long long)hi, h5_reason());
+        dh_err("trace '%s': %s position %u: cannot read %s/index %llu..%llu (HDF5: %s)", s->ts->path, s->stream,
+               p, s->stream, (unsigned long long)lo, (unsigned long long)hi, h5_reason());
         return NULL;
     }
     s->ix_lo = lo;
@@ -787,8 +811,19 @@ static int trace_stream_open(sel_source *src, uint32_t req, uint32_t group, sel_
         snprintf(name, sizeof name, "%s/rows", s->stream);
         s->rows_ds = open_1d(ts, name, H5T_INTEGER, &s->rows_total, &s->rows_chunk);
     }
+    /* Rows are read as u32: a wider or signed type could lose values silently. */
+    int rows_ok = 1;
+    if (s->rows_ds >= 0) {
+        hid_t t = H5Dget_type(s->rows_ds);
+        rows_ok = t >= 0 && H5Tget_sign(t) == H5T_SGN_NONE && H5Tget_size(t) <= 4;
+        if (t >= 0) H5Tclose(t);
+    }
     H5_UNLOCK();
     if (s->index_ds < 0 || s->rows_ds < 0) goto fail;
+    if (!rows_ok) {
+        dh_err("trace '%s': dataset '%s/rows' is not an unsigned integer of at most 32 bits", ts->path, s->stream);
+        goto fail;
+    }
     if (n_index != s->n_pos) {
         dh_err("trace '%s': %s/index has %llu positions, expected output_len %u", ts->path, s->stream,
                (unsigned long long)n_index, s->n_pos);
@@ -798,11 +833,19 @@ static int trace_stream_open(sel_source *src, uint32_t req, uint32_t group, sel_
      * us allocate without bound. */
     if (s->ix_chunk > 65536) s->ix_chunk = 65536;
     if (s->rows_chunk > (1u << 20)) s->rows_chunk = 1u << 20;
+    /* A selection never exceeds the stream's largest context, whatever k says;
+     * sizes come from the file, so a failed allocation is an error, not a crash. */
+    uint32_t rows_max = stream_rows_max(sh, req, group);
+    size_t sel_max = s->k < rows_max ? s->k : rows_max;
     s->ix = xmalloc(s->ix_chunk * sizeof *s->ix);
-    s->added = xmalloc((size_t)s->k * sizeof *s->added);
-    s->removed = xmalloc((size_t)s->k * sizeof *s->removed);
-    s->full = xmalloc((size_t)s->k * sizeof *s->full);
-    selset_init(&s->set, stream_rows_max(sh, req, group));
+    s->added = malloc((sel_max + 1) * sizeof *s->added);
+    s->removed = malloc((sel_max + 1) * sizeof *s->removed);
+    s->full = malloc((sel_max + 1) * sizeof *s->full);
+    if (selset_init(&s->set, rows_max) < 0 || !s->added || !s->removed || !s->full) {
+        dh_err("trace '%s': %s: out of memory for a selection of %zu rows in a context of %u rows", ts->path,
+               s->stream, sel_max, rows_max);
+        goto fail;
+    }
     *out = (sel_stream *)s;
     return 0;
 fail:
@@ -839,15 +882,26 @@ static hid_t open_attr(trace_src *ts, const char *name)
     return a;
 }
 
+/* Unsigned or signed integers of any width are accepted; a value that does
+ * not fit (negative, above max) is an error, never clamped. */
 static int read_attr_uint(trace_src *ts, const char *name, uint64_t *out, uint64_t max)
 {
     hid_t a = open_attr(ts, name);
     if (a < 0) return -1;
     hid_t t = H5Aget_type(a);
-    int ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_UINT64, out) >= 0;
+    int ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER, negative = 0;
+    if (ok && H5Tget_sign(t) == H5T_SGN_2) {
+        int64_t v = 0;
+        ok = H5Aread(a, H5T_NATIVE_INT64, &v) >= 0;
+        negative = v < 0;
+        *out = (uint64_t)v;
+    } else if (ok) {
+        ok = H5Aread(a, H5T_NATIVE_UINT64, out) >= 0;
+    }
     if (t >= 0) H5Tclose(t);
     H5Aclose(a);
-    if (!ok) return dh_err("trace '%s': attribute '%s' is not an unsigned integer", ts->path, name);
+    if (!ok) return dh_err("trace '%s': attribute '%s' is not an integer", ts->path, name);
+    if (negative) return dh_err("trace '%s': attribute '%s' is negative", ts->path, name);
     if (*out > max) return dh_err("trace '%s': attribute '%s' is %llu, at most %llu allowed", ts->path, name,
                                   (unsigned long long)*out, (unsigned long long)max);
     return 0;
@@ -899,7 +953,9 @@ static int read_attr_name(trace_src *ts, const char *name, char *dst, size_t cap
     return rc;
 }
 
-/* A small u32 dataset of the shape, read whole (its size is checked first). */
+/* A small u32 dataset of the shape, read whole (its size is checked first).
+ * Any integer type is accepted (h5py writes int64 by default); each value
+ * must fit in 0 .. 2^32-1. */
 static int read_shape_u32(trace_src *ts, const char *name, uint32_t n, uint32_t **out)
 {
     uint64_t len;
@@ -910,10 +966,28 @@ static int read_shape_u32(trace_src *ts, const char *name, uint32_t n, uint32_t 
         return dh_err("trace '%s': dataset '%s' has %llu entries, expected %u", ts->path, name,
                       (unsigned long long)len, n);
     }
-    *out = xcalloc(n, sizeof **out);
-    int rc = n && H5Dread(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) < 0 ? -1 : 0;
+    hid_t t = H5Dget_type(d);
+    int is_signed = t >= 0 && H5Tget_sign(t) == H5T_SGN_2;
+    if (t >= 0) H5Tclose(t);
+    int64_t *wide = xcalloc(n, sizeof *wide);
+    int rc = n && H5Dread(d, is_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                          wide) < 0 ? -1 : 0;
+    if (rc < 0) h5_capture();
     H5Dclose(d);
-    if (rc < 0) return dh_err("trace '%s': cannot read dataset '%s' (HDF5: %s)", ts->path, name, h5_reason());
+    if (rc < 0) {
+        free(wide);
+        return dh_err("trace '%s': cannot read dataset '%s' (HDF5: %s)", ts->path, name, h5_reason());
+    }
+    *out = xcalloc(n, sizeof **out);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t v = (uint64_t)wide[i];
+        if ((is_signed && wide[i] < 0) || v > UINT32_MAX) {
+            free(wide);
+            return dh_err("trace '%s': dataset '%s' entry %u is out of range", ts->path, name, i);
+        }
+        (*out)[i] = (uint32_t)v;
+    }
+    free(wide);
     return 0;
 }
 

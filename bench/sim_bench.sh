@@ -1,0 +1,36 @@
+#!/bin/sh
+# sim_bench.sh: wall time, selected rows classified per second and peak memory
+# of bin/dhsim on the scenarios the simulator is held to (bench/RESULTS-sim.md):
+#   1. the make-run scenario (GLM-5.3, 100K context, concurrency 128 on
+#      8 x H200, glm51-longbench selections) at 1,000 decode steps, all four
+#      policies (target: under 20 s on a 2-core machine);
+#   2. DeepSeek-V4.1-Flash at 500K context and concurrency 512 (must fit in
+#      24 GiB of host memory).
+# Usage: sh bench/sim_bench.sh [steps] (default 1000). Run from the repository root.
+set -e
+steps=${1:-1000}
+bin=./bin/dhsim
+[ -x "$bin" ] || { echo "build first: make" >&2; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# run NAME ARGS...: time one dhsim invocation and report wall time, rows
+# classified per second of wall time (every row of every selection of every
+# layer counts) and peak resident memory.
+run() {
+  name=$1; shift
+  /usr/bin/time -f "%e %M" -o "$tmp/time" "$bin" "$@" --quiet --wall --json "$tmp/$name.json"
+  set -- $(cat "$tmp/time")
+  wall=$1; rss_kb=$2
+  rows=$(python3 -c "import json,sys; d=json.load(open('$tmp/$name.json')); print(sum(r['selected_rows'] for r in d['runs']))")
+  printf '%-28s wall %7.1f s  rows classified %6.1f M/s  peak RSS %7.1f MiB\n' "$name" "$wall" \
+    "$(python3 -c "print($rows / $wall / 1e6)")" "$(python3 -c "print($rss_kb / 1024)")"
+  python3 - "$tmp/$name.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))['runs']:
+    print('    %-9s tok/s/GPU %8.1f  fetch %.4f  own wall %6.1f s  %6.1f M rows/s' %
+          (r['policy'], r['tok_s_per_gpu'], r['fetch_fraction'], r['wall_s'], r['rows_per_wall_s'] / 1e6))
+PY
+}
+
+run "glm53-100k-c128-${steps}steps" --compare --steps "$steps"
+run "dsv41flash-500k-c512" --compare --steps 200 --config models/instances/dsv41flash-h200x4.ini

@@ -1,0 +1,445 @@
+/* dhbench.cu: the kernel microbenchmark driver (bin/dhbench).
+ *
+ *   dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--quick]
+ *   dhbench --kernel KERNEL [key=v1,v2,... ...] [--out DIR] [--reps N] [--quick]
+ *
+ * A suite is a text file (kernels/suites/NAME.suite, or a path): one grid per line, a kernel
+ * name then key=value lists; every combination is one grid point. Each grid point is checked
+ * against the CPU reference before it is timed; a failed check is reported, counted, and the
+ * run goes on; the exit status is 1 if any check failed. Results are CSV lines of one fixed
+ * schema (bench_csv_header), to DIR/NAME.csv (written whole at the end) or to stdout.
+ * Kernels: fetch, residency, attention, verify, ring, indexer, gemm.
+ * Ceilings are measured at start: device-to-device copy (HBM, bytes read + written), pinned
+ * host-to-device cudaMemcpy, and an 8192^3 cuBLASLt GEMM in BF16 and FP8.
+ * Needs only the CUDA toolkit (runtime, cuBLASLt) and libc. */
+#include "kernels/bench.cuh"
+#include "kernels/kref.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+void bench_cuda_check(cudaError_t err, const char *what, const char *file, int line)
+{
+    if (err != cudaSuccess) {
+        fprintf(stderr, "dhbench: %s:%d: %s: %s\n", file, line, what, cudaGetErrorString(err));
+        exit(1);
+    }
+}
+
+/* ---- parameters ---- */
+
+bool bench_params::has(const char *key) const
+{
+    for (auto &e : kv) if (e.first == key) return true;
+    return false;
+}
+
+std::string bench_params::str(const char *key, const char *def) const
+{
+    for (auto &e : kv) if (e.first == key) return e.second;
+    return def;
+}
+
+long long bench_params::num(const char *key, long long def) const
+{
+    for (auto &e : kv)
+        if (e.first == key) {
+            char *end;
+            errno = 0;
+            long long v = strtoll(e.second.c_str(), &end, 10);
+            if (errno || *end || end == e.second.c_str()) {
+                fprintf(stderr, "dhbench: %s=%s is not an integer\n", key, e.second.c_str());
+                exit(1);
+            }
+            return v;
+        }
+    return def;
+}
+
+double bench_params::real(const char *key, double def) const
+{
+    for (auto &e : kv)
+        if (e.first == key) {
+            char *end;
+            errno = 0;
+            double v = strtod(e.second.c_str(), &end);
+            if (errno || *end || end == e.second.c_str()) {
+                fprintf(stderr, "dhbench: %s=%s is not a number\n", key, e.second.c_str());
+                exit(1);
+            }
+            return v;
+        }
+    return def;
+}
+
+/* ---- output ---- */
+
+const char *bench_csv_header =
+    "suite,kernel,version,device,dtype,row_bytes,rows,sms,pool_bytes,pattern,batch,queries,k,union_rows,"
+    "ctx,heads,m,n,kdim,bytes,flops,reps,median_us,p10_us,p90_us,gbps,tflops,ceiling_name,ceiling_value,"
+    "pct_of_ceiling,checked";
+
+static std::string g_csv;   /* the whole CSV, written at the end */
+static bool g_csv_stdout;
+
+static std::string fld_i(long long v) { return v < 0 ? "" : std::to_string(v); }
+static std::string fld_d(double v, const char *fmt = "%.4g")
+{
+    if (!(v >= 0) || std::isinf(v)) return "";
+    char b[64];
+    snprintf(b, sizeof b, fmt, v);
+    return b;
+}
+static std::string fld_s(const std::string &s)
+{
+    std::string o = s;
+    for (auto &c : o) if (c == ',' || c == '\n') c = ';';
+    return o;
+}
+
+void bench_emit(bench_env *env, const bench_record &r)
+{
+    double gbps = r.bytes > 0 && r.median_us > 0 ? r.bytes / r.median_us / 1e3 : -1;
+    double tflops = r.flops > 0 && r.median_us > 0 ? r.flops / r.median_us / 1e6 : -1;
+    bool rate_ceiling = r.ceiling_name.find("gemm") != std::string::npos;
+    double achieved = rate_ceiling ? tflops : gbps;
+    double pct = achieved > 0 && r.ceiling_value > 0 ? 100.0 * achieved / r.ceiling_value : -1;
+    std::string line = fld_s(env->suite) + "," + fld_s(r.kernel) + "," + fld_s(r.version) + "," + fld_s(env->device) +
+                       "," + fld_s(r.dtype) + "," + fld_i(r.row_bytes) + "," + fld_i(r.rows) + "," + fld_i(r.sms) + "," +
+                       fld_i(r.pool_bytes) + "," + fld_s(r.pattern) + "," + fld_i(r.batch) + "," + fld_i(r.queries) + "," +
+                       fld_i(r.k) + "," + fld_i(r.union_rows) + "," + fld_i(r.ctx) + "," + fld_i(r.heads) + "," +
+                       fld_i(r.m) + "," + fld_i(r.n) + "," + fld_i(r.kdim) + "," + fld_d(r.bytes, "%.0f") + "," +
+                       fld_d(r.flops, "%.0f") + "," + fld_i(r.reps) + "," + fld_d(r.median_us, "%.2f") + "," +
+                       fld_d(r.p10_us, "%.2f") + "," + fld_d(r.p90_us, "%.2f") + "," + fld_d(gbps, "%.2f") + "," +
+                       fld_d(tflops, "%.2f") + "," + fld_s(r.ceiling_name) + "," + fld_d(r.ceiling_value, "%.1f") + "," +
+                       fld_d(pct, "%.1f") + "," + (r.checked ? "1" : "0");
+    if (g_csv_stdout) printf("%s\n", line.c_str()), fflush(stdout);
+    else g_csv += line + "\n";
+    FILE *h = g_csv_stdout ? stderr : stdout;
+    fprintf(h, "%-14s v%-10s %-5s %-24s rb=%-5s rows=%-7s sms=%-4s batch=%-4s q=%-3s k=%-5s mnk=%s/%s/%s  %9s us  %8s GB/s %7s TF/s  %5s%% of %s%s\n",
+            r.kernel.c_str(), r.version.c_str(), r.dtype.c_str(), r.pattern.c_str(), fld_i(r.row_bytes).c_str(),
+            fld_i(r.rows).c_str(), fld_i(r.sms).c_str(), fld_i(r.batch).c_str(), fld_i(r.queries).c_str(),
+            fld_i(r.k).c_str(), fld_i(r.m).c_str(), fld_i(r.n).c_str(), fld_i(r.kdim).c_str(),
+            fld_d(r.median_us, "%.1f").c_str(), fld_d(gbps, "%.1f").c_str(), fld_d(tflops, "%.1f").c_str(),
+            fld_d(pct, "%.0f").c_str(), r.ceiling_name.c_str(), r.checked ? "" : "  CHECK FAILED");
+    fflush(h);
+}
+
+/* ---- timing ---- */
+
+static bench_timing summarize(std::vector<double> &us)
+{
+    std::sort(us.begin(), us.end());
+    size_t n = us.size();
+    bench_timing t;
+    t.reps = (int)n;
+    t.median_us = n % 2 ? us[n / 2] : 0.5 * (us[n / 2 - 1] + us[n / 2]);
+    t.p10_us = us[(size_t)floor(0.1 * (double)(n - 1))];
+    t.p90_us = us[(size_t)ceil(0.9 * (double)(n - 1))];
+    return t;
+}
+
+bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup)
+{
+    cudaEvent_t a, b;
+    cudaCheck(cudaEventCreate(&a));
+    cudaCheck(cudaEventCreate(&b));
+    for (int i = 0; i < warmup; i++) launch(i);
+    cudaCheck(cudaDeviceSynchronize());
+    std::vector<double> us;
+    for (int i = 0; i < env->reps; i++) {
+        /* Events on the legacy stream order against every stream the launch uses. */
+        cudaCheck(cudaEventRecord(a, 0));
+        launch(warmup + i);
+        cudaCheck(cudaEventRecord(b, 0));
+        cudaCheck(cudaEventSynchronize(b));
+        float ms;
+        cudaCheck(cudaEventElapsedTime(&ms, a, b));
+        us.push_back(ms * 1e3);
+    }
+    cudaCheck(cudaEventDestroy(a));
+    cudaCheck(cudaEventDestroy(b));
+    return summarize(us);
+}
+
+bench_timing bench_time_wall(bench_env *env, const std::function<void(int)> &launch, int warmup)
+{
+    for (int i = 0; i < warmup; i++) launch(i);
+    cudaCheck(cudaDeviceSynchronize());
+    std::vector<double> us;
+    for (int i = 0; i < env->reps; i++) {
+        auto t0 = std::chrono::steady_clock::now();
+        launch(warmup + i);
+        cudaCheck(cudaDeviceSynchronize());
+        auto t1 = std::chrono::steady_clock::now();
+        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+    return summarize(us);
+}
+
+double rel_l2(const float *out, const float *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (std::isnan(out[i]) || std::isinf(out[i])) return INFINITY;
+        double d = (double)out[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
+}
+
+float bench_rng::normal()
+{
+    double u1 = (double)((next() >> 11) + 1) * (1.0 / 9007199254740993.0), u2 = uniform();
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+std::vector<int32_t> bench_sample_sorted(bench_rng &rng, int32_t n, int k)
+{
+    /* Floyd's algorithm on a sorted vector: k <= a few thousand here, so the O(k) inserts into a
+     * sorted vector are cheaper than a hash set. */
+    std::vector<int32_t> s;
+    s.reserve((size_t)k);
+    for (int32_t j = n - k; j < n; j++) {
+        int32_t t = (int32_t)rng.below((uint32_t)j + 1);
+        auto it = std::lower_bound(s.begin(), s.end(), t);
+        if (it != s.end() && *it == t) s.insert(std::lower_bound(s.begin(), s.end(), j), j);
+        else s.insert(it, t);
+    }
+    return s;
+}
+
+/* ---- ceilings ---- */
+
+static void measure_ceilings(bench_env *env)
+{
+    size_t bytes = env->quick ? (256u << 20) : (2ull << 30);
+    void *d0, *d1, *h;
+    cudaCheck(cudaMalloc(&d0, bytes));
+    cudaCheck(cudaMalloc(&d1, bytes));
+    cudaCheck(cudaMemset(d0, 0x5a, bytes));
+    bench_timing t = bench_time(env, [&](int) { cudaCheck(cudaMemcpyAsync(d1, d0, bytes, cudaMemcpyDeviceToDevice, 0)); });
+    env->hbm_gbps = 2.0 * bytes / t.median_us / 1e3;
+    size_t hb = env->quick ? (128u << 20) : (1u << 30);
+    cudaCheck(cudaHostAlloc(&h, hb, cudaHostAllocDefault));
+    memset(h, 0x5a, hb);
+    t = bench_time(env, [&](int) { cudaCheck(cudaMemcpyAsync(d1, h, hb, cudaMemcpyHostToDevice, 0)); });
+    env->h2d_gbps = (double)hb / t.median_us / 1e3;
+    cudaCheck(cudaFreeHost(h));
+    cudaCheck(cudaFree(d0));
+    cudaCheck(cudaFree(d1));
+    if (bench_gemm_ceiling(env)) {
+        fprintf(stderr, "dhbench: the GEMM ceiling failed its check\n");
+        env->failures++;
+    }
+    fprintf(stderr, "dhbench: %s, %d SMs, %d MB L2: HBM copy %.0f GB/s (read+write), pinned H2D %.1f GB/s, "
+                    "GEMM %.0f TFLOP/s bf16, %.0f fp8\n",
+            env->device.c_str(), env->prop.multiProcessorCount, env->prop.l2CacheSize >> 20, env->hbm_gbps,
+            env->h2d_gbps, env->bf16_tflops, env->fp8_tflops);
+}
+
+/* ---- suites ---- */
+
+struct grid_line {
+    std::string kernel;
+    std::vector<std::pair<std::string, std::vector<std::string>>> keys;
+    int lineno;
+};
+
+static std::vector<std::string> split(const std::string &s, char sep)
+{
+    std::vector<std::string> out;
+    size_t a = 0;
+    for (;;) {
+        size_t b = s.find(sep, a);
+        out.push_back(s.substr(a, b == std::string::npos ? std::string::npos : b - a));
+        if (b == std::string::npos) break;
+        a = b + 1;
+    }
+    return out;
+}
+
+static const char *kernels[] = {"fetch", "residency", "attention", "verify", "ring", "indexer", "gemm"};
+
+static int parse_grid_words(const std::vector<std::string> &words, const char *where, int lineno, grid_line &g)
+{
+    g.kernel = words[0];
+    g.lineno = lineno;
+    bool known = false;
+    for (const char *k : kernels) known |= g.kernel == k;
+    if (!known) {
+        fprintf(stderr, "dhbench: %s:%d: unknown kernel '%s'\n", where, lineno, g.kernel.c_str());
+        return -1;
+    }
+    for (size_t i = 1; i < words.size(); i++) {
+        size_t eq = words[i].find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == words[i].size()) {
+            fprintf(stderr, "dhbench: %s:%d: '%s' is not key=value[,value...]\n", where, lineno, words[i].c_str());
+            return -1;
+        }
+        g.keys.push_back({words[i].substr(0, eq), split(words[i].substr(eq + 1), ',')});
+    }
+    return 0;
+}
+
+static int read_suite(const std::string &name, std::vector<grid_line> &lines)
+{
+    std::string path = name.find('/') != std::string::npos ? name : "kernels/suites/" + name + ".suite";
+    FILE *f = fopen(path.c_str(), "r");
+    if (!f) {
+        fprintf(stderr, "dhbench: cannot open suite '%s': %s\n", path.c_str(), strerror(errno));
+        return -1;
+    }
+    char buf[4096];
+    int lineno = 0;
+    while (fgets(buf, sizeof buf, f)) {
+        lineno++;
+        std::string s(buf);
+        size_t hash = s.find('#');
+        if (hash != std::string::npos) s = s.substr(0, hash);
+        std::vector<std::string> words;
+        for (auto &w : split(s, ' '))
+            for (auto &w2 : split(w, '\t')) {
+                std::string t = w2;
+                while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+                if (!t.empty()) words.push_back(t);
+            }
+        if (words.empty()) continue;
+        grid_line g;
+        if (parse_grid_words(words, path.c_str(), lineno, g)) { fclose(f); return -1; }
+        lines.push_back(g);
+    }
+    fclose(f);
+    return 0;
+}
+
+static int run_point(bench_env *env, const std::string &kernel, const bench_params &p)
+{
+    if (kernel == "fetch") return bench_fetch(env, p);
+    if (kernel == "residency") return bench_residency(env, p);
+    if (kernel == "attention") return bench_attention(env, p);
+    if (kernel == "verify") return bench_verify(env, p);
+    if (kernel == "ring") return bench_ring(env, p);
+    if (kernel == "indexer") return bench_indexer(env, p);
+    return bench_gemm(env, p);
+}
+
+/* Expands the grid in the order the keys are written, the last key varying fastest. */
+static void run_grid(bench_env *env, const grid_line &g)
+{
+    std::vector<size_t> at(g.keys.size(), 0);
+    for (;;) {
+        bench_params p;
+        for (size_t i = 0; i < g.keys.size(); i++) p.kv.push_back({g.keys[i].first, g.keys[i].second[at[i]]});
+        if (run_point(env, g.kernel, p)) {
+            env->failures++;
+            std::string desc;
+            for (auto &e : p.kv) desc += " " + e.first + "=" + e.second;
+            fprintf(stderr, "dhbench: %s%s: failed\n", g.kernel.c_str(), desc.c_str());
+        }
+        size_t i = g.keys.size();
+        while (i > 0) {
+            i--;
+            if (++at[i] < g.keys[i].second.size()) break;
+            at[i] = 0;
+            if (i == 0) return;
+        }
+        if (g.keys.empty()) return;
+    }
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--quick]\n"
+            "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--quick]\n"
+            "kernels: fetch residency attention verify ring indexer gemm\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    std::string suite, kernel, only, out;
+    std::vector<std::string> kv_words;
+    bench_env env;
+    memset(&env.prop, 0, sizeof env.prop);
+    env.reps = 20;
+    env.quick = 0;
+    env.failures = 0;
+    env.hbm_gbps = env.h2d_gbps = env.bf16_tflops = env.fp8_tflops = -1;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        if (a == "--suite" && i + 1 < argc) suite = argv[++i];
+        else if (a == "--kernel" && i + 1 < argc) kernel = argv[++i];
+        else if (a == "--only" && i + 1 < argc) only = argv[++i];
+        else if (a == "--out" && i + 1 < argc) out = argv[++i];
+        else if (a == "--reps" && i + 1 < argc) env.reps = atoi(argv[++i]);
+        else if (a == "--quick") env.quick = 1;
+        else if (a.find('=') != std::string::npos && !kernel.empty()) kv_words.push_back(a);
+        else usage();
+    }
+    if (suite.empty() == kernel.empty() || env.reps < 1) usage();
+    std::vector<grid_line> lines;
+    if (!suite.empty()) {
+        if (read_suite(suite, lines)) return 1;
+        if (!only.empty())
+            lines.erase(std::remove_if(lines.begin(), lines.end(), [&](const grid_line &g) { return g.kernel != only; }), lines.end());
+        size_t slash = suite.rfind('/');
+        env.suite = suite.substr(slash == std::string::npos ? 0 : slash + 1);
+        if (env.suite.size() > 6 && env.suite.compare(env.suite.size() - 6, 6, ".suite") == 0) env.suite.resize(env.suite.size() - 6);
+        if (!only.empty()) env.suite += "-" + only;
+    } else {
+        std::vector<std::string> words = {kernel};
+        words.insert(words.end(), kv_words.begin(), kv_words.end());
+        grid_line g;
+        if (parse_grid_words(words, "command line", 0, g)) return 1;
+        lines.push_back(g);
+        env.suite = "kernel-" + kernel;
+    }
+    if (env.quick) env.suite += "-quick";
+    g_csv_stdout = out.empty();
+    if (!out.empty() && mkdir(out.c_str(), 0777) && errno != EEXIST) {
+        fprintf(stderr, "dhbench: cannot create '%s': %s\n", out.c_str(), strerror(errno));
+        return 1;
+    }
+
+    int dev_count = 0;
+    cudaError_t e = cudaGetDeviceCount(&dev_count);
+    if (e != cudaSuccess || dev_count == 0) {
+        fprintf(stderr, "dhbench: no CUDA device: %s\n", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+        return 1;
+    }
+    cudaCheck(cudaSetDevice(0));
+    cudaCheck(cudaGetDeviceProperties(&env.prop, 0));
+    env.device = env.prop.name;
+    if (g_csv_stdout) printf("%s\n", bench_csv_header);
+    else g_csv = std::string(bench_csv_header) + "\n";
+    measure_ceilings(&env);
+    for (auto &g : lines) run_grid(&env, g);
+    bench_fetch_release();
+
+    if (!out.empty()) {
+        std::string path = out + "/" + env.suite + ".csv", tmp = path + ".tmp";
+        FILE *f = fopen(tmp.c_str(), "w");
+        if (!f || fwrite(g_csv.data(), 1, g_csv.size(), f) != g_csv.size() || fclose(f)) {
+            fprintf(stderr, "dhbench: cannot write '%s': %s\n", tmp.c_str(), strerror(errno));
+            return 1;
+        }
+        if (rename(tmp.c_str(), path.c_str())) {
+            fprintf(stderr, "dhbench: cannot rename '%s': %s\n", tmp.c_str(), strerror(errno));
+            return 1;
+        }
+        fprintf(stderr, "dhbench: wrote %s\n", path.c_str());
+    }
+    if (env.failures) fprintf(stderr, "dhbench: %d configuration(s) failed their check\n", env.failures);
+    return env.failures ? 1 : 0;
+}

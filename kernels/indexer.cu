@@ -1,0 +1,360 @@
+/* indexer.cu: the DSA indexer: FP8 key scoring over the whole context, then top-k. CPU
+ * references: kref_indexer_scores, kref_topk.
+ *
+ * score(t) = scale_t * sum_h w_h * relu(q_h . k_t), q and k e4m3 with 128 dims, 32 or 64 heads;
+ * keys [ctx][128] and scales [ctx] per request (132 B per token).
+ * Scoring versions:
+ *   1  CUDA cores: one thread per token holds the 64 head sums in registers, the query in
+ *      shared memory as fp32; heads x 128 fp32 FMAs per token after dequantisation.
+ *   2  tensor cores: mma.sync m16n8k32 e4m3 x e4m3 -> fp32 (exact products, fp32 sums); the
+ *      query fragments stay in registers for the block's whole run of tokens, relu and the
+ *      head weights are applied to the accumulators and summed across lanes with shuffles.
+ * Top-k (version 1): one block of 1024 threads per request; radix select of the k-th largest
+ * score (4 passes of 8 bits over the request's scores, shared-memory histograms), then an
+ * in-order compaction with block scans, so the output is ascending row indices, ties at the
+ * threshold to the lower index (the reference's rule). */
+#include "kernels/bench.cuh"
+#include "kernels/block_scan.cuh"
+#include "kernels/kref.h"
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <string.h>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#define IX_DIM 128
+#define IX_MAXH 64
+
+/* ---- version 1 ---- */
+
+template <int H>
+__global__ void __launch_bounds__(256) indexer_v1_kernel(const uint8_t *__restrict__ q, const float *__restrict__ w,
+                                                       const uint8_t *__restrict__ keys, const float *__restrict__ scales,
+                                                       int ctx, float *__restrict__ scores)
+{
+    __shared__ float qs[H][IX_DIM];
+    __shared__ float ws[H];
+    const int b = blockIdx.y, t0 = blockIdx.x * 256, tid = threadIdx.x;
+    const uint8_t *qb = q + (size_t)b * H * IX_DIM;
+    for (int i = tid; i < H * IX_DIM; i += 256) {
+        __half_raw hr = __nv_cvt_fp8_to_halfraw(qb[i], __NV_E4M3);
+        qs[i / IX_DIM][i % IX_DIM] = __half2float(*(__half *)&hr);
+    }
+    if (tid < H) ws[tid] = w[(size_t)b * H + tid];
+    __syncthreads();
+    const int cnt = min(256, ctx - t0);
+    if (tid >= cnt) return;
+    /* Each thread reads its own 128-byte key, 16 bytes at a time; all bytes of every line are
+     * used, so L1 absorbs the uncoalesced pattern. */
+    const uint4 *kw = (const uint4 *)(keys + ((size_t)b * ctx + t0 + tid) * IX_DIM);
+    float dot[H];
+#pragma unroll
+    for (int h = 0; h < H; h++) dot[h] = 0.f;
+    uint4 kv;
+    for (int d4 = 0; d4 < 32; d4++) {
+        if (d4 % 4 == 0) kv = kw[d4 / 4];
+        uint32_t word = d4 % 4 == 0 ? kv.x : d4 % 4 == 1 ? kv.y : d4 % 4 == 2 ? kv.z : kv.w;
+        __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(word & 0xffff), __NV_E4M3);
+        __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(word >> 16), __NV_E4M3);
+        float2 a = __half22float2(*(__half2 *)&lo), c = __half22float2(*(__half2 *)&hi);
+#pragma unroll
+        for (int h = 0; h < H; h++) {
+            const float *qh = &qs[h][4 * d4];
+            dot[h] = fmaf(qh[0], a.x, fmaf(qh[1], a.y, fmaf(qh[2], c.x, fmaf(qh[3], c.y, dot[h]))));
+        }
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int h = 0; h < H; h++) s += ws[h] * fmaxf(dot[h], 0.f);
+    scores[(size_t)b * ctx + t0 + tid] = s * scales[(size_t)b * ctx + t0 + tid];
+}
+
+/* ---- version 2 ---- */
+
+#define IX2_TOK 128      /* tokens per tile: 8 warps x 16 */
+#define IX2_TILES 8      /* tiles per block, so the query fragments are loaded once per 1024 tokens */
+#define IX2_KS 144       /* bytes per key row in shared memory: 16-byte aligned, conflict-free ldmatrix */
+
+__device__ __forceinline__ void ldsm_x4_b(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"((uint32_t)__cvta_generic_to_shared(p)));
+}
+
+template <int H>
+__global__ void __launch_bounds__(256) indexer_v2_kernel(const uint8_t *__restrict__ q, const float *__restrict__ w,
+                                                       const uint8_t *__restrict__ keys, const float *__restrict__ scales,
+                                                       int ctx, float *__restrict__ scores)
+{
+    constexpr int MT = H / 16;
+    __shared__ __align__(16) uint8_t qsm[H * IX2_KS];
+    __shared__ __align__(16) uint8_t ksm[IX2_TOK * IX2_KS];
+    __shared__ float ws[H];
+    const int b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const uint8_t *qb = q + (size_t)b * H * IX_DIM;
+    for (int i = tid; i < H * 8; i += 256)
+        *(uint4 *)(qsm + (i / 8) * IX2_KS + (i % 8) * 16) = *(const uint4 *)(qb + (size_t)i * 16);
+    if (tid < H) ws[tid] = w[(size_t)b * H + tid];
+    __syncthreads();
+    uint32_t af[MT][4][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++)
+            ldsm_x4_b(af[mt][ks][0], af[mt][ks][1], af[mt][ks][2], af[mt][ks][3],
+                      qsm + (mt * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * IX2_KS + ks * 32 + (lane / 16) * 16);
+    float wlo[MT], whi[MT];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) wlo[mt] = ws[mt * 16 + lane / 4], whi[mt] = ws[mt * 16 + lane / 4 + 8];
+
+    for (int tile = 0; tile < IX2_TILES; tile++) {
+        const int t0 = (blockIdx.x * IX2_TILES + tile) * IX2_TOK;
+        if (t0 >= ctx) break;
+        const int cnt = min(IX2_TOK, ctx - t0);
+        __syncthreads();
+        const uint8_t *kb = keys + ((size_t)b * ctx + t0) * IX_DIM;
+        for (int i = tid; i < IX2_TOK * 8; i += 256) {
+            uint4 v = i / 8 < cnt ? *(const uint4 *)(kb + (size_t)i * 16) : make_uint4(0, 0, 0, 0);
+            *(uint4 *)(ksm + (i / 8) * IX2_KS + (i % 8) * 16) = v;
+        }
+        __syncthreads();
+        float c[MT][2][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) c[mt][nt][0] = c[mt][nt][1] = c[mt][nt][2] = c[mt][nt][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) {
+            uint32_t b0, b1, b2, b3;
+            ldsm_x4_b(b0, b1, b2, b3, ksm + (warp * 16 + (lane % 8) + (lane / 16) * 8) * IX2_KS + ks * 32 + ((lane / 8) % 2) * 16);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                             : "+f"(c[mt][0][0]), "+f"(c[mt][0][1]), "+f"(c[mt][0][2]), "+f"(c[mt][0][3])
+                             : "r"(af[mt][ks][0]), "r"(af[mt][ks][1]), "r"(af[mt][ks][2]), "r"(af[mt][ks][3]), "r"(b0), "r"(b1));
+                asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                             : "+f"(c[mt][1][0]), "+f"(c[mt][1][1]), "+f"(c[mt][1][2]), "+f"(c[mt][1][3])
+                             : "r"(af[mt][ks][0]), "r"(af[mt][ks][1]), "r"(af[mt][ks][2]), "r"(af[mt][ks][3]), "r"(b2), "r"(b3));
+            }
+        }
+        /* relu, head weights, sum over the 16 heads of each fragment and then across lanes. */
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) {
+            float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                s0 += wlo[mt] * fmaxf(c[mt][nt][0], 0.f) + whi[mt] * fmaxf(c[mt][nt][2], 0.f);
+                s1 += wlo[mt] * fmaxf(c[mt][nt][1], 0.f) + whi[mt] * fmaxf(c[mt][nt][3], 0.f);
+            }
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) {
+                s0 += __shfl_xor_sync(0xffffffff, s0, o);
+                s1 += __shfl_xor_sync(0xffffffff, s1, o);
+            }
+            int col = warp * 16 + nt * 8 + 2 * (lane % 4);
+            if (lane < 4) {
+                size_t g = (size_t)b * ctx + t0 + col;
+                if (col < cnt) scores[g] = s0 * scales[g];
+                if (col + 1 < cnt) scores[g + 1] = s1 * scales[g + 1];
+            }
+        }
+    }
+}
+
+/* ---- top-k ---- */
+
+__device__ __forceinline__ uint32_t score_key(float x)
+{
+    uint32_t u = __float_as_uint(x == 0.f ? 0.f : x);  /* -0 and +0 are one value */
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__global__ void __launch_bounds__(1024) topk_kernel(const float *__restrict__ scores, int ctx, int k, int32_t *__restrict__ out)
+{
+    __shared__ uint32_t hist[256];
+    __shared__ int s_digit, s_need, s_gt;
+    const int b = blockIdx.x, tid = threadIdx.x;
+    const float *sc = scores + (size_t)b * ctx;
+    /* Rank (1-based, from the smallest) of the k-th largest key. */
+    int need = ctx - k + 1;
+    uint32_t prefix = 0;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int i = tid; i < 256; i += blockDim.x) hist[i] = 0;
+        __syncthreads();
+        uint32_t hi_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
+        for (int i = tid; i < ctx; i += blockDim.x) {
+            uint32_t key = score_key(sc[i]);
+            if ((key & hi_mask) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1u);
+        }
+        __syncthreads();
+        if (tid < 32) {
+            uint32_t c[8], sum = 0;
+            for (int j = 0; j < 8; j++) c[j] = hist[8 * tid + j], sum += c[j];
+            uint32_t incl = sum;
+            for (int o = 1; o < 32; o <<= 1) {
+                uint32_t y = __shfl_up_sync(0xffffffff, incl, o);
+                if (tid >= o) incl += y;
+            }
+            uint32_t excl = incl - sum;
+            if (excl < (uint32_t)need && (uint32_t)need <= incl) {
+                uint32_t run = excl;
+                for (int j = 0; j < 8; j++) {
+                    if ((uint32_t)need <= run + c[j]) { s_digit = 8 * tid + j; s_need = need - (int)run; break; }
+                    run += c[j];
+                }
+            }
+        }
+        __syncthreads();
+        prefix |= (uint32_t)s_digit << shift;
+        need = s_need;
+        __syncthreads();
+    }
+    const uint32_t T = prefix;
+    if (tid == 0) s_gt = 0;
+    __syncthreads();
+    int my_gt = 0;
+    for (int i = tid; i < ctx; i += blockDim.x) my_gt += score_key(sc[i]) > T;
+    atomicAdd(&s_gt, my_gt);
+    __syncthreads();
+    const int take_eq = k - s_gt;
+    int out_run = 0, eq_run = 0;
+    for (int c0 = 0; c0 < ctx; c0 += blockDim.x) {
+        int i = c0 + tid;
+        uint32_t key = i < ctx ? score_key(sc[i]) : 0;
+        int gt = i < ctx && key > T, eq = i < ctx && key == T;
+        int total;
+        int excl = block_excl_scan(gt | (eq << 16), &total);
+        int gt_before = excl & 0xffff, eq_before = excl >> 16;
+        int rem = max(0, take_eq - eq_run);
+        if (gt || (eq && eq_before < rem)) out[(size_t)b * k + out_run + gt_before + min(eq_before, rem)] = i;
+        out_run += (total & 0xffff) + min(total >> 16, rem);
+        eq_run += total >> 16;
+    }
+}
+
+int bench_indexer(bench_env *env, const bench_params &p)
+{
+    const int batch = (int)p.num("batch", 16);
+    const int ctx = (int)p.num("ctx", 100000);
+    const int heads = (int)p.num("heads", 64);
+    const int k = (int)p.num("k", 2048);
+    const int version = (int)p.num("version", 2);
+    if (heads != 32 && heads != 64) { fprintf(stderr, "dhbench: indexer: heads must be 32 or 64\n"); return -1; }
+    if (k > ctx) { fprintf(stderr, "dhbench: indexer: k %d > ctx %d\n", k, ctx); return -1; }
+    bench_rng rng(0x1de7 ^ (uint64_t)heads << 4 ^ (uint64_t)ctx << 12);
+    /* Random e4m3 codes with exponents 3..10 (no NaN), positive scales, positive weights. */
+    auto code = [&]() {
+        uint64_t x = rng.next();
+        return (uint8_t)((x & 0x80) | ((3 + (x >> 8) % 8) << 3) | ((x >> 16) & 7));
+    };
+    size_t nkeys = (size_t)batch * ctx;
+    std::vector<uint8_t> keys_h(nkeys * IX_DIM), q_h((size_t)batch * heads * IX_DIM);
+    std::vector<float> scales_h(nkeys), w_h((size_t)batch * heads);
+    {
+        int nt = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+        std::vector<std::thread> th;
+        for (int t = 0; t < nt; t++)
+            th.emplace_back([&, t]() {
+                for (size_t i = (size_t)t; i < nkeys; i += (size_t)nt) {
+                    bench_rng r2(i * 0x9E3779B97F4A7C15ull + 17);
+                    for (int d = 0; d < IX_DIM; d++) {
+                        uint64_t x = r2.next();
+                        keys_h[i * IX_DIM + d] = (uint8_t)((x & 0x80) | ((3 + (x >> 8) % 8) << 3) | ((x >> 16) & 7));
+                    }
+                    scales_h[i] = (float)(0.5 + r2.uniform());
+                }
+            });
+        for (auto &t : th) t.join();
+    }
+    for (auto &c : q_h) c = code();
+    for (auto &x : w_h) x = (float)(0.01 + 0.02 * rng.uniform());
+    uint8_t *keys_d, *q_d;
+    float *scales_d, *w_d, *scores_d;
+    int32_t *top_d;
+    cudaCheck(cudaMalloc(&keys_d, keys_h.size()));
+    cudaCheck(cudaMalloc(&q_d, q_h.size()));
+    cudaCheck(cudaMalloc(&scales_d, nkeys * 4));
+    cudaCheck(cudaMalloc(&w_d, w_h.size() * 4));
+    cudaCheck(cudaMalloc(&scores_d, nkeys * 4));
+    cudaCheck(cudaMalloc(&top_d, (size_t)batch * k * 4));
+    cudaCheck(cudaMemcpy(keys_d, keys_h.data(), keys_h.size(), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(q_d, q_h.data(), q_h.size(), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(scales_d, scales_h.data(), nkeys * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(w_d, w_h.data(), w_h.size() * 4, cudaMemcpyHostToDevice));
+
+    auto run_score = [&](int) {
+        if (version == 1) {
+            dim3 g((ctx + 255) / 256, batch);
+            if (heads == 64) indexer_v1_kernel<64><<<g, 256>>>(q_d, w_d, keys_d, scales_d, ctx, scores_d);
+            else indexer_v1_kernel<32><<<g, 256>>>(q_d, w_d, keys_d, scales_d, ctx, scores_d);
+        } else {
+            dim3 g((ctx + IX2_TOK * IX2_TILES - 1) / (IX2_TOK * IX2_TILES), batch);
+            if (heads == 64) indexer_v2_kernel<64><<<g, 256>>>(q_d, w_d, keys_d, scales_d, ctx, scores_d);
+            else indexer_v2_kernel<32><<<g, 256>>>(q_d, w_d, keys_d, scales_d, ctx, scores_d);
+        }
+        CUDA_LAUNCH_CHECK();
+    };
+    auto run_topk = [&](int) {
+        topk_kernel<<<batch, 1024>>>(scores_d, ctx, k, top_d);
+        CUDA_LAUNCH_CHECK();
+    };
+    cudaCheck(cudaMemset(scores_d, 0xff, nkeys * 4));
+    cudaCheck(cudaMemset(top_d, 0xff, (size_t)batch * k * 4));
+    run_score(0);
+    run_topk(0);
+    cudaCheck(cudaDeviceSynchronize());
+    std::vector<float> sc_h(nkeys);
+    std::vector<int32_t> top_h((size_t)batch * k), ref_top(k);
+    cudaCheck(cudaMemcpy(sc_h.data(), scores_d, nkeys * 4, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(top_h.data(), top_d, top_h.size() * 4, cudaMemcpyDeviceToHost));
+    /* Scores: every one finite; two requests against the float64-summed reference. */
+    int ok = 1;
+    for (float v : sc_h) if (!std::isfinite(v)) { ok = 0; break; }
+    std::vector<int> reqs = {0, batch - 1};
+    if (batch == 1) reqs.pop_back();
+    std::vector<double> err(reqs.size());
+    std::vector<std::thread> th;
+    for (size_t i = 0; i < reqs.size(); i++)
+        th.emplace_back([&, i]() {
+            int b = reqs[i];
+            std::vector<float> ref((size_t)ctx);
+            kref_indexer_scores(&q_h[(size_t)b * heads * IX_DIM], &w_h[(size_t)b * heads], heads,
+                                &keys_h[(size_t)b * ctx * IX_DIM], &scales_h[(size_t)b * ctx], ctx, ref.data());
+            err[i] = rel_l2(&sc_h[(size_t)b * ctx], ref.data(), (size_t)ctx);
+        });
+    for (auto &t : th) t.join();
+    double worst = 0;
+    for (double e : err) worst = std::max(worst, e);
+    if (!(worst < 1e-4)) { fprintf(stderr, "dhbench: indexer v%d: score error %.3g\n", version, worst); ok = 0; }
+    /* Top-k: every request, against the reference applied to the GPU's own scores. */
+    for (int b = 0; b < batch && ok; b++) {
+        kref_topk(&sc_h[(size_t)b * ctx], ctx, k, ref_top.data());
+        if (memcmp(ref_top.data(), &top_h[(size_t)b * k], 4 * (size_t)k)) {
+            fprintf(stderr, "dhbench: topk: request %d differs from the reference\n", b);
+            ok = 0;
+        }
+    }
+    for (int v = 0; v < 2; v++) {
+        bench_record r;
+        r.kernel = v == 0 ? "indexer" : "topk";
+        r.version = v == 0 ? std::to_string(version) : "1";
+        r.dtype = v == 0 ? "fp8" : "fp32";
+        r.batch = batch; r.ctx = ctx; r.k = k; r.heads = v == 0 ? heads : -1;
+        r.bytes = v == 0 ? (double)nkeys * (IX_DIM + 4) : (double)nkeys * 4 * 5;
+        r.flops = v == 0 ? (double)nkeys * heads * IX_DIM * 2 : -1;
+        r.ceiling_name = "hbm_d2d";
+        r.ceiling_value = env->hbm_gbps;
+        r.checked = ok;
+        if (ok) {
+            bench_timing t = bench_time(env, v == 0 ? std::function<void(int)>(run_score) : std::function<void(int)>(run_topk));
+            r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
+        }
+        bench_emit(env, r);
+    }
+    cudaCheck(cudaFree(keys_d)); cudaCheck(cudaFree(q_d)); cudaCheck(cudaFree(scales_d));
+    cudaCheck(cudaFree(w_d)); cudaCheck(cudaFree(scores_d)); cudaCheck(cudaFree(top_d));
+    return ok ? 0 : -1;
+}

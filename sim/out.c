@@ -1,0 +1,182 @@
+/* out.c: table, JSON, TSV and HDF5 reports; see out.h. */
+#include "sim/out.h"
+#include "common/dh_err.h"
+
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int out_table(FILE *f, const sim_result *r, int n)
+{
+    fprintf(f, "%s on %s, concurrency %g (%u per GPU), selections: %s\n", r[0].model, r[0].hw, r[0].concurrency,
+            r[0].per_gpu, r[0].source);
+    fprintf(f, "%-32s", "");
+    for (int i = 0; i < n; i++) fprintf(f, " %12s", r[i].policy);
+    fprintf(f, "\n");
+#define ROW(label, fmt, expr) do { fprintf(f, "%-32s", label); \
+        for (int i = 0; i < n; i++) { const sim_result *x = &r[i]; (void)x; fprintf(f, " " fmt, expr); } fprintf(f, "\n"); } while (0)
+    ROW("output tokens/s per GPU", "%12.1f", x->tok_s_gpu);
+    ROW("TPOT p50 (ms)", "%12.2f", x->tpot_p50 * 1e3);
+    ROW("TPOT p90 (ms)", "%12.2f", x->tpot_p90 * 1e3);
+    ROW("TPOT p99 (ms)", "%12.2f", x->tpot_p99 * 1e3);
+    ROW("mean admitted requests / GPU", "%12.2f", x->mean_active);
+    ROW("fetch fraction (missed/sel.)", "%12.4f", x->fetch_fraction);
+    ROW("PCIe H2D GB fetched", "%12.2f", x->fetch_bytes / 1e9);
+    ROW("PCIe H2D utilisation", "%12.3f", x->h2d_util);
+    ROW("PCIe D2H GB written through", "%12.2f", x->write_bytes / 1e9);
+    ROW("GPU compute utilisation", "%12.3f", x->compute_util);
+    ROW("HBM peak (GB)", "%12.2f", x->hbm_peak_total / 1e9);
+    ROW("  weights+workspace (GB)", "%12.2f", (x->hbm_peak[HBM_WEIGHTS] + x->hbm_peak[HBM_WORKSPACE]) / 1e9);
+    ROW("  indexer keys peak (GB)", "%12.2f", x->hbm_peak[HBM_INDEXER] / 1e9);
+    ROW("  protected rows peak (GB)", "%12.2f", x->hbm_peak[HBM_PROTECTED] / 1e9);
+    ROW("  optional rows peak (GB)", "%12.2f", x->hbm_peak[HBM_OPTIONAL] / 1e9);
+    ROW("hot budget rows (group 0)", "%12u", x->budget_rows);
+    ROW("mean optional rows/(req,grp)", "%12.0f", x->mean_optional_rows);
+    ROW("steps (measured)", "%12u", x->measured_steps);
+    ROW("simulated seconds", "%12.3f", x->sim_time);
+    fprintf(f, "%-32s", "requests done / unfinished");
+    for (int i = 0; i < n; i++) fprintf(f, " %6u/%-5u", r[i].completed, r[i].unfinished);
+    fprintf(f, "\n");
+    ROW("rows decided / wall s (M)", "%12.1f", x->rows_per_wall_s / 1e6);
+    ROW("wall seconds", "%12.2f", x->wall_s);
+#undef ROW
+    return ferror(f) ? dh_err("write error on the report") : 0;
+}
+
+int out_json(FILE *f, const sim_result *r, int n, int with_wall)
+{
+    fprintf(f, "{\"runs\": [");
+    for (int i = 0; i < n; i++) {
+        const sim_result *x = &r[i];
+        fprintf(f, "%s\n  {\"policy\": \"%s\", \"model\": \"%s\", \"hw\": \"%s\", \"source\": \"%s\",\n", i ? "," : "",
+                x->policy, x->model, x->hw, x->source);
+        fprintf(f, "   \"concurrency\": %.17g, \"per_gpu\": %u, \"steps\": %u, \"measured_steps\": %u,\n", x->concurrency,
+                x->per_gpu, x->steps, x->measured_steps);
+        fprintf(f, "   \"sim_time_s\": %.17g, \"measured_time_s\": %.17g, \"tokens\": %.17g, \"measured_tokens\": %.17g,\n",
+                x->sim_time, x->measured_time, x->tokens, x->measured_tokens);
+        fprintf(f, "   \"tok_s_per_gpu\": %.17g, \"tpot_p50_s\": %.17g, \"tpot_p90_s\": %.17g, \"tpot_p99_s\": %.17g, \"tpot_mean_s\": %.17g,\n",
+                x->tok_s_gpu, x->tpot_p50, x->tpot_p90, x->tpot_p99, x->tpot_mean);
+        fprintf(f, "   \"selected_rows\": %.17g, \"missed_rows\": %.17g, \"fetch_fraction\": %.17g,\n", x->selected_rows,
+                x->missed_rows, x->fetch_fraction);
+        fprintf(f, "   \"fetch_bytes\": %.17g, \"write_bytes\": %.17g, \"h2d_util\": %.17g, \"d2h_util\": %.17g, \"h2d_gbps\": %.17g, \"compute_util\": %.17g,\n",
+                x->fetch_bytes, x->write_bytes, x->h2d_util, x->d2h_util, x->h2d_gbps, x->compute_util);
+        fprintf(f, "   \"hbm_capacity\": %.17g, \"hbm_peak\": %.17g, \"hbm_peak_by_category\": {", x->hbm_capacity, x->hbm_peak_total);
+        for (int c = 0; c < HBM_N_CATEGORIES; c++) fprintf(f, "%s\"%s\": %.17g", c ? ", " : "", hbm_category_name[c], x->hbm_peak[c]);
+        fprintf(f, "},\n   \"hbm_mean_by_category\": {");
+        for (int c = 0; c < HBM_N_CATEGORIES; c++) fprintf(f, "%s\"%s\": %.17g", c ? ", " : "", hbm_category_name[c], x->hbm_mean[c]);
+        fprintf(f, "},\n   \"mean_active\": %.17g, \"admitted\": %u, \"completed\": %u, \"unfinished\": %u, \"never_admitted\": %u,\n",
+                x->mean_active, x->admitted, x->completed, x->unfinished, x->never_admitted);
+        fprintf(f, "   \"budget_rows\": %u, \"mean_optional_rows\": %.17g", x->budget_rows, x->mean_optional_rows);
+        if (with_wall) fprintf(f, ",\n   \"wall_s\": %.6g, \"rows_per_wall_s\": %.6g", x->wall_s, x->rows_per_wall_s);
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n]}\n");
+    return ferror(f) ? dh_err("write error on the JSON report") : 0;
+}
+
+/* Timeline columns shared by TSV and HDF5. */
+#define N_FIXED 13
+static const char *col_name(int c)
+{
+    static const char *fixed[N_FIXED] = { "step", "t_start_s", "t_end_s", "active", "tokens", "admitted_total",
+                                          "tok_s", "selected_rows", "missed_rows", "fetch_fraction",
+                                          "fetch_bytes", "pcie_h2d_util", "write_bytes" };
+    static char buf[HBM_N_CATEGORIES + 1][32];
+    if (c < N_FIXED) return fixed[c];
+    if (c < N_FIXED + HBM_N_CATEGORIES) {
+        snprintf(buf[c - N_FIXED], sizeof buf[0], "hbm_%s", hbm_category_name[c - N_FIXED]);
+        return buf[c - N_FIXED];
+    }
+    return "optional_rows";
+}
+#define N_COLS (N_FIXED + HBM_N_CATEGORIES + 1)
+
+static double col_value(const sim_tl_row *t, int c)
+{
+    double dt = t->t_end - t->t_start;
+    switch (c) {
+    case 0: return t->step;
+    case 1: return t->t_start;
+    case 2: return t->t_end;
+    case 3: return t->active;
+    case 4: return t->tokens;
+    case 5: return t->admitted;
+    case 6: return dt > 0 ? t->tokens / dt : 0;
+    case 7: return t->selected;
+    case 8: return t->missed;
+    case 9: return t->selected > 0 ? t->missed / t->selected : 0;
+    case 10: return t->fetch_bytes;
+    case 11: return dt > 0 ? t->fetch_busy / dt : 0;
+    case 12: return t->write_bytes;
+    default:
+        if (c < N_FIXED + HBM_N_CATEGORIES) return t->hbm[c - N_FIXED];
+        return t->optional_rows;
+    }
+}
+
+int out_tsv(const char *path, const sim_result *r, int n)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return dh_err("unable to write '%s'", tmp);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "# policy %s\n", r[i].policy);
+        for (int c = 0; c < N_COLS; c++) fprintf(f, "%s%s", c ? "\t" : "", col_name(c));
+        fprintf(f, "\n");
+        for (uint32_t s = 0; s < r[i].n_tl; s++) {
+            for (int c = 0; c < N_COLS; c++) fprintf(f, "%s%.10g", c ? "\t" : "", col_value(&r[i].tl[s], c));
+            fprintf(f, "\n");
+        }
+        if (i + 1 < n) fprintf(f, "\n\n");
+    }
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) { unlink(tmp); return dh_err("write error on '%s'", tmp); }
+    if (rename(tmp, path) != 0) { unlink(tmp); return dh_err("unable to rename '%s' to '%s'", tmp, path); }
+    return 0;
+}
+
+int out_h5(const char *path, const sim_result *r, int n)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (file < 0) return dh_err("unable to create HDF5 file '%s'", tmp);
+    int rc = -1;
+    hid_t top = H5Gcreate2(file, "timeline", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (top < 0) { dh_err("'%s': unable to create group /timeline", tmp); goto done; }
+    for (int i = 0; i < n; i++) {
+        hid_t g = H5Gcreate2(top, r[i].policy, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0) { dh_err("'%s': unable to create group /timeline/%s", tmp, r[i].policy); H5Gclose(top); goto done; }
+        hsize_t dims[1] = { r[i].n_tl };
+        double *col = malloc((r[i].n_tl ? r[i].n_tl : 1) * sizeof *col);
+        if (!col) abort();
+        for (int c = 0; c < N_COLS; c++) {
+            for (uint32_t s = 0; s < r[i].n_tl; s++) col[s] = col_value(&r[i].tl[s], c);
+            hid_t sp = H5Screate_simple(1, dims, NULL);
+            hid_t ds = sp < 0 ? -1 : H5Dcreate2(g, col_name(c), H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            herr_t w = ds < 0 ? -1 : (r[i].n_tl ? H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, col) : 0);
+            if (ds >= 0) H5Dclose(ds);
+            if (sp >= 0) H5Sclose(sp);
+            if (w < 0) {
+                free(col);
+                H5Gclose(g);
+                H5Gclose(top);
+                dh_err("'%s': unable to write dataset /timeline/%s/%s", tmp, r[i].policy, col_name(c));
+                goto done;
+            }
+        }
+        free(col);
+        if (H5Gclose(g) < 0) { H5Gclose(top); dh_err("'%s': HDF5 close failed", tmp); goto done; }
+    }
+    if (H5Gclose(top) < 0) { dh_err("'%s': HDF5 close failed", tmp); goto done; }
+    rc = 0;
+done:
+    if (H5Fclose(file) < 0 && rc == 0) rc = dh_err("'%s': HDF5 close failed", tmp);
+    if (rc == 0 && rename(tmp, path) != 0) rc = dh_err("unable to rename '%s' to '%s'", tmp, path);
+    if (rc < 0) unlink(tmp);
+    return rc;
+}

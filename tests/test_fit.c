@@ -1,0 +1,470 @@
+/* test_fit.c: the calibration fits (analysis/fit*.c), the dhbench CSV reader,
+ * the profile checker and the validation statistics.
+ *
+ * Fits are tested on synthetic measurements generated from known
+ * coefficients with seeded Gaussian relative noise of sigma = 1 %: a
+ * coefficient is recovered when it lies within 4 of its standard errors of the
+ * truth (a 6e-5 chance of a false failure per coefficient for a correct fit)
+ * and that standard error is at most 10 % of the truth (the data determine
+ * it), and the residual RMS must estimate the noise
+ * (between 0.7 sigma and 1.3 sigma).  A planted fault (a truth off by 10 %)
+ * must fail the same check. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analysis/bcsv.h"
+#include "analysis/fit.h"
+#include "analysis/fitcost.h"
+#include "analysis/prof.h"
+#include "analysis/valid.h"
+#include "common/dh_err.h"
+#include "common/rng.h"
+
+#define SIGMA 0.01
+
+static char tmpdir[256];
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    const char *base = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/dhcal_test_XXXXXX", base && *base ? base : "/tmp");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown_dir(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static double gauss(rng_stream *r)
+{
+    double u1 = rng_uniform(r), u2 = rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+}
+
+/* A dhbench line; text columns then numbers by name. */
+typedef struct {
+    const char *kernel, *version, *dtype, *pattern;
+    double row_bytes, rows, sms, pool, batch, queries, k, union_rows, ctx, heads, m, n, kdim, bytes, flops, median_us;
+} line_in;
+
+static void write_line(FILE *f, const line_in *l)
+{
+#define N(x) (isnan(x) ? fprintf(f, ",") : fprintf(f, ",%.17g", (x)))
+    fprintf(f, "test,%s,%s,H200,%s", l->kernel, l->version, l->dtype ? l->dtype : "");
+    N(l->row_bytes); N(l->rows); N(l->sms); N(l->pool);
+    fprintf(f, ",%s", l->pattern ? l->pattern : "");
+    N(l->batch); N(l->queries); N(l->k); N(l->union_rows); N(l->ctx); N(l->heads); N(l->m); N(l->n); N(l->kdim);
+    N(l->bytes); N(l->flops);
+    fprintf(f, ",5");
+    N(l->median_us);
+    fprintf(f, ",,,,,,,,1\n");
+#undef N
+}
+
+static line_in blank(const char *kernel)
+{
+    line_in l = {kernel, "1", NULL, NULL, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+    return l;
+}
+
+static FILE *open_csv(const char *name, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "# synthetic\n%s\n", bcsv_header());
+    return f;
+}
+
+static const fit_coef *find_coef(const fit_section *s, const char *key)
+{
+    for (size_t i = 0; i < s->ncoef; i++)
+        if (!strcmp(s->coef[i].key, key)) return &s->coef[i];
+    return NULL;
+}
+
+/* The recovery check: within 4 standard errors, themselves at most 10 % of the truth. */
+static int recovered(const fit_section *s, const char *key, double truth)
+{
+    const fit_coef *c = find_coef(s, key);
+    if (!c) return 0;
+    int ok = fabs(c->value - truth) <= 4 * c->se + 1e-12 && c->se <= 0.1 * fabs(truth);
+    if (!ok) print_message("  %s: fitted %g +- %g, truth %g\n", key, c->value, c->se, truth);
+    return ok;
+}
+
+static int fit_file(const char *path, fit_section **secs, size_t *ns, const char *const *holdout)
+{
+    bcsv_table t;
+    bcsv_init(&t);
+    int rc = bcsv_load(&t, path);
+    fit_opts o;
+    fit_opts_default(&o);
+    o.holdout = holdout;
+    if (rc == 0) rc = fit_bench(&t, &o, secs, ns, NULL);
+    if (rc) print_message("  fit: %s\n", dh_errmsg());
+    bcsv_release(&t);
+    return rc;
+}
+
+/* Attention form: t = t0 + bytes / bw + batch*queries * q + batch*union_rows * u. */
+static void test_hbm_recovers(void **state)
+{
+    (void)state;
+    const double t0 = 6.0, gbps = 3900.0, q_us = 0.3, u_us = 0.0002;
+    char path[256];
+    FILE *f = open_csv("attn.csv", path, sizeof path);
+    rng_stream r;
+    rng_init(&r, 42, 0, 0, 1);
+    for (int b = 1; b <= 64; b *= 2)
+        for (int q = 1; q <= 8; q *= 2)
+            for (int k = 512; k <= 4096; k *= 2) {
+                line_in l = blank("attention");
+                l.batch = b; l.queries = q; l.k = k;
+                l.union_rows = k * (1 + 0.3 * (q - 1));
+                /* Each query reads its own k rows; the union is staged once. */
+                l.bytes = (double)b * q * k * 656.0;
+                double t = t0 + l.bytes / (gbps * 1e3) + b * q * q_us + b * l.union_rows * u_us;
+                l.median_us = t * (1 + SIGMA * gauss(&r));
+                write_line(f, &l);
+            }
+    fclose(f);
+    fit_section *s;
+    size_t ns;
+    assert_int_equal(fit_file(path, &s, &ns, NULL), 0);
+    assert_int_equal(ns, 1);
+    assert_true(recovered(s, "t0_us", t0));
+    assert_true(recovered(s, "hbm_gbps", gbps));
+    assert_true(recovered(s, "query_us", q_us));
+    assert_true(recovered(s, "union_row_us", u_us));
+    assert_true(s->res.rms_rel > 0.7 * SIGMA && s->res.rms_rel < 1.3 * SIGMA);
+    assert_true(s->res.r2 > 0.99);
+    /* Planted fault: a truth 10 % off must fail the same check. */
+    assert_false(recovered(s, "hbm_gbps", gbps * 1.1));
+    free(s);
+}
+
+/* GEMM per dtype and the indexer, plus the version choice: version 2 is
+ * 20 % faster on every shared configuration and must be chosen. */
+static void test_gemm_indexer_versions(void **state)
+{
+    (void)state;
+    const double t0 = 4.0, tf_bf16 = 620.0, tf_fp8 = 1150.0, rate = 900.0, t0i = 7.0;
+    char path[256];
+    FILE *f = open_csv("gemm.csv", path, sizeof path);
+    rng_stream r;
+    rng_init(&r, 42, 1, 0, 1);
+    for (int v = 1; v <= 2; v++)
+        for (int d = 0; d < 2; d++)
+            for (int m = 16; m <= 256; m *= 2)
+                for (int n = 1024; n <= 16384; n *= 2) {
+                    line_in l = blank("gemm");
+                    l.version = v == 1 ? "1" : "2";
+                    l.dtype = d ? "fp8" : "bf16";
+                    l.m = m; l.n = n; l.kdim = 6144;
+                    l.flops = 2.0 * m * n * l.kdim;
+                    double t = t0 + l.flops / ((d ? tf_fp8 : tf_bf16) * 1e6);
+                    if (v == 1) t *= 1.2;
+                    l.median_us = t * (1 + SIGMA * gauss(&r));
+                    write_line(f, &l);
+                }
+    for (int ctx = 8192; ctx <= 131072; ctx *= 2)
+        for (int h = 32; h <= 64; h *= 2)
+            for (int b = 1; b <= 16; b *= 4) {
+                line_in l = blank("indexer");
+                l.ctx = ctx; l.heads = h; l.kdim = 128; l.batch = b; l.queries = 1;
+                l.median_us = (t0i + (double)b * ctx * h * 128 / (rate * 1e3)) * (1 + SIGMA * gauss(&r));
+                write_line(f, &l);
+            }
+    fclose(f);
+    fit_section *s;
+    size_t ns;
+    assert_int_equal(fit_file(path, &s, &ns, NULL), 0);
+    assert_int_equal(ns, 3);
+    int seen = 0;
+    for (size_t i = 0; i < ns; i++) {
+        if (!strcmp(s[i].section, "gemm_bf16")) { seen |= 1; assert_true(recovered(&s[i], "tflops", tf_bf16)); assert_string_equal(s[i].version, "2"); }
+        if (!strcmp(s[i].section, "gemm_fp8")) { seen |= 2; assert_true(recovered(&s[i], "tflops", tf_fp8)); assert_true(recovered(&s[i], "t0_us", t0)); }
+        if (!strcmp(s[i].section, "indexer")) { seen |= 4; assert_true(recovered(&s[i], "rate_gops", rate)); assert_true(recovered(&s[i], "t0_us", t0i)); }
+    }
+    assert_int_equal(seen, 7);
+    free(s);
+}
+
+/* The fetch form, nonlinear: SM saturation, issue and link bottlenecks and
+ * the translation penalty, with a hold-out pool size reported separately. */
+static const double FP[] = {5.0, 70.0, 15.0, 0.002, 1.0 / 50.0, 2.0, 20.0, 15000.0};
+
+static void test_fetch_recovers(void **state)
+{
+    (void)state;
+    char path[256];
+    FILE *f = open_csv("fetch.csv", path, sizeof path);
+    rng_stream r;
+    rng_init(&r, 42, 2, 0, 1);
+    static const double rb[] = {128, 512, 656, 1152, 2048, 4096};
+    static const double sms[] = {2, 4, 8, 32};
+    static const double rows[] = {1024, 16384, 65536, 262144};
+    static const double pool_gib[] = {2, 16, 64, 96};
+    for (size_t a = 0; a < 6; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 4; c++)
+                for (size_t d = 0; d < 4; d++) {
+                    line_in l = blank("fetch");
+                    l.pattern = "uniform";
+                    l.row_bytes = rb[a]; l.sms = sms[b]; l.rows = rows[c]; l.pool = pool_gib[d] * 1073741824.0;
+                    double pages;
+                    assert_int_equal(fit_fetch_pages("uniform", l.rows, l.row_bytes, l.pool, NAN, NAN, 4096, &pages), 0);
+                    l.median_us = fit_fetch_time_us(FP, l.rows, l.row_bytes, l.sms, l.pool, pages, 0) * (1 + SIGMA * gauss(&r));
+                    write_line(f, &l);
+                }
+    fclose(f);
+    fit_section *s;
+    size_t ns;
+    const char *const hold[] = {"pool_bytes>=100000000000", NULL};
+    assert_int_equal(fit_file(path, &s, &ns, hold), 0);
+    assert_int_equal(ns, 1);
+    assert_true(recovered(s, "t0_us", FP[0]));
+    assert_true(recovered(s, "sm_row_ns", FP[1]));
+    assert_true(recovered(s, "row_issue_ns", FP[2]));
+    assert_true(recovered(s, "link_gbps", 1.0 / FP[4]));
+    assert_true(recovered(s, "walk_reach_gb", FP[5]));
+    assert_true(recovered(s, "page_ns_uniform", FP[6]));
+    assert_true(recovered(s, "page_reach_uniform", FP[7]));
+    assert_true(s->res.rms_rel > 0.7 * SIGMA && s->res.rms_rel < 1.3 * SIGMA);
+    /* The 96 GiB lines were held out: 96 lines, predicted to within the noise. */
+    assert_int_equal(s->held_out, 96);
+    assert_true(s->holdout_err.median < 2 * SIGMA);
+    /* The fitted pool range ends at 64 GiB: the held-out pool is outside it. */
+    int found = 0;
+    for (size_t i = 0; i < s->nrange; i++)
+        if (!strcmp(s->range[i].name, "pool_bytes")) { found = 1; assert_true(s->range[i].max == 64 * 1073741824.0); }
+    assert_true(found);
+    assert_false(recovered(s, "link_gbps", 1.1 / FP[4]));
+    free(s);
+}
+
+/* Time falling with bytes is a negative bandwidth: an error, not a profile. */
+static void test_nonphysical_rejected(void **state)
+{
+    (void)state;
+    char path[256];
+    FILE *f = open_csv("bad.csv", path, sizeof path);
+    for (int i = 1; i <= 20; i++) {
+        line_in l = blank("attention");
+        l.bytes = i * 1e6;
+        l.batch = 1; l.queries = 1;
+        l.median_us = 1000 - i * 10.0 + (i % 3) * 0.1;
+        write_line(f, &l);
+    }
+    fclose(f);
+    fit_section *s;
+    size_t ns;
+    assert_int_equal(fit_file(path, &s, &ns, NULL), -1);
+    assert_non_null(strstr(dh_errmsg(), "non-physical"));
+    assert_non_null(strstr(dh_errmsg(), "hbm_gbps"));
+
+    /* A fixed cost far below zero: t = -50 + bytes / bw, 0.1 % noise. */
+    f = open_csv("neg_t0.csv", path, sizeof path);
+    rng_stream r;
+    rng_init(&r, 42, 3, 0, 1);
+    for (int i = 1; i <= 20; i++) {
+        line_in l = blank("attention");
+        l.bytes = i * 1e9;
+        l.batch = 1; l.queries = 1;
+        l.median_us = (-50 + l.bytes / 3e6) * (1 + 0.001 * gauss(&r));
+        write_line(f, &l);
+    }
+    fclose(f);
+    assert_int_equal(fit_file(path, &s, &ns, NULL), -1);
+    assert_non_null(strstr(dh_errmsg(), "t0_us"));
+    assert_non_null(strstr(dh_errmsg(), "below zero beyond the noise"));
+
+    /* Noise with no trend: R^2 below the threshold. */
+    f = open_csv("noise.csv", path, sizeof path);
+    for (int i = 1; i <= 40; i++) {
+        line_in l = blank("gemm");
+        l.dtype = "bf16";
+        l.flops = 1e9 * i;
+        l.median_us = 100 * (1 + 0.3 * gauss(&r)) + 0.0001 * i;
+        if (l.median_us < 1) l.median_us = 1;
+        write_line(f, &l);
+    }
+    fclose(f);
+    int rc = fit_file(path, &s, &ns, NULL);
+    assert_int_equal(rc, -1);
+    assert_true(strstr(dh_errmsg(), "below the threshold") || strstr(dh_errmsg(), "non-physical"));
+}
+
+static void expect_csv_error(const char *name, const char *body, const char *msg)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(body, f);
+    fclose(f);
+    bcsv_table t;
+    bcsv_init(&t);
+    assert_int_equal(bcsv_load(&t, path), -1);
+    char want[512];
+    snprintf(want, sizeof want, "file '%s'%s", path, msg);
+    if (!strstr(dh_errmsg(), want)) print_message("got: %s\nwant: %s\n", dh_errmsg(), want);
+    assert_non_null(strstr(dh_errmsg(), want));
+    bcsv_release(&t);
+}
+
+static void test_malformed_csv(void **state)
+{
+    (void)state;
+    char body[4096];
+    const char *ok = "test,fetch,1,H200,fp8,656,100,8,2e9,uniform,,,,,,,,,,,,5,10.5,,,,,,,,1\n";
+    snprintf(body, sizeof body, "%s\n%s%s", bcsv_header(), ok,
+             "test,fetch,1,H200,fp8,656,100,8,2e9,uniform,,,,,,,,,,,,5,fast,,,,,,,,1\n");
+    expect_csv_error("nan.csv", body, " line 3: column 'median_us' is not a number");
+    snprintf(body, sizeof body, "%s\n%s", bcsv_header(), "test,fetch,1,H200,fp8,656,100,8\n");
+    expect_csv_error("short.csv", body, " line 2: 8 columns, the header has 31");
+    expect_csv_error("hdr.csv", "suite,kernel,version\n", " line 1: header lacks column 'device'");
+    snprintf(body, sizeof body, "%s,colour\n", bcsv_header());
+    expect_csv_error("unknown.csv", body, " line 1: unknown column 'colour'");
+    snprintf(body, sizeof body, "%s\n%s", bcsv_header(), "test,fetch,1,H200,fp8,656,1e999,8,2e9,uniform,,,,,,,,,,,,5,10,,,,,,,,1\n");
+    expect_csv_error("inf.csv", body, " line 2: column 'rows' is not a number");
+    /* A well-formed file reads back with empty cells as NAN. */
+    char path[256];
+    snprintf(path, sizeof path, "%s/good.csv", tmpdir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "%s\n%s", bcsv_header(), ok);
+    fclose(f);
+    bcsv_table t;
+    bcsv_init(&t);
+    assert_int_equal(bcsv_load(&t, path), 0);
+    assert_int_equal(t.n, 1);
+    assert_true(t.rows[0].v[BCSV_MEDIAN_US] == 10.5);
+    assert_true(isnan(t.rows[0].v[BCSV_BATCH]));
+    assert_string_equal(t.rows[0].s[BCSV_PATTERN], "uniform");
+    bcsv_release(&t);
+}
+
+/* The small committed replay example, by hand (tests/data/replay_small.csv
+ * and sim_small.tsv):
+ *   fitted config a: errors 10 %, 0 %, 5 %, 20 %  -> median 7.5 %, p95 (rank 4 of 4) 20 %, max 20 %
+ *   held-out config b: errors 2 %, 4 %, 30 %      -> median 4 %,   p95 (rank 3 of 3) 30 %
+ *   misses: a 10+20+30+40 = 100 measured, 100 predicted, b 5+5+5 = 15 vs 16 (step 2 differs). */
+static void test_validation_small(void **state)
+{
+    (void)state;
+    val_set v;
+    val_init(&v);
+    assert_int_equal(val_load_replay(&v, "tests/data/replay_small.csv"), 0);
+    assert_int_equal(val_add_predictions(&v, "tests/data/sim_small.tsv"), 0);
+    assert_int_equal(val_check_complete(&v), 0);
+    val_summary fit, held;
+    val_summarize(&v, 0, NULL, NULL, NULL, &fit);
+    val_summarize(&v, 1, NULL, NULL, NULL, &held);
+    assert_int_equal(fit.steps, 4);
+    assert_true(fabs(fit.err.median - 0.075) < 1e-12);
+    assert_true(fabs(fit.err.p95 - 0.20) < 1e-12);
+    assert_true(fabs(fit.err.max - 0.20) < 1e-12);
+    assert_int_equal(fit.misses_meas, 100);
+    assert_int_equal(fit.misses_pred, 100);
+    assert_int_equal(fit.miss_mismatch_steps, 0);
+    assert_int_equal(held.steps, 3);
+    assert_true(fabs(held.err.median - 0.04) < 1e-12);
+    assert_true(fabs(held.err.p95 - 0.30) < 1e-12);
+    assert_int_equal(held.misses_meas, 15);
+    assert_int_equal(held.misses_pred, 16);
+    assert_int_equal(held.miss_mismatch_steps, 1);
+    /* Planted fault: one prediction changed must move the statistics. */
+    v.s[0].predicted_us *= 2;
+    val_summarize(&v, 0, NULL, NULL, NULL, &fit);
+    assert_false(fabs(fit.err.max - 0.20) < 1e-12);
+    val_release(&v);
+
+    /* A prediction for a step the replay lacks is an error naming it. */
+    val_init(&v);
+    assert_int_equal(val_load_replay(&v, "tests/data/replay_small.csv"), 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/extra.tsv", tmpdir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "config_id\tpolicy\tmode\tstep\tpredicted_us\tmisses\na\thisparse\tplain\t99\t1\t0\n");
+    fclose(f);
+    assert_int_equal(val_add_predictions(&v, path), -1);
+    assert_non_null(strstr(dh_errmsg(), "step 99 of config 'a'"));
+    val_release(&v);
+}
+
+static void test_percentiles(void **state)
+{
+    (void)state;
+    double v[] = {5, 1, 4, 2, 3};
+    assert_true(fit_median(v, 5) == 3);
+    double w[] = {4, 1, 3, 2};
+    assert_true(fit_median(w, 4) == 2.5);
+    double x[20];
+    for (int i = 0; i < 20; i++) x[i] = 20 - i; /* 1..20 */
+    assert_true(fit_percentile(x, 20, 95) == 19); /* rank ceil(19) = 19 */
+    assert_true(fit_percentile(x, 20, 100) == 20);
+}
+
+/* check-profile: the committed base passes; a missing key, a negative
+ * bandwidth and an SM factor above 1 are each rejected with the key named. */
+static void test_profile_check(void **state)
+{
+    (void)state;
+    assert_int_equal(prof_check("tests/data/hw_base.ini"), 0);
+    static const struct { const char *from, *to, *msg; } cases[] = {
+        {"hbm_bw = ", "; hbm_bw = ", "hbm_bw"},
+        {"h2d_bw = 55.5e9", "h2d_bw = -55.5e9", "h2d_bw"},
+        {"sms_factor = 1.0, 0.85", "sms_factor = 1.0, 1.5", "sms_factor"},
+        {"launch_s = 5e-6", "launch_s = -5e-6", "launch_s"},
+    };
+    FILE *in = fopen("tests/data/hw_base.ini", "r");
+    assert_non_null(in);
+    static char base[16384];
+    size_t n = fread(base, 1, sizeof base - 1, in);
+    fclose(in);
+    base[n] = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *at = strstr(base, cases[c].from);
+        assert_non_null(at);
+        char path[256];
+        snprintf(path, sizeof path, "%s/bad%zu.ini", tmpdir, c);
+        FILE *f = fopen(path, "w");
+        fwrite(base, 1, (size_t)(at - base), f);
+        fputs(cases[c].to, f);
+        fputs(at + strlen(cases[c].from), f);
+        fclose(f);
+        assert_int_equal(prof_check(path), -1);
+        if (!strstr(dh_errmsg(), cases[c].msg)) print_message("got: %s\n", dh_errmsg());
+        assert_non_null(strstr(dh_errmsg(), cases[c].msg));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hbm_recovers),
+        cmocka_unit_test(test_gemm_indexer_versions),
+        cmocka_unit_test(test_fetch_recovers),
+        cmocka_unit_test(test_nonphysical_rejected),
+        cmocka_unit_test(test_malformed_csv),
+        cmocka_unit_test(test_validation_small),
+        cmocka_unit_test(test_percentiles),
+        cmocka_unit_test(test_profile_check),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+}

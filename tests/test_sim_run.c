@@ -1,0 +1,253 @@
+/* test_sim_run.c: whole simulations on small hand-built configurations.
+ *   - fetch-bound: with compute made free, tokens/s per GPU equals the gather
+ *     bandwidth divided by the bytes fetched per token, computed by hand;
+ *   - adaptive with HBM to spare behaves like a fixed budget covering the
+ *     whole context (identical misses);
+ *   - resident fetches nothing; a policy's fetched bytes are its misses x row bytes;
+ *   - determinism: two runs give byte-identical JSON;
+ *   - bad config keys and values are rejected with a message naming them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/dh_err.h"
+#include "sim/out.h"
+#include "sim/sim.h"
+#include "test_sim_src.h"
+
+static char dir[256];
+static char inst_path[300];
+
+#define K 64
+#define LAYERS 4
+#define ROW_BYTES 1000.0
+#define GATHER_BW 10e9
+#define REQS 4
+#define PROMPT 10000
+#define OUTPUT 50
+
+static void write_file(const char *name, const char *text)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/test_sim_run.XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    char buf[4096];
+    /* One selection group of 4 layers (one indexer, three reusing it), no MoE. */
+    snprintf(buf, sizeof buf,
+             "[model]\nname = tiny\nlayers = own, reuse*3\nhidden = 1024\nactive_params = 1e6\n"
+             "experts = 0\nexperts_per_token = 0\nexpert_bytes = 0\n"
+             "[kind.own]\nselect = own\nrow_bytes = %g\ntopk = %d\nindexer_key_bytes = 16\n"
+             "indexer_heads = 1\nindexer_dim = 16\nattn_heads = 1\nattn_qk_dim = 64\nattn_v_dim = 64\nmoe = false\n"
+             "[kind.reuse]\nbase = own\nselect = reuse\n", ROW_BYTES, K);
+    write_file("tiny.ini", buf);
+    /* Compute and HBM effectively free; a flat gather bandwidth; no fixed costs. */
+    snprintf(buf, sizeof buf,
+             "[hw]\nname = test\nhbm_bytes = 1e12\nhbm_bw = 1e15\nsms = 100\nfp8_flops = 1e19\nbf16_flops = 1e19\n"
+             "mma_efficiency = 1\nkernel_launch_s = 0\n"
+             "[pcie]\nh2d_bw = 1e12\nd2h_bw = 1e12\nduplex_bw = 2e12\n"
+             "[gather]\nrow_bytes = 1000\nrow_bw = %g\nref_row_bytes = 1000\npages = 1000\npages_bw = %g\n"
+             "sms = 8\nsms_factor = 1\nfetch_sms = 8\npage_bytes = 4096\nlaunch_s = 0\n"
+             "[host]\ndram_bytes = 1e12\n", GATHER_BW, GATHER_BW);
+    write_file("hw.ini", buf);
+    snprintf(buf, sizeof buf,
+             "[instance]\nmodel = %s/tiny.ini\nhw = %s/hw.ini\ngpus = 1\nattention_dp = 1\nmoe_ep = 1\n"
+             "weights_per_gpu_bytes = 1e6\nworkspace_bytes = 1e9\nmicro_batches = 2\nstep_overhead_s = 0\nmoe_comm_s = 0\n"
+             "[workload]\nmode = closed\nconcurrency = %d\nprompt_len = %d\noutput_len = %d\nsteps = %d\n"
+             "[policy]\nname = hisparse\nhisparse_budget_k = 1\n"
+             "[trace]\npreset = unused\nseed = 3\n", dir, dir, REQS, PROMPT, OUTPUT, OUTPUT);
+    write_file("inst.ini", buf);
+    snprintf(inst_path, sizeof inst_path, "%s/inst.ini", dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void load(sim_config *sc, char **sets, int n)
+{
+    if (sim_config_load(inst_path, sets, n, sc) < 0) fail_msg("%s", dh_errmsg());
+}
+
+/* Every position selects K rows never selected before (and never the newest
+ * rows), so each position misses all K rows under a budget of K. */
+static sel_source *fresh_rows_source(const sim_config *sc)
+{
+    trace_shape sh;
+    assert_int_equal(sim_shape(sc, &sh), 0);
+    sel_source *src;
+    assert_int_equal(memsrc_new(&sh, 8, 1, &src), 0);
+    uint32_t rows[K];
+    for (uint32_t r = 0; r < sh.n_requests; r++)
+        for (uint32_t p = 0; p < sh.output_len[r]; p++) {
+            for (uint32_t i = 0; i < K; i++) rows[i] = p * K + i;
+            memsrc_put(src, r, 0, p, rows, K);
+        }
+    trace_shape_release(&sh);
+    return src;
+}
+
+static void test_fetch_bound_throughput_by_hand(void **state)
+{
+    (void)state;
+    sim_config sc;
+    load(&sc, NULL, 0);
+    sel_source *src = fresh_rows_source(&sc);
+    sim_result r;
+    if (sim_run(&sc, POL_HISPARSE, src, &r) < 0) fail_msg("%s", dh_errmsg());
+    /* Each token fetches K rows in each of the LAYERS layers. */
+    double bytes_per_token = K * LAYERS * ROW_BYTES;
+    double expect = GATHER_BW / bytes_per_token;
+    /* Indexer, weights and attention are not exactly free (1e15 B/s, 1e19 FLOP/s): the
+     * indexer before the first fetch and the compute after the last add about 1 ns to a
+     * 102 us step, so 1e-4 slack; a wrong factor (layers, rows, micro-batches) is far off. */
+    if (!(fabs(r.tok_s_gpu - expect) < 1e-4 * expect)) fail_msg("tokens/s %.6f, by hand %.6f", r.tok_s_gpu, expect);
+    assert_true(fabs(r.fetch_fraction - 1.0) < 1e-12);
+    assert_true(fabs(r.fetch_bytes - r.missed_rows * ROW_BYTES) < 1e-6);
+    /* Halving the bandwidth halves the throughput. */
+    char *sets[] = { "gather.row_bw=5e9", "gather.pages_bw=5e9" };
+    sim_config sc2;
+    load(&sc2, sets, 2);
+    sim_result r2;
+    if (sim_run(&sc2, POL_HISPARSE, src, &r2) < 0) fail_msg("%s", dh_errmsg());
+    assert_true(fabs(r2.tok_s_gpu - expect / 2) < 1e-4 * expect);
+    sim_result_release(&r);
+    sim_result_release(&r2);
+    sel_source_free(src);
+    sim_config_release(&sc);
+    sim_config_release(&sc2);
+}
+
+static void test_resident_fetches_nothing(void **state)
+{
+    (void)state;
+    sim_config sc;
+    load(&sc, NULL, 0);
+    sel_source *src = fresh_rows_source(&sc);
+    sim_result r;
+    if (sim_run(&sc, POL_RESIDENT, src, &r) < 0) fail_msg("%s", dh_errmsg());
+    assert_true(r.fetch_fraction == 0 && r.fetch_bytes == 0);
+    assert_true(r.tok_s_gpu > 0);
+    sim_result_release(&r);
+    sel_source_free(src);
+    sim_config_release(&sc);
+}
+
+static void test_adaptive_with_spare_hbm_is_a_large_fixed_budget(void **state)
+{
+    (void)state;
+    char *big[] = { "policy.hisparse_budget_k=1000", "workload.output_len=120", "workload.steps=120" };
+    sim_config sc;
+    load(&sc, big, 3);
+    trace_shape sh;
+    assert_int_equal(sim_shape(&sc, &sh), 0);
+    sel_source *src = ts_source(&sh, 0.3, 11);
+    sim_result a, h;
+    if (sim_run(&sc, POL_ADAPTIVE, src, &a) < 0) fail_msg("%s", dh_errmsg());
+    if (sim_run(&sc, POL_HISPARSE, src, &h) < 0) fail_msg("%s", dh_errmsg());
+    assert_true(a.missed_rows > 0);
+    assert_true(a.missed_rows == h.missed_rows);
+    assert_true(a.mean_optional_rows >= PROMPT + 120);
+    /* A budget of k instead misses more. */
+    char *small[] = { "policy.hisparse_budget_k=1", "workload.output_len=120", "workload.steps=120" };
+    sim_config sc2;
+    load(&sc2, small, 3);
+    sim_result h1;
+    if (sim_run(&sc2, POL_HISPARSE, src, &h1) < 0) fail_msg("%s", dh_errmsg());
+    assert_true(h1.missed_rows > a.missed_rows);
+    sim_result_release(&a); sim_result_release(&h); sim_result_release(&h1);
+    sel_source_free(src);
+    trace_shape_release(&sh);
+    sim_config_release(&sc);
+    sim_config_release(&sc2);
+}
+
+static char *json_of(const sim_result *r)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    assert_int_equal(out_json(f, r, 1, 0), 0);
+    fclose(f);
+    return buf;
+}
+
+static void test_same_inputs_same_bytes(void **state)
+{
+    (void)state;
+    sim_config sc;
+    char *sets[] = { "workload.output_len=40", "workload.output_len_max=80", "workload.steps=100", "workload.concurrency=3" };
+    load(&sc, sets, 4);
+    trace_shape sh;
+    assert_int_equal(sim_shape(&sc, &sh), 0);
+    for (int p = 0; p < POL_N; p++) {
+        sel_source *s1 = ts_source(&sh, 0.25, 5), *s2 = ts_source(&sh, 0.25, 5);
+        sim_result a, b;
+        if (sim_run(&sc, (pol_kind)p, s1, &a) < 0) fail_msg("%s", dh_errmsg());
+        if (sim_run(&sc, (pol_kind)p, s2, &b) < 0) fail_msg("%s", dh_errmsg());
+        char *ja = json_of(&a), *jb = json_of(&b);
+        assert_string_equal(ja, jb);
+        assert_true(a.completed > 0);
+        free(ja); free(jb);
+        sim_result_release(&a); sim_result_release(&b);
+        sel_source_free(s1); sel_source_free(s2);
+    }
+    trace_shape_release(&sh);
+    sim_config_release(&sc);
+}
+
+static void expect_config_error(char *set, const char *needle)
+{
+    sim_config sc;
+    char *sets[] = { set };
+    assert_int_equal(sim_config_load(inst_path, sets, 1, &sc), -1);
+    if (!strstr(dh_errmsg(), needle)) fail_msg("'%s' gave '%s', expected '%s'", set, dh_errmsg(), needle);
+    sim_config_release(&sc);
+}
+
+static void test_bad_config_is_rejected(void **state)
+{
+    (void)state;
+    expect_config_error("workload.concurency=4", "unknown key 'concurency'");
+    expect_config_error("instance.gpus=0", "gpus");
+    expect_config_error("policy.name=lfu", "unknown policy 'lfu'");
+    expect_config_error("policy.hisparse_budget_k=0.5", "hisparse_budget_k");
+    expect_config_error("gather.row_bw=1e9,2e9", "row_bw has 2");
+    expect_config_error("kind.own.topk=abc", "topk");
+    expect_config_error("workload.mode=burst", "mode = 'burst'");
+    expect_config_error("instance.weights_per_gpu_bytes=2e12", "exceed the GPU's HBM");
+    expect_config_error("model.layers=own, nope", "unknown kind 'nope'");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fetch_bound_throughput_by_hand),
+        cmocka_unit_test(test_resident_fetches_nothing),
+        cmocka_unit_test(test_adaptive_with_spare_hbm_is_a_large_fixed_budget),
+        cmocka_unit_test(test_same_inputs_same_bytes),
+        cmocka_unit_test(test_bad_config_is_rejected),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
