@@ -69,7 +69,10 @@ static void print_section(const fit_section *s)
            100 * s->res.rms_rel, s->res.r2, s->skipped_unchecked ? " (unchecked lines left out)" : "");
     for (size_t i = 0; i < s->ncoef; i++) {
         const fit_coef *c = &s->coef[i];
-        printf("  %-28s %14.6g +- %-10.3g%s\n", c->key, c->value, c->se, c->fixed_zero ? "  (below 0 inside the noise: held at 0)" : c->undetermined ? "  (not determined by the data: left out)" : "");
+        printf("  %-28s %14.6g +- %-10.3g", c->key, c->value, c->se);
+        if (c->fixed_zero) printf("  (fit gave %.3g +- %.2g, below 0 inside the noise: held at 0)", c->fit_value, c->fit_se);
+        if (c->undetermined) printf("  (not determined by the data: left out)");
+        putchar('\n');
     }
     for (size_t i = 0; i < s->nrange; i++)
         printf("  range %-22s %14.6g .. %-14.6g\n", s->range[i].name, s->range[i].min, s->range[i].max);

@@ -228,7 +228,7 @@ static void range_add(fit_section *s, const char *name, double v)
     s->range[s->nrange++] = (fit_range){name, v, v};
 }
 
-static void coef_add(fit_section *s, const char *key, double value, double se, int fixed_zero, double fit_value)
+static void coef_add(fit_section *s, const char *key, double value, double se, int fixed_zero, double fit_value, double fit_se)
 {
     DH_BUG_ON(s->ncoef == sizeof s->coef / sizeof s->coef[0]);
     fit_coef *c = &s->coef[s->ncoef++];
@@ -237,6 +237,7 @@ static void coef_add(fit_section *s, const char *key, double value, double se, i
     c->se = se;
     c->fixed_zero = fixed_zero;
     c->fit_value = fit_value;
+    c->fit_se = fit_se;
 }
 
 /* ---- fetch form ------------------------------------------------------------- */
@@ -392,7 +393,7 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
     fit_model fm = {npar, fetch_eval, &m};
     fit_result best;
     int have = 0, best_fixed[FIT_MAX_PAR];
-    double best_fitval[FIT_MAX_PAR] = {0};
+    double best_fitval[FIT_MAX_PAR] = {0}, best_fitse[FIT_MAX_PAR] = {0};
     char last_err[256] = "";
     /* The max() of bottlenecks has several basins; start from a few page
      * reaches and keep the lowest chi^2.  Start values are orders of
@@ -408,7 +409,7 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
         p0[FP_WALK] = fixed[FP_WALK] ? 0 : (isfinite(pool_min) ? pool_min / 2e9 : 0);
         for (size_t g = 0; g < ng; g++) { p0[FP_PAGE0 + 2 * g] = 10; p0[FP_PAGE0 + 2 * g + 1] = reach0[a]; }
         int fx[FIT_MAX_PAR];
-        double fitval[FIT_MAX_PAR] = {0};
+        double fitval[FIT_MAX_PAR] = {0}, fitse[FIT_MAX_PAR] = {0};
         memcpy(fx, fixed, sizeof fx);
         fit_result r;
         int ok = 1;
@@ -430,6 +431,7 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
                     break;
                 }
                 fitval[j] = r.p[j];
+                fitse[j] = r.se[j];
                 fx[j] = 1;
                 again = 1;
             }
@@ -441,6 +443,7 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
             have = 1;
             memcpy(best_fixed, fx, sizeof best_fixed);
             memcpy(best_fitval, fitval, sizeof best_fitval);
+            memcpy(best_fitse, fitse, sizeof best_fitse);
         }
     }
     if (!have) {
@@ -455,20 +458,20 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
     }
     const double *p = best.p, *se = best.se;
 #define ZERO(j) (best_fixed[j] && best_fitval[j] < 0)
-    coef_add(s, "t0_us", p[FP_T0], se[FP_T0], ZERO(FP_T0), best_fitval[FP_T0]);
-    coef_add(s, "sm_row_ns", p[FP_SM], se[FP_SM], ZERO(FP_SM), best_fitval[FP_SM]);
-    coef_add(s, "row_issue_ns", p[FP_ISSUE], se[FP_ISSUE], ZERO(FP_ISSUE), best_fitval[FP_ISSUE]);
-    coef_add(s, "row_issue_ps_per_byte", p[FP_ISSUE_B] * 1e3, se[FP_ISSUE_B] * 1e3, ZERO(FP_ISSUE_B), best_fitval[FP_ISSUE_B] * 1e3);
-    coef_add(s, "link_gbps", 1.0 / p[FP_LINK], se[FP_LINK] / (p[FP_LINK] * p[FP_LINK]), 0, 0);
+    coef_add(s, "t0_us", p[FP_T0], se[FP_T0], ZERO(FP_T0), best_fitval[FP_T0], best_fitse[FP_T0]);
+    coef_add(s, "sm_row_ns", p[FP_SM], se[FP_SM], ZERO(FP_SM), best_fitval[FP_SM], best_fitse[FP_SM]);
+    coef_add(s, "row_issue_ns", p[FP_ISSUE], se[FP_ISSUE], ZERO(FP_ISSUE), best_fitval[FP_ISSUE], best_fitse[FP_ISSUE]);
+    coef_add(s, "row_issue_ps_per_byte", p[FP_ISSUE_B] * 1e3, se[FP_ISSUE_B] * 1e3, ZERO(FP_ISSUE_B), best_fitval[FP_ISSUE_B] * 1e3, best_fitse[FP_ISSUE_B] * 1e3);
+    coef_add(s, "link_gbps", 1.0 / p[FP_LINK], se[FP_LINK] / (p[FP_LINK] * p[FP_LINK]), 0, 0, 0);
     s->ngroups = ng;
     for (size_t g = 0; g < ng; g++) snprintf(s->groups[g], sizeof s->groups[g], "%s", groups[g]);
-    if (ng) coef_add(s, "walk_reach_gb", p[FP_WALK], se[FP_WALK], ZERO(FP_WALK), best_fitval[FP_WALK]);
+    if (ng) coef_add(s, "walk_reach_gb", p[FP_WALK], se[FP_WALK], ZERO(FP_WALK), best_fitval[FP_WALK], best_fitse[FP_WALK]);
     for (size_t g = 0; g < ng; g++) {
         char key[64];
         snprintf(key, sizeof key, "page_ns_%s", groups[g]);
-        coef_add(s, key, p[FP_PAGE0 + 2 * g], se[FP_PAGE0 + 2 * g], ZERO(FP_PAGE0 + 2 * g), best_fitval[FP_PAGE0 + 2 * g]);
+        coef_add(s, key, p[FP_PAGE0 + 2 * g], se[FP_PAGE0 + 2 * g], ZERO(FP_PAGE0 + 2 * g), best_fitval[FP_PAGE0 + 2 * g], best_fitse[FP_PAGE0 + 2 * g]);
         snprintf(key, sizeof key, "page_reach_%s", groups[g]);
-        coef_add(s, key, p[FP_PAGE0 + 2 * g + 1], se[FP_PAGE0 + 2 * g + 1], ZERO(FP_PAGE0 + 2 * g + 1), best_fitval[FP_PAGE0 + 2 * g + 1]);
+        coef_add(s, key, p[FP_PAGE0 + 2 * g + 1], se[FP_PAGE0 + 2 * g + 1], ZERO(FP_PAGE0 + 2 * g + 1), best_fitval[FP_PAGE0 + 2 * g + 1], best_fitse[FP_PAGE0 + 2 * g + 1]);
 #undef ZERO
     }
     if (nhold) {
@@ -564,7 +567,7 @@ static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_
     /* Terms whose input is constant across the points (every line has zero
      * union rows, say) are not determined by the data: leave them out. */
     int active[LIN_MAX], zeroed[LIN_MAX] = {0}, undetermined[LIN_MAX] = {0};
-    double fitval[LIN_MAX] = {0};
+    double fitval[LIN_MAX] = {0}, fitse[LIN_MAX] = {0};
     for (size_t j = 0; j < nt; j++) {
         active[j] = 1;
         if (j == 0) continue;
@@ -607,7 +610,7 @@ static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_
                                 s->kernel, s->version, fit_form_name(s->form), tm->key, r.p[a], r.se[a]);
                     goto out;
                 }
-                active[map[a]] = 0; zeroed[map[a]] = 1; fitval[map[a]] = r.p[a]; again = 1;
+                active[map[a]] = 0; zeroed[map[a]] = 1; fitval[map[a]] = r.p[a]; fitse[map[a]] = r.se[a]; again = 1;
             }
         }
         if (!again) {
@@ -615,9 +618,9 @@ static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_
             for (size_t a = 0; a < na; a++) { full[map[a]] = r.p[a]; fse[map[a]] = r.se[a]; }
             s->res = r;
             for (size_t j = 0; j < nt; j++) {
-                if (terms[j].rate) coef_add(s, terms[j].key, terms[j].scale / full[j], terms[j].scale * fse[j] / (full[j] * full[j]), 0, 0);
+                if (terms[j].rate) coef_add(s, terms[j].key, terms[j].scale / full[j], terms[j].scale * fse[j] / (full[j] * full[j]), 0, 0, 0);
                 else {
-                    coef_add(s, terms[j].key, full[j], fse[j], zeroed[j], fitval[j]);
+                    coef_add(s, terms[j].key, full[j], fse[j], zeroed[j], fitval[j], fitse[j]);
                     s->coef[s->ncoef - 1].undetermined = undetermined[j];
                 }
             }

@@ -65,7 +65,7 @@ typedef struct {
     char key[48];
     double value, se;
     int fixed_zero;   /* refitted at 0 because the fit put it below 0 within noise */
-    double fit_value; /* the value before that refit */
+    double fit_value, fit_se; /* the value and standard error before that refit */
     int undetermined; /* the data do not determine it (input constant or collinear): written as 0 */
 } fit_coef;
 

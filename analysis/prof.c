@@ -73,7 +73,7 @@ static void provenance(const fit_section *s, char *buf, size_t cap)
     for (size_t i = 0; i < s->ncoef; i++) {
         const fit_coef *c = &s->coef[i];
         ADD("%s %s = %.5g +- %.2g", i ? "," : "", c->key, c->value, c->se);
-        if (c->fixed_zero) ADD(" (fit gave %.3g, inside the noise: held at 0)", c->fit_value);
+        if (c->fixed_zero) ADD(" (fit gave %.3g +- %.2g, inside the noise: held at 0)", c->fit_value, c->fit_se);
         if (c->undetermined) ADD(" (not determined by the data: left out)");
     }
     ADD("\n; dhcal: fitted range:");
@@ -127,6 +127,30 @@ static size_t table_points(double lo, double hi, const double *distinct, size_t 
     x[0] = lo;
     x[n - 1] = hi;
     return n;
+}
+
+/* A fixed cost the data resolve (its value more than two standard errors
+ * from 0) replaces the base's; one they do not resolve (launches far longer
+ * than it, or a fit below 0 inside the noise) keeps the base's value, and the
+ * comment says so instead of writing a fitted 0. */
+static void fixed_cost(const fit_coef *t0, double base_s, const char *what, repl *l)
+{
+    if (!t0->fixed_zero && !t0->undetermined && t0->value > 2 * t0->se) {
+        snprintf(l->value, sizeof l->value, "%.6g", t0->value * 1e-6);
+        snprintf(l->comment, sizeof l->comment, "; dhcal: %s = t0_us of the %s fit above (%.4g +- %.2g us)\n", l->key, what, t0->value, t0->se);
+        return;
+    }
+    snprintf(l->value, sizeof l->value, "%.6g", base_s);
+    snprintf(l->comment, sizeof l->comment,
+             "; dhcal: %s kept from the base profile (an assumption there): the %s fit does not resolve t0 (fit gave %.3g +- %.2g us)\n",
+             l->key, what, t0->fixed_zero ? t0->fit_value : t0->value, t0->fixed_zero ? t0->fit_se : t0->se);
+}
+
+/* Integer-valued table points (pages) print without an exponent. */
+static void list_append_int(char *buf, size_t cap, double v)
+{
+    size_t l = strlen(buf);
+    snprintf(buf + l, cap - l, "%s%.0f", l ? ", " : "", v);
 }
 
 /* The fetch model with the fitted raw parameters (fit units: ns, bytes). */
@@ -199,7 +223,7 @@ static int fetch_repls(const fit_section *s, const prof_opts *o, const hw_profil
         if (walk < 0) walk = 0;
         for (size_t i = 0; i < n; i++) {
             double over = x[i] - reach, t = tau_inf(p, ref) + (over > 0 ? page_ns * over * walk / x[i] : 0);
-            list_append(e->value, sizeof e->value, round(x[i]));
+            list_append_int(e->value, sizeof e->value, round(x[i]));
             list_append(f->value, sizeof f->value, ref / t * 1e9);
         }
         snprintf(e->comment, sizeof e->comment,
@@ -208,10 +232,7 @@ static int fetch_repls(const fit_section *s, const prof_opts *o, const hw_profil
     }
     repl *l = &r[(*nr)++];
     *l = (repl){.section = "gather", .key = "launch_s"};
-    const fit_coef *t0 = coef(s, "t0_us");
-    snprintf(l->value, sizeof l->value, "%.6g", t0->value * 1e-6);
-    snprintf(l->comment, sizeof l->comment, "; dhcal: launch_s = t0_us of the gather fit%s\n",
-             t0->se == 0 && t0->value == 0 ? " (not determined by the data: no line had rows per launch; held at 0)" : "");
+    fixed_cost(coef(s, "t0_us"), base->gather_launch_s, "gather", l);
     return 0;
 }
 
@@ -312,8 +333,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         *b = (repl){.section = "hw", .key = "kernel_launch_s"};
         snprintf(a->value, sizeof a->value, "%.6g", coef(attn, "hbm_gbps")->value * 1e9);
         snprintf(a->comment, sizeof a->comment, "%s; dhcal: hbm_bw = hbm_gbps (bytes the kernel reads per second); per-query and per-union-row terms are not in the simulator's form\n", prov);
-        snprintf(b->value, sizeof b->value, "%.6g", coef(attn, "t0_us")->value * 1e-6);
-        snprintf(b->comment, sizeof b->comment, "; dhcal: kernel_launch_s = t0_us of the %s fit above\n", attn->section);
+        fixed_cost(coef(attn, "t0_us"), base.kernel_launch_s, attn->section, b);
     }
     if (eff_n) {
         repl *a = &r[nr++];

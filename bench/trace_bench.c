@@ -1,7 +1,7 @@
 /* trace_bench.c: throughput of the selection generator and of the trace
  * statistics on one core, and the cost of a full-size trace.
  *
- *   make build/bench/trace_bench && build/bench/trace_bench [PRESET] [--file DIR]
+ *   make build/bench/trace_bench && build/bench/trace_bench [PRESET] [--file DIR] [--no-full]
  *
  * Prints, for the preset's 100K-context shape (k = 2048):
  *   1. generation: selected rows per second of one stream (every row of
@@ -77,8 +77,10 @@ static int rp_open(sel_source *src, uint32_t r, uint32_t g, sel_stream **out)
 int main(int argc, char **argv)
 {
     const char *preset = "glm51-longbench", *dir = NULL;
+    int full = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--file") && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--no-full")) full = 0;
         else preset = argv[i];
     }
     gen_params *p;
@@ -151,6 +153,7 @@ int main(int argc, char **argv)
     rp_free(rp);
 
     /* 3. The full 16-request, 78-layer, 1,000-token trace. */
+    if (!full) return 0;
     trace_shape big;
     if (gen_params_default_shape(p, &big) < 0) dh_die_last("trace_bench");
     for (uint32_t r = 0; r < big.n_requests; r++) big.output_len[r] = 1000;

@@ -1,6 +1,6 @@
 /* kref.h: CPU references for the reference CUDA kernels (plain C11, tested in CI without a GPU).
  *
- * Every GPU kernel in kernels/*.cu is checked against one of these functions before it is
+ * Every GPU kernel in kernels/ (the .cu files) is checked against one of these functions before it is
  * timed; tests/test_kernels_ref.c checks these functions in turn against slow, obvious
  * implementations (a float64 two-pass attention, a set-based LRU, a repeated-maximum top-k).
  *

@@ -4,7 +4,9 @@
  *             fetched or written through (there is no host tier); the
  *             stream is not even read, since n_sel = min(k, rows) is known.
  *   hisparse  LRU hot buffer with one fixed budget B per (request, layer)
- *             (hb.h); the host holds every row.
+ *             (hb.h); the host holds every row. The miss sequence is a pure
+ *             function of the stream, so it is computed ahead for the
+ *             request's horizon when the request is admitted (cache-hot).
  *   adaptive  the same LRU hot buffer, but its budget is k + E where E, the
  *             optional rows, is set every step by the simulator from spare
  *             HBM (and cut first when a new request needs memory).
@@ -39,13 +41,13 @@ typedef struct {
     uint32_t req, group, k, compress;
     uint32_t prompt_len;
     uint32_t pos;             /* next position */
-    sel_stream *st;           /* hisparse, adaptive */
-    hb buf;                   /* hisparse, adaptive */
-    belady_seq seq;           /* oracle */
+    sel_stream *st;           /* adaptive */
+    hb buf;                   /* adaptive (hisparse only while computing ahead) */
+    belady_seq seq;           /* hisparse, oracle: per-position results */
 } pol_stream;
 
-/* Open the stream of (req, group). For oracle, npos positions are computed
- * at once with scratch w. budget is in rows. */
+/* Open the stream of (req, group). For hisparse and oracle, npos positions
+ * are computed at once (oracle with scratch w). budget is in rows. */
 int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_shape *sh,
                     uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w);
 /* The next position. -1 with dh_err() (the message names request and group). */

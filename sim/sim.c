@@ -283,7 +283,7 @@ static int try_admit(run *R, uint32_t r, int *admitted)
     q->res_optional = opt;
     q->ps = calloc(R->G, sizeof *q->ps);
     if (!q->ps) abort();
-    /* The oracle needs the stream's future; under plain decoding a request
+    /* Hisparse and oracle compute ahead; under plain decoding a request
      * advances one position per step, so the run can use at most this many. */
     uint32_t horizon = R->sh->output_len[r];
     if (R->steps - R->step < horizon) horizon = R->steps - R->step;

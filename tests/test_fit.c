@@ -25,6 +25,7 @@
 #include "analysis/fitcost.h"
 #include "analysis/prof.h"
 #include "analysis/valid.h"
+#include "common/cfg.h"
 #include "common/dh_err.h"
 #include "common/rng.h"
 
@@ -454,6 +455,73 @@ static void test_profile_check(void **state)
     }
 }
 
+/* The fitted hbm and gemm forms land in the simulator's keys: hbm_bw,
+ * kernel_launch_s and mma_efficiency (achieved over the base's peak rates). */
+static void write_attn_gemm(const char *path, double tf_fp8)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", bcsv_header());
+    rng_stream r;
+    rng_init(&r, 42, 4, 0, 1);
+    for (int b = 1; b <= 64; b *= 2)
+        for (int k = 512; k <= 4096; k *= 2) {
+            line_in l = blank("attention");
+            l.batch = b; l.queries = 1; l.k = k;
+            l.bytes = (double)b * k * 656.0;
+            l.median_us = (6.0 + l.bytes / (3900.0 * 1e3) + b * 0.3) * (1 + SIGMA * gauss(&r));
+            write_line(f, &l);
+        }
+    for (int d = 0; d < 2; d++)
+        for (int m = 16; m <= 256; m *= 2)
+            for (int n = 1024; n <= 16384; n *= 2) {
+                line_in l = blank("gemm");
+                l.dtype = d ? "fp8" : "bf16";
+                l.m = m; l.n = n; l.kdim = 6144;
+                l.flops = 2.0 * m * n * l.kdim;
+                l.median_us = (4.0 + l.flops / ((d ? tf_fp8 : 620.0) * 1e6)) * (1 + SIGMA * gauss(&r));
+                write_line(f, &l);
+            }
+    fclose(f);
+}
+
+static void test_profile_write(void **state)
+{
+    (void)state;
+    char csv[256], out[256];
+    snprintf(csv, sizeof csv, "%s/ag.csv", tmpdir);
+    snprintf(out, sizeof out, "%s/fitted.ini", tmpdir);
+    write_attn_gemm(csv, 1150.0);
+    fit_section *s;
+    size_t ns;
+    assert_int_equal(fit_file(csv, &s, &ns, NULL), 0);
+    prof_opts po = {.base_path = "tests/data/hw_base.ini", .fetch_pattern = "serving", .pool_bytes = NAN, .command = "test"};
+    assert_int_equal(prof_write(&po, s, ns, out, NULL), 0);
+    free(s);
+    assert_int_equal(prof_check(out), 0);
+    cfg *c;
+    assert_int_equal(cfg_load(out, &c), 0);
+    double hbm, eff, launch;
+    assert_int_equal(cfg_get_double(c, "hw", "hbm_bw", &hbm, CFG_REQUIRED, 0, 1e20), 0);
+    assert_int_equal(cfg_get_double(c, "hw", "mma_efficiency", &eff, CFG_REQUIRED, 0, 1), 0);
+    assert_int_equal(cfg_get_double(c, "hw", "kernel_launch_s", &launch, CFG_REQUIRED, 0, 1), 0);
+    /* Peaks of the base profile: FP8 1979, BF16 989 TFLOP/s. */
+    double want_eff = 0.5 * (1150.0 / 1979.0 + 620.0 / 989.0);
+    assert_true(fabs(hbm / 3900e9 - 1) < 0.03);
+    assert_true(fabs(eff / want_eff - 1) < 0.03);
+    assert_true(fabs(launch / 6e-6 - 1) < 0.2);
+    cfg_free(c);
+
+    /* An achieved rate above the datasheet peak is non-physical: no profile. */
+    snprintf(out, sizeof out, "%s/over.ini", tmpdir);
+    write_attn_gemm(csv, 2500.0);
+    assert_int_equal(fit_file(csv, &s, &ns, NULL), 0);
+    assert_int_equal(prof_write(&po, s, ns, out, NULL), -1);
+    assert_non_null(strstr(dh_errmsg(), "non-physical"));
+    assert_int_equal(access(out, F_OK), -1);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -465,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_validation_small),
         cmocka_unit_test(test_percentiles),
         cmocka_unit_test(test_profile_check),
+        cmocka_unit_test(test_profile_write),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -323,8 +323,18 @@ int gen_params_default_shape(const gen_params *p, trace_shape *sh)
 
 /* ---------------------------------------------------------------- source */
 
+/* Distributions are sampled by inverse-CDF tables of GEN_TABLE equiprobable
+ * quantiles (one 32-bit draw per sample, no libm in the hot loop): the
+ * sampled distribution is the parameterised one quantised to 2^-16 of
+ * probability mass. */
+#define GEN_TABLE_BITS 16
+#define GEN_TABLE (1u << GEN_TABLE_BITS)
+
 typedef struct {
     gen_params prm;        /* a copy of the scalar parameters (no cfg) */
+    uint32_t *vol_return;  /* [GEN_TABLE] reuse distance of a leaving volatile row, 0 = never returns */
+    uint32_t *heavy_return;/* [GEN_TABLE] absence of a leaving heavy hitter */
+    uint32_t *run_len;     /* [GEN_TABLE] length of a run of fresh rows */
     double *substitute;    /* [n_groups] */
     double *overlap;       /* [n_groups] target step overlap of each group */
 } gen_src;
@@ -365,7 +375,6 @@ typedef struct {
     uint64_t step;         /* latent step counter (burn-in included) */
     u32vec *cal;           /* calendar of re-references: [horizon] buckets of row << 1 | heavy */
     uint32_t horizon;
-    double near_log1mp, heavy_log1mp, far_log;
     double vol_churn_mean; /* volatile plus heavy leavers per position */
     uint32_t entered;      /* latent rows entering at this step */
     uint32_t *mark;        /* [max_rows] step + 1 at which the row entered or was redrawn */
@@ -394,20 +403,47 @@ static inline uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
+/* Uniform in (0, 1) from one 32-bit draw. */
+static inline double u01(rng_stream *r) { return ((double)rng_u32(r) + 0.5) * (1.0 / 4294967296.0); }
+
 /* Stochastic rounding: an integer with expectation x, from one draw. */
 static inline uint32_t sround(rng_stream *r, double x)
 {
     double f = floor(x);
-    return (uint32_t)f + (rng_uniform(r) < x - f);
+    return (uint32_t)f + (u01(r) < x - f);
 }
 
-/* Geometric on {1, 2, ...} with log(1 - 1/mean) precomputed (0: always 1). */
-static inline uint32_t geom(rng_stream *r, double log1mp)
+/* Quantile u of a geometric distribution on {1, 2, ...} of the given mean. */
+static uint32_t geom_quantile(double u, double mean)
 {
-    if (log1mp == 0) return 1;
-    double u = rng_uniform(r);
-    double d = 1.0 + floor(log1p(-u) / log1mp);
+    if (mean <= 1) return 1;
+    double d = 1.0 + floor(log1p(-u) / log1p(-1.0 / mean));
     return d > 4e9 ? 4000000000u : (uint32_t)d;
+}
+
+static inline uint32_t table_draw(rng_stream *r, const uint32_t *table) { return table[rng_u32(r) >> (32 - GEN_TABLE_BITS)]; }
+
+static void build_tables(gen_src *gs)
+{
+    const gen_params *p = &gs->prm;
+    gs->vol_return = xcalloc(GEN_TABLE, sizeof(uint32_t));
+    gs->heavy_return = xcalloc(GEN_TABLE, sizeof(uint32_t));
+    gs->run_len = xcalloc(GEN_TABLE, sizeof(uint32_t));
+    double far_log = log((double)p->reuse_far_max + 1.0);
+    for (uint32_t i = 0; i < GEN_TABLE; i++) {
+        double u = (i + 0.5) / GEN_TABLE;
+        gs->heavy_return[i] = geom_quantile(u, p->heavy_return_mean);
+        gs->run_len[i] = geom_quantile(u, p->run_mean);
+        /* The volatile mixture: never (1 - reuse_p), near (geometric), far (log-uniform). */
+        uint32_t d = 0;
+        if (u < p->reuse_p) {
+            double v = u / p->reuse_p;
+            if (v < p->reuse_near_p) d = geom_quantile(v / p->reuse_near_p, p->reuse_near_mean);
+            else d = (uint32_t)floor(exp((v - p->reuse_near_p) / (1.0 - p->reuse_near_p) * far_log));
+            if (d < 1) d = 1;
+        }
+        gs->vol_return[i] = d;
+    }
 }
 
 /* ---- group view: every change of the group's selection goes through here. */
@@ -496,13 +532,9 @@ static inline void lat_schedule(gen_stream *s, uint32_t x, uint32_t dist, int he
 
 static void lat_vol_leave(gen_stream *s)
 {
-    const gen_params *p = s->p;
     uint32_t x = lat_take(s, 0, rng_below(&s->lat_rng, s->n_vol));
-    if (rng_uniform(&s->lat_rng) >= p->reuse_p) return;
-    uint32_t d;
-    if (rng_uniform(&s->lat_rng) < p->reuse_near_p) d = geom(&s->lat_rng, s->near_log1mp);
-    else d = (uint32_t)floor(exp(rng_uniform(&s->lat_rng) * s->far_log));
-    lat_schedule(s, x, d ? d : 1, 0);
+    uint32_t d = table_draw(&s->lat_rng, s->src->vol_return);
+    if (d) lat_schedule(s, x, d, 0);
 }
 
 static uint32_t lat_target(const gen_stream *s)
@@ -522,13 +554,13 @@ static void lat_fill(gen_stream *s)
     while (s->n_heavy + s->n_vol < target) {
         uint32_t before = s->n_heavy + s->n_vol;
         uint32_t start;
-        if (rng_uniform(&s->lat_rng) < p->fresh_recent_p) {
+        if (u01(&s->lat_rng) < p->fresh_recent_p) {
             uint32_t w = p->fresh_recent_span < span ? p->fresh_recent_span : span;
             start = s->wlo - 1 - rng_below(&s->lat_rng, w);
         } else {
             start = lo + rng_below(&s->lat_rng, span);
         }
-        uint32_t len = p->run_mean > 1 ? geom(&s->lat_rng, log1p(-1.0 / p->run_mean)) : 1;
+        uint32_t len = table_draw(&s->lat_rng, s->src->run_len);
         /* A run walks forward over selected rows; in a nearly full region
          * that is a scan, bounded by the region (short contexts only). */
         uint32_t x = start;
@@ -571,7 +603,7 @@ static void gen_step(gen_stream *s, uint32_t nrows)
     uint32_t nh = sround(&s->lat_rng, p->heavy_leave * s->n_heavy);
     for (uint32_t i = 0; i < nh && s->n_heavy; i++) {
         uint32_t x = lat_take(s, 1, rng_below(&s->lat_rng, s->n_heavy));
-        lat_schedule(s, x, geom(&s->lat_rng, s->heavy_log1mp), 1);
+        lat_schedule(s, x, table_draw(&s->lat_rng, s->src->heavy_return), 1);
     }
     /* The volatile rows make up the rest of the step's churn, counted with
      * the heavy leavers actually drawn so the overlap stays on target. */
@@ -588,7 +620,7 @@ static void gen_step(gen_stream *s, uint32_t nrows)
     uint32_t target = lat_target(s);
     while (s->n_heavy + s->n_vol > target) {
         if (s->n_vol) lat_vol_leave(s);
-        else lat_schedule(s, lat_take(s, 1, rng_below(&s->lat_rng, s->n_heavy)), geom(&s->lat_rng, s->heavy_log1mp), 1);
+        else lat_schedule(s, lat_take(s, 1, rng_below(&s->lat_rng, s->n_heavy)), table_draw(&s->lat_rng, s->src->heavy_return), 1);
     }
     lat_fill(s);
     /* Group redraws: this group keeps fewer rows than the latent process, so
@@ -607,7 +639,7 @@ static void gen_step(gen_stream *s, uint32_t nrows)
         uint32_t n = (uint32_t)floor(want), tries = 0;
         double frac = want - n;
         /* The fractional part is drawn first so every group consumes the shared stream alike. */
-        if (rng_uniform(&s->redraw_rng) < frac) n++;
+        if (u01(&s->redraw_rng) < frac) n++;
         if (n > persisting) n = persisting;
         for (uint32_t i = 0; i < n && tries < 8 * n + 64; tries++) {
             uint32_t j = rng_below(&s->redraw_rng, ndyn);
@@ -704,9 +736,6 @@ static int gen_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **
     s->horizon = 1;
     while (s->horizon <= p->reuse_far_max) s->horizon <<= 1;
     s->cal = xcalloc(s->horizon, sizeof(u32vec));
-    s->near_log1mp = p->reuse_near_mean > 1 ? log1p(-1.0 / p->reuse_near_mean) : 0;
-    s->heavy_log1mp = p->heavy_return_mean > 1 ? log1p(-1.0 / p->heavy_return_mean) : 0;
-    s->far_log = log((double)p->reuse_far_max + 1.0);
     uint32_t dyn = s->k - p->sinks - p->window;
     s->heavy_target = (uint32_t)floor(p->heavy_fraction * dyn + 0.5);
     double heavy_out = p->heavy_leave * s->heavy_target;
@@ -792,6 +821,9 @@ static void gen_free(sel_source *src)
     if (gs) {
         free(gs->substitute);
         free(gs->overlap);
+        free(gs->vol_return);
+        free(gs->heavy_return);
+        free(gs->run_len);
         free(gs);
     }
     trace_meta_release(&src->meta);
@@ -824,6 +856,7 @@ int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
         free(gs->substitute); free(gs->overlap); free(gs);
         return -1;
     }
+    build_tables(gs);
     sel_source *src = xcalloc(1, sizeof *src);
     src->ops = &gen_ops;
     src->impl = gs;
