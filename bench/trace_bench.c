@@ -7,7 +7,8 @@
  *   1. generation: selected rows per second of one stream (every row of
  *      every selection counts; the burn-in is included in the time);
  *   2. stats: selected rows per second of `dhtrace stats` work on a stream
- *      replayed from memory (so generation is not counted), with LRU curve,
+ *      replayed from memory as 4 groups of one request (so generation is not
+ *      counted; best of 3), with LRU curve,
  *      overlaps, reuse and union only, then with FIFO/random/Belady at 2k,
  *      then at the default budgets 1k,2k,4k;
  *   3. the wall time to generate every stream of a 16-request, 78-layer,
@@ -142,13 +143,18 @@ int main(int argc, char **argv)
         stats_options_init(&o);
         if (mode == 0) o.fifo = o.random = o.belady = 0;
         if (mode == 1) stats_parse_budgets(&o, "2k");
-        stats_report *r;
-        double a = now();
-        if (stats_run(rp, &o, &r) < 0) dh_die_last("trace_bench");
-        double el = now() - a;
-        uint64_t rows = r->total.selected + (uint64_t)4 * rec.nsel[0];
-        printf("stats %-38s %.1f M selected rows/s (%.3f s)\n", label[mode], rows / el / 1e6, el);
-        stats_report_free(r);
+        double el = 1e9;
+        uint64_t rows = 0;
+        for (int rep = 0; rep < 3; rep++) {
+            stats_report *r;
+            double a = now();
+            if (stats_run(rp, &o, &r) < 0) dh_die_last("trace_bench");
+            double e = now() - a;
+            if (e < el) el = e;
+            rows = r->total.selected + (uint64_t)4 * rec.nsel[0];
+            stats_report_free(r);
+        }
+        printf("stats %-38s %.1f M selected rows/s (best of 3: %.3f s)\n", label[mode], rows / el / 1e6, el);
     }
     rp_free(rp);
 

@@ -111,7 +111,7 @@ int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *o)
 void pol_stream_close(pol_stream *ps)
 {
     if (ps->st) sel_close(ps->st);
-    if (ps->kind == POL_ADAPTIVE) hb_release(&ps->buf);
+    if (ps->kind == POL_ADAPTIVE || ps->kind == POL_HISPARSE) hb_release(&ps->buf); /* safe when already released */
     belady_seq_release(&ps->seq);
     memset(ps, 0, sizeof *ps);
 }

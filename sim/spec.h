@@ -71,7 +71,22 @@
  * the largest p values across the batch (a prefix of each request's list), so
  * greedy marginal-gain allocation -- add the next most likely token anywhere in
  * the batch, evaluate T, keep the best total -- is exact. Cost: O(n gamma log(n
- * gamma)) plus n gamma + 1 calls of T. DFlash2 always verifies its full block. */
+ * gamma)) plus n gamma + 1 calls of T. DFlash2 always verifies its full block.
+ *
+ * Use in a speculative decode step (per request r at committed position p;
+ * sim/union.h has the verification side):
+ *   1. spec_confidence(d, ctx, seed, r, p, &cf[r]) for every request; DSpark:
+ *      spec_choose_verify(cf[*].predicted, ...) gives L[r], DFlash2 L[r] =
+ *      gamma; both capped by the positions left in the request's output.
+ *   2. a[r] = spec_accept(&cf[r], L[r], seed, r, p). Acceptance never depends
+ *      on timing, so it is drawn before the step is timed (the write-through
+ *      volume, a[r] + 1 rows, is then known). Positioning by p rather than by
+ *      the global step gives a request the same draws under every policy.
+ *   3. The draft pass, spec_draft_time(d, hw, sms, n, sum_r spec_ring_rows),
+ *      runs on the compute server before the verification's layer graph.
+ *   4. The request advances by a[r] + 1 tokens.
+ * Memory: spec_weight_bytes_per_gpu once (HBM_WEIGHTS), spec_ring_bytes at the
+ * request's final context per request (HBM_DRAFT). */
 #ifndef DH_SPEC_H
 #define DH_SPEC_H
 

@@ -111,7 +111,8 @@ static uint8_t *find(const sunion *u, uint32_t row)
 }
 
 void sunion_begin(sunion *u, uint32_t n_base, sunion_member_fn in_base, const void *base_user,
-                  const uint32_t *missed, uint32_t n_missed, sunion_member_fn resident, const void *res_user)
+                  const uint32_t *missed, uint32_t n_missed, sunion_member_fn resident, const void *res_user,
+                  int per_query)
 {
     for (uint32_t i = 0; i < u->n_slots_used; i++) {
         u->hkey[u->used[i]] = 0;
@@ -124,6 +125,7 @@ void sunion_begin(sunion *u, uint32_t n_base, sunion_member_fn in_base, const vo
     u->base_user = base_user;
     u->resident = resident;
     u->res_user = res_user;
+    u->per_query = per_query;
     u->queries = 1;
     u->cur_sel = n_base;
     u->d_size = u->d_missed = u->extra_missed = 0;
@@ -152,15 +154,39 @@ static int in_sorted(const void *user, uint32_t row)
 }
 
 void sunion_begin_sorted(sunion *u, const uint32_t *base, uint32_t n_base, const uint32_t *missed,
-                         uint32_t n_missed, sunion_member_fn resident, const void *res_user)
+                         uint32_t n_missed, sunion_member_fn resident, const void *res_user, int per_query)
 {
     u->base_sorted = base;
     u->n_base = n_base; /* in_sorted reads it while begin checks the missed rows */
-    sunion_begin(u, n_base, in_sorted, u, missed, n_missed, resident, res_user);
+    sunion_begin(u, n_base, in_sorted, u, missed, n_missed, resident, res_user, per_query);
+}
+
+static void add_union_only(sunion *u, const uint32_t *added, uint32_t n_added)
+{
+    for (uint32_t i = 0; i < n_added; i++) {
+        uint32_t x = added[i];
+        if (u->in_base(u->base_user, x)) continue;
+        uint8_t *f = slot(u, x);
+        if (*f & F_X) continue;
+        *f |= F_X;
+        if (u->n_extra == u->cap_extra) {
+            u->cap_extra = u->cap_extra ? 2 * u->cap_extra : 256;
+            u->extra = xrealloc(u->extra, u->cap_extra * sizeof *u->extra);
+        }
+        u->extra[u->n_extra++] = x;
+        if (!u->resident(u->res_user, x)) u->extra_missed++;
+    }
 }
 
 int sunion_add(sunion *u, const uint32_t *added, uint32_t n_added, const uint32_t *removed, uint32_t n_removed)
 {
+    if (!u->per_query) {
+        /* The union grows only by added rows; removals change no count kept here. */
+        add_union_only(u, added, n_added);
+        u->cur_sel = u->cur_sel - n_removed + n_added;
+        u->queries++;
+        return 0;
+    }
     /* Removed rows first: S_t = (S_{t-1} \ removed) u added. */
     for (uint32_t i = 0; i < n_removed; i++) {
         uint32_t x = removed[i];

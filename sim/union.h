@@ -22,12 +22,17 @@
  * both maintained incrementally as the deltas arrive. Residency of a row of X
  * is asked once, when it first enters X.
  *
+ * The union itself needs only the added rows (U = S_0 + every added row), so
+ * a union begun with per_query = 0 skips removed rows altogether: half the work
+ * of the per-query bookkeeping, which only the retrieval ablation (and the
+ * consistency checks on removals) needs.
+ *
  * Staging: the verification staging buffer holds the union rows of one layer
  * group while that group computes, and is reused by the next group (reuse on),
  * so it is sized by the largest group; without reuse every group keeps its own.
  *
  *   sunion u; sunion_init(&u);
- *   sunion_begin(&u, hb.n_sel, in_sel, &hb, missed0, n_missed0, is_resident, &hb);
+ *   sunion_begin(&u, hb.n_sel, in_sel, &hb, missed0, n_missed0, is_resident, &hb, !shared);
  *   for (t = 1; t <= L; t++) sunion_add(&u, d[t].added, d[t].n_added, d[t].removed, d[t].n_removed);
  *   fetched = shared ? sunion_missed_shared(&u) : sunion_missed_per_query(&u);
  *   union_rows = sunion_size(&u);
@@ -37,6 +42,7 @@
 
 #include <stdint.h>
 
+#include "common/dh_err.h"
 #include "traces/sel.h"
 
 /* Is row a member (of S_0, or resident)? */
@@ -59,6 +65,7 @@ typedef struct {
     sunion_member_fn resident;
     const void *res_user;
     /* Counters. */
+    int per_query;            /* keep the per-query counts (and check removals) */
     uint32_t queries;         /* positions folded in, S_0 included */
     uint32_t cur_sel;         /* |S_t| of the latest query */
     uint32_t base_missed;     /* |M_0| */
@@ -72,17 +79,20 @@ void sunion_init(sunion *u);
 void sunion_release(sunion *u);
 /* Start a union with S_0 of n_base rows: in_base(row) tells membership,
  * missed[0..n_missed) are S_0's rows not resident before the step (any order),
- * resident(row) tells residency of rows outside S_0. Reuses memory of earlier
- * unions; costs O(rows touched by the previous union + n_missed). */
+ * resident(row) tells residency of rows outside S_0; per_query = 1 keeps the
+ * per-query miss counts (sunion_missed_per_query), 0 keeps only the union.
+ * Reuses memory of earlier unions; costs O(rows touched by the previous union
+ * + n_missed). */
 void sunion_begin(sunion *u, uint32_t n_base, sunion_member_fn in_base, const void *base_user,
-                  const uint32_t *missed, uint32_t n_missed, sunion_member_fn resident, const void *res_user);
+                  const uint32_t *missed, uint32_t n_missed, sunion_member_fn resident, const void *res_user,
+                  int per_query);
 /* The same with S_0 as a sorted array (membership by binary search, O(log k));
  * base must stay valid until the next begin. */
 void sunion_begin_sorted(sunion *u, const uint32_t *base, uint32_t n_base, const uint32_t *missed,
-                         uint32_t n_missed, sunion_member_fn resident, const void *res_user);
+                         uint32_t n_missed, sunion_member_fn resident, const void *res_user, int per_query);
 /* Fold in the next query position as a delta against the previous one (sorted
- * or not). -1 with dh_err() if the delta contradicts the state (removing a row
- * the previous query did not select, adding one it did). */
+ * or not). With per_query, -1 with dh_err() if the delta contradicts the state
+ * (removing a row the previous query did not select, adding one it did). */
 int sunion_add(sunion *u, const uint32_t *added, uint32_t n_added, const uint32_t *removed, uint32_t n_removed);
 
 static inline uint32_t sunion_size(const sunion *u) { return u->n_base + u->n_extra; }
@@ -91,8 +101,13 @@ static inline uint32_t sunion_queries(const sunion *u) { return u->queries; }
 static inline const uint32_t *sunion_extra(const sunion *u, uint32_t *n) { *n = u->n_extra; return u->extra; }
 /* Rows fetched with shared missing-row retrieval: the union's misses. */
 static inline uint64_t sunion_missed_shared(const sunion *u) { return (uint64_t)u->base_missed + u->extra_missed; }
-/* Rows fetched when every query retrieves its own misses (the ablation). */
-static inline uint64_t sunion_missed_per_query(const sunion *u) { return u->query_missed; }
+/* Rows fetched when every query retrieves its own misses (the ablation; the
+ * union must have been begun with per_query = 1). */
+static inline uint64_t sunion_missed_per_query(const sunion *u)
+{
+    DH_BUG_ON(!u->per_query);
+    return u->query_missed;
+}
 static inline uint64_t sunion_fetched(const sunion *u, int shared)
 {
     return shared ? sunion_missed_shared(u) : sunion_missed_per_query(u);

@@ -515,24 +515,28 @@ static void test_union_identical_and_disjoint(void **state)
     sunion u;
     sunion_init(&u);
     /* Identical selections: the union is one selection, nothing fetched beyond it. */
-    sunion_begin_sorted(&u, s0, 100, NULL, 0, none_resident, NULL);
+    sunion_begin_sorted(&u, s0, 100, NULL, 0, none_resident, NULL, 1);
     for (int t = 0; t < 7; t++) assert_int_equal(sunion_add(&u, NULL, 0, NULL, 0), 0);
     assert_int_equal(sunion_size(&u), 100);
     assert_int_equal(sunion_queries(&u), 8);
     assert_int_equal(sunion_rows(&u, s0, 100, out), 100);
     assert_memory_equal(out, s0, sizeof s0);
     /* Disjoint selections: the union is their sum. */
-    sunion_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL);
+    sunion_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 1);
     assert_int_equal(sunion_add(&u, s1, 100, s0, 100), 0);
     assert_int_equal(sunion_add(&u, s2, 100, s1, 100), 0);
     assert_int_equal(sunion_size(&u), 300);
     assert_int_equal(sunion_rows(&u, s0, 100, out), 300);
     for (uint32_t i = 0; i < 300; i++) assert_int_equal(out[i], i);
+    sunion_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 0);
+    assert_int_equal(sunion_add(&u, s1, 100, s0, 100), 0);
+    assert_int_equal(sunion_add(&u, s2, 100, s1, 100), 0);
+    assert_int_equal(sunion_size(&u), 300);
     /* A delta that contradicts the previous query is an error. */
-    sunion_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL);
+    sunion_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 1);
     assert_int_equal(sunion_add(&u, NULL, 0, s1, 1), -1);
     assert_non_null(strstr(dh_errmsg(), "did not select"));
-    sunion_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL);
+    sunion_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 1);
     assert_int_equal(sunion_add(&u, s0 + 5, 1, NULL, 0), -1);
     assert_non_null(strstr(dh_errmsg(), "already selected"));
     sunion_release(&u);
@@ -552,7 +556,7 @@ static void test_shared_retrieval_by_hand(void **state)
     uint32_t add1[3] = {100, 101, 102}, rem1[3] = {0, 1, 3};
     sunion u;
     sunion_init(&u);
-    sunion_begin_sorted(&u, s0, 10, missed, 2, bit_member, &R);
+    sunion_begin_sorted(&u, s0, 10, missed, 2, bit_member, &R, 1);
     assert_int_equal(sunion_add(&u, add1, 3, rem1, 3), 0);
     assert_int_equal(sunion_add(&u, NULL, 0, NULL, 0), 0);
     assert_int_equal(sunion_size(&u), 13);
@@ -608,12 +612,19 @@ static void test_union_differential(void **state)
         uint32_t nm = 0;
         for (uint32_t i = 0; i < K; i++)
             if (!bit_member(&R, sets[0][i])) missed[nm++] = sets[0][i];
-        sunion_begin_sorted(&u, sets[0], K, missed, nm, bit_member, &R);
-        for (uint32_t t = 1; t < q; t++) assert_int_equal(sunion_add(&u, added[t], na[t], removed[t], nr[t]), 0);
         uint32_t nref = ref_union(sets, nset, q, ref, tmp);
+        /* The union-only mode (shared retrieval) gives the same union and misses. */
+        sunion_begin_sorted(&u, sets[0], K, missed, nm, bit_member, &R, 0);
+        for (uint32_t t = 1; t < q; t++) assert_int_equal(sunion_add(&u, added[t], na[t], removed[t], nr[t]), 0);
         uint32_t ngot = sunion_rows(&u, sets[0], K, got);
+        assert_true(same_rows(got, ngot, ref, nref));
+        uint64_t shared_fast = sunion_missed_shared(&u);
+        sunion_begin_sorted(&u, sets[0], K, missed, nm, bit_member, &R, 1);
+        for (uint32_t t = 1; t < q; t++) assert_int_equal(sunion_add(&u, added[t], na[t], removed[t], nr[t]), 0);
+        ngot = sunion_rows(&u, sets[0], K, got);
         assert_int_equal(sunion_size(&u), nref);
         assert_true(same_rows(got, ngot, ref, nref));
+        assert_int_equal(shared_fast, sunion_missed_shared(&u));
         /* Missing rows against the plain definitions. */
         uint64_t shared = 0, per_query = 0;
         for (uint32_t i = 0; i < nref; i++) shared += !bit_member(&R, ref[i]);

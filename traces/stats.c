@@ -184,8 +184,7 @@ typedef struct {
     uint64_t *prev_sel;
     /* Fixed-budget policies. */
     uint64_t *res;        /* resident */
-    uint32_t *pslot;      /* FIFO: insertion number; random: index in the evictable array */
-    uint32_t *evict_arr;  /* random: evictable rows */
+    uint32_t *pslot;      /* FIFO: insertion number of a resident row */
     uint32_t *nextuse;    /* Belady: per log entry of a removal, the next position it is added */
     size_t nextuse_cap;
     uint32_t *next_add;   /* Belady scratch per row */
@@ -211,14 +210,13 @@ static void sstate_init(sstate *s, uint32_t max_rows)
     fw_init(&s->fw, cap);
     s->seq_row = xcalloc(cap + 1, sizeof(uint32_t));
     s->live = xcalloc(cap + 1, 1);
-    s->evict_arr = xcalloc(max_rows, sizeof(uint32_t));
 }
 
 static void sstate_free(sstate *s)
 {
     free(s->sel); free(s->prev_sel); free(s->res); free(s->leave); free(s->lru_seq);
     free(s->pslot); free(s->next_add); free(s->fw.t); free(s->seq_row); free(s->live);
-    free(s->evict_arr); free(s->rank); free(s->nextuse);
+    free(s->rank); free(s->nextuse);
 }
 
 static void sstate_reset(sstate *s)
@@ -402,21 +400,21 @@ static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t
 
 /* ---------------------------------------------------------------- fixed-budget policies */
 
-/* FIFO: a Fenwick tree over insertion numbers marks the evictable residents
- * (resident, not selected); the earliest one is found in O(log). Insertion
- * numbers are compacted when they reach the tree's capacity (2B + 64), so the
- * tree is proportional to the budget. */
+/* FIFO: residents carry insertion numbers; a bitset over the numbers marks
+ * the evictable ones (resident, not selected) and a cursor never passes the
+ * earliest of them, so the victim is found by scanning words from the cursor
+ * (rows pinned by the selection at the head cost one bit each). Numbers are
+ * compacted when they reach the bitset's capacity (2B + 64), so memory is
+ * proportional to the budget. */
 static uint64_t sim_fifo(sstate *s, const slog *l, uint32_t B)
 {
     size_t words = (s->max_rows + 63) / 64;
     memset(s->res, 0, words * 8);
     memset(s->sel, 0, words * 8);
-    uint32_t cap = 2 * B + 64;
-    fenwick fw;
-    fw_init(&fw, cap);
+    uint32_t cap = 2 * B + 64, cwords = cap / 64 + 1;
+    uint64_t *ev = xcalloc(cwords, 8);
     uint32_t *slot_row = xcalloc(cap + 1, sizeof(uint32_t));
-    uint8_t *live = xcalloc(cap + 1, 1);
-    uint32_t next = 0, count = 0;
+    uint32_t next = 0, count = 0, cursor = 1;
     uint64_t miss = 0;
     for (uint32_t t = 0; t < l->positions; t++) {
         const uint32_t *rows = l->rows + l->off[t];
@@ -424,20 +422,27 @@ static uint64_t sim_fifo(sstate *s, const slog *l, uint32_t B)
         for (uint32_t i = 0; i < nr; i++) {
             uint32_t x = rows[na + i];
             bclr(s->sel, x);
-            if (bget(s->res, x)) fw_add(&fw, s->pslot[x], 1);
+            if (bget(s->res, x)) {
+                bset(ev, s->pslot[x]);
+                if (s->pslot[x] < cursor) cursor = s->pslot[x];
+            }
         }
         for (uint32_t i = 0; i < na; i++) {
             uint32_t x = rows[i];
             bset(s->sel, x);
-            if (bget(s->res, x)) fw_add(&fw, s->pslot[x], -1);
+            if (bget(s->res, x)) bclr(ev, s->pslot[x]);
         }
         for (uint32_t i = 0; i < na; i++) {
             uint32_t x = rows[i];
             if (bget(s->res, x)) continue;
             if (t > 0) miss++;
             if (count == B) {
-                uint32_t q = fw_first(&fw), y = slot_row[q];
-                fw_add(&fw, q, -1);
+                uint32_t w = cursor >> 6;
+                uint64_t bits = ev[w] & (~0ull << (cursor & 63));
+                while (!bits) bits = ev[++w];
+                uint32_t q = w * 64 + (uint32_t)__builtin_ctzll(bits), y = slot_row[q];
+                bclr(ev, q);
+                cursor = q + 1;
                 bclr(s->res, y);
                 count--;
             }
@@ -450,12 +455,13 @@ static uint64_t sim_fifo(sstate *s, const slog *l, uint32_t B)
                         n++;
                         slot_row[n] = y;
                         s->pslot[y] = n;
-                        live[n] = !bget(s->sel, y);
                     }
                 }
-                memset(live + n + 1, 0, cap - n);
-                fw_build(&fw, live, cap);
+                memset(ev, 0, cwords * 8);
+                for (uint32_t q = 1; q <= n; q++)
+                    if (!bget(s->sel, slot_row[q])) bset(ev, q);
                 next = n;
+                cursor = 1;
             }
             s->pslot[x] = ++next;
             slot_row[next] = x;
@@ -463,7 +469,8 @@ static uint64_t sim_fifo(sstate *s, const slog *l, uint32_t B)
             count++;
         }
     }
-    free(fw.t); free(slot_row); free(live);
+    free(ev);
+    free(slot_row);
     return miss;
 }
 
@@ -859,9 +866,12 @@ int stats_print_table(FILE *f, const stats_report *r)
             (unsigned long long)nre);
     int last = -1;
     for (int b = 0; b < STATS_REUSE_BUCKETS; b++) if (r->reuse_hist[b]) last = b;
-    for (int b = 0; b <= last; b++)
-        fprintf(f, "  [%u, %u)%*s %12llu %7.2f%%\n", 1u << b, b == 31 ? 0u : 2u << b, 12 - (int)(b / 3.3), "",
-                (unsigned long long)r->reuse_hist[b], nre ? pct((double)r->reuse_hist[b] / (double)nre) : 0.0);
+    for (int b = 0; b <= last; b++) {
+        char lab[40];
+        snprintf(lab, sizeof lab, "[%u, %llu)", 1u << b, 2ull << b);
+        fprintf(f, "  %-22s %12llu %7.2f%%\n", lab, (unsigned long long)r->reuse_hist[b],
+                nre ? pct((double)r->reuse_hist[b] / (double)nre) : 0.0);
+    }
     return ferror(f) ? dh_err("stats: write error") : 0;
 }
 
@@ -948,11 +958,13 @@ int stats_print_tsv(FILE *f, const stats_report *r)
     const stats_options *o = &r->opt;
     fprintf(f, "# dhtrace stats: model %s, preset %s, seed %llu\n", r->model, r->preset, (unsigned long long)r->seed);
     if (r->sampled) sampling_line(f, r, "# ");
-    fprintf(f, "# miss_rates (one row per budget; fractions of selected rows)\nbudget_rows_or_k\tlru\tfifo\trandom\tbelady\n");
+    fprintf(f, "# miss_rates (one row per budget; fractions of selected rows; budget as given, then in units of k)\n"
+               "budget\tbudget_k\tlru\tfifo\trandom\tbelady\n");
     for (uint32_t b = 0; b < o->n_budgets; b++) {
         char lab[32];
-        budget_label(lab, sizeof lab, &o->budgets[b]);
-        fprintf(f, "%s", lab);
+        const stats_budget *bu = &o->budgets[b];
+        budget_label(lab, sizeof lab, bu);
+        fprintf(f, "%s\t%.6g", lab, bu->k_mult > 0 ? bu->k_mult : r->total.k ? (double)bu->rows / r->total.k : NAN);
         for (int p = 0; p < STATS_N_POLICIES; p++) fprintf(f, "\t%.6g", stats_miss_rate(r, p, b, -1));
         fprintf(f, "\n");
     }
