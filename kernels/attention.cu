@@ -197,14 +197,20 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
         const float sscale = a.sm_scale * AT_LOG2E;
         if (VERSION == 2) {
             const int hg = warp / 4, nt = warp % 4;
-            float c[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
-            for (int kk = 0; kk < AT_QK / 16; kk++) {
-                uint32_t a0, a1, a2, a3, b0, b1;
+            /* Two accumulators (even and odd k steps) halve the chain of dependent mma. */
+            float c[4] = {0.f, 0.f, 0.f, 0.f}, c2[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 6
+            for (int kk = 0; kk < AT_QK / 16; kk += 2) {
+                uint32_t a0, a1, a2, a3, b0, b1, e0, e1, e2, e3, f0, f1;
                 ldsm_x4(a0, a1, a2, a3, Qs + (hg * 16 + (lane % 16)) * AT_KS + kk * 16 + (lane / 16) * 8);
                 ldsm_x2(b0, b1, Ks + (nt * 8 + (lane % 8)) * AT_KS + kk * 16 + ((lane / 8) % 2) * 8);
+                ldsm_x4(e0, e1, e2, e3, Qs + (hg * 16 + (lane % 16)) * AT_KS + (kk + 1) * 16 + (lane / 16) * 8);
+                ldsm_x2(f0, f1, Ks + (nt * 8 + (lane % 8)) * AT_KS + (kk + 1) * 16 + ((lane / 8) % 2) * 8);
                 mma_bf16(c, a0, a1, a2, a3, b0, b1);
+                mma_bf16(c2, e0, e1, e2, e3, f0, f1);
             }
+#pragma unroll
+            for (int i = 0; i < 4; i++) c[i] += c2[i];
             int r0 = hg * 16 + lane / 4, col = nt * 8 + 2 * (lane % 4);
             Ss[r0 * AT_SS + col] = col < cnt ? c[0] * sscale : -INFINITY;
             Ss[r0 * AT_SS + col + 1] = col + 1 < cnt ? c[1] * sscale : -INFINITY;
@@ -246,6 +252,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
             }
 #pragma unroll
             for (int o = 1; o < 8; o <<= 1) psum += __shfl_xor_sync(0xffffffff, psum, o);
+            __syncwarp();  /* every lane has read m_s[h] before lane 0 of the row rewrites it */
             if (part == 0) {
                 l_s[h] = l_s[h] * alpha + psum;
                 m_s[h] = m_new;

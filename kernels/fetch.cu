@@ -402,7 +402,8 @@ int bench_fetch(bench_env *env, const bench_params &p)
     host_gather *hg = nullptr;
     std::vector<std::atomic<int>> chunk_done;
     cudaStream_t stream;
-    cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    /* A blocking stream: the timing events, recorded on the legacy stream, order against it. */
+    cudaCheck(cudaStreamCreate(&stream));
     const int chunk_rows = (int)p.num("chunk_rows", 1024);
     if (version == 6) {
         cudaCheck(cudaHostAlloc(&stage_h, batch_bytes, cudaHostAllocDefault));

@@ -10,7 +10,11 @@
  *            slots at or below it are compacted in slot order with a block scan;
  *   assign:  misses in ascending row order take the victims in ascending slot order.
  * Cost per pair: O(B + k) work, 8 histogram passes over B keys, a handful of block scans;
- * no sort. State per pair: slot_row[B], slot_last[B], row_slot[ctx]. */
+ * no sort.
+ * Version 2: the same, starting the select at the first byte where the smallest and largest
+ *   candidate keys differ, and with warp-aggregated histogram atomics (__match_any_sync): in
+ *   the high passes every key has the same digit, and 4096 atomics on one shared-memory
+ *   address serialise. State per pair: slot_row[B], slot_last[B], row_slot[ctx]. */
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
 extern "C" {
@@ -34,6 +38,7 @@ __device__ __forceinline__ uint64_t lru_key(int32_t slot, int32_t row, int32_t l
     return (1ull << 62) | ((uint64_t)(uint32_t)last << 24) | (uint64_t)row;
 }
 
+template <bool FAST>
 __global__ void __launch_bounds__(RES_THREADS)
 residency_kernel(int B, int k, int ctx, int32_t step, const int32_t *__restrict__ sel_all,
                  int32_t *__restrict__ slot_row_all, int32_t *__restrict__ slot_last_all,
@@ -71,14 +76,46 @@ residency_kernel(int B, int k, int ctx, int32_t step, const int32_t *__restrict_
     /* Radix select of the m-th smallest key, most significant digit first. prefix holds the
      * digits fixed so far; need is the rank still to find among keys matching the prefix. */
     uint64_t prefix = 0;
-    int need = m;
+    int need = m, start = 56;
+    if (FAST && m > 0) {
+        /* Version 2: the bytes that the smallest and largest unprotected keys share are shared
+         * by every key between them, so the select starts at the first byte where they
+         * differ (usually 4 passes instead of 8 once no slot is free). */
+        __shared__ uint64_t red_min[32], red_max[32];
+        uint64_t mn = ~0ull, mx = 0;
+        for (int s = tid; s < B; s += blockDim.x)
+            if (keys[s] != ~0ull) mn = min(mn, keys[s]), mx = max(mx, keys[s]);
+        for (int o = 16; o > 0; o >>= 1) {
+            mn = min(mn, __shfl_xor_sync(0xffffffff, mn, o));
+            mx = max(mx, __shfl_xor_sync(0xffffffff, mx, o));
+        }
+        if ((tid & 31) == 0) red_min[tid >> 5] = mn, red_max[tid >> 5] = mx;
+        __syncthreads();
+        mn = red_min[0], mx = red_max[0];
+        for (int w = 1; w < (int)(blockDim.x >> 5); w++) mn = min(mn, red_min[w]), mx = max(mx, red_max[w]);
+        uint64_t diff = mn ^ mx;
+        start = diff ? ((63 - __clzll((long long)diff)) / 8) * 8 : -8;
+        prefix = start >= 0 ? (start == 56 ? 0 : mn & (~0ull << (start + 8))) : mn;
+        __syncthreads();
+    }
     if (m > 0) {
-        for (int shift = 56; shift >= 0; shift -= 8) {
+        for (int shift = start; shift >= 0; shift -= 8) {
             for (int b = tid; b < 256; b += blockDim.x) hist[b] = 0;
             __syncthreads();
             uint64_t hi_mask = shift == 56 ? 0 : (~0ull << (shift + 8));
-            for (int s = tid; s < B; s += blockDim.x)
-                if ((keys[s] & hi_mask) == prefix) atomicAdd(&hist[(keys[s] >> shift) & 255], 1u);
+            for (int base = 0; base < B; base += blockDim.x) {
+                int s = base + tid;
+                bool match = s < B && (keys[s] & hi_mask) == prefix;
+                int bin = match ? (int)((keys[s] >> shift) & 255) : 256 + (tid & 31);
+                if (FAST) {
+                    /* Most keys share a digit in the high passes: one atomic per distinct
+                     * digit per warp instead of one per key. */
+                    unsigned same = __match_any_sync(0xffffffff, bin);
+                    if (match && (tid & 31) == __ffs(same) - 1) atomicAdd(&hist[bin], (unsigned)__popc(same));
+                } else if (match) {
+                    atomicAdd(&hist[bin], 1u);
+                }
+            }
             __syncthreads();
             if (tid < 32) {
                 /* Lane l owns bins 8l .. 8l+7; a warp scan finds the bin holding rank need. */
@@ -210,8 +247,10 @@ int bench_residency(bench_env *env, const bench_params &p)
     cudaCheck(cudaMemset(row_slot_d, 0xff, (size_t)P * ctx * 4));
 
     int step = 0;
+    const int version = (int)p.num("version", 2);
+    if (version != 1 && version != 2) { fprintf(stderr, "dhbench: residency: version %d is not 1 or 2\n", version); return -1; }
     auto launch = [&](int) {
-        residency_kernel<<<P, RES_THREADS>>>(B, k, ctx, step, sel_d + (size_t)step * P * k, slot_row_d,
+        (version == 1 ? residency_kernel<false> : residency_kernel<true>)<<<P, RES_THREADS>>>(B, k, ctx, step, sel_d + (size_t)step * P * k, slot_row_d,
                                              slot_last_d, row_slot_d, sel_slot_d, hit_d, miss_rows_d,
                                              miss_slots_d, n_miss_d);
         CUDA_LAUNCH_CHECK();
@@ -273,7 +312,7 @@ int bench_residency(bench_env *env, const bench_params &p)
 
     bench_record r;
     r.kernel = "residency";
-    r.version = "1";
+    r.version = std::to_string(version);
     r.dtype = "int32";
     r.batch = batch;
     r.rows = B;

@@ -12,6 +12,8 @@
  *   number of misses), which shows MIN is optimal under this cache model.
  * - Step overlap, cross-group overlap, the union of q consecutive selections
  *   and the reuse-distance histogram against direct set computations.
+ * - A long high-churn stream forces the compaction of the LRU stack tree and
+ *   of the FIFO insertion numbers, checked against the same references.
  * - A planted fault (an LRU reference that is off by one row of budget) is
  *   caught by the same comparison, so the differential check can fail. */
 #include <setjmp.h>
@@ -238,6 +240,26 @@ static void test_policies_vs_reference(void **state)
     }
 }
 
+/* A long, high-churn stream: more leave events than the stack's tree holds
+ * (2 · rows + 64), so its compaction runs, and FIFO's renumbering too. */
+static void test_long_stream_compaction(void **state)
+{
+    (void)state;
+    tiny T;
+    uint32_t k = 16;
+    tiny_make(&T, k, 20, MAXT, 1, 10);
+    sel_source *src = tiny_source(&T);
+    stats_report *r = run_stats(src, k, k, k + 12);
+    assert_true(r->total.added > 2 * (20 + MAXT) + 64);
+    for (uint32_t b = 0; b < r->opt.n_budgets; b++) {
+        uint32_t B = r->opt.budgets[b].rows;
+        assert_int_equal(r->group[0].miss[STATS_LRU][b], ref_sim(&T, 0, B, REF_LRU, 0));
+        assert_int_equal(r->group[0].miss[STATS_FIFO][b], ref_sim(&T, 0, B, REF_FIFO, 0));
+    }
+    stats_report_free(r);
+    sel_source_free(src);
+}
+
 static void test_belady_is_optimal(void **state)
 {
     (void)state;
@@ -400,6 +422,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_policies_vs_reference),
+        cmocka_unit_test(test_long_stream_compaction),
         cmocka_unit_test(test_belady_is_optimal),
         cmocka_unit_test(test_overlap_union_reuse),
         cmocka_unit_test(test_planted_fault_is_caught),

@@ -35,11 +35,14 @@
  * overlap without touching the latent process (DeepSeek-V3.2's first layers).
  *
  * Cost. Each position does work proportional to the rows that change: a
- * uniform choice from a dense array of the population per leaving row, a
- * calendar bucket per position for returns, bitset updates for the group's
- * selection, and one LSD radix sort of the added and removed rows. A keyframe
- * scans the selection bitset (nrows / 64 words). Memory per stream: about
- * 8.3 bytes per context row plus the pending re-references. */
+ * uniform choice from a dense array of the population per leaving row, one
+ * 32-bit draw into an inverse-CDF table for its reuse distance, a calendar
+ * bucket per position for returns, bitset updates for the group's selection,
+ * and one LSD radix sort of the added and removed rows. A keyframe scans the
+ * selection bitset (nrows / 64 words). Memory per stream: about 12.4 bytes
+ * per context row (three 32-bit arrays, three bitsets) plus the pending
+ * re-references and three 256 KB sampling tables per source.
+ */
 #include "traces/gen.h"
 #include "common/cfg.h"
 #include "common/dh_err.h"
