@@ -17,6 +17,13 @@
  *      chunks, each chunk goes over the link in one cudaMemcpyAsync while the next is
  *      gathered, and a device kernel scatters the staging rows into their slots. Timed with
  *      a wall clock around all of it. The GPU translates no host addresses at all here.
+ *   5  version 1's interleaving (consecutive list entries on consecutive warps, so the rows
+ *      in flight on the whole GPU are one short stretch of the list) with 4 rows in flight
+ *      per warp: version 2's contiguous runs per warp spread the rows in flight over as many
+ *      windows as there are warps, and the GPU's host-address translation pays for it.
+ *   7  hybrid: the host threads gather and DMA the first host_share of the list while version
+ *      1 reads the rest zero-copy, concurrently; the two paths have different limits (host
+ *      memcpy rate, GPU translation), and together can fill more of the link. Wall clock.
  * (Per-row copy-engine copies, cudaMemcpyBatchAsync, were measured at 0.3-1.6 GB/s below
  *  1 KB: the per-copy cost dominates, so no version here uses them.)
  *
@@ -405,12 +412,18 @@ int bench_fetch(bench_env *env, const bench_params &p)
     /* A blocking stream: the timing events, recorded on the legacy stream, order against it. */
     cudaCheck(cudaStreamCreate(&stream));
     const int chunk_rows = (int)p.num("chunk_rows", 1024);
-    if (version == 6) {
+    /* Version 7 gives the first host_share of the list to the host threads, the rest to the
+     * zero-copy kernel; version 6 gives all of it to the host threads. */
+    const double host_share = version == 7 ? p.real("host_share", 0.3) : 1.0;
+    const int n_host = version == 7 ? (int)(host_share * n) : n;
+    cudaStream_t zc_stream;
+    cudaCheck(cudaStreamCreate(&zc_stream));
+    if (version == 6 || version == 7) {
         cudaCheck(cudaHostAlloc(&stage_h, batch_bytes, cudaHostAllocDefault));
         cudaCheck(cudaMalloc(&stage_d, batch_bytes));
         hg = new host_gather;
         hg->nthreads = host_threads;
-        hg->nchunks = (n + chunk_rows - 1) / chunk_rows;
+        hg->nchunks = (n_host + chunk_rows - 1) / chunk_rows;
         chunk_done = std::vector<std::atomic<int>>(hg->nchunks);
         hg->chunk_done = &chunk_done;
         for (int t = 0; t < host_threads; t++) hg->threads.emplace_back(&host_gather::worker, hg, t);
@@ -444,19 +457,38 @@ int bench_fetch(bench_env *env, const bench_params &p)
                                                                           (row_bytes + 15) & ~15, hot_d, stride);
             CUDA_LAUNCH_CHECK();
             break;
-        case 6: {
+        case 5:
+            if (row_bytes % 16 == 0)
+                fetch_rows_kernel<uint4, 4, false, 512><<<sms, 512, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
+            else
+                fetch_rows_kernel<uint2, 4, false, 512><<<sms, 512, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
+            CUDA_LAUNCH_CHECK();
+            break;
+        case 6:
+        case 7: {
+            if (version == 7 && n_host < n) {
+                /* The zero-copy part runs on its own stream while the host threads gather. */
+                if (row_bytes % 16 == 0)
+                    fetch_rows_kernel<uint4, 1, false, 1024><<<sms, 1024, 0, zc_stream>>>(
+                        pool_dev, stride, rr + n_host, ss + n_host, n - n_host, row_bytes, hot_d, stride);
+                else
+                    fetch_rows_kernel<uint2, 1, false, 1024><<<sms, 1024, 0, zc_stream>>>(
+                        pool_dev, stride, rr + n_host, ss + n_host, n - n_host, row_bytes, hot_d, stride);
+                CUDA_LAUNCH_CHECK();
+            }
+            if (n_host == 0) break;
             hg->pool = pool; hg->pool_stride = stride; hg->row_bytes = (size_t)row_bytes;
-            hg->rows = rows_h.data() + (size_t)s * n; hg->n = n; hg->chunk_rows = chunk_rows;
+            hg->rows = rows_h.data() + (size_t)s * n; hg->n = n_host; hg->chunk_rows = chunk_rows;
             hg->staging = stage_h;
             for (auto &c : chunk_done) c.store(0, std::memory_order_relaxed);
             hg->generation.fetch_add(1, std::memory_order_release);
             for (int c = 0; c < hg->nchunks; c++) {
                 while (chunk_done[c].load(std::memory_order_acquire) < host_threads) { }
                 size_t off = (size_t)c * chunk_rows * row_bytes;
-                size_t len = (size_t)(std::min(n, (c + 1) * chunk_rows) - c * chunk_rows) * row_bytes;
+                size_t len = (size_t)(std::min(n_host, (c + 1) * chunk_rows) - c * chunk_rows) * row_bytes;
                 cudaCheck(cudaMemcpyAsync(stage_d + off, stage_h + off, len, cudaMemcpyHostToDevice, stream));
             }
-            scatter_rows_kernel<<<sms, 1024, 0, stream>>>(stage_d, row_bytes, ss, n, hot_d, stride);
+            scatter_rows_kernel<<<sms, 1024, 0, stream>>>(stage_d, row_bytes, ss, n_host, hot_d, stride);
             CUDA_LAUNCH_CHECK();
             break;
         }
@@ -472,7 +504,7 @@ int bench_fetch(bench_env *env, const bench_params &p)
     for (int s = 0; s < nsets && ok; s++) {
         cudaCheck(cudaMemset(hot_d, 0xA5, hot_bytes));
         launch(s);
-        cudaCheck(cudaStreamSynchronize(stream));
+        cudaCheck(cudaDeviceSynchronize());
         cudaCheck(cudaMemcpy(hot_h.data(), hot_d, hot_bytes, cudaMemcpyDeviceToHost));
         kref_gather_rows(pool, stride, rows_h.data() + (size_t)s * n, slots_h.data() + (size_t)s * n,
                          (size_t)n, (size_t)row_bytes, ref.data(), stride);
@@ -491,13 +523,15 @@ int bench_fetch(bench_env *env, const bench_params &p)
     r.rows = n;
     r.sms = sms;
     r.pool_bytes = (long long)pool_bytes;
-    r.pattern = pattern + (pages == "thp" ? "+thp" : "") + (version == 6 ? "+threads" + std::to_string(host_threads) : "");
+    r.pattern = pattern + (pages == "thp" ? "+thp" : "") +
+                (version >= 6 ? "+threads" + std::to_string(host_threads) : "") +
+                (version == 7 ? "+host" + std::to_string(host_share).substr(0, 4) : "");
     r.bytes = (double)batch_bytes;
     r.ceiling_name = "h2d_memcpy_pinned";
     r.ceiling_value = env->h2d_gbps;
     r.checked = ok;
     if (ok) {
-        bench_timing t = version == 6 ? bench_time_wall(env, launch) : bench_time(env, launch);
+        bench_timing t = version >= 6 ? bench_time_wall(env, launch) : bench_time(env, launch);
         r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
     }
     bench_emit(env, r);
@@ -510,6 +544,7 @@ int bench_fetch(bench_env *env, const bench_params &p)
         cudaCheck(cudaFree(stage_d));
     }
     cudaCheck(cudaStreamDestroy(stream));
+    cudaCheck(cudaStreamDestroy(zc_stream));
     cudaCheck(cudaFree(rows_d));
     cudaCheck(cudaFree(slots_d));
     cudaCheck(cudaFree(hot_d));

@@ -43,11 +43,14 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
     long l;
     int bv;
 #define DBL(key, field, lo, hi) do { double def_ = k.field; \
-        if (cfg_get_double(c, sec, key, &d, *base ? &def_ : CFG_REQUIRED, lo, hi) < 0) return -1; k.field = d; } while (0)
+        if (cfg_get_double(c, sec, key, &d, *base ? &def_ : CFG_REQUIRED, lo, hi) < 0) { return -1; } \
+        k.field = d; } while (0)
 #define U32(key, field, lo, hi, req) do { long def_ = (long)k.field; \
-        if (cfg_get_int(c, sec, key, &l, (*base || !(req)) ? &def_ : CFG_REQUIRED, lo, hi) < 0) return -1; k.field = (uint32_t)l; } while (0)
+        if (cfg_get_int(c, sec, key, &l, (*base || !(req)) ? &def_ : CFG_REQUIRED, lo, hi) < 0) { return -1; } \
+        k.field = (uint32_t)l; } while (0)
 #define BOOL(key, field) do { int def_ = k.field; \
-        if (cfg_get_bool(c, sec, key, &bv, &def_) < 0) return -1; k.field = bv; } while (0)
+        if (cfg_get_bool(c, sec, key, &bv, &def_) < 0) { return -1; } \
+        k.field = bv; } while (0)
     const char *sel, *kv;
     if (cfg_get_string(c, sec, "select", &sel, *base ? (k.select == MODEL_SELECT_OWN ? "own" : k.select == MODEL_SELECT_REUSE ? "reuse" : "window") : CFG_REQUIRED) < 0) return -1;
     if (!strcmp(sel, "own")) k.select = MODEL_SELECT_OWN;
