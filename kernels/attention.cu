@@ -15,6 +15,10 @@
  *   1  scores and P.V with fp32 FMAs on the CUDA cores (the simple one).
  *   2  scores and P.V on the tensor cores: mma.sync m16n8k16 bf16 with fp32 accumulators,
  *      operands through ldmatrix; per tile 64x32x576 + 64x32x512 MACs.
+ *   3  version 2 with 64-row tiles for FP8 rows (218 KB of shared memory), compile-time row
+ *      sizes, and one source-pointer read per row: fewer instructions per row, since the
+ *      profile of version 2 showed it issue-bound (one instruction per 3 cycles per
+ *      scheduler, 16 warps, tensor cores mostly idle), not memory-bound.
  * Bytes counted: the selected rows (nq * k * row_bytes); one row feeds all 64 heads, so the
  * arithmetic intensity is about 64 * 2 * 1088 / 656 = 212 FLOP/B for FP8 rows, at the
  * H200's bf16 ridge: reaching HBM speed needs the tensor cores near full rate. */
@@ -32,14 +36,11 @@
 #include <algorithm>
 #include <thread>
 
-#define AT_N 32          /* rows per tile */
 #define AT_H 64          /* heads per block */
 #define AT_THREADS 512
 #define AT_QK 576
 #define AT_V 512
 #define AT_KS 584        /* bf16 stride of a Q or K row in shared memory: 1168 B, conflict-free ldmatrix */
-#define AT_SS 36         /* fp32 stride of a score row */
-#define AT_PS 40         /* bf16 stride of a probability row */
 #define AT_LOG2E 1.4426950408889634f
 
 struct attn_args {
@@ -57,10 +58,16 @@ struct attn_args {
     float sm_scale;
 };
 
-static size_t attn_smem_bytes(int row_bytes)
+static size_t attn_smem_bytes(int n, int row_bytes)
 {
-    return (size_t)AT_H * AT_KS * 2 + (size_t)AT_N * AT_KS * 2 + (size_t)AT_N * row_bytes +
-           (size_t)AT_H * AT_SS * 4 + (size_t)AT_H * AT_PS * 2 + 3 * AT_H * 4;
+    return (size_t)AT_H * AT_KS * 2 + (size_t)n * AT_KS * 2 + (size_t)n * row_bytes +
+           (size_t)AT_H * (n + 4) * 4 + (size_t)AT_H * (n + 8) * 2 + 3 * AT_H * 4;
+}
+
+/* Rows per tile of a version and format. */
+static int attn_tile_rows(int version, int format)
+{
+    return version == 3 && format == KREF_ROW_FP8 ? 64 : 32;
 }
 
 __device__ __forceinline__ const uint8_t *attn_row(const attn_args &a, int q, int idx)
@@ -105,22 +112,29 @@ __device__ __forceinline__ void mma_bf16(float c[4], uint32_t a0, uint32_t a1, u
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-template <int VERSION>
+/* One kernel for every version: N rows per tile, FMT the row format (both compile-time, so
+ * the row size and every index division are constants). Versions 1 and 2 use N = 32 and
+ * spread each tile's 16-byte chunks over all threads; version 3 is version 2's arithmetic with
+ * N = 64 for FP8 rows (half the synchronisations, softmax passes and accumulator rescales per
+ * row; the query fragment of a k step feeds two mma) and with the threads of one row reading
+ * its source pointer once; BF16 rows keep N = 32 there (shared memory). */
+template <int VERSION, int N, int FMT>
 __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
 {
+    constexpr int RB = FMT == KREF_ROW_FP8 ? KREF_ROW_BYTES_FP8 : KREF_ROW_BYTES_BF16;
+    constexpr int CH = RB / 16, SS = N + 4, PS = N + 8, TPR = AT_THREADS / N;
     extern __shared__ __align__(16) uint8_t at_smem[];
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)at_smem;
     __nv_bfloat16 *Ks = Qs + AT_H * AT_KS;
-    uint8_t *raw = (uint8_t *)(Ks + AT_N * AT_KS);
-    float *Ss = (float *)(raw + AT_N * a.row_bytes);
-    __nv_bfloat16 *Ps = (__nv_bfloat16 *)(Ss + AT_H * AT_SS);
-    float *m_s = (float *)(Ps + AT_H * AT_PS), *l_s = m_s + AT_H, *alpha_s = l_s + AT_H;
+    uint8_t *raw = (uint8_t *)(Ks + N * AT_KS);
+    float *Ss = (float *)(raw + N * RB);
+    __nv_bfloat16 *Ps = (__nv_bfloat16 *)(Ss + AT_H * SS);
+    float *m_s = (float *)(Ps + AT_H * PS), *l_s = m_s + AT_H, *alpha_s = l_s + AT_H;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int split = blockIdx.x, q = blockIdx.y, hb = blockIdx.z;
     const int rb = split * a.rows_per_split, re = min(a.k, rb + a.rows_per_split);
-    const int ntiles = re > rb ? (re - rb + AT_N - 1) / AT_N : 0;
-    const int chunks = a.row_bytes / 16;
+    const int ntiles = re > rb ? (re - rb + N - 1) / N : 0;
 
     /* Query heads of this block into shared memory. */
     const __nv_bfloat16 *qg = a.q + ((size_t)q * a.heads + (size_t)hb * AT_H) * AT_QK;
@@ -131,17 +145,25 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
     if (tid < AT_H) m_s[tid] = -INFINITY, l_s[tid] = 0.f;
 
     auto issue_tile = [&](int t) {
-        int base = rb + t * AT_N, cnt = min(AT_N, re - base);
-        for (int c = tid; c < cnt * chunks; c += AT_THREADS) {
-            int j = c / chunks, o = c % chunks;
-            cp_async16(raw + (size_t)j * a.row_bytes + o * 16, attn_row(a, q, base + j) + o * 16);
+        int base = rb + t * N, cnt = min(N, re - base);
+        if (VERSION == 3) {
+            int j = tid / TPR;
+            if (j < cnt) {
+                const uint8_t *src = attn_row(a, q, base + j);
+                for (int o = tid % TPR; o < CH; o += TPR) cp_async16(raw + j * RB + o * 16, src + o * 16);
+            }
+        } else {
+            for (int c = tid; c < cnt * CH; c += AT_THREADS) {
+                int j = c / CH, o = c % CH;
+                cp_async16(raw + j * RB + o * 16, attn_row(a, q, base + j) + o * 16);
+            }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     };
 
-    float acc2[16][4];                 /* version 2: 16 heads x 128 dims per warp */
+    float acc2[16][4];                 /* versions 2, 3: 16 heads x 128 dims per warp */
     float acc1[64];                    /* version 1: 1 head x 64 dims per thread */
-    if (VERSION == 2) {
+    if (VERSION >= 2) {
 #pragma unroll
         for (int i = 0; i < 16; i++) acc2[i][0] = acc2[i][1] = acc2[i][2] = acc2[i][3] = 0.f;
     } else {
@@ -151,12 +173,12 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
     if (ntiles > 0) issue_tile(0);
 
     for (int t = 0; t < ntiles; t++) {
-        const int base = rb + t * AT_N, cnt = min(AT_N, re - base);
+        const int base = rb + t * N, cnt = min(N, re - base);
         asm volatile("cp.async.wait_group 0;" ::: "memory");
         __syncthreads();
         /* Raw rows -> bf16 keys; rows past the end are zero and masked below. */
-        if (a.format == KREF_ROW_FP8) {
-            for (int c = tid; c < AT_N * 40; c += AT_THREADS) {
+        if (FMT == KREF_ROW_FP8) {
+            for (int c = tid; c < N * 40; c += AT_THREADS) {
                 int j = c / 40, o = c % 40;
                 uint4 out[2];
                 if (j >= cnt) {
@@ -165,7 +187,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
                     else *(uint4 *)(Ks + j * AT_KS + 512 + (o - 32) * 8) = out[0];
                     continue;
                 }
-                const uint8_t *rr = raw + (size_t)j * a.row_bytes;
+                const uint8_t *rr = raw + j * RB;
                 if (o < 32) {
                     float scale = *(const float *)(rr + 512 + 4 * (o / 8));
                     uint4 v = *(const uint4 *)(rr + o * 16);
@@ -184,41 +206,58 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
                 }
             }
         } else {
-            for (int c = tid; c < AT_N * 72; c += AT_THREADS) {
+            for (int c = tid; c < N * 72; c += AT_THREADS) {
                 int j = c / 72, o = c % 72;
-                uint4 v = j < cnt ? *(const uint4 *)(raw + (size_t)j * a.row_bytes + o * 16) : make_uint4(0, 0, 0, 0);
+                uint4 v = j < cnt ? *(const uint4 *)(raw + j * RB + o * 16) : make_uint4(0, 0, 0, 0);
                 *(uint4 *)(Ks + j * AT_KS + o * 8) = v;
             }
         }
         __syncthreads();
         if (t + 1 < ntiles) issue_tile(t + 1);
 
-        /* Scores (log2 domain), masked past cnt. */
+        /* Scores (log2 domain), masked past cnt. Warp w: heads 16*(w/4).., columns
+         * (w%4)*N/4 .. +N/4, i.e. N/32 tiles of 8 columns. */
         const float sscale = a.sm_scale * AT_LOG2E;
-        if (VERSION == 2) {
-            const int hg = warp / 4, nt = warp % 4;
-            /* Two accumulators (even and odd k steps) halve the chain of dependent mma. */
-            float c[4] = {0.f, 0.f, 0.f, 0.f}, c2[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 6
-            for (int kk = 0; kk < AT_QK / 16; kk += 2) {
-                uint32_t a0, a1, a2, a3, b0, b1, e0, e1, e2, e3, f0, f1;
-                ldsm_x4(a0, a1, a2, a3, Qs + (hg * 16 + (lane % 16)) * AT_KS + kk * 16 + (lane / 16) * 8);
-                ldsm_x2(b0, b1, Ks + (nt * 8 + (lane % 8)) * AT_KS + kk * 16 + ((lane / 8) % 2) * 8);
-                ldsm_x4(e0, e1, e2, e3, Qs + (hg * 16 + (lane % 16)) * AT_KS + (kk + 1) * 16 + (lane / 16) * 8);
-                ldsm_x2(f0, f1, Ks + (nt * 8 + (lane % 8)) * AT_KS + (kk + 1) * 16 + ((lane / 8) % 2) * 8);
-                mma_bf16(c, a0, a1, a2, a3, b0, b1);
-                mma_bf16(c2, e0, e1, e2, e3, f0, f1);
-            }
+        if (VERSION >= 2) {
+            constexpr int NT = N / 32;
+            const int hg = warp / 4, n0 = (warp % 4) * (N / 4);
+            /* Two accumulator sets (even and odd k steps) halve the chain of dependent mma. */
+            float c[NT][4], c2[NT][4];
 #pragma unroll
-            for (int i = 0; i < 4; i++) c[i] += c2[i];
-            int r0 = hg * 16 + lane / 4, col = nt * 8 + 2 * (lane % 4);
-            Ss[r0 * AT_SS + col] = col < cnt ? c[0] * sscale : -INFINITY;
-            Ss[r0 * AT_SS + col + 1] = col + 1 < cnt ? c[1] * sscale : -INFINITY;
-            Ss[(r0 + 8) * AT_SS + col] = col < cnt ? c[2] * sscale : -INFINITY;
-            Ss[(r0 + 8) * AT_SS + col + 1] = col + 1 < cnt ? c[3] * sscale : -INFINITY;
+            for (int i = 0; i < NT; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) c[i][e] = c2[i][e] = 0.f;
+#pragma unroll 2
+            for (int kk = 0; kk < AT_QK / 16; kk += 2) {
+#pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    const int k0 = (kk + half) * 16;
+                    uint32_t a0, a1, a2, a3;
+                    ldsm_x4(a0, a1, a2, a3, Qs + (hg * 16 + (lane % 16)) * AT_KS + k0 + (lane / 16) * 8);
+                    if (NT == 2) {
+                        uint32_t b0, b1, b2, b3;
+                        ldsm_x4(b0, b1, b2, b3, Ks + (n0 + (lane % 8) + (lane / 16) * 8) * AT_KS + k0 + ((lane / 8) % 2) * 8);
+                        mma_bf16(half ? c2[0] : c[0], a0, a1, a2, a3, b0, b1);
+                        mma_bf16(half ? c2[NT - 1] : c[NT - 1], a0, a1, a2, a3, b2, b3);
+                    } else {
+                        uint32_t b0, b1;
+                        ldsm_x2(b0, b1, Ks + (n0 + (lane % 8)) * AT_KS + k0 + ((lane / 8) % 2) * 8);
+                        mma_bf16(half ? c2[0] : c[0], a0, a1, a2, a3, b0, b1);
+                    }
+                }
+            }
+            const int r0 = hg * 16 + lane / 4;
+#pragma unroll
+            for (int i = 0; i < NT; i++) {
+                const int col = n0 + i * 8 + 2 * (lane % 4);
+                Ss[r0 * SS + col] = col < cnt ? (c[i][0] + c2[i][0]) * sscale : -INFINITY;
+                Ss[r0 * SS + col + 1] = col + 1 < cnt ? (c[i][1] + c2[i][1]) * sscale : -INFINITY;
+                Ss[(r0 + 8) * SS + col] = col < cnt ? (c[i][2] + c2[i][2]) * sscale : -INFINITY;
+                Ss[(r0 + 8) * SS + col + 1] = col + 1 < cnt ? (c[i][3] + c2[i][3]) * sscale : -INFINITY;
+            }
         } else {
             const int h = tid / 8;
-            for (int i = 0; i < 4; i++) {
+            for (int i = 0; i < N / 8; i++) {
                 int col = tid % 8 + 8 * i;
                 const __nv_bfloat162 *qh = (const __nv_bfloat162 *)(Qs + h * AT_KS);
                 const __nv_bfloat162 *kr = (const __nv_bfloat162 *)(Ks + col * AT_KS);
@@ -228,16 +267,17 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
                     s = fmaf(x.x, y.x, s);
                     s = fmaf(x.y, y.y, s);
                 }
-                Ss[h * AT_SS + col] = col < cnt ? s * sscale : -INFINITY;
+                Ss[h * SS + col] = col < cnt ? s * sscale : -INFINITY;
             }
         }
         __syncthreads();
-        /* Online softmax: 8 threads per head row, 4 columns each. */
+        /* Online softmax: 8 threads per head row, N/8 columns each. */
         {
+            constexpr int PER = N / 8;
             const int h = tid / 8, part = tid % 8;
-            float s[4], tmax = -INFINITY;
+            float s[PER], tmax = -INFINITY;
 #pragma unroll
-            for (int i = 0; i < 4; i++) s[i] = Ss[h * AT_SS + part * 4 + i], tmax = fmaxf(tmax, s[i]);
+            for (int i = 0; i < PER; i++) s[i] = Ss[h * SS + part * PER + i], tmax = fmaxf(tmax, s[i]);
             const float m_old = m_s[h];
 #pragma unroll
             for (int o = 1; o < 8; o <<= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffff, tmax, o));
@@ -245,10 +285,10 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
             float alpha = 1.f, psum = 0.f;
             if (m_new != -INFINITY) alpha = m_old == -INFINITY ? 0.f : exp2f(m_old - m_new);
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
+            for (int i = 0; i < PER; i++) {
                 float pv = m_new == -INFINITY || s[i] == -INFINITY ? 0.f : exp2f(s[i] - m_new);
                 psum += pv;
-                Ps[h * AT_PS + part * 4 + i] = __float2bfloat16(pv);
+                Ps[h * PS + part * PER + i] = __float2bfloat16(pv);
             }
 #pragma unroll
             for (int o = 1; o < 8; o <<= 1) psum += __shfl_xor_sync(0xffffffff, psum, o);
@@ -261,15 +301,15 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
         }
         __syncthreads();
         /* O = O * alpha + P . V (V = the first 512 columns of the key tile). */
-        if (VERSION == 2) {
+        if (VERSION >= 2) {
             const int hg = warp / 4, dq = warp % 4;
             const float a_lo = alpha_s[hg * 16 + lane / 4], a_hi = alpha_s[hg * 16 + lane / 4 + 8];
 #pragma unroll
             for (int i = 0; i < 16; i++) acc2[i][0] *= a_lo, acc2[i][1] *= a_lo, acc2[i][2] *= a_hi, acc2[i][3] *= a_hi;
 #pragma unroll
-            for (int kk = 0; kk < AT_N / 16; kk++) {
+            for (int kk = 0; kk < N / 16; kk++) {
                 uint32_t a0, a1, a2, a3;
-                ldsm_x4(a0, a1, a2, a3, Ps + (hg * 16 + (lane % 16)) * AT_PS + kk * 16 + (lane / 16) * 8);
+                ldsm_x4(a0, a1, a2, a3, Ps + (hg * 16 + (lane % 16)) * PS + kk * 16 + (lane / 16) * 8);
 #pragma unroll
                 for (int n2 = 0; n2 < 8; n2++) {
                     uint32_t b0, b1, b2, b3;
@@ -284,8 +324,8 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
             const float al = alpha_s[h];
 #pragma unroll
             for (int i = 0; i < 64; i++) acc1[i] *= al;
-            for (int j = 0; j < AT_N; j++) {
-                float pv = __bfloat162float(Ps[h * AT_PS + j]);
+            for (int j = 0; j < N; j++) {
+                float pv = __bfloat162float(Ps[h * PS + j]);
                 const __nv_bfloat162 *vr = (const __nv_bfloat162 *)(Ks + j * AT_KS + d0);
 #pragma unroll
                 for (int i = 0; i < 32; i++) {
@@ -298,7 +338,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
     }
     __syncthreads();
     const size_t ob = ((size_t)q * a.splits + split) * a.heads + (size_t)hb * AT_H;
-    if (VERSION == 2) {
+    if (VERSION >= 2) {
         const int hg = warp / 4, dq = warp % 4;
         const int h0 = hg * 16 + lane / 4;
         const float l0 = l_s[h0], l1 = l_s[h0 + 8];
@@ -346,14 +386,15 @@ struct attn_scratch {
 
 static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
+    const int tn = attn_tile_rows(version, a.format);
     if (a.splits <= 0) {
         int blocks_per_split = a.nq * (a.heads / AT_H);
-        a.splits = std::max(1, std::min(a.k / AT_N, (sms + blocks_per_split - 1) / blocks_per_split));
+        a.splits = std::max(1, std::min(a.k / tn, (sms + blocks_per_split - 1) / blocks_per_split));
     }
     if (a.splits > 64) {
         a.splits = 64;  /* the scratch holds 64 splits per (query, head) */
     }
-    a.rows_per_split = ((a.k + a.splits - 1) / a.splits + AT_N - 1) / AT_N * AT_N;
+    a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
     a.splits = (a.k + a.rows_per_split - 1) / a.rows_per_split;
     size_t need_o = (size_t)a.nq * a.splits * a.heads * AT_V, need_lse = (size_t)a.nq * a.splits * a.heads;
     if (need_o > sc.cap_o || need_lse > sc.cap_lse) {
@@ -362,10 +403,19 @@ static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, 
     }
     a.part_o = sc.part_o;
     a.part_lse = sc.part_lse;
-    size_t smem = attn_smem_bytes(a.row_bytes);
+    size_t smem = attn_smem_bytes(tn, a.row_bytes);
     dim3 grid(a.splits, a.nq, a.heads / AT_H);
-    if (version == 1) attn_kernel<1><<<grid, AT_THREADS, smem, st>>>(a);
-    else attn_kernel<2><<<grid, AT_THREADS, smem, st>>>(a);
+    const bool fp8 = a.format == KREF_ROW_FP8;
+    if (version == 1) {
+        if (fp8) attn_kernel<1, 32, KREF_ROW_FP8><<<grid, AT_THREADS, smem, st>>>(a);
+        else attn_kernel<1, 32, KREF_ROW_BF16><<<grid, AT_THREADS, smem, st>>>(a);
+    } else if (version == 2) {
+        if (fp8) attn_kernel<2, 32, KREF_ROW_FP8><<<grid, AT_THREADS, smem, st>>>(a);
+        else attn_kernel<2, 32, KREF_ROW_BF16><<<grid, AT_THREADS, smem, st>>>(a);
+    } else {
+        if (fp8) attn_kernel<3, 64, KREF_ROW_FP8><<<grid, AT_THREADS, smem, st>>>(a);
+        else attn_kernel<3, 32, KREF_ROW_BF16><<<grid, AT_THREADS, smem, st>>>(a);
+    }
     CUDA_LAUNCH_CHECK();
     attn_combine_kernel<<<dim3(a.nq, a.heads), 128, 0, st>>>(sc.part_o, sc.part_lse, a.splits, a.heads, out);
     CUDA_LAUNCH_CHECK();
@@ -375,12 +425,16 @@ static void attn_setup(attn_scratch &sc, size_t max_q_heads)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        int mx = (int)attn_smem_bytes(KREF_ROW_BYTES_BF16);
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx));
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, mx));
+        int s32 = (int)attn_smem_bytes(32, KREF_ROW_BYTES_BF16), s64 = (int)attn_smem_bytes(64, KREF_ROW_BYTES_FP8);
+        cudaCheck(cudaFuncSetAttribute(attn_kernel<1, 32, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
+        cudaCheck(cudaFuncSetAttribute(attn_kernel<1, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
+        cudaCheck(cudaFuncSetAttribute(attn_kernel<2, 32, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
+        cudaCheck(cudaFuncSetAttribute(attn_kernel<2, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
+        cudaCheck(cudaFuncSetAttribute(attn_kernel<3, 64, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s64));
+        cudaCheck(cudaFuncSetAttribute(attn_kernel<3, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
         attr_done = true;
     }
-    /* At most k / AT_N splits and at most one split per 32 rows of 2048: 64 splits. */
+    /* At most 64 splits per (query, head): attn_launch caps them there. */
     sc.cap_lse = max_q_heads * 64;
     sc.cap_o = sc.cap_lse * AT_V;
     cudaCheck(cudaMalloc(&sc.part_o, sc.cap_o * sizeof(float)));

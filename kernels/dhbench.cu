@@ -89,6 +89,7 @@ const char *bench_csv_header =
 
 static std::string g_csv;   /* the whole CSV, written at the end */
 static bool g_csv_stdout;
+static FILE *g_csv_partial;
 
 static std::string fld_i(long long v) { return v < 0 ? "" : std::to_string(v); }
 static std::string fld_d(double v, const char *fmt = "%.4g")
@@ -122,7 +123,12 @@ void bench_emit(bench_env *env, const bench_record &r)
                        fld_d(tflops, "%.2f") + "," + fld_s(r.ceiling_name) + "," + fld_d(r.ceiling_value, "%.1f") + "," +
                        fld_d(pct, "%.1f") + "," + (r.checked ? "1" : "0");
     if (g_csv_stdout) printf("%s\n", line.c_str()), fflush(stdout);
-    else g_csv += line + "\n";
+    else {
+        g_csv += line + "\n";
+        /* Also appended to DIR/NAME.csv.tmp as it is measured, so a run that dies keeps what it
+         * had measured (the finished file replaces it at the end). */
+        if (g_csv_partial) fprintf(g_csv_partial, "%s\n", line.c_str()), fflush(g_csv_partial);
+    }
     FILE *h = g_csv_stdout ? stderr : stdout;
     fprintf(h, "%-14s v%-10s %-5s %-24s rb=%-5s rows=%-7s sms=%-4s batch=%-4s q=%-3s k=%-5s mnk=%s/%s/%s  %9s us  %8s GB/s %7s TF/s  %5s%% of %s%s\n",
             r.kernel.c_str(), r.version.c_str(), r.dtype.c_str(), r.pattern.c_str(), fld_i(r.row_bytes).c_str(),
@@ -423,7 +429,17 @@ int main(int argc, char **argv)
     cudaCheck(cudaGetDeviceProperties(&env.prop, 0));
     env.device = env.prop.name;
     if (g_csv_stdout) printf("%s\n", bench_csv_header);
-    else g_csv = std::string(bench_csv_header) + "\n";
+    else {
+        g_csv = std::string(bench_csv_header) + "\n";
+        std::string partial = out + "/" + env.suite + ".csv.tmp";
+        g_csv_partial = fopen(partial.c_str(), "w");
+        if (!g_csv_partial) {
+            fprintf(stderr, "dhbench: cannot write '%s': %s\n", partial.c_str(), strerror(errno));
+            return 1;
+        }
+        fprintf(g_csv_partial, "%s\n", bench_csv_header);
+        fflush(g_csv_partial);
+    }
     bool any_gemm = false;
     for (auto &g : lines) any_gemm |= g.kernel == "gemm";
     measure_ceilings(&env, any_gemm);
@@ -432,6 +448,7 @@ int main(int argc, char **argv)
 
     if (!out.empty()) {
         std::string path = out + "/" + env.suite + ".csv", tmp = path + ".tmp";
+        fclose(g_csv_partial);
         FILE *f = fopen(tmp.c_str(), "w");
         if (!f || fwrite(g_csv.data(), 1, g_csv.size(), f) != g_csv.size() || fclose(f)) {
             fprintf(stderr, "dhbench: cannot write '%s': %s\n", tmp.c_str(), strerror(errno));

@@ -4,7 +4,11 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+const char *const hw_fit_name[HW_FIT_N] = { "fetch_row_bytes", "fetch_sms", "fetch_rows", "fetch_pages",
+                                            "fetch_pool_bytes" };
 
 static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, hw_table *t, double ymin)
 {
@@ -28,6 +32,77 @@ double hw_table_eval(const hw_table *t, double x)
     while (t->x[i] < x) i++;
     double u = (log(x) - log(t->x[i - 1])) / (log(t->x[i]) - log(t->x[i - 1]));
     return t->y[i - 1] + u * (t->y[i] - t->y[i - 1]);
+}
+
+/* [fit_range]: cfg lists no keys per section, so the names come from the
+ * config's text form; each value is read (and so marked used) by the typed
+ * getter, which also range-checks it. */
+static int load_fit_range(cfg *c, hw_profile *hw)
+{
+    for (int i = 0; i < HW_FIT_N; i++) hw->fit_idx[i] = -1;
+    if (!cfg_has_section(c, "fit_range")) return 0;
+    char *text = cfg_to_string(c);
+    if (!text) abort();
+    int rc = 0;
+    char *p = strstr(text, "[fit_range]");
+    if (p) p = strchr(p, '\n');
+    while (p && *++p && *p != '[' && rc == 0) {
+        char *nl = strchr(p, '\n');
+        if (nl) *nl = 0;
+        char *eq = strchr(p, '=');
+        char name[64];
+        size_t len = eq ? (size_t)(eq - p) : 0;
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
+        if (eq && len && len < sizeof name && *p != ';' && *p != '#') {
+            memcpy(name, p, len);
+            name[len] = 0;
+            double v[2];
+            size_t n;
+            if (hw->n_fit == HW_FIT_MAX) rc = dh_err("%s: [fit_range] has more than %d entries", cfg_name(c), HW_FIT_MAX);
+            else if (cfg_get_doubles(c, "fit_range", name, v, 2, &n, -1e300, 1e300) < 0) rc = -1;
+            else if (n != 2 || v[0] > v[1])
+                rc = dh_err("%s: [fit_range] %s must be \"min, max\" with min <= max", cfg_name(c), name);
+            else {
+                snprintf(hw->fit[hw->n_fit].key, sizeof hw->fit[0].key, "%s", name);
+                hw->fit[hw->n_fit].lo = v[0];
+                hw->fit[hw->n_fit].hi = v[1];
+                for (int i = 0; i < HW_FIT_N; i++)
+                    if (!strcmp(name, hw_fit_name[i])) hw->fit_idx[i] = (int)hw->n_fit;
+                hw->n_fit++;
+            }
+        }
+        p = nl;
+    }
+    free(text);
+    return rc;
+}
+
+void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double value)
+{
+    int i = hw->fit_idx[which];
+    if (i < 0) return;
+    double lo = hw->fit[i].lo, hi = hw->fit[i].hi;
+    /* A relative tolerance keeps the printed bounds' rounding from counting. */
+    if (value >= lo * (1 - 1e-9) && value <= hi * (1 + 1e-9)) return;
+    for (uint32_t j = 0; j < log->n; j++)
+        if (!strcmp(log->e[j].key, hw->fit[i].key)) { log->e[j].count++; return; }
+    if (log->n == HW_FIT_N) return;
+    snprintf(log->e[log->n].key, sizeof log->e[0].key, "%s", hw->fit[i].key);
+    log->e[log->n].first = value;
+    log->e[log->n].lo = lo;
+    log->e[log->n].hi = hi;
+    log->e[log->n].count = 1;
+    log->n++;
+}
+
+void hw_range_merge(hw_range_log *a, const hw_range_log *b)
+{
+    for (uint32_t j = 0; j < b->n; j++) {
+        uint32_t i = 0;
+        while (i < a->n && strcmp(a->e[i].key, b->e[j].key)) i++;
+        if (i < a->n) a->e[i].count += b->e[j].count;
+        else if (a->n < HW_FIT_N) a->e[a->n++] = b->e[j];
+    }
 }
 
 int hw_load(cfg *c, hw_profile *hw)
@@ -58,6 +133,7 @@ int hw_load(cfg *c, hw_profile *hw)
     if (load_table(c, "gather", "row_bytes", "row_bw", &hw->gather_row, 1e3) < 0) return -1;
     if (load_table(c, "gather", "pages", "pages_bw", &hw->gather_pages, 1e3) < 0) return -1;
     if (load_table(c, "gather", "sms", "sms_factor", &hw->gather_sms, 1e-6) < 0) return -1;
+    if (load_fit_range(c, hw) < 0) return -1;
     if (hw->fetch_sms >= hw->sms)
         return dh_err("%s: [gather] fetch_sms = %g leaves no SM for compute (%g SMs)", cfg_name(c), hw->fetch_sms, hw->sms);
     if (hw->duplex_bw < hw->h2d_bw || hw->duplex_bw < hw->d2h_bw)

@@ -27,6 +27,14 @@
  *             page_bytes      host page size
  *             launch_s        fixed cost of one gather launch
  *   [host]    dram_bytes      pinned host memory available for the KV history
+ *   [fit_range] (optional, written by bin/dhcal; analysis/README.md)
+ *             <section>_<input> = min, max   the inputs a fitted cost form saw,
+ *             e.g. fetch_row_bytes, fetch_sms, fetch_rows, fetch_pages,
+ *             fetch_pool_bytes. Every entry must be two numbers, min <= max.
+ *             The tables are held flat beyond their ends, so a run that asks
+ *             for a cost outside these ranges extrapolates: the simulator
+ *             records the first such use of each input (hw_range_note) and
+ *             reports it once in the summary and the JSON.
  *
  * Gather bandwidth for a launch of `rows` rows of `row_bytes` touching `pages`
  * distinct pages with `sms` SMs:
@@ -38,10 +46,17 @@
 #define DH_HW_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/cfg.h"
 
 #define HW_TABLE_MAX 32
+#define HW_FIT_MAX 64
+
+/* The fitted inputs the simulator checks against [fit_range]. */
+enum { HW_FIT_FETCH_ROW_BYTES = 0, HW_FIT_FETCH_SMS, HW_FIT_FETCH_ROWS, HW_FIT_FETCH_PAGES,
+       HW_FIT_FETCH_POOL_BYTES, HW_FIT_N };
+extern const char *const hw_fit_name[HW_FIT_N];
 
 typedef struct {
     size_t n;
@@ -56,7 +71,25 @@ typedef struct {
     hw_table gather_row, gather_pages, gather_sms;
     double ref_row_bytes, fetch_sms, page_bytes, gather_launch_s;
     double host_dram_bytes;
+    /* [fit_range]: every entry, and the index of each input the simulator
+     * checks (-1 when the profile has no range for it). */
+    size_t n_fit;
+    struct { char key[64]; double lo, hi; } fit[HW_FIT_MAX];
+    int fit_idx[HW_FIT_N];
 } hw_profile;
+
+/* Uses outside the fitted ranges seen during one run: the first value of each
+ * input and how many evaluations fell outside. */
+typedef struct {
+    uint32_t n;
+    struct { char key[64]; double first, lo, hi; double count; } e[HW_FIT_N];
+} hw_range_log;
+
+/* Record value of checked input which (HW_FIT_*) if the profile has a fitted
+ * range for it and value lies outside. O(1). */
+void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double value);
+/* Merge b into a (first values of a win). */
+void hw_range_merge(hw_range_log *a, const hw_range_log *b);
 
 /* Read the profile from c (every key must be known). 0 or -1 with dh_err(). */
 int hw_load(cfg *c, hw_profile *hw);
