@@ -10,17 +10,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DEFAULT_INSTANCE "models/instances/glm53-h200x8.ini"
 #define MAX_SETS 256
+#define MAX_COLS 16
+#define SEED_RESULTS "models/seed-results.ini"
 
 static void usage(FILE *f)
 {
     fprintf(f,
         "usage: dhsim [options]\n"
         "  --config FILE        instance config (default " DEFAULT_INSTANCE ")\n"
-        "  --policy LIST        resident, hisparse, adaptive, oracle (comma-separated; default: the config's)\n"
-        "  --compare            all four policies side by side\n"
+        "  --policy LIST        comma-separated columns: resident, hisparse, adaptive, oracle; POLICY+MODE\n"
+        "                       (e.g. adaptive+dflash2) runs it with speculative decoding; hisparse-spec is\n"
+        "                       hisparse with speculation but no shared retrieval, draft ring or staging\n"
+        "                       reuse (default: the config's policy)\n"
+        "  --compare            the four policies plus adaptive with speculation (the config's [spec]\n"
+        "                       mode, else dflash2), and the seed's headline comparison\n"
+        "  --spec MODE          none, dflash2 or dspark (spec.mode; draft models/drafts/MODEL-MODE.ini)\n"
+        "  --draft FILE         draft config (spec.draft)\n"
         "  --set SEC.KEY=VAL    override a config value (repeatable)\n"
         "  --steps N            decode steps (workload.steps)\n"
         "  --concurrency C      requests in flight on the instance (workload.concurrency)\n"
@@ -36,11 +45,20 @@ static void usage(FILE *f)
         "  --quiet              no table\n");
 }
 
+/* One column of a report: a policy and the overrides that make its variant
+ * (speculative mode, ablation switches). */
+typedef struct {
+    pol_kind pol;
+    char label[32];
+    char sets[4][64];
+    int n_sets;
+} column;
+
 typedef struct {
     const char *config;
     char *sets[MAX_SETS];
     int n_sets;
-    pol_kind policies[POL_N];
+    column cols[MAX_COLS];
     int n_pol;
     int threads;
 } run_spec;
@@ -51,16 +69,26 @@ typedef struct {
     int *rc;
     char (*err)[512];
     int next, n;
+    int order[MAX_COLS];   /* columns in the order they are started */
     pthread_mutex_t mu;
 } pool;
 
-static int run_one(const run_spec *spec, pol_kind p, sim_result *res)
+static int run_one(const run_spec *spec, const column *col, sim_result *res)
 {
     sim_config sc;
-    if (sim_config_load(spec->config, spec->sets, spec->n_sets, &sc) < 0) { sim_config_release(&sc); return -1; }
+    char *sets[MAX_SETS + 4];
+    int n = 0;
+    for (int i = 0; i < spec->n_sets; i++) sets[n++] = spec->sets[i];
+    for (int i = 0; i < col->n_sets; i++) sets[n++] = (char *)col->sets[i];
+    if (sim_config_load(spec->config, sets, n, &sc) < 0) { sim_config_release(&sc); return -1; }
     sel_source *src;
     if (sim_open_source(&sc, &src) < 0) { sim_config_release(&sc); return -1; }
-    int rc = sim_run(&sc, p, src, res);
+    int rc = sim_run(&sc, col->pol, src, res);
+    if (rc == 0) {
+        /* The column's name: its label, or the policy with its speculative mode. */
+        if (col->label[0]) snprintf(res->policy, sizeof res->policy, "%s", col->label);
+        else if (res->spec[0]) snprintf(res->policy, sizeof res->policy, "%s+%s", pol_name[col->pol], res->spec);
+    }
     sel_source_free(src);
     sim_config_release(&sc);
     return rc;
@@ -71,10 +99,11 @@ static void *worker(void *arg)
     pool *pl = arg;
     for (;;) {
         pthread_mutex_lock(&pl->mu);
-        int i = pl->next++;
+        int j = pl->next++;
         pthread_mutex_unlock(&pl->mu);
-        if (i >= pl->n) return NULL;
-        pl->rc[i] = run_one(pl->spec, pl->spec->policies[i], &pl->res[i]);
+        if (j >= pl->n) return NULL;
+        int i = pl->order[j];
+        pl->rc[i] = run_one(pl->spec, &pl->spec->cols[i], &pl->res[i]);
         if (pl->rc[i] < 0) snprintf(pl->err[i], sizeof pl->err[i], "%s", dh_errmsg());
     }
 }
@@ -90,9 +119,18 @@ static int run_all(const run_spec *spec, sim_result *res)
     pl.rc = calloc(pl.n, sizeof *pl.rc);
     pl.err = calloc(pl.n, sizeof *pl.err);
     if (!pl.rc || !pl.err) abort();
+    /* Columns that replay streams in lockstep (adaptive, speculative) take
+     * longest: start them first. Results stay in column order. */
+    int no = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < pl.n; i++) {
+            const column *c = &spec->cols[i];
+            int slow = c->pol == POL_ADAPTIVE || (c->n_sets > 0 && strncmp(c->sets[0], "spec.mode=none", 14) != 0);
+            if (slow == (pass == 0)) pl.order[no++] = i;
+        }
     pthread_mutex_init(&pl.mu, NULL);
     int nt = spec->threads < pl.n ? spec->threads : pl.n;
-    pthread_t th[POL_N];
+    pthread_t th[MAX_COLS];
     for (int i = 0; i < nt; i++)
         if (pthread_create(&th[i], NULL, worker, &pl) != 0) { nt = i; break; }
     if (nt == 0) worker(&pl);
@@ -116,11 +154,11 @@ static double stat_of(const sim_result *r, const char *s)
 
 /* Largest per-GPU concurrency whose TPOT statistic meets bound (bisection;
  * assumes latency does not fall as concurrency rises). */
-static int search(run_spec *spec, pol_kind p, double bound_s, const char *stat, double dp, uint32_t *best, sim_result *best_res)
+static int search(run_spec *spec, const column *col, double bound_s, const char *stat, double dp, uint32_t *best, sim_result *best_res)
 {
     run_spec one = *spec;
     one.n_pol = 1;
-    one.policies[0] = p;
+    one.cols[0] = *col;
     one.threads = 1;
     char buf[64];
     one.sets[one.n_sets] = buf;
@@ -149,6 +187,71 @@ static int search(run_spec *spec, pol_kind p, double bound_s, const char *stat, 
     return 0;
 }
 
+/* A column from a policy name (or hisparse-spec) and an optional mode. */
+static int add_column(run_spec *s, const char *name, const char *mode)
+{
+    column *c = &s->cols[s->n_pol];
+    memset(c, 0, sizeof *c);
+    if (!strcmp(name, "hisparse-spec")) {
+        /* HiSparse with speculation but without the mechanisms the seed adds. */
+        c->pol = POL_HISPARSE;
+        snprintf(c->label, sizeof c->label, "hisparse-spec");
+        snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.shared_retrieval=false");
+        snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.draft_ring=false");
+        snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.staging_reuse=false");
+    } else if (pol_parse(name, &c->pol) < 0) {
+        return dh_err_prefix("--policy: ");
+    }
+    if (mode) {
+        int m;
+        if (specrun_parse_mode(mode, &m) < 0) return dh_err_prefix("--policy '%s+%s': ", name, mode);
+        if (c->n_sets == 4) return dh_err("--policy '%s+%s': too many overrides", name, mode);
+        snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.mode=%s", mode);
+    }
+    s->n_pol++;
+    return 0;
+}
+
+/* The seed's headline: output tokens/s per decode GPU of HiSparse, Adaptive
+ * and Adaptive + speculation, the ratios beside the seed's (SEED_RESULTS). */
+static int print_headline(FILE *f, const sim_result *r, int n)
+{
+    const sim_result *hs = NULL, *ad = NULL, *sp = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(r[i].policy, "hisparse")) hs = &r[i];
+        else if (!strcmp(r[i].policy, "adaptive")) ad = &r[i];
+        else if (!strncmp(r[i].policy, "adaptive+", 9)) sp = &r[i];
+    }
+    if (!hs || !ad || !sp) return 0;
+    char path[600];
+    const char *root = getenv("DHSPARSE_ROOT");
+    snprintf(path, sizeof path, "%s", SEED_RESULTS);
+    if (access(path, R_OK) != 0 && root) snprintf(path, sizeof path, "%s/%s", root, SEED_RESULTS);
+    cfg *c;
+    if (cfg_load(path, &c) < 0) return -1;
+    double tok, vs_hs, vs_ad;
+    const char *what;
+    int rc = -1;
+    if (cfg_get_string(c, "headline", "setting", &what, CFG_REQUIRED) < 0 ||
+        cfg_get_double(c, "headline", "adaptive_dflash2_tok_s_per_gpu", &tok, CFG_REQUIRED, 0, 1e9) < 0 ||
+        cfg_get_double(c, "headline", "ratio_vs_hisparse", &vs_hs, CFG_REQUIRED, 0, 1e3) < 0 ||
+        cfg_get_double(c, "headline", "ratio_vs_adaptive_plain", &vs_ad, CFG_REQUIRED, 0, 1e3) < 0 ||
+        cfg_check_unused(c) < 0)
+        goto done;
+    fprintf(f, "\nheadline (seed: %s; %s)\n", what, path);
+    fprintf(f, "  this run: %s, concurrency %g (%u per GPU), %s\n", sp->model, sp->concurrency, sp->per_gpu, sp->source);
+    fprintf(f, "  %-34s %10s %10s\n", "output tokens/s per decode GPU", "simulated", "seed");
+    fprintf(f, "  %-34s %10.1f %10s\n", "hisparse", hs->tok_s_gpu, "");
+    fprintf(f, "  %-34s %10.1f %10s\n", "adaptive", ad->tok_s_gpu, "");
+    fprintf(f, "  %-34s %10.1f %10.0f\n", sp->policy, sp->tok_s_gpu, tok);
+    fprintf(f, "  %-34s %9.2fx %9.2fx\n", "ratio vs hisparse", hs->tok_s_gpu > 0 ? sp->tok_s_gpu / hs->tok_s_gpu : 0, vs_hs);
+    fprintf(f, "  %-34s %9.2fx %9.2fx\n", "ratio vs adaptive (plain)", ad->tok_s_gpu > 0 ? sp->tok_s_gpu / ad->tok_s_gpu : 0, vs_ad);
+    rc = ferror(f) ? dh_err("write error on the report") : 0;
+done:
+    cfg_free(c);
+    return rc;
+}
+
 static void add_set(run_spec *s, const char *fmt, const char *val)
 {
     if (s->n_sets >= MAX_SETS - 2) dh_die("dhsim", "too many --set options");
@@ -168,7 +271,8 @@ int main(int argc, char **argv)
     const char *json = NULL, *timeline = NULL, *policy_list = NULL, *search_stat = "p90";
     int compare = 0, quiet = 0, wall = 0;
     double search_ms = 0;
-    enum { O_SET = 256, O_STEPS, O_CONC, O_SEED, O_PRESET, O_TRACE, O_JSON, O_WALL, O_TL, O_SEARCH, O_STAT, O_THREADS, O_QUIET };
+    enum { O_SET = 256, O_STEPS, O_CONC, O_SEED, O_PRESET, O_TRACE, O_JSON, O_WALL, O_TL, O_SEARCH, O_STAT, O_THREADS, O_QUIET,
+           O_SPEC, O_DRAFT };
     static const struct option opts[] = {
         { "config", required_argument, 0, 'c' }, { "policy", required_argument, 0, 'p' },
         { "compare", no_argument, 0, 'C' }, { "set", required_argument, 0, O_SET },
@@ -178,6 +282,7 @@ int main(int argc, char **argv)
         { "wall", no_argument, 0, O_WALL }, { "timeline", required_argument, 0, O_TL },
         { "search-latency", required_argument, 0, O_SEARCH }, { "search-stat", required_argument, 0, O_STAT },
         { "threads", required_argument, 0, O_THREADS }, { "quiet", no_argument, 0, O_QUIET },
+        { "spec", required_argument, 0, O_SPEC }, { "draft", required_argument, 0, O_DRAFT },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int o;
@@ -213,6 +318,13 @@ int main(int argc, char **argv)
             break;
         }
         case O_QUIET: quiet = 1; break;
+        case O_SPEC: {
+            int mode;
+            if (specrun_parse_mode(optarg, &mode) < 0) dh_die("dhsim", "--spec '%s': expected none, dflash2 or dspark", optarg);
+            add_set(&spec, "spec.mode=%s", optarg);
+            break;
+        }
+        case O_DRAFT: add_set(&spec, "spec.draft=%s", optarg); break;
         case 'h': usage(stdout); return 0;
         default:
             if (optopt) dh_die("dhsim", "option '%s' needs a value or is unknown (see --help)", argv[optind - 1]);
@@ -221,39 +333,80 @@ int main(int argc, char **argv)
     }
     if (optind < argc) dh_die("dhsim", "unexpected argument '%s' (see --help)", argv[optind]);
     if (compare && policy_list) dh_die("dhsim", "--compare and --policy exclude each other");
+    /* Validate the configuration once before any run (and take the config's policy and mode). */
+    sim_config sc;
+    if (sim_config_load(spec.config, spec.sets, spec.n_sets, &sc) < 0) dh_die_last("dhsim");
+    double dp = sc.attention_dp;
+    const char *cfg_mode = sc.spec.mode ? spec_kind_name((spec_kind)sc.spec.mode) : NULL;
+    char spec_mode[16];
+    snprintf(spec_mode, sizeof spec_mode, "%s", cfg_mode ? cfg_mode : "dflash2");
+    int headline = 0;
     if (compare) {
-        for (int i = 0; i < POL_N; i++) spec.policies[i] = (pol_kind)i;
-        spec.n_pol = POL_N;
+        for (int i = 0; i < POL_N; i++) {
+            column *c = &spec.cols[spec.n_pol++];
+            c->pol = (pol_kind)i;
+            snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.mode=none");
+        }
+        if (add_column(&spec, "adaptive", spec_mode) < 0) dh_die_last("dhsim");
+        headline = 1;
     } else if (policy_list) {
         char *l = strdup(policy_list), *save, *tok;
         for (tok = strtok_r(l, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            if (spec.n_pol == POL_N) dh_die("dhsim", "--policy: at most %d policies", POL_N);
-            if (pol_parse(tok, &spec.policies[spec.n_pol++]) < 0) dh_die_last("dhsim");
+            if (spec.n_pol == MAX_COLS) dh_die("dhsim", "--policy: at most %d columns", MAX_COLS);
+            char *plus = strchr(tok, '+');
+            if (plus) *plus++ = 0;
+            if (add_column(&spec, tok, plus ? plus : NULL) < 0) dh_die_last("dhsim");
+            if (!strcmp(tok, "hisparse-spec") && !cfg_mode) {
+                /* Speculation needs a draft: the default mode's when none is configured. */
+                column *c = &spec.cols[spec.n_pol - 1];
+                snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.mode=%s", spec_mode);
+            }
         }
         free(l);
     }
-    /* Validate the configuration once before any run (and take the config's policy). */
-    sim_config sc;
-    if (sim_config_load(spec.config, spec.sets, spec.n_sets, &sc) < 0) dh_die_last("dhsim");
-    if (spec.n_pol == 0) { spec.policies[0] = sc.policy; spec.n_pol = 1; }
-    double dp = sc.attention_dp;
+    if (spec.n_pol == 0) { spec.cols[0].pol = sc.policy; spec.n_pol = 1; }
+    /* Every column's configuration is checked before anything runs. */
+    for (int i = 0; i < spec.n_pol; i++) {
+        sim_config c2;
+        char *sets[MAX_SETS + 4];
+        int n = 0;
+        for (int j = 0; j < spec.n_sets; j++) sets[n++] = spec.sets[j];
+        for (int j = 0; j < spec.cols[i].n_sets; j++) sets[n++] = spec.cols[i].sets[j];
+        if (sim_config_load(spec.config, sets, n, &c2) < 0) dh_die_last("dhsim");
+        if (c2.spec.mode && spec.cols[i].pol == POL_ORACLE)
+            dh_die("dhsim", "policy oracle does not run with speculative decoding (use --spec none or another policy)");
+        if (compare && c2.spec.mode) {
+            /* The speculative column decodes about as many tokens per request as
+             * the plain columns: steps / E[tokens per step] steps (the table's
+             * expectation at the prompt length and the full gamma). */
+            const spec_draft *d = c2.spec.draft;
+            double e = 1 + spec_expected_accepted(spec_table(d, c2.wl.prompt_len), d->gamma);
+            column *c = &spec.cols[i];
+            if (c->n_sets + 2 > 4) dh_die("dhsim", "internal: too many overrides for column %d", i);
+            snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "workload.steps=%.0f", ceil(c2.wl.steps / e));
+            snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "workload.warmup_steps=%.0f", floor(c2.wl.warmup_steps / e));
+        }
+        sim_config_release(&c2);
+    }
     sim_config_release(&sc);
 
-    sim_result res[POL_N];
+    sim_result res[MAX_COLS];
     memset(res, 0, sizeof res);
     if (search_ms > 0) {
         printf("largest concurrency with TPOT %s <= %g ms\n", search_stat, search_ms);
         printf("%-10s %12s %12s %16s %12s\n", "policy", "concurrency", "per GPU", "tokens/s/GPU", "TPOT (ms)");
         for (int i = 0; i < spec.n_pol; i++) {
             uint32_t best;
-            if (search(&spec, spec.policies[i], search_ms / 1e3, search_stat, dp, &best, &res[i]) < 0) dh_die_last("dhsim");
-            if (best == 0) snprintf(res[i].policy, sizeof res[i].policy, "%s", pol_name[spec.policies[i]]);
-            printf("%-10s %12.0f %12u %16.1f %12.2f\n", pol_name[spec.policies[i]], best * dp, best, res[i].tok_s_gpu,
+            if (search(&spec, &spec.cols[i], search_ms / 1e3, search_stat, dp, &best, &res[i]) < 0) dh_die_last("dhsim");
+            const char *name = spec.cols[i].label[0] ? spec.cols[i].label : pol_name[spec.cols[i].pol];
+            if (best == 0) snprintf(res[i].policy, sizeof res[i].policy, "%s", name);
+            printf("%-10s %12.0f %12u %16.1f %12.2f\n", res[i].policy, best * dp, best, res[i].tok_s_gpu,
                    stat_of(&res[i], search_stat) * 1e3);
         }
     } else {
         if (run_all(&spec, res) < 0) dh_die_last("dhsim");
         if (!quiet && out_table(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
+        if (!quiet && headline && print_headline(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
     }
     if (json) {
         FILE *f = strcmp(json, "-") ? fopen(json, "w") : stdout;

@@ -12,11 +12,22 @@ int out_table(FILE *f, const sim_result *r, int n)
 {
     fprintf(f, "%s on %s, concurrency %g (%u per GPU), selections: %s\n", r[0].model, r[0].hw, r[0].concurrency,
             r[0].per_gpu, r[0].source);
+    int spec = 0, w = 12;
+    for (int i = 0; i < n; i++) {
+        if (r[i].spec[0]) spec = 1;
+        int l = (int)strlen(r[i].policy);
+        if (l > w) w = l;
+    }
     fprintf(f, "%-32s", "");
-    for (int i = 0; i < n; i++) fprintf(f, " %12s", r[i].policy);
+    for (int i = 0; i < n; i++) fprintf(f, " %*s", w, r[i].policy);
     fprintf(f, "\n");
 #define ROW(label, fmt, expr) do { fprintf(f, "%-32s", label); \
-        for (int i = 0; i < n; i++) { const sim_result *x = &r[i]; (void)x; fprintf(f, " " fmt, expr); } fprintf(f, "\n"); } while (0)
+        for (int i = 0; i < n; i++) { const sim_result *x = &r[i]; (void)x; fprintf(f, " %*s", w - 12, ""); fprintf(f, fmt, expr); } fprintf(f, "\n"); } while (0)
+/* A speculative figure: "-" for plain columns (or when not computed). */
+#define SROW(label, fmt, expr) do { fprintf(f, "%-32s", label); \
+        for (int i = 0; i < n; i++) { const sim_result *x = &r[i]; double v = x->spec[0] ? (expr) : -1; \
+            if (v < 0) fprintf(f, " %*s", w, "-"); else { fprintf(f, " %*s", w - 12, ""); fprintf(f, fmt, v); } } \
+        fprintf(f, "\n"); } while (0)
     ROW("output tokens/s per GPU", "%12.1f", x->tok_s_gpu);
     ROW("TPOT p50 (ms)", "%12.2f", x->tpot_p50 * 1e3);
     ROW("TPOT p90 (ms)", "%12.2f", x->tpot_p90 * 1e3);
@@ -32,16 +43,48 @@ int out_table(FILE *f, const sim_result *r, int n)
     ROW("  indexer keys peak (GB)", "%12.2f", x->hbm_peak[HBM_INDEXER] / 1e9);
     ROW("  protected rows peak (GB)", "%12.2f", x->hbm_peak[HBM_PROTECTED] / 1e9);
     ROW("  optional rows peak (GB)", "%12.2f", x->hbm_peak[HBM_OPTIONAL] / 1e9);
-    ROW("hot budget rows (group 0)", "%12u", x->budget_rows);
+    ROW("hot budget rows/(req,grp) mean", "%12.0f", x->mean_budget_rows);
     ROW("mean optional rows/(req,grp)", "%12.0f", x->mean_optional_rows);
+    if (spec) {
+        fprintf(f, "%-32s", "speculative decoding");
+        for (int i = 0; i < n; i++) fprintf(f, " %*s", w, r[i].spec[0] ? r[i].spec : "-");
+        fprintf(f, "\n");
+        fprintf(f, "%-32s", "  shared/ring/reuse");
+        for (int i = 0; i < n; i++) {
+            char b[32];
+            snprintf(b, sizeof b, "%s/%s/%s", r[i].shared_retrieval ? "on" : "off", r[i].draft_ring ? "on" : "off",
+                     r[i].staging_reuse ? "on" : "off");
+            fprintf(f, " %*s", w, r[i].spec[0] ? b : "-");
+        }
+        fprintf(f, "\n");
+        SROW("  accepted length (+1 token)", "%12.3f", x->tokens_per_step);
+        SROW("  mean accepted drafts", "%12.3f", x->mean_accepted);
+        SROW("  mean verify length", "%12.3f", x->mean_verify_len);
+        SROW("  union rows/(req,grp)", "%12.0f", x->union_rows);
+        SROW("  union rows / k", "%12.3f", x->union_rows_k);
+        SROW("  fetched rows/(req,grp) shared", "%12.1f", x->fetched_shared_rows);
+        SROW("  fetched rows/(req,grp) per-q", "%12.1f", x->fetched_per_query_rows);
+        SROW("  draft time share", "%12.3f", x->draft_share);
+        SROW("  verify time share", "%12.3f", x->verify_share);
+        SROW("  draft KV peak (GB)", "%12.3f", x->hbm_peak[HBM_DRAFT] / 1e9);
+        SROW("  staging reserved peak (GB)", "%12.3f", x->hbm_peak[HBM_STAGING] / 1e9);
+        SROW("  staging used peak (GB)", "%12.3f", x->staging_used_peak / 1e9);
+    }
     ROW("steps (measured)", "%12u", x->measured_steps);
     ROW("simulated seconds", "%12.3f", x->sim_time);
     fprintf(f, "%-32s", "requests done / unfinished");
-    for (int i = 0; i < n; i++) fprintf(f, " %6u/%-5u", r[i].completed, r[i].unfinished);
+    for (int i = 0; i < n; i++) fprintf(f, " %*s%6u/%-5u", w - 12, "", r[i].completed, r[i].unfinished);
     fprintf(f, "\n");
     ROW("rows decided / wall s (M)", "%12.1f", x->rows_per_wall_s / 1e6);
     ROW("wall seconds", "%12.2f", x->wall_s);
 #undef ROW
+#undef SROW
+    /* Once per run: a cost table asked outside the range its fit saw. */
+    for (int i = 0; i < n; i++)
+        for (uint32_t j = 0; j < r[i].ranges.n; j++)
+            fprintf(f, "note: %s: %s = %.6g is outside the profile's [fit_range] %.6g .. %.6g (%.0f evaluations extrapolated)\n",
+                    r[i].policy, r[i].ranges.e[j].key, r[i].ranges.e[j].first, r[i].ranges.e[j].lo, r[i].ranges.e[j].hi,
+                    r[i].ranges.e[j].count);
     return ferror(f) ? dh_err("write error on the report") : 0;
 }
 
@@ -68,7 +111,23 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
         for (int c = 0; c < HBM_N_CATEGORIES; c++) fprintf(f, "%s\"%s\": %.17g", c ? ", " : "", hbm_category_name[c], x->hbm_mean[c]);
         fprintf(f, "},\n   \"mean_active\": %.17g, \"admitted\": %u, \"completed\": %u, \"unfinished\": %u, \"never_admitted\": %u,\n",
                 x->mean_active, x->admitted, x->completed, x->unfinished, x->never_admitted);
-        fprintf(f, "   \"budget_rows\": %u, \"mean_optional_rows\": %.17g", x->budget_rows, x->mean_optional_rows);
+        fprintf(f, "   \"budget_rows\": %u, \"mean_budget_rows\": %.17g, \"mean_optional_rows\": %.17g", x->budget_rows,
+                x->mean_budget_rows, x->mean_optional_rows);
+        if (x->spec[0]) {
+            fprintf(f, ",\n   \"spec\": {\"mode\": \"%s\", \"shared_retrieval\": %s, \"draft_ring\": %s, \"staging_reuse\": %s,\n",
+                    x->spec, x->shared_retrieval ? "true" : "false", x->draft_ring ? "true" : "false", x->staging_reuse ? "true" : "false");
+            fprintf(f, "    \"mean_accepted\": %.17g, \"tokens_per_step\": %.17g, \"mean_verify_len\": %.17g,\n",
+                    x->mean_accepted, x->tokens_per_step, x->mean_verify_len);
+            fprintf(f, "    \"union_rows\": %.17g, \"union_rows_k\": %.17g, \"fetched_shared_rows\": %.17g, \"fetched_per_query_rows\": %.17g,\n",
+                    x->union_rows, x->union_rows_k, x->fetched_shared_rows, x->fetched_per_query_rows);
+            fprintf(f, "    \"draft_share\": %.17g, \"verify_share\": %.17g, \"draft_peak\": %.17g, \"staging_peak\": %.17g, \"staging_used_peak\": %.17g}",
+                    x->draft_share, x->verify_share, x->hbm_peak[HBM_DRAFT], x->hbm_peak[HBM_STAGING], x->staging_used_peak);
+        }
+        fprintf(f, ",\n   \"fit_range_exceeded\": [");
+        for (uint32_t j = 0; j < x->ranges.n; j++)
+            fprintf(f, "%s{\"input\": \"%s\", \"first\": %.17g, \"min\": %.17g, \"max\": %.17g, \"evaluations\": %.17g}", j ? ", " : "",
+                    x->ranges.e[j].key, x->ranges.e[j].first, x->ranges.e[j].lo, x->ranges.e[j].hi, x->ranges.e[j].count);
+        fprintf(f, "]");
         if (with_wall) fprintf(f, ",\n   \"wall_s\": %.6g, \"rows_per_wall_s\": %.6g", x->wall_s, x->rows_per_wall_s);
         fprintf(f, "}");
     }
@@ -89,9 +148,12 @@ static const char *col_name(int c)
         snprintf(buf[c - N_FIXED], sizeof buf[0], "hbm_%s", hbm_category_name[c - N_FIXED]);
         return buf[c - N_FIXED];
     }
-    return "optional_rows";
+    if (c == N_FIXED + HBM_N_CATEGORIES) return "optional_rows";
+    /* Speculative decoding (zero in plain runs). */
+    static const char *spec[] = { "accepted", "verified", "union_rows", "fetched_union_rows", "draft_s", "staging_bytes" };
+    return spec[c - N_FIXED - HBM_N_CATEGORIES - 1];
 }
-#define N_COLS (N_FIXED + HBM_N_CATEGORIES + 1)
+#define N_COLS (N_FIXED + HBM_N_CATEGORIES + 1 + 6)
 
 static double col_value(const sim_tl_row *t, int c)
 {
@@ -112,7 +174,15 @@ static double col_value(const sim_tl_row *t, int c)
     case 12: return t->write_bytes;
     default:
         if (c < N_FIXED + HBM_N_CATEGORIES) return t->hbm[c - N_FIXED];
-        return t->optional_rows;
+        switch (c - N_FIXED - HBM_N_CATEGORIES) {
+        case 0: return t->optional_rows;
+        case 1: return t->accepted;
+        case 2: return t->verified;
+        case 3: return t->union_rows;
+        case 4: return t->fetched_rows;
+        case 5: return t->draft_s;
+        default: return t->staging_bytes;
+        }
     }
 }
 

@@ -106,6 +106,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     sc->seed = (uint64_t)seed;
     if (cfg_get_int(c, "trace", "keyframe_interval", &kf, &k64, 1, 1 << 20) < 0) return -1;
     sc->keyframe_interval = (uint32_t)kf;
+    if (specrun_config_load(c, &sc->model, &sc->spec) < 0) return -1;
     if (cfg_check_unused(c) < 0) return -1;
     double expert_w = sc->model.moe_layers * (sc->model.experts / sc->moe_ep) * sc->model.expert_bytes;
     if (expert_w > sc->weights_per_gpu)
@@ -123,6 +124,7 @@ void sim_config_release(sim_config *sc)
     cfg_free(sc->model_cfgf);
     cfg_free(sc->hw_cfgf);
     model_release(&sc->model);
+    specrun_config_release(&sc->spec);
     memset(sc, 0, sizeof *sc);
 }
 
@@ -176,7 +178,9 @@ typedef struct {
     int state;                 /* 0 waiting, 1 active, 2 done */
     uint32_t pos;              /* decode positions done */
     double res_indexer, res_protected, res_optional; /* ledger reservations */
+    double res_draft, res_staging;                   /* speculative: draft ring, staging */
     pol_stream *ps;            /* [groups] */
+    sunion_ahead *ahead;       /* [groups] speculative: positions read beyond the committed one */
 } req_state;
 
 typedef struct {
@@ -194,7 +198,19 @@ typedef struct {
     belady_work *bw;
     uint32_t step, steps;
     double *arrival;
+    /* Speculative decoding (NULL when plain): per-step plan and the union. */
+    uint32_t *adv;             /* [requests] positions a request advances this step */
+    uint32_t *sp_req, *sp_pos, *sp_left, *sp_L, *sp_a; /* [requests] by active slot */
+    uint64_t *sp_ctx;
+    double *sp_urows, *sp_rowb; /* [groups] union rows this step; bytes per union row */
+    sunion u;
 } run;
+
+/* Speculative totals over the measured steps. */
+typedef struct {
+    double req_steps, accepted, verified, union_rows, union_n, fetched, fetched_pq;
+    double draft_s, step_s, overhead_s, staging_peak;
+} spec_tally;
 
 static double rows_for(const run *R, uint32_t g, uint64_t tokens)
 {
@@ -267,17 +283,21 @@ static int adaptive_rebalance(run *R, double extra_bytes, uint32_t extra_req)
 
 static int try_admit(run *R, uint32_t r, int *admitted)
 {
-    double idx, prot, opt;
+    double idx, prot, opt, drf, stg;
     reservations(R, r, &idx, &prot, &opt);
-    double need = idx + prot + opt;
+    specrun_reservation(&R->sc->spec, &R->sc->model, (uint64_t)R->sh->prompt_len[r] + R->sh->output_len[r], &drf, &stg);
+    double need = idx + prot + opt + drf + stg;
     double others = R->hbm.total - (R->policy == POL_ADAPTIVE ? R->hbm.bytes[HBM_OPTIONAL] : 0);
     *admitted = 0;
     if (others + need > R->hbm.capacity) return 0;
     if (R->policy == POL_ADAPTIVE && adaptive_rebalance(R, need, 1) < 0) return -1;
     req_state *q = &R->req[r];
     if (hbm_charge(&R->hbm, HBM_INDEXER, idx) < 0 || hbm_charge(&R->hbm, HBM_PROTECTED, prot) < 0 ||
-        hbm_charge(&R->hbm, HBM_OPTIONAL, opt) < 0)
+        hbm_charge(&R->hbm, HBM_OPTIONAL, opt) < 0 || hbm_charge(&R->hbm, HBM_DRAFT, drf) < 0 ||
+        hbm_charge(&R->hbm, HBM_STAGING, stg) < 0)
         return -1;
+    q->res_draft = drf;
+    q->res_staging = stg;
     q->res_indexer = idx;
     q->res_protected = prot;
     q->res_optional = opt;
@@ -287,9 +307,18 @@ static int try_admit(run *R, uint32_t r, int *admitted)
      * advances one position per step, so the run can use at most this many. */
     uint32_t horizon = R->sh->output_len[r];
     if (R->steps - R->step < horizon) horizon = R->steps - R->step;
+    /* Speculative decoding replays each stream one position at a time through
+     * a live hot buffer (specrun.h): hisparse opens the adaptive kind of
+     * stream with its fixed budget, which is never rebalanced. */
+    pol_kind open_kind = R->sc->spec.mode && R->policy == POL_HISPARSE ? POL_ADAPTIVE : R->policy;
+    if (R->sc->spec.mode && R->policy != POL_RESIDENT) {
+        q->ahead = calloc(R->G, sizeof *q->ahead);
+        if (!q->ahead) abort();
+        for (uint32_t g = 0; g < R->G; g++) sunion_ahead_init(&q->ahead[g], R->sc->spec.draft->gamma + 1);
+    }
     for (uint32_t g = 0; g < R->G; g++) {
         uint32_t b = R->policy == POL_ADAPTIVE ? R->sc->model.group[g].k + R->optional_rows : R->budget[g];
-        if (pol_stream_open(&q->ps[g], R->policy, R->src, R->sh, r, g, b, horizon, R->bw) < 0) {
+        if (pol_stream_open(&q->ps[g], open_kind, R->src, R->sh, r, g, b, horizon, R->bw) < 0) {
             for (uint32_t j = 0; j < g; j++) pol_stream_close(&q->ps[j]);
             free(q->ps);
             q->ps = NULL;
@@ -310,10 +339,16 @@ static int finish_request(run *R, uint32_t r)
     for (uint32_t g = 0; g < R->G; g++) pol_stream_close(&q->ps[g]);
     free(q->ps);
     q->ps = NULL;
+    if (q->ahead) {
+        for (uint32_t g = 0; g < R->G; g++) sunion_ahead_release(&q->ahead[g]);
+        free(q->ahead);
+        q->ahead = NULL;
+    }
     q->state = 2;
     R->completed++;
     if (hbm_charge(&R->hbm, HBM_INDEXER, -q->res_indexer) < 0 || hbm_charge(&R->hbm, HBM_PROTECTED, -q->res_protected) < 0 ||
-        hbm_charge(&R->hbm, HBM_OPTIONAL, -q->res_optional) < 0)
+        hbm_charge(&R->hbm, HBM_OPTIONAL, -q->res_optional) < 0 || hbm_charge(&R->hbm, HBM_DRAFT, -q->res_draft) < 0 ||
+        hbm_charge(&R->hbm, HBM_STAGING, -q->res_staging) < 0)
         return -1;
     return 0;
 }
@@ -329,6 +364,67 @@ static int admit(run *R, double now)
         if (!ok) break;
         R->next_req++;
     }
+    return 0;
+}
+
+/* One speculative step's plan and classification (specrun.h): acceptance and
+ * verify lengths, then every (request, group) verified and committed; the
+ * micro-batches get the queries, selections, fetched union rows and written
+ * rows. Returns the tokens the step emits. */
+static int spec_classify(run *R, step_ctx *cx, step_mb *mb, double *step_sel, double *step_miss,
+                         double *miss_bytes, sim_tl_row *row, double *tokens)
+{
+    const sim_config *sc = R->sc;
+    const specrun_cfg *sp = &sc->spec;
+    const model_cfg *m = &sc->model;
+    const trace_shape *sh = R->sh;
+    uint32_t n = R->n_active;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t r = R->active[i];
+        R->sp_req[i] = r;
+        R->sp_pos[i] = R->req[r].pos;
+        R->sp_ctx[i] = (uint64_t)sh->prompt_len[r] + R->req[r].pos;
+        R->sp_left[i] = sh->output_len[r] - R->req[r].pos - 1;
+    }
+    row->draft_s = specrun_plan(sp, cx, sc->step_overhead_s, sc->seed, n, R->sp_req, R->sp_pos, R->sp_ctx,
+                                R->sp_left, R->sp_L, R->sp_a);
+    for (uint32_t g = 0; g < R->G; g++) R->sp_urows[g] = 0;
+    *tokens = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t r = R->active[i];
+        req_state *qs = &R->req[r];
+        step_mb *b = &mb[i % R->M];
+        uint32_t L = R->sp_L[i], a = R->sp_a[i];
+        b->n_req += 1;
+        b->tokens += L + 1.0;
+        uint64_t ctx = R->sp_ctx[i];
+        b->window_rows += ctx < m->max_window ? (double)ctx : m->max_window;
+        for (uint32_t g = 0; g < R->G; g++) {
+            specrun_out o;
+            if (specrun_verify(&qs->ps[g], sh, qs->ahead ? &qs->ahead[g] : NULL, &R->u, L, a, sp->shared_retrieval, &o) < 0)
+                return -1;
+            const model_group *mg = &m->group[g];
+            b->sel[g] += o.sel_sum;
+            b->miss[g] += (double)o.fetched;
+            b->idx_rows[g] += o.nrows;
+            b->written[g] += R->policy == POL_RESIDENT ? 0 : o.written;
+            if (o.fetched)
+                b->pages[g] += hw_window_pages(&sc->hw, (double)o.fetched, o.nrows, m->layer[mg->first_layer].row_bytes);
+            *step_sel += o.sel_sum * mg->n_layers;
+            *step_miss += (double)o.fetched * mg->n_layers;
+            *miss_bytes += (double)o.fetched * mg->kv_bytes_per_row;
+            R->sp_urows[g] += o.union_rows;
+            row->union_rows += o.union_rows;
+            row->fetched_pq += (double)o.fetched_per_query;
+            row->fetched_rows += (double)o.fetched;
+        }
+        row->accepted += a;
+        row->verified += L;
+        R->adv[r] = a + 1;
+        *tokens += a + 1.0;
+    }
+    row->staging_bytes = R->policy == POL_RESIDENT ? 0 :
+        sunion_staging_bytes(R->sp_urows, R->sp_rowb, R->G, sp->staging_reuse);
     return 0;
 }
 
@@ -357,6 +453,9 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     const model_cfg *m = &sc->model;
     const trace_shape *sh = &sel_meta(src)->shape;
     if (model_check_shape(m, sh, "the selection source") < 0) return -1;
+    const specrun_cfg *sp = &sc->spec;
+    if (sp->mode && policy == POL_ORACLE)
+        return dh_err("policy oracle does not run with speculative decoding (Belady over verification unions is not modelled); use [spec] mode = none");
     run R;
     memset(&R, 0, sizeof R);
     R.sc = sc;
@@ -390,6 +489,24 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     if (sc->wl.mode == WL_OPEN) wl_arrivals(&sc->wl, sc->seed, sc->attention_dp, sh->n_requests, R.arrival);
     if (hbm_charge(&R.hbm, HBM_WEIGHTS, sc->weights_per_gpu) < 0 || hbm_charge(&R.hbm, HBM_WORKSPACE, sc->workspace) < 0)
         goto out;
+    if (sp->mode) {
+        size_t n = sh->n_requests ? sh->n_requests : 1;
+        R.adv = calloc(n, sizeof *R.adv);
+        R.sp_req = calloc(5 * n, sizeof *R.sp_req);
+        R.sp_ctx = calloc(n, sizeof *R.sp_ctx);
+        R.sp_urows = calloc(2 * (size_t)R.G, sizeof *R.sp_urows);
+        if (!R.adv || !R.sp_req || !R.sp_ctx || !R.sp_urows) abort();
+        R.sp_pos = R.sp_req + n; R.sp_left = R.sp_req + 2 * n; R.sp_L = R.sp_req + 3 * n; R.sp_a = R.sp_req + 4 * n;
+        R.sp_rowb = R.sp_urows + R.G;
+        for (uint32_t g = 0; g < R.G; g++) R.sp_rowb[g] = m->group[g].kv_bytes_per_row;
+        sunion_init(&R.u);
+        /* The draft's weights live on every GPU that drafts (its shard). */
+        if (hbm_charge(&R.hbm, HBM_WEIGHTS, spec_weight_bytes_per_gpu(sp->draft)) < 0)
+            { dh_err_prefix("draft '%s' weights: ", sp->draft->name); goto out; }
+    }
+    spec_tally spt;
+    memset(&spt, 0, sizeof spt);
+    double budget_sum = 0;
 
     step_ctx cx;
     memset(&cx, 0, sizeof cx);
@@ -447,40 +564,65 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         /* Classify every (request, group) position. */
         memset(mbuf, 0, (size_t)R.M * R.G * 5 * sizeof *mbuf);
         for (uint32_t i = 0; i < R.M; i++) { mb[i].n_req = mb[i].tokens = mb[i].window_rows = 0; }
-        double step_sel = 0, step_miss = 0;
-        for (uint32_t i = 0; i < R.n_active; i++) {
-            uint32_t r = R.active[i];
-            req_state *qs = &R.req[r];
-            step_mb *b = &mb[i % R.M];
-            b->n_req += 1;
-            b->tokens += cx.queries;
-            uint64_t ctx = (uint64_t)sh->prompt_len[r] + qs->pos;
-            b->window_rows += ctx < m->max_window ? (double)ctx : m->max_window;
-            for (uint32_t g = 0; g < R.G; g++) {
-                pol_out o;
-                if (pol_stream_next(&qs->ps[g], sh, &o) < 0) goto out_q;
-                const model_group *mg = &m->group[g];
-                b->sel[g] += o.n_sel;
-                b->miss[g] += o.misses;
-                b->idx_rows[g] += o.nrows;
-                b->written[g] += policy == POL_RESIDENT ? 0 : o.written;
-                if (o.misses)
-                    b->pages[g] += hw_window_pages(&sc->hw, o.misses, o.nrows, m->layer[mg->first_layer].row_bytes);
-                step_sel += (double)o.n_sel * mg->n_layers;
-                step_miss += (double)o.misses * mg->n_layers;
-                miss_bytes += (double)o.misses * mg->kv_bytes_per_row;
+        double step_sel = 0, step_miss = 0, step_tokens = R.n_active;
+        sim_tl_row *row = &res->tl[res->n_tl];
+        memset(row, 0, sizeof *row);
+        if (sp->mode) {
+            if (spec_classify(&R, &cx, mb, &step_sel, &step_miss, &miss_bytes, row, &step_tokens) < 0) goto out_q;
+        } else {
+            for (uint32_t i = 0; i < R.n_active; i++) {
+                uint32_t r = R.active[i];
+                req_state *qs = &R.req[r];
+                step_mb *b = &mb[i % R.M];
+                b->n_req += 1;
+                b->tokens += cx.queries;
+                uint64_t ctx = (uint64_t)sh->prompt_len[r] + qs->pos;
+                b->window_rows += ctx < m->max_window ? (double)ctx : m->max_window;
+                for (uint32_t g = 0; g < R.G; g++) {
+                    pol_out o;
+                    if (pol_stream_next(&qs->ps[g], sh, &o) < 0) goto out_q;
+                    const model_group *mg = &m->group[g];
+                    b->sel[g] += o.n_sel;
+                    b->miss[g] += o.misses;
+                    b->idx_rows[g] += o.nrows;
+                    b->written[g] += policy == POL_RESIDENT ? 0 : o.written;
+                    if (o.misses)
+                        b->pages[g] += hw_window_pages(&sc->hw, o.misses, o.nrows, m->layer[mg->first_layer].row_bytes);
+                    step_sel += (double)o.n_sel * mg->n_layers;
+                    step_miss += (double)o.misses * mg->n_layers;
+                    miss_bytes += (double)o.misses * mg->kv_bytes_per_row;
+                }
             }
+        }
+        {
+            /* The hot budget per (request, group) this step. */
+            double bsum = 0;
+            for (uint32_t g = 0; g < R.G; g++) {
+                double cap = sc->adaptive_max_optional_k > 0 ? floor(sc->adaptive_max_optional_k * m->group[g].k) : 4e9;
+                double e = R.optional_rows < cap ? R.optional_rows : cap;
+                bsum += policy == POL_ADAPTIVE ? m->group[g].k + e : policy == POL_RESIDENT ? 0 : R.budget[g];
+            }
+            budget_sum += bsum / R.G;
         }
         if (policy == POL_ADAPTIVE && hbm_set(&R.hbm, HBM_OPTIONAL, optional_bytes_now(&R)) < 0) goto out_q;
         double fb0 = st.fetch_bytes, wb0 = st.write_bytes, fbusy0 = st.fetch_busy;
+        if (policy != POL_RESIDENT && sc->hw.fit_idx[HW_FIT_FETCH_POOL_BYTES] >= 0) {
+            /* The host history the gathers read from, for the [fit_range] check. */
+            double pool = 0;
+            for (uint32_t i = 0; i < R.n_active; i++) {
+                uint64_t ctx = (uint64_t)sh->prompt_len[R.active[i]] + R.req[R.active[i]].pos;
+                for (uint32_t g = 0; g < R.G; g++) pool += rows_for(&R, g, ctx) * m->group[g].kv_bytes_per_row;
+            }
+            cx.pool_bytes = pool;
+        }
         double t0 = t + sc->step_overhead_s;
         double t_end = step_run(&cx, mb, R.M, t0, &gpu, &h2d, &d2h, &q, &st);
-        sim_tl_row *row = &res->tl[res->n_tl++];
+        res->n_tl++;
         row->step = R.step;
         row->t_start = t;
         row->t_end = t_end;
         row->active = R.n_active;
-        row->tokens = R.n_active;
+        row->tokens = step_tokens;
         row->admitted = R.admitted;
         row->selected = step_sel;
         row->missed = step_miss;
@@ -493,22 +635,38 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         miss_total += step_miss;
         active_sum += R.n_active;
         opt_sum += row->optional_rows;
-        res->tokens += R.n_active;
+        res->tokens += step_tokens;
         if (R.step >= sc->wl.warmup_steps) {
-            m_tokens += R.n_active;
+            m_tokens += step_tokens;
             m_time += t_end - t;
             m_sel += step_sel;
             m_miss += step_miss;
-            durs[2 * n_durs] = (t_end - t) / 1.0;
-            durs[2 * n_durs + 1] = R.n_active;
+            /* Per-token latency: the step over the tokens each request emitted in it
+             * (one in plain decoding; accepted + 1 on average when speculative). */
+            durs[2 * n_durs] = (t_end - t) * R.n_active / step_tokens;
+            durs[2 * n_durs + 1] = step_tokens;
             n_durs++;
+            if (sp->mode) {
+                spt.req_steps += R.n_active;
+                spt.accepted += row->accepted;
+                spt.verified += row->verified;
+                spt.union_rows += row->union_rows;
+                spt.union_n += (double)R.n_active * R.G;
+                spt.fetched += row->fetched_rows;
+                spt.fetched_pq += row->fetched_pq;
+                spt.draft_s += row->draft_s;
+                spt.step_s += t_end - t;
+                spt.overhead_s += sc->step_overhead_s;
+            }
         }
+        if (row->staging_bytes > spt.staging_peak) spt.staging_peak = row->staging_bytes;
         t = t_end;
         /* Advance; finished requests leave (order of the others is kept). */
         uint32_t kept = 0;
         for (uint32_t i = 0; i < R.n_active; i++) {
             uint32_t r = R.active[i];
-            if (++R.req[r].pos >= sh->output_len[r]) {
+            R.req[r].pos += R.adv ? R.adv[r] : 1;
+            if (R.req[r].pos >= sh->output_len[r]) {
                 if (finish_request(&R, r) < 0) goto out_q;
             } else {
                 R.active[kept++] = r;
@@ -580,6 +738,26 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     res->never_admitted = sh->n_requests - R.admitted;
     res->budget_rows = (policy == POL_HISPARSE || policy == POL_ORACLE) ? R.budget[0] : 0;
     res->mean_optional_rows = res->n_tl ? opt_sum / res->n_tl : 0;
+    res->mean_budget_rows = res->n_tl ? budget_sum / res->n_tl : 0;
+    res->ranges = st.ranges;
+    if (sp->mode) {
+        snprintf(res->spec, sizeof res->spec, "%s", spec_kind_name((spec_kind)sp->mode));
+        res->shared_retrieval = sp->shared_retrieval;
+        res->draft_ring = sp->draft_ring;
+        res->staging_reuse = sp->staging_reuse;
+        double n = spt.req_steps > 0 ? spt.req_steps : 1, nu = spt.union_n > 0 ? spt.union_n : 1;
+        res->mean_accepted = spt.accepted / n;
+        res->tokens_per_step = (spt.accepted + spt.req_steps) / n;
+        res->mean_verify_len = spt.verified / n;
+        res->union_rows = spt.union_rows / nu;
+        res->union_rows_k = res->union_rows / m->group[0].k;
+        res->fetched_shared_rows = spt.fetched / nu;
+        res->fetched_per_query_rows = sp->shared_retrieval ? -1 : spt.fetched_pq / nu;
+        if (!sp->shared_retrieval) res->fetched_shared_rows = -1; /* the union's count is not kept then */
+        res->draft_share = spt.step_s > 0 ? spt.draft_s / spt.step_s : 0;
+        res->verify_share = spt.step_s > 0 ? (spt.step_s - spt.draft_s - spt.overhead_s) / spt.step_s : 0;
+        res->staging_used_peak = spt.staging_peak;
+    }
     clock_gettime(CLOCK_MONOTONIC, &w1);
     res->wall_s = (double)(w1.tv_sec - w0.tv_sec) + 1e-9 * (double)(w1.tv_nsec - w0.tv_nsec);
     res->rows_per_wall_s = res->wall_s > 0 ? sel_total / res->wall_s : 0;
@@ -587,11 +765,18 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
 out_q:
     evq_release(&q);
 out:
-    for (uint32_t i = 0; i < sh->n_requests; i++)
+    for (uint32_t i = 0; i < sh->n_requests; i++) {
         if (R.req[i].ps) {
             for (uint32_t g = 0; g < R.G; g++) pol_stream_close(&R.req[i].ps[g]);
             free(R.req[i].ps);
         }
+        if (R.req[i].ahead) {
+            for (uint32_t g = 0; g < R.G; g++) sunion_ahead_release(&R.req[i].ahead[g]);
+            free(R.req[i].ahead);
+        }
+    }
+    if (R.adv) sunion_release(&R.u);
+    free(R.adv); free(R.sp_req); free(R.sp_ctx); free(R.sp_urows);
     free(R.req); free(R.active); free(R.budget); free(R.arrival);
     belady_work_free(R.bw);
     free(mb); free(mbuf); free(durs);

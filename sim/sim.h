@@ -13,6 +13,8 @@
  *               per (request, group) as a multiple of k; 0 = none)
  *   [trace]     preset (generator preset name) or path (HDF5 trace file),
  *               seed, keyframe_interval
+ *   [spec]      speculative decoding: mode, draft, shared_retrieval,
+ *               draft_ring, staging_reuse (specrun.h)
  * "--set section.key=value" overrides go to whichever file has the section
  * (model: [model], [kind.*]; hardware: [hw], [pcie], [gather], [host];
  * everything else: the instance file), and unknown keys are errors.
@@ -34,6 +36,7 @@
 #include "sim/hw.h"
 #include "sim/model.h"
 #include "sim/pol.h"
+#include "sim/specrun.h"
 #include "sim/wl.h"
 #include "traces/sel.h"
 
@@ -51,6 +54,7 @@ typedef struct {
     char preset[256], trace_path[512];
     uint64_t seed;
     uint32_t keyframe_interval;
+    specrun_cfg spec;                  /* [spec]: mode 0 = plain decoding */
 } sim_config;
 
 /* Load an instance file with its model and hardware files (paths in the
@@ -72,11 +76,16 @@ typedef struct {
     uint32_t active, tokens, admitted;
     double selected, missed, fetch_bytes, write_bytes, fetch_busy;
     double optional_rows;              /* adaptive: optional rows per (request, group) this step */
+    double accepted, verified;         /* speculative: drafts accepted / verified, summed over requests */
+    double union_rows;                 /* speculative: union rows summed over (request, group) */
+    double fetched_rows;               /* speculative: rows fetched summed over (request, group) */
+    double fetched_pq;                 /* speculative, shared retrieval off: per-query fetch count */
+    double draft_s, staging_bytes;     /* speculative: draft pass seconds; union rows staged (bytes) */
     double hbm[HBM_N_CATEGORIES];
 } sim_tl_row;
 
 typedef struct {
-    char policy[16], model[64], hw[64], source[256];
+    char policy[32], model[64], hw[64], source[256];
     double concurrency;                /* instance-wide, as configured */
     uint32_t per_gpu;                  /* requests per GPU targeted */
     uint32_t steps, measured_steps;
@@ -91,6 +100,19 @@ typedef struct {
     uint32_t admitted, completed, unfinished, never_admitted;
     uint32_t budget_rows;              /* hisparse/oracle B of group 0 */
     double mean_optional_rows;
+    double mean_budget_rows;           /* hot budget per (request, group): B, or k + optional (adaptive) */
+    /* Speculative decoding (spec[0] == 0: plain). */
+    char spec[16];
+    int shared_retrieval, draft_ring, staging_reuse;
+    double mean_accepted;              /* accepted drafts per (request, step) */
+    double tokens_per_step;            /* emitted tokens per (request, step): accepted + 1 */
+    double mean_verify_len;            /* drafts verified per (request, step) (DSpark chooses) */
+    double union_rows, union_rows_k;   /* union rows per (request, group, step), and / k */
+    double fetched_shared_rows;        /* rows fetched per (request, group, step), shared retrieval */
+    double fetched_per_query_rows;     /* the same if every query fetched its own (-1: not computed) */
+    double draft_share, verify_share;  /* of the measured step time */
+    double staging_used_peak;          /* bytes of union rows staged at once, largest step */
+    hw_range_log ranges;               /* cost tables used outside the profile's [fit_range] */
     double wall_s, rows_per_wall_s;    /* wall clock: not deterministic, reported apart */
     sim_tl_row *tl;
     uint32_t n_tl;

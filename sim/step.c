@@ -19,8 +19,10 @@ double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     if (k->select != MODEL_SELECT_OWN || m->n_req <= 0) return 0;
     double rows = m->idx_rows[g];
     double bytes = rows * k->indexer_key_bytes;
-    /* Keys are read once per request and shared by its query tokens. */
-    double flops = 2.0 * cx->queries * rows * k->indexer_heads * k->indexer_dim;
+    /* Keys are read once per request and shared by its query tokens; FLOPs
+     * scale with the queries (the micro-batch's mean per request). */
+    double queries = m->tokens / m->n_req;
+    double flops = 2.0 * queries * rows * k->indexer_heads * k->indexer_dim;
     return hw_kernel_time(cx->hw, bytes, flops, 1, cx->compute_sms);
 }
 
@@ -60,6 +62,13 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     return t;
 }
 
+double step_estimate_s(const step_ctx *cx, const step_mb *m)
+{
+    double t = cx->pre_s;
+    for (uint32_t l = 0; l < cx->model->n_layers; l++) t += step_indexer_s(cx, m, l) + step_compute_s(cx, m, l);
+    return t;
+}
+
 typedef struct {
     uint32_t layer;        /* the layer being worked on */
     int idx_done, comp_running;
@@ -89,6 +98,12 @@ static void submit_group_fetches(const step_ctx *cx, const step_mb *m, mb_state 
         if (j > l && md->layer[j].select == MODEL_SELECT_OWN) break;
         double bytes, d = step_fetch_s(cx, m, j, &bytes);
         if (d <= 0) { s->fetch_done[j] = 1; continue; }
+        /* The inputs of the gather's cost tables, against the fitted ranges. */
+        hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_ROW_BYTES, md->layer[j].row_bytes);
+        hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_ROWS, m->miss[g]);
+        hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_PAGES, m->pages[g]);
+        hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_SMS, cx->hw->fetch_sms);
+        if (cx->pool_bytes > 0) hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_POOL_BYTES, cx->pool_bytes);
         double end = res_submit(h2d, now, d, bytes);
         st->fetch_busy += d;
         st->fetch_bytes += bytes;
@@ -132,6 +147,13 @@ double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
         running++;
     }
     double end = t0;
+    if (cx->pre_s > 0 && running) {
+        /* The draft pass runs on the compute server before the verification's
+         * layers; FIFO service makes every layer task wait for it. */
+        res_submit(gpu, t0, cx->pre_s, 0);
+        st->compute_busy += cx->pre_s;
+        st->pre_busy += cx->pre_s;
+    }
     for (uint32_t i = 0; i < n_mb; i++)
         if (!s[i].done) start_layer(cx, &mb[i], &s[i], i, t0, gpu, h2d, q, st);
     evq_event e;

@@ -47,19 +47,33 @@ typedef struct {
     double dense_bytes_per_layer;  /* weights every layer reads whatever the routing */
     double moe_comm_s;
     double compute_sms;            /* SMs left to compute (fetch kernels take the rest) */
-    double queries;                /* query tokens per request (1 plain, gamma+1 verify) */
+    double queries;                /* unused: the indexer takes each micro-batch's mean
+                                    * query tokens per request, tokens / n_req (1 plain,
+                                    * the mean verify length + 1 speculative) */
+    double pre_s;                  /* compute work queued before the layer graph (the
+                                    * draft pass of speculative decoding; 0 plain) */
+    double pool_bytes;             /* host KV history the fetches gather from (for the
+                                    * [fit_range] check of fetch_pool_bytes; 0: unchecked) */
 } step_ctx;
 
 typedef struct {
     double compute_busy, fetch_busy, write_busy;
     double fetch_bytes, write_bytes;
     uint64_t events;
+    double pre_busy;               /* seconds of pre_s work (draft passes) */
+    hw_range_log ranges;           /* fetch inputs outside the profile's [fit_range] */
 } step_stats;
 
 /* Run one step starting at t0 over micro-batches mb[0..n_mb). Returns the
  * step's end time; adds to *st. Work is O(layers x micro-batches) events. */
 double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
                 res_server *gpu, res_server *h2d, res_server *d2h, evq *q, step_stats *st);
+
+/* A cheap estimate of one step's time (seconds) for a batch shaped like m:
+ * the serial sum of every layer's indexer and compute, plus cx->pre_s; fetch
+ * is assumed hidden. O(layers), no events: DSpark's verify-length rule calls
+ * it once per candidate total. */
+double step_estimate_s(const step_ctx *cx, const step_mb *m);
 
 /* Per-task costs, exposed for tests and for reports. */
 double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t layer);

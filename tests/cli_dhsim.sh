@@ -41,3 +41,26 @@ else echo "FAIL deterministic_json_tsv ($(cat "$tmp/err1" "$tmp/err2"))"; fi
 if h5dump -n "$tmp/a.h5" 2>/dev/null | grep -q "/timeline/oracle/fetch_fraction"; then echo "PASS timeline_h5"
 else echo "FAIL timeline_h5"; fi
 if ls "$tmp"/*.tmp* >/dev/null 2>&1; then echo "FAIL no_temp_files_left"; else echo "PASS no_temp_files_left"; fi
+
+# Speculative decoding: bad modes and drafts, oracle refused, determinism.
+expect_error bad_spec_mode "expected none, dflash2 or dspark" --spec eagle
+expect_error bad_policy_mode "unknown speculative mode 'eagle'" --policy adaptive+eagle
+expect_error oracle_spec "oracle does not run with speculative decoding" --policy oracle --spec dflash2
+expect_error missing_draft "nope-draft.ini" --draft "$tmp/nope-draft.ini"
+expect_error draft_other_model "targets model 'glm53'" --config models/instances/dsv41flash-h200x4.ini --draft models/drafts/glm53-dflash2.ini
+spec_small="--steps 6 --set workload.output_len=8 --set workload.prompt_len=8000"
+if "$bin" $spec_small --policy adaptive+dflash2,hisparse-spec,resident+dspark --quiet --threads 1 --json "$tmp/s1.json" 2>"$tmp/err1" &&
+   "$bin" $spec_small --policy adaptive+dflash2,hisparse-spec,resident+dspark --quiet --threads 2 --json "$tmp/s2.json" 2>"$tmp/err2" &&
+   cmp -s "$tmp/s1.json" "$tmp/s2.json" && grep -q '"policy": "hisparse-spec"' "$tmp/s1.json" &&
+   grep -q '"shared_retrieval": false, "draft_ring": false, "staging_reuse": false' "$tmp/s1.json"; then echo "PASS spec_deterministic_json"
+else echo "FAIL spec_deterministic_json ($(cat "$tmp/err1" "$tmp/err2"))"; fi
+
+# --search-latency: the concurrency it returns meets the bound, the next one up does not.
+search_small="--steps 6 --set workload.output_len=8 --set workload.prompt_len=8000 --policy hisparse"
+per_gpu=$("$bin" $search_small --search-latency 20 --search-stat p50 2>"$tmp/err" | awk '$1 == "hisparse" { print $3 }')
+p50_at() { "$bin" $search_small --concurrency "$1" --quiet --json - | tr ',' '\n' | awk -F': ' '/"tpot_p50_s"/ { print $2 * 1000 }'; }
+if [ -n "$per_gpu" ] && [ "$per_gpu" -ge 1 ]; then
+  ok=$(p50_at $((per_gpu * 8))); next=$(p50_at $(((per_gpu + 1) * 8)))
+  if awk -v a="$ok" -v b="$next" 'BEGIN { exit !(a <= 20 && b > 20) }'; then echo "PASS search_latency_bound"
+  else echo "FAIL search_latency_bound (per GPU $per_gpu: p50 $ok ms; $((per_gpu + 1)): $next ms)"; fi
+else echo "FAIL search_latency_bound (no result: $(cat "$tmp/err"))"; fi

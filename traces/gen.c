@@ -49,6 +49,7 @@
 #include "common/rng.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,14 @@ int gen_params_default_shape(const gen_params *p, trace_shape *sh)
 #define GEN_TABLE_BITS 16
 #define GEN_TABLE (1u << GEN_TABLE_BITS)
 
+/* Memory the latent logs of one source may hold before sharing gives way to
+ * regeneration (gen_source_set_share_limit). A request of the default
+ * glm51-longbench shape needs about 6 MB for 1,000 positions when its groups
+ * are read one after the other, a few KB when they are read in lockstep. */
+#define GEN_SHARE_LIMIT_DEFAULT ((size_t)512 << 20)
+
+typedef struct gen_share gen_share;
+
 typedef struct {
     gen_params prm;        /* a copy of the scalar parameters (no cfg) */
     uint32_t *vol_return;  /* [GEN_TABLE] reuse distance of a leaving volatile row, 0 = never returns */
@@ -340,11 +349,21 @@ typedef struct {
     uint32_t *run_len;     /* [GEN_TABLE] length of a run of fresh rows */
     double *substitute;    /* [n_groups] */
     double *overlap;       /* [n_groups] target step overlap of each group */
+    /* Latent processes: one per distinct (k, compress) of the shape's groups. */
+    uint32_t n_latents;
+    uint32_t *group_latent;   /* [n_groups] the group's latent process */
+    uint32_t *group_member;   /* [n_groups] its rank among the groups of that process */
+    uint32_t *latent_members; /* [n_latents] groups per latent process */
+    uint32_t *latent_group;   /* [n_latents] its first group (for row counts) */
+    /* Shared latent logs, one slot per (request, latent process); mu guards them. */
+    pthread_mutex_t mu;
+    gen_share **share;        /* [n_requests * n_latents] */
+    uint8_t *share_state;     /* [n_requests * n_latents] SHARE_* */
+    size_t n_slots;           /* n_requests * n_latents */
+    size_t share_bytes, share_limit;
 } gen_src;
 
-enum { CLS_NONE = 0, CLS_HEAVY = 1, CLS_VOL = 2, CLS_FIXED = 3 };
-#define CLS_SHIFT 30
-#define IDX_MASK ((1u << CLS_SHIFT) - 1)
+enum { SHARE_FRESH = 0, SHARE_RETIRED, SHARE_EVICTED };
 
 typedef struct {
     uint32_t *v;
@@ -360,40 +379,6 @@ static inline void vec_push(u32vec *a, uint32_t x)
     }
     a->v[a->n++] = x;
 }
-
-typedef struct {
-    sel_stream_head head;
-    const gen_src *src;
-    const gen_params *p;
-    const trace_shape *sh;
-    uint32_t req, group, k, compress, out_len, max_rows;
-    uint32_t pos;          /* next position to emit */
-    uint32_t keyframe_interval;
-    /* Latent process. */
-    rng_stream lat_rng;
-    uint32_t *lat;         /* [max_rows] class << 30 | index in its population array */
-    uint32_t *heavy, *vol; /* dense arrays of the populations */
-    uint32_t n_heavy, n_vol, heavy_target;
-    uint32_t nrows, wlo;   /* context rows; first window row */
-    uint64_t step;         /* latent step counter (burn-in included) */
-    u32vec *cal;           /* calendar of re-references: [horizon] buckets of row << 1 | heavy */
-    uint32_t horizon;
-    double vol_churn_mean; /* volatile plus heavy leavers per position */
-    uint32_t entered;      /* latent rows entering at this step */
-    uint32_t *mark;        /* [max_rows] step + 1 at which the row entered or was redrawn */
-    rng_stream redraw_rng; /* shared by the groups of the latent process, seeked per step */
-    /* Group view. */
-    uint64_t grp_key;
-    uint32_t subst_threshold; /* substitute probability as a 32-bit threshold */
-    double remap_rate;        /* persisting rows redrawn per position, per dynamic row */
-    uint32_t *img;            /* [max_rows] image of each latent dynamic row */
-    uint64_t *gsel, *touched, *orig; /* bitsets over rows */
-    uint32_t n_sel;
-    int tracking;
-    u32vec touch;
-    uint32_t *added, *removed, *full, *tmp;
-    uint32_t n_added, n_removed;
-} gen_stream;
 
 static inline int bit_get(const uint64_t *b, uint32_t i) { return (int)((b[i >> 6] >> (i & 63)) & 1); }
 static inline void bit_set(uint64_t *b, uint32_t i) { b[i >> 6] |= 1ull << (i & 63); }
@@ -449,17 +434,376 @@ static void build_tables(gen_src *gs)
     }
 }
 
-/* ---- group view: every change of the group's selection goes through here. */
+/* ---- the latent process: records of what changed at each step.
+ *
+ * Record 0 is the initial fill; record i >= 1 is latent step i - 1 (steps
+ * 0 .. warmup-1 are the burn-in at the context of position 0, step
+ * warmup + pos - 1 makes position pos >= 1). A record lists, in the order
+ * they happened, the removals of population members (by their index in the
+ * dense array, which is all a group needs to find the member in its own copy)
+ * and the additions (by row), plus the context rows of the step. A group
+ * replays the record against its own state; the latent process never looks
+ * at a group. */
 
+#define EV_TAKE 0x80000000u  /* removal of member ARG; else addition of row ARG */
+#define EV_HEAVY 0x40000000u /* the heavy-hitter population; else the volatile one */
+#define EV_ARG 0x3FFFFFFFu
+#define GEN_MAX_ROWS EV_ARG  /* rows must fit in ARG */
+
+typedef struct {
+    uint32_t nrows, n_ev, cap;
+    uint32_t *ev;
+} lat_rec;
+
+typedef struct {
+    const gen_src *src;
+    const gen_params *p;
+    const trace_shape *sh;
+    uint32_t req, group;     /* group: any group of this process (row counts) */
+    uint32_t k, rows0;
+    rng_stream rng;
+    uint64_t *occ;           /* [max_rows bits] row selected (sinks, window or dynamic) */
+    uint64_t *mark;          /* [max_rows bits] row entered or left at this step */
+    u32vec marked;           /* the rows set in mark */
+    uint32_t *heavy, *vol;   /* dense arrays of the populations */
+    uint32_t n_heavy, n_vol, heavy_target;
+    uint32_t nrows, wlo;     /* context rows; first window row */
+    uint64_t step;           /* latent step counter (burn-in included) */
+    u32vec *cal;             /* calendar of re-references: [horizon] buckets of row << 1 | heavy */
+    uint32_t horizon;
+    double vol_churn_mean;   /* volatile plus heavy leavers per position */
+    uint64_t produced;       /* records produced so far */
+    lat_rec *rec;            /* the record being written */
+    size_t bytes;            /* memory held, for the share limit */
+} lat_proc;
+
+static inline void rec_push(lat_rec *r, uint32_t ev)
+{
+    if (r->n_ev == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 1024;
+        r->ev = realloc(r->ev, (size_t)r->cap * sizeof *r->ev);
+        if (!r->ev) abort();
+    }
+    r->ev[r->n_ev++] = ev;
+}
+
+static inline void lat_mark(lat_proc *L, uint32_t x)
+{
+    if (!bit_get(L->mark, x)) { bit_set(L->mark, x); vec_push(&L->marked, x); }
+}
+
+static inline void lat_add(lat_proc *L, uint32_t x, int heavy)
+{
+    if (heavy) L->heavy[L->n_heavy++] = x;
+    else L->vol[L->n_vol++] = x;
+    bit_set(L->occ, x);
+    lat_mark(L, x);
+    rec_push(L->rec, (heavy ? EV_HEAVY : 0) | x);
+}
+
+/* Remove the population member at index i (swap with the last). */
+static inline uint32_t lat_take(lat_proc *L, int heavy, uint32_t i)
+{
+    uint32_t *a = heavy ? L->heavy : L->vol;
+    uint32_t *n = heavy ? &L->n_heavy : &L->n_vol;
+    uint32_t x = a[i];
+    a[i] = a[--*n];
+    bit_clr(L->occ, x);
+    lat_mark(L, x);
+    rec_push(L->rec, EV_TAKE | (heavy ? EV_HEAVY : 0) | i);
+    return x;
+}
+
+static inline void lat_schedule(lat_proc *L, uint32_t x, uint32_t dist, int heavy)
+{
+    if (dist >= L->horizon) return; /* beyond the calendar: never returns */
+    vec_push(&L->cal[(L->step + dist) & (L->horizon - 1)], x << 1 | (uint32_t)heavy);
+}
+
+static void lat_vol_leave(lat_proc *L)
+{
+    uint32_t x = lat_take(L, 0, rng_below(&L->rng, L->n_vol));
+    uint32_t d = table_draw(&L->rng, L->src->vol_return);
+    if (d) lat_schedule(L, x, d, 0);
+}
+
+static uint32_t lat_target(const lat_proc *L)
+{
+    uint32_t keff = L->nrows < L->k ? L->nrows : L->k;
+    return keff - L->p->sinks - L->p->window;
+}
+
+/* Fill the dynamic part up to its target with fresh runs of rows. */
+static void lat_fill(lat_proc *L)
+{
+    const gen_params *p = L->p;
+    uint32_t target = lat_target(L), lo = p->sinks, span = L->wlo - lo;
+    /* In a context barely larger than k the only free rows may be those that
+     * just left; after one fruitless sweep they are taken too. */
+    int take_marked = 0;
+    while (L->n_heavy + L->n_vol < target) {
+        uint32_t before = L->n_heavy + L->n_vol;
+        uint32_t start;
+        if (u01(&L->rng) < p->fresh_recent_p) {
+            uint32_t w = p->fresh_recent_span < span ? p->fresh_recent_span : span;
+            start = L->wlo - 1 - rng_below(&L->rng, w);
+        } else {
+            start = lo + rng_below(&L->rng, span);
+        }
+        uint32_t len = table_draw(&L->rng, L->src->run_len);
+        /* A run walks forward over selected rows; in a nearly full region
+         * that is a scan, bounded by the region (short contexts only). */
+        uint32_t x = start;
+        for (uint32_t walked = 0; len && walked < span && L->n_heavy + L->n_vol < target; walked++) {
+            /* A row that left at this step stays out: re-adding it would be no change. */
+            if (!bit_get(L->occ, x) && (take_marked || !bit_get(L->mark, x))) {
+                lat_add(L, x, L->n_heavy < L->heavy_target);
+                len--;
+            }
+            if (++x == L->wlo) x = lo;
+        }
+        if (L->n_heavy + L->n_vol == before) take_marked = 1;
+    }
+}
+
+/* Advance the window to nrows rows. */
+static void lat_slide(lat_proc *L, uint32_t nrows)
+{
+    uint32_t wlo = nrows - L->p->window;
+    for (uint32_t x = L->wlo; x < wlo; x++) bit_clr(L->occ, x);
+    for (uint32_t x = L->nrows > wlo ? L->nrows : wlo; x < nrows; x++) bit_set(L->occ, x);
+    L->nrows = nrows;
+    L->wlo = wlo;
+}
+
+/* One step of the latent process. */
+static void lat_step(lat_proc *L, uint32_t nrows)
+{
+    const gen_params *p = L->p;
+    if (nrows != L->nrows) lat_slide(L, nrows);
+    /* Heavy hitters leave briefly and always come back. */
+    uint32_t nh = sround(&L->rng, p->heavy_leave * L->n_heavy);
+    for (uint32_t i = 0; i < nh && L->n_heavy; i++) {
+        uint32_t x = lat_take(L, 1, rng_below(&L->rng, L->n_heavy));
+        lat_schedule(L, x, table_draw(&L->rng, L->src->heavy_return), 1);
+    }
+    /* The volatile rows make up the rest of the step's churn, counted with
+     * the heavy leavers actually drawn so the overlap stays on target. */
+    double vmean = L->vol_churn_mean - nh;
+    uint32_t nv = vmean > 0 ? sround(&L->rng, vmean) : 0;
+    for (uint32_t i = 0; i < nv && L->n_vol; i++) lat_vol_leave(L);
+    /* Re-references due now. */
+    u32vec *b = &L->cal[L->step & (L->horizon - 1)];
+    for (uint32_t i = 0; i < b->n; i++) {
+        uint32_t x = b->v[i] >> 1;
+        if (x < L->wlo && !bit_get(L->occ, x) && !bit_get(L->mark, x)) lat_add(L, x, (b->v[i] & 1) && L->n_heavy < L->heavy_target);
+    }
+    b->n = 0;
+    uint32_t target = lat_target(L);
+    while (L->n_heavy + L->n_vol > target) {
+        if (L->n_vol) lat_vol_leave(L);
+        else lat_schedule(L, lat_take(L, 1, rng_below(&L->rng, L->n_heavy)), table_draw(&L->rng, L->src->heavy_return), 1);
+    }
+    lat_fill(L);
+    /* Marks last one step: the rows of the initial fill count as entering at step 0. */
+    for (uint32_t i = 0; i < L->marked.n; i++) bit_clr(L->mark, L->marked.v[i]);
+    L->marked.n = 0;
+    L->step++;
+}
+
+static lat_proc *lat_new(const gen_src *gs, const trace_shape *sh, uint64_t seed, uint32_t req, uint32_t latent)
+{
+    const gen_params *p = &gs->prm;
+    lat_proc *L = xcalloc(1, sizeof *L);
+    uint32_t g = gs->latent_group[latent];
+    L->src = gs;
+    L->p = p;
+    L->sh = sh;
+    L->req = req;
+    L->group = g;
+    L->k = sh->group_k[g];
+    L->rows0 = sel_rows_at(sh, req, g, 0);
+    uint32_t out_len = sh->output_len[req];
+    uint32_t max_rows = out_len ? sel_rows_at(sh, req, g, out_len - 1) : L->rows0;
+    uint32_t latent_id = 0x80000000u | (uint32_t)(mix64(((uint64_t)L->k << 32) | sh->group_compress[g]) & 0x7FFFFFFF);
+    rng_init(&L->rng, seed, req, latent_id, 1);
+    size_t words = (max_rows + 63) / 64;
+    L->occ = xcalloc(words, 8);
+    L->mark = xcalloc(words, 8);
+    L->heavy = xcalloc(L->k, sizeof(uint32_t));
+    L->vol = xcalloc(L->k, sizeof(uint32_t));
+    L->horizon = 1;
+    while (L->horizon <= p->reuse_far_max) L->horizon <<= 1;
+    L->cal = xcalloc(L->horizon, sizeof(u32vec));
+    uint32_t dyn = L->k - p->sinks - p->window;
+    L->heavy_target = (uint32_t)floor(p->heavy_fraction * dyn + 0.5);
+    L->vol_churn_mean = (1.0 - p->step_overlap) * L->k - (p->window ? 1.0 : 0.0);
+    L->bytes = sizeof *L + 2 * words * 8 + 2 * (size_t)L->k * 4 + L->horizon * sizeof(u32vec);
+    return L;
+}
+
+static void lat_free(lat_proc *L)
+{
+    if (!L) return;
+    for (uint32_t i = 0; i < L->horizon; i++) free(L->cal[i].v);
+    free(L->cal);
+    free(L->occ); free(L->mark); free(L->marked.v);
+    free(L->heavy); free(L->vol);
+    free(L);
+}
+
+/* Produce the next record into rec. */
+static void lat_produce(lat_proc *L, lat_rec *rec)
+{
+    const gen_params *p = L->p;
+    rec->n_ev = 0;
+    L->rec = rec;
+    if (L->produced == 0) {
+        /* Initial state: sinks, window, and a full dynamic part. */
+        L->nrows = L->rows0;
+        L->wlo = L->rows0 - p->window;
+        for (uint32_t x = 0; x < p->sinks; x++) bit_set(L->occ, x);
+        for (uint32_t x = L->wlo; x < L->rows0; x++) bit_set(L->occ, x);
+        lat_fill(L);
+    } else {
+        uint64_t i = L->produced;
+        uint32_t pos = i <= p->warmup ? 0 : (uint32_t)(i - p->warmup);
+        lat_step(L, sel_rows_at(L->sh, L->req, L->group, pos));
+    }
+    rec->nrows = L->nrows;
+    L->rec = NULL;
+    L->produced++;
+}
+
+/* ---- sharing one latent process between the groups of a request.
+ *
+ * The first group to need a record produces it into the share's log; the
+ * others replay it. Records are dropped once every group of the process has
+ * replayed them (a group not yet opened holds the whole log, so groups read
+ * one after the other share it too). A group that arrives after records were
+ * dropped, or when the log would pass the source's limit, regenerates the
+ * latent process on its own: the content is the same either way. */
+
+enum { M_UNOPENED = 0, M_ATTACHED, M_DONE };
+
+struct gen_share {
+    lat_proc *proc;
+    lat_rec *ring;       /* [ring_cap] record i at ring[i & (ring_cap - 1)] */
+    uint32_t ring_cap;
+    uint64_t base, end;  /* records held: [base, end) */
+    uint32_t n_members, n_attached;
+    uint64_t *at;        /* [members] next record the member needs */
+    uint8_t *state;      /* [members] M_* */
+    size_t bytes;
+};
+
+static void share_free(gen_src *gs, gen_share *sh)
+{
+    if (!sh) return;
+    gs->share_bytes -= sh->bytes;
+    lat_free(sh->proc);
+    for (uint32_t i = 0; i < sh->ring_cap; i++) free(sh->ring[i].ev);
+    free(sh->ring); free(sh->at); free(sh->state);
+    free(sh);
+}
+
+/* Drop the records every member has replayed; free the share when all are done. */
+static void share_trim(gen_src *gs, uint32_t slot)
+{
+    gen_share *sh = gs->share[slot];
+    uint64_t lo = sh->end;
+    int live = 0;
+    for (uint32_t m = 0; m < sh->n_members; m++) {
+        if (sh->state[m] == M_DONE) continue;
+        live = 1;
+        uint64_t a = sh->state[m] == M_UNOPENED ? 0 : sh->at[m];
+        if (a < lo) lo = a;
+    }
+    if (!live) {
+        share_free(gs, sh);
+        gs->share[slot] = NULL;
+        gs->share_state[slot] = SHARE_RETIRED;
+        return;
+    }
+    if (lo > sh->base) sh->base = lo;
+}
+
+/* Free shares no open stream reads (they only wait for groups not yet
+ * opened); those groups will regenerate. */
+static void share_evict_idle(gen_src *gs)
+{
+    for (size_t i = 0; i < gs->n_slots; i++) {
+        gen_share *sh = gs->share[i];
+        if (!sh || sh->n_attached) continue;
+        share_free(gs, sh);
+        gs->share[i] = NULL;
+        gs->share_state[i] = SHARE_EVICTED;
+    }
+}
+
+/* ---- group view. */
+
+/* One latent population as one group sees it, in the process's order: the
+ * group's image of each member, and (only for a group that redraws images)
+ * the latent row and the step + 1 at which it entered or was redrawn. */
+typedef struct {
+    uint32_t *img, *x, *mark;
+    uint32_t n;
+} gen_pop;
+
+typedef struct {
+    sel_stream_head head;
+    gen_src *src;
+    const gen_params *p;
+    const trace_shape *sh;
+    uint32_t req, group, latent, member, k, out_len, max_rows;
+    uint32_t pos;          /* next position to emit */
+    uint32_t keyframe_interval;
+    /* Where the latent records come from: a share, or a process of its own. */
+    gen_share *share;
+    uint32_t slot;         /* the share's slot in src->share */
+    lat_proc *own;
+    lat_rec own_rec;
+    uint64_t next_rec;     /* next record to replay */
+    uint64_t seed;
+    gen_pop heavy, vol;
+    uint32_t nrows, wlo;
+    uint64_t step;         /* latent steps replayed */
+    rng_stream redraw_rng; /* shared by the groups of the latent process, seeked per step */
+    uint64_t grp_key;
+    uint32_t subst_threshold; /* substitute probability as a 32-bit threshold */
+    double remap_rate;        /* persisting rows redrawn per position, per dynamic row */
+    /* The group's selection, 64 rows per word, each word next to its value
+     * when the position began (sel[2w], sel[2w + 1]); the latter is valid
+     * only for words marked in dirty (one bit per word) while a position is
+     * built, so a change costs one cache line and the delta is read off the
+     * dirty words in row order. */
+    uint64_t *sel, *dirty;
+    uint32_t n_sel;
+    int tracking;
+    uint32_t *added, *removed, *full;
+    uint32_t n_added, n_removed;
+} gen_stream;
+
+static inline int sel_get(const gen_stream *s, uint32_t y) { return (int)((s->sel[2 * (y >> 6)] >> (y & 63)) & 1); }
+
+/* Every change of the group's selection goes through here. */
 static inline void grp_flip(gen_stream *s, uint32_t y, int on)
 {
-    if (s->tracking && !bit_get(s->touched, y)) {
-        bit_set(s->touched, y);
-        if (bit_get(s->gsel, y)) bit_set(s->orig, y); else bit_clr(s->orig, y);
-        vec_push(&s->touch, y);
+    uint32_t w = y >> 6;
+    if (s->tracking && !bit_get(s->dirty, w)) {
+        bit_set(s->dirty, w);
+        s->sel[2 * w + 1] = s->sel[2 * w];
     }
-    if (on) { bit_set(s->gsel, y); s->n_sel++; }
-    else { bit_clr(s->gsel, y); s->n_sel--; }
+    s->sel[2 * w] ^= 1ull << (y & 63);
+    s->n_sel += on ? 1 : (uint32_t)-1;
+}
+
+/* Was row y selected when this position began? (Only asked of rows not selected now.) */
+static inline int was_selected(const gen_stream *s, uint32_t y)
+{
+    uint32_t w = y >> 6;
+    return bit_get(s->dirty, w) && ((s->sel[2 * w + 1] >> (y & 63)) & 1);
 }
 
 /* A free row near `from` in the dynamic region [sinks, wlo), by linear
@@ -476,7 +820,7 @@ static uint32_t grp_probe(gen_stream *s, int64_t from)
     for (int pass = s->tracking ? 0 : 1; pass < 2; pass++) {
         uint32_t x = start;
         for (uint32_t i = 0; i < span; i++) {
-            if (!bit_get(s->gsel, x) && (pass || !(bit_get(s->touched, x) && bit_get(s->orig, x)))) return x;
+            if (!sel_get(s, x) && (pass || !was_selected(s, x))) return x;
             if (++x == s->wlo) x = lo;
         }
     }
@@ -490,142 +834,57 @@ static inline int64_t subst_offset(const gen_stream *s, uint64_t h)
     return (int64_t)((h >> 32) % (2ull * span + 1)) - (int64_t)span;
 }
 
-static void grp_add_dyn(gen_stream *s, uint32_t x)
+/* The image of a latent row entering the selection. */
+static inline uint32_t grp_add_dyn(gen_stream *s, uint32_t x)
 {
     uint64_t h = mix64(s->grp_key ^ x);
     uint32_t y = x;
-    if ((uint32_t)h < s->subst_threshold || bit_get(s->gsel, x))
+    if ((uint32_t)h < s->subst_threshold || sel_get(s, x))
         y = grp_probe(s, (int64_t)x + subst_offset(s, h) + ((uint32_t)h < s->subst_threshold ? 0 : 1));
-    s->img[x] = y;
     grp_flip(s, y, 1);
+    return y;
 }
 
-static inline void grp_remove_dyn(gen_stream *s, uint32_t x) { grp_flip(s, s->img[x], 0); }
-
-/* ---- latent process. */
-
-static inline void lat_add(gen_stream *s, uint32_t x, int heavy)
-{
-    if (heavy) { s->lat[x] = (CLS_HEAVY << CLS_SHIFT) | s->n_heavy; s->heavy[s->n_heavy++] = x; }
-    else { s->lat[x] = (CLS_VOL << CLS_SHIFT) | s->n_vol; s->vol[s->n_vol++] = x; }
-    s->entered++;
-    s->mark[x] = (uint32_t)s->step + 1;
-    grp_add_dyn(s, x);
-}
-
-/* Remove the population member at index i (swap with the last). */
-static inline uint32_t lat_take(gen_stream *s, int heavy, uint32_t i)
-{
-    uint32_t *a = heavy ? s->heavy : s->vol;
-    uint32_t *n = heavy ? &s->n_heavy : &s->n_vol;
-    uint32_t x = a[i], last = a[--*n];
-    a[i] = last;
-    s->lat[last] = (s->lat[last] & ~IDX_MASK) | i;
-    s->lat[x] = 0;
-    s->mark[x] = (uint32_t)s->step + 1;
-    grp_remove_dyn(s, x);
-    return x;
-}
-
-static inline void lat_schedule(gen_stream *s, uint32_t x, uint32_t dist, int heavy)
-{
-    if (dist >= s->horizon) return; /* beyond the calendar: never returns */
-    vec_push(&s->cal[(s->step + dist) & (s->horizon - 1)], x << 1 | (uint32_t)heavy);
-}
-
-static void lat_vol_leave(gen_stream *s)
-{
-    uint32_t x = lat_take(s, 0, rng_below(&s->lat_rng, s->n_vol));
-    uint32_t d = table_draw(&s->lat_rng, s->src->vol_return);
-    if (d) lat_schedule(s, x, d, 0);
-}
-
-static uint32_t lat_target(const gen_stream *s)
-{
-    uint32_t keff = s->nrows < s->k ? s->nrows : s->k;
-    return keff - s->p->sinks - s->p->window;
-}
-
-/* Fill the dynamic part up to its target with fresh runs of rows. */
-static void lat_fill(gen_stream *s)
-{
-    const gen_params *p = s->p;
-    uint32_t target = lat_target(s), lo = p->sinks, span = s->wlo - lo;
-    /* In a context barely larger than k the only free rows may be those that
-     * just left; after one fruitless sweep they are taken too. */
-    int take_marked = 0;
-    while (s->n_heavy + s->n_vol < target) {
-        uint32_t before = s->n_heavy + s->n_vol;
-        uint32_t start;
-        if (u01(&s->lat_rng) < p->fresh_recent_p) {
-            uint32_t w = p->fresh_recent_span < span ? p->fresh_recent_span : span;
-            start = s->wlo - 1 - rng_below(&s->lat_rng, w);
-        } else {
-            start = lo + rng_below(&s->lat_rng, span);
-        }
-        uint32_t len = table_draw(&s->lat_rng, s->src->run_len);
-        /* A run walks forward over selected rows; in a nearly full region
-         * that is a scan, bounded by the region (short contexts only). */
-        uint32_t x = start;
-        for (uint32_t walked = 0; len && walked < span && s->n_heavy + s->n_vol < target; walked++) {
-            /* A row that left at this step stays out: re-adding it would be no change. */
-            if (s->lat[x] == 0 && (take_marked || s->mark[x] != (uint32_t)s->step + 1)) {
-                lat_add(s, x, s->n_heavy < s->heavy_target);
-                len--;
-            }
-            if (++x == s->wlo) x = lo;
-        }
-        if (s->n_heavy + s->n_vol == before) take_marked = 1;
-    }
-}
-
-/* Advance the window to s->nrows rows: rows that leave it are unselected,
- * new rows are selected. */
-static void lat_slide(gen_stream *s, uint32_t nrows)
+static void grp_slide(gen_stream *s, uint32_t nrows)
 {
     uint32_t wlo = nrows - s->p->window;
-    for (uint32_t x = s->wlo; x < wlo; x++) {
-        s->lat[x] = 0;
-        grp_flip(s, x, 0);
-    }
-    for (uint32_t x = s->nrows > wlo ? s->nrows : wlo; x < nrows; x++) {
-        s->lat[x] = CLS_FIXED << CLS_SHIFT;
-        grp_flip(s, x, 1);
-    }
+    for (uint32_t x = s->wlo; x < wlo; x++) grp_flip(s, x, 0);
+    for (uint32_t x = s->nrows > wlo ? s->nrows : wlo; x < nrows; x++) grp_flip(s, x, 1);
     s->nrows = nrows;
     s->wlo = wlo;
 }
 
-/* One position of the latent process plus the group's redraws. */
-static void gen_step(gen_stream *s, uint32_t nrows)
+/* Apply record rec_index (see lat_rec) to the group. */
+static void grp_replay(gen_stream *s, const lat_rec *r, uint64_t rec_index)
 {
     const gen_params *p = s->p;
-    s->entered = 0;
-    if (nrows != s->nrows) lat_slide(s, nrows);
-    /* Heavy hitters leave briefly and always come back. */
-    uint32_t nh = sround(&s->lat_rng, p->heavy_leave * s->n_heavy);
-    for (uint32_t i = 0; i < nh && s->n_heavy; i++) {
-        uint32_t x = lat_take(s, 1, rng_below(&s->lat_rng, s->n_heavy));
-        lat_schedule(s, x, table_draw(&s->lat_rng, s->src->heavy_return), 1);
+    uint32_t mark = (uint32_t)s->step + 1, entered = 0;
+    int redraws = s->remap_rate > 0;
+    if (rec_index == 0) {
+        s->nrows = r->nrows;
+        s->wlo = r->nrows - p->window;
+        for (uint32_t x = 0; x < p->sinks; x++) grp_flip(s, x, 1);
+        for (uint32_t x = s->wlo; x < r->nrows; x++) grp_flip(s, x, 1);
+    } else if (r->nrows != s->nrows) {
+        grp_slide(s, r->nrows);
     }
-    /* The volatile rows make up the rest of the step's churn, counted with
-     * the heavy leavers actually drawn so the overlap stays on target. */
-    double vmean = s->vol_churn_mean - nh;
-    uint32_t nv = vmean > 0 ? sround(&s->lat_rng, vmean) : 0;
-    for (uint32_t i = 0; i < nv && s->n_vol; i++) lat_vol_leave(s);
-    /* Re-references due now. */
-    u32vec *b = &s->cal[s->step & (s->horizon - 1)];
-    for (uint32_t i = 0; i < b->n; i++) {
-        uint32_t x = b->v[i] >> 1;
-        if (x < s->wlo && s->lat[x] == 0 && s->mark[x] != (uint32_t)s->step + 1) lat_add(s, x, (b->v[i] & 1) && s->n_heavy < s->heavy_target);
+    const uint32_t *ev = r->ev;
+    for (uint32_t e = 0; e < r->n_ev; e++) {
+        uint32_t v = ev[e];
+        gen_pop *a = v & EV_HEAVY ? &s->heavy : &s->vol;
+        if (v & EV_TAKE) {
+            uint32_t i = v & EV_ARG, y = a->img[i], last = --a->n;
+            a->img[i] = a->img[last];
+            if (redraws) { a->x[i] = a->x[last]; a->mark[i] = a->mark[last]; }
+            grp_flip(s, y, 0);
+        } else {
+            uint32_t x = v & EV_ARG, i = a->n++;
+            a->img[i] = grp_add_dyn(s, x);
+            if (redraws) { a->x[i] = x; a->mark[i] = mark; }
+            entered++;
+        }
     }
-    b->n = 0;
-    uint32_t target = lat_target(s);
-    while (s->n_heavy + s->n_vol > target) {
-        if (s->n_vol) lat_vol_leave(s);
-        else lat_schedule(s, lat_take(s, 1, rng_below(&s->lat_rng, s->n_heavy)), table_draw(&s->lat_rng, s->src->heavy_return), 1);
-    }
-    lat_fill(s);
+    if (rec_index == 0) return;
     /* Group redraws: this group keeps fewer rows than the latent process, so
      * it gives `remap_rate` of the dynamic rows that persisted a new image.
      * The candidates and their new images come from a stream shared by all
@@ -634,10 +893,10 @@ static void gen_step(gen_stream *s, uint32_t nrows)
      * rows of a group with a higher one, which keeps adjacent groups alike.
      * Distinct persisting rows are drawn by rejection (a row that entered or
      * was redrawn at this step is marked). */
-    uint32_t ndyn = s->n_heavy + s->n_vol;
-    if (s->remap_rate > 0 && ndyn > s->entered) {
+    uint32_t ndyn = s->heavy.n + s->vol.n;
+    if (redraws && ndyn > entered) {
         rng_seek(&s->redraw_rng, (uint32_t)s->step);
-        uint32_t persisting = ndyn - s->entered;
+        uint32_t persisting = ndyn - entered;
         double want = s->remap_rate * (double)ndyn;
         uint32_t n = (uint32_t)floor(want), tries = 0;
         double frac = want - n;
@@ -647,30 +906,91 @@ static void gen_step(gen_stream *s, uint32_t nrows)
         for (uint32_t i = 0; i < n && tries < 8 * n + 64; tries++) {
             uint32_t j = rng_below(&s->redraw_rng, ndyn);
             uint32_t off = rng_below(&s->redraw_rng, 2 * p->substitute_span + 1);
-            uint32_t x = j < s->n_heavy ? s->heavy[j] : s->vol[j - s->n_heavy];
-            if (s->mark[x] == (uint32_t)s->step + 1) continue;
-            s->mark[x] = (uint32_t)s->step + 1;
-            grp_flip(s, s->img[x], 0);
-            uint32_t y = grp_probe(s, (int64_t)x + (int64_t)off - p->substitute_span);
-            s->img[x] = y;
-            grp_flip(s, y, 1);
+            gen_pop *a = j < s->heavy.n ? &s->heavy : &s->vol;
+            if (j >= s->heavy.n) j -= s->heavy.n;
+            if (a->mark[j] == mark) continue;
+            a->mark[j] = mark;
+            grp_flip(s, a->img[j], 0);
+            a->img[j] = grp_probe(s, (int64_t)a->x[j] + (int64_t)off - p->substitute_span);
+            grp_flip(s, a->img[j], 1);
             i++;
         }
     }
     s->step++;
 }
 
-/* LSD radix sort of n row indices below maxv (11 bits per pass). */
-static void radix_sort(uint32_t *a, uint32_t *tmp, uint32_t n, uint32_t maxv)
+/* Leave the share and regenerate the latent process alone, up to the next
+ * record this stream needs. Called with src->mu held. */
+static void stream_go_private(gen_stream *s)
 {
-    uint32_t cnt[2048];
-    for (int shift = 0; shift < 32 && (maxv >> shift); shift += 11) {
-        memset(cnt, 0, sizeof cnt);
-        for (uint32_t i = 0; i < n; i++) cnt[(a[i] >> shift) & 2047]++;
-        uint32_t sum = 0;
-        for (int i = 0; i < 2048; i++) { uint32_t c = cnt[i]; cnt[i] = sum; sum += c; }
-        for (uint32_t i = 0; i < n; i++) tmp[cnt[(a[i] >> shift) & 2047]++] = a[i];
-        memcpy(a, tmp, n * sizeof *a);
+    gen_src *gs = s->src;
+    if (s->share) {
+        gen_share *sh = s->share;
+        sh->state[s->member] = M_DONE;
+        sh->n_attached--;
+        s->share = NULL;
+        share_trim(gs, s->slot);
+    }
+    s->own = lat_new(gs, s->sh, s->seed, s->req, s->latent);
+    while (s->own->produced < s->next_rec) lat_produce(s->own, &s->own_rec);
+}
+
+/* The next record for this stream. A shared record's events stay valid
+ * while this member has not passed it (the log keeps it); the record itself
+ * is copied since the log may be reallocated by another stream. */
+static lat_rec stream_record(gen_stream *s)
+{
+    if (s->own) {
+        lat_produce(s->own, &s->own_rec);
+        return s->own_rec;
+    }
+    gen_src *gs = s->src;
+    pthread_mutex_lock(&gs->mu);
+    gen_share *sh = s->share;
+    /* Records before next_rec are replayed: let them go. */
+    sh->at[s->member] = s->next_rec;
+    share_trim(gs, s->slot);
+    if (s->next_rec == sh->end) {
+        if (sh->end - sh->base == sh->ring_cap) {
+            /* The log is full: doubling it must stay within the limit. */
+            if (gs->share_bytes + sh->bytes > gs->share_limit) share_evict_idle(gs);
+            if (gs->share_bytes + sh->bytes > gs->share_limit) {
+                stream_go_private(s);
+                pthread_mutex_unlock(&gs->mu);
+                lat_produce(s->own, &s->own_rec);
+                return s->own_rec;
+            }
+            uint32_t cap = sh->ring_cap ? 2 * sh->ring_cap : 4;
+            lat_rec *ring = xcalloc(cap, sizeof *ring);
+            /* The log is full, so every old slot holds a record (and its buffer). */
+            for (uint64_t i = sh->base; i < sh->end; i++) ring[i & (cap - 1)] = sh->ring[i & (sh->ring_cap - 1)];
+            free(sh->ring);
+            sh->ring = ring;
+            size_t add = (size_t)(cap - sh->ring_cap) * sizeof *ring;
+            sh->ring_cap = cap;
+            sh->bytes += add;
+            gs->share_bytes += add;
+        }
+        lat_rec *r = &sh->ring[sh->end & (sh->ring_cap - 1)];
+        size_t before = (size_t)r->cap * 4;
+        lat_produce(sh->proc, r);
+        size_t grown = (size_t)r->cap * 4 - before;
+        sh->bytes += grown;
+        gs->share_bytes += grown;
+        sh->end++;
+    }
+    lat_rec r = sh->ring[s->next_rec & (sh->ring_cap - 1)];
+    pthread_mutex_unlock(&gs->mu);
+    return r;
+}
+
+/* Replay records until the group is at record `upto` (exclusive). */
+static void stream_advance(gen_stream *s, uint64_t upto)
+{
+    while (s->next_rec < upto) {
+        lat_rec r = stream_record(s);
+        grp_replay(s, &r, s->next_rec);
+        s->next_rec++;
     }
 }
 
@@ -678,8 +998,26 @@ static uint32_t collect_full(const gen_stream *s, uint32_t *out)
 {
     uint32_t n = 0, words = (s->nrows + 63) / 64;
     for (uint32_t w = 0; w < words; w++)
-        for (uint64_t b = s->gsel[w]; b; b &= b - 1) out[n++] = w * 64 + (uint32_t)__builtin_ctzll(b);
+        for (uint64_t b = s->sel[2 * w]; b; b &= b - 1) out[n++] = w * 64 + (uint32_t)__builtin_ctzll(b);
     return n;
+}
+
+/* The net change of the position, in ascending row order: a row removed and
+ * re-added within the position is no change. Walks only the dirty words. */
+static void collect_delta(gen_stream *s)
+{
+    uint32_t na = 0, nr = 0, dwords = (s->nrows + 4095) / 4096;
+    for (uint32_t dw = 0; dw < dwords; dw++) {
+        for (uint64_t db = s->dirty[dw]; db; db &= db - 1) {
+            uint32_t w = dw * 64 + (uint32_t)__builtin_ctzll(db);
+            uint64_t now = s->sel[2 * w], before = s->sel[2 * w + 1];
+            for (uint64_t b = now & ~before; b; b &= b - 1) s->added[na++] = w * 64 + (uint32_t)__builtin_ctzll(b);
+            for (uint64_t b = before & ~now; b; b &= b - 1) s->removed[nr++] = w * 64 + (uint32_t)__builtin_ctzll(b);
+        }
+        s->dirty[dw] = 0;
+    }
+    s->n_added = na;
+    s->n_removed = nr;
 }
 
 static int gen_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **out);
@@ -688,15 +1026,24 @@ static void gen_close(sel_stream *st);
 static void gen_free(sel_source *src);
 static const sel_source_ops gen_ops = {gen_open, gen_next, gen_close, gen_free};
 
+/* Opening is cheap: the group's state is allocated (O(k) plus three bitsets
+ * over the context) and joined to its request's share; the burn-in runs at
+ * the first sel_next. */
 static int gen_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **out)
 {
-    const gen_src *gs = src->impl;
+    gen_src *gs = src->impl;
     const trace_shape *sh = &src->meta.shape;
     const gen_params *p = &gs->prm;
     *out = NULL;
     if (req >= sh->n_requests || group >= sh->n_groups)
         return dh_err("generator: no stream (request %u, group %u) in a trace of %u requests and %u groups",
                       req, group, sh->n_requests, sh->n_groups);
+    uint32_t rows0 = sel_rows_at(sh, req, group, 0);
+    if (p->sinks + p->window >= sh->group_k[group])
+        return dh_err("generator: group %u has k = %u, not above sinks + window = %u", group, sh->group_k[group], p->sinks + p->window);
+    if (rows0 < p->sinks + p->window + 1)
+        return dh_err("generator: request %u starts with %u rows in group %u; the preset needs more than sinks + window = %u",
+                      req, rows0, group, p->sinks + p->window);
     gen_stream *s = xcalloc(1, sizeof *s);
     s->head.ops = &gen_ops;
     s->src = gs;
@@ -704,57 +1051,60 @@ static int gen_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **
     s->sh = sh;
     s->req = req;
     s->group = group;
+    s->latent = gs->group_latent[group];
+    s->member = gs->group_member[group];
     s->k = sh->group_k[group];
-    s->compress = sh->group_compress[group];
     s->out_len = sh->output_len[req];
     s->keyframe_interval = src->meta.keyframe_interval;
-    uint32_t rows0 = sel_rows_at(sh, req, group, 0);
+    s->seed = src->meta.seed;
     s->max_rows = s->out_len ? sel_rows_at(sh, req, group, s->out_len - 1) : rows0;
-    if (p->sinks + p->window >= sh->group_k[group] || rows0 < p->sinks + p->window + 1) {
-        free(s);
-        if (p->sinks + p->window >= sh->group_k[group])
-            return dh_err("generator: group %u has k = %u, not above sinks + window = %u", group, sh->group_k[group], p->sinks + p->window);
-        return dh_err("generator: request %u starts with %u rows in group %u; the preset needs more than sinks + window = %u",
-                      req, rows0, group, p->sinks + p->window);
-    }
-    /* Groups with the same (k, compress) share one latent process. */
-    uint32_t latent_id = 0x80000000u | (uint32_t)(mix64(((uint64_t)s->k << 32) | s->compress) & 0x7FFFFFFF);
-    rng_init(&s->lat_rng, src->meta.seed, req, latent_id, 1);
+    uint32_t latent_id = 0x80000000u | (uint32_t)(mix64(((uint64_t)s->k << 32) | sh->group_compress[group]) & 0x7FFFFFFF);
     rng_init(&s->redraw_rng, src->meta.seed, req, latent_id, 4);
     s->grp_key = mix64(src->meta.seed ^ mix64(((uint64_t)req << 32) | group));
     s->subst_threshold = (uint32_t)fmin(4294967295.0, gs->substitute[group] * 4294967296.0);
-    s->lat = xcalloc(s->max_rows, sizeof(uint32_t));
-    s->img = xcalloc(s->max_rows, sizeof(uint32_t));
-    s->mark = xcalloc(s->max_rows, sizeof(uint32_t));
+    uint32_t dyn = s->k - p->sinks - p->window;
+    s->remap_rate = gs->overlap[group] < p->step_overlap
+                        ? (p->step_overlap - gs->overlap[group]) * s->k / (double)dyn : 0;
     size_t words = (s->max_rows + 63) / 64;
-    s->gsel = xcalloc(words, 8);
-    s->touched = xcalloc(words, 8);
-    s->orig = xcalloc(words, 8);
-    s->heavy = xcalloc(s->k, sizeof(uint32_t));
-    s->vol = xcalloc(s->k, sizeof(uint32_t));
+    s->sel = xcalloc(2 * words, 8);
+    s->dirty = xcalloc((words + 63) / 64, 8);
+    gen_pop *pops[2] = {&s->heavy, &s->vol};
+    for (int i = 0; i < 2; i++) {
+        pops[i]->img = xcalloc(s->k, sizeof(uint32_t));
+        if (s->remap_rate > 0) {
+            pops[i]->x = xcalloc(s->k, sizeof(uint32_t));
+            pops[i]->mark = xcalloc(s->k, sizeof(uint32_t));
+        }
+    }
     s->added = xcalloc(s->k + 1, sizeof(uint32_t));
     s->removed = xcalloc(s->k + 1, sizeof(uint32_t));
     s->full = xcalloc(s->k + 1, sizeof(uint32_t));
-    s->tmp = xcalloc(s->k + 1, sizeof(uint32_t));
-    s->horizon = 1;
-    while (s->horizon <= p->reuse_far_max) s->horizon <<= 1;
-    s->cal = xcalloc(s->horizon, sizeof(u32vec));
-    uint32_t dyn = s->k - p->sinks - p->window;
-    s->heavy_target = (uint32_t)floor(p->heavy_fraction * dyn + 0.5);
-    double heavy_out = p->heavy_leave * s->heavy_target;
-    (void)heavy_out;
-    s->vol_churn_mean = (1.0 - p->step_overlap) * s->k - (p->window ? 1.0 : 0.0);
-    s->remap_rate = gs->overlap[group] < p->step_overlap
-                        ? (p->step_overlap - gs->overlap[group]) * s->k / (double)dyn : 0;
-    /* Initial state: sinks, window, and a full dynamic part; then burn-in at
-     * the context of position 0 so the calendar holds re-references. */
-    s->nrows = rows0;
-    s->wlo = rows0 - p->window;
-    for (uint32_t x = 0; x < p->sinks; x++) { s->lat[x] = CLS_FIXED << CLS_SHIFT; grp_flip(s, x, 1); }
-    for (uint32_t x = s->wlo; x < rows0; x++) { s->lat[x] = CLS_FIXED << CLS_SHIFT; grp_flip(s, x, 1); }
-    lat_fill(s);
-    for (uint32_t i = 0; i < p->warmup; i++) gen_step(s, rows0);
-    s->pos = 0;
+    /* Join the request's share if it still holds the log from the start. */
+    pthread_mutex_lock(&gs->mu);
+    s->slot = (uint32_t)((size_t)req * gs->n_latents + s->latent);
+    gen_share *shr = gs->share[s->slot];
+    if (!shr && gs->share_limit > 0 && gs->share_state[s->slot] != SHARE_EVICTED) {
+        shr = xcalloc(1, sizeof *shr);
+        shr->n_members = gs->latent_members[s->latent];
+        shr->at = xcalloc(shr->n_members, sizeof *shr->at);
+        shr->state = xcalloc(shr->n_members, 1);
+        /* After a first pass every group of the process is done with it: the
+         * others are not waited for again. */
+        if (gs->share_state[s->slot] == SHARE_RETIRED) memset(shr->state, M_DONE, shr->n_members);
+        shr->proc = lat_new(gs, sh, s->seed, req, s->latent);
+        shr->bytes = sizeof *shr + shr->n_members * 9 + shr->proc->bytes;
+        gs->share_bytes += shr->bytes;
+        gs->share[s->slot] = shr;
+    }
+    if (shr && shr->base == 0 && shr->state[s->member] != M_ATTACHED) {
+        shr->state[s->member] = M_ATTACHED;
+        shr->at[s->member] = 0;
+        shr->n_attached++;
+        s->share = shr;
+    } else {
+        s->own = lat_new(gs, sh, s->seed, req, s->latent);
+    }
+    pthread_mutex_unlock(&gs->mu);
     *out = (sel_stream *)s;
     return 0;
 }
@@ -766,28 +1116,17 @@ static int gen_next(sel_stream *st, sel_delta *d)
     uint32_t pos = s->pos++;
     memset(d, 0, sizeof *d);
     d->pos = pos;
+    uint32_t warmup = s->p->warmup;
     if (pos == 0) {
+        /* The initial fill and the burn-in; position 0 adds the whole selection. */
+        stream_advance(s, (uint64_t)warmup + 1);
         s->n_added = collect_full(s, s->added);
         s->n_removed = 0;
     } else {
         s->tracking = 1;
-        gen_step(s, sel_rows_at(s->sh, s->req, s->group, pos));
+        stream_advance(s, (uint64_t)warmup + 1 + pos);
         s->tracking = 0;
-        /* Net change of each touched row: a row removed and re-added within
-         * the position is no change. */
-        uint32_t na = 0, nr = 0;
-        for (uint32_t i = 0; i < s->touch.n; i++) {
-            uint32_t y = s->touch.v[i];
-            int now = bit_get(s->gsel, y), before = bit_get(s->orig, y);
-            bit_clr(s->touched, y);
-            if (now && !before) s->added[na++] = y;
-            else if (!now && before) s->removed[nr++] = y;
-        }
-        s->touch.n = 0;
-        radix_sort(s->added, s->tmp, na, s->nrows);
-        radix_sort(s->removed, s->tmp, nr, s->nrows);
-        s->n_added = na;
-        s->n_removed = nr;
+        collect_delta(s);
     }
     d->nrows = s->nrows;
     d->n_sel = s->n_sel;
@@ -808,29 +1147,56 @@ static void gen_close(sel_stream *st)
 {
     gen_stream *s = (gen_stream *)st;
     if (!s) return;
-    for (uint32_t i = 0; i < s->horizon; i++) free(s->cal[i].v);
-    free(s->cal);
-    free(s->touch.v);
-    free(s->lat); free(s->img); free(s->mark); free(s->gsel); free(s->touched); free(s->orig);
-    free(s->heavy); free(s->vol);
-    free(s->added); free(s->removed); free(s->full); free(s->tmp);
+    if (s->share) {
+        gen_src *gs = s->src;
+        pthread_mutex_lock(&gs->mu);
+        s->share->state[s->member] = M_DONE;
+        s->share->n_attached--;
+        share_trim(gs, s->slot);
+        pthread_mutex_unlock(&gs->mu);
+    }
+    lat_free(s->own);
+    free(s->own_rec.ev);
+    free(s->sel); free(s->dirty);
+    free(s->heavy.img); free(s->heavy.x); free(s->heavy.mark);
+    free(s->vol.img); free(s->vol.x); free(s->vol.mark);
+    free(s->added); free(s->removed); free(s->full);
     free(s);
+}
+
+static void gen_src_free(gen_src *gs)
+{
+    if (!gs) return;
+    if (gs->share) {
+        for (size_t i = 0; i < gs->n_slots; i++) share_free(gs, gs->share[i]);
+        pthread_mutex_destroy(&gs->mu);
+    }
+    free(gs->share); free(gs->share_state);
+    free(gs->substitute);
+    free(gs->overlap);
+    free(gs->vol_return);
+    free(gs->heavy_return);
+    free(gs->run_len);
+    free(gs->group_latent); free(gs->group_member); free(gs->latent_members); free(gs->latent_group);
+    free(gs);
 }
 
 static void gen_free(sel_source *src)
 {
     if (!src) return;
-    gen_src *gs = src->impl;
-    if (gs) {
-        free(gs->substitute);
-        free(gs->overlap);
-        free(gs->vol_return);
-        free(gs->heavy_return);
-        free(gs->run_len);
-        free(gs);
-    }
+    gen_src_free(src->impl);
     trace_meta_release(&src->meta);
     free(src);
+}
+
+int gen_source_set_share_limit(sel_source *src, size_t bytes)
+{
+    if (!src || src->ops != &gen_ops) return dh_err("generator: not a generator source");
+    gen_src *gs = src->impl;
+    pthread_mutex_lock(&gs->mu);
+    gs->share_limit = bytes;
+    pthread_mutex_unlock(&gs->mu);
+    return 0;
 }
 
 int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
@@ -844,10 +1210,14 @@ int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
             return dh_err("generator: group %u has k = %u, not above sinks + window = %u of preset '%s'",
                           g, sh->group_k[g], p->sinks + p->window, p->name);
     for (uint32_t r = 0; r < sh->n_requests; r++)
-        for (uint32_t g = 0; g < sh->n_groups; g++)
+        for (uint32_t g = 0; g < sh->n_groups; g++) {
             if (sel_rows_at(sh, r, g, 0) <= p->sinks + p->window)
                 return dh_err("generator: request %u has %u rows in group %u at position 0; preset '%s' needs more than sinks + window = %u",
                               r, sel_rows_at(sh, r, g, 0), g, p->name, p->sinks + p->window);
+            if (sh->output_len[r] && sel_rows_at(sh, r, g, sh->output_len[r] - 1) > GEN_MAX_ROWS)
+                return dh_err("generator: request %u reaches %u rows in group %u; the generator handles at most %u",
+                              r, sel_rows_at(sh, r, g, sh->output_len[r] - 1), g, GEN_MAX_ROWS);
+        }
     gen_src *gs = xcalloc(1, sizeof *gs);
     gs->prm = *p;
     gs->prm.c = NULL;
@@ -856,10 +1226,29 @@ int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
     gs->overlap = xcalloc(sh->n_groups, sizeof(double));
     if (resolve_profile(cfg_name(p->c), "substitute_profile", p->substitute_spec, p->substitute, 0, 1, sh->n_groups, gs->substitute) < 0 ||
         resolve_profile(cfg_name(p->c), "overlap_profile", p->overlap_spec, p->step_overlap, 0, p->step_overlap, sh->n_groups, gs->overlap) < 0) {
-        free(gs->substitute); free(gs->overlap); free(gs);
+        gen_src_free(gs);
         return -1;
     }
     build_tables(gs);
+    /* Groups with the same (k, compress) share one latent process. */
+    gs->group_latent = xcalloc(sh->n_groups, sizeof(uint32_t));
+    gs->group_member = xcalloc(sh->n_groups, sizeof(uint32_t));
+    gs->latent_members = xcalloc(sh->n_groups, sizeof(uint32_t));
+    gs->latent_group = xcalloc(sh->n_groups, sizeof(uint32_t));
+    for (uint32_t g = 0; g < sh->n_groups; g++) {
+        uint32_t l = 0;
+        while (l < gs->n_latents && !(sh->group_k[gs->latent_group[l]] == sh->group_k[g] &&
+                                       sh->group_compress[gs->latent_group[l]] == sh->group_compress[g]))
+            l++;
+        if (l == gs->n_latents) gs->latent_group[gs->n_latents++] = g;
+        gs->group_latent[g] = l;
+        gs->group_member[g] = gs->latent_members[l]++;
+    }
+    gs->n_slots = (size_t)sh->n_requests * gs->n_latents;
+    gs->share = xcalloc(gs->n_slots, sizeof *gs->share);
+    gs->share_state = xcalloc(gs->n_slots, 1);
+    gs->share_limit = GEN_SHARE_LIMIT_DEFAULT;
+    pthread_mutex_init(&gs->mu, NULL);
     sel_source *src = xcalloc(1, sizeof *src);
     src->ops = &gen_ops;
     src->impl = gs;

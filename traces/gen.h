@@ -10,6 +10,7 @@
  * Determinism: every (request, group) stream draws from its own counter-based
  * Philox stream (common/rng.h) keyed by (seed, request, group), so any stream
  * can be generated alone, in any order, on any thread. */
+
 #ifndef DH_GEN_H
 #define DH_GEN_H
 
@@ -37,5 +38,13 @@ int gen_params_default_shape(const gen_params *p, trace_shape *sh);
 /* A source producing the selections of shape sh from preset p and seed. */
 int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
                    uint32_t keyframe_interval, sel_source **out);
+
+/* The groups of one request with the same (k, compress) derive their streams
+ * from one latent process; a source generates it once and lets the groups
+ * replay it, holding at most `bytes` of such logs (default 512 MiB). Beyond
+ * that, and for a stream opened after the others have moved on, the stream
+ * regenerates the latent process itself. Content never depends on this;
+ * 0 turns sharing off. -1 with dh_err() if src is not a generator source. */
+int gen_source_set_share_limit(sel_source *src, size_t bytes);
 
 #endif

@@ -1,0 +1,101 @@
+/* specrun.h: speculative decoding inside the simulator's step loop -- the
+ * instance's [spec] section, the per-step plan (acceptance, verify lengths,
+ * the draft pass) and the verification of one request over the target's
+ * hot buffers. The models themselves are in spec.h (drafts, acceptance,
+ * DSpark's rule) and union.h (the union, retrieval, staging, lookahead).
+ *
+ * [spec] keys of the instance file (all optional):
+ *   mode              none | dflash2 | dspark (default: the draft's kind when
+ *                     `draft` is given, else none)
+ *   draft             draft config (models/drafts/NAME.ini); default
+ *                     models/drafts/<model name>-<mode>.ini. Its kind must
+ *                     equal mode and its target the model's name.
+ *   shared_retrieval  true: the union of the gamma+1 selections is fetched
+ *                     once; false: every query fetches its own misses
+ *   draft_ring        true: the draft KV is a ring of W rows; false: as long
+ *                     as the context (the ledger and the draft pass read it all)
+ *   staging_reuse     true: one layer group's union rows are staged at a time;
+ *                     false: every group keeps its own staging
+ * (the three switches default to true). "HiSparse with speculation, without
+ * those mechanisms" is policy hisparse with all three false (dhsim's
+ * hisparse-spec).
+ *
+ * One speculative step at committed position p of request r:
+ *   1. spec_confidence keyed by (seed, r, p), so every policy sees the same
+ *      draws; verify length L = gamma (DFlash2) or DSpark's rule over the
+ *      batch with step_estimate_s as the time model; L is capped by the
+ *      positions left in the request; a = spec_accept(L).
+ *   2. Per selection group: the base position p is applied to the hot buffer
+ *      as in plain decoding (its misses are M_0); positions p+1..p+L come from
+ *      the lookahead queue and are folded into the union; the rows fetched are
+ *      the union's misses (shared) or the per-query sum; attention reads the
+ *      sum of the queries' selections; the staging holds the union.
+ *   3. Commit: positions p+1..p+a are applied to the hot buffer (their misses
+ *      were fetched into staging by the verification: no PCIe charge) and
+ *      popped; the rows written through are those of the a+1 committed
+ *      positions; rejected positions stay queued as the next step's input.
+ * The hot buffer therefore sees every position once and in order, as in
+ * plain decoding. Cost per (request, group) and step: O(rows changed over the
+ * L+1 positions) hash operations; never O(k) or O(context). */
+#ifndef DH_SPECRUN_H
+#define DH_SPECRUN_H
+
+#include <stdint.h>
+
+#include "common/cfg.h"
+#include "sim/model.h"
+#include "sim/pol.h"
+#include "sim/spec.h"
+#include "sim/step.h"
+#include "sim/union.h"
+
+typedef struct {
+    int mode;                    /* 0 none, SPEC_DFLASH2, SPEC_DSPARK */
+    char draft_path[512];
+    spec_draft *draft;           /* NULL when mode is none */
+    int shared_retrieval, draft_ring, staging_reuse;
+} specrun_cfg;
+
+/* Read [spec] from the instance config (every key checked). 0 or -1. */
+int specrun_config_load(cfg *inst, const model_cfg *m, specrun_cfg *s);
+void specrun_config_release(specrun_cfg *s);
+/* Parse a mode name: none, dflash2 or dspark. */
+int specrun_parse_mode(const char *name, int *mode);
+
+/* Ledger bytes of one request under speculation (0 without): its draft KV
+ * (W rows with the ring, its final context without) and its worst-case
+ * verification staging ((gamma+1) k union rows of the largest group with
+ * reuse, of every group without). */
+void specrun_reservation(const specrun_cfg *s, const model_cfg *m, uint64_t final_ctx, double *draft,
+                         double *staging);
+
+/* The per-step plan of n requests. ctx[i] is the context at the committed
+ * position, left[i] the positions after it in the request's stream
+ * (output_len - pos - 1). Fills L[i] and a[i] and returns the draft pass's
+ * seconds (in cx->pre_s as well). cx must be set up for the batch except
+ * pre_s. DSpark's choice uses step_estimate_s on one micro-batch holding the
+ * whole batch (fetch assumed hidden). */
+double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, uint64_t seed, uint32_t n,
+                    const uint32_t *req, const uint32_t *pos, const uint64_t *ctx, const uint32_t *left,
+                    uint32_t *L, uint32_t *a);
+
+/* What one (request, group) verification brought. */
+typedef struct {
+    uint32_t nrows;              /* context rows at the base position */
+    double sel_sum;              /* selected rows summed over the L+1 queries */
+    uint32_t union_rows;         /* |S_0 u ... u S_L| (0 under resident: not read) */
+    uint64_t fetched;            /* rows fetched (shared or per query, as configured) */
+    uint64_t fetched_per_query;  /* per-query count when kept (shared retrieval off), else 0 */
+    uint32_t written;            /* rows new in the context over the a+1 committed positions */
+    uint32_t staged_misses;      /* misses of committed drafts served from staging */
+} specrun_out;
+
+/* Verify and commit one (request, group) stream: base position ps->pos, L
+ * drafts, a accepted. ps must be a live hot-buffer stream (pol_stream opened
+ * with kind POL_ADAPTIVE: st and buf), or POL_RESIDENT (no stream is read).
+ * ahead holds the positions read beyond the base. Advances ps->pos by a+1.
+ * -1 with dh_err() naming request and group on a bad stream. */
+int specrun_verify(pol_stream *ps, const trace_shape *sh, sunion_ahead *ahead, sunion *u, uint32_t L,
+                   uint32_t a, int shared, specrun_out *o);
+
+#endif
