@@ -358,6 +358,407 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
     if (tid < AT_H) a.part_lse[ob + tid] = l_s[tid] > 0 ? m_s[tid] + log2f(l_s[tid]) : -INFINITY;
 }
 
+/* ---- version 4 ----
+ * One block of 8 warps per (query, split of the rows, 64 heads), one block per SM, a grid of
+ * at most one wave. Per tile of N rows (64 FP8 / 32 BF16):
+ *   S = Q K^T: warp (kh, hg, kg) computes 32 heads x N/2 rows over one half (288 dims) of the
+ *     576 key dims, so each ldmatrix fragment feeds two or four mma (v3: one); the two halves
+ *     meet through shared memory, where the softmax warps add them.
+ *   online softmax in the registers of the four kh = 0 warps; the two row halves exchange
+ *     their maxima through 512 bytes of shared memory and keep separate running sums (the
+ *     same running maximum, so the sums add at the end).
+ *   O += P V: warp w owns all 64 heads x 64 value dims (128 fp32 accumulators per thread), so
+ *     each P fragment feeds 16 mma and each V fragment 4 (v3: 8 and 1).
+ * FP8 rows are dequantised to fp16 (e4m3 converts exactly to fp16; one cvt and one half2
+ * multiply by the group scale per two values, against six instructions to bf16) and both
+ * products run on fp16 mma (queries converted once per block); BF16 rows stay bf16 and land
+ * by cp.async straight in a three-stage ring of padded tiles (no staging copy). Partial
+ * outputs of a split are fp16 (half the bytes of v3's fp32 partials), and with one split the
+ * block writes the final output itself and no combine is launched. */
+#define A4_THREADS 256
+
+template <int FMT> struct a4_cfg;
+template <> struct a4_cfg<KREF_ROW_FP8> {
+    static constexpr int N = 64, STAGES = 1, RB = KREF_ROW_BYTES_FP8;
+    typedef __half T;
+};
+template <> struct a4_cfg<KREF_ROW_BF16> {
+    static constexpr int N = 32, STAGES = 3, RB = KREF_ROW_BYTES_BF16;
+    typedef __nv_bfloat16 T;
+};
+
+/* Shared memory of version 4: Q, the key tiles (FP8: one fp16 tile plus raw staging; BF16:
+ * the ring), the score exchange, P, and the per-head statistics. */
+template <int FMT> constexpr size_t attn4_smem_bytes()
+{
+    typedef a4_cfg<FMT> C;
+    return (size_t)AT_H * AT_KS * 2 + (size_t)(FMT == KREF_ROW_FP8 ? 1 : C::STAGES) * C::N * AT_KS * 2 +
+           (size_t)(FMT == KREF_ROW_FP8 ? C::STAGES * C::N * C::RB : 0) + (size_t)AT_H * (C::N + 8) * 4 +
+           (size_t)AT_H * (C::N + 8) * 2 + 7 * AT_H * 4;
+}
+
+__device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)),
+                 "l"(gmem), "r"(src_bytes) : "memory");
+}
+
+template <typename T> __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+template <> __device__ __forceinline__ void mma16816<__half>(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    mma_bf16(c, a[0], a[1], a[2], a[3], b0, b1);
+}
+
+__device__ __forceinline__ uint32_t a4_pack(float x, float y, __half *)
+{
+    __half2 h = __floats2half2_rn(x, y);
+    return *(uint32_t *)&h;
+}
+__device__ __forceinline__ uint32_t a4_pack(float x, float y, __nv_bfloat16 *)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+    return *(uint32_t *)&h;
+}
+
+template <int FMT>
+__global__ void __launch_bounds__(A4_THREADS, 1) attn4_kernel(const attn_args a, float *__restrict__ out)
+{
+    typedef a4_cfg<FMT> C;
+    typedef typename C::T T;
+    constexpr int N = C::N, ST = C::STAGES, RB = C::RB, CH = RB / 16, SS = N + 8, PS = N + 8;
+    constexpr int NT = N / 16;              /* 8-row n-tiles of S per warp (N/2 rows) */
+    constexpr int TPR = A4_THREADS / N;     /* threads per row when issuing copies */
+    constexpr bool FP8 = FMT == KREF_ROW_FP8;
+    extern __shared__ __align__(16) uint8_t at_smem[];
+    T *Qs = (T *)at_smem;
+    T *Kbuf = Qs + AT_H * AT_KS;
+    uint8_t *raw = (uint8_t *)(Kbuf + (FP8 ? 1 : ST) * N * AT_KS);
+    float *Ss = (float *)(raw + (FP8 ? ST * N * RB : 0));
+    T *Ps = (T *)(Ss + AT_H * SS);
+    float *m_s = (float *)(Ps + AT_H * PS);   /* [2][64]: running maximum, one copy per row half */
+    float *l_s = m_s + 2 * AT_H;              /* [2][64]: running sum of each row half */
+    float *red = l_s + 2 * AT_H;              /* [2][64]: tile maxima of the two row halves */
+    float *alpha_s = red + 2 * AT_H;          /* [64]: this tile's rescale factor */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int split = blockIdx.x, q = blockIdx.y, hb = blockIdx.z;
+    const int rb = split * a.rows_per_split, re = min(a.k, rb + a.rows_per_split);
+    const int ntiles = re > rb ? (re - rb + N - 1) / N : 0;
+
+    /* Copies of tile t: FP8 into the raw staging (rows past the end are zeroed at
+     * dequantisation); BF16 straight into ring stage t % ST, rows past the end zero-filled. */
+    auto issue = [&](int t) {
+        if (t < ntiles) {
+            const int base = rb + t * N, cnt = min(N, re - base), j = tid / TPR;
+            if (FP8) {
+                uint8_t *dst = raw + (t % ST) * N * RB + j * RB;
+                if (j < cnt) {
+                    const uint8_t *src = attn_row(a, q, base + j);
+                    for (int o = tid % TPR; o < CH; o += TPR) cp_async16(dst + o * 16, src + o * 16);
+                }
+            } else {
+                T *dst = Kbuf + (t % ST) * N * AT_KS + j * AT_KS;
+                const uint8_t *src = j < cnt ? attn_row(a, q, base + j) : (const uint8_t *)a.q;
+                const int sz = j < cnt ? 16 : 0;
+                for (int o = tid % TPR; o < CH; o += TPR) cp_async16_zfill(dst + o * 8, src + (j < cnt ? o * 16 : 0), sz);
+            }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    for (int s = 0; s < (FP8 ? 1 : ST - 1); s++) issue(s);
+
+    /* Queries (bf16 in memory) into shared memory as T, while the first rows are in flight. */
+    const __nv_bfloat16 *qg = a.q + ((size_t)q * a.heads + (size_t)hb * AT_H) * AT_QK;
+    for (int c = tid; c < AT_H * (AT_QK / 8); c += A4_THREADS) {
+        const int h = c / (AT_QK / 8), o = c % (AT_QK / 8);
+        uint4 v = *(const uint4 *)(qg + (size_t)h * AT_QK + o * 8);
+        if (FP8) {
+            const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&v;
+            uint4 w;
+            uint32_t *w32 = (uint32_t *)&w;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float2 f = __bfloat1622float2(b2[e]);
+                w32[e] = a4_pack(f.x, f.y, (T *)nullptr);
+            }
+            v = w;
+        }
+        *(uint4 *)(Qs + h * AT_KS + o * 8) = v;
+    }
+    if (tid < 2 * AT_H) m_s[tid] = -INFINITY, l_s[tid] = 0.f;
+
+    const int kh = warp >> 2, hg = (warp >> 1) & 1, kg = warp & 1;
+    const float sscale = a.sm_scale * AT_LOG2E;
+    float o_acc[4][8][4];
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int n = 0; n < 8; n++) o_acc[mi][n][0] = o_acc[mi][n][1] = o_acc[mi][n][2] = o_acc[mi][n][3] = 0.f;
+
+    for (int t = 0; t < ntiles; t++) {
+        const int base = rb + t * N, cnt = min(N, re - base);
+        const T *Ks;
+        if (FP8) {
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+            __syncthreads();
+            /* Raw FP8 rows -> fp16 keys: 32 chunks of 16 latent codes and 8 chunks of RoPE per row. */
+            T *Kw = Kbuf;
+            for (int c = tid; c < N * 40; c += A4_THREADS) {
+                const int j = c / 40, o = c % 40;
+                if (j >= cnt) {
+                    if (o < 32) {
+                        *(uint4 *)(Kw + j * AT_KS + o * 16) = make_uint4(0, 0, 0, 0);
+                        *(uint4 *)(Kw + j * AT_KS + o * 16 + 8) = make_uint4(0, 0, 0, 0);
+                    } else {
+                        *(uint4 *)(Kw + j * AT_KS + 512 + (o - 32) * 8) = make_uint4(0, 0, 0, 0);
+                    }
+                    continue;
+                }
+                const uint8_t *rr = raw + j * RB;
+                if (o < 32) {
+                    const __half2 sc2 = __float2half2_rn(*(const float *)(rr + 512 + 4 * (o / 8)));
+                    const uint4 v = *(const uint4 *)(rr + o * 16);
+                    const __nv_fp8x2_storage_t *p2 = (const __nv_fp8x2_storage_t *)&v;
+                    uint4 w[2];
+                    __half2 *h2 = (__half2 *)w;
+#pragma unroll
+                    for (int e = 0; e < 8; e++) {
+                        __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(p2[e], __NV_E4M3);
+                        h2[e] = __hmul2(*(__half2 *)&hr, sc2);
+                    }
+                    *(uint4 *)(Kw + j * AT_KS + o * 16) = w[0];
+                    *(uint4 *)(Kw + j * AT_KS + o * 16 + 8) = w[1];
+                } else {
+                    const uint4 v = *(const uint4 *)(rr + 528 + (o - 32) * 16);
+                    const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&v;
+                    uint4 w;
+                    uint32_t *w32 = (uint32_t *)&w;
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float2 f = __bfloat1622float2(b2[e]);
+                        w32[e] = a4_pack(f.x, f.y, (T *)nullptr);
+                    }
+                    *(uint4 *)(Kw + j * AT_KS + 512 + (o - 32) * 8) = w;
+                }
+            }
+            __syncthreads();
+            issue(t + 1);
+            Ks = Kbuf;
+        } else {
+            asm volatile("cp.async.wait_group %0;" ::"n"(ST - 2) : "memory");
+            __syncthreads();
+            issue(t + ST - 1);
+            Ks = Kbuf + (t % ST) * N * AT_KS;
+        }
+
+        /* S partial: 32 heads (hg) x N/2 rows (kg) over dims [288 kh, 288 kh + 288). */
+        float s[2][NT][4];
+#pragma unroll
+        for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+            for (int ni = 0; ni < NT; ni++) s[mi][ni][0] = s[mi][ni][1] = s[mi][ni][2] = s[mi][ni][3] = 0.f;
+        {
+            const T *qa = Qs + (hg * 32 + (lane % 16)) * AT_KS + kh * 288 + (lane / 16) * 8;
+            const T *kb = Ks + (kg * (N / 2) + (lane % 8) + (lane / 16) * 8) * AT_KS + kh * 288 + ((lane / 8) % 2) * 8;
+#pragma unroll 3
+            for (int ks = 0; ks < 18; ks++) {
+                uint32_t af[2][4];
+#pragma unroll
+                for (int mi = 0; mi < 2; mi++) ldsm_x4(af[mi][0], af[mi][1], af[mi][2], af[mi][3], qa + mi * 16 * AT_KS + ks * 16);
+#pragma unroll
+                for (int n2 = 0; n2 < NT / 2; n2++) {
+                    uint32_t b0, b1, b2, b3;
+                    ldsm_x4(b0, b1, b2, b3, kb + n2 * 16 * AT_KS + ks * 16);
+#pragma unroll
+                    for (int mi = 0; mi < 2; mi++) {
+                        mma16816<T>(s[mi][2 * n2], af[mi], b0, b1);
+                        mma16816<T>(s[mi][2 * n2 + 1], af[mi], b2, b3);
+                    }
+                }
+            }
+        }
+        const int rw = hg * 32 + lane / 4;              /* + 16 mi + 8 half */
+        const int cl = kg * (N / 2) + 2 * (lane % 4);   /* + 8 ni */
+        if (kh == 1) {
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < NT; ni++) {
+                    *(float2 *)(Ss + (rw + mi * 16) * SS + cl + ni * 8) = make_float2(s[mi][ni][0], s[mi][ni][1]);
+                    *(float2 *)(Ss + (rw + mi * 16 + 8) * SS + cl + ni * 8) = make_float2(s[mi][ni][2], s[mi][ni][3]);
+                }
+        }
+        __syncthreads();
+        if (kh == 0) {
+            float mx[2][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) {
+                mx[mi][0] = mx[mi][1] = -INFINITY;
+#pragma unroll
+                for (int ni = 0; ni < NT; ni++)
+#pragma unroll
+                    for (int hf = 0; hf < 2; hf++) {
+                        const float2 o2 = *(const float2 *)(Ss + (rw + mi * 16 + 8 * hf) * SS + cl + ni * 8);
+                        const int col = cl + ni * 8;   /* tile-local row index */
+                        float v0 = (s[mi][ni][2 * hf] + o2.x) * sscale, v1 = (s[mi][ni][2 * hf + 1] + o2.y) * sscale;
+                        v0 = col < cnt ? v0 : -INFINITY;
+                        v1 = col + 1 < cnt ? v1 : -INFINITY;
+                        s[mi][ni][2 * hf] = v0;
+                        s[mi][ni][2 * hf + 1] = v1;
+                        mx[mi][hf] = fmaxf(mx[mi][hf], fmaxf(v0, v1));
+                    }
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+                    mx[mi][hf] = fmaxf(mx[mi][hf], __shfl_xor_sync(0xffffffff, mx[mi][hf], 1));
+                    mx[mi][hf] = fmaxf(mx[mi][hf], __shfl_xor_sync(0xffffffff, mx[mi][hf], 2));
+                    if (lane % 4 == 0) red[kg * AT_H + rw + mi * 16 + 8 * hf] = mx[mi][hf];
+                }
+            asm volatile("bar.sync 1, 128;" ::: "memory");   /* the four kh = 0 warps */
+            float mnew[2][2], alpha[2][2], sum[2][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+                    const int r = rw + mi * 16 + 8 * hf;
+                    const float m_old = m_s[kg * AT_H + r];
+                    const float m_new = fmaxf(m_old, fmaxf(mx[mi][hf], red[(kg ^ 1) * AT_H + r]));
+                    mnew[mi][hf] = m_new;
+                    alpha[mi][hf] = m_new == -INFINITY ? 1.f : exp2f(m_old - m_new);
+                    sum[mi][hf] = 0.f;
+                }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < NT; ni++)
+#pragma unroll
+                    for (int hf = 0; hf < 2; hf++) {
+                        const float m_new = mnew[mi][hf];
+                        const float p0 = m_new == -INFINITY ? 0.f : exp2f(s[mi][ni][2 * hf] - m_new);
+                        const float p1 = m_new == -INFINITY ? 0.f : exp2f(s[mi][ni][2 * hf + 1] - m_new);
+                        sum[mi][hf] += p0 + p1;
+                        *(uint32_t *)(Ps + (rw + mi * 16 + 8 * hf) * PS + cl + ni * 8) = a4_pack(p0, p1, (T *)nullptr);
+                    }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+                    sum[mi][hf] += __shfl_xor_sync(0xffffffff, sum[mi][hf], 1);
+                    sum[mi][hf] += __shfl_xor_sync(0xffffffff, sum[mi][hf], 2);
+                }
+            __syncwarp();  /* every lane has read m_s before lane 0 of its quad rewrites it */
+            if (lane % 4 == 0) {
+#pragma unroll
+                for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                    for (int hf = 0; hf < 2; hf++) {
+                        const int r = rw + mi * 16 + 8 * hf;
+                        l_s[kg * AT_H + r] = l_s[kg * AT_H + r] * alpha[mi][hf] + sum[mi][hf];
+                        m_s[kg * AT_H + r] = mnew[mi][hf];
+                        if (kg == 0) alpha_s[r] = alpha[mi][hf];
+                    }
+            }
+        }
+        __syncthreads();
+        /* O = O * alpha + P V: warp w owns value dims [64 w, 64 w + 64) of all 64 heads. */
+        {
+#pragma unroll
+            for (int mi = 0; mi < 4; mi++) {
+                const float a_lo = alpha_s[mi * 16 + lane / 4], a_hi = alpha_s[mi * 16 + lane / 4 + 8];
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+                    o_acc[mi][n][0] *= a_lo, o_acc[mi][n][1] *= a_lo, o_acc[mi][n][2] *= a_hi, o_acc[mi][n][3] *= a_hi;
+            }
+#pragma unroll
+            for (int kk = 0; kk < N / 16; kk++) {
+                uint32_t pa[4][4];
+#pragma unroll
+                for (int mi = 0; mi < 4; mi++)
+                    ldsm_x4(pa[mi][0], pa[mi][1], pa[mi][2], pa[mi][3], Ps + (mi * 16 + (lane % 16)) * PS + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+                for (int n2 = 0; n2 < 4; n2++) {
+                    uint32_t b0, b1, b2, b3;
+                    ldsm_x4_t(b0, b1, b2, b3,
+                              Ks + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * AT_KS + warp * 64 + n2 * 16 + (lane / 16) * 8);
+#pragma unroll
+                    for (int mi = 0; mi < 4; mi++) {
+                        mma16816<T>(o_acc[mi][2 * n2], pa[mi], b0, b1);
+                        mma16816<T>(o_acc[mi][2 * n2 + 1], pa[mi], b2, b3);
+                    }
+                }
+            }
+        }
+    }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    /* Normalise; one split: final output; several: fp16 partials and the log-sum-exp. */
+    const size_t ob = ((size_t)q * a.splits + split) * a.heads + (size_t)hb * AT_H;
+    __half *part = (__half *)a.part_o;
+#pragma unroll
+    for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            const int h = mi * 16 + lane / 4 + 8 * hf;
+            const float l = l_s[h] + l_s[AT_H + h];
+            const float inv = l > 0 ? 1.f / l : 0.f;
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const int d = warp * 64 + n * 8 + 2 * (lane % 4);
+                const float x = o_acc[mi][n][2 * hf] * inv, y = o_acc[mi][n][2 * hf + 1] * inv;
+                if (a.splits == 1)
+                    *(float2 *)(out + ((size_t)q * a.heads + (size_t)hb * AT_H + h) * AT_V + d) = make_float2(x, y);
+                else
+                    *(__half2 *)(part + (ob + h) * AT_V + d) = __floats2half2_rn(x, y);
+            }
+        }
+    if (a.splits > 1 && tid < AT_H) {
+        const float l = l_s[tid] + l_s[AT_H + tid];
+        a.part_lse[ob + tid] = l > 0 ? m_s[tid] + log2f(l) : -INFINITY;
+    }
+}
+
+/* Merges version 4's fp16 partials: one thread per (query, head, 8 value dims). */
+__global__ void attn4_combine_kernel(const __half *__restrict__ part_o, const float *__restrict__ part_lse, int nq,
+                                     int splits, int heads, float *__restrict__ out)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)nq * heads * (AT_V / 8)) return;
+    const int c = (int)(i % (AT_V / 8));
+    const size_t qh = i / (AT_V / 8);
+    const int h = (int)(qh % heads);
+    const size_t q = qh / heads;
+    const size_t base = q * splits * heads + h;
+    float mx = -INFINITY;
+    for (int s = 0; s < splits; s++) mx = fmaxf(mx, part_lse[base + (size_t)s * heads]);
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, den = 0.f;
+    for (int s = 0; s < splits; s++) {
+        const float lse = part_lse[base + (size_t)s * heads];
+        const float w = mx == -INFINITY || lse == -INFINITY ? 0.f : exp2f(lse - mx);
+        if (w == 0.f) continue;
+        const uint4 v = *(const uint4 *)(part_o + (base + (size_t)s * heads) * AT_V + c * 8);
+        const __half2 *h2 = (const __half2 *)&v;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float2 f = __half22float2(h2[e]);
+            acc[2 * e] += w * f.x;
+            acc[2 * e + 1] += w * f.y;
+        }
+        den += w;
+    }
+    const float inv = den > 0 ? 1.f / den : 0.f;
+    float4 *o4 = (float4 *)(out + qh * AT_V + c * 8);
+    o4[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+    o4[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+}
+
 /* Merge the splits of every (query, head) by their log-sum-exp. */
 __global__ void attn_combine_kernel(const float *__restrict__ part_o, const float *__restrict__ part_lse,
                                     int splits, int heads, float *__restrict__ out)
@@ -384,8 +785,41 @@ struct attn_scratch {
     size_t cap_o = 0, cap_lse = 0;
 };
 
+/* Version 4: at most one wave (one block per SM), so the splits fill the SMs once; fp16
+ * partials and a combine only when there is more than one split. */
+static void attn4_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
+{
+    const bool fp8 = a.format == KREF_ROW_FP8;
+    const int tn = fp8 ? a4_cfg<KREF_ROW_FP8>::N : a4_cfg<KREF_ROW_BF16>::N;
+    const int per_split = a.nq * (a.heads / AT_H);
+    if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
+    a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
+    a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
+    a.splits = (a.k + a.rows_per_split - 1) / a.rows_per_split;
+    if ((size_t)a.nq * a.splits * a.heads > sc.cap_lse) {
+        fprintf(stderr, "dhbench: attention: scratch too small for %d splits\n", a.splits);
+        exit(1);
+    }
+    a.part_o = sc.part_o;   /* holds fp16 partials here */
+    a.part_lse = sc.part_lse;
+    dim3 grid(a.splits, a.nq, a.heads / AT_H);
+    if (fp8) attn4_kernel<KREF_ROW_FP8><<<grid, A4_THREADS, attn4_smem_bytes<KREF_ROW_FP8>(), st>>>(a, out);
+    else attn4_kernel<KREF_ROW_BF16><<<grid, A4_THREADS, attn4_smem_bytes<KREF_ROW_BF16>(), st>>>(a, out);
+    CUDA_LAUNCH_CHECK();
+    if (a.splits > 1) {
+        const size_t items = (size_t)a.nq * a.heads * (AT_V / 8);
+        attn4_combine_kernel<<<(unsigned)((items + 255) / 256), 256, 0, st>>>((const __half *)sc.part_o, sc.part_lse,
+                                                                             a.nq, a.splits, a.heads, out);
+        CUDA_LAUNCH_CHECK();
+    }
+}
+
 static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
+    if (version == 4) {
+        attn4_launch(a, sc, out, sms, st);
+        return;
+    }
     const int tn = attn_tile_rows(version, a.format);
     if (a.splits <= 0) {
         int blocks_per_split = a.nq * (a.heads / AT_H);
@@ -432,6 +866,10 @@ static void attn_setup(attn_scratch &sc, size_t max_q_heads)
         cudaCheck(cudaFuncSetAttribute(attn_kernel<2, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
         cudaCheck(cudaFuncSetAttribute(attn_kernel<3, 64, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s64));
         cudaCheck(cudaFuncSetAttribute(attn_kernel<3, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
+        cudaCheck(cudaFuncSetAttribute(attn4_kernel<KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)attn4_smem_bytes<KREF_ROW_FP8>()));
+        cudaCheck(cudaFuncSetAttribute(attn4_kernel<KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)attn4_smem_bytes<KREF_ROW_BF16>()));
         attr_done = true;
     }
     /* At most 64 splits per (query, head): attn_launch caps them there. */

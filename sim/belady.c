@@ -1,10 +1,16 @@
 /* belady.c: MIN replacement over one stream; see belady.h.
  *
- * Stale heap entries: a row enters the unselected set with key = the
- * position of its next use. It leaves that set either by eviction (popped) or
- * by being selected again exactly at position key, after which its entry
- * stays in the heap; so at position t an entry with key <= t is stale and
- * is skipped when popped. No decrease-key is needed. */
+ * Eviction candidates are kept in buckets by the position of their next use
+ * (one bucket per position of the stream plus one for "never again"): a row
+ * enters the bucket of its next use when it leaves the selection or is
+ * written, and leaves it either by eviction or, at exactly that position, by
+ * being selected again; so at position t the buckets of positions <= t hold
+ * only rows selected again and are dropped, and every row in a later bucket
+ * is an unselected resident. Eviction takes the highest non-empty bucket
+ * (a bitmap over the buckets finds it) and in it the largest row: a bucket is
+ * kept sorted ascending, rows pushed since are sorted and merged in when it
+ * is next evicted from (rows pushed at one position already come ascending).
+ * Pushes are O(1); memory is the live candidates, not every removal. */
 #include "sim/belady.h"
 #include "common/dh_err.h"
 
@@ -13,7 +19,12 @@
 
 #define NEVER 0xFFFFFFFFu
 
-typedef struct { uint32_t key, row; } bel_ent;
+/* Rows whose next use is one position: [0, sorted) ascending, then the rows
+ * pushed since. */
+typedef struct {
+    uint32_t *row;
+    uint32_t n, sorted, cap;
+} bel_bucket;
 
 struct belady_work {
     /* The stream's deltas, concatenated. */
@@ -28,8 +39,11 @@ struct belady_work {
     uint32_t *next_use;            /* [rows] during the backward pass */
     uint8_t *resident;             /* [rows] during the forward pass */
     uint64_t cap_rows;
-    bel_ent *heap;
-    uint64_t n_heap, cap_heap;
+    bel_bucket *bucket;            /* [npos + 1]: by next use; [npos] = never */
+    uint64_t *nonempty;            /* bitmap over the buckets */
+    uint64_t cap_bucket;
+    uint32_t *merge;               /* scratch for merging a bucket */
+    uint64_t cap_merge;
 };
 
 static void *xrealloc(void *p, size_t n)
@@ -54,7 +68,8 @@ void belady_work_free(belady_work *w)
     if (!w) return;
     free(w->add); free(w->rem); free(w->add_off); free(w->rem_off); free(w->nrows);
     free(w->rem_key); free(w->wr_key); free(w->wr_off); free(w->next_use); free(w->resident);
-    free(w->heap);
+    for (uint64_t i = 0; i < w->cap_bucket; i++) free(w->bucket[i].row);
+    free(w->bucket); free(w->nonempty); free(w->merge);
     free(w);
 }
 
@@ -64,37 +79,51 @@ void belady_seq_release(belady_seq *s)
     memset(s, 0, sizeof *s);
 }
 
-/* Max-heap on (key, row): the furthest next use, then the larger row, first. */
-static inline int ent_above(bel_ent a, bel_ent b) { return a.key > b.key || (a.key == b.key && a.row > b.row); }
-
-static void heap_push(belady_work *w, uint32_t key, uint32_t row)
+static inline void bucket_push(belady_work *w, uint32_t key, uint32_t row)
 {
-    GROW(w->heap, w->cap_heap, w->n_heap + 1);
-    bel_ent e = { key, row };
-    uint64_t i = w->n_heap++;
-    while (i > 0) {
-        uint64_t p = (i - 1) / 2;
-        if (!ent_above(e, w->heap[p])) break;
-        w->heap[i] = w->heap[p];
-        i = p;
+    bel_bucket *b = &w->bucket[key];
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 64;
+        b->row = xrealloc(b->row, (size_t)b->cap * sizeof *b->row);
     }
-    w->heap[i] = e;
+    b->row[b->n++] = row;
+    w->nonempty[key >> 6] |= 1ull << (key & 63);
 }
 
-static bel_ent heap_pop(belady_work *w)
+static int cmp_u32(const void *a, const void *b)
 {
-    bel_ent top = w->heap[0], last = w->heap[--w->n_heap];
-    uint64_t i = 0, n = w->n_heap;
-    for (;;) {
-        uint64_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && ent_above(w->heap[c + 1], w->heap[c])) c++;
-        if (!ent_above(w->heap[c], last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sort the rows pushed since the last eviction from b and merge them in. */
+static void bucket_sort(belady_work *w, bel_bucket *b)
+{
+    uint32_t *r = b->row, s = b->sorted, n = b->n;
+    if (s == n) return;
+    int ascending = 1;
+    for (uint32_t i = s + 1; i < n && ascending; i++) ascending = r[i - 1] < r[i];
+    if (!ascending) qsort(r + s, n - s, sizeof *r, cmp_u32);
+    if (s > 0 && r[s - 1] > r[s]) {
+        GROW(w->merge, w->cap_merge, (uint64_t)s);
+        memcpy(w->merge, r, (size_t)s * sizeof *r);
+        uint32_t i = 0, j = s, o = 0;
+        while (i < s && j < n) r[o++] = w->merge[i] < r[j] ? w->merge[i++] : r[j++];
+        while (i < s) r[o++] = w->merge[i++];
     }
-    if (n) w->heap[i] = last;
-    return top;
+    b->sorted = n;
+}
+
+/* The highest non-empty bucket above position p, or -1. */
+static int64_t bucket_top(const belady_work *w, uint32_t nb, uint32_t p)
+{
+    for (int64_t wi = (int64_t)((nb - 1) >> 6); wi >= 0; wi--) {
+        uint64_t m = w->nonempty[wi];
+        if (!m) continue;
+        int64_t k = wi * 64 + 63 - __builtin_clzll(m);
+        return k > (int64_t)p ? k : -1;
+    }
+    return -1;
 }
 
 int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, belady_seq *out)
@@ -165,12 +194,24 @@ int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, b
     out->evicted = malloc(((size_t)n + 1) * sizeof *out->evicted);
     if (!out->misses || !out->written || !out->evicted) abort();
     memset(w->resident, 0, rows);
-    w->n_heap = 0;
+    /* Buckets 0 .. n-1 by next use, bucket n for never. */
+    uint32_t nb = n + 1;
+    if (nb > w->cap_bucket) {
+        w->bucket = xrealloc(w->bucket, (size_t)nb * sizeof *w->bucket);
+        memset(w->bucket + w->cap_bucket, 0, (size_t)(nb - w->cap_bucket) * sizeof *w->bucket);
+        w->cap_bucket = nb;
+    }
+    for (uint32_t i = 0; i < nb; i++) w->bucket[i].n = w->bucket[i].sorted = 0;
+    w->nonempty = xrealloc(w->nonempty, (((size_t)nb + 63) / 64) * 8);
+    memset(w->nonempty, 0, (((size_t)nb + 63) / 64) * 8);
     uint64_t n_res = 0, n_sel = 0;
     for (uint32_t p = 0; p < n; p++) {
+        /* Rows whose next use is now are selected again: no longer candidates. */
+        w->bucket[p].n = w->bucket[p].sorted = 0;
+        w->nonempty[p >> 6] &= ~(1ull << (p & 63));
         for (uint64_t i = w->rem_off[p]; i < w->rem_off[p + 1]; i++) {
             if (!w->resident[w->rem[i]]) { belady_seq_release(out); return dh_err("position %u removes row %u, which is not selected", p, w->rem[i]); }
-            heap_push(w, w->rem_key[i], w->rem[i]);
+            bucket_push(w, w->rem_key[i] == NEVER ? n : w->rem_key[i], w->rem[i]);
             n_sel--;
         }
         uint32_t written = 0;
@@ -178,7 +219,8 @@ int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, b
             for (uint32_t r = w->nrows[p - 1], j = 0; r < w->nrows[p]; r++, j++) {
                 w->resident[r] = 1;
                 n_res++;
-                heap_push(w, w->wr_key[w->wr_off[p] + j], r);
+                uint32_t key = w->wr_key[w->wr_off[p] + j];
+                bucket_push(w, key == NEVER ? n : key, r);
                 written++;
             }
         uint32_t miss = 0;
@@ -189,14 +231,21 @@ int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, b
         }
         if (n_sel > budget) { belady_seq_release(out); return dh_err("position %u selects %llu rows, more than the budget of %u", p, (unsigned long long)n_sel, budget); }
         if (n_sel != n_sel_pos[p]) { belady_seq_release(out); return dh_err("position %u: deltas give %llu selected rows, the stream says %u", p, (unsigned long long)n_sel, n_sel_pos[p]); }
+        /* Evict the furthest next use first, the larger row on a tie. */
         uint32_t ev = 0;
         while (n_res > budget) {
-            DH_BUG_ON(w->n_heap == 0);
-            bel_ent e = heap_pop(w);
-            if (e.key != NEVER && e.key <= p) continue; /* re-selected since: stale */
-            w->resident[e.row] = 0;
-            n_res--;
-            ev++;
+            int64_t k = bucket_top(w, nb, p);
+            DH_BUG_ON(k < 0);
+            bel_bucket *b = &w->bucket[k];
+            bucket_sort(w, b);
+            while (n_res > budget && b->n) {
+                uint32_t r = b->row[--b->n];
+                w->resident[r] = 0;
+                n_res--;
+                ev++;
+            }
+            b->sorted = b->n;
+            if (!b->n) w->nonempty[k >> 6] &= ~(1ull << (k & 63));
         }
         out->misses[p] = miss;
         out->written[p] = written;

@@ -27,7 +27,8 @@ static void usage(FILE *f)
         "                       hisparse with speculation but no shared retrieval, draft ring or staging\n"
         "                       reuse (default: the config's policy)\n"
         "  --compare            the four policies plus adaptive with speculation (the config's [spec]\n"
-        "                       mode, else dflash2), and the seed's headline comparison\n"
+        "                       mode, else dflash2 where the model has that draft, else dspark) and the seed's\n"
+        "                       headline comparison\n"
         "  --spec MODE          none, dflash2 or dspark (spec.mode; draft models/drafts/MODEL-MODE.ini)\n"
         "  --draft FILE         draft config (spec.draft)\n"
         "  --set SEC.KEY=VAL    override a config value (repeatable)\n"
@@ -220,8 +221,9 @@ static int print_headline(FILE *f, const sim_result *r, int n)
     for (int i = 0; i < n; i++) {
         if (!strcmp(r[i].policy, "hisparse")) hs = &r[i];
         else if (!strcmp(r[i].policy, "adaptive")) ad = &r[i];
-        else if (!strncmp(r[i].policy, "adaptive+", 9)) sp = &r[i];
+        else if (!strcmp(r[i].policy, "adaptive+dflash2")) sp = &r[i];
     }
+    /* The seed's headline is about DFlash2; other modes get the table only. */
     if (!hs || !ad || !sp) return 0;
     char path[600];
     const char *root = getenv("DHSPARSE_ROOT");
@@ -340,6 +342,14 @@ int main(int argc, char **argv)
     const char *cfg_mode = sc.spec.mode ? spec_kind_name((spec_kind)sc.spec.mode) : NULL;
     char spec_mode[16];
     snprintf(spec_mode, sizeof spec_mode, "%s", cfg_mode ? cfg_mode : "dflash2");
+    if (!cfg_mode) {
+        /* No configured mode: DFlash2 where the model has a DFlash2 draft, else DSpark. */
+        char p1[600], p2[700];
+        const char *root = getenv("DHSPARSE_ROOT");
+        snprintf(p1, sizeof p1, "models/drafts/%s-dflash2.ini", sc.model.name);
+        snprintf(p2, sizeof p2, "%s/%s", root ? root : ".", p1);
+        if (access(p1, R_OK) != 0 && access(p2, R_OK) != 0) snprintf(spec_mode, sizeof spec_mode, "dspark");
+    }
     int headline = 0;
     if (compare) {
         for (int i = 0; i < POL_N; i++) {

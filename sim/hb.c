@@ -1,16 +1,25 @@
 /* hb.c: the LRU hot buffer of one (request, selection group); see hb.h.
  *
- * Everything is index-based (uint32 nodes in growable arrays) so that a
- * buffer of a few thousand rows stays within a few tens of KB and the hot
- * loop touches little memory. The hash table is kept at most half full. */
+ * where[row] is HB_OUT (not resident), HB_SEL (selected, so resident), or
+ * HB_QBASE + a for an unselected resident row whose queue entry has absolute
+ * index a. The queue holds rows in the order they left the selection (or were
+ * written); an entry a is live iff where[q[a]] == HB_QBASE + a, so a hit only
+ * rewrites its row's word and the dead entry is skipped at the head. Absolute
+ * indices restart from 0 at each compaction, which also runs before they could
+ * wrap. Every loop over a sorted delta prefetches the words a few rows ahead:
+ * under the adaptive policy hundreds of buffers advance in lockstep and their
+ * words are not in cache. */
 #include "sim/hb.h"
 #include "common/dh_err.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define HB_NIL 0xFFFFFFFFu
-#define HB_SELECTED 0xFFFFFFFEu
+#define HB_OUT 0u
+#define HB_SEL 1u
+#define HB_QBASE 2u
+#define HB_PREFETCH 16 /* rows ahead */
+#define HB_INDEX_LIMIT 0xF0000000u /* compact before absolute indices come near wrapping */
 
 static void *xrealloc(void *p, size_t n)
 {
@@ -19,145 +28,87 @@ static void *xrealloc(void *p, size_t n)
     return p;
 }
 
-static inline uint32_t hash_row(uint32_t row, uint32_t mask)
-{
-    return (uint32_t)(((uint64_t)row * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-}
-
-static void hash_alloc(hb *h, uint32_t slots)
-{
-    h->hkey = calloc(slots, sizeof *h->hkey);
-    h->hval = malloc(slots * sizeof *h->hval);
-    if (!h->hkey || !h->hval) abort();
-    h->hmask = slots - 1;
-}
-
 void hb_init(hb *h, uint32_t budget)
 {
     memset(h, 0, sizeof *h);
     h->budget = budget;
-    h->head = h->tail = h->free_head = HB_NIL;
-    hash_alloc(h, 64);
 }
 
 void hb_release(hb *h)
 {
-    free(h->row); free(h->prev); free(h->next);
-    free(h->hkey); free(h->hval); free(h->scratch);
+    free(h->where); free(h->q); free(h->scratch);
     memset(h, 0, sizeof *h);
 }
 
 void hb_clear(hb *h)
 {
-    memset(h->hkey, 0, (size_t)(h->hmask + 1) * sizeof *h->hkey);
+    if (h->where) memset(h->where, 0, (size_t)h->cap_rows * sizeof *h->where);
     h->n_resident = h->n_sel = h->nrows_seen = 0;
-    h->n_nodes = 0;
-    h->head = h->tail = h->free_head = HB_NIL;
+    h->q_base = h->q_head = h->q_tail = 0;
 }
 
-static uint32_t hash_find(const hb *h, uint32_t row)
+/* Make where[] cover rows [0, n). */
+static void rows_reserve(hb *h, uint32_t n)
 {
-    uint32_t key = row + 1, i = hash_row(row, h->hmask);
-    for (;;) {
-        uint32_t k = h->hkey[i];
-        if (k == key) return h->hval[i];
-        if (k == 0) return HB_NIL;
-        i = (i + 1) & h->hmask;
-    }
+    if (n <= h->cap_rows) return;
+    uint32_t cap = h->cap_rows ? h->cap_rows : 1024;
+    while (cap < n) cap = cap > 0x7FFFFFFFu ? n : 2 * cap;
+    h->where = xrealloc(h->where, (size_t)cap * sizeof *h->where);
+    memset(h->where + h->cap_rows, 0, (size_t)(cap - h->cap_rows) * sizeof *h->where);
+    h->cap_rows = cap;
 }
 
-static void hash_put(hb *h, uint32_t row, uint32_t node)
-{
-    uint32_t i = hash_row(row, h->hmask);
-    while (h->hkey[i]) i = (i + 1) & h->hmask;
-    h->hkey[i] = row + 1;
-    h->hval[i] = node;
-}
+static inline uint32_t where_of(const hb *h, uint32_t row) { return row < h->cap_rows ? h->where[row] : HB_OUT; }
 
-/* Backward-shift deletion keeps probe sequences intact without tombstones. */
-static void hash_del(hb *h, uint32_t row)
+/* Keep only live entries, renumbered from 0. */
+static void queue_compact(hb *h)
 {
-    uint32_t key = row + 1, i = hash_row(row, h->hmask);
-    while (h->hkey[i] != key) {
-        DH_BUG_ON(h->hkey[i] == 0);
-        i = (i + 1) & h->hmask;
-    }
-    uint32_t j = i;
-    for (;;) {
-        j = (j + 1) & h->hmask;
-        if (!h->hkey[j]) break;
-        uint32_t home = hash_row(h->hkey[j] - 1, h->hmask);
-        /* Move j's entry into the hole at i unless its home lies cyclically in (i, j]. */
-        int stays = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
-        if (stays) continue;
-        h->hkey[i] = h->hkey[j];
-        h->hval[i] = h->hval[j];
-        i = j;
-    }
-    h->hkey[i] = 0;
-}
-
-static void hash_grow(hb *h)
-{
-    uint32_t *ok = h->hkey, *ov = h->hval, oslots = h->hmask + 1;
-    hash_alloc(h, oslots * 2);
-    for (uint32_t i = 0; i < oslots; i++)
-        if (ok[i]) hash_put(h, ok[i] - 1, ov[i]);
-    free(ok); free(ov);
-}
-
-static uint32_t node_new(hb *h, uint32_t row)
-{
-    uint32_t n;
-    if (h->free_head != HB_NIL) {
-        n = h->free_head;
-        h->free_head = h->next[n];
-    } else {
-        if (h->n_nodes == h->cap_nodes) {
-            h->cap_nodes = h->cap_nodes ? 2 * h->cap_nodes : 256;
-            h->row = xrealloc(h->row, h->cap_nodes * sizeof *h->row);
-            h->prev = xrealloc(h->prev, h->cap_nodes * sizeof *h->prev);
-            h->next = xrealloc(h->next, h->cap_nodes * sizeof *h->next);
+    uint32_t n = 0;
+    for (uint32_t a = h->q_head; a < h->q_tail; a++) {
+        uint32_t row = h->q[a - h->q_base];
+        if (h->where[row] == HB_QBASE + a) {
+            h->q[n] = row;
+            h->where[row] = HB_QBASE + n;
+            n++;
         }
-        n = h->n_nodes++;
     }
-    h->row[n] = row;
-    if (2 * (uint64_t)(h->n_resident + 1) > h->hmask + 1) hash_grow(h);
-    hash_put(h, row, n);
-    h->n_resident++;
-    return n;
+    h->q_base = h->q_head = 0;
+    h->q_tail = n;
 }
 
-static void node_free(hb *h, uint32_t n)
+/* Append row (unselected, resident) at the tail. */
+static inline void queue_push(hb *h, uint32_t row)
 {
-    hash_del(h, h->row[n]);
-    h->next[n] = h->free_head;
-    h->free_head = n;
-    h->n_resident--;
+    if (h->q_tail - h->q_base == h->q_cap) {
+        uint32_t live = h->n_resident - h->n_sel, len = h->q_tail - h->q_head;
+        if (len > 2 * live + 1024 || h->q_tail >= HB_INDEX_LIMIT) {
+            queue_compact(h);
+        } else if (h->q_head - h->q_base >= h->q_cap / 2) {
+            /* Drop the popped front. */
+            memmove(h->q, h->q + (h->q_head - h->q_base), (size_t)len * sizeof *h->q);
+            h->q_base = h->q_head;
+        }
+        if (h->q_tail - h->q_base == h->q_cap) {
+            h->q_cap = h->q_cap ? 2 * h->q_cap : 1024;
+            h->q = xrealloc(h->q, (size_t)h->q_cap * sizeof *h->q);
+        }
+    }
+    h->where[row] = HB_QBASE + h->q_tail;
+    h->q[h->q_tail - h->q_base] = row;
+    h->q_tail++;
 }
 
-static void list_append(hb *h, uint32_t n)
-{
-    h->prev[n] = h->tail;
-    h->next[n] = HB_NIL;
-    if (h->tail != HB_NIL) h->next[h->tail] = n; else h->head = n;
-    h->tail = n;
-}
-
-static void list_unlink(hb *h, uint32_t n)
-{
-    uint32_t p = h->prev[n], x = h->next[n];
-    if (p != HB_NIL) h->next[p] = x; else h->head = x;
-    if (x != HB_NIL) h->prev[x] = p; else h->tail = p;
-}
-
+/* Evict least recent unselected rows until at most target are resident. */
 static uint32_t evict_down_to(hb *h, uint32_t target)
 {
     uint32_t ev = 0;
-    while (h->n_resident > target && h->head != HB_NIL) {
-        uint32_t n = h->head;
-        list_unlink(h, n);
-        node_free(h, n);
+    while (h->n_resident > target && h->q_head < h->q_tail) {
+        uint32_t a = h->q_head++;
+        if (a + HB_PREFETCH < h->q_tail) __builtin_prefetch(&h->where[h->q[a + HB_PREFETCH - h->q_base]], 1);
+        uint32_t row = h->q[a - h->q_base];
+        if (h->where[row] != HB_QBASE + a) continue; /* dead: re-selected since */
+        h->where[row] = HB_OUT;
+        h->n_resident--;
         ev++;
     }
     return ev;
@@ -170,38 +121,38 @@ uint32_t hb_set_budget(hb *h, uint32_t budget)
     return evict_down_to(h, budget);
 }
 
-int hb_resident(const hb *h, uint32_t row) { return hash_find(h, row) != HB_NIL; }
+int hb_resident(const hb *h, uint32_t row) { return where_of(h, row) != HB_OUT; }
 
-int hb_selected(const hb *h, uint32_t row)
-{
-    uint32_t n = hash_find(h, row);
-    return n != HB_NIL && h->prev[n] == HB_SELECTED;
-}
+int hb_selected(const hb *h, uint32_t row) { return where_of(h, row) == HB_SEL; }
 
 int hb_step(hb *h, const sel_delta *d, hb_result *res)
 {
     memset(res, 0, sizeof *res);
+    if (d->nrows < h->nrows_seen)
+        return dh_err("position %u: the context shrank from %u to %u rows", d->pos, h->nrows_seen, d->nrows);
+    rows_reserve(h, d->nrows);
     /* 1. Rows leaving the selection become the most recent unselected rows. */
     for (uint32_t i = 0; i < d->n_removed; i++) {
-        uint32_t n = hash_find(h, d->removed[i]);
-        if (n == HB_NIL || h->prev[n] != HB_SELECTED)
-            return dh_err("selection at position %u removes row %u, which is not selected", d->pos, d->removed[i]);
-        list_append(h, n);
+        uint32_t row = d->removed[i];
+        if (i + HB_PREFETCH < d->n_removed && d->removed[i + HB_PREFETCH] < h->cap_rows)
+            __builtin_prefetch(&h->where[d->removed[i + HB_PREFETCH]], 1);
+        if (where_of(h, row) != HB_SEL)
+            return dh_err("selection at position %u removes row %u, which is not selected", d->pos, row);
         h->n_sel--;
+        queue_push(h, row);
     }
     /* 2. Rows produced on the GPU since the last position enter residency. */
     if (h->nrows_seen && d->nrows > h->nrows_seen) {
         for (uint32_t r = h->nrows_seen; r < d->nrows; r++) {
-            if (hash_find(h, r) != HB_NIL)
+            if (h->where[r] != HB_OUT)
                 return dh_err("position %u: new row %u is already resident", d->pos, r);
-            list_append(h, node_new(h, r));
+            h->n_resident++;
+            queue_push(h, r);
             res->written++;
         }
     }
-    if (d->nrows < h->nrows_seen)
-        return dh_err("position %u: the context shrank from %u to %u rows", d->pos, h->nrows_seen, d->nrows);
     h->nrows_seen = d->nrows;
-    /* 3. Hits leave the list; misses are collected for step 4. */
+    /* 3. Hits leave the queue (their entries die); misses are collected for step 4. */
     if (d->n_added > h->cap_scratch) {
         h->cap_scratch = d->n_added;
         h->scratch = xrealloc(h->scratch, h->cap_scratch * sizeof *h->scratch);
@@ -211,12 +162,13 @@ int hb_step(hb *h, const sel_delta *d, hb_result *res)
         uint32_t row = d->added[i];
         if (row >= d->nrows)
             return dh_err("selection at position %u adds row %u beyond the context (%u rows)", d->pos, row, d->nrows);
-        uint32_t n = hash_find(h, row);
-        if (n == HB_NIL) { h->scratch[n_miss++] = row; continue; }
-        if (h->prev[n] == HB_SELECTED)
+        if (i + HB_PREFETCH < d->n_added && d->added[i + HB_PREFETCH] < h->cap_rows)
+            __builtin_prefetch(&h->where[d->added[i + HB_PREFETCH]], 1);
+        uint32_t w = h->where[row];
+        if (w == HB_OUT) { h->scratch[n_miss++] = row; continue; }
+        if (w == HB_SEL)
             return dh_err("selection at position %u adds row %u, which is already selected", d->pos, row);
-        list_unlink(h, n);
-        h->prev[n] = HB_SELECTED;
+        h->where[row] = HB_SEL;
         h->n_sel++;
         res->hits++;
     }
@@ -226,10 +178,8 @@ int hb_step(hb *h, const sel_delta *d, hb_result *res)
         return dh_err("position %u selects %u rows, more than the hot-buffer budget of %u", d->pos, n_sel_after, h->budget);
     if (h->n_resident + n_miss > h->budget)
         res->evicted = evict_down_to(h, h->budget - n_miss);
-    for (uint32_t i = 0; i < n_miss; i++) {
-        uint32_t n = node_new(h, h->scratch[i]);
-        h->prev[n] = HB_SELECTED;
-    }
+    for (uint32_t i = 0; i < n_miss; i++) h->where[h->scratch[i]] = HB_SEL;
+    h->n_resident += n_miss;
     h->n_sel = n_sel_after;
     res->misses = n_miss;
     if (h->n_sel != d->n_sel)

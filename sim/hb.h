@@ -8,10 +8,15 @@
  * and on the host; only the bookkeeping is shared.
  *
  * State: the selected rows S (protected: never evicted) and the resident but
- * unselected rows, kept in a recency list whose head is evicted first. The
- * list is ordered by the position at which a row left S; rows leaving at the
- * same position are appended in ascending row order. A hash map (open
- * addressing, linear probing, backward-shift deletion) maps a row to its node.
+ * unselected rows in recency order (evicted oldest first). The order is that
+ * in which rows left S; rows leaving at the same position come in ascending
+ * row order. One 32-bit word per context row says where the row is: not
+ * resident, selected, or unselected with the index of its entry in a FIFO
+ * queue. A hit does not take its row out of the queue: the entry goes stale
+ * (the row's word no longer names it) and is skipped when it reaches the
+ * head; the queue is compacted once stale entries outnumber live ones. So
+ * every change touches one word of a flat array (prefetched from the sorted
+ * delta) and queue ends, instead of chasing hash slots and list links.
  *
  * One position (hb_step) is applied from the stream's delta, in this order:
  *   1. removed rows leave S and go to the list tail (ascending);
@@ -26,7 +31,9 @@
  * This is exactly LRU that, at every position, touches the new rows and then
  * every selected row in ascending order and evicts the least recent
  * unselected rows down to B (tests/test_sim_hb.c checks it against that plain
- * formulation). Cost: O(changed rows) expected per position, never O(k). */
+ * formulation). Cost: O(changed rows) amortised per position, never O(k);
+ * memory: 4 bytes per context row plus the queue (at most about twice the
+ * unselected resident rows). */
 #ifndef DH_HB_H
 #define DH_HB_H
 
@@ -44,14 +51,13 @@ typedef struct {
     uint32_t budget;       /* most rows resident (S included) */
     uint32_t n_resident, n_sel;
     uint32_t nrows_seen;   /* context rows at the last position (0 before the first) */
-    /* Nodes: row, list links; prev == HB_SELECTED marks a selected row. */
-    uint32_t *row, *prev, *next;
-    uint32_t n_nodes, cap_nodes, free_head;
-    uint32_t head, tail;   /* recency list of unselected residents */
-    /* Hash slots: key = row + 1 (0 empty), val = node. */
-    uint32_t *hkey, *hval;
-    uint32_t hmask;
-    uint32_t *scratch;     /* misses of the current position */
+    /* Per row: HB_OUT, HB_SEL, or HB_QBASE + the absolute queue index of its entry. */
+    uint32_t *where;
+    uint32_t cap_rows;
+    /* The queue: absolute indices [q_head, q_tail); entry a is q[a - q_base]. */
+    uint32_t *q;
+    uint32_t q_base, q_head, q_tail, q_cap;
+    uint32_t *scratch;     /* misses of the current position (ascending) */
     uint32_t cap_scratch;
 } hb;
 

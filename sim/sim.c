@@ -286,6 +286,7 @@ static int try_admit(run *R, uint32_t r, int *admitted)
     double idx, prot, opt, drf, stg;
     reservations(R, r, &idx, &prot, &opt);
     specrun_reservation(&R->sc->spec, &R->sc->model, (uint64_t)R->sh->prompt_len[r] + R->sh->output_len[r], &drf, &stg);
+    if (R->policy == POL_RESIDENT) stg = 0; /* every row is on the GPU: verification reads in place */
     double need = idx + prot + opt + drf + stg;
     double others = R->hbm.total - (R->policy == POL_ADAPTIVE ? R->hbm.bytes[HBM_OPTIONAL] : 0);
     *admitted = 0;
@@ -751,6 +752,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         res->mean_verify_len = spt.verified / n;
         res->union_rows = spt.union_rows / nu;
         res->union_rows_k = res->union_rows / m->group[0].k;
+        if (policy == POL_RESIDENT) res->union_rows = res->union_rows_k = -1; /* not read: nothing to stage or fetch */
         res->fetched_shared_rows = spt.fetched / nu;
         res->fetched_per_query_rows = sp->shared_retrieval ? -1 : spt.fetched_pq / nu;
         if (!sp->shared_retrieval) res->fetched_shared_rows = -1; /* the union's count is not kept then */

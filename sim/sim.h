@@ -92,7 +92,9 @@ typedef struct {
     double sim_time, measured_time;
     double tokens, measured_tokens;
     double tok_s_gpu;                  /* output tokens/s per decode GPU (measured steps) */
-    double tpot_p50, tpot_p90, tpot_p99, tpot_mean; /* seconds per output token */
+    double tpot_p50, tpot_p90, tpot_p99, tpot_mean; /* seconds per output token: a step's time over
+                                                     * the tokens each request emitted in it (1 plain,
+                                                     * accepted + 1 on average speculative), weighted by tokens */
     double selected_rows, missed_rows, fetch_fraction;
     double fetch_bytes, write_bytes, h2d_util, d2h_util, compute_util, h2d_gbps;
     double hbm_capacity, hbm_peak_total, hbm_peak[HBM_N_CATEGORIES], hbm_mean[HBM_N_CATEGORIES];
@@ -107,7 +109,7 @@ typedef struct {
     double mean_accepted;              /* accepted drafts per (request, step) */
     double tokens_per_step;            /* emitted tokens per (request, step): accepted + 1 */
     double mean_verify_len;            /* drafts verified per (request, step) (DSpark chooses) */
-    double union_rows, union_rows_k;   /* union rows per (request, group, step), and / k */
+    double union_rows, union_rows_k;   /* union rows per (request, group, step), and / k (-1 under resident: not read) */
     double fetched_shared_rows;        /* rows fetched per (request, group, step), shared retrieval */
     double fetched_per_query_rows;     /* the same if every query fetched its own (-1: not computed) */
     double draft_share, verify_share;  /* of the measured step time */

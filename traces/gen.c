@@ -787,15 +787,25 @@ typedef struct {
 
 static inline int sel_get(const gen_stream *s, uint32_t y) { return (int)((s->sel[2 * (y >> 6)] >> (y & 63)) & 1); }
 
-/* Every change of the group's selection goes through here. */
-static inline void grp_flip(gen_stream *s, uint32_t y, int on)
+/* Every change of the group's selection goes through here. While a position
+ * is built (tracking) the first change of a word saves its old value; done
+ * without a branch, since which change comes first is unpredictable. */
+static inline __attribute__((always_inline)) void grp_flip_t(gen_stream *s, uint32_t y, int tracking)
 {
     uint32_t w = y >> 6;
-    if (s->tracking && !bit_get(s->dirty, w)) {
-        bit_set(s->dirty, w);
-        s->sel[2 * w + 1] = s->sel[2 * w];
+    uint64_t cur = s->sel[2 * w];
+    if (tracking) {
+        uint64_t *dw = &s->dirty[w >> 6];
+        uint64_t keep = -((*dw >> (w & 63)) & 1);
+        s->sel[2 * w + 1] = (s->sel[2 * w + 1] & keep) | (cur & ~keep);
+        *dw |= 1ull << (w & 63);
     }
-    s->sel[2 * w] ^= 1ull << (y & 63);
+    s->sel[2 * w] = cur ^ (1ull << (y & 63));
+}
+
+static inline void grp_flip(gen_stream *s, uint32_t y, int on)
+{
+    if (s->tracking) grp_flip_t(s, y, 1); else grp_flip_t(s, y, 0);
     s->n_sel += on ? 1 : (uint32_t)-1;
 }
 
@@ -835,13 +845,14 @@ static inline int64_t subst_offset(const gen_stream *s, uint64_t h)
 }
 
 /* The image of a latent row entering the selection. */
-static inline uint32_t grp_add_dyn(gen_stream *s, uint32_t x)
+static inline __attribute__((always_inline)) uint32_t grp_add_dyn_t(gen_stream *s, uint32_t x, int tracking)
 {
     uint64_t h = mix64(s->grp_key ^ x);
     uint32_t y = x;
     if ((uint32_t)h < s->subst_threshold || sel_get(s, x))
         y = grp_probe(s, (int64_t)x + subst_offset(s, h) + ((uint32_t)h < s->subst_threshold ? 0 : 1));
-    grp_flip(s, y, 1);
+    grp_flip_t(s, y, tracking);
+    s->n_sel++;
     return y;
 }
 
@@ -852,6 +863,38 @@ static void grp_slide(gen_stream *s, uint32_t nrows)
     for (uint32_t x = s->nrows > wlo ? s->nrows : wlo; x < nrows; x++) grp_flip(s, x, 1);
     s->nrows = nrows;
     s->wlo = wlo;
+}
+
+/* The record's events in order; returns the rows that entered. Rows a few
+ * events ahead are prefetched: in lockstep many groups take turns and their
+ * selections are not in cache. */
+static inline __attribute__((always_inline)) uint32_t grp_events_t(gen_stream *s, const lat_rec *r, uint32_t mark,
+                                                                   int redraws, int tracking)
+{
+    const uint32_t *ev = r->ev;
+    uint32_t n_ev = r->n_ev, entered = 0;
+    for (uint32_t e = 0; e < n_ev; e++) {
+        if (e + 8 < n_ev) {
+            uint32_t f = ev[e + 8];
+            if (f & EV_TAKE) __builtin_prefetch(&(f & EV_HEAVY ? s->heavy.img : s->vol.img)[f & EV_ARG]);
+            else __builtin_prefetch(&s->sel[2 * ((f & EV_ARG) >> 6)]);
+        }
+        uint32_t v = ev[e];
+        gen_pop *a = v & EV_HEAVY ? &s->heavy : &s->vol;
+        if (v & EV_TAKE) {
+            uint32_t i = v & EV_ARG, y = a->img[i], last = --a->n;
+            a->img[i] = a->img[last];
+            if (redraws) { a->x[i] = a->x[last]; a->mark[i] = a->mark[last]; }
+            grp_flip_t(s, y, tracking);
+            s->n_sel--;
+        } else {
+            uint32_t x = v & EV_ARG, i = a->n++;
+            a->img[i] = grp_add_dyn_t(s, x, tracking);
+            if (redraws) { a->x[i] = x; a->mark[i] = mark; }
+            entered++;
+        }
+    }
+    return entered;
 }
 
 /* Apply record rec_index (see lat_rec) to the group. */
@@ -868,22 +911,8 @@ static void grp_replay(gen_stream *s, const lat_rec *r, uint64_t rec_index)
     } else if (r->nrows != s->nrows) {
         grp_slide(s, r->nrows);
     }
-    const uint32_t *ev = r->ev;
-    for (uint32_t e = 0; e < r->n_ev; e++) {
-        uint32_t v = ev[e];
-        gen_pop *a = v & EV_HEAVY ? &s->heavy : &s->vol;
-        if (v & EV_TAKE) {
-            uint32_t i = v & EV_ARG, y = a->img[i], last = --a->n;
-            a->img[i] = a->img[last];
-            if (redraws) { a->x[i] = a->x[last]; a->mark[i] = a->mark[last]; }
-            grp_flip(s, y, 0);
-        } else {
-            uint32_t x = v & EV_ARG, i = a->n++;
-            a->img[i] = grp_add_dyn(s, x);
-            if (redraws) { a->x[i] = x; a->mark[i] = mark; }
-            entered++;
-        }
-    }
+    if (s->tracking) entered = grp_events_t(s, r, mark, redraws, 1);
+    else entered = grp_events_t(s, r, mark, redraws, 0);
     if (rec_index == 0) return;
     /* Group redraws: this group keeps fewer rows than the latent process, so
      * it gives `remap_rate` of the dynamic rows that persisted a new image.
@@ -1011,8 +1040,16 @@ static void collect_delta(gen_stream *s)
         for (uint64_t db = s->dirty[dw]; db; db &= db - 1) {
             uint32_t w = dw * 64 + (uint32_t)__builtin_ctzll(db);
             uint64_t now = s->sel[2 * w], before = s->sel[2 * w + 1];
-            for (uint64_t b = now & ~before; b; b &= b - 1) s->added[na++] = w * 64 + (uint32_t)__builtin_ctzll(b);
-            for (uint64_t b = before & ~now; b; b &= b - 1) s->removed[nr++] = w * 64 + (uint32_t)__builtin_ctzll(b);
+            uint64_t a = now & ~before, b = before & ~now;
+            /* Most words hold at most one added and one removed row: write the
+             * first unconditionally (counted only if it exists; the arrays have
+             * room for one more), loop only for the rest. */
+            s->added[na] = w * 64 + (uint32_t)__builtin_ctzll(a | 1ull << 63);
+            na += a != 0;
+            s->removed[nr] = w * 64 + (uint32_t)__builtin_ctzll(b | 1ull << 63);
+            nr += b != 0;
+            for (a &= a - 1; a; a &= a - 1) s->added[na++] = w * 64 + (uint32_t)__builtin_ctzll(a);
+            for (b &= b - 1; b; b &= b - 1) s->removed[nr++] = w * 64 + (uint32_t)__builtin_ctzll(b);
         }
         s->dirty[dw] = 0;
     }

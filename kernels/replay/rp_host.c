@@ -1,0 +1,182 @@
+/* rp_host.c: selections and the simulator's hot buffers for the GPU replay; see rp_host.h. */
+#include "kernels/replay/rp_host.h"
+#include "common/cfg.h"
+#include "common/dh_err.h"
+#include "sim/hb.h"
+#include "sim/model.h"
+#include "traces/gen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct rp_host {
+    model_cfg model;
+    int model_loaded;
+    trace_shape shape;
+    sel_source *src;
+    uint32_t R, G, k, steps, step;
+    sel_stream **st;   /* [G * R] */
+    hb *buf;           /* [G * R] */
+    int32_t *cur;      /* [G * R * k] full selection of each pair */
+    uint32_t *ncur;    /* [G * R] its size */
+    int32_t *tmp;      /* merge scratch, k + added */
+    uint32_t *nrows_prev; /* [R] */
+};
+
+int rp_host_open(const rp_host_cfg *c, rp_host **out)
+{
+    *out = NULL;
+    rp_host *h = calloc(1, sizeof *h);
+    if (!h) abort();
+    cfg *mc = NULL;
+    gen_params *gp = NULL;
+    if (cfg_load(c->model_path, &mc) < 0) goto fail;
+    if (model_load(mc, &h->model) < 0) goto fail;
+    h->model_loaded = 1;
+    if (cfg_check_unused(mc) < 0) goto fail;
+    cfg_free(mc);
+    mc = NULL;
+    if (model_shape(&h->model, &h->shape) < 0) goto fail;
+    h->R = c->n_requests;
+    h->G = h->shape.n_groups;
+    h->k = h->shape.group_k[0];
+    for (uint32_t g = 0; g < h->G; g++)
+        if (h->shape.group_k[g] != h->k || h->shape.group_compress[g] != 1) {
+            dh_err("model '%s': the replay needs one k and no compression in every group (group %u: k %u, compress %u)",
+                   c->model_path, g, h->shape.group_k[g], h->shape.group_compress[g]);
+            goto fail;
+        }
+    for (uint32_t l = 0; l < h->model.n_layers; l++)
+        if (h->model.layer_group[l] < 0 || h->model.layer[l].row_bytes != h->model.layer[0].row_bytes) {
+            dh_err("model '%s': the replay needs every layer to select (no window layers) with one row size", c->model_path);
+            goto fail;
+        }
+    if (c->budget_rows < h->k) {
+        dh_err("hot-buffer budget %u rows is below k = %u", c->budget_rows, h->k);
+        goto fail;
+    }
+    if (c->prompt_len < h->k) {
+        dh_err("prompt of %u tokens is shorter than k = %u: the replay needs full selections", c->prompt_len, h->k);
+        goto fail;
+    }
+    h->shape.n_requests = h->R;
+    h->shape.prompt_len = malloc(h->R * sizeof(uint32_t));
+    h->shape.output_len = malloc(h->R * sizeof(uint32_t));
+    if (!h->shape.prompt_len || !h->shape.output_len) abort();
+    for (uint32_t r = 0; r < h->R; r++) h->shape.prompt_len[r] = c->prompt_len, h->shape.output_len[r] = c->steps;
+    if (trace_shape_validate(&h->shape) < 0) goto fail;
+    if (gen_params_load(c->preset, &gp) < 0) goto fail;
+    if (gen_source_new(gp, &h->shape, c->seed, c->keyframe_interval, &h->src) < 0) goto fail;
+    gen_params_free(gp);
+    gp = NULL;
+    h->steps = c->steps;
+    size_t P = (size_t)h->G * h->R;
+    h->st = calloc(P, sizeof *h->st);
+    h->buf = calloc(P, sizeof *h->buf);
+    h->cur = malloc(P * h->k * sizeof *h->cur);
+    h->ncur = calloc(P, sizeof *h->ncur);
+    h->tmp = malloc(2 * (size_t)h->k * sizeof *h->tmp + 16);
+    h->nrows_prev = calloc(h->R, sizeof *h->nrows_prev);
+    if (!h->st || !h->buf || !h->cur || !h->ncur || !h->tmp || !h->nrows_prev) abort();
+    for (uint32_t g = 0; g < h->G; g++)
+        for (uint32_t r = 0; r < h->R; r++) {
+            size_t p = (size_t)g * h->R + r;
+            hb_init(&h->buf[p], c->budget_rows);
+            if (sel_open(h->src, r, g, &h->st[p]) < 0) goto fail;
+        }
+    *out = h;
+    return 0;
+fail:
+    if (mc) cfg_free(mc);
+    if (gp) gen_params_free(gp);
+    rp_host_close(h);
+    return -1;
+}
+
+void rp_host_close(rp_host *h)
+{
+    if (!h) return;
+    size_t P = (size_t)h->G * h->R;
+    if (h->st)
+        for (size_t p = 0; p < P; p++) sel_close(h->st[p]);
+    if (h->buf)
+        for (size_t p = 0; p < P; p++) hb_release(&h->buf[p]);
+    sel_source_free(h->src);
+    if (h->shape.layer_group) trace_shape_release(&h->shape);
+    if (h->model_loaded) model_release(&h->model);
+    free(h->st); free(h->buf); free(h->cur); free(h->ncur); free(h->tmp); free(h->nrows_prev);
+    free(h);
+}
+
+uint32_t rp_host_layers(const rp_host *h) { return h->model.n_layers; }
+uint32_t rp_host_groups(const rp_host *h) { return h->G; }
+uint32_t rp_host_k(const rp_host *h) { return h->k; }
+int32_t rp_host_layer_group(const rp_host *h, uint32_t l) { return h->model.layer_group[l]; }
+int rp_host_layer_selects(const rp_host *h, uint32_t l) { return h->model.layer[l].select == MODEL_SELECT_OWN; }
+int rp_host_layer_moe(const rp_host *h, uint32_t l) { return h->model.layer[l].moe; }
+double rp_host_row_bytes(const rp_host *h) { return h->model.layer[0].row_bytes; }
+double rp_host_indexer_heads(const rp_host *h) { return h->model.layer[0].indexer_heads; }
+double rp_host_expert_bytes(const rp_host *h) { return h->model.expert_bytes; }
+double rp_host_experts(const rp_host *h) { return h->model.experts; }
+double rp_host_experts_per_token(const rp_host *h) { return h->model.experts_per_token; }
+uint32_t rp_host_moe_layers(const rp_host *h) { return h->model.moe_layers; }
+
+/* cur <- (cur \ removed) u added, all ascending. */
+static int apply_delta(rp_host *h, size_t p, const sel_delta *d)
+{
+    int32_t *cur = h->cur + p * h->k, *t = h->tmp;
+    uint32_t n = h->ncur[p], i = 0, a = 0, rm = 0, o = 0;
+    if (d->keyframe) {
+        if (d->n_sel > h->k) return dh_err("selection of %u rows exceeds k = %u", d->n_sel, h->k);
+        for (uint32_t j = 0; j < d->n_sel; j++) cur[j] = (int32_t)d->full[j];
+        h->ncur[p] = d->n_sel;
+        return 0;
+    }
+    while (i < n || a < d->n_added) {
+        int take_cur = a >= d->n_added || (i < n && (uint32_t)cur[i] < d->added[a]);
+        if (take_cur) {
+            if (rm < d->n_removed && d->removed[rm] == (uint32_t)cur[i]) { rm++; i++; continue; }
+            t[o++] = cur[i++];
+        } else {
+            t[o++] = (int32_t)d->added[a++];
+        }
+        if (o > h->k) return dh_err("position %u: the selection grows beyond k = %u", d->pos, h->k);
+    }
+    if (rm != d->n_removed || o != d->n_sel)
+        return dh_err("position %u: delta does not apply (%u of %u removed rows found, %u rows, stream says %u)",
+                      d->pos, rm, d->n_removed, o, d->n_sel);
+    memcpy(cur, t, o * sizeof *t);
+    h->ncur[p] = o;
+    return 0;
+}
+
+int rp_host_step(rp_host *h, int32_t *sel, int32_t *wfirst, int32_t *wcnt, uint32_t *miss, uint32_t *nrows)
+{
+    if (h->step >= h->steps) return 1;
+    for (uint32_t g = 0; g < h->G; g++)
+        for (uint32_t r = 0; r < h->R; r++) {
+            size_t p = (size_t)g * h->R + r;
+            sel_delta d;
+            int rc = sel_next(h->st[p], &d);
+            if (rc < 0) return -1;
+            if (rc > 0) return dh_err("stream (request %u, group %u) ended at step %u of %u", r, g, h->step, h->steps);
+            if (d.pos != h->step) return dh_err("stream (request %u, group %u) is at position %u, step %u", r, g, d.pos, h->step);
+            if (d.n_sel != h->k) return dh_err("request %u group %u position %u selects %u rows, not k = %u", r, g, d.pos, d.n_sel, h->k);
+            if (apply_delta(h, p, &d) < 0) return dh_err_prefix("request %u group %u: ", r, g);
+            memcpy(sel + p * h->k, h->cur + p * h->k, h->k * sizeof *sel);
+            uint32_t before = h->buf[p].nrows_seen;
+            hb_result res;
+            if (hb_step(&h->buf[p], &d, &res) < 0) return dh_err_prefix("request %u group %u: ", r, g);
+            miss[p] = res.misses;
+            wfirst[p] = (int32_t)before;
+            wcnt[p] = (int32_t)res.written;
+            if (res.written && before + res.written != d.nrows)
+                return dh_err("request %u group %u position %u: written rows do not end at the context", r, g, d.pos);
+            nrows[r] = d.nrows;
+        }
+    h->step++;
+    return 0;
+}
+
+int rp_host_resident(const rp_host *h, uint32_t pair, uint32_t row) { return hb_resident(&h->buf[pair], row); }
+uint32_t rp_host_n_resident(const rp_host *h, uint32_t pair) { return h->buf[pair].n_resident; }
