@@ -377,6 +377,18 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
  * block writes the final output itself and no combine is launched. */
 #define A4_THREADS 256
 
+/* Version 5's split of attn_row: the id (hot slot >= 0, host row -id-1 < 0) is loaded a
+ * tile ahead and turned into a pointer only when the copy is issued. */
+__device__ __forceinline__ long long attn4_row_id(const attn_args &a, int q, int idx)
+{
+    if (a.src) return a.src[(size_t)q * a.k + idx];
+    return (long long)q * a.ring_cap + (a.ring_appended - a.k + idx) % a.ring_cap;
+}
+__device__ __forceinline__ const uint8_t *attn4_row_ptr(const attn_args &a, long long id)
+{
+    return id >= 0 ? a.hot + (size_t)id * a.hot_stride : a.host + (size_t)(-id - 1) * a.host_stride;
+}
+
 template <int FMT> struct a4_cfg;
 template <> struct a4_cfg<KREF_ROW_FP8> {
     static constexpr int N = 64, STAGES = 1, RB = KREF_ROW_BYTES_FP8;
@@ -426,7 +438,7 @@ __device__ __forceinline__ uint32_t a4_pack(float x, float y, __nv_bfloat16 *)
     return *(uint32_t *)&h;
 }
 
-template <int FMT>
+template <int V, int FMT>
 __global__ void __launch_bounds__(A4_THREADS, 1) attn4_kernel(const attn_args a, float *__restrict__ out)
 {
     typedef a4_cfg<FMT> C;
@@ -453,18 +465,24 @@ __global__ void __launch_bounds__(A4_THREADS, 1) attn4_kernel(const attn_args a,
 
     /* Copies of tile t: FP8 into the raw staging (rows past the end are zeroed at
      * dequantisation); BF16 straight into ring stage t % ST, rows past the end zero-filled. */
+    /* Version 5: the id of this thread's row of the next tile to be issued, loaded one tile
+     * ahead, so that issuing never waits on a global load. */
+    long long next_id = 0;
+    if (V >= 5 && tid / TPR < min(N, re - rb)) next_id = attn4_row_id(a, q, rb + tid / TPR);
     auto issue = [&](int t) {
         if (t < ntiles) {
             const int base = rb + t * N, cnt = min(N, re - base), j = tid / TPR;
+            const long long id = next_id;
+            if (V >= 5 && t + 1 < ntiles && j < min(N, re - base - N)) next_id = attn4_row_id(a, q, base + N + j);
             if (FP8) {
                 uint8_t *dst = raw + (t % ST) * N * RB + j * RB;
                 if (j < cnt) {
-                    const uint8_t *src = attn_row(a, q, base + j);
+                    const uint8_t *src = V >= 5 ? attn4_row_ptr(a, id) : attn_row(a, q, base + j);
                     for (int o = tid % TPR; o < CH; o += TPR) cp_async16(dst + o * 16, src + o * 16);
                 }
             } else {
                 T *dst = Kbuf + (t % ST) * N * AT_KS + j * AT_KS;
-                const uint8_t *src = j < cnt ? attn_row(a, q, base + j) : (const uint8_t *)a.q;
+                const uint8_t *src = j >= cnt ? (const uint8_t *)a.q : V >= 5 ? attn4_row_ptr(a, id) : attn_row(a, q, base + j);
                 const int sz = j < cnt ? 16 : 0;
                 for (int o = tid % TPR; o < CH; o += TPR) cp_async16_zfill(dst + o * 8, src + (j < cnt ? o * 16 : 0), sz);
             }
@@ -475,9 +493,9 @@ __global__ void __launch_bounds__(A4_THREADS, 1) attn4_kernel(const attn_args a,
 
     /* Queries (bf16 in memory) into shared memory as T, while the first rows are in flight. */
     const __nv_bfloat16 *qg = a.q + ((size_t)q * a.heads + (size_t)hb * AT_H) * AT_QK;
-    for (int c = tid; c < AT_H * (AT_QK / 8); c += A4_THREADS) {
+    constexpr int QI = AT_H * (AT_QK / 8) / A4_THREADS;   /* 18 16-byte pieces per thread */
+    auto q_store = [&](int c, uint4 v) {
         const int h = c / (AT_QK / 8), o = c % (AT_QK / 8);
-        uint4 v = *(const uint4 *)(qg + (size_t)h * AT_QK + o * 8);
         if (FP8) {
             const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&v;
             uint4 w;
@@ -490,6 +508,21 @@ __global__ void __launch_bounds__(A4_THREADS, 1) attn4_kernel(const attn_args a,
             v = w;
         }
         *(uint4 *)(Qs + h * AT_KS + o * 8) = v;
+    };
+    if (V >= 5) {
+        /* Version 5: all of a thread's query loads in flight at once (version 4's loop waits
+         * for each load before the next: 18 round trips to memory before the first tile). */
+        uint4 qv[QI];
+#pragma unroll
+        for (int i = 0; i < QI; i++) {
+            const int c = tid + i * A4_THREADS;
+            qv[i] = __ldg((const uint4 *)(qg + (size_t)(c / (AT_QK / 8)) * AT_QK + (c % (AT_QK / 8)) * 8));
+        }
+#pragma unroll
+        for (int i = 0; i < QI; i++) q_store(tid + i * A4_THREADS, qv[i]);
+    } else {
+        for (int c = tid; c < AT_H * (AT_QK / 8); c += A4_THREADS)
+            q_store(c, *(const uint4 *)(qg + (size_t)(c / (AT_QK / 8)) * AT_QK + (c % (AT_QK / 8)) * 8));
     }
     if (tid < 2 * AT_H) m_s[tid] = -INFINITY, l_s[tid] = 0.f;
 
@@ -595,8 +628,8 @@ __global__ void __launch_bounds__(A4_THREADS, 1) attn4_kernel(const attn_args a,
                 }
         }
         __syncthreads();
+        float mx[2][2];
         if (kh == 0) {
-            float mx[2][2];
 #pragma unroll
             for (int mi = 0; mi < 2; mi++) {
                 mx[mi][0] = mx[mi][1] = -INFINITY;
@@ -622,7 +655,12 @@ __global__ void __launch_bounds__(A4_THREADS, 1) attn4_kernel(const attn_args a,
                     mx[mi][hf] = fmaxf(mx[mi][hf], __shfl_xor_sync(0xffffffff, mx[mi][hf], 2));
                     if (lane % 4 == 0) red[kg * AT_H + rw + mi * 16 + 8 * hf] = mx[mi][hf];
                 }
-            asm volatile("bar.sync 1, 128;" ::: "memory");   /* the four kh = 0 warps */
+        }
+        /* Version 4: a named barrier of the four kh = 0 warps (racecheck reports hazards across
+         * the block barriers that follow it); version 5: a block barrier. */
+        if (V >= 5) __syncthreads();
+        else if (kh == 0) asm volatile("bar.sync 1, 128;" ::: "memory");
+        if (kh == 0) {
             float mnew[2][2], alpha[2][2], sum[2][2];
 #pragma unroll
             for (int mi = 0; mi < 2; mi++)
@@ -787,7 +825,7 @@ struct attn_scratch {
 
 /* Version 4: at most one wave (one block per SM), so the splits fill the SMs once; fp16
  * partials and a combine only when there is more than one split. */
-static void attn4_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
+static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
     const bool fp8 = a.format == KREF_ROW_FP8;
     const int tn = fp8 ? a4_cfg<KREF_ROW_FP8>::N : a4_cfg<KREF_ROW_BF16>::N;
@@ -803,8 +841,14 @@ static void attn4_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
     a.part_o = sc.part_o;   /* holds fp16 partials here */
     a.part_lse = sc.part_lse;
     dim3 grid(a.splits, a.nq, a.heads / AT_H);
-    if (fp8) attn4_kernel<KREF_ROW_FP8><<<grid, A4_THREADS, attn4_smem_bytes<KREF_ROW_FP8>(), st>>>(a, out);
-    else attn4_kernel<KREF_ROW_BF16><<<grid, A4_THREADS, attn4_smem_bytes<KREF_ROW_BF16>(), st>>>(a, out);
+    const size_t sm8 = attn4_smem_bytes<KREF_ROW_FP8>(), sm16 = attn4_smem_bytes<KREF_ROW_BF16>();
+    if (version == 4) {
+        if (fp8) attn4_kernel<4, KREF_ROW_FP8><<<grid, A4_THREADS, sm8, st>>>(a, out);
+        else attn4_kernel<4, KREF_ROW_BF16><<<grid, A4_THREADS, sm16, st>>>(a, out);
+    } else {
+        if (fp8) attn4_kernel<5, KREF_ROW_FP8><<<grid, A4_THREADS, sm8, st>>>(a, out);
+        else attn4_kernel<5, KREF_ROW_BF16><<<grid, A4_THREADS, sm16, st>>>(a, out);
+    }
     CUDA_LAUNCH_CHECK();
     if (a.splits > 1) {
         const size_t items = (size_t)a.nq * a.heads * (AT_V / 8);
@@ -816,8 +860,8 @@ static void attn4_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
 
 static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
-    if (version == 4) {
-        attn4_launch(a, sc, out, sms, st);
+    if (version == 4 || version == 5) {
+        attn4_launch(version, a, sc, out, sms, st);
         return;
     }
     const int tn = attn_tile_rows(version, a.format);
@@ -866,10 +910,11 @@ static void attn_setup(attn_scratch &sc, size_t max_q_heads)
         cudaCheck(cudaFuncSetAttribute(attn_kernel<2, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
         cudaCheck(cudaFuncSetAttribute(attn_kernel<3, 64, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s64));
         cudaCheck(cudaFuncSetAttribute(attn_kernel<3, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
-        cudaCheck(cudaFuncSetAttribute(attn4_kernel<KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)attn4_smem_bytes<KREF_ROW_FP8>()));
-        cudaCheck(cudaFuncSetAttribute(attn4_kernel<KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)attn4_smem_bytes<KREF_ROW_BF16>()));
+        const int s8 = (int)attn4_smem_bytes<KREF_ROW_FP8>(), s16 = (int)attn4_smem_bytes<KREF_ROW_BF16>();
+        cudaCheck(cudaFuncSetAttribute(attn4_kernel<4, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s8));
+        cudaCheck(cudaFuncSetAttribute(attn4_kernel<4, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s16));
+        cudaCheck(cudaFuncSetAttribute(attn4_kernel<5, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s8));
+        cudaCheck(cudaFuncSetAttribute(attn4_kernel<5, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s16));
         attr_done = true;
     }
     /* At most 64 splits per (query, head): attn_launch caps them there. */

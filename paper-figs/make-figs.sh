@@ -11,11 +11,86 @@ SIM=../bin/dhsim
 [ -x "$SIM" ] || { echo "make-figs: build first (make)" >&2; exit 1; }
 mkdir -p data
 FIGS=${FIGS:-"1 2 3 4"}
-seed() { # seed SECTION KEY: a published figure from seed.ini
+seed() { # seed SECTION KEY: a published figure from models/seed-results.ini
     awk -v s="[$1]" -v k="$2" '$0 == s { in_s = 1; next } /^\[/ { in_s = 0 }
-        in_s && $1 == k { print $3; found = 1 } END { exit !found }' seed.ini
+        in_s && $1 == k { print $3; found = 1 } END { exit !found }' ../models/seed-results.ini
 }
 run() { echo "make-figs: dhsim $*" >&2; (cd .. && ./bin/dhsim "$@"); }
+
+fig1() {
+    # Result 1: throughput per decode GPU at 100K context, concurrency 128.
+    # --compare runs the four policies and Adaptive + DFlash2; hisparse-spec is
+    # HiSparse with speculation but none of the seed's mechanisms.
+    run --compare --quiet --json paper-figs/data/headline.json
+    run --policy hisparse-spec,hisparse+dflash2,resident+dflash2 --steps 53 --quiet \
+        --json paper-figs/data/headline-spec.json
+    {
+        printf 'label\ttok_s_per_gpu\n'
+        for p in resident hisparse oracle adaptive adaptive+dflash2; do
+            printf '%s\t%s\n' "$p" "$(./jget.sh data/headline.json $p tok_s_per_gpu)"
+        done
+        for p in hisparse-spec hisparse+dflash2 resident+dflash2; do
+            printf '%s\t%s\n' "$p" "$(./jget.sh data/headline-spec.json $p tok_s_per_gpu)"
+        done
+    } > data/headline.tsv
+    hs=$(./jget.sh data/headline.json hisparse tok_s_per_gpu)
+    ad=$(./jget.sh data/headline.json adaptive tok_s_per_gpu)
+    {
+        printf 'seed_tok\t%s\n' "$(seed headline adaptive_dflash2_tok_s_per_gpu)"
+        printf 'seed_vs_hisparse_tok\t%s\n' "$(awk -v h="$hs" -v r="$(seed headline ratio_vs_hisparse)" 'BEGIN { print h * r }')"
+        printf 'seed_vs_adaptive_tok\t%s\n' "$(awk -v a="$ad" -v r="$(seed headline ratio_vs_adaptive_plain)" 'BEGIN { print a * r }')"
+    } > data/headline-marks.tsv
+    gnuplot fig1-headline.gp
+    echo "make-figs: fig1-headline.png" >&2
+}
+
+fig2() {
+    # Result 2: under the same per-token latency bound (TPOT p90), the largest
+    # concurrency each system sustains and its output.
+    printf 'bound_ms\thisparse_conc\thisparse_tok\tadaptive_dflash2_conc\tadaptive_dflash2_tok\n' > data/latency.tsv
+    for b in ${BOUNDS:-30 40 60 90}; do
+        run --policy hisparse --search-latency $b --steps ${FIG2_STEPS:-60} --quiet --json paper-figs/data/latency-hs-$b.json
+        run --policy adaptive+dflash2 --search-latency $b --steps ${FIG2_STEPS:-60} --quiet --json paper-figs/data/latency-ad-$b.json
+        printf '%s\t%s\t%s\t%s\t%s\n' $b \
+            "$(./jget.sh data/latency-hs-$b.json hisparse concurrency)" "$(./jget.sh data/latency-hs-$b.json hisparse tok_s_per_gpu)" \
+            "$(./jget.sh data/latency-ad-$b.json adaptive+dflash2 concurrency)" "$(./jget.sh data/latency-ad-$b.json adaptive+dflash2 tok_s_per_gpu)" \
+            >> data/latency.tsv
+    done
+    {
+        printf 'seed_conc_ratio\t%s\n' "$(seed result2 max_concurrency_ratio)"
+        printf 'seed_out_low\t%s\n' "$(seed result2 output_ratio_low)"
+        printf 'seed_out_high\t%s\n' "$(seed result2 output_ratio_high)"
+    } > data/latency-marks.tsv
+    gnuplot fig2-latency.gp
+    echo "make-figs: fig2-latency.png" >&2
+}
+
+fig3() {
+    # Result 3: DeepSeek-V4.1-Flash at 500K context, concurrency 512, DSpark:
+    # Adaptive against resident serving, with the Engram tables in host memory
+    # (the config's default) and in HBM: weights_per_gpu_bytes raised by the
+    # tables' share, 196B parameters at 1 byte (FP8, assumed) over 4 GPUs =
+    # 49 GB, 75 + 49 = 124 GB. The seed does not say where the tables live;
+    # both placements are shown.
+    cfg=models/instances/dsv41flash-h200x4.ini
+    run --config $cfg --policy resident+dspark,adaptive+dspark --steps ${FIG3_STEPS:-60} --quiet \
+        --json paper-figs/data/dsv41-host.json
+    run --config $cfg --policy resident+dspark,adaptive+dspark --steps ${FIG3_STEPS:-60} --quiet \
+        --set instance.weights_per_gpu_bytes=${ENGRAM_HBM_WEIGHTS:-124e9} --json paper-figs/data/dsv41-hbm.json
+    {
+        printf 'placement\tresident_dspark\tadaptive_dspark\tresident_conc\tadaptive_conc\n'
+        for v in host hbm; do
+            printf '%s\t%s\t%s\t%s\t%s\n' "Engram tables in $v" \
+                "$(./jget.sh data/dsv41-$v.json resident+dspark tok_s_per_gpu)" \
+                "$(./jget.sh data/dsv41-$v.json adaptive+dspark tok_s_per_gpu)" \
+                "$(./jget.sh data/dsv41-$v.json resident+dspark mean_active)" \
+                "$(./jget.sh data/dsv41-$v.json adaptive+dspark mean_active)"
+        done
+    } > data/dsv41.tsv
+    printf 'seed_ratio\t%s\n' "$(seed result3 ratio_vs_resident_dspark)" > data/dsv41-marks.tsv
+    gnuplot fig3-dsv41.gp
+    echo "make-figs: fig3-dsv41.png" >&2
+}
 
 fig4() {
     # Low load (2 requests per GPU) long enough for optional residency to fill,

@@ -238,7 +238,7 @@ static int print_headline(FILE *f, const sim_result *r, int n)
         cfg_get_double(c, "headline", "adaptive_dflash2_tok_s_per_gpu", &tok, CFG_REQUIRED, 0, 1e9) < 0 ||
         cfg_get_double(c, "headline", "ratio_vs_hisparse", &vs_hs, CFG_REQUIRED, 0, 1e3) < 0 ||
         cfg_get_double(c, "headline", "ratio_vs_adaptive_plain", &vs_ad, CFG_REQUIRED, 0, 1e3) < 0 ||
-        cfg_check_unused(c) < 0)
+        cfg_check_unused_section(c, "headline") < 0)
         goto done;
     fprintf(f, "\nheadline (seed: %s; %s)\n", what, path);
     fprintf(f, "  this run: %s, concurrency %g (%u per GPU), %s\n", sp->model, sp->concurrency, sp->per_gpu, sp->source);

@@ -18,7 +18,7 @@
 #define HB_OUT 0u
 #define HB_SEL 1u
 #define HB_QBASE 2u
-#define HB_PREFETCH 16 /* rows ahead */
+#define HB_PREFETCH 32 /* rows ahead: enough to cover a DRAM access */
 #define HB_INDEX_LIMIT 0xF0000000u /* compact before absolute indices come near wrapping */
 
 static void *xrealloc(void *p, size_t n)
@@ -65,6 +65,7 @@ static void queue_compact(hb *h)
 {
     uint32_t n = 0;
     for (uint32_t a = h->q_head; a < h->q_tail; a++) {
+        if (a + HB_PREFETCH < h->q_tail) __builtin_prefetch(&h->where[h->q[a + HB_PREFETCH - h->q_base]], 1);
         uint32_t row = h->q[a - h->q_base];
         if (h->where[row] == HB_QBASE + a) {
             h->q[n] = row;
@@ -79,7 +80,7 @@ static void queue_compact(hb *h)
 /* Append row (unselected, resident) at the tail. */
 static inline void queue_push(hb *h, uint32_t row)
 {
-    if (h->q_tail - h->q_base == h->q_cap) {
+    if (__builtin_expect(h->q_tail - h->q_base == h->q_cap, 0)) {
         uint32_t live = h->n_resident - h->n_sel, len = h->q_tail - h->q_head;
         if (len > 2 * live + 1024 || h->q_tail >= HB_INDEX_LIMIT) {
             queue_compact(h);

@@ -874,10 +874,20 @@ static inline __attribute__((always_inline)) uint32_t grp_events_t(gen_stream *s
     const uint32_t *ev = r->ev;
     uint32_t n_ev = r->n_ev, entered = 0;
     for (uint32_t e = 0; e < n_ev; e++) {
-        if (e + 8 < n_ev) {
-            uint32_t f = ev[e + 8];
+        /* Two stages for a removal: its image's slot, then the image's word. */
+        if (e + 16 < n_ev) {
+            uint32_t f = ev[e + 16];
             if (f & EV_TAKE) __builtin_prefetch(&(f & EV_HEAVY ? s->heavy.img : s->vol.img)[f & EV_ARG]);
             else __builtin_prefetch(&s->sel[2 * ((f & EV_ARG) >> 6)]);
+        }
+        if (e + 8 < n_ev) {
+            uint32_t f = ev[e + 8];
+            if (f & EV_TAKE) {
+                const gen_pop *pf = f & EV_HEAVY ? &s->heavy : &s->vol;
+                uint32_t i = f & EV_ARG;
+                /* The slot may have moved by then; a stale hint costs nothing. */
+                if (i < pf->n) __builtin_prefetch(&s->sel[2 * (pf->img[i] >> 6)], 1);
+            }
         }
         uint32_t v = ev[e];
         gen_pop *a = v & EV_HEAVY ? &s->heavy : &s->vol;

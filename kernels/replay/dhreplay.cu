@@ -5,7 +5,7 @@
  *   dhreplay --run ID:POLICY:BUDGET:HELDOUT [--run ...] [--model models/glm53.ini]
  *            [--preset glm51-longbench] [--seed 1] [--keyframe 64] [--requests 16]
  *            [--prompt-len 100000] [--steps 32] [--attention-dp 8] [--moe-ep 8]
- *            [--fetch-sms 8] [--out FILE.csv]
+ *            [--fetch-sms 8] [--out FILE.csv] [--dry-run]
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
  *   if l runs g's indexer: indexer scoring (indexer.cu version 2, FP8 tensor cores) over
@@ -330,14 +330,14 @@ static void rp_gemm_run(rp_gemm &g, int layer, const void *x, void *y)
 
 /* ---- driver ---- */
 
-struct rp_run { std::string id, policy; int budget, heldout; };
+struct rp_run { std::string id, policy; int budget, heldout; long seed; };
 
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: dhreplay --run ID:POLICY:BUDGET:HELDOUT [--run ...] [--model FILE] [--preset NAME]\n"
+            "usage: dhreplay --run ID:POLICY:BUDGET:HELDOUT[:SEED] [--run ...] [--model FILE] [--preset NAME]\n"
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
-            "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--out FILE.csv]\n");
+            "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--out FILE.csv] [--dry-run]\n");
     exit(2);
 }
 
@@ -358,12 +358,13 @@ int main(int argc, char **argv)
     const char *model = "models/glm53.ini", *preset = "glm51-longbench", *out = NULL;
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
     std::vector<rp_run> runs;
+    int dry_run = 0;
     std::string cmdline = "#";
     for (int i = 0; i < argc; i++) cmdline += std::string(" ") + argv[i];
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
-        if (i + 1 >= argc) usage();
-        const char *v = argv[++i];
+        if (a != "--dry-run" && i + 1 >= argc) usage();
+        const char *v = a == "--dry-run" ? "" : argv[++i];
         if (a == "--model") model = v;
         else if (a == "--preset") preset = v;
         else if (a == "--out") out = v;
@@ -375,15 +376,18 @@ int main(int argc, char **argv)
         else if (a == "--attention-dp") dp = parse_long("--attention-dp", v, 1, 1024);
         else if (a == "--moe-ep") ep = parse_long("--moe-ep", v, 1, 1024);
         else if (a == "--fetch-sms") fetch_sms = parse_long("--fetch-sms", v, 1, 1024);
+        else if (a == "--dry-run") { dry_run = 1; i--; }
         else if (a == "--run") {
             rp_run r;
             char id[128], pol[64];
             int b, h;
-            if (sscanf(v, "%127[^:]:%63[^:]:%d:%d", id, pol, &b, &h) != 4 || (h != 0 && h != 1) || b < 1) {
-                fprintf(stderr, "dhreplay: --run '%s' is not ID:POLICY:BUDGET:HELDOUT (HELDOUT 0 or 1)\n", v);
+            long sd = -1;
+            int nf = sscanf(v, "%127[^:]:%63[^:]:%d:%d:%ld", id, pol, &b, &h, &sd);
+            if (nf < 4 || (h != 0 && h != 1) || b < 1 || (nf == 5 && sd < 0)) {
+                fprintf(stderr, "dhreplay: --run '%s' is not ID:POLICY:BUDGET:HELDOUT[:SEED] (HELDOUT 0 or 1)\n", v);
                 exit(2);
             }
-            r.id = id; r.policy = pol; r.budget = b; r.heldout = h;
+            r.id = id; r.policy = pol; r.budget = b; r.heldout = h; r.seed = sd;
             if (r.policy != "hisparse" && r.policy != "adaptive") {
                 fprintf(stderr, "dhreplay: policy '%s' is not hisparse or adaptive\n", pol);
                 exit(2);
@@ -392,6 +396,34 @@ int main(int argc, char **argv)
         } else usage();
     }
     if (runs.empty()) usage();
+    for (auto &r : runs)
+        if (r.seed < 0) r.seed = seed;
+
+    /* --dry-run: the host side alone (no GPU): every step's misses, summed over requests and
+     * layers, as the replay would count and check them. */
+    if (dry_run) {
+        printf("config_id,policy,step,misses,selected\n");
+        for (auto &run : runs) {
+            rp_host_cfg dc = {model, preset, (uint64_t)run.seed, (uint32_t)keyframe, (uint32_t)R, (uint32_t)prompt,
+                              (uint32_t)steps, (uint32_t)run.budget};
+            rp_host *h;
+            if (rp_host_open(&dc, &h) < 0) dh_die_last("dhreplay");
+            const size_t P = (size_t)rp_host_groups(h) * R, k = rp_host_k(h);
+            std::vector<int> gl(rp_host_groups(h), 0);
+            for (uint32_t l = 0; l < rp_host_layers(h); l++) gl[rp_host_layer_group(h, l)]++;
+            std::vector<int32_t> sel(P * k), wf(P), wc(P);
+            std::vector<uint32_t> miss(P), nr(R);
+            for (long step = 0; step < steps; step++) {
+                if (rp_host_step(h, sel.data(), wf.data(), wc.data(), miss.data(), nr.data()) != 0) dh_die_last("dhreplay");
+                double m = 0;
+                for (size_t p = 0; p < P; p++) m += (double)miss[p] * gl[p / R];
+                printf("%s,%s,%ld,%.0f,%.0f\n", run.id.c_str(), run.policy.c_str(), step, m,
+                       (double)rp_host_layers(h) * R * k);
+            }
+            rp_host_close(h);
+        }
+        return 0;
+    }
 
     /* Shape and sizes from the first run's host side. */
     rp_host_cfg hc = {model, preset, (uint64_t)seed, (uint32_t)keyframe, (uint32_t)R, (uint32_t)prompt,
@@ -545,6 +577,7 @@ int main(int argc, char **argv)
     int failed = 0;
     for (auto &run : runs) {
         hc.budget_rows = (uint32_t)run.budget;
+        hc.seed = (uint64_t)run.seed;
         rp_host *h;
         if (rp_host_open(&hc, &h) < 0) dh_die_last("dhreplay");
         cudaCheck(cudaMemset(slot_row, 0xff, P * Bmax * 4));

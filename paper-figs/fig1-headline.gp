@@ -1,0 +1,22 @@
+# Result 1 of the seed: output tokens/s per decode GPU, GLM-5.3, 100K context,
+# concurrency 128 (8 x H200). Inputs written by make-figs.sh.
+set terminal pngcairo size 1000,560 font ",11"
+set output "fig1-headline.png"
+set datafile separator "\t"
+mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/headline-marks.tsv"))
+set title "GLM-5.3, 100K context, concurrency 128: output per decode GPU (simulated)"
+set style data histograms
+set style fill solid 0.8 border -1
+set boxwidth 0.7
+set ylabel "output tokens/s per decode GPU"
+set yrange [0:*]
+set grid ytics
+set xtics rotate by -20
+set key top left box opaque
+set xrange [-0.6:7.6]
+set offsets 0,0,graph 0.25,0
+plot "data/headline.tsv" using 2:xtic(1) skip 1 title "simulated" lc rgb "#4477aa", \
+     "" using 0:2:(sprintf("%.0f", $2)) skip 1 with labels offset 0,0.7 notitle, \
+     mark("seed_tok") with lines dt 2 lw 2 lc rgb "black" title "seed: Adaptive + DFlash2 (793)", \
+     mark("seed_vs_hisparse_tok") with lines dt 3 lw 2 lc rgb "#cc6677" title "seed ratio 1.45x applied to simulated HiSparse", \
+     mark("seed_vs_adaptive_tok") with lines dt 4 lw 2 lc rgb "#228833" title "seed ratio 1.27x applied to simulated Adaptive"

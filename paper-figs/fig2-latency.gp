@@ -1,0 +1,21 @@
+# Result 2 of the seed: under the same per-token latency bound (TPOT p90), the
+# largest concurrency and the output of Adaptive + DFlash2 over HiSparse.
+set terminal pngcairo size 1000,480 font ",11"
+set output "fig2-latency.png"
+set datafile separator "\t"
+mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/latency-marks.tsv"))
+set multiplot layout 1,2 title "GLM-5.3, 100K context: Adaptive + DFlash2 over HiSparse at equal TPOT p90 bound"
+set grid
+set xlabel "per-token latency bound, TPOT p90 (ms)"
+set key top left
+set ylabel "largest concurrency (instance of 8 GPUs)"
+set yrange [0:*]
+plot "data/latency.tsv" using 1:2 skip 1 with linespoints lw 2 pt 7 title "HiSparse", \
+     "" using 1:4 skip 1 with linespoints lw 2 pt 5 title "Adaptive + DFlash2"
+set ylabel "ratio, Adaptive + DFlash2 / HiSparse"
+plot "data/latency.tsv" using 1:($4/$2) skip 1 with linespoints lw 2 pt 7 title "concurrency", \
+     "" using 1:($5*$4/($3*$2)) skip 1 with linespoints lw 2 pt 5 title "output (tokens/s of the instance)", \
+     mark("seed_conc_ratio") with lines dt 2 lc rgb "black" title "seed: up to 4x concurrency", \
+     mark("seed_out_low") with lines dt 3 lc rgb "gray40" title "seed: 2.3x-3.7x output", \
+     mark("seed_out_high") with lines dt 3 lc rgb "gray40" notitle
+unset multiplot
