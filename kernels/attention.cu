@@ -19,6 +19,16 @@
  *      sizes, and one source-pointer read per row: fewer instructions per row, since the
  *      profile of version 2 showed it issue-bound (one instruction per 3 cycles per
  *      scheduler, 16 warps, tensor cores mostly idle), not memory-bound.
+ *   4  eight warps with larger warp tiles (S: 32 heads x N/2 rows over half the key dims per
+ *      warp; P.V: all 64 heads x 64 value dims per warp), online softmax in registers, FP8
+ *      rows dequantised to fp16 and multiplied on fp16 mma, BF16 rows copied straight into a
+ *      three-stage ring, fp16 split partials, no combine with one split (see "version 4").
+ *   5  version 4 with the row ids loaded a tile ahead, the query loads all in flight at once,
+ *      and a block barrier in place of version 4's named barrier.
+ * Verification's union pass runs any version over the gamma+1 queries with the union's misses
+ * staged once; a kernel that runs all queries of a request against each staged union row
+ * with per-query masks was not built: at 70 % overlap it does U/k = 3x the multiply work of
+ * the per-query passes (kernels/NOTES.md).
  * Bytes counted: the selected rows (nq * k * row_bytes); one row feeds all 64 heads, so the
  * arithmetic intensity is about 64 * 2 * 1088 / 656 = 212 FLOP/B for FP8 rows, at the
  * H200's bf16 ridge: reaching HBM speed needs the tensor cores near full rate. */

@@ -10,13 +10,16 @@
  * State: the selected rows S (protected: never evicted) and the resident but
  * unselected rows in recency order (evicted oldest first). The order is that
  * in which rows left S; rows leaving at the same position come in ascending
- * row order. One 32-bit word per context row says where the row is: not
- * resident, selected, or unselected with the index of its entry in a FIFO
- * queue. A hit does not take its row out of the queue: the entry goes stale
- * (the row's word no longer names it) and is skipped when it reaches the
- * head; the queue is compacted once stale entries outnumber live ones. So
- * every change touches one word of a flat array (prefetched from the sorted
- * delta) and queue ends, instead of chasing hash slots and list links.
+ * row order. One byte per context row says whether the row is resident,
+ * whether it is selected, and how many entries it has in a FIFO queue of the
+ * unselected residents. A hit does not take its row out of the queue: the
+ * entry goes stale and is skipped when it reaches the head (a row's newest
+ * entry is the live one, so an entry is live iff it is its row's last and
+ * the row is still unselected and resident); the queue is compacted once
+ * stale entries outnumber live ones. So every change touches one byte of a
+ * flat array (prefetched from the sorted delta) and the queue's ends, instead
+ * of chasing hash slots and list links, and hundreds of buffers stepped in
+ * lockstep stay small enough for the last-level cache.
  *
  * One position (hb_step) is applied from the stream's delta, in this order:
  *   1. removed rows leave S and go to the list tail (ascending);
@@ -32,8 +35,8 @@
  * every selected row in ascending order and evicts the least recent
  * unselected rows down to B (tests/test_sim_hb.c checks it against that plain
  * formulation). Cost: O(changed rows) amortised per position, never O(k);
- * memory: 4 bytes per context row plus the queue (at most about twice the
- * unselected resident rows). */
+ * memory: 1 byte per context row plus the queue (4 bytes per entry, at most
+ * about twice the unselected resident rows). */
 #ifndef DH_HB_H
 #define DH_HB_H
 
@@ -51,12 +54,12 @@ typedef struct {
     uint32_t budget;       /* most rows resident (S included) */
     uint32_t n_resident, n_sel;
     uint32_t nrows_seen;   /* context rows at the last position (0 before the first) */
-    /* Per row: HB_OUT, HB_SEL, or HB_QBASE + the absolute queue index of its entry. */
-    uint32_t *where;
+    /* Per row: HB_RES | HB_SEL | entries in the queue << HB_CNT_SHIFT. */
+    uint8_t *row_state;
     uint32_t cap_rows;
-    /* The queue: absolute indices [q_head, q_tail); entry a is q[a - q_base]. */
+    /* The queue: entries [q_head, q_tail) of q. */
     uint32_t *q;
-    uint32_t q_base, q_head, q_tail, q_cap;
+    uint32_t q_head, q_tail, q_cap;
     uint32_t *scratch;     /* misses of the current position (ascending) */
     uint32_t cap_scratch;
 } hb;

@@ -67,6 +67,44 @@ int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_
     return 0;
 }
 
+/* Refill ps->ahead with up to POL_READ_AHEAD positions from pos on (fewer
+ * at the end of the stream; none if it has ended). */
+static int read_ahead(pol_stream *ps, const trace_shape *sh, uint32_t pos)
+{
+    pol_ahead *a = &ps->ahead;
+    uint32_t left = sh->output_len[ps->req] > pos ? sh->output_len[ps->req] - pos : 0;
+    uint32_t want = left < POL_READ_AHEAD ? left : POL_READ_AHEAD;
+    size_t used = 0, off[2 * POL_READ_AHEAD];
+    a->n = a->next = 0;
+    if (want == 0) want = 1; /* let the stream say whether it has ended */
+    for (uint32_t i = 0; i < want; i++) {
+        sel_delta d;
+        int rc = sel_next(ps->st, &d);
+        if (rc < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
+        if (rc > 0) break;
+        size_t need = used + d.n_added + d.n_removed;
+        if (need > a->cap) {
+            a->cap = need > 2 * a->cap ? need : 2 * a->cap;
+            a->rows = realloc(a->rows, a->cap * sizeof *a->rows);
+            if (!a->rows) abort();
+        }
+        memcpy(a->rows + used, d.added, d.n_added * sizeof *d.added);
+        off[2 * i] = used;
+        used += d.n_added;
+        memcpy(a->rows + used, d.removed, d.n_removed * sizeof *d.removed);
+        off[2 * i + 1] = used;
+        used += d.n_removed;
+        d.full = NULL;
+        a->d[a->n++] = d;
+    }
+    /* The buffer may have moved while it grew: point into it only now. */
+    for (uint32_t i = 0; i < a->n; i++) {
+        a->d[i].added = a->rows + off[2 * i];
+        a->d[i].removed = a->rows + off[2 * i + 1];
+    }
+    return 0;
+}
+
 int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *o)
 {
     memset(o, 0, sizeof *o);
@@ -88,10 +126,10 @@ int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *o)
         o->hits = o->n_sel - o->misses;
         return 0;
     default: {
-        sel_delta d;
-        int rc = sel_next(ps->st, &d);
-        if (rc < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
-        if (rc > 0) return dh_err("request %u, group %u: the stream ends at position %u", ps->req, ps->group, pos);
+        pol_ahead *a = &ps->ahead;
+        if (a->next == a->n && read_ahead(ps, sh, pos) < 0) return -1;
+        if (a->next == a->n) return dh_err("request %u, group %u: the stream ends at position %u", ps->req, ps->group, pos);
+        sel_delta d = a->d[a->next++];
         if (d.pos != pos || d.nrows != o->nrows)
             return dh_err("request %u, group %u: position %u has %u rows, the shape implies position %u with %u rows",
                           ps->req, ps->group, d.pos, d.nrows, pos, o->nrows);
@@ -111,6 +149,7 @@ int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *o)
 void pol_stream_close(pol_stream *ps)
 {
     if (ps->st) sel_close(ps->st);
+    free(ps->ahead.rows);
     if (ps->kind == POL_ADAPTIVE || ps->kind == POL_HISPARSE) hb_release(&ps->buf); /* safe when already released */
     belady_seq_release(&ps->seq);
     memset(ps, 0, sizeof *ps);

@@ -36,12 +36,26 @@ typedef struct {
     uint32_t resident; /* rows resident after the position (0 for resident: all) */
 } pol_out;
 
+/* Adaptive reads its stream a few positions ahead of the simulation: the
+ * selections do not depend on the policy, and generating several positions
+ * of one stream in a row keeps the generator's state in cache, where one
+ * position per stream per step across hundreds of streams does not. */
+#define POL_READ_AHEAD 8
+
+typedef struct {
+    uint32_t n, next;                 /* positions held, next to hand out */
+    sel_delta d[POL_READ_AHEAD];      /* added/removed point into rows; full is NULL */
+    uint32_t *rows;
+    size_t cap;
+} pol_ahead;
+
 typedef struct {
     pol_kind kind;
     uint32_t req, group, k, compress;
     uint32_t prompt_len;
     uint32_t pos;             /* next position */
     sel_stream *st;           /* adaptive */
+    pol_ahead ahead;          /* adaptive: positions read ahead */
     hb buf;                   /* adaptive (hisparse only while computing ahead) */
     belady_seq seq;           /* hisparse, oracle: per-position results */
 } pol_stream;
