@@ -118,6 +118,10 @@ test: all $(TEST_BINS)
 bench: all
 	sh bench/run.sh
 
+# GPU replay of decode steps (kernels/replay/README.md): nvcc, libinih, Random123.
+replay:
+	sh kernels/replay/build.sh
+
 gpubench: bin/dhbench
 	sh kernels/gpubench.sh kernels/results/local
 

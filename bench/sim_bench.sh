@@ -1,11 +1,15 @@
 #!/bin/sh
-# sim_bench.sh: wall time, selected rows classified per second and peak memory
-# of bin/dhsim on the scenarios the simulator is held to (bench/RESULTS-sim.md):
+# sim_bench.sh: wall time, CPU time, selected rows classified per second and
+# peak memory of bin/dhsim on the scenarios the simulator is held to
+# (bench/RESULTS-sim.md):
 #   1. the make-run scenario (GLM-5.3, 100K context, concurrency 128 on
-#      8 x H200, glm51-longbench selections) at 1,000 decode steps, all four
-#      policies (target: under 20 s on a 2-core machine);
+#      8 x H200, glm51-longbench selections) at 1,000 decode steps, the four
+#      policies (target: under 20 s on a 2-core machine), then the whole
+#      --compare (the four plus Adaptive with speculative decoding);
 #   2. DeepSeek-V4.1-Flash at 500K context and concurrency 512 (must fit in
 #      24 GiB of host memory).
+# CPU time (user + system, both threads) is printed beside the wall time
+# because the wall time depends on what else the machine is running.
 # Usage: sh bench/sim_bench.sh [steps] (default 1000). Run from the repository root.
 set -e
 steps=${1:-1000}
@@ -18,11 +22,11 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # layer counts) and peak resident memory.
 run() {
   name=$1; shift
-  /usr/bin/time -f "%e %M" -o "$tmp/time" "$bin" "$@" --quiet --wall --json "$tmp/$name.json"
+  /usr/bin/time -f "%e %M %U %S" -o "$tmp/time" "$bin" "$@" --quiet --wall --json "$tmp/$name.json"
   set -- $(cat "$tmp/time")
-  wall=$1; rss_kb=$2
+  wall=$1; rss_kb=$2; cpu=$(python3 -c "print($3 + $4)")
   rows=$(python3 -c "import json,sys; d=json.load(open('$tmp/$name.json')); print(sum(r['selected_rows'] for r in d['runs']))")
-  printf '%-28s wall %7.1f s  rows classified %6.1f M/s  peak RSS %7.1f MiB\n' "$name" "$wall" \
+  printf '%-32s wall %6.1f s  cpu %6.1f s  rows classified %6.1f M/s  peak RSS %7.1f MiB\n' "$name" "$wall" "$cpu" \
     "$(python3 -c "print($rows / $wall / 1e6)")" "$(python3 -c "print($rss_kb / 1024)")"
   python3 - "$tmp/$name.json" <<'PY'
 import json, sys
@@ -32,5 +36,6 @@ for r in json.load(open(sys.argv[1]))['runs']:
 PY
 }
 
-run "glm53-100k-c128-${steps}steps" --compare --steps "$steps"
+run "glm53-100k-c128-${steps}steps" --policy resident,hisparse,adaptive,oracle --steps "$steps"
+run "glm53-100k-c128-${steps}steps-compare" --compare --steps "$steps"
 run "dsv41flash-500k-c512" --compare --steps 200 --config models/instances/dsv41flash-h200x4.ini

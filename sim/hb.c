@@ -17,8 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HB_RES 1u
-#define HB_SEL 2u
 #define HB_CNT_SHIFT 2
 #define HB_CNT_ONE (1u << HB_CNT_SHIFT)
 #define HB_CNT_MAX 63u
@@ -133,10 +131,6 @@ uint32_t hb_set_budget(hb *h, uint32_t budget)
     h->budget = budget;
     return evict_down_to(h, budget);
 }
-
-int hb_resident(const hb *h, uint32_t row) { return (state_of(h, row) & HB_RES) != 0; }
-
-int hb_selected(const hb *h, uint32_t row) { return (state_of(h, row) & HB_SEL) != 0; }
 
 int hb_step(hb *h, const sel_delta *d, hb_result *res)
 {

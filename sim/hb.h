@@ -75,8 +75,11 @@ int hb_step(hb *h, const sel_delta *d, hb_result *res);
 /* Change the budget; shrinking evicts least-recent unselected rows at once.
  * Returns the rows evicted. The budget may not drop below the selection. */
 uint32_t hb_set_budget(hb *h, uint32_t budget);
-int hb_resident(const hb *h, uint32_t row);
-int hb_selected(const hb *h, uint32_t row);
+/* Row states (row_state[]): resident, selected, entries in the queue above. */
+#define HB_RES 1u
+#define HB_SEL 2u
+static inline int hb_resident(const hb *h, uint32_t row) { return row < h->cap_rows && (h->row_state[row] & HB_RES); }
+static inline int hb_selected(const hb *h, uint32_t row) { return row < h->cap_rows && (h->row_state[row] & HB_SEL); }
 static inline uint32_t hb_unselected(const hb *h) { return h->n_resident - h->n_sel; }
 
 #endif

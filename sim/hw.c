@@ -130,6 +130,15 @@ int hw_load(cfg *c, hw_profile *hw)
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (cfg_get_double(c, d[i].sec, d[i].key, d[i].dst, CFG_REQUIRED, d[i].min, d[i].max) < 0) return -1;
+    /* Optional kernel-fitted costs (hw.h); 0, the default, keeps the plain forms. */
+    struct { const char *key; double *dst, max; } o[] = {
+        { "attn_bw", &hw->attn_bw, 1e15 }, { "attn_launch_s", &hw->attn_launch_s, 1 },
+        { "weight_bw", &hw->weight_bw, 1e15 }, { "layer_fixed_s", &hw->layer_fixed_s, 1 },
+        { "indexer_ops_s", &hw->indexer_ops_s, 1e20 }, { "select_s", &hw->select_s, 1 },
+    };
+    const double zero = 0;
+    for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
+        if (cfg_get_double(c, "hw", o[i].key, o[i].dst, &zero, 0, o[i].max) < 0) return -1;
     if (load_table(c, "gather", "row_bytes", "row_bw", &hw->gather_row, 1e3) < 0) return -1;
     if (load_table(c, "gather", "pages", "pages_bw", &hw->gather_pages, 1e3) < 0) return -1;
     if (load_table(c, "gather", "sms", "sms_factor", &hw->gather_sms, 1e-6) < 0) return -1;

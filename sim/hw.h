@@ -13,6 +13,9 @@
  *             bf16_flops      dense BF16 tensor rate
  *             mma_efficiency  achieved fraction of the tensor rates (0, 1]
  *             kernel_launch_s fixed cost of one kernel on the compute stream
+ *             attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s,
+ *             select_s   optional (default 0 = unused): costs fitted to the
+ *                        project's kernels; see hw_profile below
  *   [pcie]    h2d_bw, d2h_bw  pinned-memcpy bandwidth each way
  *             duplex_bw       both directions at once (sum)
  *   [gather]  (zero-copy fetch of missed rows straight from pinned host memory)
@@ -67,6 +70,16 @@ typedef struct {
     char name[64];
     double hbm_bytes, hbm_bw;
     double sms, fp8_flops, bf16_flops, mma_efficiency, kernel_launch_s;
+    /* Optional [hw] keys measured on the project's kernels (0 = not set: the
+     * plain HBM/tensor-rate forms above apply). step.c uses them:
+     *   attn_bw, attn_launch_s   sparse attention: attn_launch_s + bytes / attn_bw
+     *                            (the selected rows' bytes), or the tensor time if larger;
+     *   weight_bw, layer_fixed_s projections and experts: layer_fixed_s (the layer's
+     *                            GEMM launches) + weight bytes / weight_bw, or flops;
+     *   indexer_ops_s, select_s  indexer: kernel_launch_s + max(key bytes / hbm_bw,
+     *                            queries x rows x heads x dim / indexer_ops_s) + select_s
+     *                            (top-k and hot-buffer classification of the group). */
+    double attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s, select_s;
     double h2d_bw, d2h_bw, duplex_bw;
     hw_table gather_row, gather_pages, gather_sms;
     double ref_row_bytes, fetch_sms, page_bytes, gather_launch_s;

@@ -166,7 +166,8 @@ int sim_open_source(const sim_config *sc, sel_source **out)
     if (gen_params_load(sc->preset, &p) < 0) return -1;
     trace_shape sh;
     if (sim_shape(sc, &sh) < 0) { gen_params_free(p); return -1; }
-    int rc = gen_source_new(p, &sh, sc->seed, sc->keyframe_interval, out);
+    /* Runs of one workload (one per policy) generate each stream once. */
+    int rc = gen_source_new_shared(p, &sh, sc->seed, sc->keyframe_interval, out);
     trace_shape_release(&sh);
     gen_params_free(p);
     return rc;

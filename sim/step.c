@@ -23,6 +23,12 @@ double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
      * scale with the queries (the micro-batch's mean per request). */
     double queries = m->tokens / m->n_req;
     double flops = 2.0 * queries * rows * k->indexer_heads * k->indexer_dim;
+    if (cx->hw->indexer_ops_s > 0) {
+        /* Kernel-fitted: the scoring rate in multiply-adds, then top-k and the
+         * group's hot-buffer classification (hw.h). */
+        double tb = bytes / cx->hw->hbm_bw, tf = flops / 2.0 / cx->hw->indexer_ops_s;
+        return cx->hw->kernel_launch_s + (tb > tf ? tb : tf) + cx->hw->select_s;
+    }
     return hw_kernel_time(cx->hw, bytes, flops, 1, cx->compute_sms);
 }
 
@@ -46,6 +52,12 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     double attn_bytes = rows * k->row_bytes;
     double attn_flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
     double t = hw_kernel_time(cx->hw, attn_bytes, attn_flops, k->attn_fp8, cx->compute_sms);
+    if (cx->hw->attn_bw > 0) {
+        /* Kernel-fitted attention: fixed cost + the selected rows at the attention
+         * kernel's own rate, unless the tensor work takes longer (hw.h). */
+        double ta = attn_bytes / cx->hw->attn_bw, tf = t - cx->hw->kernel_launch_s;
+        t = cx->hw->attn_launch_s + (ta > tf ? ta : tf);
+    }
     /* Projections and MLP: every layer reads its dense weights; an MoE layer also
      * reads each local expert that at least one token of the whole instance routes
      * to: 1 - (1 - e/E)^T of them for T tokens across the data-parallel ranks. */
@@ -57,7 +69,15 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
         w_bytes += touched * md->expert_bytes;
     }
     double flops = 2.0 * md->active_params / md->n_layers * m->tokens;
-    t += hw_kernel_time(cx->hw, w_bytes, flops, 1, cx->compute_sms);
+    if (cx->hw->weight_bw > 0) {
+        /* Kernel-fitted GEMMs: the layer's launches + its weights at the decode GEMMs'
+         * streaming rate, unless the tensor work takes longer (hw.h). */
+        double tw = w_bytes / cx->hw->weight_bw;
+        double tf = hw_kernel_time(cx->hw, 0, flops, 1, cx->compute_sms) - cx->hw->kernel_launch_s;
+        t += cx->hw->layer_fixed_s + (tw > tf ? tw : tf);
+    } else {
+        t += hw_kernel_time(cx->hw, w_bytes, flops, 1, cx->compute_sms);
+    }
     if (k->moe) t += cx->moe_comm_s;
     return t;
 }

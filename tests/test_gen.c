@@ -6,6 +6,11 @@
  *   start below k).
  * - Determinism: streams read in order, in reverse, interleaved, and from
  *   several threads give identical content (a hash of every delta).
+ * - Sharing changes nothing: with the groups of a request sharing their
+ *   latent process (read in lockstep, one at a time, reversed; logs evicted
+ *   and streams giving up half-way under a small limit), and with sources of
+ *   one workload sharing whole streams across threads, every stream equals
+ *   the one generated with sharing off.
  * - Each preset reproduces its [targets] within the preset's tolerance, on a
  *   freshly generated trace measured by traces/stats.c; the target values are
  *   read from the preset file, not written here.
@@ -314,11 +319,155 @@ static void test_bad_params(void **state)
     assert_non_null(strstr(dh_errmsg(), "no-such-preset"));
 }
 
+/* ---- sharing: the groups of a request share their latent process within a
+ * source, and gen_source_new_shared sources share whole streams. Neither may
+ * change a stream. The reference is a source with sharing off (every stream
+ * regenerates its latent process alone). */
+
+static void hash_all(sel_source *src, int order, uint64_t *h)
+{
+    const trace_shape *sh = &sel_meta(src)->shape;
+    uint32_t G = sh->n_groups, n = sh->n_requests * G;
+    if (order == 1) {
+        /* Lockstep: every stream of a request open at once, one position each in turn. */
+        for (uint32_t r = 0; r < sh->n_requests; r++) {
+            sel_stream *st[16];
+            for (uint32_t g = 0; g < G; g++) {
+                assert_int_equal(sel_open(src, r, g, &st[g]), 0);
+                h[r * G + g] = 0xCBF29CE484222325ull;
+            }
+            for (int any = 1; any;) {
+                any = 0;
+                for (uint32_t g = 0; g < G; g++) {
+                    sel_delta d;
+                    if (sel_next(st[g], &d) == 0) { h[r * G + g] = hash_delta(h[r * G + g], &d); any = 1; }
+                }
+            }
+            for (uint32_t g = 0; g < G; g++) sel_close(st[g]);
+        }
+        return;
+    }
+    /* One stream at a time, in order (0) or reversed (2). */
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t i = order == 2 ? n - 1 - j : j;
+        h[i] = hash_stream(src, i / G, i % G);
+    }
+}
+
+static void test_latent_sharing_keeps_streams(void **state)
+{
+    (void)state;
+    sel_source *ref = small_source(21);
+    assert_int_equal(gen_source_set_share_limit(ref, 0), 0);
+    const trace_shape *sh = &sel_meta(ref)->shape;
+    uint32_t n = sh->n_requests * sh->n_groups;
+    uint64_t want[16], got[16];
+    hash_all(ref, 0, want);
+    /* The check can fail: neighbouring groups differ, and a planted fault (a
+     * stream read with one position's delta left out) is caught. */
+    assert_true(want[0] != want[1]);
+    sel_stream *st;
+    assert_int_equal(sel_open(ref, 0, 0, &st), 0);
+    uint64_t faulty = 0xCBF29CE484222325ull;
+    sel_delta d;
+    while (sel_next(st, &d) == 0)
+        if (d.pos != 57) faulty = hash_delta(faulty, &d);
+    sel_close(st);
+    assert_true(faulty != want[0]);
+    /* Default limit, and one small enough that logs are evicted and streams
+     * give up sharing half-way. */
+    const size_t limits[] = { (size_t)1 << 30, 150000 };
+    for (size_t l = 0; l < 2; l++)
+        for (int order = 0; order < 3; order++) {
+            sel_source *src = small_source(21);
+            assert_int_equal(gen_source_set_share_limit(src, limits[l]), 0);
+            hash_all(src, order, got);
+            for (uint32_t i = 0; i < n; i++) assert_true(got[i] == want[i]);
+            sel_source_free(src);
+        }
+    /* Only generator sources take a limit. */
+    assert_int_equal(gen_source_set_share_limit(NULL, 0), -1);
+    sel_source_free(ref);
+}
+
+typedef struct {
+    sel_source *src;
+    int order;
+    uint64_t h[16];
+} shared_arg;
+
+static void *shared_worker(void *a)
+{
+    shared_arg *w = a;
+    hash_all(w->src, w->order, w->h);
+    return NULL;
+}
+
+static sel_source *small_shared(uint64_t seed)
+{
+    gen_params *p = load("glm51-longbench");
+    trace_shape sh;
+    assert_int_equal(trace_shape_uniform(&sh, "small", 3, 6, 2, 256, 3000, 120), 0);
+    sh.prompt_len[1] = 200;
+    sh.output_len[2] = 70;
+    sel_source *src;
+    if (gen_source_new_shared(p, &sh, seed, 16, &src) < 0) fail_msg("%s", dh_errmsg());
+    trace_shape_release(&sh);
+    gen_params_free(p);
+    return src;
+}
+
+static void test_shared_sources_keep_streams(void **state)
+{
+    (void)state;
+    /* A plain source with sharing off is the reference. Each round uses its
+     * own seed: sources of one workload made later find the records of the
+     * earlier ones, which would bypass the round's limit. */
+    const size_t limits[] = { (size_t)1 << 30, 40000, 0 };
+    for (size_t l = 0; l < 3; l++) {
+        uint64_t seed = 30 + l, want[16];
+        sel_source *ref = small_source(seed);
+        assert_int_equal(gen_source_set_share_limit(ref, 0), 0);
+        const trace_shape *sh = &sel_meta(ref)->shape;
+        uint32_t n = sh->n_requests * sh->n_groups;
+        hash_all(ref, 0, want);
+        /* Two sources of one workload read it on two threads, in different
+         * orders; a third made after the first is gone reads it again. */
+        sel_source *a = small_shared(seed), *b = small_shared(seed);
+        assert_int_equal(gen_source_set_share_limit(a, limits[l]), 0);
+        assert_true(sel_meta(a)->shape.n_requests == sh->n_requests);
+        shared_arg wa = { a, (int)l % 3, {0} }, wb = { b, (int)(l + 1) % 3, {0} };
+        pthread_t ta, tb;
+        assert_int_equal(pthread_create(&ta, NULL, shared_worker, &wa), 0);
+        assert_int_equal(pthread_create(&tb, NULL, shared_worker, &wb), 0);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        sel_source_free(a);
+        sel_source *c = small_shared(seed);
+        shared_arg wc = { c, 2, {0} };
+        shared_worker(&wc);
+        for (uint32_t i = 0; i < n; i++) {
+            assert_true(wa.h[i] == want[i]);
+            assert_true(wb.h[i] == want[i]);
+            assert_true(wc.h[i] == want[i]);
+        }
+        sel_source_free(b);
+        sel_source_free(c);
+        sel_source_free(ref);
+    }
+    sel_source *x = small_shared(30), *y = small_shared(31);
+    assert_true(hash_stream(x, 0, 0) != hash_stream(y, 0, 0));
+    sel_source_free(x);
+    sel_source_free(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_invariants),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_latent_sharing_keeps_streams),
+        cmocka_unit_test(test_shared_sources_keep_streams),
         cmocka_unit_test(test_glm51_targets),
         cmocka_unit_test(test_dsv32_targets),
         cmocka_unit_test(test_overlap_knob),

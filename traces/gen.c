@@ -1123,9 +1123,9 @@ static int gen_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **
             pops[i]->mark = xcalloc(s->k, sizeof(uint32_t));
         }
     }
-    s->added = xcalloc(s->k + 1, sizeof(uint32_t));
-    s->removed = xcalloc(s->k + 1, sizeof(uint32_t));
-    s->full = xcalloc(s->k + 1, sizeof(uint32_t));
+    s->added = xcalloc(s->k + 4, sizeof(uint32_t));
+    s->removed = xcalloc(s->k + 4, sizeof(uint32_t));
+    s->full = xcalloc(s->k + 4, sizeof(uint32_t));
     /* Join the request's share if it still holds the log from the start. */
     pthread_mutex_lock(&gs->mu);
     s->slot = (uint32_t)((size_t)req * gs->n_latents + s->latent);
@@ -1236,8 +1236,11 @@ static void gen_free(sel_source *src)
     free(src);
 }
 
+static int memo_set_limit(sel_source *src, size_t bytes);
+
 int gen_source_set_share_limit(sel_source *src, size_t bytes)
 {
+    if (src && memo_set_limit(src, bytes) == 0) return 0;
     if (!src || src->ops != &gen_ops) return dh_err("generator: not a generator source");
     gen_src *gs = src->impl;
     pthread_mutex_lock(&gs->mu);
@@ -1306,6 +1309,370 @@ int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
     snprintf(src->meta.generator, sizeof src->meta.generator, "dhgen");
     snprintf(src->meta.preset, sizeof src->meta.preset, "%s", p->name);
     src->meta.generator_params = gen_params_to_string(p);
+    *out = src;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- sharing between sources
+ *
+ * Simulations of one workload under different policies (dhsim --compare: one
+ * source per policy, on several threads) read the same streams. Sources made
+ * by gen_source_new_shared() with the same preset, shape, seed and keyframe
+ * interval share one `gen_shared`: each (request, group) stream is generated
+ * once, by whichever source first needs a position, into a memo of compact
+ * records, and replayed from there by the others. A record is the position's
+ * counts and its sorted rows as varint gaps (about 1.5 bytes per changed row
+ * at 100K rows), in 64 KB chunks that never move, so readers decode without a
+ * lock: a position is published by storing its record's address, then the
+ * count (release/acquire). Producing takes the stream's own lock, a few
+ * positions at a time. Once the memo would pass its limit a stream stops
+ * growing: the reader at its end takes over the generator, a reader arriving
+ * later regenerates the stream alone. The last gen_shared stays registered
+ * after its sources are freed, so sources made one after the other share it
+ * too; making one for another workload frees it. */
+
+#define MEMO_CHUNK ((size_t)64 << 10)
+#define MEMO_BATCH 8                         /* positions produced per lock */
+#define MEMO_LIMIT_DEFAULT ((size_t)3 << 30) /* bytes of records per gen_shared */
+
+typedef struct memo_chunk {
+    struct memo_chunk *next;
+    size_t used, cap;
+    uint8_t data[];
+} memo_chunk;
+
+typedef struct {
+    pthread_mutex_t mu;
+    uint32_t n_pos;         /* positions published (atomic) */
+    const uint8_t **rec;    /* [output_len] each position's record */
+    memo_chunk *chunks;     /* newest first */
+    sel_stream *prod;       /* the generator, at position n_pos */
+    int closed;             /* no more positions will be published */
+} memo_entry;
+
+typedef struct gen_shared {
+    struct gen_shared *next;
+    uint32_t refs;
+    char *params;           /* the key: preset text, seed, keyframe interval, shape */
+    uint64_t seed;
+    uint32_t kf;
+    trace_shape shape;
+    sel_source *gen;        /* every stream is generated from here */
+    memo_entry *entry;      /* [n_requests * n_groups] */
+    size_t bytes, limit;    /* records held (atomic), and the limit */
+} gen_shared;
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static gen_shared *registry;
+
+typedef struct {
+    sel_stream_head head;
+    gen_shared *gs;
+    memo_entry *e;
+    uint32_t req, group, pos, out_len, kf;
+    sel_stream *own;        /* the stream's own generator once the memo has stopped */
+    uint32_t *added, *removed, *full;
+    uint32_t n_sel;
+} memo_cursor;
+
+static inline uint8_t *put_varint(uint8_t *p, uint32_t v)
+{
+    while (v >= 128) { *p++ = (uint8_t)(v | 128); v >>= 7; }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline const uint8_t *get_varint(const uint8_t *p, uint32_t *v)
+{
+    uint32_t x = 0;
+    for (int shift = 0;; shift += 7) {
+        uint8_t b = *p++;
+        x |= (uint32_t)(b & 127) << shift;
+        if (b < 128) break;
+    }
+    *v = x;
+    return p;
+}
+
+/* Sorted rows as gaps in group-varint form: a control byte gives the byte
+ * lengths (1-4) of the next four gaps. Decoding has no data-dependent branch;
+ * it reads up to 3 bytes past a record and writes up to 3 rows past n (the
+ * chunks and row arrays leave that room). */
+static uint8_t *put_rows(uint8_t *p, const uint32_t *rows, uint32_t n)
+{
+    uint32_t prev = 0;
+    for (uint32_t i = 0; i < n; i += 4) {
+        uint8_t *ctrl = p++, c = 0;
+        for (uint32_t j = 0; j < 4; j++) {
+            uint32_t v = 0;
+            if (i + j < n) { v = rows[i + j] - prev; prev = rows[i + j]; }
+            uint32_t len = v < (1u << 8) ? 1 : v < (1u << 16) ? 2 : v < (1u << 24) ? 3 : 4;
+            c |= (uint8_t)((len - 1) << (2 * j));
+            for (uint32_t b = 0; b < len; b++) *p++ = (uint8_t)(v >> (8 * b));
+        }
+        *ctrl = c;
+    }
+    return p;
+}
+
+static const uint8_t *get_rows(const uint8_t *p, uint32_t *rows, uint32_t n)
+{
+    static const uint32_t mask[4] = {0xFFu, 0xFFFFu, 0xFFFFFFu, 0xFFFFFFFFu};
+    uint32_t prev = 0;
+    for (uint32_t i = 0; i < n; i += 4) {
+        uint32_t c = *p++;
+        for (uint32_t j = 0; j < 4; j++) {
+            uint32_t len = (c >> (2 * j)) & 3, v;
+            memcpy(&v, p, 4);
+            prev += v & mask[len];
+            rows[i + j] = prev;
+            p += len + 1;
+        }
+    }
+    return p;
+}
+
+static int shape_equal(const trace_shape *a, const trace_shape *b)
+{
+    if (a->n_requests != b->n_requests || a->n_groups != b->n_groups) return 0;
+    return !memcmp(a->group_k, b->group_k, a->n_groups * sizeof(uint32_t)) &&
+           !memcmp(a->group_compress, b->group_compress, a->n_groups * sizeof(uint32_t)) &&
+           !memcmp(a->prompt_len, b->prompt_len, a->n_requests * sizeof(uint32_t)) &&
+           !memcmp(a->output_len, b->output_len, a->n_requests * sizeof(uint32_t));
+}
+
+static void shared_free(gen_shared *gs)
+{
+    size_t n = (size_t)gs->shape.n_requests * gs->shape.n_groups;
+    for (size_t i = 0; i < n; i++) {
+        memo_entry *e = &gs->entry[i];
+        sel_close(e->prod);
+        for (memo_chunk *c = e->chunks, *nx; c; c = nx) { nx = c->next; free(c); }
+        free(e->rec);
+        pthread_mutex_destroy(&e->mu);
+    }
+    free(gs->entry);
+    sel_source_free(gs->gen);
+    trace_shape_release(&gs->shape);
+    free(gs->params);
+    free(gs);
+}
+
+/* Produce up to MEMO_BATCH positions into e (its lock held). 0 or -1. */
+static int memo_produce(gen_shared *gs, memo_entry *e, uint32_t req, uint32_t group, uint32_t k, uint32_t out_len)
+{
+    if (!e->prod && sel_open(gs->gen, req, group, &e->prod) < 0) return -1;
+    for (uint32_t b = 0; b < MEMO_BATCH && e->n_pos < out_len; b++) {
+        sel_delta d;
+        int rc = sel_next(e->prod, &d);
+        if (rc < 0) return -1;
+        DH_BUG_ON(rc > 0 || d.pos != e->n_pos);
+        uint32_t n_full = d.keyframe && d.pos > 0 ? d.n_sel : 0;
+        size_t need = 15 + 3 + 5 * ((size_t)d.n_added + d.n_removed + n_full + 12);
+        memo_chunk *c = e->chunks;
+        if (!c || c->cap - c->used < need) {
+            size_t cap = need > MEMO_CHUNK ? need : MEMO_CHUNK;
+            c = malloc(sizeof *c + cap);
+            if (!c) abort();
+            c->next = e->chunks;
+            c->used = 0;
+            c->cap = cap;
+            e->chunks = c;
+            __atomic_add_fetch(&gs->bytes, sizeof *c + cap, __ATOMIC_RELAXED);
+        }
+        uint8_t *start = c->data + c->used, *p = start;
+        p = put_varint(p, d.n_sel);
+        p = put_varint(p, d.n_added);
+        p = put_varint(p, d.n_removed);
+        p = put_rows(p, d.added, d.n_added);
+        p = put_rows(p, d.removed, d.n_removed);
+        p = put_rows(p, d.full, n_full);
+        c->used += (size_t)(p - start);
+        e->rec[e->n_pos] = start;
+        __atomic_store_n(&e->n_pos, e->n_pos + 1, __ATOMIC_RELEASE);
+        (void)k;
+    }
+    if (e->n_pos == out_len) { sel_close(e->prod); e->prod = NULL; }
+    return 0;
+}
+
+static int memo_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **out);
+static int memo_next(sel_stream *st, sel_delta *d);
+static void memo_close(sel_stream *st);
+static void memo_free(sel_source *src);
+static const sel_source_ops memo_ops = {memo_open, memo_next, memo_close, memo_free};
+
+static int memo_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **out)
+{
+    gen_shared *gs = src->impl;
+    const trace_shape *sh = &gs->shape;
+    *out = NULL;
+    if (req >= sh->n_requests || group >= sh->n_groups)
+        return dh_err("generator: no stream (request %u, group %u) in a trace of %u requests and %u groups",
+                      req, group, sh->n_requests, sh->n_groups);
+    memo_cursor *c = xcalloc(1, sizeof *c);
+    c->head.ops = &memo_ops;
+    c->gs = gs;
+    c->e = &gs->entry[(size_t)req * sh->n_groups + group];
+    c->req = req;
+    c->group = group;
+    c->out_len = sh->output_len[req];
+    c->kf = gs->kf;
+    uint32_t k = sh->group_k[group];
+    c->added = xcalloc(k + 4, sizeof(uint32_t));
+    c->removed = xcalloc(k + 4, sizeof(uint32_t));
+    c->full = xcalloc(k + 4, sizeof(uint32_t));
+    pthread_mutex_lock(&c->e->mu);
+    if (!c->e->rec) c->e->rec = xcalloc(c->out_len ? c->out_len : 1, sizeof *c->e->rec);
+    pthread_mutex_unlock(&c->e->mu);
+    *out = (sel_stream *)c;
+    return 0;
+}
+
+/* The memo cannot serve position pos: continue on a generator of our own,
+ * the memo's if it stands at pos, else a new one run up to pos. e->mu held. */
+static int memo_go_alone(memo_cursor *c)
+{
+    memo_entry *e = c->e;
+    if (e->prod && e->n_pos == c->pos) {
+        c->own = e->prod;
+        e->prod = NULL;
+        e->closed = 1;
+        return 0;
+    }
+    e->closed = 1;
+    if (sel_open(c->gs->gen, c->req, c->group, &c->own) < 0) return -1;
+    for (uint32_t p = 0; p < c->pos; p++) {
+        sel_delta d;
+        if (sel_next(c->own, &d) != 0) return dh_err("generator: stream (request %u, group %u) ended early", c->req, c->group);
+    }
+    return 0;
+}
+
+static int memo_next(sel_stream *st, sel_delta *d)
+{
+    memo_cursor *c = (memo_cursor *)st;
+    if (c->own) { c->pos++; return sel_next(c->own, d); }
+    if (c->pos >= c->out_len) return 1;
+    memo_entry *e = c->e;
+    uint32_t pos = c->pos;
+    if (pos >= __atomic_load_n(&e->n_pos, __ATOMIC_ACQUIRE)) {
+        const trace_shape *sh = &c->gs->shape;
+        pthread_mutex_lock(&e->mu);
+        int rc = 0;
+        if (pos >= e->n_pos) {
+            if (e->closed || __atomic_load_n(&c->gs->bytes, __ATOMIC_RELAXED) > __atomic_load_n(&c->gs->limit, __ATOMIC_RELAXED))
+                rc = memo_go_alone(c);
+            else rc = memo_produce(c->gs, e, c->req, c->group, sh->group_k[c->group], c->out_len);
+        }
+        pthread_mutex_unlock(&e->mu);
+        if (rc < 0) return -1;
+        if (c->own) { c->pos++; return sel_next(c->own, d); }
+    }
+    const uint8_t *p = e->rec[pos];
+    uint32_t n_added, n_removed;
+    p = get_varint(p, &c->n_sel);
+    p = get_varint(p, &n_added);
+    p = get_varint(p, &n_removed);
+    p = get_rows(p, c->added, n_added);
+    p = get_rows(p, c->removed, n_removed);
+    memset(d, 0, sizeof *d);
+    d->pos = pos;
+    d->nrows = sel_rows_at(&c->gs->shape, c->req, c->group, pos);
+    d->n_sel = c->n_sel;
+    d->n_added = n_added;
+    d->n_removed = n_removed;
+    d->added = c->added;
+    d->removed = c->removed;
+    if (pos == 0 || pos % c->kf == 0) {
+        d->keyframe = 1;
+        if (pos == 0) memcpy(c->full, c->added, n_added * sizeof(uint32_t));
+        else get_rows(p, c->full, c->n_sel);
+        d->full = c->full;
+    }
+    c->pos++;
+    return 0;
+}
+
+static void memo_close(sel_stream *st)
+{
+    memo_cursor *c = (memo_cursor *)st;
+    if (!c) return;
+    sel_close(c->own);
+    free(c->added); free(c->removed); free(c->full);
+    free(c);
+}
+
+static void memo_free(sel_source *src)
+{
+    if (!src) return;
+    gen_shared *gs = src->impl;
+    pthread_mutex_lock(&registry_mu);
+    gs->refs--; /* stays registered for a source made later */
+    pthread_mutex_unlock(&registry_mu);
+    trace_meta_release(&src->meta);
+    free(src);
+}
+
+/* 0 if src shares streams (its memo limit is set), else 1. */
+static int memo_set_limit(sel_source *src, size_t bytes)
+{
+    if (src->ops != &memo_ops) return 1;
+    gen_shared *gs = src->impl;
+    __atomic_store_n(&gs->limit, bytes, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int gen_source_new_shared(const gen_params *p, const trace_shape *sh, uint64_t seed,
+                          uint32_t keyframe_interval, sel_source **out)
+{
+    *out = NULL;
+    char *params = gen_params_to_string(p);
+    pthread_mutex_lock(&registry_mu);
+    gen_shared *gs = NULL;
+    for (gen_shared *x = registry; x; x = x->next)
+        if (x->seed == seed && x->kf == keyframe_interval && !strcmp(x->params, params) && shape_equal(&x->shape, sh)) {
+            gs = x;
+            break;
+        }
+    if (!gs) {
+        /* Another workload: the ones no source uses any more go. */
+        for (gen_shared **pp = &registry; *pp;) {
+            gen_shared *x = *pp;
+            if (x->refs == 0) { *pp = x->next; shared_free(x); }
+            else pp = &x->next;
+        }
+        sel_source *gen;
+        if (gen_source_new(p, sh, seed, keyframe_interval, &gen) < 0) {
+            pthread_mutex_unlock(&registry_mu);
+            free(params);
+            return -1;
+        }
+        gs = xcalloc(1, sizeof *gs);
+        gs->params = params;
+        params = NULL;
+        gs->seed = seed;
+        gs->kf = keyframe_interval;
+        trace_shape_copy(&gs->shape, sh);
+        gs->gen = gen;
+        gs->limit = MEMO_LIMIT_DEFAULT;
+        size_t n = (size_t)sh->n_requests * sh->n_groups;
+        gs->entry = xcalloc(n, sizeof *gs->entry);
+        for (size_t i = 0; i < n; i++) pthread_mutex_init(&gs->entry[i].mu, NULL);
+        gs->next = registry;
+        registry = gs;
+    }
+    gs->refs++;
+    pthread_mutex_unlock(&registry_mu);
+    free(params);
+    sel_source *src = xcalloc(1, sizeof *src);
+    src->ops = &memo_ops;
+    src->impl = gs;
+    const trace_meta *m = sel_meta(gs->gen);
+    src->meta = *m;
+    trace_shape_copy(&src->meta.shape, sh);
+    src->meta.generator_params = strdup(m->generator_params);
+    if (!src->meta.generator_params) abort();
     *out = src;
     return 0;
 }

@@ -39,12 +39,26 @@ int gen_params_default_shape(const gen_params *p, trace_shape *sh);
 int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
                    uint32_t keyframe_interval, sel_source **out);
 
+/* Like gen_source_new, for several consumers of one workload in one process
+ * (dhsim --compare simulates each policy on its own source): sources with the
+ * same preset, shape, seed and keyframe interval share their streams. Each
+ * stream is generated once, kept as compact records (about 1.5 bytes per
+ * changed row) and replayed by the other sources, on any thread; at most
+ * 3 GiB of records are kept, beyond which streams are generated again. The
+ * records live until a source for another workload is made (or the process
+ * ends), so sources made one after the other share them too. Content is
+ * identical to gen_source_new's. */
+int gen_source_new_shared(const gen_params *p, const trace_shape *sh, uint64_t seed,
+                          uint32_t keyframe_interval, sel_source **out);
+
 /* The groups of one request with the same (k, compress) derive their streams
  * from one latent process; a source generates it once and lets the groups
  * replay it, holding at most `bytes` of such logs (default 512 MiB). Beyond
  * that, and for a stream opened after the others have moved on, the stream
- * regenerates the latent process itself. Content never depends on this;
- * 0 turns sharing off. -1 with dh_err() if src is not a generator source. */
+ * regenerates the latent process itself. For a source from
+ * gen_source_new_shared, `bytes` bounds instead the records kept for all the
+ * sources sharing it. Content never depends on either limit; 0 turns sharing
+ * off. -1 with dh_err() if src is not a generator source. */
 int gen_source_set_share_limit(sel_source *src, size_t bytes);
 
 #endif

@@ -376,7 +376,7 @@ int main(int argc, char **argv)
         else if (a == "--attention-dp") dp = parse_long("--attention-dp", v, 1, 1024);
         else if (a == "--moe-ep") ep = parse_long("--moe-ep", v, 1, 1024);
         else if (a == "--fetch-sms") fetch_sms = parse_long("--fetch-sms", v, 1, 1024);
-        else if (a == "--dry-run") { dry_run = 1; i--; }
+        else if (a == "--dry-run") dry_run = 1;
         else if (a == "--run") {
             rp_run r;
             char id[128], pol[64];
