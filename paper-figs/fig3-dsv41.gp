@@ -15,7 +15,8 @@ set y2range [0:*]
 set ytics nomirror
 set y2tics
 set grid ytics
-set key top left
+set key outside bottom center horizontal
+set xrange [-0.6:1.6]
 plot "data/dsv41.tsv" using 2:xtic(1) skip 1 title "resident + DSpark" lc rgb "#bbbbbb", \
      "" using 3 skip 1 title "Adaptive + DSpark" lc rgb "#4477aa", \
      "" using 0:($3/$2) skip 1 axes x1y2 with points pt 7 ps 2 lc rgb "black" title "ratio (right axis)", \

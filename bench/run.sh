@@ -1,0 +1,18 @@
+#!/bin/sh
+# run.sh: every CPU benchmark of the project (make bench), from the repository
+# root. Each prints its figures; the recorded ones and how to read them are in
+# bench/RESULTS-traces.md, RESULTS-sim.md and RESULTS-spec.md.
+#   1. traces: generation and statistics rows/s, bytes per stored row, and the
+#      16-request, 78-layer, 1,000-token trace (issue targets: >= 50 M rows/s)
+#   2. simulator: the make-run scenario at 1,000 steps (target: < 20 s) and
+#      DeepSeek-V4.1-Flash at 500K context, concurrency 512 (fits in 24 GiB)
+#   3. speculative decoding: DFlash2 within 2x the wall time of plain decoding
+set -e
+make -s build/bench/trace_bench
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+echo "== traces (build/bench/trace_bench --file $tmp)"
+build/bench/trace_bench --file "$tmp"
+echo "== simulator (sh bench/sim_bench.sh 1000)"
+sh bench/sim_bench.sh 1000
+echo "== speculative decoding (sh bench/spec_bench.sh 200)"
+sh bench/spec_bench.sh 200
