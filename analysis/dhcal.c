@@ -1,14 +1,19 @@
 /* dhcal.c: calibration and validation of the simulator against the kernels.
  *
- *   dhcal fit --bench DIR_OR_CSV... [-o PROFILE] [--base PROFILE] [--holdout SPEC]...
- *             [--version KERNEL=VER]... [--form KERNEL=FORM]... [--min-r2 X]
- *             [--fetch-pattern P] [--pool-bytes B]
+ *   dhcal fit --bench DIR_OR_CSV... [-o PROFILE] [--base PROFILE] [--select SPEC]...
+ *             [--holdout SPEC]... [--version KERNEL=VER]... [--form KERNEL=FORM]... [--min-r2 X]
+ *             [--fetch-pattern P] [--pool-bytes B] [--weight-dtype D] [--layer-gemms N]
+ *             [--command TEXT]
  *       fit the cost forms to dhbench CSVs, print the fit report, and write the
  *       fitted keys into PROFILE (the other keys come from --base, by default
  *       PROFILE itself)
  *   dhcal check-profile FILE        reject a missing or non-physical coefficient
  *   dhcal check-range FILE NAME=VALUE...   is each value inside [fit_range] NAME?
  *   dhcal import-probe FILE... -o CSV      probe text files to dhbench CSV
+ *   dhcal refit --replay CSV --key SECTION.KEY --at VALUE DIR --at VALUE DIR [--profile IN -o OUT]
+ *       refit one coefficient on the replay's fitted configurations from two
+ *       simulator runs (DIR/CONFIG.tsv timelines) at two values of it (refit.h);
+ *       prints the solution; with -o writes IN with it (only once converged)
  *   dhcal validate --replay CSV [--sim FILE...] [--sim-timeline TSV:CONFIG:MODE]... [--steps]
  *                  [--max-median F] [--max-p95 F] [--exact-misses]
  *       compare replay step times and miss counts with the simulator's
@@ -19,7 +24,9 @@
 #include "analysis/fitcost.h"
 #include "analysis/probe.h"
 #include "analysis/prof.h"
+#include "analysis/refit.h"
 #include "analysis/valid.h"
+#include "common/cfg.h"
 #include "common/dh_err.h"
 
 #include <errno.h>
@@ -31,12 +38,14 @@
 
 static void usage(void)
 {
-    fputs("usage: dhcal fit --bench DIR_OR_CSV... [-o PROFILE] [--base PROFILE] [--holdout SPEC]...\n"
-          "                 [--version KERNEL=VER]... [--form KERNEL=FORM]... [--min-r2 X]\n"
-          "                 [--fetch-pattern P] [--pool-bytes B]\n"
+    fputs("usage: dhcal fit --bench DIR_OR_CSV... [-o PROFILE] [--base PROFILE] [--select SPEC]...\n"
+          "                 [--holdout SPEC]... [--version KERNEL=VER]... [--form KERNEL=FORM]... [--min-r2 X]\n"
+          "                 [--fetch-pattern P] [--pool-bytes B] [--weight-dtype D] [--layer-gemms N]\n"
+          "                 [--command TEXT]\n"
           "       dhcal check-profile FILE\n"
           "       dhcal check-range FILE NAME=VALUE...\n"
           "       dhcal import-probe FILE... -o CSV\n"
+          "       dhcal refit --replay CSV --key SECTION.KEY --at VALUE DIR --at VALUE DIR [--profile IN -o OUT]\n"
           "       dhcal validate --replay CSV [--sim FILE...] [--sim-timeline TSV:CONFIG:MODE]... [--steps]\n"
           "                      [--max-median F] [--max-p95 F] [--exact-misses]\n",
           stderr);
@@ -84,11 +93,12 @@ static void print_section(const fit_section *s)
 
 static int cmd_fit(int argc, char **argv)
 {
-    strlist bench = {0}, hold = {0}, vers = {0}, forms = {0};
+    strlist bench = {0}, hold = {0}, vers = {0}, forms = {0}, sel = {0};
     const char *out = NULL, *base = NULL;
     fit_opts fo;
     fit_opts_default(&fo);
-    prof_opts po = {.fetch_pattern = "serving", .pool_bytes = NAN};
+    prof_opts po = {.fetch_pattern = "serving", .pool_bytes = NAN, .weight_dtype = "fp8", .layer_gemms = NAN};
+    const char *command = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -96,6 +106,10 @@ static int cmd_fit(int argc, char **argv)
         else if (!strcmp(a, "-o") && more) out = argv[++i];
         else if (!strcmp(a, "--base") && more) base = argv[++i];
         else if (!strcmp(a, "--holdout") && more) push(&hold, argv[++i]);
+        else if (!strcmp(a, "--select") && more) push(&sel, argv[++i]);
+        else if (!strcmp(a, "--weight-dtype") && more) po.weight_dtype = argv[++i];
+        else if (!strcmp(a, "--layer-gemms") && more) po.layer_gemms = parse_num(a, argv[++i]);
+        else if (!strcmp(a, "--command") && more) command = argv[++i];
         else if (!strcmp(a, "--version") && more) push(&vers, argv[++i]);
         else if (!strcmp(a, "--form") && more) push(&forms, argv[++i]);
         else if (!strcmp(a, "--min-r2") && more) fo.min_r2 = parse_num(a, argv[++i]);
@@ -111,6 +125,7 @@ static int cmd_fit(int argc, char **argv)
     fo.holdout = hold.v;
     fo.versions = vers.v;
     fo.forms = forms.v;
+    fo.select = sel.v;
 
     bcsv_table t;
     bcsv_init(&t);
@@ -122,11 +137,12 @@ static int cmd_fit(int argc, char **argv)
     for (size_t i = 0; i < ns; i++) print_section(&secs[i]);
     if (out) {
         /* The command as given, so the profile says how to redo it. */
-        char cmd[2048] = "dhcal";
-        for (int i = 0; i < argc; i++) {
+        char cmd[4096] = "dhcal";
+        for (int i = 0; i < argc && !command; i++) {
             size_t l = strlen(cmd);
             snprintf(cmd + l, sizeof cmd - l, " %s", argv[i]);
         }
+        if (command) snprintf(cmd, sizeof cmd, "%s", command);
         po.base_path = base;
         po.command = cmd;
         if (prof_write(&po, secs, ns, out, stderr) < 0) dh_die_last("dhcal");
@@ -134,7 +150,7 @@ static int cmd_fit(int argc, char **argv)
     }
     free(secs);
     bcsv_release(&t);
-    free(bench.v); free(hold.v); free(vers.v); free(forms.v);
+    free(bench.v); free(hold.v); free(vers.v); free(forms.v); free(sel.v);
     return 0;
 }
 
@@ -249,6 +265,101 @@ static int cmd_validate(int argc, char **argv)
     return fail ? 2 : 0;
 }
 
+/* The replay joined with one simulator run: DIR/CONFIG.tsv for each fitted
+ * configuration (held-out ones are not needed and not read). */
+static void refit_join(val_set *v, const char *replay, const char *dir)
+{
+    val_init(v);
+    if (val_load_replay(v, replay) < 0) dh_die_last("dhcal");
+    for (size_t i = 0; i < v->n; i++) {
+        const val_step *x = &v->s[i];
+        if (x->heldout) continue;
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = !v->s[j].heldout && !strcmp(v->s[j].config, x->config) && !strcmp(v->s[j].mode, x->mode);
+        if (seen) continue;
+        char path[1024], config[64], mode[32];
+        snprintf(path, sizeof path, "%s/%s.tsv", dir, x->config);
+        snprintf(config, sizeof config, "%s", x->config);
+        snprintf(mode, sizeof mode, "%s", x->mode);
+        if (val_add_dhsim_timeline(v, path, config, mode) < 0) dh_die_last("dhcal");
+    }
+}
+
+static int cmd_refit(int argc, char **argv)
+{
+    const char *replay = NULL, *key = NULL, *in = NULL, *out = NULL, *dir[2] = {0};
+    double at[2] = {NAN, NAN};
+    int nat = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--replay") && i + 1 < argc) replay = argv[++i];
+        else if (!strcmp(a, "--key") && i + 1 < argc) key = argv[++i];
+        else if (!strcmp(a, "--profile") && i + 1 < argc) in = argv[++i];
+        else if (!strcmp(a, "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(a, "--at") && i + 2 < argc) {
+            if (nat == 2) dh_die("dhcal", "refit: give --at VALUE DIR exactly twice");
+            at[nat] = parse_num(a, argv[++i]);
+            dir[nat++] = argv[++i];
+        } else dh_die("dhcal", "refit: unknown or incomplete option '%s'", a);
+    }
+    if (!replay || !key || nat != 2 || (!in) != (!out)) usage();
+    char section[64], name[64];
+    const char *dot = strchr(key, '.');
+    if (!dot || dot == key || !dot[1] || (size_t)(dot - key) >= sizeof section || strlen(dot + 1) >= sizeof name)
+        dh_die("dhcal", "refit: --key '%s': expected SECTION.KEY", key);
+    snprintf(section, sizeof section, "%.*s", (int)(dot - key), key);
+    snprintf(name, sizeof name, "%s", dot + 1);
+    val_set a, b;
+    refit_join(&a, replay, dir[0]);
+    refit_join(&b, replay, dir[1]);
+    refit_result r;
+    if (refit_solve(&a, at[0], &b, at[1], &r) < 0) dh_die_last("dhcal");
+    char value[64], latest[64];
+    snprintf(value, sizeof value, "%.*g", REFIT_DIGITS, r.value);
+    snprintf(latest, sizeof latest, "%.*g", REFIT_DIGITS, at[1]);
+    char held[256] = "";
+    for (size_t i = 0; i < a.n; i++)
+        if (a.s[i].heldout && !strstr(held, a.s[i].config) && strlen(held) + strlen(a.s[i].config) + 2 < sizeof held) {
+            if (held[0]) strcat(held, " ");
+            strcat(held, a.s[i].config);
+        }
+    int converged = !strcmp(value, latest);
+    printf("refit %s on %s: fitted configurations %s (%zu steps; held out, not used: %s)\n", key, replay, r.config_list,
+           r.steps, held[0] ? held : "none");
+    printf("  from simulator runs at %g (%s) and %g (%s); d(step)/d(%s) %.6g us per unit\n", at[0], dir[0], at[1], dir[1], name,
+           r.mean_slope);
+    printf("  %s = %s +- %.2g; rms %.2f %%, weighted R^2 %.4f; error median %.2f %% p95 %.2f %% max %.2f %%%s\n", name, value,
+           r.se, 100 * r.rms_rel, r.r2, 100 * r.err.median, 100 * r.err.p95, 100 * r.err.max,
+           converged ? "" : " (linearised: not yet run at this value)");
+    printf("value %s%s\n", value, converged ? " converged" : "");
+    if (out) {
+        if (!converged)
+            dh_die("dhcal", "refit: %s = %s is not the latest simulated value %s: run the simulator at %s and refit from it", key, value, latest, value);
+        cfg *c;
+        double old;
+        if (cfg_load(in, &c) < 0) dh_die_last("dhcal");
+        if (cfg_get_double(c, section, name, &old, CFG_REQUIRED, -1e300, 1e300) < 0) dh_die_last("dhcal");
+        cfg_free(c);
+        char comment[2048];
+        snprintf(comment, sizeof comment,
+                 "%s refitted on the GPU replay %s,\n"
+                 "fitted configurations only (%s; held out, not used: %s): %zu steps,\n"
+                 "relative least squares on whole step times; the kernel benchmarks gave %.6g (above).\n"
+                 "%s = %s +- %.2g; residual rms %.2f %%, weighted R^2 %.4f;\n"
+                 "error median %.2f %% p95 %.2f %% max %.2f %%; measured steps %.1f..%.1f us (mean %.1f, predicted %.1f).\n"
+                 "Range: the replay's configurations (bin/dhreplay, analysis/VALIDATION.md).",
+                 name, replay, r.config_list, held[0] ? held : "none", r.steps, old, name, value, r.se, 100 * r.rms_rel, r.r2,
+                 100 * r.err.median, 100 * r.err.p95, 100 * r.err.max, r.meas_min_us, r.meas_max_us, r.mean_meas_us, r.mean_pred_us);
+        if (!(r.value >= 0)) dh_die("dhcal", "refit: %s = %s is negative: non-physical", key, value);
+        if (refit_write(in, out, section, name, value, comment) < 0) dh_die_last("dhcal");
+        printf("wrote %s\n", out);
+    }
+    val_release(&a);
+    val_release(&b);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) usage();
@@ -258,5 +369,6 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "check-range")) return cmd_check_range(argc - 1, argv + 1);
     if (!strcmp(cmd, "import-probe")) return cmd_import_probe(argc - 1, argv + 1);
     if (!strcmp(cmd, "validate")) return cmd_validate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "refit")) return cmd_refit(argc - 1, argv + 1);
     usage();
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const form_names[] = {"fetch", "hbm", "indexer", "gemm", "none"};
+static const char *const form_names[] = {"fetch", "hbm", "indexer", "gemm", "const", "none"};
 
 const char *fit_form_name(fit_form f) { return form_names[f]; }
 
@@ -21,7 +21,7 @@ int fit_form_parse(const char *name, fit_form *out)
 {
     for (int f = 0; f <= FIT_FORM_NONE; f++)
         if (!strcmp(name, form_names[f])) { *out = (fit_form)f; return 0; }
-    return dh_err("unknown model form '%s' (fetch, hbm, indexer, gemm, none)", name);
+    return dh_err("unknown model form '%s' (fetch, hbm, indexer, gemm, const, none)", name);
 }
 
 fit_form fit_form_for_kernel(const char *kernel)
@@ -29,6 +29,7 @@ fit_form fit_form_for_kernel(const char *kernel)
     if (strstr(kernel, "fetch")) return FIT_FORM_FETCH;
     if (strstr(kernel, "indexer")) return FIT_FORM_INDEXER;
     if (strstr(kernel, "gemm")) return FIT_FORM_GEMM;
+    if (strstr(kernel, "topk")) return FIT_FORM_CONST;
     if (strstr(kernel, "attn") || strstr(kernel, "attention") || strstr(kernel, "verif"))
         return FIT_FORM_HBM;
     return FIT_FORM_NONE;
@@ -515,13 +516,18 @@ static size_t lin_design(fit_form f, const bcsv_row *r, double *x, lin_term *ter
         terms[3] = (lin_term){"union_row_us", 0, 1};
         return 4;
     case FIT_FORM_INDEXER:
-        x[1] = batch * q * r->v[BCSV_CTX] * r->v[BCSV_HEADS] * r->v[BCSV_KDIM];
-        terms[1] = (lin_term){"rate_gops", 1, 1e-3};
+        /* Multiply-adds of the scoring: half the flops dhbench counted, or
+         * the product of the shape when the line has no flops. */
+        x[1] = !isnan(r->v[BCSV_FLOPS]) ? r->v[BCSV_FLOPS] / 2
+                                        : batch * q * r->v[BCSV_CTX] * r->v[BCSV_HEADS] * r->v[BCSV_KDIM];
+        terms[1] = (lin_term){"rate_gmacs", 1, 1e-3};
         return 2;
     case FIT_FORM_GEMM:
-        x[1] = r->v[BCSV_FLOPS];
-        terms[1] = (lin_term){"tflops", 1, 1e-6};
+        x[1] = r->v[BCSV_BYTES];
+        terms[1] = (lin_term){"weight_gbps", 1, 1e-3};
         return 2;
+    case FIT_FORM_CONST:
+        return 1;
     default:
         DH_BUG_ON(1);
     }
@@ -559,8 +565,12 @@ static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_
             if (i < n) { range_add(s, "ctx", r->v[BCSV_CTX]); range_add(s, "heads", r->v[BCSV_HEADS]);
                          range_add(s, "kdim", r->v[BCSV_KDIM]); range_add(s, "batch", r->v[BCSV_BATCH]); }
             break;
+        case FIT_FORM_CONST:
+            if (i < n) { range_add(s, "batch", r->v[BCSV_BATCH]); range_add(s, "ctx", r->v[BCSV_CTX]);
+                         range_add(s, "k", r->v[BCSV_K]); }
+            break;
         default:
-            if (i < n) { range_add(s, "flops", r->v[BCSV_FLOPS]); range_add(s, "m", r->v[BCSV_M]);
+            if (i < n) { range_add(s, "bytes", r->v[BCSV_BYTES]); range_add(s, "flops", r->v[BCSV_FLOPS]); range_add(s, "m", r->v[BCSV_M]);
                          range_add(s, "n", r->v[BCSV_N]); range_add(s, "kdim", r->v[BCSV_KDIM]); }
         }
     }
@@ -666,17 +676,48 @@ static void add_file(fit_section *s, const char *file)
     snprintf(s->files + l, sizeof s->files - l, "%s%s", l ? " " : "", file);
 }
 
+/* Whether a line is used at all: every line without --select, else the lines
+ * matching one of its specs. */
+static int selected(const bcsv_row *r, const fit_opts *o, int *use)
+{
+    *use = !o->select || !*o->select;
+    for (const char *const *ss = o->select; ss && *ss && !*use; ss++)
+        if (fit_holdout_match(r, *ss, use) < 0) return dh_err_prefix("--select '%s': ", *ss);
+    return 0;
+}
+
+/* What a line is to the fit of one kernel. */
+enum { ROLE_NONE, ROLE_UNCHECKED, ROLE_FIT, ROLE_HELD_OUT };
+static int line_role(const bcsv_row *r, const fit_opts *o, const char *kernel, int *role)
+{
+    int use, h = 0;
+    *role = ROLE_NONE;
+    if (strcmp(r->s[BCSV_KERNEL], kernel)) return 0;
+    if (selected(r, o, &use) < 0) return -1;
+    if (!use) return 0;
+    if (!bcsv_row_checked(r)) { *role = ROLE_UNCHECKED; return 0; }
+    for (const char *const *hs = o->holdout; hs && *hs && !h; hs++)
+        if (fit_holdout_match(r, *hs, &h) < 0) return -1;
+    *role = h ? ROLE_HELD_OUT : ROLE_FIT;
+    return 0;
+}
+
 int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t *nout, FILE *log)
 {
     *out = NULL;
     *nout = 0;
     char *kernels[64];
-    size_t nk = 0;
-    for (size_t i = 0; i < t->n; i++)
+    size_t nk = 0, unselected = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        int use;
+        if (selected(&t->rows[i], o, &use) < 0) return -1;
+        if (!use) { unselected++; continue; }
         if (str_in(kernels, nk, t->rows[i].s[BCSV_KERNEL]) < 0) {
             if (nk == 64) return dh_err("more than 64 kernels in the results");
             kernels[nk++] = t->rows[i].s[BCSV_KERNEL];
         }
+    }
+    if (unselected && log) fprintf(log, "dhcal: %zu lines match no --select and are not used\n", unselected);
     const bcsv_row **rows = malloc((t->n + 1) * sizeof *rows), **hold = malloc((t->n + 1) * sizeof *hold);
     fit_section *secs = calloc(nk * FIT_MAX_GROUPS + 1, sizeof *secs);
     if (!rows || !hold || !secs) abort();
@@ -692,13 +733,10 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
         /* All checked lines of the kernel, for the version choice. */
         size_t n = 0, unchecked = 0;
         for (size_t i = 0; i < t->n; i++) {
-            const bcsv_row *r = &t->rows[i];
-            if (strcmp(r->s[BCSV_KERNEL], kernels[k])) continue;
-            if (!bcsv_row_checked(r)) { unchecked++; continue; }
-            int h = 0;
-            for (const char *const *hs = o->holdout; hs && *hs && !h; hs++)
-                if ((rc = fit_holdout_match(r, *hs, &h)) < 0) goto done;
-            if (!h) rows[n++] = r;
+            int role;
+            if ((rc = line_role(&t->rows[i], o, kernels[k], &role)) < 0) goto done;
+            if (role == ROLE_UNCHECKED) unchecked++;
+            if (role == ROLE_FIT) rows[n++] = &t->rows[i];
         }
         if (n == 0) { rc = dh_err("kernel '%s': no checked line outside the hold-out", kernels[k]); break; }
         char version[64], seen[256], why[160];
@@ -724,28 +762,36 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
             if (form == FIT_FORM_GEMM) snprintf(s->section, sizeof s->section, "%s_%s", kernels[k], dtypes[d]);
             else snprintf(s->section, sizeof s->section, "%s", kernels[k]);
             s->skipped_unchecked = unchecked;
+            s->ceiling = NAN;
+            if (form == FIT_FORM_GEMM) snprintf(s->dtype, sizeof s->dtype, "%s", dtypes[d]);
             size_t m = 0, nh = 0;
             for (size_t i = 0; i < n; i++) {
                 const bcsv_row *r = rows[i];
                 if (strcmp(r->s[BCSV_VERSION] ? r->s[BCSV_VERSION] : "", version)) continue;
                 if (form == FIT_FORM_GEMM && strcmp(r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "", dtypes[d])) continue;
                 add_file(s, t->files[r->file]);
+                /* The largest GEMM rate the run measured (dhbench's ceiling). */
+                const char *cn = r->s[BCSV_CEILING_NAME];
+                if (form == FIT_FORM_GEMM && cn && strstr(cn, "gemm") && !isnan(r->v[BCSV_CEILING_VALUE]) &&
+                    !(r->v[BCSV_CEILING_VALUE] <= s->ceiling)) {
+                    s->ceiling = r->v[BCSV_CEILING_VALUE];
+                    snprintf(s->ceiling_name, sizeof s->ceiling_name, "%s", cn);
+                }
                 rows[m++] = r; /* compact in place: rows[m] <= rows[i] */
             }
             /* Hold-out lines of the same version and dtype. */
             for (size_t i = 0; i < t->n; i++) {
                 const bcsv_row *r = &t->rows[i];
-                if (strcmp(r->s[BCSV_KERNEL], kernels[k]) || !bcsv_row_checked(r)) continue;
+                int role;
+                if ((rc = line_role(r, o, kernels[k], &role)) < 0) goto done;
+                if (role != ROLE_HELD_OUT) continue;
                 if (strcmp(r->s[BCSV_VERSION] ? r->s[BCSV_VERSION] : "", version)) continue;
                 if (form == FIT_FORM_GEMM && strcmp(r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "", dtypes[d])) continue;
-                int h = 0;
-                for (const char *const *hs = o->holdout; hs && *hs && !h; hs++)
-                    if ((rc = fit_holdout_match(r, *hs, &h)) < 0) goto done;
-                if (h) hold[nh++] = r;
+                hold[nh++] = r;
             }
             s->held_out = nh;
             rc = form == FIT_FORM_FETCH ? fit_fetch(rows, m, hold, nh, t, o, s) : fit_lin(rows, m, hold, nh, t, o, s);
-            if (rc == 0 && !(s->res.r2 >= o->min_r2))
+            if (rc == 0 && form != FIT_FORM_CONST && !(s->res.r2 >= o->min_r2))
                 rc = dh_err("kernel '%s' version '%s': %s fit R^2 %.4f is below the threshold %.4f (relative rms %.1f %%)",
                             s->kernel, s->version, s->section, s->res.r2, o->min_r2, 100 * s->res.rms_rel);
             ns++;
@@ -753,12 +799,9 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
             if (d + 1 < nd) {
                 n = 0;
                 for (size_t i = 0; i < t->n; i++) {
-                    const bcsv_row *r = &t->rows[i];
-                    if (strcmp(r->s[BCSV_KERNEL], kernels[k]) || !bcsv_row_checked(r)) continue;
-                    int h = 0;
-                    for (const char *const *hs = o->holdout; hs && *hs && !h; hs++)
-                        if ((rc = fit_holdout_match(r, *hs, &h)) < 0) goto done;
-                    if (!h) rows[n++] = r;
+                    int role;
+                    if ((rc = line_role(&t->rows[i], o, kernels[k], &role)) < 0) goto done;
+                    if (role == ROLE_FIT) rows[n++] = &t->rows[i];
                 }
             }
         }

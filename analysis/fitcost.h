@@ -21,8 +21,14 @@
  * hbm (sparse attention, verification; HBM-bound):
  *   time = t0_us + bytes / (hbm_gbps * 1e3) + batch*queries * query_us + batch*union_rows * union_row_us
  *   (terms whose input never varies are left out of the fit and written as 0).
- * indexer:  time = t0_us + batch*queries*ctx*heads*kdim / (rate_gops * 1e3)
- * gemm:     time = t0_us + flops / (tflops * 1e6), one fit per dtype.
+ * indexer:  time = t0_us + macs / (rate_gmacs * 1e3), macs = flops / 2 (the line's
+ *           flops column), else batch*queries*ctx*heads*kdim: multiply-adds of the scoring.
+ * gemm:     time = t0_us + bytes / (weight_gbps * 1e3), one fit per dtype: decode
+ *           GEMMs (a few to a hundred tokens) stream their weights, so the bytes
+ *           set the time, not the flops; the largest rate the run measured
+ *           (ceiling_value of a "*gemm*" ceiling, TFLOP/s) is recorded apart.
+ * const:    time = t0_us (a cost measured at one working point, e.g. top-k of
+ *           one context length); R^2 is not defined for it and not checked.
  *
  * Non-physical results are errors: a bandwidth or rate <= 0, a fixed or
  * per-item cost below zero by more than two standard errors (one inside the
@@ -35,7 +41,7 @@
 
 #include <stdio.h>
 
-typedef enum { FIT_FORM_FETCH, FIT_FORM_HBM, FIT_FORM_INDEXER, FIT_FORM_GEMM, FIT_FORM_NONE } fit_form;
+typedef enum { FIT_FORM_FETCH, FIT_FORM_HBM, FIT_FORM_INDEXER, FIT_FORM_GEMM, FIT_FORM_CONST, FIT_FORM_NONE } fit_form;
 
 const char *fit_form_name(fit_form f);
 int fit_form_parse(const char *name, fit_form *out);
@@ -83,6 +89,9 @@ typedef struct {
     char groups[FIT_MAX_GROUPS][48]; /* fetch: the pattern of each (page_ns, page_reach) pair */
     size_t ngroups;
     fit_errdist holdout_err;  /* relative errors on the held-out lines (n = 0: none) */
+    char dtype[16];           /* gemm: the dtype of the section's lines */
+    double ceiling;           /* gemm: largest "*gemm*" ceiling_value of its lines (TFLOP/s), NAN if none */
+    char ceiling_name[48];
 } fit_section;
 
 /* Options for fit_bench(). */
@@ -92,6 +101,8 @@ typedef struct {
     const char *const *holdout;      /* NULL-terminated specs "col=v,col<=v,..." */
     const char *const *versions;     /* NULL-terminated "kernel=version" overrides */
     const char *const *forms;        /* NULL-terminated "kernel=form" overrides */
+    const char *const *select;       /* NULL-terminated specs (hold-out syntax): when given, only
+                                      * lines matching one of them are used at all */
 } fit_opts;
 
 void fit_opts_default(fit_opts *o);

@@ -21,9 +21,10 @@ typedef struct {
     char value[1024];
     char comment[4096];
     int done;
+    int append; /* an optional key: added at the end of its section when the base lacks it */
 } repl;
 
-#define MAX_REPL 16
+#define MAX_REPL 24
 
 static int load_cfg_hw(const char *path, cfg **c, hw_profile *hw)
 {
@@ -236,6 +237,17 @@ static int fetch_repls(const fit_section *s, const prof_opts *o, const hw_profil
     return 0;
 }
 
+/* Optional keys of section sec that the base lacks go after its last key. */
+static void append_missing(FILE *out, repl *r, size_t nr, const char *sec)
+{
+    for (size_t i = 0; i < nr; i++)
+        if (r[i].append && !r[i].done && !strcmp(r[i].section, sec)) {
+            write_wrapped(out, r[i].comment);
+            fprintf(out, "%s = %s\n", r[i].key, r[i].value);
+            r[i].done = 1;
+        }
+}
+
 /* The rewrite. */
 static int is_key_line(const char *line, char *key, size_t cap)
 {
@@ -276,35 +288,32 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     repl r[MAX_REPL];
     size_t nr = 0;
     int rc = 0;
-    const fit_section *fetch = NULL, *attn = NULL;
+    const fit_section *fetch = NULL, *attn = NULL, *gemm = NULL, *indexer = NULL, *topk = NULL;
     char ranges[4096] = "", unused[2048] = "";
-    double eff_sum = 0;
-    int eff_n = 0;
-    char eff_note[1024] = "";
     for (size_t i = 0; i < nsec; i++) {
         const fit_section *s = &secs[i];
         for (size_t j = 0; j < s->nrange; j++) {
             size_t l = strlen(ranges);
             snprintf(ranges + l, sizeof ranges - l, "%s_%s = %.10g, %.10g\n", s->section, s->range[j].name, s->range[j].min, s->range[j].max);
         }
+        size_t l = strlen(unused);
         if (s->form == FIT_FORM_FETCH && (!fetch || !strcmp(s->section, "fetch"))) fetch = s;
         else if (s->form == FIT_FORM_HBM && (!attn || strstr(s->section, "att"))) attn = s;
-        else if (s->form == FIT_FORM_GEMM) {
-            const fit_coef *tf = coef(s, "tflops");
-            const char *dt = s->section + strlen(s->kernel) + (s->section[strlen(s->kernel)] == '_');
-            double peak = strstr(dt, "fp8") ? base.fp8_flops : strstr(dt, "bf16") ? base.bf16_flops : NAN;
-            if (isnan(peak)) { size_t l = strlen(unused); snprintf(unused + l, sizeof unused - l, " %s (dtype '%s' has no peak in [hw])", s->section, dt); continue; }
-            double eff = tf->value * 1e12 / peak;
-            if (!(eff > 0 && eff <= 1))
-                return dh_err("kernel '%s' %s: achieved %.4g TFLOP/s is %.3g of the [hw] peak %.4g: non-physical (check the peak)", s->kernel, dt, tf->value, eff, peak / 1e12);
-            eff_sum += eff;
-            eff_n++;
-            size_t l = strlen(eff_note);
-            snprintf(eff_note + l, sizeof eff_note - l, "; dhcal: %s: %.4g TFLOP/s achieved = %.4f of the peak, t0 %.3g us\n", s->section, tf->value, eff, coef(s, "t0_us")->value);
-        } else {
-            size_t l = strlen(unused);
-            snprintf(unused + l, sizeof unused - l, " %s", s->section);
-        }
+        else if (s->form == FIT_FORM_GEMM && !strcmp(s->dtype, o->weight_dtype)) gemm = s;
+        else if (s->form == FIT_FORM_GEMM) snprintf(unused + l, sizeof unused - l, " %s (not the weights' dtype %s)", s->section, o->weight_dtype);
+        else if (s->form == FIT_FORM_INDEXER) indexer = s;
+        else if (s->form == FIT_FORM_CONST && strstr(s->kernel, "topk")) topk = s;
+        else snprintf(unused + l, sizeof unused - l, " %s", s->section);
+    }
+    /* The profile is named after its file, so a calibrated copy says which it is. */
+    {
+        const char *bn = strrchr(out_path, '/');
+        bn = bn ? bn + 1 : out_path;
+        size_t len = strcspn(bn, ".");
+        repl *a = &r[nr++];
+        *a = (repl){.section = "hw", .key = "name"};
+        snprintf(a->value, sizeof a->value, "%.*s", (int)(len < 60 ? len : 60), bn);
+        snprintf(a->comment, sizeof a->comment, "; dhcal: name = the profile's file name\n");
     }
     if (fetch) {
         double rows_d[32], sms_d[32];
@@ -326,23 +335,71 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         if ((rc = fetch_repls(fetch, o, &base, pool_bytes, rows_d, nrow, sms_d, nsms, r, &nr)) < 0) return -1;
     }
     if (attn) {
+        /* Sparse attention: its own fixed cost and the selected rows' bytes at
+         * the kernel's rate (step.c); hbm_bw stays the copy rate of the base. */
         char prov[2048];
         provenance(attn, prov, sizeof prov);
         repl *a = &r[nr++], *b = &r[nr++];
-        *a = (repl){.section = "hw", .key = "hbm_bw"};
-        *b = (repl){.section = "hw", .key = "kernel_launch_s"};
+        *a = (repl){.section = "hw", .key = "attn_bw", .append = 1};
+        *b = (repl){.section = "hw", .key = "attn_launch_s", .append = 1};
         snprintf(a->value, sizeof a->value, "%.6g", coef(attn, "hbm_gbps")->value * 1e9);
-        snprintf(a->comment, sizeof a->comment, "%s; dhcal: hbm_bw = hbm_gbps (bytes the kernel reads per second); per-query and per-union-row terms are not in the simulator's form\n", prov);
-        fixed_cost(coef(attn, "t0_us"), base.kernel_launch_s, attn->section, b);
+        snprintf(a->comment, sizeof a->comment, "%s; dhcal: attn_bw = hbm_gbps (selected rows' bytes the kernel reads per second); per-query and per-union-row terms are not in the simulator's form\n", prov);
+        fixed_cost(coef(attn, "t0_us"), base.attn_launch_s, attn->section, b);
     }
-    if (eff_n) {
-        repl *a = &r[nr++];
-        *a = (repl){.section = "hw", .key = "mma_efficiency"};
-        snprintf(a->value, sizeof a->value, "%.4f", eff_sum / eff_n);
-        snprintf(a->comment, sizeof a->comment, "%s; dhcal: mma_efficiency = mean over the dtypes above (the simulator has one efficiency for both)\n", eff_note);
+    if (gemm) {
+        /* Projections and experts: launches x the GEMM's fixed cost, plus the
+         * weights at the decode GEMMs' streaming rate. */
+        if (isnan(o->layer_gemms) || !(o->layer_gemms >= 1))
+            return dh_err("the %s fit sets [hw] layer_fixed_s = launches x t0: give the GEMM launches per layer (--layer-gemms N)", gemm->section);
+        const fit_coef *t0 = coef(gemm, "t0_us");
+        if (!(t0->value > 0) || t0->fixed_zero)
+            return dh_err("kernel '%s' %s: the fixed cost per GEMM is not resolved (t0 %.3g +- %.2g us): layer_fixed_s needs it", gemm->kernel, gemm->dtype, t0->value, t0->se);
+        char prov[2048];
+        provenance(gemm, prov, sizeof prov);
+        repl *a = &r[nr++], *b = &r[nr++];
+        *a = (repl){.section = "hw", .key = "weight_bw", .append = 1};
+        *b = (repl){.section = "hw", .key = "layer_fixed_s", .append = 1};
+        snprintf(a->value, sizeof a->value, "%.6g", coef(gemm, "weight_gbps")->value * 1e9);
+        snprintf(a->comment, sizeof a->comment, "%s; dhcal: weight_bw = weight_gbps (weight bytes per second of decode GEMMs, dtype %s)\n", prov, gemm->dtype);
+        snprintf(b->value, sizeof b->value, "%.6g", o->layer_gemms * t0->value * 1e-6);
+        snprintf(b->comment, sizeof b->comment, "; dhcal: layer_fixed_s = %g GEMM launches per layer x t0_us %.4g us of the %s fit above\n",
+                 o->layer_gemms, t0->value, gemm->section);
+        if (!isnan(gemm->ceiling)) {
+            double peak = !strcmp(gemm->dtype, "fp8") ? base.fp8_flops : !strcmp(gemm->dtype, "bf16") ? base.bf16_flops : NAN;
+            if (isnan(peak)) return dh_err("GEMM dtype '%s' has no peak rate in [hw] (fp8_flops, bf16_flops)", gemm->dtype);
+            double eff = gemm->ceiling * 1e12 / peak;
+            if (!(eff > 0 && eff <= 1))
+                return dh_err("kernel '%s' %s: measured %.4g TFLOP/s (%s) is %.3g of the [hw] peak %.4g: non-physical (check the peak)",
+                              gemm->kernel, gemm->dtype, gemm->ceiling, gemm->ceiling_name, eff, peak / 1e12);
+            repl *c = &r[nr++];
+            *c = (repl){.section = "hw", .key = "mma_efficiency"};
+            snprintf(c->value, sizeof c->value, "%.4f", eff);
+            snprintf(c->comment, sizeof c->comment, "; dhcal: mma_efficiency = %.4g TFLOP/s measured by the same run (%s, %s) / the [hw] %s peak %.4g TFLOP/s\n",
+                     gemm->ceiling, gemm->ceiling_name, gemm->files, gemm->dtype, peak / 1e12);
+        }
+    }
+    if (indexer || topk) {
+        /* The selecting layer: scoring at the indexer's rate, then one fixed
+         * cost for the indexer's launch and the top-k (step.c). */
+        if (!indexer || !topk)
+            return dh_err("[hw] indexer_ops_s and select_s need both an indexer fit and a top-k ('topk') fit; the results have only the %s",
+                          indexer ? "indexer" : "top-k");
+        char prov[2048], prov2[2048];
+        provenance(indexer, prov, sizeof prov);
+        provenance(topk, prov2, sizeof prov2);
+        const fit_coef *it0 = coef(indexer, "t0_us"), *kt0 = coef(topk, "t0_us");
+        repl *a = &r[nr++], *b = &r[nr++];
+        *a = (repl){.section = "hw", .key = "indexer_ops_s", .append = 1};
+        *b = (repl){.section = "hw", .key = "select_s", .append = 1};
+        snprintf(a->value, sizeof a->value, "%.6g", coef(indexer, "rate_gmacs")->value * 1e9);
+        snprintf(a->comment, sizeof a->comment, "%s; dhcal: indexer_ops_s = rate_gmacs (multiply-adds of the scoring per second)%s\n", prov,
+                 indexer->res.npoints <= indexer->res.npar ? "; as many points as coefficients: exact, no residual or standard errors" : "");
+        snprintf(b->value, sizeof b->value, "%.6g", (it0->value + kt0->value) * 1e-6);
+        snprintf(b->comment, sizeof b->comment, "%s; dhcal: select_s = t0_us of the indexer (%.4g us) + the top-k (%.5g +- %.2g us)\n", prov2,
+                 it0->value, kt0->value, kt0->se);
     }
     if (unused[0] && log) fprintf(log, "dhcal: fitted but not used by the simulator's profile schema:%s (coefficients in the fit report)\n", unused);
-    if (!nr) return dh_err("no fitted section maps to a profile key");
+    if (nr <= 1) return dh_err("no fitted section maps to a profile key");
 
     /* Rewrite the base text. */
     FILE *in = fopen(o->base_path, "r");
@@ -368,7 +425,10 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     if (!pend) abort();
     while (getline(&line, &cap, in) > 0) {
         if (!strncmp(line, "; dhcal:", 8)) continue;
-        if (section_line(line, sec, sizeof sec)) {
+        char next[128];
+        if (section_line(line, next, sizeof next)) {
+            append_missing(out, r, nr, sec);
+            snprintf(sec, sizeof sec, "%s", next);
             in_range = !strcmp(sec, "fit_range");
             if (in_range) { blanks = 0; continue; }
         }
@@ -396,6 +456,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         }
         fputs(line, out);
     }
+    if (!in_range) append_missing(out, r, nr, sec);
     fflush(pend);
     fwrite(pending, 1, pending_len, out);
     fclose(pend);

@@ -32,6 +32,8 @@ typedef struct {
     const char *fetch_pattern; /* pattern group that gives pages_bw ("serving") */
     double pool_bytes;         /* host pool for the translation term; NAN: [host] dram_bytes */
     const char *command;       /* recorded in the header comment */
+    const char *weight_dtype;  /* the GEMM dtype whose fit gives weight_bw, layer_fixed_s, mma_efficiency */
+    double layer_gemms;        /* GEMM launches per layer for layer_fixed_s (NAN: not given) */
 } prof_opts;
 
 /* Read page_bytes from the base profile's [gather] (the fit must count pages

@@ -190,24 +190,7 @@ __global__ void __launch_bounds__(1024) topk_kernel(const float *__restrict__ sc
             if ((key & hi_mask) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1u);
         }
         __syncthreads();
-        if (tid < 32) {
-            uint32_t c[8], sum = 0;
-            for (int j = 0; j < 8; j++) c[j] = hist[8 * tid + j], sum += c[j];
-            uint32_t incl = sum;
-            for (int o = 1; o < 32; o <<= 1) {
-                uint32_t y = __shfl_up_sync(0xffffffff, incl, o);
-                if (tid >= o) incl += y;
-            }
-            uint32_t excl = incl - sum;
-            if (excl < (uint32_t)need && (uint32_t)need <= incl) {
-                uint32_t run = excl;
-                for (int j = 0; j < 8; j++) {
-                    if ((uint32_t)need <= run + c[j]) { s_digit = 8 * tid + j; s_need = need - (int)run; break; }
-                    run += c[j];
-                }
-            }
-        }
-        __syncthreads();
+        radix_select_digit(hist, need, &s_digit, &s_need);
         prefix |= (uint32_t)s_digit << shift;
         need = s_need;
         __syncthreads();

@@ -117,25 +117,7 @@ residency_kernel(int B, int k, int ctx, int32_t step, const int32_t *__restrict_
                 }
             }
             __syncthreads();
-            if (tid < 32) {
-                /* Lane l owns bins 8l .. 8l+7; a warp scan finds the bin holding rank need. */
-                uint32_t c[8], sum = 0;
-                for (int j = 0; j < 8; j++) c[j] = hist[8 * tid + j], sum += c[j];
-                uint32_t incl = sum;
-                for (int o = 1; o < 32; o <<= 1) {
-                    uint32_t y = __shfl_up_sync(0xffffffff, incl, o);
-                    if (tid >= o) incl += y;
-                }
-                uint32_t excl = incl - sum;
-                if (excl < (uint32_t)need && (uint32_t)need <= incl) {
-                    uint32_t run = excl;
-                    for (int j = 0; j < 8; j++) {
-                        if ((uint32_t)need <= run + c[j]) { s_digit = 8 * tid + j; s_need = need - (int)run; break; }
-                        run += c[j];
-                    }
-                }
-            }
-            __syncthreads();
+            radix_select_digit(hist, need, &s_digit, &s_need);
             prefix |= (uint64_t)s_digit << shift;
             need = s_need;
             __syncthreads();
@@ -144,17 +126,7 @@ residency_kernel(int B, int k, int ctx, int32_t step, const int32_t *__restrict_
     const uint64_t threshold = prefix;  /* the m-th smallest key; keys are unique */
 
     /* Victims in slot order: each thread scans a contiguous range of slots. */
-    const int per = (B + blockDim.x - 1) / blockDim.x;
-    const int s0 = tid * per, s1 = min(B, s0 + per);
-    int cnt = 0;
-    if (m > 0)
-        for (int s = s0; s < s1; s++) cnt += keys[s] <= threshold;
-    int total;
-    int at = block_excl_scan(cnt, &total);
-    if (m > 0)
-        for (int s = s0; s < s1; s++)
-            if (keys[s] <= threshold) victims[at++] = s;
-    __syncthreads();
+    block_compact_le(keys, B, threshold, m > 0, victims);
 
     /* Misses in selection (= ascending row) order take victims in order. */
     const int kper = (k + blockDim.x - 1) / blockDim.x;

@@ -76,9 +76,10 @@ typedef struct {
      *                            (the selected rows' bytes), or the tensor time if larger;
      *   weight_bw, layer_fixed_s projections and experts: layer_fixed_s (the layer's
      *                            GEMM launches) + weight bytes / weight_bw, or flops;
-     *   indexer_ops_s, select_s  indexer: kernel_launch_s + max(key bytes / hbm_bw,
-     *                            queries x rows x heads x dim / indexer_ops_s) + select_s
-     *                            (top-k and hot-buffer classification of the group). */
+     *   indexer_ops_s, select_s  indexer: max(key bytes / hbm_bw, queries x rows x heads
+     *                            x dim / indexer_ops_s) + select_s (the fixed costs of the
+     *                            selecting layer: the indexer's launch and the top-k).
+     * bin/dhcal fit writes them from the kernel benchmarks (analysis/README.md). */
     double attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s, select_s;
     double h2d_bw, d2h_bw, duplex_bw;
     hw_table gather_row, gather_pages, gather_sms;

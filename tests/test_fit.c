@@ -60,6 +60,8 @@ static double gauss(rng_stream *r)
 typedef struct {
     const char *kernel, *version, *dtype, *pattern;
     double row_bytes, rows, sms, pool, batch, queries, k, union_rows, ctx, heads, m, n, kdim, bytes, flops, median_us;
+    const char *ceiling_name; /* NULL: no ceiling cells */
+    double ceiling;
 } line_in;
 
 static void write_line(FILE *f, const line_in *l)
@@ -72,13 +74,14 @@ static void write_line(FILE *f, const line_in *l)
     N(l->bytes); N(l->flops);
     fprintf(f, ",5");
     N(l->median_us);
-    fprintf(f, ",,,,,,,,1\n");
+    if (l->ceiling_name) fprintf(f, ",,,,,%s,%.17g,,1\n", l->ceiling_name, l->ceiling);
+    else fprintf(f, ",,,,,,,,1\n");
 #undef N
 }
 
 static line_in blank(const char *kernel)
 {
-    line_in l = {kernel, "1", NULL, NULL, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+    line_in l = {kernel, "1", NULL, NULL, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NULL, NAN};
     return l;
 }
 
@@ -159,26 +162,35 @@ static void test_hbm_recovers(void **state)
     free(s);
 }
 
-/* GEMM per dtype and the indexer, plus the version choice: version 2 is
- * 20 % faster on every shared configuration and must be chosen. */
+/* Decode GEMM bytes: FP8 or BF16 weights and activations, BF16 output. */
+static double gemm_bytes(int fp8, double m, double n, double kdim)
+{
+    return (fp8 ? 1.0 : 2.0) * (m * kdim + kdim * n) + 2.0 * m * n;
+}
+
+/* GEMM per dtype (weights streamed: t0 + bytes / bandwidth), the indexer
+ * (multiply-adds from the shape, or from the flops column), the top-k (a
+ * constant), plus the version choice: version 2 is 20 % faster on every
+ * shared configuration and must be chosen. */
 static void test_gemm_indexer_versions(void **state)
 {
     (void)state;
-    const double t0 = 4.0, tf_bf16 = 620.0, tf_fp8 = 1150.0, rate = 900.0, t0i = 7.0;
+    const double t0 = 4.0, bw_bf16 = 4200.0, bw_fp8 = 4400.0, rate = 900.0, t0i = 7.0, topk = 199.0;
     char path[256];
     FILE *f = open_csv("gemm.csv", path, sizeof path);
     rng_stream r;
     rng_init(&r, 42, 1, 0, 1);
     for (int v = 1; v <= 2; v++)
         for (int d = 0; d < 2; d++)
-            for (int m = 16; m <= 256; m *= 2)
+            for (int m = 16; m <= 64; m *= 2)
                 for (int n = 1024; n <= 16384; n *= 2) {
                     line_in l = blank("gemm");
                     l.version = v == 1 ? "1" : "2";
                     l.dtype = d ? "fp8" : "bf16";
                     l.m = m; l.n = n; l.kdim = 6144;
                     l.flops = 2.0 * m * n * l.kdim;
-                    double t = t0 + l.flops / ((d ? tf_fp8 : tf_bf16) * 1e6);
+                    l.bytes = gemm_bytes(d, m, n, l.kdim);
+                    double t = t0 + l.bytes / ((d ? bw_fp8 : bw_bf16) * 1e3);
                     if (v == 1) t *= 1.2;
                     l.median_us = t * (1 + SIGMA * gauss(&r));
                     write_line(f, &l);
@@ -187,22 +199,43 @@ static void test_gemm_indexer_versions(void **state)
         for (int h = 32; h <= 64; h *= 2)
             for (int b = 1; b <= 16; b *= 4) {
                 line_in l = blank("indexer");
-                l.ctx = ctx; l.heads = h; l.kdim = 128; l.batch = b; l.queries = 1;
+                l.ctx = ctx; l.heads = h; l.batch = b; l.queries = 1;
+                /* Half the lines give the shape, half only the flops (as dhbench writes them). */
+                if (h == 32) l.kdim = 128;
+                else l.flops = 2.0 * b * ctx * h * 128;
                 l.median_us = (t0i + (double)b * ctx * h * 128 / (rate * 1e3)) * (1 + SIGMA * gauss(&r));
                 write_line(f, &l);
             }
+    for (int i = 0; i < 6; i++) {
+        line_in l = blank("topk");
+        l.batch = 16; l.ctx = 100000; l.k = 2048;
+        l.median_us = topk * (1 + SIGMA * gauss(&r));
+        write_line(f, &l);
+    }
     fclose(f);
     fit_section *s;
     size_t ns;
     assert_int_equal(fit_file(path, &s, &ns, NULL), 0);
-    assert_int_equal(ns, 3);
+    assert_int_equal(ns, 4);
     int seen = 0;
     for (size_t i = 0; i < ns; i++) {
-        if (!strcmp(s[i].section, "gemm_bf16")) { seen |= 1; assert_true(recovered(&s[i], "tflops", tf_bf16)); assert_string_equal(s[i].version, "2"); }
-        if (!strcmp(s[i].section, "gemm_fp8")) { seen |= 2; assert_true(recovered(&s[i], "tflops", tf_fp8)); assert_true(recovered(&s[i], "t0_us", t0)); }
-        if (!strcmp(s[i].section, "indexer")) { seen |= 4; assert_true(recovered(&s[i], "rate_gops", rate)); assert_true(recovered(&s[i], "t0_us", t0i)); }
+        if (!strcmp(s[i].section, "gemm_bf16")) { seen |= 1; assert_true(recovered(&s[i], "weight_gbps", bw_bf16)); assert_string_equal(s[i].version, "2"); }
+        if (!strcmp(s[i].section, "gemm_fp8")) {
+            seen |= 2;
+            assert_true(recovered(&s[i], "weight_gbps", bw_fp8));
+            assert_true(recovered(&s[i], "t0_us", t0));
+            assert_false(recovered(&s[i], "weight_gbps", bw_fp8 * 1.1)); /* planted */
+        }
+        if (!strcmp(s[i].section, "indexer")) { seen |= 4; assert_true(recovered(&s[i], "rate_gmacs", rate)); assert_true(recovered(&s[i], "t0_us", t0i)); }
+        if (!strcmp(s[i].section, "topk")) {
+            seen |= 8;
+            assert_int_equal(s[i].form, FIT_FORM_CONST);
+            /* The mean of 6 points: its standard error is sigma / sqrt(6). */
+            assert_true(recovered(&s[i], "t0_us", topk));
+            assert_false(recovered(&s[i], "t0_us", topk * 1.1));
+        }
     }
-    assert_int_equal(seen, 7);
+    assert_int_equal(seen, 15);
     free(s);
 }
 
@@ -300,7 +333,7 @@ static void test_nonphysical_rejected(void **state)
     for (int i = 1; i <= 40; i++) {
         line_in l = blank("gemm");
         l.dtype = "bf16";
-        l.flops = 1e9 * i;
+        l.bytes = 1e6 * i;
         l.median_us = 100 * (1 + 0.3 * gauss(&r)) + 0.0001 * i;
         if (l.median_us < 1) l.median_us = 1;
         write_line(f, &l);
@@ -455,9 +488,12 @@ static void test_profile_check(void **state)
     }
 }
 
-/* The fitted hbm and gemm forms land in the simulator's keys: hbm_bw,
- * kernel_launch_s and mma_efficiency (achieved over the base's peak rates). */
-static void write_attn_gemm(const char *path, double tf_fp8)
+/* The fitted forms land in the simulator's keys: attention -> attn_bw,
+ * attn_launch_s; the weights' GEMM dtype -> weight_bw, layer_fixed_s
+ * (launches x t0) and mma_efficiency (the measured GEMM ceiling over the
+ * base's peak); indexer + top-k -> indexer_ops_s, select_s.  The base lacks
+ * these optional keys: they are added to [hw]. */
+static void write_fit_lines(const char *path, double ceiling_fp8, int with_topk)
 {
     FILE *f = fopen(path, "w");
     assert_non_null(f);
@@ -469,20 +505,43 @@ static void write_attn_gemm(const char *path, double tf_fp8)
             line_in l = blank("attention");
             l.batch = b; l.queries = 1; l.k = k;
             l.bytes = (double)b * k * 656.0;
-            l.median_us = (6.0 + l.bytes / (3900.0 * 1e3) + b * 0.3) * (1 + SIGMA * gauss(&r));
+            l.median_us = (6.0 + l.bytes / (700.0 * 1e3) + b * 0.3) * (1 + SIGMA * gauss(&r));
             write_line(f, &l);
         }
     for (int d = 0; d < 2; d++)
-        for (int m = 16; m <= 256; m *= 2)
+        for (int m = 16; m <= 64; m *= 2)
             for (int n = 1024; n <= 16384; n *= 2) {
                 line_in l = blank("gemm");
                 l.dtype = d ? "fp8" : "bf16";
                 l.m = m; l.n = n; l.kdim = 6144;
                 l.flops = 2.0 * m * n * l.kdim;
-                l.median_us = (4.0 + l.flops / ((d ? tf_fp8 : 620.0) * 1e6)) * (1 + SIGMA * gauss(&r));
+                l.bytes = gemm_bytes(d, m, n, l.kdim);
+                l.ceiling_name = d ? "fp8_gemm_8192" : "bf16_gemm_8192";
+                l.ceiling = d ? ceiling_fp8 : 800.0;
+                l.median_us = (13.0 + l.bytes / ((d ? 4400.0 : 4200.0) * 1e3)) * (1 + SIGMA * gauss(&r));
                 write_line(f, &l);
             }
+    for (int h = 16; h <= 64; h *= 2)
+        for (int ctx = 25000; ctx <= 100000; ctx *= 2) {
+            line_in l = blank("indexer");
+            l.batch = 16; l.ctx = ctx; l.heads = h; l.kdim = 128;
+            l.median_us = (4.0 + 16.0 * ctx * h * 128 / (50000.0 * 1e3)) * (1 + SIGMA * gauss(&r));
+            write_line(f, &l);
+        }
+    for (int i = 0; with_topk && i < 4; i++) {
+        line_in l = blank("topk");
+        l.batch = 16; l.ctx = 100000; l.k = 2048;
+        l.median_us = 200.0 * (1 + SIGMA * gauss(&r));
+        write_line(f, &l);
+    }
     fclose(f);
+}
+
+static double key_of(cfg *c, const char *key)
+{
+    double v = NAN;
+    assert_int_equal(cfg_get_double(c, "hw", key, &v, CFG_REQUIRED, -1e300, 1e300), 0);
+    return v;
 }
 
 static void test_profile_write(void **state)
@@ -491,35 +550,95 @@ static void test_profile_write(void **state)
     char csv[256], out[256];
     snprintf(csv, sizeof csv, "%s/ag.csv", tmpdir);
     snprintf(out, sizeof out, "%s/fitted.ini", tmpdir);
-    write_attn_gemm(csv, 1150.0);
+    write_fit_lines(csv, 1450.0, 1);
     fit_section *s;
     size_t ns;
     assert_int_equal(fit_file(csv, &s, &ns, NULL), 0);
-    prof_opts po = {.base_path = "tests/data/hw_base.ini", .fetch_pattern = "serving", .pool_bytes = NAN, .command = "test"};
+    prof_opts po = {.base_path = "tests/data/hw_base.ini", .fetch_pattern = "serving", .pool_bytes = NAN, .command = "test",
+                    .weight_dtype = "fp8", .layer_gemms = 8};
     assert_int_equal(prof_write(&po, s, ns, out, NULL), 0);
-    free(s);
     assert_int_equal(prof_check(out), 0);
     cfg *c;
     assert_int_equal(cfg_load(out, &c), 0);
-    double hbm, eff, launch;
-    assert_int_equal(cfg_get_double(c, "hw", "hbm_bw", &hbm, CFG_REQUIRED, 0, 1e20), 0);
-    assert_int_equal(cfg_get_double(c, "hw", "mma_efficiency", &eff, CFG_REQUIRED, 0, 1), 0);
-    assert_int_equal(cfg_get_double(c, "hw", "kernel_launch_s", &launch, CFG_REQUIRED, 0, 1), 0);
-    /* Peaks of the base profile: FP8 1979, BF16 989 TFLOP/s. */
-    double want_eff = 0.5 * (1150.0 / 1979.0 + 620.0 / 989.0);
-    assert_true(fabs(hbm / 3900e9 - 1) < 0.03);
-    assert_true(fabs(eff / want_eff - 1) < 0.03);
-    assert_true(fabs(launch / 6e-6 - 1) < 0.2);
+    /* Peaks of the base profile: FP8 1979 TFLOP/s; its hbm_bw and kernel_launch_s stay. */
+    assert_true(fabs(key_of(c, "attn_bw") / 700e9 - 1) < 0.03);
+    assert_true(fabs(key_of(c, "attn_launch_s") / 6e-6 - 1) < 0.2);
+    assert_true(fabs(key_of(c, "weight_bw") / 4400e9 - 1) < 0.03);
+    assert_true(fabs(key_of(c, "layer_fixed_s") / (8 * 13e-6) - 1) < 0.03);
+    assert_true(fabs(key_of(c, "mma_efficiency") - 1450.0 / 1979.0) < 1e-4);
+    assert_true(fabs(key_of(c, "indexer_ops_s") / 50000e9 - 1) < 0.03);
+    assert_true(fabs(key_of(c, "select_s") / (204e-6) - 1) < 0.02);
+    assert_true(key_of(c, "hbm_bw") == 4266e9);
+    assert_true(key_of(c, "kernel_launch_s") == 4e-6);
     cfg_free(c);
 
-    /* An achieved rate above the datasheet peak is non-physical: no profile. */
+    /* Without the launches per layer, layer_fixed_s cannot be written. */
+    po.layer_gemms = NAN;
+    snprintf(out, sizeof out, "%s/nolaunch.ini", tmpdir);
+    assert_int_equal(prof_write(&po, s, ns, out, NULL), -1);
+    assert_non_null(strstr(dh_errmsg(), "--layer-gemms"));
+    assert_int_equal(access(out, F_OK), -1);
+    po.layer_gemms = 8;
+    free(s);
+
+    /* A measured GEMM rate above the datasheet peak is non-physical: no profile. */
     snprintf(out, sizeof out, "%s/over.ini", tmpdir);
-    write_attn_gemm(csv, 2500.0);
+    write_fit_lines(csv, 2500.0, 1);
     assert_int_equal(fit_file(csv, &s, &ns, NULL), 0);
     assert_int_equal(prof_write(&po, s, ns, out, NULL), -1);
     assert_non_null(strstr(dh_errmsg(), "non-physical"));
     assert_int_equal(access(out, F_OK), -1);
     free(s);
+
+    /* An indexer without a top-k leaves select_s unknown: an error. */
+    write_fit_lines(csv, 1450.0, 0);
+    assert_int_equal(fit_file(csv, &s, &ns, NULL), 0);
+    assert_int_equal(prof_write(&po, s, ns, out, NULL), -1);
+    assert_non_null(strstr(dh_errmsg(), "top-k"));
+    free(s);
+}
+
+/* --select keeps only the matching lines: with attention v1 selected, the
+ * other kernels and versions are not fitted. */
+static void test_select(void **state)
+{
+    (void)state;
+    char path[256];
+    FILE *f = open_csv("sel.csv", path, sizeof path);
+    rng_stream r;
+    rng_init(&r, 42, 5, 0, 1);
+    for (int v = 1; v <= 2; v++)
+        for (int b = 1; b <= 64; b *= 2) {
+            line_in l = blank("attention");
+            l.version = v == 1 ? "1" : "2";
+            l.batch = b; l.queries = 1; l.k = 2048;
+            l.bytes = b * 2048 * 656.0;
+            /* Version 2 is faster, so without --select it would be chosen. */
+            l.median_us = (10.0 + l.bytes / ((v == 1 ? 500.0 : 900.0) * 1e3)) * (1 + SIGMA * gauss(&r));
+            write_line(f, &l);
+        }
+    line_in g = blank("gemm");
+    g.dtype = "fp8"; g.bytes = 1e6; g.median_us = 20;
+    write_line(f, &g);
+    fclose(f);
+    bcsv_table t;
+    bcsv_init(&t);
+    assert_int_equal(bcsv_load(&t, path), 0);
+    fit_opts o;
+    fit_opts_default(&o);
+    const char *const sel[] = {"kernel=attention,version=1", NULL};
+    o.select = sel;
+    fit_section *s;
+    size_t ns;
+    assert_int_equal(fit_bench(&t, &o, &s, &ns, NULL), 0);
+    assert_int_equal(ns, 1);
+    assert_string_equal(s->version, "1");
+    assert_true(recovered(s, "hbm_gbps", 500.0));
+    free(s);
+    /* Without it, version 2 is chosen and the single GEMM line cannot be fitted. */
+    o.select = NULL;
+    assert_int_equal(fit_bench(&t, &o, &s, &ns, NULL), -1);
+    bcsv_release(&t);
 }
 
 int main(void)
@@ -534,6 +653,7 @@ int main(void)
         cmocka_unit_test(test_percentiles),
         cmocka_unit_test(test_profile_check),
         cmocka_unit_test(test_profile_write),
+        cmocka_unit_test(test_select),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -34,14 +34,28 @@
  * persisting rows per position (its own Philox stream), which lowers its
  * overlap without touching the latent process (DeepSeek-V3.2's first layers).
  *
+ * Structure. The latent process writes each step as a record of what
+ * happened, in order (members leaving by index, rows entering), and a group
+ * replays records against its own view; the groups of a request that share
+ * the latent process share its records within a source (the first group to
+ * need a step generates it; records are dropped once every group has replayed
+ * them), so a request's latent process runs once however many groups read it,
+ * in any order, and a stream read alone regenerates it. Content is the same
+ * whichever way a stream is produced. Opening a stream allocates its view and
+ * joins the share; the burn-in runs at the first position read.
+ *
  * Cost. Each position does work proportional to the rows that change: a
  * uniform choice from a dense array of the population per leaving row, one
  * 32-bit draw into an inverse-CDF table for its reuse distance, a calendar
- * bucket per position for returns, bitset updates for the group's selection,
- * and one LSD radix sort of the added and removed rows. A keyframe scans the
- * selection bitset (nrows / 64 words). Memory per stream: about 12.4 bytes
- * per context row (three 32-bit arrays, three bitsets) plus the pending
- * re-references and three 256 KB sampling tables per source.
+ * bucket per position for returns (once per request), then per group one
+ * bitset update per event and, for the delta, a walk over the 64-row words
+ * it changed (already in row order: no sort). A keyframe scans the selection
+ * bitset (nrows / 64 words). Memory: per stream 0.25 bytes per context row
+ * (the selection and its value at the start of the position, interleaved by
+ * word) plus 4 bytes per selected row (12 for a group that redraws images);
+ * per request the latent process's 0.25 bytes per context row, its pending
+ * re-references and the records not yet replayed by every group; per source
+ * three 256 KB sampling tables.
  */
 #include "traces/gen.h"
 #include "common/cfg.h"
@@ -1395,9 +1409,14 @@ static inline const uint8_t *get_varint(const uint8_t *p, uint32_t *v)
 }
 
 /* Sorted rows as gaps in group-varint form: a control byte gives the byte
- * lengths (1-4) of the next four gaps. Decoding has no data-dependent branch;
- * it reads up to 3 bytes past a record and writes up to 3 rows past n (the
+ * lengths (1-4) of the next four gaps. Neither direction has a
+ * data-dependent branch: a gap is moved as four bytes (little-endian, the
+ * records never leave the process) of which `length` count, so decoding
+ * reads up to 3 bytes past a record and writes up to 3 rows past n (the
  * chunks and row arrays leave that room). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the stream records of gen_source_new_shared assume a little-endian host"
+#endif
 static uint8_t *put_rows(uint8_t *p, const uint32_t *rows, uint32_t n)
 {
     uint32_t prev = 0;
@@ -1406,9 +1425,12 @@ static uint8_t *put_rows(uint8_t *p, const uint32_t *rows, uint32_t n)
         for (uint32_t j = 0; j < 4; j++) {
             uint32_t v = 0;
             if (i + j < n) { v = rows[i + j] - prev; prev = rows[i + j]; }
-            uint32_t len = v < (1u << 8) ? 1 : v < (1u << 16) ? 2 : v < (1u << 24) ? 3 : 4;
+            /* Bytes needed, 1-4, without a branch; all four are stored and
+             * the unused ones overwritten by the next gap. */
+            uint32_t len = 1 + (v > 0xFFu) + (v > 0xFFFFu) + (v > 0xFFFFFFu);
             c |= (uint8_t)((len - 1) << (2 * j));
-            for (uint32_t b = 0; b < len; b++) *p++ = (uint8_t)(v >> (8 * b));
+            memcpy(p, &v, 4);
+            p += len;
         }
         *ctrl = c;
     }
@@ -1459,7 +1481,7 @@ static void shared_free(gen_shared *gs)
 }
 
 /* Produce up to MEMO_BATCH positions into e (its lock held). 0 or -1. */
-static int memo_produce(gen_shared *gs, memo_entry *e, uint32_t req, uint32_t group, uint32_t k, uint32_t out_len)
+static int memo_produce(gen_shared *gs, memo_entry *e, uint32_t req, uint32_t group, uint32_t out_len)
 {
     if (!e->prod && sel_open(gs->gen, req, group, &e->prod) < 0) return -1;
     for (uint32_t b = 0; b < MEMO_BATCH && e->n_pos < out_len; b++) {
@@ -1490,7 +1512,6 @@ static int memo_produce(gen_shared *gs, memo_entry *e, uint32_t req, uint32_t gr
         c->used += (size_t)(p - start);
         e->rec[e->n_pos] = start;
         __atomic_store_n(&e->n_pos, e->n_pos + 1, __ATOMIC_RELEASE);
-        (void)k;
     }
     if (e->n_pos == out_len) { sel_close(e->prod); e->prod = NULL; }
     return 0;
@@ -1557,13 +1578,12 @@ static int memo_next(sel_stream *st, sel_delta *d)
     memo_entry *e = c->e;
     uint32_t pos = c->pos;
     if (pos >= __atomic_load_n(&e->n_pos, __ATOMIC_ACQUIRE)) {
-        const trace_shape *sh = &c->gs->shape;
         pthread_mutex_lock(&e->mu);
         int rc = 0;
         if (pos >= e->n_pos) {
             if (e->closed || __atomic_load_n(&c->gs->bytes, __ATOMIC_RELAXED) > __atomic_load_n(&c->gs->limit, __ATOMIC_RELAXED))
                 rc = memo_go_alone(c);
-            else rc = memo_produce(c->gs, e, c->req, c->group, sh->group_k[c->group], c->out_len);
+            else rc = memo_produce(c->gs, e, c->req, c->group, c->out_len);
         }
         pthread_mutex_unlock(&e->mu);
         if (rc < 0) return -1;

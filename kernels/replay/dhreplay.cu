@@ -42,6 +42,7 @@
 #include "kernels/indexer.cu"
 #include "kernels/gemm.cu"
 #include "kernels/residency.cu"
+#include "kernels/block_scan.cuh"
 
 extern "C" {
 #include "common/dh_err.h"
@@ -144,41 +145,14 @@ rp_residency_kernel(int B, int stride, int k, int win, int32_t step, const int32
             for (int s = tid; s < B; s += blockDim.x)
                 if ((keys[s] & hi_mask) == prefix) atomicAdd(&hist[(keys[s] >> shift) & 255], 1u);
             __syncthreads();
-            if (tid < 32) {
-                uint32_t c[8], sum = 0;
-                for (int j = 0; j < 8; j++) c[j] = hist[8 * tid + j], sum += c[j];
-                uint32_t incl = sum;
-                for (int o = 1; o < 32; o <<= 1) {
-                    uint32_t y = __shfl_up_sync(0xffffffff, incl, o);
-                    if (tid >= o) incl += y;
-                }
-                uint32_t excl = incl - sum;
-                if (excl < (uint32_t)need && (uint32_t)need <= incl) {
-                    uint32_t run = excl;
-                    for (int j = 0; j < 8; j++) {
-                        if ((uint32_t)need <= run + c[j]) { s_digit = 8 * tid + j; s_need = need - (int)run; break; }
-                        run += c[j];
-                    }
-                }
-            }
-            __syncthreads();
+            radix_select_digit(hist, need, &s_digit, &s_need);
             prefix |= (uint64_t)s_digit << shift;
             need = s_need;
             __syncthreads();
         }
     }
     const uint64_t threshold = prefix;
-    const int per = (B + blockDim.x - 1) / blockDim.x;
-    const int s0 = min(B, tid * per), s1 = min(B, s0 + per);
-    int cnt = 0;
-    if (V > 0)
-        for (int s = s0; s < s1; s++) cnt += keys[s] <= threshold;
-    int total;
-    int at = block_excl_scan(cnt, &total);
-    if (V > 0)
-        for (int s = s0; s < s1; s++)
-            if (keys[s] <= threshold) victims[at++] = s;
-    __syncthreads();
+    block_compact_le(keys, B, threshold, V > 0, victims);
 
     /* Misses in ascending row order take the first m victims. */
     const int kper = (k + blockDim.x - 1) / blockDim.x;

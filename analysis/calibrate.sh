@@ -1,0 +1,68 @@
+#!/bin/sh
+# The H200 calibration, one command (about 10 s): fits the simulator's cost model to the
+# recorded kernel benchmarks and the GPU replay and writes the complete hardware profile.
+#   sh analysis/calibrate.sh [OUT.ini] [BENCH_DIR] [REPLAY.csv] [BASE.ini]
+# defaults: models/hw/h200.ini kernels/results/h200 kernels/results/h200/replay-glm53-16x100k.csv
+#           models/hw/h200-datasheet.ini
+# Deterministic: the same inputs give the same bytes (tests/cli_replay.sh checks that the
+# committed models/hw/h200.ini is this script's output).
+#
+# 1. bin/dhcal fit: every coefficient the step model uses, from the kernel versions the
+#    simulator models, which are the versions bin/dhreplay runs:
+#      attention v3, FP8 rows of 656 B, selected rows only ("hits"; the fused-retrieval lines
+#        fetch from host inside the kernel, which the simulator charges to the fetch);
+#        the BF16 lines are held out (their errors are reported, not fitted);
+#      fetch v5 (zero-copy gather, the serving layout), 2-16 SMs; 132 SMs held out;
+#      cuBLASLt GEMMs per dtype at the decode batch m = 16; m = 128 held out; FP8 is the
+#        deployment's dtype (weight_bw, layer_fixed_s, mma_efficiency), BF16 is reported;
+#      indexer v2 (scoring rate) and top-k v1 (select_s).
+#    layer_fixed_s starts as 8 GEMM launches per layer (q_a, q_b, kv_a, o_proj, shared
+#    expert x 2, routed experts x 2 strided-batched, as bin/dhreplay runs them) x the GEMM's
+#    fixed cost.
+# 2. bin/dhcal refit: layer_fixed_s refitted on whole decode steps of the replay's FITTED
+#    configurations (heldout = 0 in the replay CSV; the held-out ones are never run here):
+#    back-to-back launches in a step overlap their fixed costs, which the isolated GEMM
+#    benchmark cannot see. dhsim runs at two values, the least-squares solution, a run at it,
+#    until the solution repeats at 4 significant digits (analysis/refit.h).
+set -e
+OUTP=${1:-models/hw/h200.ini}
+BENCH=${2:-kernels/results/h200}
+REPLAY=${3:-kernels/results/h200/replay-glm53-16x100k.csv}
+BASE=${4:-models/hw/h200-datasheet.ini}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+# The profile is named after its file (dhcal fit), so the first stage writes under the
+# output's own name.
+STAGE1="$T/$(basename "$OUTP")"
+
+bin/dhcal fit --bench "$BENCH/default-attention.csv" "$BENCH/default-fetch.csv" \
+    "$BENCH/default-gemm.csv" "$BENCH/default-indexer.csv" \
+    --select kernel=attention,version=3,pattern=hits --select kernel=fetch,version=5 \
+    --select kernel=gemm --select kernel=indexer,version=2 --select kernel=topk,version=1 \
+    --holdout kernel=attention,dtype=bf16 --holdout 'kernel=fetch,sms>=66' --holdout 'kernel=gemm,m>=128' \
+    --weight-dtype fp8 --layer-gemms 8 --base "$BASE" -o "$STAGE1" \
+    --command "sh analysis/calibrate.sh (bin/dhcal fit on $BENCH/default-{attention,fetch,gemm,indexer}.csv, then bin/dhcal refit of layer_fixed_s on $REPLAY)" \
+    > "$T/fit.txt" 2> "$T/fit.err" || { cat "$T/fit.err" >&2; exit 1; }
+grep -v '^dhcal: [0-9]* lines match no --select\|^dhcal: warning: pool\|^dhcal: fitted but not used' "$T/fit.err" >&2 || true
+
+FITTED=$(awk -F, '!/^#/ && $1 != "config_id" && $8 == 0 && !seen[$1]++ {print $1}' "$REPLAY")
+[ -n "$FITTED" ] || { echo "calibrate.sh: $REPLAY has no fitted configuration (heldout = 0)" >&2; exit 1; }
+run() { sh kernels/replay/simrun.sh "$STAGE1" "$T/at$1" $FITTED -- --set hw.layer_fixed_s="$1"; }
+A=$(sed -n 's/^layer_fixed_s = //p' "$STAGE1")
+B=$(awk -v a="$A" 'BEGIN {printf "%.4g", a / 2}')
+run "$A"
+run "$B"
+i=0
+while :; do
+  i=$((i + 1))
+  [ $i -le 8 ] || { echo "calibrate.sh: the refit of layer_fixed_s did not converge in 8 runs" >&2; exit 1; }
+  X=$(bin/dhcal refit --replay "$REPLAY" --key hw.layer_fixed_s --at "$A" "$T/at$A" --at "$B" "$T/at$B" | sed -n 's/^value \([^ ]*\).*/\1/p')
+  [ -n "$X" ] || exit 1
+  if [ "$X" = "$B" ]; then break; fi
+  A=$B; B=$X
+  run "$B"
+done
+bin/dhcal refit --replay "$REPLAY" --key hw.layer_fixed_s --at "$A" "$T/at$A" --at "$B" "$T/at$B" \
+    --profile "$STAGE1" -o "$T/out.ini" > "$T/refit.txt"
+cat "$T/fit.txt" "$T/refit.txt"
+mv "$T/out.ini" "$OUTP"
