@@ -180,6 +180,12 @@ int model_load(cfg *c, model_cfg *m)
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (cfg_get_double(c, "model", d[i].key, d[i].dst, CFG_REQUIRED, d[i].lo, d[i].hi) < 0) goto out;
     if (m->experts_per_token > m->experts) { dh_err("%s: [model] experts_per_token exceeds experts", cfg_name(c)); goto out; }
+    /* Expert-parallel all-to-all message sizes per routed (token, expert) pair;
+     * absent means the instance's fixed moe_comm_s is the whole cost. */
+    double no_bytes = 0;
+    if (cfg_get_double(c, "model", "moe_dispatch_bytes", &m->moe_dispatch_bytes, &no_bytes, 0, 1e9) < 0 ||
+        cfg_get_double(c, "model", "moe_combine_bytes", &m->moe_combine_bytes, &no_bytes, 0, 1e9) < 0)
+        goto out;
     if (cfg_check_unused_section(c, "model") < 0) goto out;
     /* Build layers and selection groups. */
     m->n_layers = lp->n;

@@ -19,7 +19,9 @@
  * `base = OTHER` copies every key of an earlier kind that is not given.
  *
  * [model] keys: name, layers, hidden, active_params (per token, for FLOPs),
- * experts, experts_per_token, expert_bytes (one expert of one layer).
+ * experts, experts_per_token, expert_bytes (one expert of one layer);
+ * optional moe_dispatch_bytes, moe_combine_bytes: the expert-parallel
+ * all-to-all message of one routed (token, expert) pair in each direction.
  *
  * A selection group g collects the layers sharing one selection; the simulator
  * keeps one hot buffer per (request, g) and scales by the group's layers. */
@@ -65,6 +67,7 @@ typedef struct {
     model_group *group;
     double hidden, active_params;
     double experts, experts_per_token, expert_bytes;
+    double moe_dispatch_bytes, moe_combine_bytes; /* all-to-all bytes per (token, expert) pair */
     uint32_t moe_layers;
     double window_bytes_per_token_row; /* sum over window layers of row_bytes */
     uint32_t max_window;

@@ -83,6 +83,8 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (cfg_get_double(c, "instance", d[i].key, d[i].dst, CFG_REQUIRED, d[i].lo, d[i].hi) < 0) return -1;
+    double no_bw = 0;
+    if (cfg_get_double(c, "instance", "moe_comm_gbps", &sc->moe_comm_gbps, &no_bw, 0, 1e6) < 0) return -1;
     if (sc->attention_dp > sc->gpus || sc->moe_ep > sc->gpus)
         return dh_err("%s: [instance] attention_dp and moe_ep may not exceed gpus = %g", cfg_name(c), sc->gpus);
     long mb;
@@ -518,6 +520,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     cx.moe_ep = sc->moe_ep;
     cx.dense_bytes_per_layer = (sc->weights_per_gpu - m->moe_layers * (m->experts / sc->moe_ep) * m->expert_bytes) / m->n_layers;
     cx.moe_comm_s = sc->moe_comm_s;
+    cx.moe_comm_gbps = sc->moe_comm_gbps;
     /* The fetch kernel holds its SMs whenever a host tier exists. */
     cx.compute_sms = policy == POL_RESIDENT ? sc->hw.sms : sc->hw.sms - sc->hw.fetch_sms;
     cx.queries = 1;

@@ -5,7 +5,9 @@
  * (models/NAME.ini, model.h) and the hardware profile (models/hw/NAME.ini, hw.h)
  * and holds these sections:
  *   [instance]  model, hw, gpus, attention_dp, moe_ep, weights_per_gpu_bytes,
- *               workspace_bytes, micro_batches, step_overhead_s, moe_comm_s
+ *               workspace_bytes, micro_batches, step_overhead_s, moe_comm_s,
+ *               moe_comm_gbps (optional: all-to-all bytes / bandwidth is added
+ *               to moe_comm_s per MoE layer)
  *   [workload]  see wl.h
  *   [policy]    name (resident|hisparse|adaptive|oracle; default hisparse),
  *               hisparse_budget_k (B as a multiple of k, >= 1; oracle uses
@@ -48,6 +50,7 @@ typedef struct {
     wl_cfg wl;
     double gpus, attention_dp, moe_ep;
     double weights_per_gpu, workspace, step_overhead_s, moe_comm_s;
+    double moe_comm_gbps; /* all-to-all bandwidth per GPU (0: latency only) */
     uint32_t micro_batches;
     pol_kind policy;
     double hisparse_budget_k, adaptive_max_optional_k;

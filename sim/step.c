@@ -78,7 +78,19 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     } else {
         t += hw_kernel_time(cx->hw, w_bytes, flops, 1, cx->compute_sms);
     }
-    if (k->moe) t += cx->moe_comm_s;
+    if (k->moe) {
+        /* Expert-parallel dispatch and combine: a fixed latency plus the bytes
+         * this GPU's tokens send to experts on the other moe_ep - 1 GPUs (and
+         * receive back) at the all-to-all bandwidth. Linear in tokens, so a
+         * verification step pays for every query token it routes. */
+        t += cx->moe_comm_s;
+        if (cx->moe_comm_gbps > 0) {
+            double remote = (cx->moe_ep - 1) / cx->moe_ep;
+            double bytes = m->tokens * md->experts_per_token * remote *
+                           (md->moe_dispatch_bytes + md->moe_combine_bytes);
+            t += bytes / (cx->moe_comm_gbps * 1e9);
+        }
+    }
     return t;
 }
 

@@ -45,7 +45,7 @@ typedef struct {
     const hw_profile *hw;
     double attention_dp, moe_ep;
     double dense_bytes_per_layer;  /* weights every layer reads whatever the routing */
-    double moe_comm_s;
+    double moe_comm_s, moe_comm_gbps;
     double compute_sms;            /* SMs left to compute (fetch kernels take the rest) */
     double queries;                /* unused: the indexer takes each micro-batch's mean
                                     * query tokens per request, tokens / n_req (1 plain,

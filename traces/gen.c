@@ -879,22 +879,22 @@ static void grp_slide(gen_stream *s, uint32_t nrows)
     s->wlo = wlo;
 }
 
-/* The record's events in order; returns the rows that entered. Rows a few
- * events ahead are prefetched: in lockstep many groups take turns and their
- * selections are not in cache. */
+/* The record's events in order; returns the rows that entered. With
+ * prefetch, rows a few events ahead are prefetched: in lockstep many groups
+ * take turns and their selections are not in cache. */
 static inline __attribute__((always_inline)) uint32_t grp_events_t(gen_stream *s, const lat_rec *r, uint32_t mark,
-                                                                   int redraws, int tracking)
+                                                                   int redraws, int tracking, int prefetch)
 {
     const uint32_t *ev = r->ev;
     uint32_t n_ev = r->n_ev, entered = 0;
     for (uint32_t e = 0; e < n_ev; e++) {
         /* Two stages for a removal: its image's slot, then the image's word. */
-        if (e + 16 < n_ev) {
+        if (prefetch && e + 16 < n_ev) {
             uint32_t f = ev[e + 16];
             if (f & EV_TAKE) __builtin_prefetch(&(f & EV_HEAVY ? s->heavy.img : s->vol.img)[f & EV_ARG]);
             else __builtin_prefetch(&s->sel[2 * ((f & EV_ARG) >> 6)]);
         }
-        if (e + 8 < n_ev) {
+        if (prefetch && e + 8 < n_ev) {
             uint32_t f = ev[e + 8];
             if (f & EV_TAKE) {
                 const gen_pop *pf = f & EV_HEAVY ? &s->heavy : &s->vol;
@@ -935,8 +935,14 @@ static void grp_replay(gen_stream *s, const lat_rec *r, uint64_t rec_index)
     } else if (r->nrows != s->nrows) {
         grp_slide(s, r->nrows);
     }
-    if (s->tracking) entered = grp_events_t(s, r, mark, redraws, 1);
-    else entered = grp_events_t(s, r, mark, redraws, 0);
+    /* Prefetch only when this thread last replayed another stream: then this
+     * one's view is likely out of cache (streams read in lockstep); reading
+     * one stream on, it is in cache and the hints only cost. */
+    static _Thread_local const gen_stream *last_replayed;
+    int cold = last_replayed != s;
+    last_replayed = s;
+    if (s->tracking) entered = cold ? grp_events_t(s, r, mark, redraws, 1, 1) : grp_events_t(s, r, mark, redraws, 1, 0);
+    else entered = cold ? grp_events_t(s, r, mark, redraws, 0, 1) : grp_events_t(s, r, mark, redraws, 0, 0);
     if (rec_index == 0) return;
     /* Group redraws: this group keeps fewer rows than the latent process, so
      * it gives `remap_rate` of the dynamic rows that persisted a new image.

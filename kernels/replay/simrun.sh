@@ -24,7 +24,7 @@ for c in $CONFIGS; do
     *) echo "simrun.sh: unknown replay configuration '$c'" >&2; exit 1 ;;
   esac
   bin/dhsim --concurrency 128 --steps 32 --set workload.requests=16 --set workload.output_len=32 \
-    --set workload.prompt_len=100000 --set instance.moe_comm_s=0 --set instance.step_overhead_s=0 \
+    --set workload.prompt_len=100000 --set instance.moe_comm_s=0 --set instance.moe_comm_gbps=0 --set instance.step_overhead_s=0 \
     --set instance.weights_per_gpu_bytes=105267855360 --set instance.hw="$PROFILE" --quiet \
     $p "$@" --timeline "$OUT/$c"
 done
