@@ -50,7 +50,9 @@ TOOLS := bin/dhtrace bin/dhsim bin/dhcal
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
-CU_SRC := $(wildcard kernels/*.cu)
+# kernels/attention_wgmma.cu uses wgmma, which only the sm_90a target has; the rest stays sm_90.
+CU_SM90A := kernels/attention_wgmma.cu
+CU_SRC := $(filter-out $(CU_SM90A),$(wildcard kernels/*.cu))
 ifeq ($(BUILD_CUDA),1)
   GPU_TOOLS := bin/dhbench bin/dha2a
 endif
@@ -85,9 +87,12 @@ bin/dhcal: $(BUILD)/analysis/dhcal.o $(LIBS_OBJ)
 # Kernels: one nvcc link of every .cu file; CPU references (kernels/*.c) are plain C and tested in CI.
 # dhbench needs only the CUDA toolkit and libc (it runs where no Debian package is installed), so
 # it links common/dh_err.o alone; kernels/build.sh builds it with nvcc and cc only.
-bin/dhbench: $(CU_SRC) $(wildcard kernels/*.cuh kernels/*.h) $(KREF_OBJ) $(BUILD)/common/dh_err.o
+$(BUILD)/kernels/attention_wgmma.cu.o: $(CU_SM90A) $(wildcard kernels/*.cuh kernels/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(filter-out -arch=%,$(NVCCFLAGS)) -gencode=arch=compute_90a,code=sm_90a -I. -c $< -o $@
+bin/dhbench: $(CU_SRC) $(BUILD)/kernels/attention_wgmma.cu.o $(wildcard kernels/*.cuh kernels/*.h) $(KREF_OBJ) $(BUILD)/common/dh_err.o
 	@mkdir -p bin
-	$(NVCC) $(NVCCFLAGS) -I. -o $@ $(CU_SRC) $(KREF_OBJ) $(BUILD)/common/dh_err.o -lcublasLt -lpthread
+	$(NVCC) $(NVCCFLAGS) -I. -o $@ $(CU_SRC) $(BUILD)/kernels/attention_wgmma.cu.o $(KREF_OBJ) $(BUILD)/common/dh_err.o -lcublasLt -lpthread
 
 # Expert-parallel all-to-all benchmark (kernels/a2a/README.md): NCCL from the CUDA toolkit's
 # lib64 unless NCCL_HOME names another installation (with include/ and lib/ or lib64/).

@@ -136,13 +136,15 @@ int main(int argc, char **argv)
     rp->ops = &rp_ops;
     rp->impl = &rec;
     trace_shape_uniform(&rp->meta.shape, "replay", 1, 4, 1, sh.group_k[0], sh.prompt_len[0], sh.output_len[0]);
-    const char *label[3] = {"LRU curve + overlaps + reuse + union", "  + FIFO, random, Belady at 2k",
-                            "  + FIFO, random, Belady at 1k,2k,4k"};
-    for (int mode = 0; mode < 3; mode++) {
+    const char *label[6] = {"LRU curve + overlaps + reuse + union", "  + FIFO, random, Belady at 2k",
+                            "  + FIFO, random, Belady at 1k,2k,4k", "  + FIFO at 1k,2k,4k", "  + random at 1k,2k,4k",
+                            "  + Belady at 1k,2k,4k"};
+    for (int mode = 0; mode < 6; mode++) {
         stats_options o;
         stats_options_init(&o);
         if (mode == 0) o.fifo = o.random = o.belady = 0;
         if (mode == 1) stats_parse_budgets(&o, "2k");
+        if (mode >= 3) { o.fifo = mode == 3; o.random = mode == 4; o.belady = mode == 5; }
         double el = 1e9;
         uint64_t rows = 0;
         for (int rep = 0; rep < 3; rep++) {

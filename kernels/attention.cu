@@ -25,6 +25,9 @@
  *      three-stage ring, fp16 split partials, no combine with one split (see "version 4").
  *   5  version 4 with the row ids loaded a tile ahead, the query loads all in flight at once,
  *      and a block barrier in place of version 4's named barrier.
+ *   6  wgmma (sm_90a, attention_wgmma.cu): a producer warpgroup gathers rows into a two-stage
+ *      ring of swizzled 16-bit tiles behind mbarriers, two consumer warpgroups multiply on
+ *      wgmma with Q, K, V and P read from shared memory and the softmax in registers.
  * Verification's union pass runs any version over the gamma+1 queries with the union's misses
  * staged once; a kernel that runs all queries of a request against each staged union row
  * with per-query masks was not built: at 70 % overlap it does U/k = 3x the multiply work of
@@ -32,6 +35,7 @@
  * Bytes counted: the selected rows (nq * k * row_bytes); one row feeds all 64 heads, so the
  * arithmetic intensity is about 64 * 2 * 1088 / 656 = 212 FLOP/B for FP8 rows, at the
  * H200's bf16 ridge: reaching HBM speed needs the tensor cores near full rate. */
+#include "kernels/attention.cuh"
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
 
@@ -53,20 +57,6 @@
 #define AT_KS 584        /* bf16 stride of a Q or K row in shared memory: 1168 B, conflict-free ldmatrix */
 #define AT_LOG2E 1.4426950408889634f
 
-struct attn_args {
-    const uint8_t *hot;
-    size_t hot_stride;
-    const uint8_t *host;       /* device pointer of the mapped host pool, or null */
-    size_t host_stride;
-    const int32_t *src;        /* [nq][k]: >= 0 hot slot, < 0 host row -src-1; null: ring mode */
-    int ring_cap;              /* ring mode: query q's ring is hot rows [q*cap, (q+1)*cap) */
-    long long ring_appended;   /* rows appended so far; the k newest are attended */
-    const __nv_bfloat16 *q;    /* [nq][heads][576] */
-    float *part_o;             /* [nq][splits][heads][512] */
-    float *part_lse;           /* [nq][splits][heads], log2 domain */
-    int nq, k, heads, splits, rows_per_split, format, row_bytes;
-    float sm_scale;
-};
 
 static size_t attn_smem_bytes(int n, int row_bytes)
 {
@@ -387,18 +377,8 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_kernel(const attn_args a)
  * block writes the final output itself and no combine is launched. */
 #define A4_THREADS 256
 
-/* Version 5's split of attn_row: the id (hot slot >= 0, host row -id-1 < 0) is loaded a
- * tile ahead and turned into a pointer only when the copy is issued. */
-__device__ __forceinline__ long long attn4_row_id(const attn_args &a, int q, int idx)
-{
-    if (a.src) return a.src[(size_t)q * a.k + idx];
-    return (long long)q * a.ring_cap + (a.ring_appended - a.k + idx) % a.ring_cap;
-}
-__device__ __forceinline__ const uint8_t *attn4_row_ptr(const attn_args &a, long long id)
-{
-    return id >= 0 ? a.hot + (size_t)id * a.hot_stride : a.host + (size_t)(-id - 1) * a.host_stride;
-}
-
+/* Version 5 loads the id of a row a tile ahead (attn4_row_id, attention.cuh) and turns it into a
+ * pointer (attn4_row_ptr) only when the copy is issued. */
 template <int FMT> struct a4_cfg;
 template <> struct a4_cfg<KREF_ROW_FP8> {
     static constexpr int N = 64, STAGES = 1, RB = KREF_ROW_BYTES_FP8;
@@ -868,10 +848,38 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
 }
 
+/* Version 6 (attention_wgmma.cu): the same one-wave split rule as version 4 with 64-row
+ * tiles, fp16 partials and version 4's combine when there is more than one split. */
+static void attn6_run(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
+{
+    const int tn = ATTN6_TILE_ROWS, per_split = a.nq * (a.heads / AT_H);
+    if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
+    a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
+    a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
+    a.splits = (a.k + a.rows_per_split - 1) / a.rows_per_split;
+    if ((size_t)a.nq * a.splits * a.heads > sc.cap_lse) {
+        fprintf(stderr, "dhbench: attention: scratch too small for %d splits\n", a.splits);
+        exit(1);
+    }
+    a.part_o = sc.part_o;   /* holds fp16 partials here */
+    a.part_lse = sc.part_lse;
+    attn6_launch(a, out, st);
+    if (a.splits > 1) {
+        const size_t items = (size_t)a.nq * a.heads * (AT_V / 8);
+        attn4_combine_kernel<<<(unsigned)((items + 255) / 256), 256, 0, st>>>((const __half *)sc.part_o, sc.part_lse,
+                                                                             a.nq, a.splits, a.heads, out);
+        CUDA_LAUNCH_CHECK();
+    }
+}
+
 static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
     if (version == 4 || version == 5) {
         attn4_launch(version, a, sc, out, sms, st);
+        return;
+    }
+    if (version == 6) {
+        attn6_run(a, sc, out, sms, st);
         return;
     }
     const int tn = attn_tile_rows(version, a.format);

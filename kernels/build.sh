@@ -17,7 +17,12 @@ cuobjs=""
 pids=""
 for cu in kernels/*.cu; do
   o=build/kernels-nvcc/$(basename "$cu" .cu).cu.o
-  "$NVCC" -O3 -std=c++17 -arch="$ARCH" -lineinfo -I. -c "$cu" -o "$o" &
+  # wgmma (attention version 6) exists only for sm_90a; every other file is built for $ARCH.
+  case "$cu" in
+    kernels/attention_wgmma.cu) target="-gencode=arch=compute_90a,code=sm_90a" ;;
+    *) target="-arch=$ARCH" ;;
+  esac
+  "$NVCC" -O3 -std=c++17 $target -lineinfo -I. -c "$cu" -o "$o" &
   pids="$pids $!"
   cuobjs="$cuobjs $o"
 done

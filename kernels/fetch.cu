@@ -24,6 +24,18 @@
  *   7  hybrid: the host threads gather and DMA the first host_share of the list while version
  *      1 reads the rest zero-copy, concurrently; the two paths have different limits (host
  *      memcpy rate, GPU translation), and together can fill more of the link. Wall clock.
+ *   8  bounded window: version 5's warps (4 rows in flight each) take their rows from a shared
+ *      counter, and a warp may start list entry i only once i + 4 - window rows are done, so
+ *      at most `window` rows are in flight on the whole launch and they are one stretch of
+ *      about `window` entries of the (sorted) list: the distinct host pages in flight are
+ *      bounded by the window, whatever the warps' drift. Sweeping the window measures the rate
+ *      against the pages in flight.
+ *   9  version 6 with the host threads prefetching the rows `prefetch` entries ahead (many
+ *      row misses in flight per core, not one memcpy's), 16-byte scatter words, and the
+ *      scatter launched per group of scatter_rows rows on its own stream so that it overlaps
+ *      the copies of the following chunks instead of running after all of them. Wall clock.
+ *   10 hybrid of 9 and 1: host_share of the list by 9 (scatter on scatter_sms SMs), the rest
+ *      zero-copy by version 1 on the other sms - scatter_sms SMs, concurrently. Wall clock.
  * (Per-row copy-engine copies, cudaMemcpyBatchAsync, were measured at 0.3-1.6 GB/s below
  *  1 KB: the per-copy cost dominates, so no version here uses them.)
  *
@@ -35,13 +47,19 @@
 #include "kernels/kref.h"
 
 #include <sys/mman.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <thread>
+
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
 
 /* ---- device kernels ---- */
 
@@ -97,6 +115,62 @@ fetch_rows_kernel(const uint8_t *__restrict__ pool, size_t pool_stride,
                     if (lane + 32 * c < nvec) dst[lane + 32 * c] = buf[r][c];
             }
         }
+    }
+}
+
+/* ---- version 8: a bounded window of rows in flight ---- */
+
+/* ctr[0] counts list entries handed out, ctr[1] list entries whose loads have returned; both are
+ * zero at launch. A warp takes R entries from ctr[0] and waits until ctr[1] >= i0 + R - window:
+ * rows in flight never exceed window, and they are the entries just behind the hand-out point.
+ * No deadlock while window >= R: the warp holding the lowest pending entry j waits for
+ * ctr[1] >= j + R - window <= j, and every entry below j is done. Every block must be resident
+ * at once (one block per SM, grid <= SM count), which the launch guarantees. */
+template <typename V, int R, int THREADS>
+__global__ void __launch_bounds__(THREADS, 1)
+fetch_window_kernel(const uint8_t *__restrict__ pool, size_t pool_stride,
+                    const int64_t *__restrict__ rows, const int32_t *__restrict__ slots, int n,
+                    int row_bytes, uint8_t *__restrict__ hot, size_t hot_stride, int window,
+                    unsigned int *ctr)
+{
+    const int lane = threadIdx.x & 31;
+    const int nvec = row_bytes / (int)sizeof(V);
+    for (;;) {
+        int i0 = 0;
+        if (lane == 0) {
+            i0 = (int)atomicAdd(&ctr[0], (unsigned)R);
+            if (i0 < n) {
+                int need = min(i0 + R, n) - window;
+                while ((int)*(volatile unsigned int *)&ctr[1] < need) __nanosleep(32);
+            }
+        }
+        i0 = __shfl_sync(0xffffffffu, i0, 0);
+        if (i0 >= n) break;
+        V buf[R][FETCH_CPL];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int i = i0 + r;
+            if (i < n) {
+                const V *src = (const V *)(pool + (size_t)rows[i] * pool_stride);
+#pragma unroll
+                for (int c = 0; c < FETCH_CPL; c++)
+                    if (lane + 32 * c < nvec) buf[r][c] = src[lane + 32 * c];
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            int i = i0 + r;
+            if (i < n) {
+                V *dst = (V *)(hot + (size_t)slots[i] * hot_stride);
+#pragma unroll
+                for (int c = 0; c < FETCH_CPL; c++)
+                    if (lane + 32 * c < nvec) dst[lane + 32 * c] = buf[r][c];
+            }
+        }
+        /* Each lane's stores consumed its loaded registers, so once every lane is past them all
+         * of the warp's loads have returned: the rows leave the window. */
+        __syncwarp();
+        if (lane == 0) atomicAdd(&ctr[1], (unsigned)(min(i0 + R, n) - i0));
     }
 }
 
@@ -207,6 +281,23 @@ __global__ void scatter_rows_kernel(const uint8_t *__restrict__ staging, int row
     }
 }
 
+/* Versions 9-10: the same scatter with 16-byte words where the row allows, launched per group
+ * of chunks so that it overlaps the copies of the next ones. */
+template <typename V>
+__global__ void scatter_rows_vec_kernel(const uint8_t *__restrict__ staging, int row_bytes,
+                                        const int32_t *__restrict__ slots, int n,
+                                        uint8_t *__restrict__ hot, size_t hot_stride)
+{
+    const int lane = threadIdx.x & 31;
+    const int nw = row_bytes / (int)sizeof(V);
+    for (int i = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5); i < n;
+         i += (int)((gridDim.x * blockDim.x) >> 5)) {
+        const V *src = (const V *)(staging + (size_t)i * row_bytes);
+        V *dst = (V *)(hot + (size_t)slots[i] * hot_stride);
+        for (int w = lane; w < nw; w += 32) dst[w] = src[w];
+    }
+}
+
 /* Host threads that gather rows into the staging buffer. Each timed call publishes one job;
  * worker w copies its share of every chunk and counts the chunk done, so the launching thread
  * can send chunk c over the link while the workers gather chunk c + 1. Workers spin while a
@@ -221,6 +312,7 @@ struct host_gather {
     size_t pool_stride = 0, row_bytes = 0;
     const int64_t *rows = nullptr;
     int n = 0, chunk_rows = 0, nchunks = 0;
+    int prefetch = 0;  /* rows ahead to prefetch (versions 9-10), 0 = plain memcpy loop */
     uint8_t *staging = nullptr;
 
     void worker(int w)
@@ -237,8 +329,31 @@ struct host_gather {
                 int c0 = c * chunk_rows, c1 = std::min(n, c0 + chunk_rows);
                 int per = (c1 - c0 + nthreads - 1) / nthreads;
                 int a = c0 + w * per, b = std::min(c1, a + per);
-                for (int i = a; i < b; i++)
-                    memcpy(staging + (size_t)i * row_bytes, pool + (size_t)rows[i] * pool_stride, row_bytes);
+                if (prefetch == 0) {
+                    for (int i = a; i < b; i++)
+                        memcpy(staging + (size_t)i * row_bytes, pool + (size_t)rows[i] * pool_stride, row_bytes);
+                } else {
+                    /* Versions 9-10: prefetch the lines of the row `prefetch` entries ahead of
+                     * this worker's position (into the next chunk's share where this one ends),
+                     * so each core keeps many row misses in flight instead of one memcpy's. */
+                    int per_next = 0, a_next = 0;
+                    if (c + 1 < nchunks) {
+                        int d0 = c1, d1 = std::min(n, d0 + chunk_rows);
+                        per_next = (d1 - d0 + nthreads - 1) / nthreads;
+                        a_next = d0 + w * per_next;
+                        per_next = std::max(0, std::min(d1, a_next + per_next) - a_next);
+                    }
+                    for (int i = a; i < b; i++) {
+                        int j = i + prefetch;
+                        if (j >= b) j = j - b < per_next ? a_next + (j - b) : -1;
+                        if (j >= 0) {
+                            const uint8_t *q = pool + (size_t)rows[j] * pool_stride;
+                            for (size_t off = 0; off < row_bytes + 63; off += 64)
+                                __builtin_prefetch(q + std::min(off, row_bytes - 1), 0, 3);
+                        }
+                        memcpy(staging + (size_t)i * row_bytes, pool + (size_t)rows[i] * pool_stride, row_bytes);
+                    }
+                }
                 (*chunk_done)[c].fetch_add(1, std::memory_order_release);
             }
         }
@@ -259,8 +374,11 @@ void fetch_launch(const uint8_t *pool, size_t pool_stride, const int64_t *rows, 
 
 struct host_pool {
     uint8_t *ptr = nullptr;
-    size_t bytes = 0;
-    std::string pages;   /* "pinned" (cudaHostAlloc) or "thp" (mmap + MADV_HUGEPAGE + register) */
+    size_t bytes = 0;        /* the pool's size as the benchmark sees it */
+    size_t map_bytes = 0;    /* the mapping's size: bytes rounded up to the page size */
+    std::string pages;       /* see the file comment */
+    double reg_gb = 0;       /* registration piece size, 0 = one registration */
+    std::vector<std::pair<uint8_t *, size_t>> regs;  /* cudaHostRegister'd pieces */
 };
 
 static host_pool g_pool;
@@ -271,51 +389,178 @@ static void fill_part(uint8_t *p, size_t words0, size_t words1)
     for (size_t i = words0; i < words1; i++) w[i] = bench_mix(i) | 0x0101010101010101ull;
 }
 
-/* The pool is kept across grid points of the same size and page kind: pinning tens of GB
- * takes seconds. Its contents are a hash of the word offset, non-zero in every byte. */
-static int pool_get(size_t bytes, const std::string &pages)
+static double now_s(void)
 {
-    if (g_pool.ptr && g_pool.bytes == bytes && g_pool.pages == pages) return 0;
-    if (g_pool.ptr) {
-        if (g_pool.pages == "pinned") cudaCheck(cudaFreeHost(g_pool.ptr));
-        else { cudaCheck(cudaHostUnregister(g_pool.ptr)); munmap(g_pool.ptr, g_pool.bytes); }
-        g_pool.ptr = nullptr;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+static void pool_free(void)
+{
+    if (!g_pool.ptr) return;
+    if (g_pool.pages == "pinned") cudaCheck(cudaFreeHost(g_pool.ptr));
+    else {
+        for (auto &r : g_pool.regs) cudaCheck(cudaHostUnregister(r.first));
+        munmap(g_pool.ptr, g_pool.map_bytes);
     }
+    g_pool.regs.clear();
+    g_pool.ptr = nullptr;
+}
+
+/* Prints the smaps fields of the mapping that holds p: what backs the pool (KernelPageSize,
+ * AnonHugePages for transparent huge pages), read back rather than assumed. */
+static void pool_report_backing(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return;
+    char line[512];
+    int in = 0;
+    std::string fields;
+    uintptr_t a = (uintptr_t)p;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            if (in) break;
+            in = a >= lo && a < hi;
+            continue;
+        }
+        if (!in) continue;
+        char key[64];
+        unsigned long long v;
+        if (sscanf(line, "%63[^:]: %llu kB", key, &v) == 2 &&
+            (!strcmp(key, "Size") || !strcmp(key, "Rss") || !strcmp(key, "KernelPageSize") ||
+             !strcmp(key, "MMUPageSize") || !strcmp(key, "AnonHugePages") || !strcmp(key, "Private_Hugetlb")))
+            fields += std::string(" ") + key + "=" + std::to_string(v) + "kB";
+    }
+    fclose(f);
+    fprintf(stderr, "dhbench: fetch: pool backing:%s\n", fields.empty() ? " (mapping not found)" : fields.c_str());
+}
+
+/* The pool is kept across grid points of the same size, page kind and registration: pinning
+ * tens of GB takes seconds. Its contents are a hash of the word offset, non-zero in every byte. */
+static int pool_get(size_t bytes, const std::string &pages, double reg_gb)
+{
+    if (g_pool.ptr && g_pool.bytes == bytes && g_pool.pages == pages && g_pool.reg_gb == reg_gb) return 0;
+    pool_free();
+    double t0 = now_s();
     void *p = nullptr;
+    size_t page = 4096, map_bytes = bytes;
     if (pages == "pinned") {
+        if (reg_gb > 0) {
+            fprintf(stderr, "dhbench: fetch: reg_gb applies to mmap'd pools (thp, register, huge2m, huge1g), not pinned\n");
+            return -1;
+        }
         cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocMapped);
         if (e != cudaSuccess) {
             fprintf(stderr, "dhbench: fetch: cannot pin a %zu-byte host pool: %s\n", bytes, cudaGetErrorString(e));
             (void)cudaGetLastError();
             return -1;
         }
-    } else if (pages == "thp") {
-        p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) { fprintf(stderr, "dhbench: fetch: mmap of %zu bytes failed\n", bytes); return -1; }
-        madvise(p, bytes, MADV_HUGEPAGE);
+    } else if (pages == "thp" || pages == "register" || pages == "huge2m" || pages == "huge1g") {
+        int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+        if (pages == "huge2m") { flags |= MAP_HUGETLB | (21 << MAP_HUGE_SHIFT); page = (size_t)2 << 20; }
+        if (pages == "huge1g") { flags |= MAP_HUGETLB | (30 << MAP_HUGE_SHIFT); page = (size_t)1 << 30; }
+        map_bytes = (bytes + page - 1) / page * page;
+        p = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+        if (p == MAP_FAILED) {
+            fprintf(stderr, "dhbench: fetch: mmap of %zu bytes (pages=%s) failed: %s%s\n", map_bytes, pages.c_str(),
+                    strerror(errno), page > 4096 ? " (reserve the huge pages in /sys/kernel/mm/hugepages/ first)" : "");
+            return -1;
+        }
+        if (pages == "thp" && madvise(p, map_bytes, MADV_HUGEPAGE))
+            fprintf(stderr, "dhbench: fetch: madvise(MADV_HUGEPAGE): %s (pool stays on small pages)\n", strerror(errno));
+        if (pages == "register" && madvise(p, map_bytes, MADV_NOHUGEPAGE))
+            fprintf(stderr, "dhbench: fetch: madvise(MADV_NOHUGEPAGE): %s\n", strerror(errno));
     } else {
-        fprintf(stderr, "dhbench: fetch: unknown pages '%s' (pinned or thp)\n", pages.c_str());
+        fprintf(stderr, "dhbench: fetch: unknown pages '%s' (pinned, thp, register, huge2m or huge1g)\n", pages.c_str());
         return -1;
     }
+    double t1 = now_s();
+    /* Filling touches every page; on a huge-page mapping whose reservation ran short that is a
+     * SIGBUS, so the reservation is checked by the mmap above (MAP_HUGETLB fails without it). */
     size_t words = bytes / 8;
     int nt = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
     std::vector<std::thread> th;
     for (int t = 0; t < nt; t++)
         th.emplace_back(fill_part, (uint8_t *)p, words * t / nt, words * (t + 1) / nt);
     for (auto &t : th) t.join();
-    if (pages == "thp") {
-        cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterMapped);
-        if (e != cudaSuccess) {
-            fprintf(stderr, "dhbench: fetch: cudaHostRegister of %zu bytes: %s\n", bytes, cudaGetErrorString(e));
-            (void)cudaGetLastError();
-            munmap(p, bytes);
-            return -1;
+    double t2 = now_s();
+    g_pool.regs.clear();
+    if (pages != "pinned") {
+        size_t piece = reg_gb > 0 ? std::max(page, (size_t)(reg_gb * 1e9) / page * page) : map_bytes;
+        for (size_t off = 0; off < map_bytes; off += piece) {
+            size_t len = std::min(piece, map_bytes - off);
+            cudaError_t e = cudaHostRegister((uint8_t *)p + off, len, cudaHostRegisterMapped);
+            if (e != cudaSuccess) {
+                fprintf(stderr, "dhbench: fetch: cudaHostRegister of %zu bytes at offset %zu: %s\n", len, off,
+                        cudaGetErrorString(e));
+                (void)cudaGetLastError();
+                for (auto &r : g_pool.regs) cudaCheck(cudaHostUnregister(r.first));
+                g_pool.regs.clear();
+                munmap(p, map_bytes);
+                return -1;
+            }
+            g_pool.regs.push_back({(uint8_t *)p + off, len});
+            /* One pointer serves the whole pool only if each piece's device address is its host
+             * address (unified addressing); check it rather than assume it. */
+            void *dp = nullptr;
+            cudaCheck(cudaHostGetDevicePointer(&dp, (uint8_t *)p + off, 0));
+            if (dp != (void *)((uint8_t *)p + off)) {
+                fprintf(stderr, "dhbench: fetch: registered piece at offset %zu maps to a different device address; "
+                                "reg_gb needs unified addressing\n", off);
+                for (auto &r : g_pool.regs) cudaCheck(cudaHostUnregister(r.first));
+                g_pool.regs.clear();
+                munmap(p, map_bytes);
+                return -1;
+            }
         }
     }
+    double t3 = now_s();
+    fprintf(stderr, "dhbench: fetch: pool %.1f GB pages=%s: allocate %.1f s, fill %.1f s, %s %.1f s (%zu piece%s)\n",
+            bytes / 1e9, pages.c_str(), t1 - t0, t2 - t1, pages == "pinned" ? "-" : "register", t3 - t2,
+            std::max<size_t>(1, g_pool.regs.size()), g_pool.regs.size() > 1 ? "s" : "");
+    pool_report_backing(p);
     g_pool.ptr = (uint8_t *)p;
     g_pool.bytes = bytes;
+    g_pool.map_bytes = map_bytes;
     g_pool.pages = pages;
+    g_pool.reg_gb = reg_gb;
     return 0;
+}
+
+/* Distinct host pages of one index set, overall and within each stretch of `span` consecutive
+ * list entries (the rows version 8 keeps in flight), for 4 KB, 2 MB and 1 GB pages. */
+static void report_pages(const int64_t *rows, int n, size_t stride, int row_bytes, int span)
+{
+    const int shifts[3] = {12, 21, 30};
+    char out[256];
+    int len = snprintf(out, sizeof out, "dhbench: fetch: distinct pages 4K/2M/1G:");
+    for (int k = 0; k < 3; k++) {
+        std::vector<int64_t> pg;
+        for (int i = 0; i < n; i++) {
+            uint64_t a = (uint64_t)rows[i] * stride, b = a + (uint64_t)row_bytes - 1;
+            for (uint64_t q = a >> shifts[k]; q <= b >> shifts[k]; q++) pg.push_back((int64_t)q);
+        }
+        std::sort(pg.begin(), pg.end());
+        len += snprintf(out + len, sizeof out - (size_t)len, " %zu", (size_t)(std::unique(pg.begin(), pg.end()) - pg.begin()));
+    }
+    if (span > 0 && span < n) {
+        len += snprintf(out + len, sizeof out - (size_t)len, "; per %d entries in list order:", span);
+        for (int k = 0; k < 3; k++) {
+            double sum = 0;
+            int cnt = 0;
+            for (int s0 = 0; s0 + span <= n; s0 += span, cnt++) {
+                std::vector<int64_t> pg;
+                for (int i = s0; i < s0 + span; i++) {
+                    uint64_t a = (uint64_t)rows[i] * stride, b = a + (uint64_t)row_bytes - 1;
+                    for (uint64_t q = a >> shifts[k]; q <= b >> shifts[k]; q++) pg.push_back((int64_t)q);
+                }
+                std::sort(pg.begin(), pg.end());
+                sum += (double)(std::unique(pg.begin(), pg.end()) - pg.begin());
+            }
+            len += snprintf(out + len, sizeof out - (size_t)len, " %.1f", sum / cnt);
+        }
+    }
+    fprintf(stderr, "%s\n", out);
 }
 
 /* Builds one index set of n rows for the pattern, rows < pool_rows. */
@@ -350,6 +595,15 @@ int bench_fetch(bench_env *env, const bench_params &p)
     const std::string pages = p.str("pages", "pinned");
     const int version = (int)p.num("version", 2);
     const int host_threads = (int)p.num("host_threads", 8);
+    const double reg_gb = p.real("reg_gb", 0);
+    /* Version 8's bound on rows in flight over the whole launch. */
+    const int window = (int)p.num("window", 256);
+    /* Versions 9-10: host prefetch distance (rows), rows per scatter launch, and (10) the SMs of
+     * the scatter, the zero-copy part getting the rest of sms. */
+    const int prefetch = (int)p.num("prefetch", 16);
+    const int scatter_rows = (int)p.num("scatter_rows", 8192);
+    const int scatter_sms = (int)p.num("scatter_sms", 2);
+    const bool host_path = version == 6 || version == 7 || version == 9 || version == 10;
     /* The serving layout's window and misses per window come from the suite file, whose
      * comments give their source. */
     const int64_t window_rows = p.num("window_rows", 100000);
@@ -363,6 +617,23 @@ int bench_fetch(bench_env *env, const bench_params &p)
         fprintf(stderr, "dhbench: fetch: sms %d outside [1, %d]\n", sms, env->prop.multiProcessorCount);
         return -1;
     }
+    /* Version 8 hands out 4 rows at a time; a window below that would deadlock (see the kernel). */
+    if (version == 8 && window < 4) {
+        fprintf(stderr, "dhbench: fetch: window %d must be at least 4 (rows per warp)\n", window);
+        return -1;
+    }
+    if ((version == 9 || version == 10) && (prefetch < 0 || scatter_rows < 1)) {
+        fprintf(stderr, "dhbench: fetch: prefetch %d must be >= 0 and scatter_rows %d >= 1\n", prefetch, scatter_rows);
+        return -1;
+    }
+    if (version == 10 && (scatter_sms < 1 || scatter_sms >= sms)) {
+        fprintf(stderr, "dhbench: fetch: version 10 needs 1 <= scatter_sms (%d) < sms (%d)\n", scatter_sms, sms);
+        return -1;
+    }
+    if (reg_gb < 0) {
+        fprintf(stderr, "dhbench: fetch: reg_gb %g must be >= 0\n", reg_gb);
+        return -1;
+    }
     /* Version 3 pads to 128 B; version 4 pads only rows that are not 16-byte multiples (584 B),
      * since a bulk copy needs 16-byte aligned addresses and sizes. */
     const bool padded = version == 3 || (version == 4 && row_bytes % 16);
@@ -371,7 +642,7 @@ int bench_fetch(bench_env *env, const bench_params &p)
     size_t pool_bytes = (size_t)(pool_gb * 1e9) / 4096 * 4096;
     if (env->quick) pool_bytes = std::min(pool_bytes, (size_t)1 << 30);
     int64_t pool_rows = (int64_t)(pool_bytes / stride);
-    if (pool_get(pool_bytes, pages)) return -1;
+    if (pool_get(pool_bytes, pages, reg_gb)) return -1;
     uint8_t *pool = g_pool.ptr;
     uint8_t *pool_dev = nullptr;
     cudaCheck(cudaHostGetDevicePointer((void **)&pool_dev, pool, 0));
@@ -404,6 +675,9 @@ int bench_fetch(bench_env *env, const bench_params &p)
     cudaCheck(cudaMalloc(&hot_d, hot_bytes));
     cudaCheck(cudaMemcpy(rows_d, rows_h.data(), rows_h.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(slots_d, slots_h.data(), slots_h.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    report_pages(rows_h.data(), n, stride, row_bytes, version == 8 ? window : 0);
+    unsigned int *ctr_d = nullptr;
+    cudaCheck(cudaMalloc(&ctr_d, 2 * sizeof(unsigned int)));
 
     /* Version 6 resources. */
     uint8_t *stage_h = nullptr, *stage_d = nullptr;
@@ -415,11 +689,15 @@ int bench_fetch(bench_env *env, const bench_params &p)
     const int chunk_rows = (int)p.num("chunk_rows", 1024);
     /* Version 7 gives the first host_share of the list to the host threads, the rest to the
      * zero-copy kernel; version 6 gives all of it to the host threads. */
-    const double host_share = version == 7 ? p.real("host_share", 0.3) : 1.0;
-    const int n_host = version == 7 ? (int)(host_share * n) : n;
+    const bool hybrid = version == 7 || version == 10;
+    const double host_share = hybrid ? p.real("host_share", 0.3) : 1.0;
+    const int n_host = hybrid ? (int)(host_share * n) : n;
     cudaStream_t zc_stream;
     cudaCheck(cudaStreamCreate(&zc_stream));
-    if (version == 6 || version == 7) {
+    cudaStream_t scat_stream;
+    cudaCheck(cudaStreamCreate(&scat_stream));
+    std::vector<cudaEvent_t> scat_ev;
+    if (host_path) {
         cudaCheck(cudaHostAlloc(&stage_h, batch_bytes, cudaHostAllocDefault));
         cudaCheck(cudaMalloc(&stage_d, batch_bytes));
         hg = new host_gather;
@@ -427,6 +705,10 @@ int bench_fetch(bench_env *env, const bench_params &p)
         hg->nchunks = (n_host + chunk_rows - 1) / chunk_rows;
         chunk_done = std::vector<std::atomic<int>>(hg->nchunks);
         hg->chunk_done = &chunk_done;
+        hg->prefetch = (version == 9 || version == 10) ? prefetch : 0;
+        int ngroups = (n_host + scatter_rows - 1) / scatter_rows + hg->nchunks + 1;
+        scat_ev.resize((size_t)ngroups);
+        for (auto &e : scat_ev) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
         for (int t = 0; t < host_threads; t++) hg->threads.emplace_back(&host_gather::worker, hg, t);
     }
     int bulk_smem = BULK_WARPS * BULK_STAGES * BULK_BATCH * (int)((stride + 127) & ~(size_t)127);
@@ -493,6 +775,57 @@ int bench_fetch(bench_env *env, const bench_params &p)
             CUDA_LAUNCH_CHECK();
             break;
         }
+        case 9:
+        case 10: {
+            const int zc_sms = version == 10 ? sms - scatter_sms : 0, sc_sms = version == 10 ? scatter_sms : sms;
+            if (version == 10 && n_host < n) {
+                if (row_bytes % 16 == 0)
+                    fetch_rows_kernel<uint4, 1, false, 1024><<<zc_sms, 1024, 0, zc_stream>>>(
+                        pool_dev, stride, rr + n_host, ss + n_host, n - n_host, row_bytes, hot_d, stride);
+                else
+                    fetch_rows_kernel<uint2, 1, false, 1024><<<zc_sms, 1024, 0, zc_stream>>>(
+                        pool_dev, stride, rr + n_host, ss + n_host, n - n_host, row_bytes, hot_d, stride);
+                CUDA_LAUNCH_CHECK();
+            }
+            if (n_host == 0) break;
+            hg->pool = pool; hg->pool_stride = stride; hg->row_bytes = (size_t)row_bytes;
+            hg->rows = rows_h.data() + (size_t)s * n; hg->n = n_host; hg->chunk_rows = chunk_rows;
+            hg->staging = stage_h;
+            for (auto &c : chunk_done) c.store(0, std::memory_order_relaxed);
+            hg->generation.fetch_add(1, std::memory_order_release);
+            /* Each group of about scatter_rows copied rows is scattered on its own stream once its
+             * copies are done, while the next chunks are gathered and copied. */
+            int s0 = 0, g = 0;
+            for (int c = 0; c < hg->nchunks; c++) {
+                while (chunk_done[c].load(std::memory_order_acquire) < host_threads) { }
+                int c0 = c * chunk_rows, c1 = std::min(n_host, c0 + chunk_rows);
+                cudaCheck(cudaMemcpyAsync(stage_d + (size_t)c0 * row_bytes, stage_h + (size_t)c0 * row_bytes,
+                                          (size_t)(c1 - c0) * row_bytes, cudaMemcpyHostToDevice, stream));
+                if (c1 - s0 >= scatter_rows || c1 == n_host) {
+                    cudaCheck(cudaEventRecord(scat_ev[(size_t)g], stream));
+                    cudaCheck(cudaStreamWaitEvent(scat_stream, scat_ev[(size_t)g], 0));
+                    if (row_bytes % 16 == 0)
+                        scatter_rows_vec_kernel<uint4><<<sc_sms, 1024, 0, scat_stream>>>(
+                            stage_d + (size_t)s0 * row_bytes, row_bytes, ss + s0, c1 - s0, hot_d, stride);
+                    else
+                        scatter_rows_vec_kernel<uint2><<<sc_sms, 1024, 0, scat_stream>>>(
+                            stage_d + (size_t)s0 * row_bytes, row_bytes, ss + s0, c1 - s0, hot_d, stride);
+                    CUDA_LAUNCH_CHECK();
+                    s0 = c1;
+                    g++;
+                }
+            }
+            break;
+        }
+        case 8:
+            /* The counters are reset inside the timed region: part of the version's cost. */
+            cudaCheck(cudaMemsetAsync(ctr_d, 0, 2 * sizeof(unsigned int), stream));
+            if (row_bytes % 16 == 0)
+                fetch_window_kernel<uint4, 4, 512><<<sms, 512, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride, window, ctr_d);
+            else
+                fetch_window_kernel<uint2, 4, 512><<<sms, 512, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride, window, ctr_d);
+            CUDA_LAUNCH_CHECK();
+            break;
         default:
             fprintf(stderr, "dhbench: fetch: unknown version %d\n", version);
             exit(1);
@@ -525,15 +858,19 @@ int bench_fetch(bench_env *env, const bench_params &p)
     r.rows = n;
     r.sms = sms;
     r.pool_bytes = (long long)pool_bytes;
-    r.pattern = pattern + (pages == "thp" ? "+thp" : "") +
-                (version >= 6 ? "+threads" + std::to_string(host_threads) : "") +
-                (version == 7 ? "+host" + std::to_string(host_share).substr(0, 4) : "");
+    r.pattern = pattern + (pages != "pinned" ? "+" + pages : "") +
+                (reg_gb > 0 ? "+reg" + std::to_string(reg_gb).substr(0, 4) + "g" : "") +
+                (version == 8 ? "+win" + std::to_string(window) : "") +
+                (host_path ? "+threads" + std::to_string(host_threads) : "") +
+                ((version == 9 || version == 10) ? "+pf" + std::to_string(prefetch) : "") +
+                (version == 10 ? "+scat" + std::to_string(scatter_sms) : "") +
+                (hybrid ? "+host" + std::to_string(host_share).substr(0, 4) : "");
     r.bytes = (double)batch_bytes;
     r.ceiling_name = "h2d_memcpy_pinned";
     r.ceiling_value = env->h2d_gbps;
     r.checked = ok;
     if (ok) {
-        bench_timing t = version >= 6 ? bench_time_wall(env, launch) : bench_time(env, launch);
+        bench_timing t = host_path ? bench_time_wall(env, launch) : bench_time(env, launch);
         r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
     }
     bench_emit(env, r);
@@ -545,8 +882,11 @@ int bench_fetch(bench_env *env, const bench_params &p)
         cudaCheck(cudaFreeHost(stage_h));
         cudaCheck(cudaFree(stage_d));
     }
+    for (auto &e : scat_ev) cudaCheck(cudaEventDestroy(e));
+    cudaCheck(cudaStreamDestroy(scat_stream));
     cudaCheck(cudaStreamDestroy(stream));
     cudaCheck(cudaStreamDestroy(zc_stream));
+    cudaCheck(cudaFree(ctr_d));
     cudaCheck(cudaFree(rows_d));
     cudaCheck(cudaFree(slots_d));
     cudaCheck(cudaFree(hot_d));
@@ -555,8 +895,5 @@ int bench_fetch(bench_env *env, const bench_params &p)
 
 void bench_fetch_release(void)
 {
-    if (!g_pool.ptr) return;
-    if (g_pool.pages == "pinned") cudaCheck(cudaFreeHost(g_pool.ptr));
-    else { cudaCheck(cudaHostUnregister(g_pool.ptr)); munmap(g_pool.ptr, g_pool.bytes); }
-    g_pool.ptr = nullptr;
+    pool_free();
 }

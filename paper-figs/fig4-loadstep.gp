@@ -7,20 +7,21 @@ set terminal pngcairo size 1000,760 font ",11"
 set output "fig4-loadstep.png"
 set datafile separator "\t"
 mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/loadstep-marks.tsv"))
-tstep = mark("step_time_s")
-set multiplot layout 2,1 title sprintf("Load step: GLM-5.3, 100K context, concurrency %d -> %d (one decode GPU of 8)", mark("conc_low"), mark("conc_high"))
+levels = system("awk -F'\\t' '$1==\"levels\"{print $2}' data/loadstep-marks.tsv")
+set multiplot layout 2,1 title "Load steps: GLM-5.3, 100K context, instance concurrency " . levels . " (one decode GPU of 8)"
 set grid
 set key top right
 set xlabel "simulated time (s)"
 set ylabel "host fetches (% of selected rows)"
 set yrange [0:*]
-set arrow 1 from tstep, graph 0 to tstep, graph 1 nohead dt 2 lc rgb "gray40"
+set arrow 1 from mark("step1_s"), graph 0 to mark("step1_s"), graph 1 nohead dt 2 lc rgb "gray40"
+set arrow 2 from mark("step2_s"), graph 0 to mark("step2_s"), graph 1 nohead dt 2 lc rgb "gray40"
 plot "data/loadstep-fetch.tsv" index 0 using 1:2 with lines lw 2 title "Adaptive", \
      "" index 1 using 1:2 with lines lw 2 title "HiSparse (fixed budget)", \
      mark("seed_hisparse_pct") with lines dt 3 lc rgb "black" title "seed: HiSparse budget", \
      mark("seed_adaptive_pct") with lines dt 4 lc rgb "dark-green" title "seed: Adaptive at low load"
 set ylabel "HBM of the GPU (GB)"
-set key bottom right
+set key top left opaque box
 plot "data/loadstep-hbm.tsv" using 1:5:4 with filledcurves lc rgb "#66c2a5" title "optional rows", \
      "" using 1:4:3 with filledcurves lc rgb "#fc8d62" title "protected rows", \
      "" using 1:3:2 with filledcurves lc rgb "#8da0cb" title "indexer keys", \

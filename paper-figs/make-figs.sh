@@ -93,12 +93,13 @@ fig3() {
 }
 
 fig4() {
-    # Low load (2 requests per GPU) long enough for optional residency to fill,
-    # then the instance steps to concurrency 128 (16 per GPU).
-    low=16; high=128; t_step=6
+    # Low load (2 requests per GPU) long enough for optional residency to
+    # fill, then the instance steps to concurrency 128 (16 per GPU), then to
+    # 960 (120 per GPU), where admission needs the memory optional rows hold.
+    levels="16,128,960"; times="0,6,12"
     run --policy adaptive,hisparse --steps 700 --quiet \
-        --set workload.mode=step --set workload.step_times=0,$t_step \
-        --set workload.step_concurrency=$low,$high --set workload.output_len=2000 \
+        --set workload.mode=step --set workload.step_times=$times \
+        --set workload.step_concurrency=$levels --set workload.output_len=2000 \
         --set workload.output_len_max=2000 \
         --json paper-figs/data/loadstep.json --timeline paper-figs/data/loadstep
     for p in adaptive hisparse; do
@@ -113,7 +114,8 @@ fig4() {
         awk -F'\t' '{ a = ($2 + $3) / 1e9; b = a + $4 / 1e9; c = b + $5 / 1e9; d = c + $6 / 1e9
                       printf "%.4f\t%.3f\t%.3f\t%.3f\t%.3f\n", $1, a, b, c, d }' > data/loadstep-hbm.tsv
     {
-        printf 'step_time_s\t%s\nconc_low\t%s\nconc_high\t%s\n' $t_step $low $high
+        printf 'levels\t%s\ntimes\t%s\n' "$levels" "$times"
+        echo "$times" | tr ',' '\n' | awk 'NR > 1 { printf "step%d_s\t%s\n", NR - 1, $1 }'
         printf 'seed_hisparse_pct\t%s\n' "$(seed result4 hisparse_budget_fetch_pct)"
         printf 'seed_adaptive_pct\t%s\n' "$(seed result4 adaptive_low_load_fetch_pct)"
     } > data/loadstep-marks.tsv

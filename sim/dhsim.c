@@ -154,7 +154,9 @@ static double stat_of(const sim_result *r, const char *s)
 }
 
 /* Largest per-GPU concurrency whose TPOT statistic meets bound (bisection;
- * assumes latency does not fall as concurrency rises). */
+ * assumes latency does not fall as concurrency rises). A concurrency that
+ * memory cannot admit does not meet any bound: its waiting requests never get
+ * a token, so the search stops where admission stops growing the batch. */
 static int search(run_spec *spec, const column *col, double bound_s, const char *stat, double dp, uint32_t *best, sim_result *best_res)
 {
     run_spec one = *spec;
@@ -171,10 +173,10 @@ static int search(run_spec *spec, const column *col, double bound_s, const char 
     for (;;) {
         snprintf(buf, sizeof buf, "workload.concurrency=%.0f", hi * dp);
         if (run_all(&one, &r) < 0) return -1;
-        int ok = stat_of(&r, stat) <= bound_s;
         int saturated = r.mean_active < 0.98 * hi; /* admission stopped growing the batch */
+        int ok = !saturated && stat_of(&r, stat) <= bound_s;
         if (ok) { lo = hi; *best = hi; sim_result_release(best_res); *best_res = r; } else sim_result_release(&r);
-        if (!ok || saturated || hi >= 65536) break;
+        if (!ok || hi >= 65536) break;
         hi *= 2;
     }
     if (lo == hi) return 0;
@@ -182,7 +184,7 @@ static int search(run_spec *spec, const column *col, double bound_s, const char 
         uint32_t mid = lo + (hi - lo) / 2;
         snprintf(buf, sizeof buf, "workload.concurrency=%.0f", mid * dp);
         if (run_all(&one, &r) < 0) return -1;
-        if (stat_of(&r, stat) <= bound_s) { lo = mid; *best = mid; sim_result_release(best_res); *best_res = r; }
+        if (r.mean_active >= 0.98 * mid && stat_of(&r, stat) <= bound_s) { lo = mid; *best = mid; sim_result_release(best_res); *best_res = r; }
         else { hi = mid; sim_result_release(&r); }
     }
     return 0;

@@ -64,3 +64,15 @@ if [ -n "$per_gpu" ] && [ "$per_gpu" -ge 1 ]; then
   if awk -v a="$ok" -v b="$next" 'BEGIN { exit !(a <= 20 && b > 20) }'; then echo "PASS search_latency_bound"
   else echo "FAIL search_latency_bound (per GPU $per_gpu: p50 $ok ms; $((per_gpu + 1)): $next ms)"; fi
 else echo "FAIL search_latency_bound (no result: $(cat "$tmp/err"))"; fi
+
+# --search-latency under a memory limit: a concurrency that HBM cannot admit
+# never meets a bound (its waiting requests get no tokens), so with a bound no
+# run misses, the result is the largest concurrency admitted in full.
+search_mem="--steps 4 --set workload.output_len=8 --set instance.weights_per_gpu_bytes=140e9 --policy hisparse"
+per_gpu=$("$bin" $search_mem --search-latency 100000 2>"$tmp/err" | awk '$1 == "hisparse" { print $3 }')
+active_at() { "$bin" $search_mem --concurrency "$1" --quiet --json - | tr ',' '\n' | awk -F': ' '/"mean_active"/ { print $2 }'; }
+if [ -n "$per_gpu" ] && [ "$per_gpu" -ge 1 ]; then
+  a=$(active_at $((per_gpu * 8))); b=$(active_at $(((per_gpu + 1) * 8)))
+  if awk -v p="$per_gpu" -v a="$a" -v b="$b" 'BEGIN { exit !(a >= p && b < p + 1) }'; then echo "PASS search_latency_admitted"
+  else echo "FAIL search_latency_admitted (per GPU $per_gpu: admitted $a; at $((per_gpu + 1)): $b)"; fi
+else echo "FAIL search_latency_admitted (no result: $(cat "$tmp/err"))"; fi

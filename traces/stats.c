@@ -1,32 +1,70 @@
 /* stats.c: locality statistics of selection streams; see stats.h for the
  * definitions and the cache model.
  *
- * Design. Streams are analysed one at a time, request-major. The streaming
- * pass keeps a selection bitset and per-row arrays (when the row last left
- * the selection, its LRU key) and does O(changed rows · log rows) work per
- * position: Mattson's stack algorithm for LRU at every budget, reuse
- * distances, the union of the last q selections, and the step overlap. It
- * also appends the deltas to an in-memory log of the stream (4 bytes per
- * changed row), which serves two later uses: the fixed-budget policies (FIFO,
- * random, Belady, which needs the future) replay it, and the next group of
- * the same request replays the previous group's log in lockstep to measure
- * the cross-group overlap. Memory is bounded by one stream's log plus per-row
- * arrays of the longest context, never by the trace.
+ * Design. Streams are analysed one at a time, request-major. Each stream is
+ * read once into an in-memory delta log (4 bytes per changed row) while the
+ * streaming pass measures LRU at every budget, reuse distances, the union of
+ * the last q selections and the step overlap; the fixed-budget policies then
+ * replay that one log (no policy decodes the stream again), each policy
+ * simulating all its budgets in one pass so that a position's rows are read
+ * once and stay in cache, and the next group of the same request replays the
+ * previous group's log in lockstep to measure the cross-group overlap. Memory
+ * is bounded by one stream's log plus per-row arrays of the longest context,
+ * never by the trace.
  *
- * Mattson with whole-selection accesses. LRU orders rows by (last position
- * selected, row index). The rows selected at t-1 share the newest key, so
- * they are exactly the top n_sel(t-1) of the stack and never miss at any
- * budget >= k; only rows entering at t can miss. A row that is not selected
- * has a fixed key from the moment it left, so the stack below the current
- * selection is the sequence of leave events: each leaving row gets the next
- * number of a per-stream counter (rows leaving at one position numbered in
- * ascending row order, which realises the tie rule), and a Fenwick tree over
- * these numbers counts, for an entering row x, the rows that left after it
- * and are still out. Its stack distance is d = n_sel(t-1) + that count + 1,
- * and it misses at budget B iff d > B. All entering rows of a position are
- * ranked before any is taken out of the tree (the accesses are simultaneous).
- * The counter is compacted (live leave events renumbered in order) when it
- * reaches the tree's capacity, so the tree stays at twice the context. */
+ * Only rows entering or leaving the selection cost work, and every structure
+ * is sized so the hot part stays in cache (about 1,200 changed rows per
+ * position on a 100K-row context; a per-row array of the context is 400 KB):
+ *
+ * LRU, Mattson with whole-selection accesses. LRU orders rows by (last
+ * position selected, row index). The rows selected at t-1 share the newest
+ * key, so they are exactly the top n_sel(t-1) of the stack and never miss at
+ * any budget >= k; only rows entering at t can miss. A row that is not
+ * selected has a fixed key from the moment it left, so the stack below the
+ * current selection is the sequence of leave events, numbered by their index
+ * in the delta log (a position's removed rows are stored in ascending row
+ * order, which realises the tie rule). For an entering row x the rows that
+ * left after it and are still out are counted in two parts: whole later
+ * positions from a Fenwick tree of live leave events per position (one entry
+ * per position, so it stays in L1), and the rows of x's own leave position
+ * that follow x by a popcount over a bitset of live leave events. Its stack
+ * distance is d = n_sel(t-1) + that count + 1, and it misses at budget B iff
+ * d > B. All entering rows of a position are ranked before any is taken out
+ * (the accesses are simultaneous). O(log positions + changed rows / 64) per
+ * entering row, O(1) per leaving row.
+ *
+ * Budgets that need no simulation. If B is at least the number of distinct
+ * rows the stream ever selects, nothing is ever evicted and every policy
+ * misses exactly the first-time rows; if every position selects exactly B
+ * rows, the buffer always equals the selection and every policy misses
+ * exactly the entering rows. Both hold for a whole stream or not at all, and
+ * are checked from the log, so the common default budget B = k costs nothing.
+ *
+ * FIFO: a ring of insertion numbers per budget with a bitset over the numbers
+ * marking the evictable ones (resident, not selected); a cursor never passes
+ * the earliest of them, so the victim is found by scanning words from the
+ * cursor. Numbers are compacted when they reach 2B + 64. O(1) per changed
+ * row and per miss, amortised.
+ *
+ * Random: the evictable rows of each budget are a bitset over rows with a
+ * count per 512-row block; a position that evicts builds a Fenwick tree over
+ * the block counts (about 200 entries) and finds each victim, the j-th
+ * evictable row in row order, by descending the tree and scanning at most 8
+ * words. O(1) per changed row, O(log blocks + 8) per eviction.
+ *
+ * Belady MIN by counting. A row that leaves the selection at t with next
+ * selection u (from one backward pass over the log) joins bucket u of the
+ * evictable rows (a bucket past the end stands for "never again"). At u every
+ * row of bucket u is selected again: it is a hit if still resident, and
+ * every other entering row misses. Eviction takes the furthest bucket first.
+ * Which rows of one bucket are evicted cannot change any later miss count
+ * (they are not accessed before u and are all selected at u), so only the
+ * number evicted from each bucket matters: the pushes per bucket are shared
+ * by all budgets, each budget keeps an evicted count per bucket and a bitmap
+ * of non-empty buckets, and no row identity is stored. The counts equal those
+ * of MIN with the tie rule of stats.h (tests/test_stats.c compares them with
+ * a plain implementation that uses the rule). O(1) per leaving row, shared;
+ * O(buckets touched) per budget and position. */
 #include "traces/stats.h"
 #include "common/dh_err.h"
 #include "common/rng.h"
@@ -94,36 +132,108 @@ static uint32_t budget_rows(const stats_budget *b, uint32_t k)
     return b->k_mult > 0 ? (uint32_t)ceil(b->k_mult * k - 1e-9) : b->rows;
 }
 
+
+/* Grow *p to hold at least need elements of size sz (contents kept, new part zeroed). */
+static void grow(void *pp, size_t *cap, size_t need, size_t sz)
+{
+    void **p = pp;
+    if (need <= *cap && *p) return;
+    size_t n = *cap ? *cap : 64;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, n * sz);
+    if (!q) { fprintf(stderr, "out of memory\n"); abort(); }
+    memset((char *)q + *cap * sz, 0, (n - *cap) * sz);
+    *p = q;
+    *cap = n;
+}
+
+/* ---------------------------------------------------------------- bitsets */
+
+static inline int bget(const uint64_t *b, uint64_t i) { return (int)((b[i >> 6] >> (i & 63)) & 1); }
+static inline void bset(uint64_t *b, uint64_t i) { b[i >> 6] |= 1ull << (i & 63); }
+static inline void bclr(uint64_t *b, uint64_t i) { b[i >> 6] &= ~(1ull << (i & 63)); }
+
+/* Population count without relying on the popcnt instruction (the build
+ * targets baseline x86-64, where __builtin_popcountll is a library call). */
+static inline uint32_t popc(uint64_t x) { return (uint32_t)__builtin_popcountll(x); }
+static inline uint32_t popc_swar(uint64_t x)
+{
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* Position of the set bit of rank r (0-based) in w, which has more than r
+ * set bits: byte prefix counts locate the byte without branches (Vigna,
+ * "Broadword implementation of rank/select queries", 2008). */
+static inline uint32_t select64(uint64_t w, uint32_t r)
+{
+    const uint64_t L8 = 0x0101010101010101ull, H8 = 0x8080808080808080ull;
+    uint64_t x = w - ((w >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    uint64_t upto = x * L8;                          /* byte i: set bits in bytes 0..i */
+    uint64_t gt = ((upto | H8) - (uint64_t)(r + 1) * L8) & H8; /* bytes with upto > r */
+    uint32_t byte = (uint32_t)__builtin_ctzll(gt) >> 3;
+    uint32_t rr = r - (uint32_t)(((upto << 8) >> (8 * byte)) & 0xFF);
+    uint64_t v = (w >> (8 * byte)) & 0xFF;
+    for (; rr; rr--) v &= v - 1;
+    return 8 * byte + (uint32_t)__builtin_ctzll(v);
+}
+
+/* Set bits in [a, b). */
+static inline uint32_t bcount(const uint64_t *bits, uint64_t a, uint64_t b)
+{
+    if (a >= b) return 0;
+    uint64_t wa = a >> 6, wb = (b - 1) >> 6;
+    uint64_t lo = ~0ull << (a & 63), hi = ~0ull >> (63 - ((b - 1) & 63));
+    if (wa == wb) return popc(bits[wa] & lo & hi);
+    uint32_t n = popc(bits[wa] & lo);
+    for (uint64_t w = wa + 1; w < wb; w++) n += popc(bits[w]);
+    return n + popc(bits[wb] & hi);
+}
+
 /* ---------------------------------------------------------------- Fenwick */
 
 typedef struct {
     int32_t *t;
-    uint32_t n; /* capacity; indices 1..n */
+    size_t cap;   /* allocated entries */
+    uint32_t n;   /* indices 1..n */
+    uint32_t top; /* the largest power of two <= n */
 } fenwick;
 
-static void fw_init(fenwick *f, uint32_t n) { f->n = n; f->t = xcalloc(n + 1, sizeof(int32_t)); }
-static void fw_clear(fenwick *f) { memset(f->t, 0, (f->n + 1) * sizeof(int32_t)); }
+static void fw_size(fenwick *f, uint32_t n)
+{
+    grow(&f->t, &f->cap, (size_t)n + 1, sizeof *f->t);
+    f->n = n;
+    for (f->top = 1; f->top * 2 <= n; f->top *= 2) {}
+}
 static inline void fw_add(fenwick *f, uint32_t i, int32_t v) { for (; i <= f->n; i += i & -i) f->t[i] += v; }
 static inline int32_t fw_prefix(const fenwick *f, uint32_t i) { int32_t s = 0; for (; i; i -= i & -i) s += f->t[i]; return s; }
-/* Smallest i with prefix(i) >= rank (1-based; the tree must hold that many). */
-static inline uint32_t fw_select(const fenwick *f, int32_t rank)
+/* Build over cnt[0..n) in O(n). */
+static void fw_build(fenwick *f, const int32_t *cnt)
 {
-    uint32_t pos = 0, step = 1;
-    while (step * 2 <= f->n) step *= 2;
-    for (; step; step >>= 1)
-        if (pos + step <= f->n && f->t[pos + step] < rank) { pos += step; rank -= f->t[pos]; }
-    return pos + 1;
-}
-static inline uint32_t fw_first(const fenwick *f) { return fw_select(f, 1); }
-/* Build from a 0/1 array in O(n). */
-static void fw_build(fenwick *f, const uint8_t *live, uint32_t n)
-{
-    fw_clear(f);
-    for (uint32_t i = 1; i <= n; i++) f->t[i] += live[i];
+    f->t[0] = 0;
+    memcpy(f->t + 1, cnt, f->n * sizeof *cnt);
     for (uint32_t i = 1; i <= f->n; i++) {
         uint32_t j = i + (i & -i);
         if (j <= f->n) f->t[j] += f->t[i];
     }
+}
+/* The element (0-based) holding unit `rank` (0-based) of the total; *rem
+ * receives the rank within that element. */
+static inline uint32_t fw_find(const fenwick *f, uint32_t rank, uint32_t *rem)
+{
+    uint32_t pos = 0;
+    for (uint32_t step = f->top; step; step >>= 1) {
+        uint32_t nx = pos + step, v = nx <= f->n ? (uint32_t)f->t[nx] : UINT32_MAX;
+        int take = v <= rank; /* written for conditional moves: the descent is unpredictable */
+        pos = take ? nx : pos;
+        rank -= take ? v : 0;
+    }
+    *rem = rank;
+    return pos;
 }
 
 /* ---------------------------------------------------------------- stream log */
@@ -139,7 +249,7 @@ typedef struct {
 
 static void slog_reset(slog *l) { l->n = 0; l->positions = 0; }
 
-static void slog_push(slog *l, const sel_delta *d)
+static int slog_push(slog *l, const sel_delta *d)
 {
     if (l->positions + 1 >= l->pos_cap) {
         l->pos_cap = l->pos_cap ? 2 * l->pos_cap : 1024;
@@ -149,6 +259,8 @@ static void slog_push(slog *l, const sel_delta *d)
         if (!l->off || !l->n_add || !l->n_sel) abort();
     }
     size_t need = l->n + d->n_added + d->n_removed;
+    /* Leave events are named by their 32-bit log index. */
+    if (need >= UINT32_MAX) return dh_err("stats: a stream changes more than 4G rows; analyse fewer positions (--positions)");
     if (need > l->cap) {
         while (l->cap < need) l->cap = l->cap ? 2 * l->cap : 65536;
         l->rows = realloc(l->rows, l->cap * sizeof *l->rows);
@@ -162,92 +274,162 @@ static void slog_push(slog *l, const sel_delta *d)
     l->n_sel[l->positions] = d->n_sel;
     l->positions++;
     l->off[l->positions] = l->n;
+    return 0;
 }
 
 static void slog_free(slog *l) { free(l->rows); free(l->off); free(l->n_add); free(l->n_sel); }
 
+/* ---------------------------------------------------------------- policy state */
+
+/* FIFO at one budget. */
+typedef struct {
+    uint32_t budget, cap, next, count, cursor;
+    uint32_t *slot;       /* [rows] insertion number of a resident row, 0 if not resident */
+    uint32_t *slot_row;   /* [cap + 1] row of each insertion number */
+    uint64_t *ev, *ev_tmp;/* bit per insertion number: resident and not selected */
+    size_t slot_cap, slot_row_cap, ev_cap, ev_tmp_cap;
+    uint64_t miss;
+} fifo_sim;
+
+#define RND_BLOCK_SHIFT 9 /* 512 rows (8 words) per block of the random policy's counts */
+
+/* Random at one budget. */
+typedef struct {
+    uint32_t budget, count, n_ev;
+    uint64_t *evictable;  /* bitset over rows: resident and not selected */
+    int32_t *block;       /* evictable rows per block */
+    size_t evictable_cap, block_cap;
+    fenwick fw;           /* over block, built at positions that evict */
+    rng_stream rng;
+    uint64_t miss;
+} random_sim;
+
+/* Belady at one budget: evicted rows per bucket and the non-empty buckets. */
+typedef struct {
+    uint32_t budget, top;  /* top: no non-empty bucket lies in a word above it */
+    uint64_t resident;
+    uint32_t *evicted;     /* [positions + 1] */
+    uint64_t *nonempty;
+    size_t evicted_cap, nonempty_cap;
+    uint64_t miss;
+} belady_sim;
+
 /* ---------------------------------------------------------------- analysis state */
 
 typedef struct {
+    uint32_t leave; /* position the row last left, NEVER or SELECTED */
+    uint32_t ev;    /* log index of that leave event */
+} row_state;
+
+/* The LRU stack below the selection: leave events numbered in order, a bit
+ * per event that is still live (its row has not been selected again), the
+ * live events per block of 256 and, per block, the live events in all
+ * blocks before it. The prefix is rebuilt lazily from the lowest block whose
+ * count changed, once per position before the ranks are read: rows re-enter
+ * mostly a few positions after leaving, so that is a short tail of blocks. */
+#define EV_BLOCK_SHIFT 8
+
+typedef struct {
+    uint64_t *live;       /* bit per event */
+    int32_t *count;       /* live events per block */
+    uint32_t *before;     /* live events in the blocks before b, valid for b < before_valid */
+    size_t live_cap, count_cap, before_cap;
+    uint32_t before_valid, n_ev, n_live;
+} lru_stack;
+
+typedef struct {
     uint32_t max_rows;
+    size_t words;         /* of a bitset over rows */
     uint64_t *sel;        /* current selection */
-    uint32_t *leave;      /* position the row last left, NEVER or SELECTED */
-    uint32_t *lru_seq;    /* leave-event number of a row that is out */
-    uint32_t *seq_row;    /* [cap + 1] row of each leave-event number (or NEVER) */
-    uint8_t *live;        /* scratch for compaction */
-    fenwick fw;
-    uint32_t next_seq, n_live;
-    uint32_t *rank;       /* scratch: stack distance of each entering row */
-    uint32_t rank_cap;
+    row_state *row;       /* [max_rows] */
+    lru_stack lru;
+    uint32_t *dist;       /* scratch: stack distance of each entering row */
+    size_t dist_cap;
     uint32_t left_at[STATS_MAX_Q]; /* rows that left at position p (slot p % Q) and are still out */
     /* Cross-group: the previous group's selection replayed from its log. */
     uint64_t *prev_sel;
     /* Fixed-budget policies. */
-    uint64_t *res;        /* resident */
-    uint32_t *pslot;      /* FIFO: insertion number of a resident row */
-    uint32_t *nextuse;    /* Belady: per log entry of a removal, the next position it is added */
-    size_t nextuse_cap;
-    uint32_t *next_add;   /* Belady scratch per row */
+    fifo_sim fifo[STATS_MAX_BUDGETS];
+    random_sim rnd[STATS_MAX_BUDGETS];
+    belady_sim bel[STATS_MAX_BUDGETS];
+    uint32_t *key;        /* Belady: per log index of a leave event, the next position the row is selected */
+    uint32_t *next_add;   /* [max_rows] scratch of the backward pass */
+    uint32_t *pushed;     /* [positions + 1] leave events per bucket */
+    uint32_t *stamp, *touched; /* [positions + 1] the buckets one position pushes to */
+    size_t key_cap, pushed_cap, stamp_cap, touched_cap;
 } sstate;
-
-static inline int bget(const uint64_t *b, uint32_t i) { return (int)((b[i >> 6] >> (i & 63)) & 1); }
-static inline void bset(uint64_t *b, uint32_t i) { b[i >> 6] |= 1ull << (i & 63); }
-static inline void bclr(uint64_t *b, uint32_t i) { b[i >> 6] &= ~(1ull << (i & 63)); }
 
 static void sstate_init(sstate *s, uint32_t max_rows)
 {
     memset(s, 0, sizeof *s);
     s->max_rows = max_rows;
-    size_t words = (max_rows + 63) / 64;
-    s->sel = xcalloc(words, 8);
-    s->prev_sel = xcalloc(words, 8);
-    s->res = xcalloc(words, 8);
-    s->leave = xcalloc(max_rows, sizeof(uint32_t));
-    s->lru_seq = xcalloc(max_rows, sizeof(uint32_t));
-    s->pslot = xcalloc(max_rows, sizeof(uint32_t));
-    s->next_add = xcalloc(max_rows, sizeof(uint32_t));
-    uint32_t cap = 2 * max_rows + 64;
-    fw_init(&s->fw, cap);
-    s->seq_row = xcalloc(cap + 1, sizeof(uint32_t));
-    s->live = xcalloc(cap + 1, 1);
+    /* Rounded up to whole 512-row blocks so the random policy's block scan stays inside. */
+    s->words = ((size_t)max_rows + 511) / 512 * 8;
+    s->sel = xcalloc(s->words, 8);
+    s->prev_sel = xcalloc(s->words, 8);
+    s->row = xcalloc(max_rows, sizeof *s->row);
+    s->next_add = xcalloc(max_rows, sizeof *s->next_add);
 }
 
 static void sstate_free(sstate *s)
 {
-    free(s->sel); free(s->prev_sel); free(s->res); free(s->leave); free(s->lru_seq);
-    free(s->pslot); free(s->next_add); free(s->fw.t); free(s->seq_row); free(s->live);
-    free(s->rank); free(s->nextuse);
+    free(s->sel); free(s->prev_sel); free(s->row); free(s->lru.live); free(s->lru.count); free(s->lru.before);
+    free(s->dist); free(s->key); free(s->next_add); free(s->pushed); free(s->stamp); free(s->touched);
+    for (int b = 0; b < STATS_MAX_BUDGETS; b++) {
+        free(s->fifo[b].slot); free(s->fifo[b].slot_row); free(s->fifo[b].ev); free(s->fifo[b].ev_tmp);
+        free(s->rnd[b].evictable); free(s->rnd[b].block); free(s->rnd[b].fw.t);
+        free(s->bel[b].evicted); free(s->bel[b].nonempty);
+    }
 }
 
 static void sstate_reset(sstate *s)
 {
-    size_t words = (s->max_rows + 63) / 64;
-    memset(s->sel, 0, words * 8);
-    for (uint32_t i = 0; i < s->max_rows; i++) s->leave[i] = NEVER;
-    fw_clear(&s->fw);
-    s->next_seq = 0;
-    s->n_live = 0;
+    memset(s->sel, 0, s->words * 8);
+    for (uint32_t i = 0; i < s->max_rows; i++) s->row[i].leave = NEVER;
+    lru_stack *L = &s->lru;
+    size_t used = ((size_t)L->n_ev >> EV_BLOCK_SHIFT) + 1;
+    if (L->live) memset(L->live, 0, used * (1u << EV_BLOCK_SHIFT) / 8);
+    if (L->count) memset(L->count, 0, used * sizeof *L->count);
+    L->before_valid = L->n_ev = L->n_live = 0;
     memset(s->left_at, 0, sizeof s->left_at);
 }
 
-/* Renumber the live leave events 1..n_live in order and rebuild the tree. */
-static void lru_compact(sstate *s)
+/* Room for n more events. */
+static void lru_reserve(lru_stack *L, uint32_t n)
 {
-    uint32_t n = 0;
-    for (uint32_t q = 1; q <= s->next_seq; q++) {
-        uint32_t row = s->seq_row[q];
-        if (row != NEVER && s->leave[row] != SELECTED && s->lru_seq[row] == q) {
-            n++;
-            s->seq_row[n] = row;
-            s->lru_seq[row] = n;
-        }
-    }
-    DH_BUG_ON(n != s->n_live);
-    for (uint32_t q = n + 1; q <= s->fw.n; q++) s->seq_row[q] = NEVER;
-    memset(s->live, 0, s->fw.n + 1);
-    memset(s->live + 1, 1, n);
-    fw_build(&s->fw, s->live, s->fw.n);
-    s->next_seq = n;
+    size_t blocks = (((size_t)L->n_ev + n) >> EV_BLOCK_SHIFT) + 1;
+    grow(&L->live, &L->live_cap, blocks << (EV_BLOCK_SHIFT - 6), 8);
+    grow(&L->count, &L->count_cap, blocks, sizeof *L->count);
+    grow(&L->before, &L->before_cap, blocks, sizeof *L->before);
+}
+
+/* Make before[] valid for every block: O(blocks since the lowest change). */
+static void lru_prefix(lru_stack *L)
+{
+    uint32_t nb = (L->n_ev >> EV_BLOCK_SHIFT) + 1, b = L->before_valid ? L->before_valid : 1;
+    L->before[0] = 0;
+    for (; b < nb; b++) L->before[b] = L->before[b - 1] + (uint32_t)L->count[b - 1];
+    L->before_valid = nb;
+}
+
+/* Live events numbered <= e: the block prefix plus a masked popcount of the
+ * block's 4 words (branch-free: the ranks of one position are unpredictable). */
+static inline uint32_t lru_rank(const lru_stack *L, uint32_t e)
+{
+    uint32_t b = e >> EV_BLOCK_SHIFT, wi = (e >> 6) & 3, n = L->before[b];
+    const uint64_t *w = L->live + ((size_t)b << (EV_BLOCK_SHIFT - 6));
+    uint64_t last = ~0ull >> (63 - (e & 63));
+    for (uint32_t i = 0; i < 4; i++) n += popc(w[i] & (i < wi ? ~0ull : i == wi ? last : 0));
+    return n;
+}
+
+static inline void lru_kill(lru_stack *L, uint32_t e)
+{
+    uint32_t b = e >> EV_BLOCK_SHIFT;
+    bclr(L->live, e);
+    L->count[b]--;
+    L->n_live--;
+    if (b + 1 < L->before_valid) L->before_valid = b + 1;
 }
 
 /* ---------------------------------------------------------------- report helpers */
@@ -277,6 +459,13 @@ typedef struct {
     uint32_t budget[STATS_MAX_BUDGETS]; /* in rows, for the current group */
 } ctx;
 
+/* What the policies need to know of one stream. */
+typedef struct {
+    uint64_t added, cold;  /* over positions >= 1 */
+    uint64_t distinct;     /* rows ever selected */
+    uint32_t same_sel;     /* the number of rows every position selects, or UINT32_MAX */
+} stream_sum;
+
 static int check_delta(const sel_delta *d, const sstate *s, uint32_t req, uint32_t g, uint32_t expect_pos)
 {
     if (d->pos != expect_pos)
@@ -293,18 +482,41 @@ static int check_delta(const sel_delta *d, const sstate *s, uint32_t req, uint32
     return 0;
 }
 
+/* floor(n / k) by Lemire's multiply-shift (kinv = ceil(2^64 / k); exact for
+ * 32-bit n and k > 1): a 64-bit division per entering row would cost as much
+ * as the rest of its ranking. */
+static inline uint64_t div_k(uint64_t n, uint32_t k, uint64_t kinv)
+{
+    if (kinv && n < (1ull << 32)) return (uint64_t)(((unsigned __int128)kinv * n) >> 64);
+    return n / k;
+}
+
 /* Analyse one stream (LRU, reuse, union, overlap, cross with prev log). */
 static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t g, uint32_t k,
-                       slog *log, const slog *prev, stats_group *gs)
+                       slog *log, const slog *prev, stats_group *gs, stream_sum *sum)
 {
     const stats_options *o = c->o;
     stats_report *r = c->r;
+    lru_stack *L = &s->lru;
     sel_delta d;
     uint32_t t = 0, prev_n_sel = 0, cross_inter = 0;
-    size_t words = (s->max_rows + 63) / 64;
-    memset(s->prev_sel, 0, words * 8);
+    const uint64_t kinv = k > 1 ? UINT64_MAX / k + 1 : 0;
+    /* LRU misses per budget: each re-entering row counts once in over[j],
+     * j = the number of budgets below its stack distance (budgets sorted),
+     * which the end of the stream turns into misses per budget. */
+    const uint32_t nb = o->n_budgets, mrc_last = r->mrc_len - 1;
+    uint32_t sorted[STATS_MAX_BUDGETS], order[STATS_MAX_BUDGETS];
+    uint64_t over[STATS_MAX_BUDGETS + 1] = {0}, *mrc = r->mrc_hist, *reuse_hist = r->reuse_hist;
+    for (uint32_t b = 0; b < nb; b++) {
+        uint32_t j = b;
+        for (; j > 0 && sorted[j - 1] > c->budget[b]; j--) { sorted[j] = sorted[j - 1]; order[j] = order[j - 1]; }
+        sorted[j] = c->budget[b];
+        order[j] = b;
+    }
+    memset(s->prev_sel, 0, s->words * 8);
     sstate_reset(s);
     slog_reset(log);
+    memset(sum, 0, sizeof *sum);
     gs->streams++;
     for (;;) {
         if (o->max_positions && t >= o->max_positions) break;
@@ -312,65 +524,69 @@ static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t
         if (rc < 0) return -1;
         if (rc > 0) break;
         if (check_delta(&d, s, req, g, t) < 0) return -1;
-        slog_push(log, &d);
+        if (slog_push(log, &d) < 0) return -1;
+        lru_reserve(L, d.n_removed);
+        if (t == 0) sum->same_sel = d.n_sel;
+        else if (d.n_sel != sum->same_sel) sum->same_sel = UINT32_MAX;
         if (t > 0) {
             /* Accesses of this position. */
             gs->positions++;
             gs->selected += d.n_sel;
             gs->added += d.n_added;
+            sum->added += d.n_added;
             double ov = (double)(prev_n_sel - d.n_removed) / k;
             if (gs->positions == 1 || ov < gs->overlap_min) gs->overlap_min = ov;
             if (gs->positions == 1 || ov > gs->overlap_max) gs->overlap_max = ov;
             gs->overlap_sum += ov;
             gs->overlap_sq += ov * ov;
             /* Rank every entering row against the stack of t-1 before any
-             * leaves the tree: O(log) each. */
-            if (d.n_added > s->rank_cap) {
-                s->rank_cap = d.n_added * 2;
-                s->rank = realloc(s->rank, s->rank_cap * sizeof *s->rank);
-                if (!s->rank) abort();
-            }
+             * leaves it: O(1) each after the prefix rebuild. */
+            grow(&s->dist, &s->dist_cap, d.n_added, sizeof *s->dist);
+            lru_prefix(L);
             for (uint32_t i = 0; i < d.n_added; i++) {
-                uint32_t x = d.added[i], lv = s->leave[x];
-                if (lv == NEVER) { s->rank[i] = 0; continue; }
-                uint32_t newer = s->n_live - (uint32_t)fw_prefix(&s->fw, s->lru_seq[x]);
-                s->rank[i] = prev_n_sel + newer + 1;
-            }
-            for (uint32_t i = 0; i < d.n_added; i++) {
-                uint32_t x = d.added[i], lv = s->leave[x], dist = s->rank[i];
-                if (lv == NEVER) {
-                    gs->cold++;
-                    for (uint32_t b = 0; b < o->n_budgets; b++) gs->miss[STATS_LRU][b]++;
-                    continue;
-                }
-                fw_add(&s->fw, s->lru_seq[x], -1);
-                s->n_live--;
-                uint64_t bin = ((uint64_t)dist * STATS_MRC_RES + k - 1) / k;
-                if (bin >= r->mrc_len) bin = r->mrc_len - 1;
-                r->mrc_hist[bin]++;
-                for (uint32_t b = 0; b < o->n_budgets; b++) gs->miss[STATS_LRU][b] += dist > c->budget[b];
-                uint32_t reuse = t - lv;
-                r->reuse_hist[31 - __builtin_clz(reuse)]++;
+                const row_state *e = &s->row[d.added[i]];
+                if (e->leave == NEVER) { s->dist[i] = 0; continue; }
+                s->dist[i] = prev_n_sel + L->n_live - lru_rank(L, e->ev) + 1;
             }
         }
-        /* Union bookkeeping and the selection itself. */
+        /* Stack, reuse and union bookkeeping of the entering rows, and the selection itself. */
         s->left_at[t % STATS_MAX_Q] = 0;
         for (uint32_t i = 0; i < d.n_added; i++) {
-            uint32_t x = d.added[i], lv = s->leave[x];
-            if (lv != NEVER && t - lv < STATS_MAX_Q) s->left_at[lv % STATS_MAX_Q]--;
-            s->leave[x] = SELECTED;
+            uint32_t x = d.added[i];
+            row_state *e = &s->row[x];
+            uint32_t lv = e->leave;
+            if (lv == NEVER) {
+                sum->distinct++;
+                if (t > 0) {
+                    gs->cold++;
+                    sum->cold++;
+                    over[nb]++;
+                }
+            } else {
+                uint32_t dist = s->dist[i], j = 0;
+                lru_kill(L, e->ev);
+                uint64_t bin = div_k((uint64_t)dist * STATS_MRC_RES + k - 1, k, kinv);
+                mrc[bin < mrc_last ? bin : mrc_last]++;
+                for (uint32_t b = 0; b < nb; b++) j += dist > sorted[b];
+                over[j]++;
+                uint32_t reuse = t - lv;
+                reuse_hist[31 - __builtin_clz(reuse)]++;
+                if (reuse < STATS_MAX_Q) s->left_at[lv % STATS_MAX_Q]--;
+            }
+            e->leave = SELECTED;
             bset(s->sel, x);
         }
-        if (s->next_seq + d.n_removed > s->fw.n) lru_compact(s);
+        /* Leaving rows become the newest events, in ascending row order (the tie rule). */
         for (uint32_t i = 0; i < d.n_removed; i++) {
-            uint32_t x = d.removed[i];
+            uint32_t x = d.removed[i], ev = L->n_ev + i;
             bclr(s->sel, x);
-            s->leave[x] = t;
-            s->lru_seq[x] = ++s->next_seq;
-            s->seq_row[s->next_seq] = x;
-            fw_add(&s->fw, s->next_seq, 1);
-            s->n_live++;
+            s->row[x].leave = t;
+            s->row[x].ev = ev;
+            bset(L->live, ev);
+            L->count[ev >> EV_BLOCK_SHIFT]++;
         }
+        L->n_ev += d.n_removed;
+        L->n_live += d.n_removed;
         s->left_at[t % STATS_MAX_Q] += d.n_removed;
         uint32_t u = d.n_sel;
         for (uint32_t q = 1; q <= o->union_qmax; q++) {
@@ -395,234 +611,277 @@ static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t
         prev_n_sel = d.n_sel;
         t++;
     }
+    for (uint32_t j = nb; j-- > 0;) {
+        over[j] += over[j + 1];
+        gs->miss[STATS_LRU][order[j]] += over[j + 1];
+    }
     return 0;
+}
+
+/* ---------------------------------------------------------------- FIFO */
+
+static void fifo_start(fifo_sim *f, uint32_t budget, uint32_t max_rows)
+{
+    f->budget = budget;
+    f->cap = 2 * budget + 64;
+    f->next = f->count = 0;
+    f->cursor = 1;
+    f->miss = 0;
+    grow(&f->slot, &f->slot_cap, max_rows, sizeof *f->slot);
+    grow(&f->slot_row, &f->slot_row_cap, (size_t)f->cap + 1, sizeof *f->slot_row);
+    grow(&f->ev, &f->ev_cap, f->cap / 64 + 2, 8);
+    grow(&f->ev_tmp, &f->ev_tmp_cap, f->cap / 64 + 2, 8);
+    memset(f->slot, 0, (size_t)max_rows * sizeof *f->slot);
+    memset(f->ev, 0, (f->cap / 64 + 2) * 8);
+}
+
+/* Renumber the residents 1..count in insertion order, keeping their marks. */
+static void fifo_compact(fifo_sim *f)
+{
+    uint32_t n = 0;
+    memset(f->ev_tmp, 0, (f->cap / 64 + 2) * 8);
+    for (uint32_t q = 1; q <= f->next; q++) {
+        uint32_t y = f->slot_row[q];
+        if (f->slot[y] != q) continue; /* evicted, or inserted again later */
+        n++;
+        f->slot_row[n] = y;
+        f->slot[y] = n;
+        if (bget(f->ev, q)) bset(f->ev_tmp, n);
+    }
+    DH_BUG_ON(n != f->count);
+    uint64_t *tmp = f->ev;
+    f->ev = f->ev_tmp;
+    f->ev_tmp = tmp;
+    f->next = n;
+    f->cursor = 1;
+}
+
+/* One position: O(1) per changed row, plus the word scan of each eviction. */
+static void fifo_step(fifo_sim *f, const uint32_t *add, uint32_t na, const uint32_t *rem, uint32_t nr, int counted,
+                      uint32_t *miss_rows)
+{
+    /* Selected rows are resident, so every leaving row has a number. */
+    for (uint32_t i = 0; i < nr; i++) {
+        uint32_t q = f->slot[rem[i]];
+        bset(f->ev, q);
+        if (q < f->cursor) f->cursor = q;
+    }
+    /* Hits are pinned before any miss looks for a victim (branch-free:
+     * hits and misses alternate unpredictably; number 0 is never marked). */
+    uint32_t nm = 0;
+    for (uint32_t i = 0; i < na; i++) {
+        uint32_t x = add[i], q = f->slot[x];
+        f->ev[q >> 6] &= ~((uint64_t)(q != 0) << (q & 63));
+        miss_rows[nm] = x;
+        nm += q == 0;
+    }
+    if (counted) f->miss += nm;
+    const uint32_t last_word = f->cap / 64 + 1;
+    for (uint32_t i = 0; i < nm; i++) {
+        uint32_t x = miss_rows[i];
+        if (f->count == f->budget) {
+            uint32_t w = f->cursor >> 6;
+            uint64_t bits = f->ev[w] & (~0ull << (f->cursor & 63));
+            while (!bits) {
+                DH_BUG_ON(w >= last_word);
+                bits = f->ev[++w];
+            }
+            uint32_t q = w * 64 + (uint32_t)__builtin_ctzll(bits);
+            bclr(f->ev, q);
+            f->slot[f->slot_row[q]] = 0;
+            f->cursor = q + 1;
+            f->count--;
+        }
+        if (f->next == f->cap) fifo_compact(f);
+        f->slot[x] = ++f->next;
+        f->slot_row[f->next] = x;
+        f->count++;
+    }
+}
+
+/* ---------------------------------------------------------------- random */
+
+static void random_start(random_sim *m, uint32_t budget, const sstate *s, uint64_t seed, uint32_t req, uint32_t g)
+{
+    uint32_t n_blocks = (uint32_t)(s->words / 8);
+    m->budget = budget;
+    m->count = m->n_ev = 0;
+    m->miss = 0;
+    grow(&m->evictable, &m->evictable_cap, s->words, 8);
+    grow(&m->block, &m->block_cap, n_blocks, sizeof *m->block);
+    memset(m->evictable, 0, s->words * 8);
+    memset(m->block, 0, n_blocks * sizeof *m->block);
+    fw_size(&m->fw, n_blocks);
+    rng_init(&m->rng, seed, req, g, 3);
+}
+
+/* One position: O(1) per changed row; a position that evicts builds the
+ * block tree (O(blocks)) and pays O(log blocks + 8 words) per victim. */
+static void random_step(random_sim *m, const uint32_t *add, uint32_t na, const uint32_t *rem, uint32_t nr, int counted)
+{
+    for (uint32_t i = 0; i < nr; i++) {
+        uint32_t x = rem[i];
+        bset(m->evictable, x);
+        m->block[x >> RND_BLOCK_SHIFT]++;
+    }
+    m->n_ev += nr;
+    /* A row entering the selection hits iff it is resident, i.e. evictable
+     * until now (branch-free: clearing a clear bit changes nothing). */
+    uint32_t hits = 0;
+    for (uint32_t i = 0; i < na; i++) {
+        uint32_t x = add[i], h = (uint32_t)bget(m->evictable, x);
+        bclr(m->evictable, x);
+        m->block[x >> RND_BLOCK_SHIFT] -= (int32_t)h;
+        hits += h;
+    }
+    m->n_ev -= hits;
+    uint32_t misses = na - hits;
+    if (counted) m->miss += misses;
+    /* The misses are served in row order; the first ones fill free space,
+     * every later one evicts. Inserted rows are selected, so only the
+     * number of misses matters, not which rows they are. */
+    uint32_t free_rows = m->budget - m->count, evict = misses > free_rows ? misses - free_rows : 0;
+    m->count += misses - evict;
+    if (!evict) return;
+    fw_build(&m->fw, m->block);
+    for (uint32_t e = 0; e < evict; e++) {
+        uint32_t j = rng_below(&m->rng, m->n_ev), r;
+        uint32_t blk = fw_find(&m->fw, j, &r);
+        /* The word of the block holding rank r, without branches: the
+         * block's 8 popcounts are independent. */
+        uint64_t *w = m->evictable + ((size_t)blk << (RND_BLOCK_SHIFT - 6));
+        uint32_t below = 0, wi = 0, upto = 0;
+        for (uint32_t i = 0; i < 8; i++) {
+            upto += popc(w[i]);
+            uint32_t before = upto <= r; /* the counts only grow, so these words form a prefix */
+            wi += before;
+            below = before ? upto : below;
+        }
+        uint32_t bit = select64(w[wi], r - below);
+        w[wi] &= ~(1ull << bit);
+        m->block[blk]--;
+        fw_add(&m->fw, blk + 1, -1);
+        m->n_ev--;
+    }
+}
+
+/* ---------------------------------------------------------------- Belady */
+
+/* All budgets of MIN over the log, by counting (see the top of this file). */
+static void belady_run(sstate *s, const slog *l, belady_sim *sims, uint32_t n_sims)
+{
+    const uint32_t np = l->positions, never = np, nb = np + 1, nwords = nb / 64 + 1;
+    /* Backward pass: the next position each leaving row is selected again. */
+    grow(&s->key, &s->key_cap, l->n ? l->n : 1, sizeof *s->key);
+    for (uint32_t i = 0; i < s->max_rows; i++) s->next_add[i] = never;
+    for (uint32_t t = np; t-- > 0;) {
+        const uint32_t *rows = l->rows + l->off[t];
+        uint32_t na = l->n_add[t], n = (uint32_t)(l->off[t + 1] - l->off[t]);
+        uint32_t *key = s->key + l->off[t];
+        for (uint32_t i = na; i < n; i++) key[i] = s->next_add[rows[i]];
+        for (uint32_t i = 0; i < na; i++) s->next_add[rows[i]] = t;
+    }
+    grow(&s->pushed, &s->pushed_cap, nb, sizeof *s->pushed);
+    grow(&s->stamp, &s->stamp_cap, nb, sizeof *s->stamp);
+    grow(&s->touched, &s->touched_cap, nb, sizeof *s->touched);
+    memset(s->pushed, 0, nb * sizeof *s->pushed);
+    memset(s->stamp, 0, nb * sizeof *s->stamp);
+    for (uint32_t j = 0; j < n_sims; j++) {
+        belady_sim *b = &sims[j];
+        grow(&b->evicted, &b->evicted_cap, nb, sizeof *b->evicted);
+        grow(&b->nonempty, &b->nonempty_cap, nwords, 8);
+        memset(b->evicted, 0, nb * sizeof *b->evicted);
+        memset(b->nonempty, 0, nwords * 8);
+        b->top = 0;
+        b->resident = 0;
+        b->miss = 0;
+    }
+    for (uint32_t t = 0; t < np; t++) {
+        /* Shared: the leaving rows join their buckets. */
+        uint32_t na = l->n_add[t], nr = (uint32_t)(l->off[t + 1] - l->off[t]) - na, nt = 0, top = 0;
+        const uint32_t *key = s->key + l->off[t] + na;
+        for (uint32_t i = 0; i < nr; i++) {
+            uint32_t u = key[i];
+            s->pushed[u]++;
+            if (s->stamp[u] != t + 1) {
+                s->stamp[u] = t + 1;
+                s->touched[nt++] = u;
+                if (u > top) top = u;
+            }
+        }
+        for (uint32_t j = 0; j < n_sims; j++) {
+            belady_sim *b = &sims[j];
+            /* Bucket t is selected again now: its resident rows are the hits. */
+            uint32_t hits = s->pushed[t] - b->evicted[t], misses = na - hits;
+            if (t > 0) b->miss += misses;
+            bclr(b->nonempty, t);
+            for (uint32_t i = 0; i < nt; i++) bset(b->nonempty, s->touched[i]);
+            if (nt && top / 64 > b->top) b->top = top / 64;
+            b->resident += misses;
+            /* Evict from the furthest buckets. */
+            uint64_t need = b->resident > b->budget ? b->resident - b->budget : 0;
+            b->resident -= need;
+            while (need) {
+                while (!b->nonempty[b->top]) {
+                    DH_BUG_ON(b->top == 0);
+                    b->top--;
+                }
+                uint32_t u = b->top * 64 + 63 - (uint32_t)__builtin_clzll(b->nonempty[b->top]);
+                uint32_t avail = s->pushed[u] - b->evicted[u], take = need < avail ? (uint32_t)need : avail;
+                b->evicted[u] += take;
+                need -= take;
+                if (take == avail) bclr(b->nonempty, u);
+            }
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- fixed-budget policies */
 
-/* FIFO: residents carry insertion numbers; a bitset over the numbers marks
- * the evictable ones (resident, not selected) and a cursor never passes the
- * earliest of them, so the victim is found by scanning words from the cursor
- * (rows pinned by the selection at the head cost one bit each). Numbers are
- * compacted when they reach the bitset's capacity (2B + 64), so memory is
- * proportional to the budget. */
-static uint64_t sim_fifo(sstate *s, const slog *l, uint32_t B)
+/* Every enabled policy at every budget of one stream, from its log. */
+static void run_policies(const ctx *c, sstate *s, const slog *l, uint32_t req, uint32_t g, const stream_sum *sum,
+                         stats_group *gs)
 {
-    size_t words = (s->max_rows + 63) / 64;
-    memset(s->res, 0, words * 8);
-    memset(s->sel, 0, words * 8);
-    uint32_t cap = 2 * B + 64, cwords = cap / 64 + 1;
-    uint64_t *ev = xcalloc(cwords, 8);
-    uint32_t *slot_row = xcalloc(cap + 1, sizeof(uint32_t));
-    uint32_t next = 0, count = 0, cursor = 1;
-    uint64_t miss = 0;
-    for (uint32_t t = 0; t < l->positions; t++) {
-        const uint32_t *rows = l->rows + l->off[t];
-        uint32_t na = l->n_add[t], nr = (uint32_t)(l->off[t + 1] - l->off[t]) - na;
-        for (uint32_t i = 0; i < nr; i++) {
-            uint32_t x = rows[na + i];
-            bclr(s->sel, x);
-            if (bget(s->res, x)) {
-                bset(ev, s->pslot[x]);
-                if (s->pslot[x] < cursor) cursor = s->pslot[x];
+    const stats_options *o = c->o;
+    int on[STATS_N_POLICIES] = {0, o->fifo, o->random, o->belady};
+    uint32_t sim_b[STATS_MAX_BUDGETS], ns = 0;
+    for (uint32_t b = 0; b < o->n_budgets; b++) {
+        uint32_t B = c->budget[b];
+        uint64_t known = UINT64_MAX;
+        if (B >= sum->distinct) known = sum->cold;        /* nothing is ever evicted */
+        else if (B == sum->same_sel) known = sum->added;  /* the buffer is the selection */
+        if (known == UINT64_MAX) { sim_b[ns++] = b; continue; }
+        for (int p = STATS_FIFO; p < STATS_N_POLICIES; p++)
+            if (on[p]) gs->miss[p][b] += known;
+    }
+    if (!ns || !l->positions) return;
+    if (o->fifo || o->random) {
+        for (uint32_t i = 0; i < ns; i++) {
+            if (o->fifo) fifo_start(&s->fifo[i], c->budget[sim_b[i]], s->max_rows);
+            if (o->random) random_start(&s->rnd[i], c->budget[sim_b[i]], s, o->seed, req, g);
+        }
+        /* Position-major so a position's rows are read from memory once for all budgets. */
+        uint32_t max_add = 1;
+        for (uint32_t t = 0; t < l->positions; t++) if (l->n_add[t] > max_add) max_add = l->n_add[t];
+        grow(&s->dist, &s->dist_cap, max_add, sizeof *s->dist);
+        for (uint32_t t = 0; t < l->positions; t++) {
+            const uint32_t *add = l->rows + l->off[t];
+            uint32_t na = l->n_add[t], nr = (uint32_t)(l->off[t + 1] - l->off[t]) - na;
+            for (uint32_t i = 0; i < ns; i++) {
+                if (o->fifo) fifo_step(&s->fifo[i], add, na, add + na, nr, t > 0, s->dist);
+                if (o->random) random_step(&s->rnd[i], add, na, add + na, nr, t > 0);
             }
         }
-        for (uint32_t i = 0; i < na; i++) {
-            uint32_t x = rows[i];
-            bset(s->sel, x);
-            if (bget(s->res, x)) bclr(ev, s->pslot[x]);
-        }
-        for (uint32_t i = 0; i < na; i++) {
-            uint32_t x = rows[i];
-            if (bget(s->res, x)) continue;
-            if (t > 0) miss++;
-            if (count == B) {
-                uint32_t w = cursor >> 6;
-                uint64_t bits = ev[w] & (~0ull << (cursor & 63));
-                while (!bits) bits = ev[++w];
-                uint32_t q = w * 64 + (uint32_t)__builtin_ctzll(bits), y = slot_row[q];
-                bclr(ev, q);
-                cursor = q + 1;
-                bclr(s->res, y);
-                count--;
-            }
-            if (next == cap) {
-                /* Renumber residents in insertion order. */
-                uint32_t n = 0;
-                for (uint32_t q = 1; q <= cap; q++) {
-                    uint32_t y = slot_row[q];
-                    if (bget(s->res, y) && s->pslot[y] == q) {
-                        n++;
-                        slot_row[n] = y;
-                        s->pslot[y] = n;
-                    }
-                }
-                memset(ev, 0, cwords * 8);
-                for (uint32_t q = 1; q <= n; q++)
-                    if (!bget(s->sel, slot_row[q])) bset(ev, q);
-                next = n;
-                cursor = 1;
-            }
-            s->pslot[x] = ++next;
-            slot_row[next] = x;
-            bset(s->res, x);
-            count++;
+        for (uint32_t i = 0; i < ns; i++) {
+            if (o->fifo) gs->miss[STATS_FIFO][sim_b[i]] += s->fifo[i].miss;
+            if (o->random) gs->miss[STATS_RANDOM][sim_b[i]] += s->rnd[i].miss;
         }
     }
-    free(ev);
-    free(slot_row);
-    return miss;
-}
-
-/* Random: the evictable residents are marked in a Fenwick tree over row
- * indices, and the victim is the j-th of them in row order for j drawn
- * uniformly (so the choice does not depend on any internal order and a plain
- * implementation can reproduce it). O(log rows) per change. */
-static uint64_t sim_random(sstate *s, const slog *l, uint32_t B, uint64_t seed, uint32_t req, uint32_t g)
-{
-    size_t words = (s->max_rows + 63) / 64;
-    memset(s->res, 0, words * 8);
-    memset(s->sel, 0, words * 8);
-    rng_stream rng;
-    rng_init(&rng, seed, req, g, 3);
-    fenwick fw;
-    fw_init(&fw, s->max_rows);
-    uint32_t n_ev = 0, count = 0;
-    uint64_t miss = 0;
-    for (uint32_t t = 0; t < l->positions; t++) {
-        const uint32_t *rows = l->rows + l->off[t];
-        uint32_t na = l->n_add[t], nr = (uint32_t)(l->off[t + 1] - l->off[t]) - na;
-        for (uint32_t i = 0; i < nr; i++) {
-            uint32_t x = rows[na + i];
-            bclr(s->sel, x);
-            if (bget(s->res, x)) { fw_add(&fw, x + 1, 1); n_ev++; }
-        }
-        for (uint32_t i = 0; i < na; i++) {
-            uint32_t x = rows[i];
-            bset(s->sel, x);
-            if (bget(s->res, x)) { fw_add(&fw, x + 1, -1); n_ev--; }
-        }
-        for (uint32_t i = 0; i < na; i++) {
-            uint32_t x = rows[i];
-            if (bget(s->res, x)) continue;
-            if (t > 0) miss++;
-            if (count == B) {
-                uint32_t j = rng_below(&rng, n_ev), y = fw_select(&fw, (int32_t)j + 1) - 1;
-                fw_add(&fw, y + 1, -1);
-                n_ev--;
-                bclr(s->res, y);
-                count--;
-            }
-            bset(s->res, x);
-            count++;
-        }
+    if (o->belady) {
+        for (uint32_t i = 0; i < ns; i++) s->bel[i].budget = c->budget[sim_b[i]];
+        belady_run(s, l, s->bel, ns);
+        for (uint32_t i = 0; i < ns; i++) gs->miss[STATS_BELADY][sim_b[i]] += s->bel[i].miss;
     }
-    free(fw.t);
-    return miss;
-}
-
-/* Belady MIN: next uses come from a backward scan of the log; evictable
- * residents sit in a max-heap keyed by (next use, row) with lazy deletion
- * (an entry is valid while its row is resident, unselected and still has
- * that next use). */
-typedef struct { uint32_t next, row; } bel_ent;
-
-static inline int bel_less(bel_ent a, bel_ent b) { return a.next != b.next ? a.next < b.next : a.row < b.row; }
-
-static void heap_push(bel_ent *h, uint32_t *n, bel_ent e)
-{
-    uint32_t i = (*n)++;
-    while (i && bel_less(h[(i - 1) / 2], e)) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
-    h[i] = e;
-}
-
-static bel_ent heap_pop(bel_ent *h, uint32_t *n)
-{
-    bel_ent top = h[0], e = h[--*n];
-    uint32_t i = 0;
-    for (;;) {
-        uint32_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && bel_less(h[c], h[c + 1])) c++;
-        if (!bel_less(e, h[c])) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n) h[i] = e;
-    return top;
-}
-
-static uint64_t sim_belady(sstate *s, const slog *l, uint32_t B)
-{
-    size_t words = (s->max_rows + 63) / 64;
-    if (l->n > s->nextuse_cap) {
-        s->nextuse_cap = l->n;
-        free(s->nextuse);
-        s->nextuse = xcalloc(l->n, sizeof(uint32_t));
-    }
-    /* Backward scan: the next position each removed row is added again. */
-    for (uint32_t i = 0; i < s->max_rows; i++) s->next_add[i] = NEVER;
-    for (uint32_t t = l->positions; t-- > 0;) {
-        const uint32_t *rows = l->rows + l->off[t];
-        uint32_t na = l->n_add[t], nr = (uint32_t)(l->off[t + 1] - l->off[t]) - na;
-        for (uint32_t i = 0; i < nr; i++) s->nextuse[l->off[t] + na + i] = s->next_add[rows[na + i]];
-        for (uint32_t i = 0; i < na; i++) s->next_add[rows[i]] = t;
-    }
-    memset(s->res, 0, words * 8);
-    memset(s->sel, 0, words * 8);
-    size_t heap_cap = 1024;
-    bel_ent *heap = xcalloc(heap_cap, sizeof *heap);
-    uint32_t hn = 0, count = 0;
-    uint64_t miss = 0;
-    for (uint32_t t = 0; t < l->positions; t++) {
-        const uint32_t *rows = l->rows + l->off[t];
-        uint32_t na = l->n_add[t], nr = (uint32_t)(l->off[t + 1] - l->off[t]) - na;
-        for (uint32_t i = 0; i < nr; i++) {
-            uint32_t x = rows[na + i];
-            bclr(s->sel, x);
-            s->next_add[x] = s->nextuse[l->off[t] + na + i];
-            if (bget(s->res, x)) {
-                if (hn == heap_cap) {
-                    heap_cap *= 2;
-                    heap = realloc(heap, heap_cap * sizeof *heap);
-                    if (!heap) abort();
-                }
-                heap_push(heap, &hn, (bel_ent){s->next_add[x], x});
-            }
-        }
-        for (uint32_t i = 0; i < na; i++) bset(s->sel, rows[i]);
-        for (uint32_t i = 0; i < na; i++) {
-            uint32_t x = rows[i];
-            if (bget(s->res, x)) continue;
-            if (t > 0) miss++;
-            if (count == B) {
-                for (;;) {
-                    DH_BUG_ON(hn == 0);
-                    bel_ent e = heap_pop(heap, &hn);
-                    if (bget(s->res, e.row) && !bget(s->sel, e.row) && s->next_add[e.row] == e.next) {
-                        bclr(s->res, e.row);
-                        break;
-                    }
-                }
-                count--;
-            }
-            bset(s->res, x);
-            count++;
-        }
-        /* Heap entries of rows that were just selected are stale now; drop
-         * them when the heap is mostly stale so it stays bounded. */
-        if (hn > 4 * (uint64_t)B + 1024) {
-            uint32_t m = 0;
-            for (uint32_t i = 0; i < hn; i++) {
-                bel_ent e = heap[i];
-                if (bget(s->res, e.row) && !bget(s->sel, e.row) && s->next_add[e.row] == e.next) heap[m++] = e;
-            }
-            hn = 0;
-            for (uint32_t i = 0; i < m; i++) heap_push(heap, &hn, heap[i]);
-        }
-    }
-    free(heap);
-    return miss;
 }
 
 /* ---------------------------------------------------------------- driver */
@@ -687,16 +946,13 @@ int stats_run(sel_source *src, const stats_options *o, stats_report **out)
             stats_group *gs = &r->group[g];
             gs->k = k;
             sel_stream *st;
+            stream_sum sum;
             if (sel_open(src, q, g, &st) < 0) { rc = -1; break; }
             /* The cross overlap of group g is measured against the previous sampled group. */
-            rc = stream_pass(&c, &s, st, q, g, k, cur, prev, gs);
+            rc = stream_pass(&c, &s, st, q, g, k, cur, prev, gs, &sum);
             sel_close(st);
             if (rc < 0) break;
-            for (uint32_t b = 0; b < o->n_budgets; b++) {
-                if (o->fifo) gs->miss[STATS_FIFO][b] += sim_fifo(&s, cur, c.budget[b]);
-                if (o->random) gs->miss[STATS_RANDOM][b] += sim_random(&s, cur, c.budget[b], o->seed, q, g);
-                if (o->belady) gs->miss[STATS_BELADY][b] += sim_belady(&s, cur, c.budget[b]);
-            }
+            run_policies(&c, &s, cur, q, g, &sum, gs);
             done++;
             if (o->progress) o->progress(done, total, o->progress_arg);
         }

@@ -1,0 +1,49 @@
+/* attention.cuh: what the sparse decode attention's two translation units share.
+ *
+ * attention.cu (versions 1-5, the combine kernels and the benchmarks, built for sm_90) and
+ * attention_wgmma.cu (version 6, built for sm_90a because wgmma exists only there) take the
+ * same launch arguments and resolve a selected row to its bytes the same way: a hot-buffer
+ * slot (id >= 0), a row of the mapped host pool (id < 0, row -id-1), or a ring position. */
+#ifndef ATTENTION_CUH
+#define ATTENTION_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct attn_args {
+    const uint8_t *hot;
+    size_t hot_stride;
+    const uint8_t *host;       /* device pointer of the mapped host pool, or null */
+    size_t host_stride;
+    const int32_t *src;        /* [nq][k]: >= 0 hot slot, < 0 host row -src-1; null: ring mode */
+    int ring_cap;              /* ring mode: query q's ring is hot rows [q*cap, (q+1)*cap) */
+    long long ring_appended;   /* rows appended so far; the k newest are attended */
+    const __nv_bfloat16 *q;    /* [nq][heads][576] */
+    float *part_o;             /* [nq][splits][heads][512] (versions 4-6: fp16 partials) */
+    float *part_lse;           /* [nq][splits][heads], log2 domain */
+    int nq, k, heads, splits, rows_per_split, format, row_bytes;
+    float sm_scale;
+};
+
+/* The id of the idx-th selected row of query q: a hot slot (>= 0) or a host row (-row-1);
+ * in ring mode the hot slot of the idx-th oldest of the k newest ring rows. */
+__device__ __forceinline__ long long attn4_row_id(const attn_args &a, int q, int idx)
+{
+    if (a.src) return a.src[(size_t)q * a.k + idx];
+    return (long long)q * a.ring_cap + (a.ring_appended - a.k + idx) % a.ring_cap;
+}
+__device__ __forceinline__ const uint8_t *attn4_row_ptr(const attn_args &a, long long id)
+{
+    return id >= 0 ? a.hot + (size_t)id * a.hot_stride : a.host + (size_t)(-id - 1) * a.host_stride;
+}
+
+/* Version 6 (attention_wgmma.cu): rows per tile (rows_per_split must be a multiple of it),
+ * and the launch of the main kernel over grid (splits, nq, heads / 64). With one split it
+ * writes the final fp32 output to out; with several, fp16 partials to a.part_o and the
+ * log-sum-exp to a.part_lse, which attn4_combine_kernel merges. */
+enum { ATTN6_TILE_ROWS = 64 };
+void attn6_launch(const attn_args &a, float *out, cudaStream_t stream);
+
+#endif

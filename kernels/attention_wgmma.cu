@@ -1,0 +1,489 @@
+/* attention_wgmma.cu: version 6 of the sparse decode attention of attention.cu, on Hopper's
+ * asynchronous warpgroup matrix multiply (wgmma), so this file alone is built for sm_90a.
+ *
+ * One block of three warpgroups per (query, split of the k rows, 64 heads), one block per SM:
+ *   warpgroup 2, the producer, gathers the tile's 64 selected rows (row ids loaded a tile
+ *     ahead) into a two-stage ring of 16-bit key tiles in the wgmma shared-memory layout
+ *     (128-byte swizzle, 9 column blocks of 64 x 128 B): FP8 rows through registers (16-byte
+ *     loads of the next tile issued before waiting for a free stage, e4m3 -> fp16 times the
+ *     group scale, RoPE bf16 -> fp16), BF16 rows by cp.async straight into the stage. A full
+ *     mbarrier per stage tells the consumers a tile has landed, an empty one tells the
+ *     producer both consumers are done with it.
+ *   warpgroups 0 and 1, the consumers, each hold half of the 64 x 512 fp32 output (value dims
+ *     [256 w, 256 w + 256)) in registers. Per tile, warpgroup w computes S = Q K^T for the
+ *     tile's rows [32 w, 32 w + 32) (36 wgmma m64n32k16, Q and K from shared memory), the two
+ *     exchange their row maxima (512 B of shared memory, a named barrier), run the online
+ *     softmax in registers, write P (64 x 64, 16-bit) in the same swizzled layout, and after a
+ *     second named barrier compute O_w += P V_w (4 wgmma m64n256k16, V the same key tile read
+ *     N-major, so no transposed copy exists).
+ * FP8 rows use fp16 operands (e4m3 converts exactly to fp16; queries converted once), BF16
+ * rows bf16 operands. Shared memory: Q 72 KB + 2 key stages of 72 KB + P 8 KB = 225 KB.
+ * Split partials are fp16 with a log-sum-exp per head (attn4_combine_kernel merges them);
+ * with one split the block writes the final output.
+ * Not done here (see kernels/NOTES.md): overlapping one warpgroup's softmax with the other's
+ * multiplies, FP8 operands for FP8 rows, more than one tile of loads in flight. */
+#include "kernels/attention.cuh"
+#include "kernels/bench.cuh"
+#include "kernels/kref.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <math.h>
+
+#define A6_N ATTN6_TILE_ROWS         /* rows per tile */
+#define A6_THREADS 384               /* consumers: warpgroups 0, 1; producer: warpgroup 2 */
+#define A6_TILE_BYTES (64 * 576 * 2) /* one 64 x 576 16-bit tile: Q, or one key stage */
+#define A6_BLOCK_BYTES (64 * 128)    /* one 64-column block of a tile: 64 rows x 128 B */
+#define A6_P_OFF (3 * A6_TILE_BYTES)
+#define A6_RED_OFF (A6_P_OFF + 64 * 64 * 2)
+#define A6_BAR_OFF (A6_RED_OFF + 4 * 64 * 4)
+#define A6_SMEM_BYTES (A6_BAR_OFF + 64 + 1024) /* + 1024: the base is rounded up to 1024 B */
+#define A6_PRODUCER_REGS 120
+#define A6_CONSUMER_REGS 192  /* 120 + 2 x 192 = 3 x 168, the registers the block holds at launch */
+#define A6_LOG2E 1.4426950408889634f
+
+/* Byte offset of 16-byte chunk c (columns 8c .. 8c+7) of row r in a 64-row tile: column block
+ * c / 8 at 8 KB each, rows of 128 B, chunk position XOR-ed with r % 8 (the 128-byte swizzle,
+ * whose pattern repeats every 1024 B: every tile starts on a 1024-byte boundary). */
+__device__ __forceinline__ uint32_t a6_swz(int r, int c)
+{
+    return (uint32_t)((c >> 3) * A6_BLOCK_BYTES + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+/* wgmma shared-memory descriptor, 128-byte swizzle: start address, leading and stride byte
+ * offsets (PTX ISA, "Matrix Descriptor Format"). K-major operands: the stride is 1024 B
+ * between groups of 8 rows, the leading offset unused (1). N-major V: leading = 8 KB between
+ * 64-column blocks, stride = 1024 B between groups of 8 rows (of K). */
+__device__ __forceinline__ uint64_t a6_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | (uint64_t)((lbo >> 4) & 0x3FFF) << 16 |
+           (uint64_t)((sbo >> 4) & 0x3FFF) << 32 | (uint64_t)1 << 62;
+}
+
+__device__ __forceinline__ void a6_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void a6_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void a6_wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+/* Pins an accumulator register between wgmma and ordinary instructions: the compiler may not
+ * move its reads or writes across this point (it sees the wgmma's outputs as ready at once). */
+__device__ __forceinline__ void a6_fence_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+
+__device__ __forceinline__ void a6_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void a6_consumer_bar() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
+
+__device__ __forceinline__ void a6_mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void a6_mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void a6_mbar_wait(uint32_t bar, int parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+
+__device__ __forceinline__ void a6_cp_async16(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+/* The wgmma instructions (accumulators fp32): S += Q K^T for 32 rows (m64n32k16, both operands
+ * K-major), and O += P V for 256 value dims (m64n256k16, V N-major). */
+__device__ __forceinline__ void a6_mma_s_f16(float (&d)[16], uint64_t da, uint64_t db, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+                 "{"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
+                 "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void a6_mma_o_f16(float (&d)[128], uint64_t da, uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+                 "{"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+                 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+                 "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+                 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+                 "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+                 "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db));
+}
+__device__ __forceinline__ void a6_mma_s_bf16(float (&d)[16], uint64_t da, uint64_t db, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                 "{"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
+                 "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void a6_mma_o_bf16(float (&d)[128], uint64_t da, uint64_t db)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+                 "{"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+                 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+                 "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+                 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+                 "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+                 "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db));
+}
+
+template <int FMT> struct a6_ops;
+template <> struct a6_ops<KREF_ROW_FP8> {
+    typedef __half T;
+    static __device__ __forceinline__ void mma_s(float (&d)[16], uint64_t a, uint64_t b, int sd) { a6_mma_s_f16(d, a, b, sd); }
+    static __device__ __forceinline__ void mma_o(float (&d)[128], uint64_t a, uint64_t b) { a6_mma_o_f16(d, a, b); }
+    static __device__ __forceinline__ uint32_t pack(float x, float y)
+    {
+        __half2 h = __floats2half2_rn(x, y);
+        return *(uint32_t *)&h;
+    }
+};
+template <> struct a6_ops<KREF_ROW_BF16> {
+    typedef __nv_bfloat16 T;
+    static __device__ __forceinline__ void mma_s(float (&d)[16], uint64_t a, uint64_t b, int sd) { a6_mma_s_bf16(d, a, b, sd); }
+    static __device__ __forceinline__ void mma_o(float (&d)[128], uint64_t a, uint64_t b) { a6_mma_o_bf16(d, a, b); }
+    static __device__ __forceinline__ uint32_t pack(float x, float y)
+    {
+        __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+        return *(uint32_t *)&h;
+    }
+};
+
+/* Eight bf16 (one 16-byte chunk) -> eight fp16. */
+__device__ __forceinline__ uint4 a6_bf16x8_to_f16(uint4 v)
+{
+    const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&v;
+    uint4 w;
+    uint32_t *w32 = (uint32_t *)&w;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float2 f = __bfloat1622float2(b2[e]);
+        __half2 h = __floats2half2_rn(f.x, f.y);
+        w32[e] = *(uint32_t *)&h;
+    }
+    return w;
+}
+
+/* The producer warpgroup: for every tile, wait for its stage to be free, fill it, arrive on
+ * its full barrier. Thread p owns row p / 2 of each tile and every second 16-byte chunk of
+ * it (p % 2 + 2 i), so the two threads of a row read adjacent chunks (one 32-byte sector). */
+template <int FMT>
+__device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
+                                            int re, int ntiles)
+{
+    const int j = p >> 1, hf = p & 1;
+    const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
+    long long next_id = j < min(A6_N, re - rb) ? attn4_row_id(a, q, rb + j) : 0;
+    for (int t = 0; t < ntiles; t++) {
+        const int s = t & 1, base = rb + t * A6_N, cnt = min(A6_N, re - base);
+        const long long id = next_id;
+        if (t + 1 < ntiles && j < min(A6_N, re - base - A6_N)) next_id = attn4_row_id(a, q, base + A6_N + j);
+        const bool valid = j < cnt;
+        const uint8_t *src = valid ? attn4_row_ptr(a, id) : nullptr;
+        uint8_t *stage = sm + A6_TILE_BYTES * (1 + s);
+        if (FMT == KREF_ROW_FP8) {
+            /* The row's bytes first (in flight while the stage may still be in use). */
+            uint4 lat[16], rope[4];
+            float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (valid) {
+#pragma unroll
+                for (int i = 0; i < 16; i++) lat[i] = *(const uint4 *)(src + (hf + 2 * i) * 16);
+#pragma unroll
+                for (int i = 0; i < 4; i++) rope[i] = *(const uint4 *)(src + KREF_LATENT + 16 + (hf + 2 * i) * 16);
+                sc = *(const float4 *)(src + KREF_LATENT);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 16; i++) lat[i] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+                for (int i = 0; i < 4; i++) rope[i] = make_uint4(0, 0, 0, 0);
+            }
+            if (t >= 2) a6_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                const int o = hf + 2 * i;   /* latent codes 16 o .. 16 o + 15: chunks 2 o, 2 o + 1 */
+                const float g = (o >> 3) == 0 ? sc.x : (o >> 3) == 1 ? sc.y : (o >> 3) == 2 ? sc.z : sc.w;
+                const __half2 g2 = __float2half2_rn(g);
+                const __nv_fp8x2_storage_t *p2 = (const __nv_fp8x2_storage_t *)&lat[i];
+                uint4 w[2];
+                __half2 *h2 = (__half2 *)w;
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(p2[e], __NV_E4M3);
+                    h2[e] = __hmul2(*(__half2 *)&hr, g2);
+                }
+                *(uint4 *)(stage + a6_swz(j, 2 * o)) = w[0];
+                *(uint4 *)(stage + a6_swz(j, 2 * o + 1)) = w[1];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * i)) = a6_bf16x8_to_f16(rope[i]);
+        } else {
+            if (t >= 2) a6_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+            const uint32_t sst = sbase + A6_TILE_BYTES * (1 + s);
+#pragma unroll 4
+            for (int i = 0; i < 36; i++) {
+                const int c = hf + 2 * i;
+                a6_cp_async16(sst + a6_swz(j, c), valid ? (const void *)(src + c * 16) : (const void *)a.q, valid ? 16 : 0);
+            }
+            asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+        }
+        /* Make this thread's writes visible to the tensor cores' (async proxy) reads, then
+         * count it in the stage's full barrier (its release orders the writes before). */
+        a6_fence_proxy();
+        a6_mbar_arrive(bar_full + 8 * s);
+    }
+}
+
+template <int FMT>
+__device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
+                                            int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles);
+
+template <int FMT>
+__global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a, float *__restrict__ out)
+{
+    extern __shared__ __align__(1024) uint8_t a6_smem_raw[];
+    /* Every tile on a 1024-byte boundary (the swizzle pattern's period). */
+    const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(a6_smem_raw);
+    uint8_t *sm = a6_smem_raw + (((raw_addr + 1023) & ~1023u) - raw_addr);
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
+    const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
+
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int split = blockIdx.x, q = blockIdx.y, hb = blockIdx.z;
+    const int rb = split * a.rows_per_split, re = min(a.k, rb + a.rows_per_split);
+    const int ntiles = re > rb ? (re - rb + A6_N - 1) / A6_N : 0;
+
+    if (tid == 0) {
+        a6_mbar_init(bar_full, 128);
+        a6_mbar_init(bar_full + 8, 128);
+        a6_mbar_init(bar_empty, 256);
+        a6_mbar_init(bar_empty + 8, 256);
+    }
+    /* Queries into the swizzled Q tile (fp16 for FP8 rows), all threads, loads all in flight. */
+    {
+        const __nv_bfloat16 *qg = a.q + ((size_t)q * a.heads + (size_t)hb * 64) * KREF_QK_DIM;
+        constexpr int QI = 64 * 72 / A6_THREADS;   /* 12 chunks of 16 B per thread */
+        uint4 qv[QI];
+#pragma unroll
+        for (int i = 0; i < QI; i++) {
+            const int c = tid + i * A6_THREADS;
+            qv[i] = __ldg((const uint4 *)(qg + (size_t)(c / 72) * KREF_QK_DIM + (c % 72) * 8));
+        }
+#pragma unroll
+        for (int i = 0; i < QI; i++) {
+            const int c = tid + i * A6_THREADS;
+            *(uint4 *)(sm + a6_swz(c / 72, c % 72)) = FMT == KREF_ROW_FP8 ? a6_bf16x8_to_f16(qv[i]) : qv[i];
+        }
+    }
+    a6_fence_proxy();
+    __syncthreads();
+
+    /* Registers: 168 per thread at launch (384 threads); the producer gives some back so that
+     * the consumers can hold their 128 output accumulators, S and the softmax state. */
+    if (wg == 2) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A6_PRODUCER_REGS));
+        a6_producer<FMT>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A6_CONSUMER_REGS));
+        a6_consumer<FMT>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
+    }
+}
+
+template <int FMT>
+__device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
+                                            int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles)
+{
+    typedef a6_ops<FMT> OP;
+    const uint32_t sQ = sbase, sK = sbase + A6_TILE_BYTES, sP = sbase + A6_P_OFF;
+    float *red = (float *)(sm + A6_RED_OFF);   /* [2][64] tile row maxima, [2][64] row sums */
+    const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
+    /* Consumers. Thread rows r0 = 16 (warp % 4) + lane / 4 and r1 = r0 + 8 of the 64 heads;
+     * S columns 8 jj + 2 (lane % 4) (+1) of this warpgroup's 32 rows; O dims 256 w + 8 jj + 2 (lane % 4). */
+    const int w = wg, lane = tid & 31, wq = (tid >> 5) & 3, qd = lane & 3;
+    const int r0 = 16 * wq + (lane >> 2), r1 = r0 + 8;
+    const float sscale = a.sm_scale * A6_LOG2E;
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++) o[i] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+
+    for (int t = 0; t < ntiles; t++) {
+        const int s = t & 1, cnt = min(A6_N, re - (rb + t * A6_N));
+        const uint32_t stage = sK + A6_TILE_BYTES * s;
+        a6_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
+
+        /* S = Q K^T over the 576 key dims: 9 column blocks x 4 steps of 16 (32 B each). */
+        float sc[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) sc[i] = 0.f;
+#pragma unroll
+        for (int i = 0; i < 16; i++) a6_fence_reg(sc[i]);
+        a6_wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 36; ks++) {
+            const uint32_t off = (ks >> 2) * A6_BLOCK_BYTES + (ks & 3) * 32;
+            OP::mma_s(sc, a6_desc(sQ + off, 16, 1024), a6_desc(stage + off + w * 32 * 128, 16, 1024), ks > 0);
+        }
+        a6_wgmma_commit();
+        a6_wgmma_wait0();
+#pragma unroll
+        for (int i = 0; i < 16; i++) a6_fence_reg(sc[i]);
+
+        /* Online softmax (log2 domain); columns past cnt are masked. */
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int col = 32 * w + 8 * jj + 2 * qd + e;
+                const float v0 = col < cnt ? sc[4 * jj + e] * sscale : -INFINITY;
+                const float v1 = col < cnt ? sc[4 * jj + 2 + e] * sscale : -INFINITY;
+                sc[4 * jj + e] = v0;
+                sc[4 * jj + 2 + e] = v1;
+                mx0 = fmaxf(mx0, v0);
+                mx1 = fmaxf(mx1, v1);
+            }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
+        if (qd == 0) red[w * 64 + r0] = mx0, red[w * 64 + r1] = mx1;
+        a6_consumer_bar();
+        mx0 = fmaxf(mx0, red[(w ^ 1) * 64 + r0]);
+        mx1 = fmaxf(mx1, red[(w ^ 1) * 64 + r1]);
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        const float al0 = mn0 == -INFINITY ? 1.f : exp2f(m0 - mn0), al1 = mn1 == -INFINITY ? 1.f : exp2f(m1 - mn1);
+        m0 = mn0;
+        m1 = mn1;
+        float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++) {
+            const float p00 = mn0 == -INFINITY ? 0.f : exp2f(sc[4 * jj] - mn0);
+            const float p01 = mn0 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 1] - mn0);
+            const float p10 = mn1 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 2] - mn1);
+            const float p11 = mn1 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 3] - mn1);
+            ps0 += p00 + p01;
+            ps1 += p10 + p11;
+            /* P[r][col]: K-major 64 x 64 tile, chunk (32 w + 8 jj) / 8 = 4 w + jj. */
+            const int ch = 4 * w + jj;
+            *(uint32_t *)(sm + A6_P_OFF + r0 * 128 + ((ch ^ (r0 & 7)) << 4) + qd * 4) = OP::pack(p00, p01);
+            *(uint32_t *)(sm + A6_P_OFF + r1 * 128 + ((ch ^ (r1 & 7)) << 4) + qd * 4) = OP::pack(p10, p11);
+        }
+        l0 = l0 * al0 + ps0;   /* this thread's columns only; summed over the quad and the two warpgroups at the end */
+        l1 = l1 * al1 + ps1;
+#pragma unroll
+        for (int jj = 0; jj < 32; jj++) o[4 * jj] *= al0, o[4 * jj + 1] *= al0, o[4 * jj + 2] *= al1, o[4 * jj + 3] *= al1;
+        a6_fence_proxy();
+        a6_consumer_bar();
+
+        /* O_w += P V_w: 4 steps of 16 rows; V_w = column blocks 4 w .. 4 w + 3 of the stage. */
+#pragma unroll
+        for (int i = 0; i < 128; i++) a6_fence_reg(o[i]);
+        a6_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+            OP::mma_o(o, a6_desc(sP + kk * 32, 16, 1024), a6_desc(stage + 4 * w * A6_BLOCK_BYTES + kk * 2048, A6_BLOCK_BYTES, 1024));
+        a6_wgmma_commit();
+        a6_wgmma_wait0();
+#pragma unroll
+        for (int i = 0; i < 128; i++) a6_fence_reg(o[i]);
+        a6_mbar_arrive(bar_empty + 8 * s);
+    }
+
+    /* Row sums: the quad, then the two warpgroups (same running maximum, so the sums add). */
+    l0 += __shfl_xor_sync(0xffffffff, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffff, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffff, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffff, l1, 2);
+    float *lsum = red + 128;
+    if (qd == 0) lsum[w * 64 + r0] = l0, lsum[w * 64 + r1] = l1;
+    a6_consumer_bar();
+    const float L0 = l0 + lsum[(w ^ 1) * 64 + r0], L1 = l1 + lsum[(w ^ 1) * 64 + r1];
+    const float i0 = L0 > 0 ? 1.f / L0 : 0.f, i1 = L1 > 0 ? 1.f / L1 : 0.f;
+    const size_t ob = ((size_t)q * a.splits + split) * a.heads + (size_t)hb * 64;
+    __half *part = (__half *)a.part_o;
+#pragma unroll
+    for (int jj = 0; jj < 32; jj++) {
+        const int d = 256 * w + 8 * jj + 2 * qd;
+        if (a.splits == 1) {
+            const size_t h0 = (size_t)q * a.heads + (size_t)hb * 64;
+            *(float2 *)(out + (h0 + r0) * KREF_V_DIM + d) = make_float2(o[4 * jj] * i0, o[4 * jj + 1] * i0);
+            *(float2 *)(out + (h0 + r1) * KREF_V_DIM + d) = make_float2(o[4 * jj + 2] * i1, o[4 * jj + 3] * i1);
+        } else {
+            *(__half2 *)(part + (ob + r0) * KREF_V_DIM + d) = __floats2half2_rn(o[4 * jj] * i0, o[4 * jj + 1] * i0);
+            *(__half2 *)(part + (ob + r1) * KREF_V_DIM + d) = __floats2half2_rn(o[4 * jj + 2] * i1, o[4 * jj + 3] * i1);
+        }
+    }
+    if (a.splits > 1 && w == 0 && qd == 0) {
+        a.part_lse[ob + r0] = L0 > 0 ? m0 + log2f(L0) : -INFINITY;
+        a.part_lse[ob + r1] = L1 > 0 ? m1 + log2f(L1) : -INFINITY;
+    }
+}
+
+void attn6_launch(const attn_args &a, float *out, cudaStream_t stream)
+{
+    static bool attr_done = false;
+    if (!attr_done) {
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        attr_done = true;
+    }
+    dim3 grid(a.splits, a.nq, a.heads / 64);
+    if (a.format == KREF_ROW_FP8) attn6_kernel<KREF_ROW_FP8><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+    else attn6_kernel<KREF_ROW_BF16><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+    CUDA_LAUNCH_CHECK();
+}
