@@ -155,8 +155,7 @@ static inline void bclr(uint64_t *b, uint64_t i) { b[i >> 6] &= ~(1ull << (i & 6
 
 /* Population count without relying on the popcnt instruction (the build
  * targets baseline x86-64, where __builtin_popcountll is a library call). */
-static inline uint32_t popc(uint64_t x) { return (uint32_t)__builtin_popcountll(x); }
-static inline uint32_t popc_swar(uint64_t x)
+static inline uint32_t popc(uint64_t x)
 {
     x = x - ((x >> 1) & 0x5555555555555555ull);
     x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
