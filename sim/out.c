@@ -12,6 +12,7 @@ int out_table(FILE *f, const sim_result *r, int n)
 {
     fprintf(f, "%s on %s, concurrency %g (%u per GPU), selections: %s\n", r[0].model, r[0].hw, r[0].concurrency,
             r[0].per_gpu, r[0].source);
+    fprintf(f, "expert-parallel all-to-all: %s\n", r[0].a2a);
     int spec = 0, w = 12;
     for (int i = 0; i < n; i++) {
         if (r[i].spec[0]) spec = 1;
@@ -93,8 +94,8 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
     fprintf(f, "{\"runs\": [");
     for (int i = 0; i < n; i++) {
         const sim_result *x = &r[i];
-        fprintf(f, "%s\n  {\"policy\": \"%s\", \"model\": \"%s\", \"hw\": \"%s\", \"source\": \"%s\",\n", i ? "," : "",
-                x->policy, x->model, x->hw, x->source);
+        fprintf(f, "%s\n  {\"policy\": \"%s\", \"model\": \"%s\", \"hw\": \"%s\", \"source\": \"%s\", \"a2a\": \"%s\",\n", i ? "," : "",
+                x->policy, x->model, x->hw, x->source, x->a2a);
         fprintf(f, "   \"concurrency\": %.17g, \"per_gpu\": %u, \"steps\": %u, \"measured_steps\": %u,\n", x->concurrency,
                 x->per_gpu, x->steps, x->measured_steps);
         fprintf(f, "   \"sim_time_s\": %.17g, \"measured_time_s\": %.17g, \"tokens\": %.17g, \"measured_tokens\": %.17g,\n",

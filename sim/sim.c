@@ -36,6 +36,45 @@ static int resolve_path(const char *rel, char *out, size_t cap)
 
 static int section_in(cfg *c, const char *sec) { return c && cfg_has_section(c, sec); }
 
+/* The expert-parallel all-to-all cost: a bin/dha2a measurement for moe_ep
+ * GPUs from the instance's a2a file when it has one, else the instance's
+ * assumed moe_comm_s (split evenly between dispatch and combine) and
+ * moe_comm_gbps. Either way sc->a2a_source says which, for the report. */
+static int a2a_resolve(sim_config *sc, const char *path)
+{
+    for (int p = 0; p < 2; p++) {
+        sc->a2a_lat_s[p] = sc->moe_comm_s / 2;
+        sc->a2a_gbps[p] = sc->moe_comm_gbps;
+    }
+    snprintf(sc->a2a_source, sizeof sc->a2a_source, "assumed ([instance] moe_comm_s, moe_comm_gbps)");
+    if (!*path || sc->moe_ep <= 1) return 0;
+    char full[512];
+    resolve_path(path, full, sizeof full);
+    cfg *a;
+    if (cfg_load(full, &a) < 0) return -1;
+    static const char *phase[2] = { "dispatch", "combine" };
+    double lat[2], bw[2];
+    int measured = 1, rc = 0;
+    for (int p = 0; p < 2 && rc == 0; p++) {
+        char sec[64];
+        snprintf(sec, sizeof sec, "gpus.%.0f.%s", sc->moe_ep, phase[p]);
+        const char *status = cfg_str(a, sec, "status");
+        if (!status) { rc = dh_err("%s: no [%s] for moe_ep = %g GPUs", full, sec, sc->moe_ep); break; }
+        if (strcmp(status, "measured") != 0) { measured = 0; continue; }
+        if (cfg_get_double(a, sec, "latency_us", &lat[p], CFG_REQUIRED, 0, 1e6) < 0 ||
+            cfg_get_double(a, sec, "bandwidth_gbps", &bw[p], CFG_REQUIRED, 1e-3, 1e6) < 0)
+            rc = -1;
+    }
+    cfg_free(a);
+    if (rc < 0 || !measured) return rc;
+    for (int p = 0; p < 2; p++) {
+        sc->a2a_lat_s[p] = lat[p] * 1e-6;
+        sc->a2a_gbps[p] = bw[p];
+    }
+    snprintf(sc->a2a_source, sizeof sc->a2a_source, "measured (%s, %g GPUs)", path, sc->moe_ep);
+    return 0;
+}
+
 int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc)
 {
     memset(sc, 0, sizeof *sc);
@@ -85,6 +124,9 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
         if (cfg_get_double(c, "instance", d[i].key, d[i].dst, CFG_REQUIRED, d[i].lo, d[i].hi) < 0) return -1;
     double no_bw = 0;
     if (cfg_get_double(c, "instance", "moe_comm_gbps", &sc->moe_comm_gbps, &no_bw, 0, 1e6) < 0) return -1;
+    const char *a2a_path;
+    if (cfg_get_string(c, "instance", "a2a", &a2a_path, "") < 0) return -1;
+    if (a2a_resolve(sc, a2a_path) < 0) return -1;
     if (sc->attention_dp > sc->gpus || sc->moe_ep > sc->gpus)
         return dh_err("%s: [instance] attention_dp and moe_ep may not exceed gpus = %g", cfg_name(c), sc->gpus);
     long mb;
@@ -519,8 +561,11 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     cx.attention_dp = sc->attention_dp;
     cx.moe_ep = sc->moe_ep;
     cx.dense_bytes_per_layer = (sc->weights_per_gpu - m->moe_layers * (m->experts / sc->moe_ep) * m->expert_bytes) / m->n_layers;
-    cx.moe_comm_s = sc->moe_comm_s;
-    cx.moe_comm_gbps = sc->moe_comm_gbps;
+    for (int p = 0; p < 2; p++) {
+        cx.a2a_lat_s[p] = sc->a2a_lat_s[p];
+        cx.a2a_gbps[p] = sc->a2a_gbps[p];
+    }
+    cx.a2a_ranks_per_token = a2a_ranks_per_token(m->experts, m->experts_per_token, sc->moe_ep);
     /* The fetch kernel holds its SMs whenever a host tier exists. */
     cx.compute_sms = policy == POL_RESIDENT ? sc->hw.sms : sc->hw.sms - sc->hw.fetch_sms;
     cx.queries = 1;
@@ -703,6 +748,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     snprintf(res->model, sizeof res->model, "%s", m->name);
     snprintf(res->hw, sizeof res->hw, "%s", sc->hw.name);
     snprintf(res->source, sizeof res->source, "%s", *sc->trace_path ? sc->trace_path : sc->preset);
+    snprintf(res->a2a, sizeof res->a2a, "%s", sc->a2a_source);
     res->concurrency = sc->wl.concurrency;
     res->per_gpu = sim_per_gpu(sc, sc->wl.concurrency);
     res->steps = res->n_tl;

@@ -7,7 +7,10 @@
  *   [instance]  model, hw, gpus, attention_dp, moe_ep, weights_per_gpu_bytes,
  *               workspace_bytes, micro_batches, step_overhead_s, moe_comm_s,
  *               moe_comm_gbps (optional: all-to-all bytes / bandwidth is added
- *               to moe_comm_s per MoE layer)
+ *               to moe_comm_s per MoE layer), a2a (optional: a bin/dha2a fit,
+ *               models/hw/a2a.ini; its [gpus.<moe_ep>.dispatch|combine]
+ *               latency and bandwidth replace moe_comm_s and moe_comm_gbps
+ *               where status = measured)
  *   [workload]  see wl.h
  *   [policy]    name (resident|hisparse|adaptive|oracle; default hisparse),
  *               hisparse_budget_k (B as a multiple of k, >= 1; oracle uses
@@ -51,6 +54,11 @@ typedef struct {
     double gpus, attention_dp, moe_ep;
     double weights_per_gpu, workspace, step_overhead_s, moe_comm_s;
     double moe_comm_gbps; /* all-to-all bandwidth per GPU (0: latency only) */
+    /* The all-to-all cost in use, per phase (0 dispatch, 1 combine): from the
+     * instance's a2a file where it holds a measurement for moe_ep GPUs, else
+     * from moe_comm_s (split evenly) and moe_comm_gbps. */
+    double a2a_lat_s[2], a2a_gbps[2];
+    char a2a_source[192];
     uint32_t micro_batches;
     pol_kind policy;
     double hisparse_budget_k, adaptive_max_optional_k;
@@ -89,6 +97,7 @@ typedef struct {
 
 typedef struct {
     char policy[32], model[64], hw[64], source[256];
+    char a2a[192];                     /* where the all-to-all cost came from */
     double concurrency;                /* instance-wide, as configured */
     uint32_t per_gpu;                  /* requests per GPU targeted */
     uint32_t steps, measured_steps;

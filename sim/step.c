@@ -79,19 +79,26 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
         t += hw_kernel_time(cx->hw, w_bytes, flops, 1, cx->compute_sms);
     }
     if (k->moe) {
-        /* Expert-parallel dispatch and combine: a fixed latency plus the bytes
-         * this GPU's tokens send to experts on the other moe_ep - 1 GPUs (and
-         * receive back) at the all-to-all bandwidth. Linear in tokens, so a
-         * verification step pays for every query token it routes. */
-        t += cx->moe_comm_s;
-        if (cx->moe_comm_gbps > 0) {
-            double remote = (cx->moe_ep - 1) / cx->moe_ep;
-            double bytes = m->tokens * md->experts_per_token * remote *
-                           (md->moe_dispatch_bytes + md->moe_combine_bytes);
-            t += bytes / (cx->moe_comm_gbps * 1e9);
+        /* Expert-parallel dispatch and combine, each a latency plus the bytes
+         * this GPU sends (one message per token and destination GPU) at the
+         * all-to-all bandwidth: linear in tokens, so a verification step pays
+         * for every query token it routes. */
+        const double msg[2] = { md->moe_dispatch_bytes, md->moe_combine_bytes };
+        for (int p = 0; p < 2; p++) {
+            t += cx->a2a_lat_s[p];
+            if (cx->a2a_gbps[p] > 0)
+                t += m->tokens * cx->a2a_ranks_per_token * msg[p] / (cx->a2a_gbps[p] * 1e9);
         }
     }
     return t;
+}
+
+double a2a_ranks_per_token(double experts, double topk, double ep)
+{
+    if (ep <= 1 || experts <= 0 || topk <= 0) return 1;
+    double none_here = 1, per_gpu = experts / ep;
+    for (double i = 0; i < topk; i++) none_here *= (experts - per_gpu - i) / (experts - i);
+    return ep * (1 - none_here);
 }
 
 double step_estimate_s(const step_ctx *cx, const step_mb *m)

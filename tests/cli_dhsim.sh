@@ -55,13 +55,23 @@ if "$bin" $spec_small --policy adaptive+dflash2,hisparse-spec,resident+dspark --
    grep -q '"shared_retrieval": false, "draft_ring": false, "staging_reuse": false' "$tmp/s1.json"; then echo "PASS spec_deterministic_json"
 else echo "FAIL spec_deterministic_json ($(cat "$tmp/err1" "$tmp/err2"))"; fi
 
+# The all-to-all cost comes from models/hw/a2a.ini where it measures moe_ep GPUs
+# (2 here), from the instance's assumed values where it does not (4), and a GPU
+# count the file has no section for is an error.
+dsv="--config models/instances/dsv41flash-h200x4.ini --steps 2 --policy hisparse --set workload.concurrency=8 --quiet --json -"
+a2a_of() { "$bin" $dsv "$@" 2>&1 | grep -o '"a2a": "[^"]*"'; }
+case "$(a2a_of --set instance.moe_ep=2 --set instance.weights_per_gpu_bytes=130e9)" in
+  *"measured (models/hw/a2a.ini, 2 GPUs)"*) echo "PASS a2a_measured_used" ;; *) echo "FAIL a2a_measured_used" ;; esac
+case "$(a2a_of)" in *"assumed"*) echo "PASS a2a_unmeasured_assumed" ;; *) echo "FAIL a2a_unmeasured_assumed" ;; esac
+expect_error a2a_no_section "no \[gpus.3.dispatch\]" --config models/instances/dsv41flash-h200x4.ini --set instance.moe_ep=3 --set instance.gpus=3 --set instance.attention_dp=3 --steps 1
+
 # --search-latency: the concurrency it returns meets the bound, the next one up does not.
 search_small="--steps 6 --set workload.output_len=8 --set workload.prompt_len=8000 --policy hisparse"
-per_gpu=$("$bin" $search_small --search-latency 20 --search-stat p50 2>"$tmp/err" | awk '$1 == "hisparse" { print $3 }')
+per_gpu=$("$bin" $search_small --search-latency 30 --search-stat p50 2>"$tmp/err" | awk '$1 == "hisparse" { print $3 }')
 p50_at() { "$bin" $search_small --concurrency "$1" --quiet --json - | tr ',' '\n' | awk -F': ' '/"tpot_p50_s"/ { print $2 * 1000 }'; }
 if [ -n "$per_gpu" ] && [ "$per_gpu" -ge 1 ]; then
   ok=$(p50_at $((per_gpu * 8))); next=$(p50_at $(((per_gpu + 1) * 8)))
-  if awk -v a="$ok" -v b="$next" 'BEGIN { exit !(a <= 20 && b > 20) }'; then echo "PASS search_latency_bound"
+  if awk -v a="$ok" -v b="$next" 'BEGIN { exit !(a <= 30 && b > 30) }'; then echo "PASS search_latency_bound"
   else echo "FAIL search_latency_bound (per GPU $per_gpu: p50 $ok ms; $((per_gpu + 1)): $next ms)"; fi
 else echo "FAIL search_latency_bound (no result: $(cat "$tmp/err"))"; fi
 

@@ -1,10 +1,11 @@
 /* test_sim_comm.c: the expert-parallel all-to-all term of a MoE layer's cost.
  *
- * The cost is moe_comm_s + tokens x experts_per_token x (moe_ep - 1) / moe_ep x
- * (dispatch + combine bytes) / bandwidth, added to every MoE layer and to no
- * dense layer. The expected differences are computed here by hand from the
- * model config's own numbers, so a wrong factor (local share, bytes, units)
- * in sim/step.c fails the test. */
+ * Per MoE layer and phase (dispatch, combine) the cost is a latency plus
+ * tokens x (distinct GPUs a token's top-k experts live on) x message bytes /
+ * bandwidth. The expected values are computed here independently: the
+ * distinct-GPU count from binomial coefficients (lgamma) rather than the
+ * product the simulator uses, and the time by hand from the model config's
+ * numbers, so a wrong factor in sim/step.c fails the test. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,11 +31,8 @@ static int setup(void **state)
     static fixture f;
     cfg *mc, *hc;
     memset(&f, 0, sizeof f);
-    if (cfg_load("models/glm53.ini", &mc) < 0 || model_load(mc, &f.model) < 0) {
-        fprintf(stderr, "%s\n", dh_errmsg());
-        return -1;
-    }
-    if (cfg_load("models/hw/h200.ini", &hc) < 0 || hw_load(hc, &f.hw) < 0) {
+    if (cfg_load("models/glm53.ini", &mc) < 0 || model_load(mc, &f.model) < 0 ||
+        cfg_load("models/hw/h200.ini", &hc) < 0 || hw_load(hc, &f.hw) < 0) {
         fprintf(stderr, "%s\n", dh_errmsg());
         return -1;
     }
@@ -51,14 +49,34 @@ static int teardown(void **state)
     return 0;
 }
 
-static double layer_cost(fixture *f, double gbps, double comm_s, double tokens, uint32_t layer)
+static double log_choose(double n, double k) { return lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1); }
+
+/* E[distinct GPUs] = G x (1 - C(E - E/G, k) / C(E, k)). */
+static double ranks_by_binomials(double e, double k, double g)
+{
+    return g * (1 - exp(log_choose(e - e / g, k) - log_choose(e, k)));
+}
+
+static double layer_cost(fixture *f, const double lat[2], const double gbps[2], double tokens, uint32_t layer)
 {
     double zeros[128] = {0};
     step_mb m = {.n_req = tokens, .tokens = tokens, .sel = zeros, .miss = zeros, .pages = zeros,
                  .idx_rows = zeros, .written = zeros};
-    step_ctx cx = {.model = &f->model, .hw = &f->hw, .attention_dp = 8, .moe_ep = 8,
-                   .moe_comm_s = comm_s, .moe_comm_gbps = gbps, .compute_sms = 132};
+    step_ctx cx = {.model = &f->model, .hw = &f->hw, .attention_dp = 8, .moe_ep = 8, .compute_sms = 132};
+    for (int p = 0; p < 2; p++) { cx.a2a_lat_s[p] = lat[p]; cx.a2a_gbps[p] = gbps[p]; }
+    cx.a2a_ranks_per_token = a2a_ranks_per_token(f->model.experts, f->model.experts_per_token, 8);
     return step_compute_s(&cx, &m, layer);
+}
+
+static void test_ranks_per_token(void **state)
+{
+    (void)state;
+    /* GLM-5.3 on 8 GPUs: 256 experts, top-8. */
+    assert_true(fabs(a2a_ranks_per_token(256, 8, 8) - ranks_by_binomials(256, 8, 8)) < 1e-9);
+    assert_true(fabs(a2a_ranks_per_token(384, 6, 4) - ranks_by_binomials(384, 6, 4)) < 1e-9);
+    /* One GPU holds every expert; as many GPUs as experts: every expert is its own GPU. */
+    assert_true(a2a_ranks_per_token(256, 8, 1) == 1);
+    assert_true(fabs(a2a_ranks_per_token(256, 8, 256) - 8) < 1e-9);
 }
 
 static void test_all_to_all_bytes_over_bandwidth(void **state)
@@ -73,23 +91,24 @@ static void test_all_to_all_bytes_over_bandwidth(void **state)
     }
     assert_true(have_moe && have_dense);
     assert_true(md->moe_dispatch_bytes > 0 && md->moe_combine_bytes > 0);
-    const double tokens = 16, gbps = 300;
-    double base = layer_cost(f, 0, 0, tokens, moe);
-    double with = layer_cost(f, gbps, 25e-6, tokens, moe);
-    double bytes = tokens * md->experts_per_token * 7.0 / 8.0 * (md->moe_dispatch_bytes + md->moe_combine_bytes);
-    double expect = 25e-6 + bytes / (gbps * 1e9);
-    assert_true(fabs((with - base) - expect) < 1e-12 + 1e-9 * expect);
-    /* Doubling the tokens doubles the bandwidth term, not the latency. */
-    double base2 = layer_cost(f, 0, 0, 2 * tokens, moe);
-    double with2 = layer_cost(f, gbps, 25e-6, 2 * tokens, moe);
-    assert_true(fabs((with2 - base2) - (25e-6 + 2 * bytes / (gbps * 1e9))) < 1e-12 + 1e-9 * expect);
+    const double none[2] = {0, 0}, lat[2] = {22.8e-6, 22.4e-6}, gbps[2] = {691, 851};
+    const double tokens = 16;
+    double ranks = ranks_by_binomials(md->experts, md->experts_per_token, 8);
+    double expect = lat[0] + lat[1] + tokens * ranks * md->moe_dispatch_bytes / (gbps[0] * 1e9) +
+                    tokens * ranks * md->moe_combine_bytes / (gbps[1] * 1e9);
+    double got = layer_cost(f, lat, gbps, tokens, moe) - layer_cost(f, none, none, tokens, moe);
+    assert_true(fabs(got - expect) < 1e-9 * expect);
+    /* Doubling the tokens doubles the bandwidth terms, not the latency. */
+    double got2 = layer_cost(f, lat, gbps, 2 * tokens, moe) - layer_cost(f, none, none, 2 * tokens, moe);
+    assert_true(fabs(got2 - (2 * expect - lat[0] - lat[1])) < 1e-9 * expect);
     /* A dense layer pays no all-to-all. */
-    assert_true(layer_cost(f, gbps, 25e-6, tokens, dense) == layer_cost(f, 0, 0, tokens, dense));
+    assert_true(layer_cost(f, lat, gbps, tokens, dense) == layer_cost(f, none, none, tokens, dense));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ranks_per_token),
         cmocka_unit_test(test_all_to_all_bytes_over_bandwidth),
     };
     return cmocka_run_group_tests_name("sim_comm", tests, setup, teardown);
