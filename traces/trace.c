@@ -297,22 +297,30 @@ static hid_t w_chunked(trace_writer *w, hid_t loc, const char *name, hid_t ftype
     return d;
 }
 
-/* Append n elements to a 1-D extendible dataset. */
-static int w_append(hid_t d, hid_t mtype, const void *buf, uint64_t at, uint64_t n)
+/* Read or write elements lo .. lo+n-1 of a 1-D dataset through a hyperslab:
+ * the one place the reader and the writer touch dataset contents. */
+static int h5_slab_io(hid_t d, hid_t mtype, void *buf, uint64_t lo, uint64_t n, int write)
 {
-    if (!n) return 0;
-    hsize_t size[1] = { at + n }, start[1] = { at }, count[1] = { n };
-    if (H5Dset_extent(d, size) < 0) return -1;
+    hsize_t start[1] = { lo }, count[1] = { n };
     hid_t fs = H5Dget_space(d);
     hid_t ms = H5Screate_simple(1, count, NULL);
     int rc = fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-                     H5Dwrite(d, mtype, ms, fs, H5P_DEFAULT, buf) < 0
+                     (write ? H5Dwrite(d, mtype, ms, fs, H5P_DEFAULT, buf) : H5Dread(d, mtype, ms, fs, H5P_DEFAULT, buf)) < 0
                  ? -1
                  : 0;
     if (rc < 0) h5_capture();
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     return rc;
+}
+
+/* Append n elements to a 1-D extendible dataset. */
+static int w_append(hid_t d, hid_t mtype, const void *buf, uint64_t at, uint64_t n)
+{
+    if (!n) return 0;
+    hsize_t size[1] = { at + n };
+    if (H5Dset_extent(d, size) < 0) return -1;
+    return h5_slab_io(d, mtype, (void *)buf, at, n, 1);
 }
 
 static int sw_flush_rows(trace_writer *w, stream_writer *sw, const char *stream)
@@ -577,17 +585,7 @@ typedef struct {
 
 static int read_block(hid_t d, hid_t mtype, void *buf, uint64_t lo, uint64_t n)
 {
-    hsize_t start[1] = { lo }, count[1] = { n };
-    hid_t fs = H5Dget_space(d);
-    hid_t ms = H5Screate_simple(1, count, NULL);
-    int rc = fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-                     H5Dread(d, mtype, ms, fs, H5P_DEFAULT, buf) < 0
-                 ? -1
-                 : 0;
-    if (rc < 0) h5_capture();
-    if (ms >= 0) H5Sclose(ms);
-    if (fs >= 0) H5Sclose(fs);
-    return rc;
+    return h5_slab_io(d, mtype, buf, lo, n, 0);
 }
 
 /* Open a 1-D dataset of the expected type class; *len its length, *chunk its chunk size. */
