@@ -177,62 +177,8 @@ static inline uint32_t select64(uint64_t w, uint32_t r)
     uint32_t byte = (uint32_t)__builtin_ctzll(gt) >> 3;
     uint32_t rr = r - (uint32_t)(((upto << 8) >> (8 * byte)) & 0xFF);
     uint64_t v = (w >> (8 * byte)) & 0xFF;
-    for (; rr; rr--) v &= v - 1;
+    for (; rr; rr--) v &= v - 1; /* mostly no turn: evictable rows are sparse */
     return 8 * byte + (uint32_t)__builtin_ctzll(v);
-}
-
-/* Set bits in [a, b). */
-static inline uint32_t bcount(const uint64_t *bits, uint64_t a, uint64_t b)
-{
-    if (a >= b) return 0;
-    uint64_t wa = a >> 6, wb = (b - 1) >> 6;
-    uint64_t lo = ~0ull << (a & 63), hi = ~0ull >> (63 - ((b - 1) & 63));
-    if (wa == wb) return popc(bits[wa] & lo & hi);
-    uint32_t n = popc(bits[wa] & lo);
-    for (uint64_t w = wa + 1; w < wb; w++) n += popc(bits[w]);
-    return n + popc(bits[wb] & hi);
-}
-
-/* ---------------------------------------------------------------- Fenwick */
-
-typedef struct {
-    int32_t *t;
-    size_t cap;   /* allocated entries */
-    uint32_t n;   /* indices 1..n */
-    uint32_t top; /* the largest power of two <= n */
-} fenwick;
-
-static void fw_size(fenwick *f, uint32_t n)
-{
-    grow(&f->t, &f->cap, (size_t)n + 1, sizeof *f->t);
-    f->n = n;
-    for (f->top = 1; f->top * 2 <= n; f->top *= 2) {}
-}
-static inline void fw_add(fenwick *f, uint32_t i, int32_t v) { for (; i <= f->n; i += i & -i) f->t[i] += v; }
-static inline int32_t fw_prefix(const fenwick *f, uint32_t i) { int32_t s = 0; for (; i; i -= i & -i) s += f->t[i]; return s; }
-/* Build over cnt[0..n) in O(n). */
-static void fw_build(fenwick *f, const int32_t *cnt)
-{
-    f->t[0] = 0;
-    memcpy(f->t + 1, cnt, f->n * sizeof *cnt);
-    for (uint32_t i = 1; i <= f->n; i++) {
-        uint32_t j = i + (i & -i);
-        if (j <= f->n) f->t[j] += f->t[i];
-    }
-}
-/* The element (0-based) holding unit `rank` (0-based) of the total; *rem
- * receives the rank within that element. */
-static inline uint32_t fw_find(const fenwick *f, uint32_t rank, uint32_t *rem)
-{
-    uint32_t pos = 0;
-    for (uint32_t step = f->top; step; step >>= 1) {
-        uint32_t nx = pos + step, v = nx <= f->n ? (uint32_t)f->t[nx] : UINT32_MAX;
-        int take = v <= rank; /* written for conditional moves: the descent is unpredictable */
-        pos = take ? nx : pos;
-        rank -= take ? v : 0;
-    }
-    *rem = rank;
-    return pos;
 }
 
 /* ---------------------------------------------------------------- stream log */
@@ -286,19 +232,26 @@ typedef struct {
     uint32_t *slot;       /* [rows] insertion number of a resident row, 0 if not resident */
     uint32_t *slot_row;   /* [cap + 1] row of each insertion number */
     uint64_t *ev, *ev_tmp;/* bit per insertion number: resident and not selected */
-    size_t slot_cap, slot_row_cap, ev_cap, ev_tmp_cap;
+    uint64_t *alive;      /* bit per insertion number: resident */
+    size_t slot_cap, slot_row_cap, ev_cap, ev_tmp_cap, alive_cap;
     uint64_t miss;
 } fifo_sim;
 
-#define RND_BLOCK_SHIFT 9 /* 512 rows (8 words) per block of the random policy's counts */
-
-/* Random at one budget. */
+/* Random at one budget. The evictable rows are a bitset with a count per
+ * word; a position that evicts builds a 16-ary tree of exclusive prefix
+ * sums over the word counts (groups of 16 words, supergroups of 16 groups,
+ * then one entry per supergroup), so finding the j-th evictable row is three
+ * comparisons of 16 counts at once and a select in one word, and taking it
+ * out subtracts one from the entries after it at each level. */
 typedef struct {
-    uint32_t budget, count, n_ev;
+    uint32_t budget, count, n_ev, n_super;
     uint64_t *evictable;  /* bitset over rows: resident and not selected */
-    int32_t *block;       /* evictable rows per block */
-    size_t evictable_cap, block_cap;
-    fenwick fw;           /* over block, built at positions that evict */
+    uint8_t *word_count;  /* evictable rows per word */
+    uint16_t (*group)[16];/* per group of 16 words: evictable rows in the words before each */
+    uint16_t (*super)[16];/* per supergroup: evictable rows in the groups before each */
+    uint32_t *top;        /* evictable rows in the supergroups before each */
+    uint32_t *draw;       /* the ranks drawn for one position's evictions */
+    size_t evictable_cap, word_count_cap, group_cap, super_cap, top_cap, draw_cap;
     rng_stream rng;
     uint64_t miss;
 } random_sim;
@@ -322,17 +275,21 @@ typedef struct {
 
 /* The LRU stack below the selection: leave events numbered in order, a bit
  * per event that is still live (its row has not been selected again), the
- * live events per block of 256 and, per block, the live events in all
- * blocks before it. The prefix is rebuilt lazily from the lowest block whose
- * count changed, once per position before the ranks are read: rows re-enter
- * mostly a few positions after leaving, so that is a short tail of blocks. */
+ * live events per block of 256, the live events in the earlier words of the
+ * same block (4 bytes packed in one word, kept exact on every change) and,
+ * per block, the live events in all blocks before it. That last prefix is
+ * rebuilt lazily from the lowest block whose count changed, once per
+ * position before the ranks are read: rows re-enter mostly a few positions
+ * after leaving, so that is a short tail of blocks. A rank is then two loads
+ * and one popcount. */
 #define EV_BLOCK_SHIFT 8
 
 typedef struct {
     uint64_t *live;       /* bit per event */
     int32_t *count;       /* live events per block */
+    uint32_t *within;     /* per block, byte i: live events in words 0..i-1 of the block */
     uint32_t *before;     /* live events in the blocks before b, valid for b < before_valid */
-    size_t live_cap, count_cap, before_cap;
+    size_t live_cap, count_cap, before_cap, within_cap;
     uint32_t before_valid, n_ev, n_live;
 } lru_stack;
 
@@ -351,8 +308,7 @@ typedef struct {
     fifo_sim fifo[STATS_MAX_BUDGETS];
     random_sim rnd[STATS_MAX_BUDGETS];
     belady_sim bel[STATS_MAX_BUDGETS];
-    uint32_t *key;        /* Belady: per log index of a leave event, the next position the row is selected */
-    uint32_t *next_add;   /* [max_rows] scratch of the backward pass */
+    uint32_t *key;        /* Belady: per leave event, the next position its row is selected (NEVER: not again) */
     uint32_t *pushed;     /* [positions + 1] leave events per bucket */
     uint32_t *stamp, *touched; /* [positions + 1] the buckets one position pushes to */
     size_t key_cap, pushed_cap, stamp_cap, touched_cap;
@@ -367,16 +323,18 @@ static void sstate_init(sstate *s, uint32_t max_rows)
     s->sel = xcalloc(s->words, 8);
     s->prev_sel = xcalloc(s->words, 8);
     s->row = xcalloc(max_rows, sizeof *s->row);
-    s->next_add = xcalloc(max_rows, sizeof *s->next_add);
 }
 
 static void sstate_free(sstate *s)
 {
     free(s->sel); free(s->prev_sel); free(s->row); free(s->lru.live); free(s->lru.count); free(s->lru.before);
-    free(s->dist); free(s->key); free(s->next_add); free(s->pushed); free(s->stamp); free(s->touched);
+    free(s->lru.within);
+    free(s->dist); free(s->key); free(s->pushed); free(s->stamp); free(s->touched);
     for (int b = 0; b < STATS_MAX_BUDGETS; b++) {
         free(s->fifo[b].slot); free(s->fifo[b].slot_row); free(s->fifo[b].ev); free(s->fifo[b].ev_tmp);
-        free(s->rnd[b].evictable); free(s->rnd[b].block); free(s->rnd[b].fw.t);
+        free(s->fifo[b].alive);
+        free(s->rnd[b].evictable); free(s->rnd[b].word_count); free(s->rnd[b].group); free(s->rnd[b].super);
+        free(s->rnd[b].top); free(s->rnd[b].draw);
         free(s->bel[b].evicted); free(s->bel[b].nonempty);
     }
 }
@@ -389,6 +347,7 @@ static void sstate_reset(sstate *s)
     size_t used = ((size_t)L->n_ev >> EV_BLOCK_SHIFT) + 1;
     if (L->live) memset(L->live, 0, used * (1u << EV_BLOCK_SHIFT) / 8);
     if (L->count) memset(L->count, 0, used * sizeof *L->count);
+    if (L->within) memset(L->within, 0, used * sizeof *L->within);
     L->before_valid = L->n_ev = L->n_live = 0;
     memset(s->left_at, 0, sizeof s->left_at);
 }
@@ -400,7 +359,11 @@ static void lru_reserve(lru_stack *L, uint32_t n)
     grow(&L->live, &L->live_cap, blocks << (EV_BLOCK_SHIFT - 6), 8);
     grow(&L->count, &L->count_cap, blocks, sizeof *L->count);
     grow(&L->before, &L->before_cap, blocks, sizeof *L->before);
+    grow(&L->within, &L->within_cap, blocks, sizeof *L->within);
 }
+
+/* Byte i of AFTER_WORD[w] is 1 for the words i > w of a block. */
+static const uint32_t AFTER_WORD[4] = {0x01010100u, 0x01010000u, 0x01000000u, 0};
 
 /* Make before[] valid for every block: O(blocks since the lowest change). */
 static void lru_prefix(lru_stack *L)
@@ -411,15 +374,11 @@ static void lru_prefix(lru_stack *L)
     L->before_valid = nb;
 }
 
-/* Live events numbered <= e: the block prefix plus a masked popcount of the
- * block's 4 words (branch-free: the ranks of one position are unpredictable). */
+/* Live events numbered <= e. */
 static inline uint32_t lru_rank(const lru_stack *L, uint32_t e)
 {
-    uint32_t b = e >> EV_BLOCK_SHIFT, wi = (e >> 6) & 3, n = L->before[b];
-    const uint64_t *w = L->live + ((size_t)b << (EV_BLOCK_SHIFT - 6));
-    uint64_t last = ~0ull >> (63 - (e & 63));
-    for (uint32_t i = 0; i < 4; i++) n += popc(w[i] & (i < wi ? ~0ull : i == wi ? last : 0));
-    return n;
+    uint32_t b = e >> EV_BLOCK_SHIFT, wi = (e >> 6) & 3;
+    return L->before[b] + ((L->within[b] >> (8 * wi)) & 0xFF) + popc(L->live[e >> 6] & (~0ull >> (63 - (e & 63))));
 }
 
 static inline void lru_kill(lru_stack *L, uint32_t e)
@@ -427,8 +386,17 @@ static inline void lru_kill(lru_stack *L, uint32_t e)
     uint32_t b = e >> EV_BLOCK_SHIFT;
     bclr(L->live, e);
     L->count[b]--;
+    L->within[b] -= AFTER_WORD[(e >> 6) & 3];
     L->n_live--;
     if (b + 1 < L->before_valid) L->before_valid = b + 1;
+}
+
+static inline void lru_append(lru_stack *L, uint32_t e)
+{
+    uint32_t b = e >> EV_BLOCK_SHIFT;
+    bset(L->live, e);
+    L->count[b]++;
+    L->within[b] += AFTER_WORD[(e >> 6) & 3];
 }
 
 /* ---------------------------------------------------------------- report helpers */
@@ -465,20 +433,27 @@ typedef struct {
     uint32_t same_sel;     /* the number of rows every position selects, or UINT32_MAX */
 } stream_sum;
 
-static int check_delta(const sel_delta *d, const sstate *s, uint32_t req, uint32_t g, uint32_t expect_pos)
+/* A delta is checked against the selection before it as it is applied (the
+ * rows entering while they are ranked, the rows leaving as they leave), so
+ * the checks cost no pass of their own; a bad delta fails the whole run. */
+static int check_position(const sel_delta *d, const sstate *s, uint32_t req, uint32_t g, uint32_t expect_pos)
 {
     if (d->pos != expect_pos)
         return dh_err("stats: request %u group %u: position %u follows position %u", req, g, d->pos, expect_pos - 1);
     if (d->nrows > s->max_rows)
         return dh_err("stats: request %u group %u position %u: %u rows, more than the shape's %u", req, g, d->pos, d->nrows, s->max_rows);
-    for (uint32_t i = 0; i < d->n_added; i++)
-        if (d->added[i] >= d->nrows || bget(s->sel, d->added[i]))
-            return dh_err("stats: request %u group %u position %u: added row %u is %s", req, g, d->pos, d->added[i],
-                          d->added[i] >= d->nrows ? "beyond the context" : "already selected");
-    for (uint32_t i = 0; i < d->n_removed; i++)
-        if (d->removed[i] >= d->nrows || !bget(s->sel, d->removed[i]))
-            return dh_err("stats: request %u group %u position %u: removed row %u is not selected", req, g, d->pos, d->removed[i]);
     return 0;
+}
+
+static inline int bad_added(const sel_delta *d, const sstate *s, uint32_t x)
+{
+    return x >= d->nrows || bget(s->sel, x);
+}
+
+static int added_error(const sel_delta *d, const sstate *s, uint32_t req, uint32_t g, uint32_t x)
+{
+    return dh_err("stats: request %u group %u position %u: added row %u is %s", req, g, d->pos, x,
+                  x >= d->nrows ? "beyond the context" : "already selected");
 }
 
 /* floor(n / k) by Lemire's multiply-shift (kinv = ceil(2^64 / k); exact for
@@ -522,9 +497,10 @@ static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t
         int rc = sel_next(st, &d);
         if (rc < 0) return -1;
         if (rc > 0) break;
-        if (check_delta(&d, s, req, g, t) < 0) return -1;
+        if (check_position(&d, s, req, g, t) < 0) return -1;
         if (slog_push(log, &d) < 0) return -1;
         lru_reserve(L, d.n_removed);
+        if (o->belady) grow(&s->key, &s->key_cap, (size_t)L->n_ev + d.n_removed, sizeof *s->key);
         if (t == 0) sum->same_sel = d.n_sel;
         else if (d.n_sel != sum->same_sel) sum->same_sel = UINT32_MAX;
         if (t > 0) {
@@ -542,47 +518,77 @@ static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t
              * leaves it: O(1) each after the prefix rebuild. */
             grow(&s->dist, &s->dist_cap, d.n_added, sizeof *s->dist);
             lru_prefix(L);
+            /* The hot loops work on locals: stores through the state's
+             * pointers would otherwise force its fields to be reloaded. */
+            const row_state *const row = s->row;
+            uint32_t *const dist = s->dist, top = prev_n_sel + L->n_live + 1;
             for (uint32_t i = 0; i < d.n_added; i++) {
-                const row_state *e = &s->row[d.added[i]];
-                if (e->leave == NEVER) { s->dist[i] = 0; continue; }
-                s->dist[i] = prev_n_sel + L->n_live - lru_rank(L, e->ev) + 1;
+                uint32_t x = d.added[i];
+                if (bad_added(&d, s, x)) return added_error(&d, s, req, g, x);
+                const row_state *e = &row[x];
+                dist[i] = e->leave == NEVER ? 0 : top - lru_rank(L, e->ev);
             }
+        } else {
+            for (uint32_t i = 0; i < d.n_added; i++)
+                if (bad_added(&d, s, d.added[i])) return added_error(&d, s, req, g, d.added[i]);
         }
-        /* Stack, reuse and union bookkeeping of the entering rows, and the selection itself. */
         s->left_at[t % STATS_MAX_Q] = 0;
-        for (uint32_t i = 0; i < d.n_added; i++) {
-            uint32_t x = d.added[i];
-            row_state *e = &s->row[x];
-            uint32_t lv = e->leave;
-            if (lv == NEVER) {
-                sum->distinct++;
-                if (t > 0) {
-                    gs->cold++;
-                    sum->cold++;
-                    over[nb]++;
-                }
-            } else {
-                uint32_t dist = s->dist[i], j = 0;
-                lru_kill(L, e->ev);
-                uint64_t bin = div_k((uint64_t)dist * STATS_MRC_RES + k - 1, k, kinv);
-                mrc[bin < mrc_last ? bin : mrc_last]++;
-                for (uint32_t b = 0; b < nb; b++) j += dist > sorted[b];
-                over[j]++;
-                uint32_t reuse = t - lv;
-                reuse_hist[31 - __builtin_clz(reuse)]++;
-                if (reuse < STATS_MAX_Q) s->left_at[lv % STATS_MAX_Q]--;
-            }
-            e->leave = SELECTED;
-            bset(s->sel, x);
-        }
-        /* Leaving rows become the newest events, in ascending row order (the tie rule). */
+        /* Leaving rows become the newest events, in ascending row order (the
+         * tie rule); they are applied before the entering rows so that both
+         * are checked against the selection of t-1. */
         for (uint32_t i = 0; i < d.n_removed; i++) {
             uint32_t x = d.removed[i], ev = L->n_ev + i;
+            if (x >= d.nrows || !bget(s->sel, x))
+                return dh_err("stats: request %u group %u position %u: removed row %u is not selected", req, g, d.pos, x);
             bclr(s->sel, x);
             s->row[x].leave = t;
             s->row[x].ev = ev;
-            bset(L->live, ev);
-            L->count[ev >> EV_BLOCK_SHIFT]++;
+            lru_append(L, ev);
+            if (o->belady) s->key[ev] = NEVER;
+        }
+        /* Stack, reuse and union bookkeeping of the entering rows, and the selection itself. */
+        {
+            row_state *const row = s->row;
+            uint64_t *const sel = s->sel, *const live = L->live;
+            int32_t *const count = L->count;
+            uint32_t *const within = L->within, *const key = o->belady ? s->key : NULL, *const left_at = s->left_at;
+            const uint32_t *const dist = s->dist;
+            uint32_t valid = L->before_valid, killed = 0, fresh = 0;
+            for (uint32_t i = 0; i < d.n_added; i++) {
+                uint32_t x = d.added[i];
+                row_state *e = &row[x];
+                uint32_t lv = e->leave;
+                if (lv == NEVER) {
+                    fresh++;
+                } else {
+                    /* The row's leave event dies (lru_kill, with the counters in registers). */
+                    uint32_t ev = e->ev, b = ev >> EV_BLOCK_SHIFT, dd = dist[i], j = 0;
+                    live[ev >> 6] &= ~(1ull << (ev & 63));
+                    count[b]--;
+                    within[b] -= AFTER_WORD[(ev >> 6) & 3];
+                    valid = b + 1 < valid ? b + 1 : valid;
+                    killed++;
+                    /* Belady's next use of that leave event is now known. */
+                    if (key) key[ev] = t;
+                    uint64_t bin = div_k((uint64_t)dd * STATS_MRC_RES + k - 1, k, kinv);
+                    mrc[bin < mrc_last ? bin : mrc_last]++;
+                    for (uint32_t q = 0; q < nb; q++) j += dd > sorted[q];
+                    over[j]++;
+                    uint32_t reuse = t - lv;
+                    reuse_hist[31 - __builtin_clz(reuse)]++;
+                    left_at[lv % STATS_MAX_Q] -= reuse < STATS_MAX_Q; /* branch-free: reuses straddle Q */
+                }
+                e->leave = SELECTED;
+                bset(sel, x);
+            }
+            L->before_valid = valid;
+            L->n_live -= killed;
+            sum->distinct += fresh;
+            if (t > 0) {
+                gs->cold += fresh;
+                sum->cold += fresh;
+                over[nb] += fresh;
+            }
         }
         L->n_ev += d.n_removed;
         L->n_live += d.n_removed;
@@ -622,7 +628,10 @@ static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t
 static void fifo_start(fifo_sim *f, uint32_t budget, uint32_t max_rows)
 {
     f->budget = budget;
-    f->cap = 2 * budget + 64;
+    /* Compaction renumbers the residents once per cap - B insertions at a
+     * cost of cap / 64 words plus a store per resident: 8B keeps it to a
+     * small share of the insertions' own cost. */
+    f->cap = 8 * budget + 64;
     f->next = f->count = 0;
     f->cursor = 1;
     f->miss = 0;
@@ -630,24 +639,29 @@ static void fifo_start(fifo_sim *f, uint32_t budget, uint32_t max_rows)
     grow(&f->slot_row, &f->slot_row_cap, (size_t)f->cap + 1, sizeof *f->slot_row);
     grow(&f->ev, &f->ev_cap, f->cap / 64 + 2, 8);
     grow(&f->ev_tmp, &f->ev_tmp_cap, f->cap / 64 + 2, 8);
+    grow(&f->alive, &f->alive_cap, f->cap / 64 + 2, 8);
     memset(f->slot, 0, (size_t)max_rows * sizeof *f->slot);
     memset(f->ev, 0, (f->cap / 64 + 2) * 8);
+    memset(f->alive, 0, (f->cap / 64 + 2) * 8);
 }
 
-/* Renumber the residents 1..count in insertion order, keeping their marks. */
+/* Renumber the residents 1..count in insertion order, keeping their marks:
+ * the live numbers come from the alive bits, so no row is read back. */
 static void fifo_compact(fifo_sim *f)
 {
-    uint32_t n = 0;
-    memset(f->ev_tmp, 0, (f->cap / 64 + 2) * 8);
-    for (uint32_t q = 1; q <= f->next; q++) {
-        uint32_t y = f->slot_row[q];
-        if (f->slot[y] != q) continue; /* evicted, or inserted again later */
-        n++;
-        f->slot_row[n] = y;
-        f->slot[y] = n;
-        if (bget(f->ev, q)) bset(f->ev_tmp, n);
-    }
+    uint32_t n = 0, words = f->cap / 64 + 2;
+    memset(f->ev_tmp, 0, words * 8);
+    for (uint32_t w = 0; w < words; w++)
+        for (uint64_t bits = f->alive[w]; bits; bits &= bits - 1) {
+            uint32_t q = w * 64 + (uint32_t)__builtin_ctzll(bits), y = f->slot_row[q];
+            n++;
+            f->slot_row[n] = y;
+            f->slot[y] = n;
+            if (bget(f->ev, q)) bset(f->ev_tmp, n);
+        }
     DH_BUG_ON(n != f->count);
+    memset(f->alive, 0, words * 8);
+    for (uint32_t q = 1; q <= n; q++) bset(f->alive, q);
     uint64_t *tmp = f->ev;
     f->ev = f->ev_tmp;
     f->ev_tmp = tmp;
@@ -687,6 +701,7 @@ static void fifo_step(fifo_sim *f, const uint32_t *add, uint32_t na, const uint3
             }
             uint32_t q = w * 64 + (uint32_t)__builtin_ctzll(bits);
             bclr(f->ev, q);
+            bclr(f->alive, q);
             f->slot[f->slot_row[q]] = 0;
             f->cursor = q + 1;
             f->count--;
@@ -694,34 +709,39 @@ static void fifo_step(fifo_sim *f, const uint32_t *add, uint32_t na, const uint3
         if (f->next == f->cap) fifo_compact(f);
         f->slot[x] = ++f->next;
         f->slot_row[f->next] = x;
+        bset(f->alive, f->next);
         f->count++;
     }
 }
 
 /* ---------------------------------------------------------------- random */
 
-static void random_start(random_sim *m, uint32_t budget, const sstate *s, uint64_t seed, uint32_t req, uint32_t g)
+#define RND_SUPER_ROWS (16 * 16 * 64)
+
+static void random_start(random_sim *m, uint32_t budget, uint32_t max_rows, uint64_t seed, uint32_t req, uint32_t g)
 {
-    uint32_t n_blocks = (uint32_t)(s->words / 8);
+    m->n_super = (max_rows + RND_SUPER_ROWS - 1) / RND_SUPER_ROWS;
+    size_t groups = (size_t)m->n_super * 16, words = groups * 16;
     m->budget = budget;
     m->count = m->n_ev = 0;
     m->miss = 0;
-    grow(&m->evictable, &m->evictable_cap, s->words, 8);
-    grow(&m->block, &m->block_cap, n_blocks, sizeof *m->block);
-    memset(m->evictable, 0, s->words * 8);
-    memset(m->block, 0, n_blocks * sizeof *m->block);
-    fw_size(&m->fw, n_blocks);
+    grow(&m->evictable, &m->evictable_cap, words, 8);
+    grow(&m->word_count, &m->word_count_cap, words, 1);
+    grow(&m->group, &m->group_cap, groups, sizeof *m->group);
+    grow(&m->super, &m->super_cap, m->n_super, sizeof *m->super);
+    grow(&m->top, &m->top_cap, m->n_super, sizeof *m->top);
+    memset(m->evictable, 0, words * 8);
+    memset(m->word_count, 0, words);
     rng_init(&m->rng, seed, req, g, 3);
 }
 
-/* One position: O(1) per changed row; a position that evicts builds the
- * block tree (O(blocks)) and pays O(log blocks + 8 words) per victim. */
-static void random_step(random_sim *m, const uint32_t *add, uint32_t na, const uint32_t *rem, uint32_t nr, int counted)
+/* One position's changes: O(1) per changed row. Returns the evictions due. */
+static uint32_t random_update(random_sim *m, const uint32_t *add, uint32_t na, const uint32_t *rem, uint32_t nr, int counted)
 {
     for (uint32_t i = 0; i < nr; i++) {
         uint32_t x = rem[i];
         bset(m->evictable, x);
-        m->block[x >> RND_BLOCK_SHIFT]++;
+        m->word_count[x >> 6]++;
     }
     m->n_ev += nr;
     /* A row entering the selection hits iff it is resident, i.e. evictable
@@ -730,7 +750,7 @@ static void random_step(random_sim *m, const uint32_t *add, uint32_t na, const u
     for (uint32_t i = 0; i < na; i++) {
         uint32_t x = add[i], h = (uint32_t)bget(m->evictable, x);
         bclr(m->evictable, x);
-        m->block[x >> RND_BLOCK_SHIFT] -= (int32_t)h;
+        m->word_count[x >> 6] -= (uint8_t)h;
         hits += h;
     }
     m->n_ev -= hits;
@@ -741,45 +761,120 @@ static void random_step(random_sim *m, const uint32_t *add, uint32_t na, const u
      * number of misses matters, not which rows they are. */
     uint32_t free_rows = m->budget - m->count, evict = misses > free_rows ? misses - free_rows : 0;
     m->count += misses - evict;
-    if (!evict) return;
-    fw_build(&m->fw, m->block);
-    for (uint32_t e = 0; e < evict; e++) {
-        uint32_t j = rng_below(&m->rng, m->n_ev), r;
-        uint32_t blk = fw_find(&m->fw, j, &r);
-        /* The word of the block holding rank r, without branches: the
-         * block's 8 popcounts are independent. */
-        uint64_t *w = m->evictable + ((size_t)blk << (RND_BLOCK_SHIFT - 6));
-        uint32_t below = 0, wi = 0, upto = 0;
-        for (uint32_t i = 0; i < 8; i++) {
-            upto += popc(w[i]);
-            uint32_t before = upto <= r; /* the counts only grow, so these words form a prefix */
-            wi += before;
-            below = before ? upto : below;
+    return evict;
+}
+
+/* The prefix tree from the word counts: O(words). */
+static void random_build(random_sim *m)
+{
+    uint32_t carry = 0;
+    for (uint32_t h = 0; h < m->n_super; h++) {
+        uint32_t in_super = 0;
+        for (uint32_t gi = 0; gi < 16; gi++) {
+            uint32_t g = h * 16 + gi, in_group = 0;
+            const uint8_t *c = m->word_count + (size_t)g * 16;
+            for (uint32_t i = 0; i < 16; i++) { m->group[g][i] = (uint16_t)in_group; in_group += c[i]; }
+            m->super[h][gi] = (uint16_t)in_super;
+            in_super += in_group;
         }
-        uint32_t bit = select64(w[wi], r - below);
-        w[wi] &= ~(1ull << bit);
-        m->block[blk]--;
-        fw_add(&m->fw, blk + 1, -1);
-        m->n_ev--;
+        m->top[h] = carry;
+        carry += in_super;
     }
+}
+
+/* Among 16 non-decreasing counts with e[0] = 0 <= j (all at most 16384),
+ * the last index whose count is <= j; and one subtracted from every entry
+ * after index c. SSE2 where available (every x86-64), else plain loops. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline uint32_t child16(const uint16_t *e, uint32_t j)
+{
+    __m128i jj = _mm_set1_epi16((short)j);
+    __m128i a = _mm_loadu_si128((const __m128i *)e), b = _mm_loadu_si128((const __m128i *)e + 1);
+    uint32_t above = (uint32_t)_mm_movemask_epi8(_mm_packs_epi16(_mm_cmpgt_epi16(a, jj), _mm_cmpgt_epi16(b, jj)));
+    return (uint32_t)__builtin_ctz(above | 0x10000) - 1;
+}
+static inline void drop16(uint16_t *e, uint32_t c)
+{
+    const __m128i lo = _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7), hi = _mm_setr_epi16(8, 9, 10, 11, 12, 13, 14, 15);
+    __m128i cc = _mm_set1_epi16((short)c), *p = (__m128i *)e;
+    _mm_storeu_si128(p, _mm_add_epi16(_mm_loadu_si128(p), _mm_cmpgt_epi16(lo, cc)));
+    _mm_storeu_si128(p + 1, _mm_add_epi16(_mm_loadu_si128(p + 1), _mm_cmpgt_epi16(hi, cc)));
+}
+#else
+static inline uint32_t child16(const uint16_t *e, uint32_t j)
+{
+    uint32_t c = 0;
+    for (uint32_t i = 1; i < 16; i++) c += e[i] <= j;
+    return c;
+}
+static inline void drop16(uint16_t *e, uint32_t c)
+{
+    for (uint32_t i = 1; i < 16; i++) e[i] -= i > c;
+}
+#endif
+
+/* Where the j-th evictable row in row order lies: O(supergroups + 1) with
+ * no data-dependent branch. */
+typedef struct { uint32_t h, gi, wi, bit; } rnd_loc;
+
+static inline rnd_loc random_locate(const random_sim *m, uint32_t j)
+{
+    rnd_loc L;
+    L.h = 0;
+    for (uint32_t i = 1; i < m->n_super; i++) L.h += m->top[i] <= j;
+    j -= m->top[L.h];
+    L.gi = child16(m->super[L.h], j);
+    j -= m->super[L.h][L.gi];
+    uint32_t g = L.h * 16 + L.gi;
+    L.wi = child16(m->group[g], j);
+    j -= m->group[g][L.wi];
+    L.bit = select64(m->evictable[g * 16 + L.wi], j);
+    return L;
+}
+
+static inline void random_remove(random_sim *m, rnd_loc L)
+{
+    uint32_t g = L.h * 16 + L.gi, w = g * 16 + L.wi;
+    m->evictable[w] &= ~(1ull << L.bit);
+    m->word_count[w]--;
+    drop16(m->group[g], L.wi);
+    drop16(m->super[L.h], L.gi);
+    for (uint32_t i = 1; i < m->n_super; i++) m->top[i] -= i > L.h; /* a fixed trip count predicts well */
+    m->n_ev--;
+}
+
+/* One position of every random budget. (Interleaving the evictions of
+ * different budgets, which are independent chains of loads, measured no
+ * faster: the budgets' trees then compete for L1.) */
+static void random_step(random_sim *sims, uint32_t n, const uint32_t *add, uint32_t na, const uint32_t *rem, uint32_t nr,
+                        int counted)
+{
+    uint32_t evict[STATS_MAX_BUDGETS];
+    for (uint32_t i = 0; i < n; i++) {
+        random_sim *m = &sims[i];
+        evict[i] = random_update(m, add, na, rem, nr, counted);
+        if (!evict[i]) continue;
+        random_build(m);
+        /* The draws depend only on how many rows are evictable, which drops
+         * by one per eviction, so they are made before the evictions and
+         * stay off the chain of dependent loads. */
+        grow(&m->draw, &m->draw_cap, evict[i], sizeof *m->draw);
+        for (uint32_t e = 0; e < evict[i]; e++) m->draw[e] = rng_below(&m->rng, m->n_ev - e);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t e = 0; e < evict[i]; e++) random_remove(&sims[i], random_locate(&sims[i], sims[i].draw[e]));
 }
 
 /* ---------------------------------------------------------------- Belady */
 
-/* All budgets of MIN over the log, by counting (see the top of this file). */
+/* All budgets of MIN over the log, by counting (see the top of this file).
+ * The next use of every leave event was recorded by the streaming pass when
+ * its row re-entered, so no backward pass is needed. */
 static void belady_run(sstate *s, const slog *l, belady_sim *sims, uint32_t n_sims)
 {
     const uint32_t np = l->positions, never = np, nb = np + 1, nwords = nb / 64 + 1;
-    /* Backward pass: the next position each leaving row is selected again. */
-    grow(&s->key, &s->key_cap, l->n ? l->n : 1, sizeof *s->key);
-    for (uint32_t i = 0; i < s->max_rows; i++) s->next_add[i] = never;
-    for (uint32_t t = np; t-- > 0;) {
-        const uint32_t *rows = l->rows + l->off[t];
-        uint32_t na = l->n_add[t], n = (uint32_t)(l->off[t + 1] - l->off[t]);
-        uint32_t *key = s->key + l->off[t];
-        for (uint32_t i = na; i < n; i++) key[i] = s->next_add[rows[i]];
-        for (uint32_t i = 0; i < na; i++) s->next_add[rows[i]] = t;
-    }
+    size_t ev0 = 0;
     grow(&s->pushed, &s->pushed_cap, nb, sizeof *s->pushed);
     grow(&s->stamp, &s->stamp_cap, nb, sizeof *s->stamp);
     grow(&s->touched, &s->touched_cap, nb, sizeof *s->touched);
@@ -798,15 +893,25 @@ static void belady_run(sstate *s, const slog *l, belady_sim *sims, uint32_t n_si
     for (uint32_t t = 0; t < np; t++) {
         /* Shared: the leaving rows join their buckets. */
         uint32_t na = l->n_add[t], nr = (uint32_t)(l->off[t + 1] - l->off[t]) - na, nt = 0, top = 0;
-        const uint32_t *key = s->key + l->off[t] + na;
+        const uint32_t *key = s->key + ev0;
+        ev0 += nr;
+        /* Rows leaving for good are counted in a register: they would
+         * otherwise chain increments of one counter through memory. */
+        uint32_t gone = 0;
         for (uint32_t i = 0; i < nr; i++) {
             uint32_t u = key[i];
+            if (u == NEVER) { gone++; continue; }
             s->pushed[u]++;
             if (s->stamp[u] != t + 1) {
                 s->stamp[u] = t + 1;
                 s->touched[nt++] = u;
                 if (u > top) top = u;
             }
+        }
+        if (gone) {
+            s->pushed[never] += gone;
+            s->touched[nt++] = never;
+            top = never;
         }
         for (uint32_t j = 0; j < n_sims; j++) {
             belady_sim *b = &sims[j];
@@ -857,7 +962,7 @@ static void run_policies(const ctx *c, sstate *s, const slog *l, uint32_t req, u
     if (o->fifo || o->random) {
         for (uint32_t i = 0; i < ns; i++) {
             if (o->fifo) fifo_start(&s->fifo[i], c->budget[sim_b[i]], s->max_rows);
-            if (o->random) random_start(&s->rnd[i], c->budget[sim_b[i]], s, o->seed, req, g);
+            if (o->random) random_start(&s->rnd[i], c->budget[sim_b[i]], s->max_rows, o->seed, req, g);
         }
         /* Position-major so a position's rows are read from memory once for all budgets. */
         uint32_t max_add = 1;
@@ -866,10 +971,9 @@ static void run_policies(const ctx *c, sstate *s, const slog *l, uint32_t req, u
         for (uint32_t t = 0; t < l->positions; t++) {
             const uint32_t *add = l->rows + l->off[t];
             uint32_t na = l->n_add[t], nr = (uint32_t)(l->off[t + 1] - l->off[t]) - na;
-            for (uint32_t i = 0; i < ns; i++) {
-                if (o->fifo) fifo_step(&s->fifo[i], add, na, add + na, nr, t > 0, s->dist);
-                if (o->random) random_step(&s->rnd[i], add, na, add + na, nr, t > 0);
-            }
+            if (o->fifo)
+                for (uint32_t i = 0; i < ns; i++) fifo_step(&s->fifo[i], add, na, add + na, nr, t > 0, s->dist);
+            if (o->random) random_step(s->rnd, ns, add, na, add + na, nr, t > 0);
         }
         for (uint32_t i = 0; i < ns; i++) {
             if (o->fifo) gs->miss[STATS_FIFO][sim_b[i]] += s->fifo[i].miss;
