@@ -21,6 +21,7 @@
 #include "sim/out.h"
 #include "sim/sim.h"
 #include "test_sim_src.h"
+#include "test_sim_tiny.h"
 
 static char dir[256];
 static char inst_path[300];
@@ -33,15 +34,7 @@ static char inst_path[300];
 #define PROMPT 10000
 #define OUTPUT 50
 
-static void write_file(const char *name, const char *text)
-{
-    char p[400];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
+static void write_file(const char *name, const char *text) { tiny_write(dir, name, text); }
 
 static int setup(void **state)
 {
@@ -49,22 +42,10 @@ static int setup(void **state)
     snprintf(dir, sizeof dir, "/tmp/test_sim_run.XXXXXX");
     if (!mkdtemp(dir)) return -1;
     char buf[4096];
-    /* One selection group of 4 layers (one indexer, three reusing it), no MoE. */
-    snprintf(buf, sizeof buf,
-             "[model]\nname = tiny\nlayers = own, reuse*3\nhidden = 1024\nactive_params = 1e6\n"
-             "experts = 0\nexperts_per_token = 0\nexpert_bytes = 0\n"
-             "[kind.own]\nselect = own\nrow_bytes = %g\ntopk = %d\nindexer_key_bytes = 16\n"
-             "indexer_heads = 1\nindexer_dim = 16\nattn_heads = 1\nattn_qk_dim = 64\nattn_v_dim = 64\nmoe = false\n"
-             "[kind.reuse]\nbase = own\nselect = reuse\n", ROW_BYTES, K);
-    write_file("tiny.ini", buf);
-    /* Compute and HBM effectively free; a flat gather bandwidth; no fixed costs. */
-    snprintf(buf, sizeof buf,
-             "[hw]\nname = test\nhbm_bytes = 1e12\nhbm_bw = 1e15\nsms = 100\nfp8_flops = 1e19\nbf16_flops = 1e19\n"
-             "mma_efficiency = 1\nkernel_launch_s = 0\n"
-             "[pcie]\nh2d_bw = 1e12\nd2h_bw = 1e12\nduplex_bw = 2e12\n"
-             "[gather]\nrow_bytes = 1000\nrow_bw = %g\nref_row_bytes = 1000\npages = 1000\npages_bw = %g\n"
-             "sms = 8\nsms_factor = 1\nfetch_sms = 8\npage_bytes = 4096\nlaunch_s = 0\n"
-             "[host]\ndram_bytes = 1e12\n", GATHER_BW, GATHER_BW);
+    /* One selection group of 4 layers (one indexer, three reusing it), no MoE;
+     * compute and HBM effectively free; a flat gather bandwidth; no fixed costs. */
+    tiny_write_model(dir, ROW_BYTES, K);
+    tiny_hw_text(buf, sizeof buf, GATHER_BW, "");
     write_file("hw.ini", buf);
     snprintf(buf, sizeof buf,
              "[instance]\nmodel = %s/tiny.ini\nhw = %s/hw.ini\ngpus = 1\nattention_dp = 1\nmoe_ep = 1\n"

@@ -28,6 +28,7 @@
 #include "sim/out.h"
 #include "sim/sim.h"
 #include "test_sim_src.h"
+#include "test_sim_tiny.h"
 
 static char dir[256];
 static char inst_path[300];
@@ -44,15 +45,7 @@ static char set_buf[16][400];
 #define DRAFT_ROW_BYTES 100.0
 #define WINDOW 4096
 
-static void write_file(const char *name, const char *text)
-{
-    char p[400];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
+static void write_file(const char *name, const char *text) { tiny_write(dir, name, text); }
 
 static void write_draft(const char *name, const char *kind, const char *target, const char *marginal)
 {
@@ -71,13 +64,6 @@ static void write_draft(const char *name, const char *kind, const char *target, 
     write_file(file, buf);
 }
 
-static const char *hw_text =
-    "[hw]\nname = test\nhbm_bytes = 1e12\nhbm_bw = 1e15\nsms = 100\nfp8_flops = 1e19\nbf16_flops = 1e19\n"
-    "mma_efficiency = 1\nkernel_launch_s = 0\n"
-    "[pcie]\nh2d_bw = 1e12\nd2h_bw = 1e12\nduplex_bw = 2e12\n"
-    "[gather]\nrow_bytes = 1000\nrow_bw = 10e9\nref_row_bytes = 1000\npages = 1000\npages_bw = 10e9\n"
-    "sms = 8\nsms_factor = 1\nfetch_sms = 8\npage_bytes = 4096\nlaunch_s = 0\n"
-    "[host]\ndram_bytes = 1e12\n";
 
 static int setup(void **state)
 {
@@ -85,17 +71,12 @@ static int setup(void **state)
     snprintf(dir, sizeof dir, "/tmp/test_sim_spec.XXXXXX");
     if (!mkdtemp(dir)) return -1;
     char buf[4096];
-    snprintf(buf, sizeof buf,
-             "[model]\nname = tiny\nlayers = own, reuse*3\nhidden = 1024\nactive_params = 1e6\n"
-             "experts = 0\nexperts_per_token = 0\nexpert_bytes = 0\n"
-             "[kind.own]\nselect = own\nrow_bytes = %g\ntopk = %d\nindexer_key_bytes = 16\n"
-             "indexer_heads = 1\nindexer_dim = 16\nattn_heads = 1\nattn_qk_dim = 64\nattn_v_dim = 64\nmoe = false\n"
-             "[kind.reuse]\nbase = own\nselect = reuse\n", ROW_BYTES, K);
-    write_file("tiny.ini", buf);
-    write_file("hw.ini", hw_text);
-    snprintf(buf, sizeof buf, "%s[fit_range]\nfetch_row_bytes = 100, 5000\nfetch_rows = 1, 2\n", hw_text);
+    tiny_write_model(dir, ROW_BYTES, K);
+    tiny_hw_text(buf, sizeof buf, GATHER_BW, "");
+    write_file("hw.ini", buf);
+    tiny_hw_text(buf, sizeof buf, GATHER_BW, "[fit_range]\nfetch_row_bytes = 100, 5000\nfetch_rows = 1, 2\n");
     write_file("hw_narrow.ini", buf);
-    snprintf(buf, sizeof buf, "%s[fit_range]\nfetch_row_bytes = 100, 5000\nfetch_rows = 1, 1e9\nattention_batch = 1, 64\n", hw_text);
+    tiny_hw_text(buf, sizeof buf, GATHER_BW, "[fit_range]\nfetch_row_bytes = 100, 5000\nfetch_rows = 1, 1e9\nattention_batch = 1, 64\n");
     write_file("hw_wide.ini", buf);
     snprintf(buf, sizeof buf,
              "[instance]\nmodel = %s/tiny.ini\nhw = %s/hw.ini\ngpus = 1\nattention_dp = 1\nmoe_ep = 1\n"

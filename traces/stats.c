@@ -74,6 +74,9 @@
 #include <string.h>
 
 #define NEVER UINT32_MAX       /* row never selected */
+/* Rows ahead whose per-row state is prefetched in loops over a delta: the
+ * rows of a delta are spread over the context, so each is a cache miss. */
+#define STATS_PREFETCH 16
 #define SELECTED (UINT32_MAX - 1)
 
 static void *xcalloc(size_t n, size_t sz)
@@ -163,10 +166,22 @@ static inline uint32_t popc(uint64_t x)
     return (uint32_t)((x * 0x0101010101010101ull) >> 56);
 }
 
+/* select_in_byte[v][r]: the position of the set bit of rank r in byte v. */
+typedef uint8_t byte_select[256][8];
+
+static void byte_select_init(byte_select t)
+{
+    for (uint32_t v = 0; v < 256; v++)
+        for (uint32_t b = 0, r = 0; b < 8; b++)
+            if (v >> b & 1) t[v][r++] = (uint8_t)b;
+}
+
 /* Position of the set bit of rank r (0-based) in w, which has more than r
  * set bits: byte prefix counts locate the byte without branches (Vigna,
- * "Broadword implementation of rank/select queries", 2008). */
-static inline uint32_t select64(uint64_t w, uint32_t r)
+ * "Broadword implementation of rank/select queries", 2008), a table the bit
+ * in it (evictable rows come in runs, so a loop over the byte's bits would
+ * mispredict). */
+static inline uint32_t select64(const byte_select t, uint64_t w, uint32_t r)
 {
     const uint64_t L8 = 0x0101010101010101ull, H8 = 0x8080808080808080ull;
     uint64_t x = w - ((w >> 1) & 0x5555555555555555ull);
@@ -176,9 +191,7 @@ static inline uint32_t select64(uint64_t w, uint32_t r)
     uint64_t gt = ((upto | H8) - (uint64_t)(r + 1) * L8) & H8; /* bytes with upto > r */
     uint32_t byte = (uint32_t)__builtin_ctzll(gt) >> 3;
     uint32_t rr = r - (uint32_t)(((upto << 8) >> (8 * byte)) & 0xFF);
-    uint64_t v = (w >> (8 * byte)) & 0xFF;
-    for (; rr; rr--) v &= v - 1; /* mostly no turn: evictable rows are sparse */
-    return 8 * byte + (uint32_t)__builtin_ctzll(v);
+    return 8 * byte + t[(w >> (8 * byte)) & 0xFF][rr];
 }
 
 /* ---------------------------------------------------------------- stream log */
@@ -249,9 +262,11 @@ typedef struct {
     uint8_t *word_count;  /* evictable rows per word */
     uint16_t (*group)[16];/* per group of 16 words: evictable rows in the words before each */
     uint16_t (*super)[16];/* per supergroup: evictable rows in the groups before each */
-    uint32_t *top;        /* evictable rows in the supergroups before each */
+    uint32_t *top;        /* evictable rows in the supergroups before each; at least 16
+                           * entries, those past the last supergroup INT32_MAX */
     uint32_t *draw;       /* the ranks drawn for one position's evictions */
     size_t evictable_cap, word_count_cap, group_cap, super_cap, top_cap, draw_cap;
+    const byte_select *select;
     rng_stream rng;
     uint64_t miss;
 } random_sim;
@@ -307,11 +322,12 @@ typedef struct {
     /* Fixed-budget policies. */
     fifo_sim fifo[STATS_MAX_BUDGETS];
     random_sim rnd[STATS_MAX_BUDGETS];
+    byte_select select;
     belady_sim bel[STATS_MAX_BUDGETS];
     uint32_t *key;        /* Belady: per leave event, the next position its row is selected (NEVER: not again) */
     uint32_t *pushed;     /* [positions + 1] leave events per bucket */
-    uint32_t *stamp, *touched; /* [positions + 1] the buckets one position pushes to */
-    size_t key_cap, pushed_cap, stamp_cap, touched_cap;
+    uint32_t *touched;    /* bitmap (as 32-bit words) of the buckets one position pushes to */
+    size_t key_cap, pushed_cap, touched_cap;
 } sstate;
 
 static void sstate_init(sstate *s, uint32_t max_rows)
@@ -323,13 +339,14 @@ static void sstate_init(sstate *s, uint32_t max_rows)
     s->sel = xcalloc(s->words, 8);
     s->prev_sel = xcalloc(s->words, 8);
     s->row = xcalloc(max_rows, sizeof *s->row);
+    byte_select_init(s->select);
 }
 
 static void sstate_free(sstate *s)
 {
     free(s->sel); free(s->prev_sel); free(s->row); free(s->lru.live); free(s->lru.count); free(s->lru.before);
     free(s->lru.within);
-    free(s->dist); free(s->key); free(s->pushed); free(s->stamp); free(s->touched);
+    free(s->dist); free(s->key); free(s->pushed); free(s->touched);
     for (int b = 0; b < STATS_MAX_BUDGETS; b++) {
         free(s->fifo[b].slot); free(s->fifo[b].slot_row); free(s->fifo[b].ev); free(s->fifo[b].ev_tmp);
         free(s->fifo[b].alive);
@@ -524,6 +541,7 @@ static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t
             uint32_t *const dist = s->dist, top = prev_n_sel + L->n_live + 1;
             for (uint32_t i = 0; i < d.n_added; i++) {
                 uint32_t x = d.added[i];
+                if (i + STATS_PREFETCH < d.n_added) __builtin_prefetch(&row[d.added[i + STATS_PREFETCH]]);
                 if (bad_added(&d, s, x)) return added_error(&d, s, req, g, x);
                 const row_state *e = &row[x];
                 dist[i] = e->leave == NEVER ? 0 : top - lru_rank(L, e->ev);
@@ -538,6 +556,7 @@ static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t
          * are checked against the selection of t-1. */
         for (uint32_t i = 0; i < d.n_removed; i++) {
             uint32_t x = d.removed[i], ev = L->n_ev + i;
+            if (i + STATS_PREFETCH < d.n_removed) __builtin_prefetch(&s->row[d.removed[i + STATS_PREFETCH]], 1);
             if (x >= d.nrows || !bget(s->sel, x))
                 return dh_err("stats: request %u group %u position %u: removed row %u is not selected", req, g, d.pos, x);
             bclr(s->sel, x);
@@ -675,6 +694,7 @@ static void fifo_step(fifo_sim *f, const uint32_t *add, uint32_t na, const uint3
 {
     /* Selected rows are resident, so every leaving row has a number. */
     for (uint32_t i = 0; i < nr; i++) {
+        if (i + STATS_PREFETCH < nr) __builtin_prefetch(&f->slot[rem[i + STATS_PREFETCH]]);
         uint32_t q = f->slot[rem[i]];
         bset(f->ev, q);
         if (q < f->cursor) f->cursor = q;
@@ -683,6 +703,7 @@ static void fifo_step(fifo_sim *f, const uint32_t *add, uint32_t na, const uint3
      * hits and misses alternate unpredictably; number 0 is never marked). */
     uint32_t nm = 0;
     for (uint32_t i = 0; i < na; i++) {
+        if (i + STATS_PREFETCH < na) __builtin_prefetch(&f->slot[add[i + STATS_PREFETCH]]);
         uint32_t x = add[i], q = f->slot[x];
         f->ev[q >> 6] &= ~((uint64_t)(q != 0) << (q & 63));
         miss_rows[nm] = x;
@@ -718,8 +739,10 @@ static void fifo_step(fifo_sim *f, const uint32_t *add, uint32_t na, const uint3
 
 #define RND_SUPER_ROWS (16 * 16 * 64)
 
-static void random_start(random_sim *m, uint32_t budget, uint32_t max_rows, uint64_t seed, uint32_t req, uint32_t g)
+static void random_start(random_sim *m, uint32_t budget, const sstate *s, uint64_t seed, uint32_t req, uint32_t g)
 {
+    uint32_t max_rows = s->max_rows;
+    m->select = &s->select;
     m->n_super = (max_rows + RND_SUPER_ROWS - 1) / RND_SUPER_ROWS;
     size_t groups = (size_t)m->n_super * 16, words = groups * 16;
     m->budget = budget;
@@ -729,7 +752,7 @@ static void random_start(random_sim *m, uint32_t budget, uint32_t max_rows, uint
     grow(&m->word_count, &m->word_count_cap, words, 1);
     grow(&m->group, &m->group_cap, groups, sizeof *m->group);
     grow(&m->super, &m->super_cap, m->n_super, sizeof *m->super);
-    grow(&m->top, &m->top_cap, m->n_super, sizeof *m->top);
+    grow(&m->top, &m->top_cap, m->n_super < 16 ? 16 : m->n_super, sizeof *m->top);
     memset(m->evictable, 0, words * 8);
     memset(m->word_count, 0, words);
     rng_init(&m->rng, seed, req, g, 3);
@@ -764,6 +787,31 @@ static uint32_t random_update(random_sim *m, const uint32_t *add, uint32_t na, c
     return evict;
 }
 
+/* Exclusive prefix sums of 16 word counts into e; returns their total. */
+static inline uint32_t group_prefix(uint16_t *e, const uint8_t *c)
+{
+#if defined(__SSE2__)
+    __m128i b = _mm_loadu_si128((const __m128i *)c), z = _mm_setzero_si128();
+    __m128i lo = _mm_unpacklo_epi8(b, z), hi = _mm_unpackhi_epi8(b, z);
+    /* Inclusive sums within each half by shift-and-add, then exclusive. */
+    lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 2));
+    hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 2));
+    lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 4));
+    hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 4));
+    lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 8));
+    hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 8));
+    hi = _mm_add_epi16(hi, _mm_shufflehi_epi16(_mm_shufflelo_epi16(_mm_unpackhi_epi64(lo, lo), 0xFF), 0xFF));
+    uint32_t total = (uint32_t)_mm_extract_epi16(hi, 7);
+    _mm_storeu_si128((__m128i *)e, _mm_slli_si128(lo, 2));
+    _mm_storeu_si128((__m128i *)e + 1, _mm_or_si128(_mm_slli_si128(hi, 2), _mm_srli_si128(lo, 14)));
+    return total;
+#else
+    uint32_t in_group = 0;
+    for (uint32_t i = 0; i < 16; i++) { e[i] = (uint16_t)in_group; in_group += c[i]; }
+    return in_group;
+#endif
+}
+
 /* The prefix tree from the word counts: O(words). */
 static void random_build(random_sim *m)
 {
@@ -771,27 +819,38 @@ static void random_build(random_sim *m)
     for (uint32_t h = 0; h < m->n_super; h++) {
         uint32_t in_super = 0;
         for (uint32_t gi = 0; gi < 16; gi++) {
-            uint32_t g = h * 16 + gi, in_group = 0;
-            const uint8_t *c = m->word_count + (size_t)g * 16;
-            for (uint32_t i = 0; i < 16; i++) { m->group[g][i] = (uint16_t)in_group; in_group += c[i]; }
+            uint32_t g = h * 16 + gi, in_group = group_prefix(m->group[g], m->word_count + (size_t)g * 16);
             m->super[h][gi] = (uint16_t)in_super;
             in_super += in_group;
         }
         m->top[h] = carry;
         carry += in_super;
     }
+    for (uint32_t h = m->n_super; h < 16; h++) m->top[h] = INT32_MAX;
 }
+
+/* An evictable row's place: supergroup, group in it, word in that, bit. */
+typedef struct { uint32_t h, gi, wi, bit; } rnd_loc;
 
 /* Among 16 non-decreasing counts with e[0] = 0 <= j (all at most 16384),
  * the last index whose count is <= j; and one subtracted from every entry
  * after index c. SSE2 where available (every x86-64), else plain loops. */
 #if defined(__SSE2__)
 #include <emmintrin.h>
-static inline uint32_t child16(const uint16_t *e, uint32_t j)
+/* The entry's value comes from the loaded vectors (the largest entry <= j):
+ * reading it back as a scalar right after drop16's vector store would miss
+ * store forwarding and stall. */
+static inline uint32_t child16(const uint16_t *e, uint32_t j, uint32_t *value)
 {
     __m128i jj = _mm_set1_epi16((short)j);
     __m128i a = _mm_loadu_si128((const __m128i *)e), b = _mm_loadu_si128((const __m128i *)e + 1);
-    uint32_t above = (uint32_t)_mm_movemask_epi8(_mm_packs_epi16(_mm_cmpgt_epi16(a, jj), _mm_cmpgt_epi16(b, jj)));
+    __m128i ga = _mm_cmpgt_epi16(a, jj), gb = _mm_cmpgt_epi16(b, jj);
+    __m128i m = _mm_max_epi16(_mm_andnot_si128(ga, a), _mm_andnot_si128(gb, b));
+    m = _mm_max_epi16(m, _mm_shuffle_epi32(m, 0x4E));
+    m = _mm_max_epi16(m, _mm_shuffle_epi32(m, 0xB1));
+    m = _mm_max_epi16(m, _mm_shufflelo_epi16(m, 0xB1));
+    *value = (uint32_t)_mm_cvtsi128_si32(m) & 0xFFFF;
+    uint32_t above = (uint32_t)_mm_movemask_epi8(_mm_packs_epi16(ga, gb));
     return (uint32_t)__builtin_ctz(above | 0x10000) - 1;
 }
 static inline void drop16(uint16_t *e, uint32_t c)
@@ -801,47 +860,143 @@ static inline void drop16(uint16_t *e, uint32_t c)
     _mm_storeu_si128(p, _mm_add_epi16(_mm_loadu_si128(p), _mm_cmpgt_epi16(lo, cc)));
     _mm_storeu_si128(p + 1, _mm_add_epi16(_mm_loadu_si128(p + 1), _mm_cmpgt_epi16(hi, cc)));
 }
+/* The same over 16 entries of 32 bits (below 2^31). */
+/* Over the first 4 * nv entries (nv = 2 or 4; the rest are INT32_MAX). */
+static inline uint32_t child16_32(const uint32_t *e, uint32_t j, uint32_t *value, int nv)
+{
+    __m128i jj = _mm_set1_epi32((int)j), g[4], v[4];
+    for (int i = 0; i < 4; i++) {
+        if (i >= nv) { g[i] = _mm_set1_epi32(-1); continue; }
+        v[i] = _mm_loadu_si128((const __m128i *)e + i);
+        g[i] = _mm_cmpgt_epi32(v[i], jj);
+        v[i] = _mm_andnot_si128(g[i], v[i]); /* entries <= j; non-negative, so a signed max finds the largest */
+    }
+    __m128i m = v[0];
+    for (int i = 1; i < nv; i++) {
+        __m128i gt = _mm_cmpgt_epi32(v[i], m);
+        m = _mm_or_si128(_mm_and_si128(gt, v[i]), _mm_andnot_si128(gt, m));
+    }
+    for (int sh = 0; sh < 2; sh++) {
+        __m128i o = _mm_shuffle_epi32(m, sh ? 0xB1 : 0x4E), gt = _mm_cmpgt_epi32(o, m);
+        m = _mm_or_si128(_mm_and_si128(gt, o), _mm_andnot_si128(gt, m));
+    }
+    *value = (uint32_t)_mm_cvtsi128_si32(m);
+    __m128i w = _mm_packs_epi16(_mm_packs_epi32(g[0], g[1]), _mm_packs_epi32(g[2], g[3]));
+    return (uint32_t)__builtin_ctz((uint32_t)_mm_movemask_epi8(w) | 0x10000) - 1;
+}
+/* One subtracted from the entries after each L[k].h (the first 4 * v). */
+static inline void drop16_32_n(uint32_t *e, const rnd_loc *L, uint32_t n, int v)
+{
+    __m128i *p = (__m128i *)e;
+    for (int i = 0; i < v; i++) {
+        __m128i idx = _mm_setr_epi32(4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3), acc = _mm_setzero_si128();
+        for (uint32_t k = 0; k < n; k++) acc = _mm_add_epi32(acc, _mm_cmpgt_epi32(idx, _mm_set1_epi32((int)L[k].h)));
+        _mm_storeu_si128(p + i, _mm_add_epi32(_mm_loadu_si128(p + i), acc));
+    }
+}
 #else
-static inline uint32_t child16(const uint16_t *e, uint32_t j)
+static inline uint32_t child16(const uint16_t *e, uint32_t j, uint32_t *value)
 {
     uint32_t c = 0;
     for (uint32_t i = 1; i < 16; i++) c += e[i] <= j;
+    *value = e[c];
     return c;
 }
 static inline void drop16(uint16_t *e, uint32_t c)
 {
     for (uint32_t i = 1; i < 16; i++) e[i] -= i > c;
 }
+static inline uint32_t child16_32(const uint32_t *e, uint32_t j, uint32_t *value, int nv)
+{
+    (void)nv;
+    uint32_t c = 0;
+    for (uint32_t i = 1; i < 16; i++) c += e[i] <= j;
+    *value = e[c];
+    return c;
+}
+static inline void drop16_32_n(uint32_t *e, const rnd_loc *L, uint32_t n, int v)
+{
+    (void)v;
+    for (uint32_t k = 0; k < n; k++)
+        for (uint32_t i = 1; i < 16; i++) e[i] -= i > L[k].h;
+}
 #endif
 
 /* Where the j-th evictable row in row order lies: O(supergroups + 1) with
  * no data-dependent branch. */
-typedef struct { uint32_t h, gi, wi, bit; } rnd_loc;
 
 static inline rnd_loc random_locate(const random_sim *m, uint32_t j)
 {
     rnd_loc L;
-    L.h = 0;
-    for (uint32_t i = 1; i < m->n_super; i++) L.h += m->top[i] <= j;
-    j -= m->top[L.h];
-    L.gi = child16(m->super[L.h], j);
-    j -= m->super[L.h][L.gi];
+    uint32_t before;
+    if (m->n_super <= 8) {
+        L.h = child16_32(m->top, j, &before, 2); /* up to 131,072 rows */
+    } else if (m->n_super <= 16) {
+        L.h = child16_32(m->top, j, &before, 4);
+    } else {
+        L.h = 0;
+        for (uint32_t i = 1; i < m->n_super; i++) L.h += m->top[i] <= j;
+        before = m->top[L.h];
+    }
+    j -= before;
+    L.gi = child16(m->super[L.h], j, &before);
+    j -= before;
     uint32_t g = L.h * 16 + L.gi;
-    L.wi = child16(m->group[g], j);
-    j -= m->group[g][L.wi];
-    L.bit = select64(m->evictable[g * 16 + L.wi], j);
+    L.wi = child16(m->group[g], j, &before);
+    j -= before;
+    L.bit = select64(*m->select, m->evictable[g * 16 + L.wi], j);
     return L;
 }
 
-static inline void random_remove(random_sim *m, rnd_loc L)
+/* Take located rows out; the top level, which every eviction changes, once
+ * for all of them (a chain of read-modify-writes through memory otherwise). */
+static inline void random_remove(random_sim *m, const rnd_loc *L, uint32_t n)
 {
-    uint32_t g = L.h * 16 + L.gi, w = g * 16 + L.wi;
-    m->evictable[w] &= ~(1ull << L.bit);
-    m->word_count[w]--;
-    drop16(m->group[g], L.wi);
-    drop16(m->super[L.h], L.gi);
-    for (uint32_t i = 1; i < m->n_super; i++) m->top[i] -= i > L.h; /* a fixed trip count predicts well */
-    m->n_ev--;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t g = L[k].h * 16 + L[k].gi, w = g * 16 + L[k].wi;
+        m->evictable[w] &= ~(1ull << L[k].bit);
+        m->word_count[w]--;
+        drop16(m->group[g], L[k].wi);
+        drop16(m->super[L[k].h], L[k].gi);
+    }
+    if (m->n_super <= 16) {
+        drop16_32_n(m->top, L, n, m->n_super <= 8 ? 2 : 4);
+    } else {
+        for (uint32_t k = 0; k < n; k++)
+            for (uint32_t i = 1; i < m->n_super; i++) m->top[i] -= i > L[k].h; /* a fixed trip count predicts well */
+    }
+    m->n_ev -= n;
+}
+
+static inline uint32_t min32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+static inline uint32_t max32(uint32_t a, uint32_t b) { return a < b ? b : a; }
+
+/* Evict for d[0..n), where d[e] is a rank among the rows still evictable
+ * after the evictions before it. Four draws at a time are first turned into
+ * ranks in the set before them (a rank at or above an earlier victim's moves
+ * up by one; a sorting network keeps it branch-free), then located on the
+ * same tree independently, so their work overlaps, and only then removed. */
+static void random_evict(random_sim *m, const uint32_t *d, uint32_t n)
+{
+    uint32_t e = 0;
+    for (; e + 4 <= n; e += 4) {
+        uint32_t r0 = d[e], r1 = d[e + 1], r2 = d[e + 2], r3 = d[e + 3];
+        r1 += r0 <= r1;
+        uint32_t a = min32(r0, r1), b = max32(r0, r1);
+        r2 += a <= r2;
+        r2 += b <= r2;
+        uint32_t s0 = min32(a, r2), mid = max32(a, r2), s1 = min32(mid, b), s2 = max32(mid, b);
+        r3 += s0 <= r3;
+        r3 += s1 <= r3;
+        r3 += s2 <= r3;
+        rnd_loc l0 = random_locate(m, r0), l1 = random_locate(m, r1), l2 = random_locate(m, r2), l3 = random_locate(m, r3);
+        rnd_loc loc[4] = {l0, l1, l2, l3};
+        random_remove(m, loc, 4);
+    }
+    for (; e < n; e++) {
+        rnd_loc loc = random_locate(m, d[e]);
+        random_remove(m, &loc, 1);
+    }
 }
 
 /* One position of every random budget. (Interleaving the evictions of
@@ -862,8 +1017,7 @@ static void random_step(random_sim *sims, uint32_t n, const uint32_t *add, uint3
         grow(&m->draw, &m->draw_cap, evict[i], sizeof *m->draw);
         for (uint32_t e = 0; e < evict[i]; e++) m->draw[e] = rng_below(&m->rng, m->n_ev - e);
     }
-    for (uint32_t i = 0; i < n; i++)
-        for (uint32_t e = 0; e < evict[i]; e++) random_remove(&sims[i], random_locate(&sims[i], sims[i].draw[e]));
+    for (uint32_t i = 0; i < n; i++) random_evict(&sims[i], sims[i].draw, evict[i]);
 }
 
 /* ---------------------------------------------------------------- Belady */
@@ -873,13 +1027,15 @@ static void random_step(random_sim *sims, uint32_t n, const uint32_t *add, uint3
  * its row re-entered, so no backward pass is needed. */
 static void belady_run(sstate *s, const slog *l, belady_sim *sims, uint32_t n_sims)
 {
-    const uint32_t np = l->positions, never = np, nb = np + 1, nwords = nb / 64 + 1;
+    /* Buckets 0..np-1 by next use, np for never again, and 8 scratch slots
+     * past it (below). */
+    const uint32_t np = l->positions, never = np, nb = np + 1 + 8, nwords = nb / 64 + 1;
     size_t ev0 = 0;
     grow(&s->pushed, &s->pushed_cap, nb, sizeof *s->pushed);
-    grow(&s->stamp, &s->stamp_cap, nb, sizeof *s->stamp);
-    grow(&s->touched, &s->touched_cap, nb, sizeof *s->touched);
+    grow(&s->touched, &s->touched_cap, nwords, sizeof *s->touched);
     memset(s->pushed, 0, nb * sizeof *s->pushed);
-    memset(s->stamp, 0, nb * sizeof *s->stamp);
+    memset(s->touched, 0, nwords * sizeof *s->touched);
+    uint64_t *touched = (uint64_t *)s->touched;
     for (uint32_t j = 0; j < n_sims; j++) {
         belady_sim *b = &sims[j];
         grow(&b->evicted, &b->evicted_cap, nb, sizeof *b->evicted);
@@ -891,36 +1047,33 @@ static void belady_run(sstate *s, const slog *l, belady_sim *sims, uint32_t n_si
         b->miss = 0;
     }
     for (uint32_t t = 0; t < np; t++) {
-        /* Shared: the leaving rows join their buckets. */
-        uint32_t na = l->n_add[t], nr = (uint32_t)(l->off[t + 1] - l->off[t]) - na, nt = 0, top = 0;
+        /* Shared: the leaving rows join their buckets, marked in a bitmap
+         * that each budget then ORs into its own. Branch-free: rows leaving
+         * for good are counted in a register, and their increments go to 8
+         * scratch slots in turn (one slot would chain them through memory). */
+        uint32_t na = l->n_add[t], nr = (uint32_t)(l->off[t + 1] - l->off[t]) - na, gone = 0;
         const uint32_t *key = s->key + ev0;
         ev0 += nr;
-        /* Rows leaving for good are counted in a register: they would
-         * otherwise chain increments of one counter through memory. */
-        uint32_t gone = 0;
         for (uint32_t i = 0; i < nr; i++) {
-            uint32_t u = key[i];
-            if (u == NEVER) { gone++; continue; }
+            uint32_t u = key[i], is_gone = u == NEVER;
+            gone += is_gone;
+            u = is_gone ? never + 1 + (i & 7) : u;
             s->pushed[u]++;
-            if (s->stamp[u] != t + 1) {
-                s->stamp[u] = t + 1;
-                s->touched[nt++] = u;
-                if (u > top) top = u;
-            }
+            bset(touched, u);
         }
-        if (gone) {
-            s->pushed[never] += gone;
-            s->touched[nt++] = never;
-            top = never;
-        }
+        for (uint32_t i = never + 1; i < never + 9; i++) bclr(touched, i);
+        s->pushed[never] += gone;
+        if (gone) bset(touched, never);
+        /* Every bucket pushed now lies in (t, never]. */
+        const uint32_t lo = (t + 1) >> 6, hi = never >> 6;
         for (uint32_t j = 0; j < n_sims; j++) {
             belady_sim *b = &sims[j];
             /* Bucket t is selected again now: its resident rows are the hits. */
             uint32_t hits = s->pushed[t] - b->evicted[t], misses = na - hits;
             if (t > 0) b->miss += misses;
             bclr(b->nonempty, t);
-            for (uint32_t i = 0; i < nt; i++) bset(b->nonempty, s->touched[i]);
-            if (nt && top / 64 > b->top) b->top = top / 64;
+            for (uint32_t w = lo; w <= hi; w++) b->nonempty[w] |= touched[w];
+            if (nr) b->top = hi;
             b->resident += misses;
             /* Evict from the furthest buckets. */
             uint64_t need = b->resident > b->budget ? b->resident - b->budget : 0;
@@ -937,6 +1090,7 @@ static void belady_run(sstate *s, const slog *l, belady_sim *sims, uint32_t n_si
                 if (take == avail) bclr(b->nonempty, u);
             }
         }
+        for (uint32_t w = lo; w <= hi; w++) touched[w] = 0;
     }
 }
 
@@ -962,7 +1116,7 @@ static void run_policies(const ctx *c, sstate *s, const slog *l, uint32_t req, u
     if (o->fifo || o->random) {
         for (uint32_t i = 0; i < ns; i++) {
             if (o->fifo) fifo_start(&s->fifo[i], c->budget[sim_b[i]], s->max_rows);
-            if (o->random) random_start(&s->rnd[i], c->budget[sim_b[i]], s->max_rows, o->seed, req, g);
+            if (o->random) random_start(&s->rnd[i], c->budget[sim_b[i]], s, o->seed, req, g);
         }
         /* Position-major so a position's rows are read from memory once for all budgets. */
         uint32_t max_add = 1;

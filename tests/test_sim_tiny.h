@@ -1,0 +1,50 @@
+/* test_sim_tiny.h: the tiny simulator fixture shared by tests/test_sim_run.c
+ * and tests/test_sim_spec.c: a scratch directory, a 4-layer model with one
+ * selection group (one indexer layer, three reusing it, no MoE) and a
+ * hardware profile on which compute and HBM are effectively free and the
+ * gather runs at one flat bandwidth with no fixed costs, so that fetch-bound
+ * figures can be computed by hand. Include after cmocka.h. */
+#ifndef TEST_SIM_TINY_H
+#define TEST_SIM_TINY_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Write text to DIR/NAME (a test failure if it cannot). */
+static void tiny_write(const char *dir, const char *name, const char *text)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* DIR/tiny.ini: rows of row_bytes, top-k of k. */
+static void tiny_write_model(const char *dir, double row_bytes, int k)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "[model]\nname = tiny\nlayers = own, reuse*3\nhidden = 1024\nactive_params = 1e6\n"
+             "experts = 0\nexperts_per_token = 0\nexpert_bytes = 0\n"
+             "[kind.own]\nselect = own\nrow_bytes = %g\ntopk = %d\nindexer_key_bytes = 16\n"
+             "indexer_heads = 1\nindexer_dim = 16\nattn_heads = 1\nattn_qk_dim = 64\nattn_v_dim = 64\nmoe = false\n"
+             "[kind.reuse]\nbase = own\nselect = reuse\n", row_bytes, k);
+    tiny_write(dir, "tiny.ini", buf);
+}
+
+/* The hardware profile's text, gathering at gather_bw bytes/s; extra (may be
+ * "") is appended, e.g. a [fit_range] section. */
+static void tiny_hw_text(char *buf, size_t cap, double gather_bw, const char *extra)
+{
+    snprintf(buf, cap,
+             "[hw]\nname = test\nhbm_bytes = 1e12\nhbm_bw = 1e15\nsms = 100\nfp8_flops = 1e19\nbf16_flops = 1e19\n"
+             "mma_efficiency = 1\nkernel_launch_s = 0\n"
+             "[pcie]\nh2d_bw = 1e12\nd2h_bw = 1e12\nduplex_bw = 2e12\n"
+             "[gather]\nrow_bytes = 1000\nrow_bw = %g\nref_row_bytes = 1000\npages = 1000\npages_bw = %g\n"
+             "sms = 8\nsms_factor = 1\nfetch_sms = 8\npage_bytes = 4096\nlaunch_s = 0\n"
+             "[host]\ndram_bytes = 1e12\n%s", gather_bw, gather_bw, extra);
+}
+
+#endif
