@@ -1,16 +1,19 @@
 /* trace_bench.c: throughput of the selection generator and of the trace
  * statistics on one core, and the cost of a full-size trace.
  *
- *   make build/bench/trace_bench && build/bench/trace_bench [PRESET] [--file DIR] [--no-full]
+ *   make build/bench/trace_bench && build/bench/trace_bench [PRESET] [--file DIR] [--no-full] [--groups N]
  *
  * Prints, for the preset's 100K-context shape (k = 2048):
  *   1. generation: selected rows per second of one stream (every row of
  *      every selection counts; the burn-in is included in the time);
  *   2. stats: selected rows per second of `dhtrace stats` work on a stream
- *      replayed from memory as 4 groups of one request (so generation is not
- *      counted; best of 3), with LRU curve,
- *      overlaps, reuse and union only, then with FIFO/random/Belady at 2k,
- *      then at the default budgets 1k,2k,4k;
+ *      replayed from memory as the N groups (default 4) of one request (so
+ *      generation is not counted; every row of every selection counts,
+ *      position 0 included; best of 3 runs of stats_run, each allocating
+ *      afresh), with LRU curve, overlaps, reuse and union only, then with
+ *      FIFO/random/Belady at 2k, then at the default budgets 1k,2k,4k (the
+ *      `dhtrace stats` default), then each of FIFO, random and Belady alone
+ *      at 1k,2k,4k (what each costs on top of the first line);
  *   3. the wall time to generate every stream of a 16-request, 78-layer,
  *      1,000-token trace on one core, and, with --file DIR, to write it with
  *      trace_write (bytes per stored row on disk). */
@@ -79,9 +82,11 @@ int main(int argc, char **argv)
 {
     const char *preset = "glm51-longbench", *dir = NULL;
     int full = 1;
+    uint32_t n_groups = 4;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--file") && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(argv[i], "--no-full")) full = 0;
+        else if (!strcmp(argv[i], "--groups") && i + 1 < argc) n_groups = (uint32_t)atoi(argv[++i]);
         else preset = argv[i];
     }
     gen_params *p;
@@ -135,7 +140,7 @@ int main(int argc, char **argv)
     sel_source *rp = calloc(1, sizeof *rp);
     rp->ops = &rp_ops;
     rp->impl = &rec;
-    trace_shape_uniform(&rp->meta.shape, "replay", 1, 4, 1, sh.group_k[0], sh.prompt_len[0], sh.output_len[0]);
+    trace_shape_uniform(&rp->meta.shape, "replay", 1, n_groups, 1, sh.group_k[0], sh.prompt_len[0], sh.output_len[0]);
     const char *label[6] = {"LRU curve + overlaps + reuse + union", "  + FIFO, random, Belady at 2k",
                             "  + FIFO, random, Belady at 1k,2k,4k", "  + FIFO at 1k,2k,4k", "  + random at 1k,2k,4k",
                             "  + Belady at 1k,2k,4k"};
@@ -153,12 +158,13 @@ int main(int argc, char **argv)
             if (stats_run(rp, &o, &r) < 0) dh_die_last("trace_bench");
             double e = now() - a;
             if (e < el) el = e;
-            rows = r->total.selected + (uint64_t)4 * rec.nsel[0];
+            rows = r->total.selected + (uint64_t)n_groups * rec.nsel[0];
             stats_report_free(r);
         }
         printf("stats %-38s %.1f M selected rows/s (best of 3: %.3f s)\n", label[mode], rows / el / 1e6, el);
     }
     rp_free(rp);
+    free(rec.nrows); free(rec.nsel); free(rec.na); free(rec.nr); free(rec.off); free(rec.rows);
 
     /* 3. The full 16-request, 78-layer, 1,000-token trace. */
     if (!full) return 0;

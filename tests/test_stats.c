@@ -12,10 +12,18 @@
  *   number of misses), which shows MIN is optimal under this cache model.
  * - Step overlap, cross-group overlap, the union of q consecutive selections
  *   and the reuse-distance histogram against direct set computations.
- * - A long high-churn stream forces the compaction of the LRU stack tree and
- *   of the FIFO insertion numbers, checked against the same references.
+ * - A long high-churn stream forces the compaction of the FIFO insertion
+ *   numbers (they reach 8B + 64) and spreads the LRU stack's leave events
+ *   over many blocks, checked against the same references.
  * - A planted fault (an LRU reference that is off by one row of budget) is
- *   caught by the same comparison, so the differential check can fail. */
+ *   caught by the same comparison, so the differential check can fail.
+ * - A wide trace (a 40K-row context, rows selected in runs and scattered)
+ *   checks every policy where the small traces cannot reach: evictable rows
+ *   spread over several 16K-row parts of the random policy's counting tree
+ *   and dense words, long LRU stacks over many event blocks, and the two
+ *   budgets that need no simulation (every position selects exactly B rows;
+ *   B above every row ever selected). A random reference that takes the
+ *   next row instead of the drawn one is caught there. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -240,8 +248,9 @@ static void test_policies_vs_reference(void **state)
     }
 }
 
-/* A long, high-churn stream: more leave events than the stack's tree holds
- * (2 · rows + 64), so its compaction runs, and FIFO's renumbering too. */
+/* A long, high-churn stream: more FIFO insertions than its numbers hold
+ * (8B + 64), so their compaction runs, and leave events over many blocks of
+ * the LRU stack. */
 static void test_long_stream_compaction(void **state)
 {
     (void)state;
@@ -255,6 +264,7 @@ static void test_long_stream_compaction(void **state)
         uint32_t B = r->opt.budgets[b].rows;
         assert_int_equal(r->group[0].miss[STATS_LRU][b], ref_sim(&T, 0, B, REF_LRU, 0));
         assert_int_equal(r->group[0].miss[STATS_FIFO][b], ref_sim(&T, 0, B, REF_FIFO, 0));
+        assert_true(r->group[0].miss[STATS_FIFO][b] > 8 * B + 64); /* FIFO renumbered at least once */
     }
     stats_report_free(r);
     sel_source_free(src);
@@ -336,6 +346,161 @@ static void test_overlap_union_reuse(void **state)
             }
         assert_true(fabs(stats_union(r, q) - sum / cnt) < 1e-9);
     }
+    stats_report_free(r);
+    sel_source_free(src);
+}
+
+
+/* ---- a wide trace: long context, runs and scattered rows. */
+
+#define WT 120
+#define WK 40
+typedef struct {
+    uint32_t prompt, positions;
+    uint32_t n[WT];
+    uint32_t rows[WT][WK];
+} wide;
+
+static void wide_make(wide *W, uint32_t prompt)
+{
+    memset(W, 0, sizeof *W);
+    W->prompt = prompt;
+    W->positions = WT;
+    uint32_t dropped[4 * WK], nd = 0;
+    for (uint32_t t = 0; t < WT; t++) {
+        uint32_t nrows = prompt + t, *cur = W->rows[t], n = 0;
+        if (t > 0)
+            for (uint32_t i = 0; i < WK; i++) {
+                uint32_t x = W->rows[t - 1][i];
+                if (rnd(100) < 70) cur[n++] = x;
+                else if (nd < 4 * WK) dropped[nd++] = x;
+            }
+        while (n < WK) {
+            uint32_t kind = rnd(10), x;
+            if (kind < 3 && nd) { /* a recently dropped row comes back */
+                uint32_t j = rnd(nd);
+                x = dropped[j];
+                dropped[j] = dropped[--nd];
+            } else if (kind < 7) { /* a run of neighbours */
+                uint32_t at = rnd(nrows - 16), len = 2 + rnd(10);
+                for (uint32_t j = 0; j < len && n < WK; j++) {
+                    int dup = 0;
+                    for (uint32_t q = 0; q < n; q++) dup |= cur[q] == at + j;
+                    if (!dup) cur[n++] = at + j;
+                }
+                continue;
+            } else {
+                x = rnd(nrows);
+            }
+            int dup = 0;
+            for (uint32_t q = 0; q < n; q++) dup |= cur[q] == x;
+            if (!dup) cur[n++] = x;
+        }
+        qsort(cur, n, sizeof *cur, cmp_u32);
+        W->n[t] = n;
+    }
+}
+
+static int wide_has(const wide *W, uint32_t t, uint32_t x)
+{
+    return bsearch(&x, W->rows[t], W->n[t], sizeof x, cmp_u32) != NULL;
+}
+
+/* The plain references of ref_sim for the wide trace: a resident list
+ * scanned in full, next uses by scanning forward. fault_random takes the
+ * evictable row after the drawn one. */
+static uint64_t wide_ref(const wide *W, uint32_t B, int policy, int fault_random)
+{
+    uint32_t cap = B < 8192 ? B : 8192, *res = calloc(cap + 1, 4), *key = calloc(cap + 1, 4), *cand = calloc(cap + 1, 4);
+    uint32_t n = 0, clock = 0;
+    uint64_t miss = 0;
+    rng_stream rng;
+    rng_init(&rng, 1, 0, 0, 3);
+    for (uint32_t t = 0; t < W->positions; t++) {
+        for (uint32_t i = 0; i < W->n[t]; i++) {
+            uint32_t x = W->rows[t][i], j;
+            for (j = 0; j < n && res[j] != x; j++) {}
+            if (j < n) continue;
+            if (t > 0) miss++;
+            if (n == B) {
+                int best = -1;
+                if (policy == REF_RANDOM) {
+                    uint32_t nc = 0;
+                    for (uint32_t q = 0; q < n; q++) if (!wide_has(W, t, res[q])) cand[nc++] = res[q];
+                    qsort(cand, nc, sizeof *cand, cmp_u32);
+                    uint32_t pick = rng_below(&rng, nc);
+                    if (fault_random) pick = (pick + 1) % nc;
+                    for (uint32_t q = 0; q < n; q++) if (res[q] == cand[pick]) best = (int)q;
+                } else {
+                    for (uint32_t q = 0; q < n; q++) {
+                        if (wide_has(W, t, res[q])) continue;
+                        if (best < 0) { best = (int)q; continue; }
+                        uint32_t a = res[q], b = res[best];
+                        if (policy == REF_LRU) {
+                            if (key[q] < key[best] || (key[q] == key[best] && a < b)) best = (int)q;
+                        } else if (policy == REF_FIFO) {
+                            if (key[q] < key[best]) best = (int)q;
+                        } else {
+                            uint32_t na = UINT32_MAX, nb = UINT32_MAX;
+                            for (uint32_t u = t + 1; u < W->positions && na == UINT32_MAX; u++) if (wide_has(W, u, a)) na = u;
+                            for (uint32_t u = t + 1; u < W->positions && nb == UINT32_MAX; u++) if (wide_has(W, u, b)) nb = u;
+                            if (na > nb || (na == nb && a > b)) best = (int)q;
+                        }
+                    }
+                }
+                assert_true(best >= 0);
+                res[best] = res[n - 1];
+                key[best] = key[n - 1];
+                n--;
+            }
+            assert_true(n < cap);
+            res[n] = x;
+            key[n] = policy == REF_FIFO ? clock++ : t;
+            n++;
+        }
+        if (policy == REF_LRU)
+            for (uint32_t q = 0; q < n; q++) if (wide_has(W, t, res[q])) key[q] = t;
+    }
+    free(res);
+    free(key);
+    free(cand);
+    return miss;
+}
+
+static void test_wide_trace(void **state)
+{
+    (void)state;
+    static wide W;
+    wide_make(&W, 40000);
+    trace_shape sh;
+    assert_int_equal(trace_shape_uniform(&sh, "wide", 1, 1, 1, WK, W.prompt, W.positions), 0);
+    sel_source *src;
+    assert_int_equal(memsrc_new(&sh, 16, 1, &src), 0);
+    for (uint32_t t = 0; t < W.positions; t++) memsrc_put(src, 0, 0, t, W.rows[t], W.n[t]);
+    trace_shape_release(&sh);
+    stats_options o;
+    stats_options_init(&o);
+    /* k (every position selects exactly k rows, so no simulation runs),
+     * budgets just above k and far above it, and one above every row the
+     * trace selects (nothing is ever evicted, no simulation either). */
+    assert_int_equal(stats_parse_budgets(&o, "1k,41,47,1.5k,2k,3k,6k,5000"), 0);
+    stats_report *r;
+    if (stats_run(src, &o, &r) < 0) fail_msg("stats_run: %s", dh_errmsg());
+    int random_fault_seen = 0;
+    for (uint32_t b = 0; b < o.n_budgets; b++) {
+        uint32_t B = o.budgets[b].k_mult > 0 ? (uint32_t)ceil(o.budgets[b].k_mult * WK - 1e-9) : o.budgets[b].rows;
+        assert_int_equal(r->group[0].miss[STATS_LRU][b], wide_ref(&W, B, REF_LRU, 0));
+        assert_int_equal(r->group[0].miss[STATS_FIFO][b], wide_ref(&W, B, REF_FIFO, 0));
+        uint64_t rnd_ref = wide_ref(&W, B, REF_RANDOM, 0);
+        assert_int_equal(r->group[0].miss[STATS_RANDOM][b], rnd_ref);
+        assert_int_equal(r->group[0].miss[STATS_BELADY][b], wide_ref(&W, B, REF_BELADY, 0));
+        random_fault_seen |= wide_ref(&W, B, REF_RANDOM, 1) != rnd_ref;
+    }
+    /* The last budget exceeds every row selected, the first is exactly k. */
+    assert_int_equal(r->group[0].miss[STATS_FIFO][o.n_budgets - 1], r->total.cold);
+    assert_int_equal(r->group[0].miss[STATS_FIFO][0], r->total.added);
+    assert_true(r->total.cold + WK < 5000);
+    assert_true(random_fault_seen);
     stats_report_free(r);
     sel_source_free(src);
 }
@@ -426,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_belady_is_optimal),
         cmocka_unit_test(test_overlap_union_reuse),
         cmocka_unit_test(test_planted_fault_is_caught),
+        cmocka_unit_test(test_wide_trace),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_output_states_sampling),
     };

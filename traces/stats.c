@@ -5,33 +5,35 @@
  * read once into an in-memory delta log (4 bytes per changed row) while the
  * streaming pass measures LRU at every budget, reuse distances, the union of
  * the last q selections and the step overlap; the fixed-budget policies then
- * replay that one log (no policy decodes the stream again), each policy
- * simulating all its budgets in one pass so that a position's rows are read
- * once and stay in cache, and the next group of the same request replays the
- * previous group's log in lockstep to measure the cross-group overlap. Memory
- * is bounded by one stream's log plus per-row arrays of the longest context,
+ * replay that one log (no policy decodes the stream again), FIFO and random
+ * simulating all their budgets in one pass over it and Belady all its budgets
+ * in another, and the next group of the same request replays the previous
+ * group's log in lockstep to measure the cross-group overlap. Memory is
+ * bounded by one stream's log plus per-row arrays of the longest context,
  * never by the trace.
  *
- * Only rows entering or leaving the selection cost work, and every structure
- * is sized so the hot part stays in cache (about 1,200 changed rows per
- * position on a 100K-row context; a per-row array of the context is 400 KB):
+ * Only rows entering or leaving the selection cost work (about 1,200 per
+ * position on a 100K-row context with k = 2048), and the hot loops are
+ * written for the machine: per-row state is prefetched, data-dependent
+ * branches are replaced by arithmetic where rows hit or miss unpredictably,
+ * and each loop lives in a function of its own so its variables stay in
+ * registers (bench/RESULTS-traces.md has the measured effect of each).
  *
  * LRU, Mattson with whole-selection accesses. LRU orders rows by (last
  * position selected, row index). The rows selected at t-1 share the newest
  * key, so they are exactly the top n_sel(t-1) of the stack and never miss at
  * any budget >= k; only rows entering at t can miss. A row that is not
  * selected has a fixed key from the moment it left, so the stack below the
- * current selection is the sequence of leave events, numbered by their index
- * in the delta log (a position's removed rows are stored in ascending row
- * order, which realises the tie rule). For an entering row x the rows that
- * left after it and are still out are counted in two parts: whole later
- * positions from a Fenwick tree of live leave events per position (one entry
- * per position, so it stays in L1), and the rows of x's own leave position
- * that follow x by a popcount over a bitset of live leave events. Its stack
- * distance is d = n_sel(t-1) + that count + 1, and it misses at budget B iff
- * d > B. All entering rows of a position are ranked before any is taken out
- * (the accesses are simultaneous). O(log positions + changed rows / 64) per
- * entering row, O(1) per leaving row.
+ * current selection is the sequence of leave events, numbered in order (a
+ * position's leaving rows in ascending row order, which realises the tie
+ * rule). For an entering row whose leave event is e, the rows that left
+ * after it and are still out are the live events after e: the live events
+ * minus those numbered <= e, which lru_rank reads from a per-block prefix,
+ * a per-word prefix inside the block and one popcount. Its stack distance is
+ * d = n_sel(t-1) + that count + 1, and it misses at budget B iff d > B. All
+ * entering rows of a position are ranked before any leave event dies (the
+ * accesses are simultaneous). O(1) per entering and per leaving row, plus
+ * the lazy rebuild of the block prefix from the oldest block that changed.
  *
  * Budgets that need no simulation. If B is at least the number of distinct
  * rows the stream ever selects, nothing is ever evicted and every policy
@@ -43,28 +45,32 @@
  * FIFO: a ring of insertion numbers per budget with a bitset over the numbers
  * marking the evictable ones (resident, not selected); a cursor never passes
  * the earliest of them, so the victim is found by scanning words from the
- * cursor. Numbers are compacted when they reach 2B + 64. O(1) per changed
+ * cursor. Numbers are compacted when they reach 8B + 64. O(1) per changed
  * row and per miss, amortised.
  *
- * Random: the evictable rows of each budget are a bitset over rows with a
- * count per 512-row block; a position that evicts builds a Fenwick tree over
- * the block counts (about 200 entries) and finds each victim, the j-th
- * evictable row in row order, by descending the tree and scanning at most 8
- * words. O(1) per changed row, O(log blocks + 8) per eviction.
+ * Random: the victim is the j-th evictable row in row order, j drawn from
+ * the budget's Philox stream. The evictable rows are a bitset with a count
+ * per word; a position that evicts builds a 16-ary tree of prefix counts
+ * over the words (O(words), vectorised) and finds each victim by comparing
+ * 16 counts at once on each of three levels and a select in one word. Four
+ * draws at a time are turned into ranks in the set before them, so their
+ * searches are independent and overlap. O(1) per changed row, O(1) per
+ * eviction (three levels for up to 262,144 rows).
  *
  * Belady MIN by counting. A row that leaves the selection at t with next
- * selection u (from one backward pass over the log) joins bucket u of the
- * evictable rows (a bucket past the end stands for "never again"). At u every
- * row of bucket u is selected again: it is a hit if still resident, and
- * every other entering row misses. Eviction takes the furthest bucket first.
- * Which rows of one bucket are evicted cannot change any later miss count
- * (they are not accessed before u and are all selected at u), so only the
- * number evicted from each bucket matters: the pushes per bucket are shared
- * by all budgets, each budget keeps an evicted count per bucket and a bitmap
- * of non-empty buckets, and no row identity is stored. The counts equal those
- * of MIN with the tie rule of stats.h (tests/test_stats.c compares them with
- * a plain implementation that uses the rule). O(1) per leaving row, shared;
- * O(buckets touched) per budget and position. */
+ * selection u (recorded by the streaming pass when the row re-enters, so no
+ * backward pass is needed) joins bucket u of the evictable rows (a bucket
+ * past the end stands for "never again"). At u every row of bucket u is
+ * selected again: it is a hit if still resident, and every other entering
+ * row misses. Eviction takes the furthest bucket first. Which rows of one
+ * bucket are evicted cannot change any later miss count (they are not
+ * accessed before u and are all selected at u), so only the number evicted
+ * from each bucket matters: the pushes per bucket are shared by all budgets,
+ * each budget keeps an evicted count per bucket and a bitmap of non-empty
+ * buckets, and no row identity is stored. The counts equal those of MIN
+ * with the tie rule of stats.h (tests/test_stats.c compares them with a
+ * plain implementation that uses the rule). O(1) per leaving row, shared;
+ * O(buckets touched + positions / 64) per budget and position. */
 #include "traces/stats.h"
 #include "common/dh_err.h"
 #include "common/rng.h"
@@ -74,10 +80,13 @@
 #include <string.h>
 
 #define NEVER UINT32_MAX       /* row never selected */
+#define SELECTED (UINT32_MAX - 1)
 /* Rows ahead whose per-row state is prefetched in loops over a delta: the
  * rows of a delta are spread over the context, so each is a cache miss. */
 #define STATS_PREFETCH 16
-#define SELECTED (UINT32_MAX - 1)
+/* For the functions holding the hot loops: inlined into one large caller,
+ * their loop variables would be spilled to the stack. */
+#define HOT __attribute__((noinline))
 
 static void *xcalloc(size_t n, size_t sz)
 {
@@ -217,7 +226,7 @@ static int slog_push(slog *l, const sel_delta *d)
         if (!l->off || !l->n_add || !l->n_sel) abort();
     }
     size_t need = l->n + d->n_added + d->n_removed;
-    /* Leave events are named by their 32-bit log index. */
+    /* Leave events and log offsets are counted in 32 bits. */
     if (need >= UINT32_MAX) return dh_err("stats: a stream changes more than 4G rows; analyse fewer positions (--positions)");
     if (need > l->cap) {
         while (l->cap < need) l->cap = l->cap ? 2 * l->cap : 65536;
@@ -315,7 +324,8 @@ typedef struct {
     row_state *row;       /* [max_rows] */
     lru_stack lru;
     uint32_t *dist;       /* scratch: stack distance of each entering row */
-    size_t dist_cap;
+    uint32_t *lvs, *evs;  /* scratch: its leave position and leave event */
+    size_t dist_cap, lvs_cap, evs_cap;
     uint32_t left_at[STATS_MAX_Q]; /* rows that left at position p (slot p % Q) and are still out */
     /* Cross-group: the previous group's selection replayed from its log. */
     uint64_t *prev_sel;
@@ -326,7 +336,7 @@ typedef struct {
     belady_sim bel[STATS_MAX_BUDGETS];
     uint32_t *key;        /* Belady: per leave event, the next position its row is selected (NEVER: not again) */
     uint32_t *pushed;     /* [positions + 1] leave events per bucket */
-    uint32_t *touched;    /* bitmap (as 32-bit words) of the buckets one position pushes to */
+    uint64_t *touched;    /* bitmap of the buckets one position pushes to */
     size_t key_cap, pushed_cap, touched_cap;
 } sstate;
 
@@ -334,8 +344,7 @@ static void sstate_init(sstate *s, uint32_t max_rows)
 {
     memset(s, 0, sizeof *s);
     s->max_rows = max_rows;
-    /* Rounded up to whole 512-row blocks so the random policy's block scan stays inside. */
-    s->words = ((size_t)max_rows + 511) / 512 * 8;
+    s->words = ((size_t)max_rows + 63) / 64;
     s->sel = xcalloc(s->words, 8);
     s->prev_sel = xcalloc(s->words, 8);
     s->row = xcalloc(max_rows, sizeof *s->row);
@@ -346,7 +355,7 @@ static void sstate_free(sstate *s)
 {
     free(s->sel); free(s->prev_sel); free(s->row); free(s->lru.live); free(s->lru.count); free(s->lru.before);
     free(s->lru.within);
-    free(s->dist); free(s->key); free(s->pushed); free(s->touched);
+    free(s->dist); free(s->lvs); free(s->evs); free(s->key); free(s->pushed); free(s->touched);
     for (int b = 0; b < STATS_MAX_BUDGETS; b++) {
         free(s->fifo[b].slot); free(s->fifo[b].slot_row); free(s->fifo[b].ev); free(s->fifo[b].ev_tmp);
         free(s->fifo[b].alive);
@@ -398,22 +407,19 @@ static inline uint32_t lru_rank(const lru_stack *L, uint32_t e)
     return L->before[b] + ((L->within[b] >> (8 * wi)) & 0xFF) + popc(L->live[e >> 6] & (~0ull >> (63 - (e & 63))));
 }
 
-static inline void lru_kill(lru_stack *L, uint32_t e)
+/* Events [e0, e0 + n) become live, a word at a time: one event at a time
+ * would chain read-modify-writes of the same word through memory. */
+static inline void lru_append(lru_stack *L, uint32_t e0, uint32_t n)
 {
-    uint32_t b = e >> EV_BLOCK_SHIFT;
-    bclr(L->live, e);
-    L->count[b]--;
-    L->within[b] -= AFTER_WORD[(e >> 6) & 3];
-    L->n_live--;
-    if (b + 1 < L->before_valid) L->before_valid = b + 1;
-}
-
-static inline void lru_append(lru_stack *L, uint32_t e)
-{
-    uint32_t b = e >> EV_BLOCK_SHIFT;
-    bset(L->live, e);
-    L->count[b]++;
-    L->within[b] += AFTER_WORD[(e >> 6) & 3];
+    for (uint32_t e = e0, end = e0 + n; e < end;) {
+        uint32_t w = e >> 6, in_word = 64 - (e & 63), m = end - e < in_word ? end - e : in_word;
+        uint64_t bits = (m == 64 ? ~0ull : ((1ull << m) - 1)) << (e & 63);
+        uint32_t b = e >> EV_BLOCK_SHIFT;
+        L->live[w] |= bits;
+        L->count[b] += (int32_t)m;
+        L->within[b] += AFTER_WORD[w & 3] * m;
+        e += m;
+    }
 }
 
 /* ---------------------------------------------------------------- report helpers */
@@ -467,7 +473,7 @@ static inline int bad_added(const sel_delta *d, const sstate *s, uint32_t x)
     return x >= d->nrows || bget(s->sel, x);
 }
 
-static int added_error(const sel_delta *d, const sstate *s, uint32_t req, uint32_t g, uint32_t x)
+static int added_error(const sel_delta *d, uint32_t req, uint32_t g, uint32_t x)
 {
     return dh_err("stats: request %u group %u position %u: added row %u is %s", req, g, d->pos, x,
                   x >= d->nrows ? "beyond the context" : "already selected");
@@ -482,8 +488,118 @@ static inline uint64_t div_k(uint64_t n, uint32_t k, uint64_t kinv)
     return n / k;
 }
 
+/* The per-position loops of the streaming pass, each in a function of its
+ * own so that its variables stay in registers. */
+
+/* Stack distances of the entering rows against the stack of t-1 (top =
+ * n_sel(t-1) + live events + 1), before any leaves it: O(1) each after the
+ * prefix rebuild. Returns the index of a row that cannot enter, or -1. */
+HOT static int64_t rank_entering(const sel_delta *d, sstate *s, uint32_t top)
+{
+    row_state *const row = s->row;
+    const lru_stack *L = &s->lru;
+    uint32_t *const dist = s->dist, *const lvs = s->lvs, *const evs = s->evs;
+    for (uint32_t i = 0; i < d->n_added; i++) {
+        uint32_t x = d->added[i];
+        if (i + STATS_PREFETCH < d->n_added) __builtin_prefetch(&row[d->added[i + STATS_PREFETCH]], 1);
+        if (bad_added(d, s, x)) return i;
+        row_state e = row[x];
+        /* The row's state is copied out so the later passes read it in order. */
+        lvs[i] = e.leave;
+        evs[i] = e.ev;
+        dist[i] = e.leave == NEVER ? 0 : top - lru_rank(L, e.ev);
+    }
+    return -1;
+}
+
+/* Leaving rows become the newest events, in ascending row order (the tie
+ * rule). Returns the index of a row that was not selected, or -1. */
+HOT static int64_t apply_leaving(const sel_delta *d, sstate *s, uint32_t t, uint32_t *key)
+{
+    row_state *const row = s->row;
+    uint64_t *const sel = s->sel;
+    lru_stack *L = &s->lru;
+    const uint32_t ev0 = L->n_ev;
+    for (uint32_t i = 0; i < d->n_removed; i++) {
+        uint32_t x = d->removed[i], ev = ev0 + i;
+        if (i + STATS_PREFETCH < d->n_removed) __builtin_prefetch(&row[d->removed[i + STATS_PREFETCH]], 1);
+        if (x >= d->nrows || !bget(sel, x)) return i;
+        bclr(sel, x);
+        row[x].leave = t;
+        row[x].ev = ev;
+        if (key) key[ev] = NEVER;
+    }
+    lru_append(L, ev0, d->n_removed);
+    L->n_ev += d->n_removed;
+    return -1;
+}
+
+/* What the entering rows add to the histograms of one stream. */
+typedef struct {
+    uint64_t *mrc, *reuse_hist, *over; /* over: see stream_pass */
+    const uint32_t *sorted;            /* the budgets in rows, ascending */
+    uint32_t nb, mrc_last, k;
+    uint64_t kinv;
+    uint32_t *key;                     /* Belady's next uses, or NULL */
+} enter_ctx;
+
+/* The entering rows join the selection. */
+HOT static void join_selection(const sel_delta *d, sstate *s)
+{
+    row_state *const row = s->row;
+    uint64_t *const sel = s->sel;
+    for (uint32_t i = 0; i < d->n_added; i++) {
+        uint32_t x = d->added[i];
+        row[x].leave = SELECTED;
+        bset(sel, x);
+    }
+}
+
+/* The entering rows: they join the selection, their leave events die, and
+ * their distances and reuse go to the histograms, from the state that
+ * rank_entering copied out (two passes, each with few enough variables to
+ * keep them in registers). Returns the rows selected for the first time. */
+HOT static uint32_t apply_entering(const sel_delta *d, sstate *s, uint32_t t, const enter_ctx *c)
+{
+    lru_stack *L = &s->lru;
+    uint64_t *const live = L->live, *const mrc = c->mrc, *const reuse_hist = c->reuse_hist, *const over = c->over;
+    int32_t *const count = L->count;
+    uint32_t *const within = L->within, *const key = c->key, *const left_at = s->left_at;
+    const uint32_t *const dist = s->dist, *const lvs = s->lvs, *const evs = s->evs, *const sorted = c->sorted;
+    const uint32_t nb = c->nb, mrc_last = c->mrc_last, k = c->k;
+    const uint64_t kinv = c->kinv;
+    uint32_t valid = L->before_valid, killed = 0, fresh = 0;
+    join_selection(d, s);
+    for (uint32_t i = 0; i < d->n_added; i++) {
+        uint32_t lv = lvs[i];
+        if (lv == NEVER) {
+            fresh++;
+            continue;
+        }
+        /* The row's leave event dies. */
+        uint32_t ev = evs[i], b = ev >> EV_BLOCK_SHIFT, dd = dist[i], j = 0;
+        live[ev >> 6] &= ~(1ull << (ev & 63));
+        count[b]--;
+        within[b] -= AFTER_WORD[(ev >> 6) & 3];
+        valid = b + 1 < valid ? b + 1 : valid;
+        killed++;
+        /* Belady's next use of that leave event is now known. */
+        if (key) key[ev] = t;
+        uint64_t bin = div_k((uint64_t)dd * STATS_MRC_RES + k - 1, k, kinv);
+        mrc[bin < mrc_last ? bin : mrc_last]++;
+        for (uint32_t q = 0; q < nb; q++) j += dd > sorted[q];
+        over[j]++;
+        uint32_t reuse = t - lv;
+        reuse_hist[31 - __builtin_clz(reuse)]++;
+        left_at[lv % STATS_MAX_Q] -= reuse < STATS_MAX_Q; /* branch-free: reuses straddle Q */
+    }
+    L->before_valid = valid;
+    L->n_live -= killed;
+    return fresh;
+}
+
 /* Analyse one stream (LRU, reuse, union, overlap, cross with prev log). */
-static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t g, uint32_t k,
+HOT static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t g, uint32_t k,
                        slog *log, const slog *prev, stats_group *gs, stream_sum *sum)
 {
     const stats_options *o = c->o;
@@ -497,13 +613,14 @@ static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t
      * which the end of the stream turns into misses per budget. */
     const uint32_t nb = o->n_budgets, mrc_last = r->mrc_len - 1;
     uint32_t sorted[STATS_MAX_BUDGETS], order[STATS_MAX_BUDGETS];
-    uint64_t over[STATS_MAX_BUDGETS + 1] = {0}, *mrc = r->mrc_hist, *reuse_hist = r->reuse_hist;
+    uint64_t over[STATS_MAX_BUDGETS + 1] = {0};
     for (uint32_t b = 0; b < nb; b++) {
         uint32_t j = b;
         for (; j > 0 && sorted[j - 1] > c->budget[b]; j--) { sorted[j] = sorted[j - 1]; order[j] = order[j - 1]; }
         sorted[j] = c->budget[b];
         order[j] = b;
     }
+    enter_ctx ec = {r->mrc_hist, r->reuse_hist, over, sorted, nb, mrc_last, k, kinv, NULL};
     memset(s->prev_sel, 0, s->words * 8);
     sstate_reset(s);
     slog_reset(log);
@@ -517,7 +634,13 @@ static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t
         if (check_position(&d, s, req, g, t) < 0) return -1;
         if (slog_push(log, &d) < 0) return -1;
         lru_reserve(L, d.n_removed);
-        if (o->belady) grow(&s->key, &s->key_cap, (size_t)L->n_ev + d.n_removed, sizeof *s->key);
+        if (o->belady) {
+            grow(&s->key, &s->key_cap, (size_t)L->n_ev + d.n_removed, sizeof *s->key);
+            ec.key = s->key;
+        }
+        grow(&s->dist, &s->dist_cap, d.n_added, sizeof *s->dist);
+        grow(&s->lvs, &s->lvs_cap, d.n_added, sizeof *s->lvs);
+        grow(&s->evs, &s->evs_cap, d.n_added, sizeof *s->evs);
         if (t == 0) sum->same_sel = d.n_sel;
         else if (d.n_sel != sum->same_sel) sum->same_sel = UINT32_MAX;
         if (t > 0) {
@@ -531,85 +654,30 @@ static int stream_pass(ctx *c, sstate *s, sel_stream *st, uint32_t req, uint32_t
             if (gs->positions == 1 || ov > gs->overlap_max) gs->overlap_max = ov;
             gs->overlap_sum += ov;
             gs->overlap_sq += ov * ov;
-            /* Rank every entering row against the stack of t-1 before any
-             * leaves it: O(1) each after the prefix rebuild. */
-            grow(&s->dist, &s->dist_cap, d.n_added, sizeof *s->dist);
             lru_prefix(L);
-            /* The hot loops work on locals: stores through the state's
-             * pointers would otherwise force its fields to be reloaded. */
-            const row_state *const row = s->row;
-            uint32_t *const dist = s->dist, top = prev_n_sel + L->n_live + 1;
-            for (uint32_t i = 0; i < d.n_added; i++) {
-                uint32_t x = d.added[i];
-                if (i + STATS_PREFETCH < d.n_added) __builtin_prefetch(&row[d.added[i + STATS_PREFETCH]]);
-                if (bad_added(&d, s, x)) return added_error(&d, s, req, g, x);
-                const row_state *e = &row[x];
-                dist[i] = e->leave == NEVER ? 0 : top - lru_rank(L, e->ev);
-            }
+            int64_t bad = rank_entering(&d, s, prev_n_sel + L->n_live + 1);
+            if (bad >= 0) return added_error(&d, req, g, d.added[bad]);
         } else {
-            for (uint32_t i = 0; i < d.n_added; i++)
-                if (bad_added(&d, s, d.added[i])) return added_error(&d, s, req, g, d.added[i]);
+            for (uint32_t i = 0; i < d.n_added; i++) {
+                if (bad_added(&d, s, d.added[i])) return added_error(&d, req, g, d.added[i]);
+                s->lvs[i] = NEVER; /* a fresh stream: nothing was selected before */
+            }
         }
         s->left_at[t % STATS_MAX_Q] = 0;
-        /* Leaving rows become the newest events, in ascending row order (the
-         * tie rule); they are applied before the entering rows so that both
-         * are checked against the selection of t-1. */
-        for (uint32_t i = 0; i < d.n_removed; i++) {
-            uint32_t x = d.removed[i], ev = L->n_ev + i;
-            if (i + STATS_PREFETCH < d.n_removed) __builtin_prefetch(&s->row[d.removed[i + STATS_PREFETCH]], 1);
-            if (x >= d.nrows || !bget(s->sel, x))
-                return dh_err("stats: request %u group %u position %u: removed row %u is not selected", req, g, d.pos, x);
-            bclr(s->sel, x);
-            s->row[x].leave = t;
-            s->row[x].ev = ev;
-            lru_append(L, ev);
-            if (o->belady) s->key[ev] = NEVER;
-        }
+        /* The leaving rows are applied before the entering rows so that
+         * both are checked against the selection of t-1. */
+        int64_t bad = apply_leaving(&d, s, t, o->belady ? s->key : NULL);
+        if (bad >= 0)
+            return dh_err("stats: request %u group %u position %u: removed row %u is not selected", req, g, d.pos,
+                          d.removed[bad]);
         /* Stack, reuse and union bookkeeping of the entering rows, and the selection itself. */
-        {
-            row_state *const row = s->row;
-            uint64_t *const sel = s->sel, *const live = L->live;
-            int32_t *const count = L->count;
-            uint32_t *const within = L->within, *const key = o->belady ? s->key : NULL, *const left_at = s->left_at;
-            const uint32_t *const dist = s->dist;
-            uint32_t valid = L->before_valid, killed = 0, fresh = 0;
-            for (uint32_t i = 0; i < d.n_added; i++) {
-                uint32_t x = d.added[i];
-                row_state *e = &row[x];
-                uint32_t lv = e->leave;
-                if (lv == NEVER) {
-                    fresh++;
-                } else {
-                    /* The row's leave event dies (lru_kill, with the counters in registers). */
-                    uint32_t ev = e->ev, b = ev >> EV_BLOCK_SHIFT, dd = dist[i], j = 0;
-                    live[ev >> 6] &= ~(1ull << (ev & 63));
-                    count[b]--;
-                    within[b] -= AFTER_WORD[(ev >> 6) & 3];
-                    valid = b + 1 < valid ? b + 1 : valid;
-                    killed++;
-                    /* Belady's next use of that leave event is now known. */
-                    if (key) key[ev] = t;
-                    uint64_t bin = div_k((uint64_t)dd * STATS_MRC_RES + k - 1, k, kinv);
-                    mrc[bin < mrc_last ? bin : mrc_last]++;
-                    for (uint32_t q = 0; q < nb; q++) j += dd > sorted[q];
-                    over[j]++;
-                    uint32_t reuse = t - lv;
-                    reuse_hist[31 - __builtin_clz(reuse)]++;
-                    left_at[lv % STATS_MAX_Q] -= reuse < STATS_MAX_Q; /* branch-free: reuses straddle Q */
-                }
-                e->leave = SELECTED;
-                bset(sel, x);
-            }
-            L->before_valid = valid;
-            L->n_live -= killed;
-            sum->distinct += fresh;
-            if (t > 0) {
-                gs->cold += fresh;
-                sum->cold += fresh;
-                over[nb] += fresh;
-            }
+        uint32_t fresh = apply_entering(&d, s, t, &ec);
+        sum->distinct += fresh;
+        if (t > 0) {
+            gs->cold += fresh;
+            sum->cold += fresh;
+            over[nb] += fresh;
         }
-        L->n_ev += d.n_removed;
         L->n_live += d.n_removed;
         s->left_at[t % STATS_MAX_Q] += d.n_removed;
         uint32_t u = d.n_sel;
@@ -650,7 +718,8 @@ static void fifo_start(fifo_sim *f, uint32_t budget, uint32_t max_rows)
     /* Compaction renumbers the residents once per cap - B insertions at a
      * cost of cap / 64 words plus a store per resident: 8B keeps it to a
      * small share of the insertions' own cost. */
-    f->cap = 8 * budget + 64;
+    uint64_t cap = 8ull * budget + 64;
+    f->cap = cap < UINT32_MAX - 64 ? (uint32_t)cap : UINT32_MAX - 64;
     f->next = f->count = 0;
     f->cursor = 1;
     f->miss = 0;
@@ -689,7 +758,7 @@ static void fifo_compact(fifo_sim *f)
 }
 
 /* One position: O(1) per changed row, plus the word scan of each eviction. */
-static void fifo_step(fifo_sim *f, const uint32_t *add, uint32_t na, const uint32_t *rem, uint32_t nr, int counted,
+HOT static void fifo_step(fifo_sim *f, const uint32_t *add, uint32_t na, const uint32_t *rem, uint32_t nr, int counted,
                       uint32_t *miss_rows)
 {
     /* Selected rows are resident, so every leaving row has a number. */
@@ -1002,7 +1071,7 @@ static void random_evict(random_sim *m, const uint32_t *d, uint32_t n)
 /* One position of every random budget. (Interleaving the evictions of
  * different budgets, which are independent chains of loads, measured no
  * faster: the budgets' trees then compete for L1.) */
-static void random_step(random_sim *sims, uint32_t n, const uint32_t *add, uint32_t na, const uint32_t *rem, uint32_t nr,
+HOT static void random_step(random_sim *sims, uint32_t n, const uint32_t *add, uint32_t na, const uint32_t *rem, uint32_t nr,
                         int counted)
 {
     uint32_t evict[STATS_MAX_BUDGETS];
@@ -1025,7 +1094,7 @@ static void random_step(random_sim *sims, uint32_t n, const uint32_t *add, uint3
 /* All budgets of MIN over the log, by counting (see the top of this file).
  * The next use of every leave event was recorded by the streaming pass when
  * its row re-entered, so no backward pass is needed. */
-static void belady_run(sstate *s, const slog *l, belady_sim *sims, uint32_t n_sims)
+HOT static void belady_run(sstate *s, const slog *l, belady_sim *sims, uint32_t n_sims)
 {
     /* Buckets 0..np-1 by next use, np for never again, and 8 scratch slots
      * past it (below). */
@@ -1035,7 +1104,7 @@ static void belady_run(sstate *s, const slog *l, belady_sim *sims, uint32_t n_si
     grow(&s->touched, &s->touched_cap, nwords, sizeof *s->touched);
     memset(s->pushed, 0, nb * sizeof *s->pushed);
     memset(s->touched, 0, nwords * sizeof *s->touched);
-    uint64_t *touched = (uint64_t *)s->touched;
+    uint64_t *touched = s->touched;
     for (uint32_t j = 0; j < n_sims; j++) {
         belady_sim *b = &sims[j];
         grow(&b->evicted, &b->evicted_cap, nb, sizeof *b->evicted);

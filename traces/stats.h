@@ -9,8 +9,8 @@
  *   - the reuse-distance histogram: positions between a row leaving the
  *     selection and re-entering it, in log2 buckets;
  *   - the LRU miss-ratio curve at every budget in one pass (Mattson's stack
- *     algorithm adapted to whole-selection accesses, O(changed rows · log)
- *     per position);
+ *     algorithm adapted to whole-selection accesses, O(changed rows) per
+ *     position);
  *   - FIFO, random and Belady MIN miss rates at chosen budgets;
  *   - the mean size of the union of q consecutive selections, q = 1..8,
  *     relative to k (the verification union).
@@ -35,10 +35,13 @@
  * Each policy's misses are counted per budget in rows; a budget given as a
  * multiple of k resolves per group to ceil(mult · k) rows.
  *
- * Cost: the per-group work at a position is O(changed rows · log rows) for
- * LRU, FIFO and Belady and O(changed rows) for the rest; Belady buffers the
- * deltas of one stream (it needs the future), everything else holds one
- * bitmap and a few per-row arrays per open stream. */
+ * Cost: O(1) per changed row for every statistic and policy, O(1) per
+ * eviction of the random policy, and small terms per position (stats.c says
+ * which); a budget at which every position selects exactly B rows, or which
+ * exceeds every row the stream selects, needs no simulation at all. The
+ * deltas of one stream are held in memory (every policy replays them, and
+ * Belady needs the future), with a few per-row arrays per budget
+ * (bench/RESULTS-traces.md has the measured throughput). */
 #ifndef DH_STATS_H
 #define DH_STATS_H
 
