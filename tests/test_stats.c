@@ -39,21 +39,7 @@
 #include "traces/memsrc.h"
 #include "traces/stats.h"
 
-/* Test content comes from xorshift64*, independent of the code under test. */
-static uint64_t rnd_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(uint32_t n)
-{
-    rnd_state ^= rnd_state >> 12;
-    rnd_state ^= rnd_state << 25;
-    rnd_state ^= rnd_state >> 27;
-    return (uint32_t)(((rnd_state * 2685821657736338717ull) >> 32) % n);
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
+#include "test_rand.h" /* rnd(), cmp_u32(): test content independent of the code under test */
 
 /* A small trace: sets[g][t] holds the selection of group g at position t
  * (request 0 only), sorted, k rows each (fewer while nrows < k). */
@@ -585,6 +571,7 @@ static void test_output_states_sampling(void **state)
 
 int main(void)
 {
+    rnd_state = 0x9E3779B97F4A7C15ull;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_policies_vs_reference),
         cmocka_unit_test(test_long_stream_compaction),

@@ -43,22 +43,7 @@ static const char *tpath(const char *name)
     return buf[i];
 }
 
-/* A small deterministic generator for test content (xorshift64*), independent
- * of the project's RNG so the test does not share code with what it checks. */
-static uint64_t rnd_state = 88172645463325252ull;
-static uint32_t rnd(uint32_t n)
-{
-    rnd_state ^= rnd_state >> 12;
-    rnd_state ^= rnd_state << 25;
-    rnd_state ^= rnd_state >> 27;
-    return (uint32_t)(((rnd_state * 2685821657736338717ull) >> 32) % n);
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
+#include "test_rand.h" /* rnd(), cmp_u32(): test content independent of the code under test */
 
 /* Evolve a selection: drop `churn` random rows, then fill up to min(k, nrows)
  * with random unselected rows. sel is sorted on return. */
@@ -738,6 +723,7 @@ static int teardown(void **state)
 
 int main(void)
 {
+    rnd_state = 88172645463325252ull;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
