@@ -164,16 +164,6 @@ static void test_adaptive_with_spare_hbm_is_a_large_fixed_budget(void **state)
     sim_config_release(&sc2);
 }
 
-static char *json_of(const sim_result *r)
-{
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    assert_int_equal(out_json(f, r, 1, 0), 0);
-    fclose(f);
-    return buf;
-}
-
 static void test_same_inputs_same_bytes(void **state)
 {
     (void)state;

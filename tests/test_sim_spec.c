@@ -263,16 +263,6 @@ static void test_staging_and_ring_in_the_ledger(void **state)
     sim_config_release(&reuse); sim_config_release(&noreuse); sim_config_release(&noring);
 }
 
-static char *json_of(const sim_result *r)
-{
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    assert_int_equal(out_json(f, r, 1, 0), 0);
-    fclose(f);
-    return buf;
-}
-
 static void test_same_inputs_same_bytes(void **state)
 {
     (void)state;

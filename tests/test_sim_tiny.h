@@ -3,12 +3,16 @@
  * selection group (one indexer layer, three reusing it, no MoE) and a
  * hardware profile on which compute and HBM are effectively free and the
  * gather runs at one flat bandwidth with no fixed costs, so that fetch-bound
- * figures can be computed by hand. Include after cmocka.h. */
+ * figures can be computed by hand; json_of() for determinism checks.
+ * Include after cmocka.h. */
 #ifndef TEST_SIM_TINY_H
 #define TEST_SIM_TINY_H
 
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "sim/out.h"
+#include "sim/sim.h"
 
 /* Write text to DIR/NAME (a test failure if it cannot). */
 static void tiny_write(const char *dir, const char *name, const char *text)
@@ -45,6 +49,17 @@ static void tiny_hw_text(char *buf, size_t cap, double gather_bw, const char *ex
              "[gather]\nrow_bytes = 1000\nrow_bw = %g\nref_row_bytes = 1000\npages = 1000\npages_bw = %g\n"
              "sms = 8\nsms_factor = 1\nfetch_sms = 8\npage_bytes = 4096\nlaunch_s = 0\n"
              "[host]\ndram_bytes = 1e12\n%s", gather_bw, gather_bw, extra);
+}
+
+/* One run's JSON as a string (freed by the caller), for byte comparisons. */
+static char *json_of(const sim_result *r)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    assert_int_equal(out_json(f, r, 1, 0), 0);
+    fclose(f);
+    return buf;
 }
 
 #endif

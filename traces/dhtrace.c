@@ -259,16 +259,24 @@ static const char *human_bytes(uint64_t b, char *buf, size_t cap)
     return buf;
 }
 
-static int cmd_info(int argc, char **argv)
+/* The options of a command that takes only --help and one trace file: the
+ * file's path, or NULL once --help has been printed. */
+static const char *one_file_arg(const char *cmd, const char *help, int argc, char **argv)
 {
     static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
     int c;
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        if (c == 'h') { fputs(info_help, stdout); return 0; }
-        bad_option("info", c, argv);
+        if (c == 'h') { fputs(help, stdout); return NULL; }
+        bad_option(cmd, c, argv);
     }
-    if (argc - optind != 1) usage_error("info", "expected one trace file");
-    const char *path = argv[optind];
+    if (argc - optind != 1) usage_error(cmd, "expected one trace file");
+    return argv[optind];
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    const char *path = one_file_arg("info", info_help, argc, argv);
+    if (!path) return 0;
     sel_source *src;
     if (trace_open(path, &src) < 0) dh_die_last(TOOL);
     const trace_meta *m = sel_meta(src);
@@ -331,16 +339,11 @@ static const char check_help[] =
 
 static int cmd_check(int argc, char **argv)
 {
-    static const struct option opts[] = { { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        if (c == 'h') { fputs(check_help, stdout); return 0; }
-        bad_option("check", c, argv);
-    }
-    if (argc - optind != 1) usage_error("check", "expected one trace file");
+    const char *path = one_file_arg("check", check_help, argc, argv);
+    if (!path) return 0;
     progress bar;
     progress_init(&bar, "checking");
-    int rc = trace_check(argv[optind], progress_update, &bar);
+    int rc = trace_check(path, progress_update, &bar);
     progress_done(&bar);
     if (rc < 0) dh_die_last(TOOL);
     printf("%s: ok\n", argv[optind]);
