@@ -57,6 +57,22 @@ ifeq ($(BUILD_CUDA),1)
   GPU_TOOLS := bin/dhbench bin/dhreplay
 endif
 
+# Expert-parallel all-to-all benchmark (kernels/a2a/README.md). NCCL is looked for under
+# NCCL_HOME when set, else beside nvcc, under /usr/local/cuda*, and in the Debian multiarch
+# directory (libnccl-dev). Without NCCL, bin/dha2a is skipped with a note: it is the one tool
+# that needs it, and a machine without NCCL has no multi-GPU all-to-all to measure anyway.
+NCCL_DIRS := $(if $(NCCL_HOME),$(NCCL_HOME),$(patsubst %/bin/nvcc,%,$(NVCC)) /usr/local/cuda /usr/local/cuda-* /usr)
+NCCL_LIB  := $(firstword $(foreach d,$(NCCL_DIRS),$(wildcard $(d)/lib64/libnccl.so $(d)/lib/libnccl.so \
+               $(d)/lib/x86_64-linux-gnu/libnccl.so $(d)/lib/aarch64-linux-gnu/libnccl.so)))
+NCCL_INC  := $(firstword $(foreach d,$(NCCL_DIRS),$(patsubst %/nccl.h,%,$(wildcard $(d)/include/nccl.h))))
+ifeq ($(BUILD_CUDA),1)
+  ifneq ($(and $(NCCL_LIB),$(NCCL_INC)),)
+    GPU_TOOLS += bin/dha2a
+  else
+    $(warning note: NCCL (libnccl.so + nccl.h) not found; bin/dha2a is not built (set NCCL_HOME))
+  endif
+endif
+
 .PHONY: all deps run test bench gpubench figs clean replay
 all: deps-check $(TOOLS) $(GPU_TOOLS)
 
@@ -94,21 +110,6 @@ bin/dhbench: $(CU_SRC) $(BUILD)/kernels/attention_wgmma.cu.o $(wildcard kernels/
 	@mkdir -p bin
 	$(NVCC) $(NVCCFLAGS) -I. -o $@ $(CU_SRC) $(BUILD)/kernels/attention_wgmma.cu.o $(KREF_OBJ) $(BUILD)/common/dh_err.o -lcublasLt -lpthread
 
-# Expert-parallel all-to-all benchmark (kernels/a2a/README.md). NCCL is looked for under
-# NCCL_HOME when set, else beside nvcc, under /usr/local/cuda*, and in the Debian multiarch
-# directory (libnccl-dev). Without NCCL, bin/dha2a is skipped with a note: it is the one tool
-# that needs it, and a machine without NCCL has no multi-GPU all-to-all to measure anyway.
-NCCL_DIRS := $(if $(NCCL_HOME),$(NCCL_HOME),$(patsubst %/bin/nvcc,%,$(NVCC)) /usr/local/cuda /usr/local/cuda-* /usr)
-NCCL_LIB  := $(firstword $(foreach d,$(NCCL_DIRS),$(wildcard $(d)/lib64/libnccl.so $(d)/lib/libnccl.so \
-               $(d)/lib/x86_64-linux-gnu/libnccl.so $(d)/lib/aarch64-linux-gnu/libnccl.so)))
-NCCL_INC  := $(firstword $(foreach d,$(NCCL_DIRS),$(patsubst %/nccl.h,%,$(wildcard $(d)/include/nccl.h))))
-ifeq ($(BUILD_CUDA),1)
-  ifneq ($(and $(NCCL_LIB),$(NCCL_INC)),)
-    GPU_TOOLS += bin/dha2a
-  else
-    $(info note: NCCL (libnccl.so + nccl.h) not found; bin/dha2a is not built (set NCCL_HOME))
-  endif
-endif
 bin/dha2a: kernels/a2a/dha2a.cu kernels/a2a/a2a_plan.h $(BUILD)/kernels/a2a/a2a_plan.o $(BUILD)/common/dh_err.o
 	@test -n "$(NCCL_LIB)" -a -n "$(NCCL_INC)" || { echo "bin/dha2a: NCCL not found (libnccl.so and nccl.h); set NCCL_HOME"; exit 1; }
 	@mkdir -p bin
@@ -146,6 +147,10 @@ gpubench: bin/dhbench
 
 figs: all
 	sh paper-figs/make-figs.sh
+
+# `make -s print-VAR` prints a make variable (the tests ask it whether NCCL was found).
+print-%:
+	@echo '$($*)'
 
 clean:
 	rm -rf $(BUILD) bin
