@@ -19,11 +19,15 @@ static const char *const schema[] = {
     "suite", "kernel", "version", "device", "dtype", "row_bytes", "rows", "sms",
     "pool_bytes", "pattern", "batch", "queries", "k", "union_rows", "ctx", "heads", "m",
     "n", "kdim", "bytes", "flops", "reps", "median_us", "p10_us", "p90_us", "gbps",
-    "tflops", "ceiling_name", "ceiling_value", "pct_of_ceiling", "checked"};
+    "tflops", "ceiling_name", "ceiling_value", "pct_of_ceiling", "checked", "timing"};
 #define NCOL (sizeof schema / sizeof schema[0])
+/* Columns a file may lack, and what their cells read as then: "timing" came after the first
+ * recorded results (a file without it timed every launch on its own). */
+#define NREQ (NCOL - 1)
+static const char *const optional_default[NCOL] = {[NCOL - 1] = "isolated"};
 
 static const char *const str_names[BCSV_NSTR] = {
-    "suite", "kernel", "version", "device", "dtype", "pattern", "ceiling_name", "checked"};
+    "suite", "kernel", "version", "device", "dtype", "pattern", "ceiling_name", "checked", "timing"};
 static const char *const num_names[BCSV_NNUM] = {
     "row_bytes", "rows", "sms", "pool_bytes", "batch", "queries", "k", "union_rows", "ctx",
     "heads", "m", "n", "kdim", "bytes", "flops", "reps", "median_us", "p10_us", "p90_us",
@@ -37,7 +41,7 @@ const char *bcsv_header(void)
     static char buf[512];
     if (!buf[0]) {
         size_t off = 0;
-        for (size_t i = 0; i < NCOL; i++)
+        for (size_t i = 0; i < NREQ; i++)
             off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? "," : "", schema[i]);
     }
     return buf;
@@ -136,7 +140,7 @@ static int load_file(bcsv_table *t, const char *path)
                 map[i] = (int)j;
             }
             for (size_t j = 0; j < NCOL; j++)
-                if (!seen[j]) { rc = dh_err("file '%s' line %ld: header lacks column '%s'", path, lineno, schema[j]); goto out; }
+                if (!seen[j] && !optional_default[j]) { rc = dh_err("file '%s' line %ld: header lacks column '%s'", path, lineno, schema[j]); goto out; }
             ncols = nc;
             have_header = 1;
             continue;
@@ -166,6 +170,10 @@ static int load_file(bcsv_table *t, const char *path)
             else
                 r.v[nu] = x;
         }
+        for (int c = 0; c < BCSV_NSTR && rc == 0; c++)
+            if (!r.s[c])
+                for (size_t j = 0; j < NCOL; j++)
+                    if (optional_default[j] && !strcmp(schema[j], str_names[c])) r.s[c] = strdup(optional_default[j]);
         if (rc == 0 && (!r.s[BCSV_KERNEL] || !r.s[BCSV_KERNEL][0]))
             rc = dh_err("file '%s' line %ld: column 'kernel' is empty", path, lineno);
         if (rc) {

@@ -5,11 +5,14 @@
  *
  *   suite,kernel,version,device,dtype,row_bytes,rows,sms,pool_bytes,pattern,
  *   batch,queries,k,union_rows,ctx,heads,m,n,kdim,bytes,flops,reps,median_us,
- *   p10_us,p90_us,gbps,tflops,ceiling_name,ceiling_value,pct_of_ceiling,checked
+ *   p10_us,p90_us,gbps,tflops,ceiling_name,ceiling_value,pct_of_ceiling,checked[,timing]
  *
  * The first non-comment line is the header; columns are matched by name, so
  * their order may change, but every column of the schema must be present and
- * no unknown column may appear.  Lines starting with '#' are comments (the
+ * no unknown column may appear.  The one optional column, "timing", says how the
+ * median was taken: "isolated" (one launch between two events, from an idle
+ * GPU; what a file without the column holds) or "b2bN" (N launches back to back
+ * between the events, the time divided by N).  Lines starting with '#' are comments (the
  * command that produced the file).  A numeric cell that is not a finite number
  * is an error naming the file, line and column; an empty numeric cell reads as
  * NAN ("not applicable").  Whole files are read into memory: result files are
@@ -26,7 +29,7 @@
 
 /* Text columns. */
 enum { BCSV_SUITE, BCSV_KERNEL, BCSV_VERSION, BCSV_DEVICE, BCSV_DTYPE, BCSV_PATTERN,
-       BCSV_CEILING_NAME, BCSV_CHECKED, BCSV_NSTR };
+       BCSV_CEILING_NAME, BCSV_CHECKED, BCSV_TIMING, BCSV_NSTR };
 /* Numeric columns (NAN when empty). */
 enum { BCSV_ROW_BYTES, BCSV_ROWS, BCSV_SMS, BCSV_POOL_BYTES, BCSV_BATCH, BCSV_QUERIES,
        BCSV_K, BCSV_UNION_ROWS, BCSV_CTX, BCSV_HEADS, BCSV_M, BCSV_N, BCSV_KDIM,
@@ -57,7 +60,7 @@ int bcsv_load(bcsv_table *t, const char *path);
 /* Column names, for messages and for writing CSVs in the same schema. */
 const char *bcsv_str_name(int col);
 const char *bcsv_num_name(int col);
-/* The schema header line, columns in the canonical order (no newline). */
+/* The schema header line, the required columns in the canonical order (no newline). */
 const char *bcsv_header(void);
 
 /* Whether the row's "checked" cell says its output was verified ("1", "yes",

@@ -848,9 +848,9 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
 }
 
-/* Version 6 (attention_wgmma.cu): the same one-wave split rule as version 4 with 64-row
+/* Versions 6 and 7 (attention_wgmma.cu): the same one-wave split rule as version 4 with 64-row
  * tiles, fp16 partials and version 4's combine when there is more than one split. */
-static void attn6_run(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
+static void attn6_run(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
     const int tn = ATTN6_TILE_ROWS, per_split = a.nq * (a.heads / AT_H);
     if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
@@ -863,7 +863,7 @@ static void attn6_run(attn_args a, attn_scratch &sc, float *out, int sms, cudaSt
     }
     a.part_o = sc.part_o;   /* holds fp16 partials here */
     a.part_lse = sc.part_lse;
-    attn6_launch(a, out, st);
+    attn6_launch(a, out, st, version);
     if (a.splits > 1) {
         const size_t items = (size_t)a.nq * a.heads * (AT_V / 8);
         attn4_combine_kernel<<<(unsigned)((items + 255) / 256), 256, 0, st>>>((const __half *)sc.part_o, sc.part_lse,
@@ -878,8 +878,8 @@ static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, 
         attn4_launch(version, a, sc, out, sms, st);
         return;
     }
-    if (version == 6) {
-        attn6_run(a, sc, out, sms, st);
+    if (version == 6 || version == 7) {
+        attn6_run(version, a, sc, out, sms, st);
         return;
     }
     const int tn = attn_tile_rows(version, a.format);

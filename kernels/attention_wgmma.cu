@@ -1,4 +1,4 @@
-/* attention_wgmma.cu: version 6 of the sparse decode attention of attention.cu, on Hopper's
+/* attention_wgmma.cu: versions 6 and 7 of the sparse decode attention of attention.cu, on Hopper's
  * asynchronous warpgroup matrix multiply (wgmma), so this file alone is built for sm_90a.
  *
  * One block of three warpgroups per (query, split of the k rows, 64 heads), one block per SM:
@@ -20,8 +20,9 @@
  * rows bf16 operands. Shared memory: Q 72 KB + 2 key stages of 72 KB + P 8 KB = 225 KB.
  * Split partials are fp16 with a log-sum-exp per head (attn4_combine_kernel merges them);
  * with one split the block writes the final output.
- * Not done here (see kernels/NOTES.md): overlapping one warpgroup's softmax with the other's
- * multiplies, FP8 operands for FP8 rows, more than one tile of loads in flight. */
+ * Version 7 is version 6 with each tile's softmax overlapped with the next tile's S multiplies
+ * (a6_consumer). Not done here (see kernels/NOTES.md): FP8 operands for FP8 rows, more than
+ * one tile of loads in flight. */
 #include "kernels/attention.cuh"
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
@@ -39,8 +40,12 @@
 #define A6_RED_OFF (A6_P_OFF + 64 * 64 * 2)
 #define A6_BAR_OFF (A6_RED_OFF + 4 * 64 * 4)
 #define A6_SMEM_BYTES (A6_BAR_OFF + 64 + 1024) /* + 1024: the base is rounded up to 1024 B */
-#define A6_PRODUCER_REGS 120
-#define A6_CONSUMER_REGS 192  /* 120 + 2 x 192 = 3 x 168, the registers the block holds at launch */
+/* setmaxnreg counts (multiples of 8) adding up to the 3 x 168 registers the block holds at
+ * launch: 120 + 2 x 192 for version 6; 104 + 2 x 200 for version 7, whose consumers also hold
+ * the next tile's scores (at 192 ptxas spilled 38 B per FP8 consumer thread, at 200 8 B; the
+ * FP8 producer spills below 104). */
+#define A6_PRODUCER_REGS(ov) ((ov) ? 104 : 120)
+#define A6_CONSUMER_REGS(ov) ((ov) ? 200 : 192)
 #define A6_LOG2E 1.4426950408889634f
 
 /* Byte offset of 16-byte chunk c (columns 8c .. 8c+7) of row r in a 64-row tile: column block
@@ -288,11 +293,11 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
     }
 }
 
-template <int FMT>
+template <int FMT, bool OVERLAP>
 __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                             int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles);
 
-template <int FMT>
+template <int FMT, bool OVERLAP>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a, float *__restrict__ out)
 {
     extern __shared__ __align__(1024) uint8_t a6_smem_raw[];
@@ -335,19 +340,110 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
     /* Registers: 168 per thread at launch (384 threads); the producer gives some back so that
      * the consumers can hold their 128 output accumulators, S and the softmax state. */
     if (wg == 2) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A6_PRODUCER_REGS));
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A6_PRODUCER_REGS(OVERLAP)));
         a6_producer<FMT>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A6_CONSUMER_REGS));
-        a6_consumer<FMT>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A6_CONSUMER_REGS(OVERLAP)));
+        a6_consumer<FMT, OVERLAP>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
     }
 }
 
+/* S = Q K^T over the 576 key dims for this warpgroup's 32 rows of the tile in stage:
+ * 9 column blocks x 4 steps of 16 (32 B each); issued and committed, not waited for. */
 template <int FMT>
+__device__ __forceinline__ void a6_issue_s(float (&sc)[16], uint32_t sQ, uint32_t stage, int w)
+{
+#pragma unroll
+    for (int i = 0; i < 16; i++) sc[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 16; i++) a6_fence_reg(sc[i]);
+    a6_wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 36; ks++) {
+        const uint32_t off = (ks >> 2) * A6_BLOCK_BYTES + (ks & 3) * 32;
+        a6_ops<FMT>::mma_s(sc, a6_desc(sQ + off, 16, 1024), a6_desc(stage + off + w * 32 * 128, 16, 1024), ks > 0);
+    }
+    a6_wgmma_commit();
+}
+
+/* O_w += P V_w: 4 steps of 16 rows; V_w = column blocks 4 w .. 4 w + 3 of the stage.
+ * Issued and committed, not waited for. */
+template <int FMT>
+__device__ __forceinline__ void a6_issue_pv(float (&o)[128], uint32_t sP, uint32_t stage, int w)
+{
+#pragma unroll
+    for (int i = 0; i < 128; i++) a6_fence_reg(o[i]);
+    a6_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        a6_ops<FMT>::mma_o(o, a6_desc(sP + kk * 32, 16, 1024), a6_desc(stage + 4 * w * A6_BLOCK_BYTES + kk * 2048, A6_BLOCK_BYTES, 1024));
+    a6_wgmma_commit();
+}
+
+/* The online softmax of one tile's scores (log2 domain; columns past cnt masked): the row
+ * maxima exchanged with the other warpgroup, P written to shared memory, the running maxima,
+ * sums and output rescaled. Ends with the consumers' barrier after P is visible to wgmma. */
+template <int FMT>
+__device__ __forceinline__ void a6_softmax(float (&sc)[16], float (&o)[128], uint8_t *sm, float *red, int w, int qd,
+                                           int r0, int r1, int cnt, float sscale, float &m0, float &m1, float &l0,
+                                           float &l1)
+{
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int jj = 0; jj < 4; jj++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int col = 32 * w + 8 * jj + 2 * qd + e;
+            const float v0 = col < cnt ? sc[4 * jj + e] * sscale : -INFINITY;
+            const float v1 = col < cnt ? sc[4 * jj + 2 + e] * sscale : -INFINITY;
+            sc[4 * jj + e] = v0;
+            sc[4 * jj + 2 + e] = v1;
+            mx0 = fmaxf(mx0, v0);
+            mx1 = fmaxf(mx1, v1);
+        }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
+    if (qd == 0) red[w * 64 + r0] = mx0, red[w * 64 + r1] = mx1;
+    a6_consumer_bar();
+    mx0 = fmaxf(mx0, red[(w ^ 1) * 64 + r0]);
+    mx1 = fmaxf(mx1, red[(w ^ 1) * 64 + r1]);
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float al0 = mn0 == -INFINITY ? 1.f : exp2f(m0 - mn0), al1 = mn1 == -INFINITY ? 1.f : exp2f(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+    float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+    for (int jj = 0; jj < 4; jj++) {
+        const float p00 = mn0 == -INFINITY ? 0.f : exp2f(sc[4 * jj] - mn0);
+        const float p01 = mn0 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 1] - mn0);
+        const float p10 = mn1 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 2] - mn1);
+        const float p11 = mn1 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 3] - mn1);
+        ps0 += p00 + p01;
+        ps1 += p10 + p11;
+        /* P[r][col]: K-major 64 x 64 tile, chunk (32 w + 8 jj) / 8 = 4 w + jj. */
+        const int ch = 4 * w + jj;
+        *(uint32_t *)(sm + A6_P_OFF + r0 * 128 + ((ch ^ (r0 & 7)) << 4) + qd * 4) = a6_ops<FMT>::pack(p00, p01);
+        *(uint32_t *)(sm + A6_P_OFF + r1 * 128 + ((ch ^ (r1 & 7)) << 4) + qd * 4) = a6_ops<FMT>::pack(p10, p11);
+    }
+    l0 = l0 * al0 + ps0;   /* this thread's columns only; summed over the quad and the two warpgroups at the end */
+    l1 = l1 * al1 + ps1;
+#pragma unroll
+    for (int jj = 0; jj < 32; jj++) o[4 * jj] *= al0, o[4 * jj + 1] *= al0, o[4 * jj + 2] *= al1, o[4 * jj + 3] *= al1;
+    a6_fence_proxy();
+    a6_consumer_bar();
+}
+
+/* The consumers' tile loop. Version 6: per tile, S, wait, softmax, P V, wait: the tensor cores
+ * idle during the softmax and the barriers. Version 7 (OVERLAP): the next tile's S is issued
+ * before this tile's softmax, so the multiplies run during it (FlashAttention-3's
+ * intra-warpgroup pipelining), and one wait covers that S and this tile's P V; 16 more
+ * registers hold the next tile's scores. */
+template <int FMT, bool OVERLAP>
 __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                             int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles)
 {
-    typedef a6_ops<FMT> OP;
     const uint32_t sQ = sbase, sK = sbase + A6_TILE_BYTES, sP = sbase + A6_P_OFF;
     float *red = (float *)(sm + A6_RED_OFF);   /* [2][64] tile row maxima, [2][64] row sums */
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
@@ -361,86 +457,44 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
     for (int i = 0; i < 128; i++) o[i] = 0.f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
 
+    float sc[16];
+    if (OVERLAP && ntiles > 0) {
+        a6_mbar_wait(bar_full, 0);
+        a6_issue_s<FMT>(sc, sQ, sK, w);
+        a6_wgmma_wait0();
+#pragma unroll
+        for (int i = 0; i < 16; i++) a6_fence_reg(sc[i]);
+    }
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, cnt = min(A6_N, re - (rb + t * A6_N));
         const uint32_t stage = sK + A6_TILE_BYTES * s;
-        a6_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
-
-        /* S = Q K^T over the 576 key dims: 9 column blocks x 4 steps of 16 (32 B each). */
-        float sc[16];
-#pragma unroll
-        for (int i = 0; i < 16; i++) sc[i] = 0.f;
-#pragma unroll
-        for (int i = 0; i < 16; i++) a6_fence_reg(sc[i]);
-        a6_wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < 36; ks++) {
-            const uint32_t off = (ks >> 2) * A6_BLOCK_BYTES + (ks & 3) * 32;
-            OP::mma_s(sc, a6_desc(sQ + off, 16, 1024), a6_desc(stage + off + w * 32 * 128, 16, 1024), ks > 0);
-        }
-        a6_wgmma_commit();
-        a6_wgmma_wait0();
-#pragma unroll
-        for (int i = 0; i < 16; i++) a6_fence_reg(sc[i]);
-
-        /* Online softmax (log2 domain); columns past cnt are masked. */
-        float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-        for (int jj = 0; jj < 4; jj++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int col = 32 * w + 8 * jj + 2 * qd + e;
-                const float v0 = col < cnt ? sc[4 * jj + e] * sscale : -INFINITY;
-                const float v1 = col < cnt ? sc[4 * jj + 2 + e] * sscale : -INFINITY;
-                sc[4 * jj + e] = v0;
-                sc[4 * jj + 2 + e] = v1;
-                mx0 = fmaxf(mx0, v0);
-                mx1 = fmaxf(mx1, v1);
+        if (OVERLAP) {
+            float sn[16];
+            if (t + 1 < ntiles) {
+                a6_mbar_wait(bar_full + 8 * (s ^ 1), ((t + 1) >> 1) & 1);
+                a6_issue_s<FMT>(sn, sQ, sK + A6_TILE_BYTES * (s ^ 1), w);
             }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
-        if (qd == 0) red[w * 64 + r0] = mx0, red[w * 64 + r1] = mx1;
-        a6_consumer_bar();
-        mx0 = fmaxf(mx0, red[(w ^ 1) * 64 + r0]);
-        mx1 = fmaxf(mx1, red[(w ^ 1) * 64 + r1]);
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        const float al0 = mn0 == -INFINITY ? 1.f : exp2f(m0 - mn0), al1 = mn1 == -INFINITY ? 1.f : exp2f(m1 - mn1);
-        m0 = mn0;
-        m1 = mn1;
-        float ps0 = 0.f, ps1 = 0.f;
+            a6_softmax<FMT>(sc, o, sm, red, w, qd, r0, r1, cnt, sscale, m0, m1, l0, l1);
+            a6_issue_pv<FMT>(o, sP, stage, w);
+            a6_wgmma_wait0();
 #pragma unroll
-        for (int jj = 0; jj < 4; jj++) {
-            const float p00 = mn0 == -INFINITY ? 0.f : exp2f(sc[4 * jj] - mn0);
-            const float p01 = mn0 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 1] - mn0);
-            const float p10 = mn1 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 2] - mn1);
-            const float p11 = mn1 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 3] - mn1);
-            ps0 += p00 + p01;
-            ps1 += p10 + p11;
-            /* P[r][col]: K-major 64 x 64 tile, chunk (32 w + 8 jj) / 8 = 4 w + jj. */
-            const int ch = 4 * w + jj;
-            *(uint32_t *)(sm + A6_P_OFF + r0 * 128 + ((ch ^ (r0 & 7)) << 4) + qd * 4) = OP::pack(p00, p01);
-            *(uint32_t *)(sm + A6_P_OFF + r1 * 128 + ((ch ^ (r1 & 7)) << 4) + qd * 4) = OP::pack(p10, p11);
+            for (int i = 0; i < 128; i++) a6_fence_reg(o[i]);
+            if (t + 1 < ntiles) {
+#pragma unroll
+                for (int i = 0; i < 16; i++) a6_fence_reg(sn[i]), sc[i] = sn[i];
+            }
+        } else {
+            a6_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
+            a6_issue_s<FMT>(sc, sQ, stage, w);
+            a6_wgmma_wait0();
+#pragma unroll
+            for (int i = 0; i < 16; i++) a6_fence_reg(sc[i]);
+            a6_softmax<FMT>(sc, o, sm, red, w, qd, r0, r1, cnt, sscale, m0, m1, l0, l1);
+            a6_issue_pv<FMT>(o, sP, stage, w);
+            a6_wgmma_wait0();
+#pragma unroll
+            for (int i = 0; i < 128; i++) a6_fence_reg(o[i]);
         }
-        l0 = l0 * al0 + ps0;   /* this thread's columns only; summed over the quad and the two warpgroups at the end */
-        l1 = l1 * al1 + ps1;
-#pragma unroll
-        for (int jj = 0; jj < 32; jj++) o[4 * jj] *= al0, o[4 * jj + 1] *= al0, o[4 * jj + 2] *= al1, o[4 * jj + 3] *= al1;
-        a6_fence_proxy();
-        a6_consumer_bar();
-
-        /* O_w += P V_w: 4 steps of 16 rows; V_w = column blocks 4 w .. 4 w + 3 of the stage. */
-#pragma unroll
-        for (int i = 0; i < 128; i++) a6_fence_reg(o[i]);
-        a6_wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            OP::mma_o(o, a6_desc(sP + kk * 32, 16, 1024), a6_desc(stage + 4 * w * A6_BLOCK_BYTES + kk * 2048, A6_BLOCK_BYTES, 1024));
-        a6_wgmma_commit();
-        a6_wgmma_wait0();
-#pragma unroll
-        for (int i = 0; i < 128; i++) a6_fence_reg(o[i]);
         a6_mbar_arrive(bar_empty + 8 * s);
     }
 
@@ -474,16 +528,23 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
     }
 }
 
-void attn6_launch(const attn_args &a, float *out, cudaStream_t stream)
+template <bool OVERLAP>
+static void a6_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
-        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_FP8, OVERLAP>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_BF16, OVERLAP>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     dim3 grid(a.splits, a.nq, a.heads / 64);
-    if (a.format == KREF_ROW_FP8) attn6_kernel<KREF_ROW_FP8><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
-    else attn6_kernel<KREF_ROW_BF16><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+    if (a.format == KREF_ROW_FP8) attn6_kernel<KREF_ROW_FP8, OVERLAP><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+    else attn6_kernel<KREF_ROW_BF16, OVERLAP><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
     CUDA_LAUNCH_CHECK();
+}
+
+void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
+{
+    if (version == 7) a6_launch<true>(a, out, stream);
+    else a6_launch<false>(a, out, stream);
 }

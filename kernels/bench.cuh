@@ -41,6 +41,8 @@ struct bench_env {
     double bf16_tflops;   /* large cuBLASLt BF16 GEMM */
     double fp8_tflops;    /* large cuBLASLt FP8 GEMM */
     int reps;             /* timed repeats per measurement */
+    int b2b;              /* launches per timed sample: 1 = each on its own from an idle GPU,
+                             N > 1 = N back to back between the two events, time / N */
     int quick;            /* smaller problems, for sanitizers */
     FILE *csv;
     int failures;         /* configurations that failed their check */
@@ -63,11 +65,12 @@ extern const char *bench_csv_header;
  * human-readable line on stdout. */
 void bench_emit(bench_env *env, const bench_record &r);
 
-/* Times launch(rep) with CUDA events: warm-up launches first, then env->reps timed ones;
- * rep counts from 0 so the caller can rotate among input sets. */
+/* Times launch(rep) with CUDA events: warm-up launches first, then env->reps timed samples of
+ * env->b2b launches each (the median etc. are per launch); rep counts from 0 so the caller can
+ * rotate among input sets. */
 bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup = 3);
-/* Same, with a host wall clock around launch(rep) + device synchronize (for work that is
- * partly on host threads). */
+/* Same, with a host wall clock around env->b2b launches + device synchronize (for work that
+ * is partly on host threads). */
 bench_timing bench_time_wall(bench_env *env, const std::function<void(int)> &launch, int warmup = 3);
 
 /* Relative L2 error; NaN anywhere (an unwritten, poisoned element) gives +inf. */

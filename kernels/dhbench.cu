@@ -1,7 +1,7 @@
 /* dhbench.cu: the kernel microbenchmark driver (bin/dhbench).
  *
- *   dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--quick]
- *   dhbench --kernel KERNEL [key=v1,v2,... ...] [--out DIR] [--reps N] [--quick]
+ *   dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick]
+ *   dhbench --kernel KERNEL [key=v1,v2,... ...] [--out DIR] [--reps N] [--b2b N] [--quick]
  *
  * A suite is a text file (kernels/suites/NAME.suite, or a path): one grid per line, a kernel
  * name then key=value lists; every combination is one grid point. Each grid point is checked
@@ -9,6 +9,9 @@
  * run goes on; the exit status is 1 if any check failed. Results are CSV lines of one fixed
  * schema (bench_csv_header), to DIR/NAME.csv (written whole at the end) or to stdout.
  * Kernels: fetch, residency, attention, verify, ring, indexer, gemm.
+ * --b2b N times N launches back to back per sample (the median is per launch): what a launch
+ * costs inside a stream of work (a decode step), without the idle-GPU start and the host
+ * round trip that a lone launch between two events pays; the CSV's "timing" column says which.
  * Ceilings are measured at start: device-to-device copy (HBM, bytes read + written), pinned
  * host-to-device cudaMemcpy, and an 8192^3 cuBLASLt GEMM in BF16 and FP8.
  * Needs only the CUDA toolkit (runtime, cuBLASLt) and libc. */
@@ -85,7 +88,7 @@ double bench_params::real(const char *key, double def) const
 const char *bench_csv_header =
     "suite,kernel,version,device,dtype,row_bytes,rows,sms,pool_bytes,pattern,batch,queries,k,union_rows,"
     "ctx,heads,m,n,kdim,bytes,flops,reps,median_us,p10_us,p90_us,gbps,tflops,ceiling_name,ceiling_value,"
-    "pct_of_ceiling,checked";
+    "pct_of_ceiling,checked,timing";
 
 static std::string g_csv;   /* the whole CSV, written at the end */
 static bool g_csv_stdout;
@@ -106,6 +109,11 @@ static std::string fld_s(const std::string &s)
     return o;
 }
 
+static std::string timing_name(const bench_env *env)
+{
+    return env->b2b > 1 ? "b2b" + std::to_string(env->b2b) : "isolated";
+}
+
 void bench_emit(bench_env *env, const bench_record &r)
 {
     double gbps = r.bytes > 0 && r.median_us > 0 ? r.bytes / r.median_us / 1e3 : -1;
@@ -121,7 +129,7 @@ void bench_emit(bench_env *env, const bench_record &r)
                        fld_d(r.flops, "%.0f") + "," + fld_i(r.reps) + "," + fld_d(r.median_us, "%.2f") + "," +
                        fld_d(r.p10_us, "%.2f") + "," + fld_d(r.p90_us, "%.2f") + "," + fld_d(gbps, "%.2f") + "," +
                        fld_d(tflops, "%.2f") + "," + fld_s(r.ceiling_name) + "," + fld_d(r.ceiling_value, "%.1f") + "," +
-                       fld_d(pct, "%.1f") + "," + (r.checked ? "1" : "0");
+                       fld_d(pct, "%.1f") + "," + (r.checked ? "1" : "0") + "," + timing_name(env);
     if (g_csv_stdout) printf("%s\n", line.c_str()), fflush(stdout);
     else {
         g_csv += line + "\n";
@@ -161,15 +169,16 @@ bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, 
     for (int i = 0; i < warmup; i++) launch(i);
     cudaCheck(cudaDeviceSynchronize());
     std::vector<double> us;
+    const int per = env->b2b > 1 ? env->b2b : 1;
     for (int i = 0; i < env->reps; i++) {
         /* Events on the legacy stream order against every stream the launch uses. */
         cudaCheck(cudaEventRecord(a, 0));
-        launch(warmup + i);
+        for (int j = 0; j < per; j++) launch(warmup + i * per + j);
         cudaCheck(cudaEventRecord(b, 0));
         cudaCheck(cudaEventSynchronize(b));
         float ms;
         cudaCheck(cudaEventElapsedTime(&ms, a, b));
-        us.push_back(ms * 1e3);
+        us.push_back(ms * 1e3 / per);
     }
     cudaCheck(cudaEventDestroy(a));
     cudaCheck(cudaEventDestroy(b));
@@ -181,12 +190,13 @@ bench_timing bench_time_wall(bench_env *env, const std::function<void(int)> &lau
     for (int i = 0; i < warmup; i++) launch(i);
     cudaCheck(cudaDeviceSynchronize());
     std::vector<double> us;
+    const int per = env->b2b > 1 ? env->b2b : 1;
     for (int i = 0; i < env->reps; i++) {
         auto t0 = std::chrono::steady_clock::now();
-        launch(warmup + i);
+        for (int j = 0; j < per; j++) launch(warmup + i * per + j);
         cudaCheck(cudaDeviceSynchronize());
         auto t1 = std::chrono::steady_clock::now();
-        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / per);
     }
     return summarize(us);
 }
@@ -367,8 +377,8 @@ static void run_grid(bench_env *env, const grid_line &g)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--quick]\n"
-            "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--quick]\n"
+            "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick]\n"
+            "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--b2b N] [--quick]\n"
             "kernels: fetch residency attention verify ring indexer gemm\n");
     exit(2);
 }
@@ -380,6 +390,7 @@ int main(int argc, char **argv)
     bench_env env;
     memset(&env.prop, 0, sizeof env.prop);
     env.reps = 20;
+    env.b2b = 1;
     env.quick = 0;
     env.failures = 0;
     env.hbm_gbps = env.h2d_gbps = env.bf16_tflops = env.fp8_tflops = -1;
@@ -390,11 +401,12 @@ int main(int argc, char **argv)
         else if (a == "--only" && i + 1 < argc) only = argv[++i];
         else if (a == "--out" && i + 1 < argc) out = argv[++i];
         else if (a == "--reps" && i + 1 < argc) env.reps = atoi(argv[++i]);
+        else if (a == "--b2b" && i + 1 < argc) env.b2b = atoi(argv[++i]);
         else if (a == "--quick") env.quick = 1;
         else if (a.find('=') != std::string::npos && !kernel.empty()) kv_words.push_back(a);
         else usage();
     }
-    if (suite.empty() == kernel.empty() || env.reps < 1) usage();
+    if (suite.empty() == kernel.empty() || env.reps < 1 || env.b2b < 1) usage();
     std::vector<grid_line> lines;
     if (!suite.empty()) {
         if (read_suite(suite, lines)) return 1;
@@ -413,6 +425,7 @@ int main(int argc, char **argv)
         env.suite = "kernel-" + kernel;
     }
     if (env.quick) env.suite += "-quick";
+    if (env.b2b > 1) env.suite += "-b2b" + std::to_string(env.b2b);
     g_csv_stdout = out.empty();
     if (!out.empty() && mkdir(out.c_str(), 0777) && errno != EEXIST) {
         fprintf(stderr, "dhbench: cannot create '%s': %s\n", out.c_str(), strerror(errno));

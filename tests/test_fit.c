@@ -390,7 +390,30 @@ static void test_malformed_csv(void **state)
     assert_true(t.rows[0].v[BCSV_MEDIAN_US] == 10.5);
     assert_true(isnan(t.rows[0].v[BCSV_BATCH]));
     assert_string_equal(t.rows[0].s[BCSV_PATTERN], "uniform");
+    /* Without the optional "timing" column every line was timed on its own. */
+    assert_string_equal(t.rows[0].s[BCSV_TIMING], "isolated");
     bcsv_release(&t);
+
+    /* With it, in any position, the cell is read as written; and it can be selected. */
+    snprintf(path, sizeof path, "%s/timed.csv", tmpdir);
+    f = fopen(path, "w");
+    fprintf(f, "timing,%s\nb2b8,%sisolated,%s", bcsv_header(), ok, ok);
+    fclose(f);
+    bcsv_init(&t);
+    assert_int_equal(bcsv_load(&t, path), 0);
+    assert_int_equal(t.n, 2);
+    assert_string_equal(t.rows[0].s[BCSV_TIMING], "b2b8");
+    assert_true(t.rows[0].v[BCSV_MEDIAN_US] == 10.5);
+    assert_string_equal(t.rows[1].s[BCSV_TIMING], "isolated");
+    int match = -1;
+    assert_int_equal(fit_holdout_match(&t.rows[0], "timing=b2b8", &match), 0);
+    assert_int_equal(match, 1);
+    assert_int_equal(fit_holdout_match(&t.rows[1], "timing=b2b8", &match), 0);
+    assert_int_equal(match, 0);
+    bcsv_release(&t);
+    /* It may appear once, like every column. */
+    snprintf(body, sizeof body, "timing,%s,timing\n", bcsv_header());
+    expect_csv_error("twice.csv", body, " line 1: column 'timing' appears twice");
 }
 
 /* The small committed replay example, by hand (tests/data/replay_small.csv
