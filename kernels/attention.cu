@@ -813,12 +813,13 @@ struct attn_scratch {
     size_t cap_o = 0, cap_lse = 0;
 };
 
-/* Version 4: at most one wave (one block per SM), so the splits fill the SMs once; fp16
- * partials and a combine only when there is more than one split. */
+/* Versions 4-7: at most one wave (one block per SM), so the splits fill the SMs once; fp16
+ * partials and a combine only when there is more than one split. Versions 6 and 7 are in
+ * attention_wgmma.cu (64-row tiles). */
 static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
     const bool fp8 = a.format == KREF_ROW_FP8;
-    const int tn = fp8 ? a4_cfg<KREF_ROW_FP8>::N : a4_cfg<KREF_ROW_BF16>::N;
+    const int tn = version >= 6 ? (int)ATTN6_TILE_ROWS : fp8 ? a4_cfg<KREF_ROW_FP8>::N : a4_cfg<KREF_ROW_BF16>::N;
     const int per_split = a.nq * (a.heads / AT_H);
     if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
     a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
@@ -830,16 +831,20 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
     a.part_o = sc.part_o;   /* holds fp16 partials here */
     a.part_lse = sc.part_lse;
-    dim3 grid(a.splits, a.nq, a.heads / AT_H);
-    const size_t sm8 = attn4_smem_bytes<KREF_ROW_FP8>(), sm16 = attn4_smem_bytes<KREF_ROW_BF16>();
-    if (version == 4) {
-        if (fp8) attn4_kernel<4, KREF_ROW_FP8><<<grid, A4_THREADS, sm8, st>>>(a, out);
-        else attn4_kernel<4, KREF_ROW_BF16><<<grid, A4_THREADS, sm16, st>>>(a, out);
+    if (version >= 6) {
+        attn6_launch(a, out, st, version);
     } else {
-        if (fp8) attn4_kernel<5, KREF_ROW_FP8><<<grid, A4_THREADS, sm8, st>>>(a, out);
-        else attn4_kernel<5, KREF_ROW_BF16><<<grid, A4_THREADS, sm16, st>>>(a, out);
+        dim3 grid(a.splits, a.nq, a.heads / AT_H);
+        const size_t sm8 = attn4_smem_bytes<KREF_ROW_FP8>(), sm16 = attn4_smem_bytes<KREF_ROW_BF16>();
+        if (version == 4) {
+            if (fp8) attn4_kernel<4, KREF_ROW_FP8><<<grid, A4_THREADS, sm8, st>>>(a, out);
+            else attn4_kernel<4, KREF_ROW_BF16><<<grid, A4_THREADS, sm16, st>>>(a, out);
+        } else {
+            if (fp8) attn4_kernel<5, KREF_ROW_FP8><<<grid, A4_THREADS, sm8, st>>>(a, out);
+            else attn4_kernel<5, KREF_ROW_BF16><<<grid, A4_THREADS, sm16, st>>>(a, out);
+        }
+        CUDA_LAUNCH_CHECK();
     }
-    CUDA_LAUNCH_CHECK();
     if (a.splits > 1) {
         const size_t items = (size_t)a.nq * a.heads * (AT_V / 8);
         attn4_combine_kernel<<<(unsigned)((items + 255) / 256), 256, 0, st>>>((const __half *)sc.part_o, sc.part_lse,
@@ -848,38 +853,13 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
 }
 
-/* Versions 6 and 7 (attention_wgmma.cu): the same one-wave split rule as version 4 with 64-row
- * tiles, fp16 partials and version 4's combine when there is more than one split. */
-static void attn6_run(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
-{
-    const int tn = ATTN6_TILE_ROWS, per_split = a.nq * (a.heads / AT_H);
-    if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
-    a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
-    a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
-    a.splits = (a.k + a.rows_per_split - 1) / a.rows_per_split;
-    if ((size_t)a.nq * a.splits * a.heads > sc.cap_lse) {
-        fprintf(stderr, "dhbench: attention: scratch too small for %d splits\n", a.splits);
-        exit(1);
-    }
-    a.part_o = sc.part_o;   /* holds fp16 partials here */
-    a.part_lse = sc.part_lse;
-    attn6_launch(a, out, st, version);
-    if (a.splits > 1) {
-        const size_t items = (size_t)a.nq * a.heads * (AT_V / 8);
-        attn4_combine_kernel<<<(unsigned)((items + 255) / 256), 256, 0, st>>>((const __half *)sc.part_o, sc.part_lse,
-                                                                             a.nq, a.splits, a.heads, out);
-        CUDA_LAUNCH_CHECK();
-    }
-}
+/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-7 (attention_wgmma.cu). */
+enum { ATTN_MAX_VERSION = 7 };
 
 static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
-    if (version == 4 || version == 5) {
+    if (version >= 4 && version <= ATTN_MAX_VERSION) {
         attn4_launch(version, a, sc, out, sms, st);
-        return;
-    }
-    if (version == 6 || version == 7) {
-        attn6_run(version, a, sc, out, sms, st);
         return;
     }
     const int tn = attn_tile_rows(version, a.format);
@@ -1051,6 +1031,10 @@ int bench_attention(bench_env *env, const bench_params &p)
     const int k = (int)p.num("k", 2048);
     const int heads = (int)p.num("heads", 64);
     const int version = (int)p.num("version", 2);
+    if (version < 1 || version > ATTN_MAX_VERSION) {
+        fprintf(stderr, "dhbench: attention: version %d is not 1 to %d\n", version, ATTN_MAX_VERSION);
+        return -1;
+    }
     const int format = parse_format(p);
     const double miss_frac = p.real("miss_frac", 0.0);
     const int row_bytes = (int)kref_row_bytes(format);
@@ -1158,6 +1142,10 @@ int bench_verify(bench_env *env, const bench_params &p)
     const double overlap = p.real("overlap", 0.7);
     const double miss_frac = p.real("miss_frac", 0.142);
     const int version = (int)p.num("version", 2);
+    if (version < 1 || version > ATTN_MAX_VERSION) {
+        fprintf(stderr, "dhbench: verify: version %d is not 1 to %d\n", version, ATTN_MAX_VERSION);
+        return -1;
+    }
     const int format = parse_format(p);
     const int heads = 64, row_bytes = (int)kref_row_bytes(format);
     const int sms = env->prop.multiProcessorCount;
@@ -1372,6 +1360,10 @@ int bench_ring(bench_env *env, const bench_params &p)
     const int cap = (int)p.num("window", 4096);
     const int nb = (int)p.num("append", 8);
     const int version = (int)p.num("version", 2);
+    if (version < 1 || version > ATTN_MAX_VERSION) {
+        fprintf(stderr, "dhbench: ring: version %d is not 1 to %d\n", version, ATTN_MAX_VERSION);
+        return -1;
+    }
     const int format = parse_format(p);
     const int heads = 64, row_bytes = (int)kref_row_bytes(format);
     const float sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));

@@ -225,6 +225,10 @@ int bench_indexer(bench_env *env, const bench_params &p)
     const int heads = (int)p.num("heads", 64);
     const int k = (int)p.num("k", 2048);
     const int version = (int)p.num("version", 2);
+    if (version != 1 && version != 2) {
+        fprintf(stderr, "dhbench: indexer: version %d is not 1 or 2\n", version);
+        return -1;
+    }
     if (heads != 32 && heads != 64) { fprintf(stderr, "dhbench: indexer: heads must be 32 or 64\n"); return -1; }
     if (k > ctx) { fprintf(stderr, "dhbench: indexer: k %d > ctx %d\n", k, ctx); return -1; }
     bench_rng rng(0x1de7 ^ (uint64_t)heads << 4 ^ (uint64_t)ctx << 12);
