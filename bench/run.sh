@@ -7,6 +7,8 @@
 #   2. simulator: the make-run scenario at 1,000 steps (target: < 20 s) and
 #      DeepSeek-V4.1-Flash at 500K context, concurrency 512 (fits in 24 GiB)
 #   3. speculative decoding: DFlash2 within 2x the wall time of plain decoding
+#   4. kernels, where a CUDA GPU is present: the default dhbench suite (make gpubench),
+#      CSVs to kernels/results/local/ (recorded H200 figures: kernels/results/h200/)
 set -e
 make -s build/bench/trace_bench
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -16,3 +18,9 @@ echo "== simulator (sh bench/sim_bench.sh 1000)"
 sh bench/sim_bench.sh 1000
 echo "== speculative decoding (sh bench/spec_bench.sh 200)"
 sh bench/spec_bench.sh 200
+if [ -x bin/dhbench ] && nvidia-smi -L >/dev/null 2>&1; then
+  echo "== kernels (sh kernels/gpubench.sh kernels/results/local)"
+  sh kernels/gpubench.sh kernels/results/local
+else
+  echo "== kernels: no CUDA GPU here (or bin/dhbench not built); on a GPU machine: make gpubench"
+fi
