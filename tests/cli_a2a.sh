@@ -7,7 +7,7 @@ bin=./bin/dha2a
 shapes=kernels/a2a/shapes.ini
 if [ ! -x "$bin" ]; then
   # The Makefile builds it whenever it found nvcc and NCCL; ask it what it found.
-  if [ "$(make -s print-BUILD_CUDA)" = 1 ] && [ -n "$(make -s print-NCCL_LIB)" ]; then
+  if [ "$(make -s --no-print-directory print-BUILD_CUDA)" = 1 ] && [ -n "$(make -s --no-print-directory print-NCCL_LIB)" ]; then
     echo "FAIL a2a_built (nvcc and NCCL exist but bin/dha2a was not built)"
   else
     echo "PASS a2a_not_built_without_nvcc_or_nccl"
