@@ -28,6 +28,7 @@
  *   6  wgmma (sm_90a, attention_wgmma.cu): a producer warpgroup gathers rows into a two-stage
  *      ring of swizzled 16-bit tiles behind mbarriers, two consumer warpgroups multiply on
  *      wgmma with Q, K, V and P read from shared memory and the softmax in registers.
+ *   7  version 6 with each tile's softmax overlapped with the next tile's S multiplies.
  * Verification's union pass runs any version over the gamma+1 queries with the union's misses
  * staged once; a kernel that runs all queries of a request against each staged union row
  * with per-query masks was not built: at 70 % overlap it does U/k = 3x the multiply work of
@@ -818,6 +819,10 @@ struct attn_scratch {
  * attention_wgmma.cu (64-row tiles). */
 static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
+    if (a.k < 1) {
+        fprintf(stderr, "dhbench: attention: k = %d, need at least one row\n", a.k);
+        exit(1);
+    }
     const bool fp8 = a.format == KREF_ROW_FP8;
     const int tn = version >= 6 ? (int)ATTN6_TILE_ROWS : fp8 ? a4_cfg<KREF_ROW_FP8>::N : a4_cfg<KREF_ROW_BF16>::N;
     const int per_split = a.nq * (a.heads / AT_H);
@@ -1122,7 +1127,7 @@ int bench_attention(bench_env *env, const bench_params &p)
     r.checked = ok;
     if (ok) {
         bench_timing t = bench_time(env, launch);
-        r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
+        bench_take(r, t);
     }
     bench_emit(env, r);
     attn_scratch_free(sc);
@@ -1328,7 +1333,7 @@ int bench_verify(bench_env *env, const bench_params &p)
             bench_timing t = bench_time(env, v == 0 ? std::function<void(int)>(run_single)
                                                : v == 1 ? std::function<void(int)>(run_separate)
                                                         : std::function<void(int)>(run_union));
-            r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
+            bench_take(r, t);
         }
         bench_emit(env, r);
     }
@@ -1441,7 +1446,7 @@ int bench_ring(bench_env *env, const bench_params &p)
         r.checked = ok;
         if (ok) {
             bench_timing t = bench_time(env, v == 0 ? std::function<void(int)>(run_append) : std::function<void(int)>(run_attn));
-            r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
+            bench_take(r, t);
         }
         bench_emit(env, r);
     }

@@ -56,9 +56,15 @@ struct bench_record {
               k = -1, union_rows = -1, ctx = -1, heads = -1, m = -1, n = -1, kdim = -1, reps = -1;
     double bytes = -1, flops = -1, median_us = -1, p10_us = -1, p90_us = -1, ceiling_value = -1;
     int checked = 0;
+    int per = 1;          /* launches per timed sample (the CSV's "timing" column) */
 };
 
-struct bench_timing { double median_us, p10_us, p90_us; int reps; };
+struct bench_timing { double median_us, p10_us, p90_us; int reps, per; };
+/* The timing's figures into the record. */
+static inline void bench_take(bench_record &r, const bench_timing &t)
+{
+    r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps; r.per = t.per;
+}
 
 extern const char *bench_csv_header;
 /* Fills gbps/tflops/pct from bytes, flops and the ceiling, prints the CSV line and a short
@@ -66,11 +72,12 @@ extern const char *bench_csv_header;
 void bench_emit(bench_env *env, const bench_record &r);
 
 /* Times launch(rep) with CUDA events: warm-up launches first, then env->reps timed samples of
- * env->b2b launches each (the median etc. are per launch); rep counts from 0 so the caller can
- * rotate among input sets. */
-bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup = 3);
-/* Same, with a host wall clock around env->b2b launches + device synchronize (for work that
- * is partly on host threads). */
+ * per launches each (the median etc. are per launch; per < 1 means env->b2b); rep counts
+ * from 0 so the caller can rotate among input sets, and runs to warmup + reps * per - 1. */
+bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup = 3, int per = 0);
+/* Same, with a host wall clock around one launch + device synchronize, for work that is
+ * partly on host threads: always one launch per sample, because such launches share host
+ * staging buffers that only the synchronize makes free again. */
 bench_timing bench_time_wall(bench_env *env, const std::function<void(int)> &launch, int warmup = 3);
 
 /* Relative L2 error; NaN anywhere (an unwritten, poisoned element) gives +inf. */

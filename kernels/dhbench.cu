@@ -11,7 +11,8 @@
  * Kernels: fetch, residency, attention, verify, ring, indexer, gemm.
  * --b2b N times N launches back to back per sample (the median is per launch): what a launch
  * costs inside a stream of work (a decode step), without the idle-GPU start and the host
- * round trip that a lone launch between two events pays; the CSV's "timing" column says which.
+ * round trip that a lone launch between two events pays; the CSV's "timing" column says which
+ * (benchmarks with host threads in the launch, fetch versions 6, 7, 9, 10, stay isolated).
  * Ceilings are measured at start: device-to-device copy (HBM, bytes read + written), pinned
  * host-to-device cudaMemcpy, and an 8192^3 cuBLASLt GEMM in BF16 and FP8.
  * Needs only the CUDA toolkit (runtime, cuBLASLt) and libc. */
@@ -109,9 +110,9 @@ static std::string fld_s(const std::string &s)
     return o;
 }
 
-static std::string timing_name(const bench_env *env)
+static std::string timing_name(int per)
 {
-    return env->b2b > 1 ? "b2b" + std::to_string(env->b2b) : "isolated";
+    return per > 1 ? "b2b" + std::to_string(per) : "isolated";
 }
 
 void bench_emit(bench_env *env, const bench_record &r)
@@ -129,7 +130,7 @@ void bench_emit(bench_env *env, const bench_record &r)
                        fld_d(r.flops, "%.0f") + "," + fld_i(r.reps) + "," + fld_d(r.median_us, "%.2f") + "," +
                        fld_d(r.p10_us, "%.2f") + "," + fld_d(r.p90_us, "%.2f") + "," + fld_d(gbps, "%.2f") + "," +
                        fld_d(tflops, "%.2f") + "," + fld_s(r.ceiling_name) + "," + fld_d(r.ceiling_value, "%.1f") + "," +
-                       fld_d(pct, "%.1f") + "," + (r.checked ? "1" : "0") + "," + timing_name(env);
+                       fld_d(pct, "%.1f") + "," + (r.checked ? "1" : "0") + "," + timing_name(r.per);
     if (g_csv_stdout) printf("%s\n", line.c_str()), fflush(stdout);
     else {
         g_csv += line + "\n";
@@ -158,10 +159,11 @@ static bench_timing summarize(std::vector<double> &us)
     t.median_us = n % 2 ? us[n / 2] : 0.5 * (us[n / 2 - 1] + us[n / 2]);
     t.p10_us = us[(size_t)floor(0.1 * (double)(n - 1))];
     t.p90_us = us[(size_t)ceil(0.9 * (double)(n - 1))];
+    t.per = 1;
     return t;
 }
 
-bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup)
+bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup, int per)
 {
     cudaEvent_t a, b;
     cudaCheck(cudaEventCreate(&a));
@@ -169,7 +171,7 @@ bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, 
     for (int i = 0; i < warmup; i++) launch(i);
     cudaCheck(cudaDeviceSynchronize());
     std::vector<double> us;
-    const int per = env->b2b > 1 ? env->b2b : 1;
+    if (per < 1) per = env->b2b > 1 ? env->b2b : 1;
     for (int i = 0; i < env->reps; i++) {
         /* Events on the legacy stream order against every stream the launch uses. */
         cudaCheck(cudaEventRecord(a, 0));
@@ -182,7 +184,9 @@ bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, 
     }
     cudaCheck(cudaEventDestroy(a));
     cudaCheck(cudaEventDestroy(b));
-    return summarize(us);
+    bench_timing t = summarize(us);
+    t.per = per;
+    return t;
 }
 
 bench_timing bench_time_wall(bench_env *env, const std::function<void(int)> &launch, int warmup)
@@ -190,13 +194,12 @@ bench_timing bench_time_wall(bench_env *env, const std::function<void(int)> &lau
     for (int i = 0; i < warmup; i++) launch(i);
     cudaCheck(cudaDeviceSynchronize());
     std::vector<double> us;
-    const int per = env->b2b > 1 ? env->b2b : 1;
     for (int i = 0; i < env->reps; i++) {
         auto t0 = std::chrono::steady_clock::now();
-        for (int j = 0; j < per; j++) launch(warmup + i * per + j);
+        launch(warmup + i);
         cudaCheck(cudaDeviceSynchronize());
         auto t1 = std::chrono::steady_clock::now();
-        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / per);
+        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
     return summarize(us);
 }
@@ -243,12 +246,13 @@ static void measure_ceilings(bench_env *env, bool gemm)
     cudaCheck(cudaMalloc(&d0, bytes));
     cudaCheck(cudaMalloc(&d1, bytes));
     cudaCheck(cudaMemset(d0, 0x5a, bytes));
-    bench_timing t = bench_time(env, [&](int) { cudaCheck(cudaMemcpyAsync(d1, d0, bytes, cudaMemcpyDeviceToDevice, 0)); });
+    /* One copy per sample whatever --b2b says: the ceilings are the same in every mode. */
+    bench_timing t = bench_time(env, [&](int) { cudaCheck(cudaMemcpyAsync(d1, d0, bytes, cudaMemcpyDeviceToDevice, 0)); }, 3, 1);
     env->hbm_gbps = 2.0 * bytes / t.median_us / 1e3;
     size_t hb = env->quick ? (128u << 20) : (1u << 30);
     cudaCheck(cudaHostAlloc(&h, hb, cudaHostAllocDefault));
     memset(h, 0x5a, hb);
-    t = bench_time(env, [&](int) { cudaCheck(cudaMemcpyAsync(d1, h, hb, cudaMemcpyHostToDevice, 0)); });
+    t = bench_time(env, [&](int) { cudaCheck(cudaMemcpyAsync(d1, h, hb, cudaMemcpyHostToDevice, 0)); }, 3, 1);
     env->h2d_gbps = (double)hb / t.median_us / 1e3;
     cudaCheck(cudaFreeHost(h));
     cudaCheck(cudaFree(d0));

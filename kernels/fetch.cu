@@ -871,7 +871,7 @@ int bench_fetch(bench_env *env, const bench_params &p)
     r.checked = ok;
     if (ok) {
         bench_timing t = host_path ? bench_time_wall(env, launch) : bench_time(env, launch);
-        r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
+        bench_take(r, t);
     }
     bench_emit(env, r);
 

@@ -337,7 +337,7 @@ int bench_indexer(bench_env *env, const bench_params &p)
         r.checked = ok;
         if (ok) {
             bench_timing t = bench_time(env, v == 0 ? std::function<void(int)>(run_score) : std::function<void(int)>(run_topk));
-            r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
+            bench_take(r, t);
         }
         bench_emit(env, r);
     }

@@ -170,7 +170,8 @@ int bench_residency(bench_env *env, const bench_params &p)
         return -1;
     }
     const int P = env->quick ? std::min(batch * layers, 8) : batch * layers;
-    const int warm = 3, steps = check_steps + warm + env->reps;
+    /* One selection per launch: the checked steps, the warm-up, and every timed launch. */
+    const int warm = 3, steps = check_steps + warm + env->reps * std::max(1, env->b2b);
 
     /* Selections evolve: each step keeps a random 'keep' fraction of the last and draws the
      * rest fresh, like a decode step's top-k drifting with the context. */
@@ -299,7 +300,7 @@ int bench_residency(bench_env *env, const bench_params &p)
     r.checked = ok;
     if (ok) {
         bench_timing t = bench_time(env, launch, warm);
-        r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps;
+        bench_take(r, t);
     }
     bench_emit(env, r);
     cudaCheck(cudaFree(sel_d)); cudaCheck(cudaFree(slot_row_d)); cudaCheck(cudaFree(slot_last_d));
