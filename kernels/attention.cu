@@ -861,6 +861,18 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
 /* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-7 (attention_wgmma.cu). */
 enum { ATTN_MAX_VERSION = 7 };
 
+/* The grid point's attention version (default 2), or -1 after an error line naming the
+ * benchmark when it is not one of the versions above. */
+static int attn_version(const bench_params &p, const char *bench)
+{
+    const long long v = p.num("version", 2);
+    if (v < 1 || v > ATTN_MAX_VERSION) {
+        fprintf(stderr, "dhbench: %s: version %lld is not 1 to %d\n", bench, v, (int)ATTN_MAX_VERSION);
+        return -1;
+    }
+    return (int)v;
+}
+
 static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
     if (version >= 4 && version <= ATTN_MAX_VERSION) {
@@ -1035,11 +1047,8 @@ int bench_attention(bench_env *env, const bench_params &p)
     const int nq = (int)p.num("batch", 16);
     const int k = (int)p.num("k", 2048);
     const int heads = (int)p.num("heads", 64);
-    const int version = (int)p.num("version", 2);
-    if (version < 1 || version > ATTN_MAX_VERSION) {
-        fprintf(stderr, "dhbench: attention: version %d is not 1 to %d\n", version, ATTN_MAX_VERSION);
-        return -1;
-    }
+    const int version = attn_version(p, "attention");
+    if (version < 0) return -1;
     const int format = parse_format(p);
     const double miss_frac = p.real("miss_frac", 0.0);
     const int row_bytes = (int)kref_row_bytes(format);
@@ -1146,11 +1155,8 @@ int bench_verify(bench_env *env, const bench_params &p)
     const int ctx = (int)p.num("ctx", 100000);
     const double overlap = p.real("overlap", 0.7);
     const double miss_frac = p.real("miss_frac", 0.142);
-    const int version = (int)p.num("version", 2);
-    if (version < 1 || version > ATTN_MAX_VERSION) {
-        fprintf(stderr, "dhbench: verify: version %d is not 1 to %d\n", version, ATTN_MAX_VERSION);
-        return -1;
-    }
+    const int version = attn_version(p, "verify");
+    if (version < 0) return -1;
     const int format = parse_format(p);
     const int heads = 64, row_bytes = (int)kref_row_bytes(format);
     const int sms = env->prop.multiProcessorCount;
@@ -1364,11 +1370,8 @@ int bench_ring(bench_env *env, const bench_params &p)
     const int batch = (int)p.num("batch", 16);
     const int cap = (int)p.num("window", 4096);
     const int nb = (int)p.num("append", 8);
-    const int version = (int)p.num("version", 2);
-    if (version < 1 || version > ATTN_MAX_VERSION) {
-        fprintf(stderr, "dhbench: ring: version %d is not 1 to %d\n", version, ATTN_MAX_VERSION);
-        return -1;
-    }
+    const int version = attn_version(p, "ring");
+    if (version < 0) return -1;
     const int format = parse_format(p);
     const int heads = 64, row_bytes = (int)kref_row_bytes(format);
     const float sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));
