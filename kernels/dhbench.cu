@@ -378,6 +378,19 @@ static void run_grid(bench_env *env, const grid_line &g)
     }
 }
 
+/* A positive integer option value, or one error line and exit 2 (no CUDA call has run yet). */
+static int positive_arg(const char *opt, const char *v)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < 1 || x > 1000000) {
+        fprintf(stderr, "dhbench: %s '%s': need an integer from 1 to 1000000\n", opt, v);
+        exit(2);
+    }
+    return (int)x;
+}
+
 static void usage(void)
 {
     fprintf(stderr,
@@ -404,13 +417,13 @@ int main(int argc, char **argv)
         else if (a == "--kernel" && i + 1 < argc) kernel = argv[++i];
         else if (a == "--only" && i + 1 < argc) only = argv[++i];
         else if (a == "--out" && i + 1 < argc) out = argv[++i];
-        else if (a == "--reps" && i + 1 < argc) env.reps = atoi(argv[++i]);
-        else if (a == "--b2b" && i + 1 < argc) env.b2b = atoi(argv[++i]);
+        else if (a == "--reps" && i + 1 < argc) env.reps = positive_arg("--reps", argv[++i]);
+        else if (a == "--b2b" && i + 1 < argc) env.b2b = positive_arg("--b2b", argv[++i]);
         else if (a == "--quick") env.quick = 1;
         else if (a.find('=') != std::string::npos && !kernel.empty()) kv_words.push_back(a);
         else usage();
     }
-    if (suite.empty() == kernel.empty() || env.reps < 1 || env.b2b < 1) usage();
+    if (suite.empty() == kernel.empty()) usage();
     std::vector<grid_line> lines;
     if (!suite.empty()) {
         if (read_suite(suite, lines)) return 1;
