@@ -21,10 +21,10 @@ static const char *const schema[] = {
     "n", "kdim", "bytes", "flops", "reps", "median_us", "p10_us", "p90_us", "gbps",
     "tflops", "ceiling_name", "ceiling_value", "pct_of_ceiling", "checked", "timing"};
 #define NCOL (sizeof schema / sizeof schema[0])
-/* Columns a file may lack, and what their cells read as then: "timing" came after the first
- * recorded results (a file without it timed every launch on its own). */
+/* Every column but the last is required; "timing" came after the first recorded results,
+ * and a file without it timed every launch on its own. */
 #define NREQ (NCOL - 1)
-static const char *const optional_default[NCOL] = {[NCOL - 1] = "isolated"};
+#define TIMING_DEFAULT "isolated"
 
 static const char *const str_names[BCSV_NSTR] = {
     "suite", "kernel", "version", "device", "dtype", "pattern", "ceiling_name", "checked", "timing"};
@@ -140,7 +140,7 @@ static int load_file(bcsv_table *t, const char *path)
                 map[i] = (int)j;
             }
             for (size_t j = 0; j < NCOL; j++)
-                if (!seen[j] && !optional_default[j]) { rc = dh_err("file '%s' line %ld: header lacks column '%s'", path, lineno, schema[j]); goto out; }
+                if (!seen[j] && j < NREQ) { rc = dh_err("file '%s' line %ld: header lacks column '%s'", path, lineno, schema[j]); goto out; }
             ncols = nc;
             have_header = 1;
             continue;
@@ -170,10 +170,7 @@ static int load_file(bcsv_table *t, const char *path)
             else
                 r.v[nu] = x;
         }
-        for (int c = 0; c < BCSV_NSTR && rc == 0; c++)
-            if (!r.s[c])
-                for (size_t j = 0; j < NCOL; j++)
-                    if (optional_default[j] && !strcmp(schema[j], str_names[c])) r.s[c] = strdup(optional_default[j]);
+        if (!r.s[BCSV_TIMING]) r.s[BCSV_TIMING] = strdup(TIMING_DEFAULT);
         if (rc == 0 && (!r.s[BCSV_KERNEL] || !r.s[BCSV_KERNEL][0]))
             rc = dh_err("file '%s' line %ld: column 'kernel' is empty", path, lineno);
         if (rc) {
