@@ -1,6 +1,7 @@
 /* out.c: table, JSON, TSV and HDF5 reports; see out.h. */
 #include "sim/out.h"
 #include "common/dh_err.h"
+#include "common/h5det.h"
 
 #include <hdf5.h>
 #include <stdio.h>
@@ -214,13 +215,16 @@ int out_h5(const char *path, const sim_result *r, int n)
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (file < 0) return dh_err("unable to create HDF5 file '%s'", tmp);
+    /* No object times: the same run writes the same bytes. */
+    hid_t fcpl = h5_untimed_fcpl(), gcpl = h5_untimed(H5P_GROUP_CREATE), dcpl = h5_untimed(H5P_DATASET_CREATE);
+    hid_t file = fcpl < 0 || gcpl < 0 || dcpl < 0 ? -1 : H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
     int rc = -1;
-    hid_t top = H5Gcreate2(file, "timeline", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t top = -1;
+    if (file < 0) { dh_err("unable to create HDF5 file '%s'", tmp); goto props; }
+    top = H5Gcreate2(file, "timeline", H5P_DEFAULT, gcpl, H5P_DEFAULT);
     if (top < 0) { dh_err("'%s': unable to create group /timeline", tmp); goto done; }
     for (int i = 0; i < n; i++) {
-        hid_t g = H5Gcreate2(top, r[i].policy, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t g = H5Gcreate2(top, r[i].policy, H5P_DEFAULT, gcpl, H5P_DEFAULT);
         if (g < 0) { dh_err("'%s': unable to create group /timeline/%s", tmp, r[i].policy); H5Gclose(top); goto done; }
         hsize_t dims[1] = { r[i].n_tl };
         double *col = malloc((r[i].n_tl ? r[i].n_tl : 1) * sizeof *col);
@@ -228,7 +232,7 @@ int out_h5(const char *path, const sim_result *r, int n)
         for (int c = 0; c < N_COLS; c++) {
             for (uint32_t s = 0; s < r[i].n_tl; s++) col[s] = col_value(&r[i].tl[s], c);
             hid_t sp = H5Screate_simple(1, dims, NULL);
-            hid_t ds = sp < 0 ? -1 : H5Dcreate2(g, col_name(c), H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            hid_t ds = sp < 0 ? -1 : H5Dcreate2(g, col_name(c), H5T_IEEE_F64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
             herr_t w = ds < 0 ? -1 : (r[i].n_tl ? H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, col) : 0);
             if (ds >= 0) H5Dclose(ds);
             if (sp >= 0) H5Sclose(sp);
@@ -249,5 +253,9 @@ done:
     if (H5Fclose(file) < 0 && rc == 0) rc = dh_err("'%s': HDF5 close failed", tmp);
     if (rc == 0 && rename(tmp, path) != 0) rc = dh_err("unable to rename '%s' to '%s'", tmp, path);
     if (rc < 0) unlink(tmp);
+props:
+    if (fcpl >= 0) H5Pclose(fcpl);
+    if (gcpl >= 0) H5Pclose(gcpl);
+    if (dcpl >= 0) H5Pclose(dcpl);
     return rc;
 }

@@ -32,11 +32,13 @@ expect_error no_json_half_written "unable to write" $small --policy resident --j
 
 if "$bin" --help | grep -q "usage: dhsim"; then echo "PASS help"; else echo "FAIL help"; fi
 
-# Determinism: two runs, different thread counts, byte-identical JSON and TSV.
-if "$bin" $small --compare --quiet --threads 1 --json "$tmp/a.json" --timeline "$tmp/a" 2>"$tmp/err1" &&
+# Determinism: two runs, different thread counts, more than a second apart (HDF5 would record
+# object times in seconds), byte-identical JSON, TSV and HDF5 timeline.
+if "$bin" $small --compare --quiet --threads 1 --json "$tmp/a.json" --timeline "$tmp/a" 2>"$tmp/err1" && sleep 1.1 &&
    "$bin" $small --compare --quiet --threads 2 --json "$tmp/b.json" --timeline "$tmp/b" 2>"$tmp/err2" &&
    cmp -s "$tmp/a.json" "$tmp/b.json" && cmp -s "$tmp/a.tsv" "$tmp/b.tsv"; then echo "PASS deterministic_json_tsv"
 else echo "FAIL deterministic_json_tsv ($(cat "$tmp/err1" "$tmp/err2"))"; fi
+if cmp -s "$tmp/a.h5" "$tmp/b.h5"; then echo "PASS deterministic_h5_timeline"; else echo "FAIL deterministic_h5_timeline"; fi
 # The HDF5 timeline opens with h5dump and holds one dataset per column.
 if h5dump -n "$tmp/a.h5" 2>/dev/null | grep -q "/timeline/oracle/fetch_fraction"; then echo "PASS timeline_h5"
 else echo "FAIL timeline_h5"; fi

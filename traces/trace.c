@@ -28,6 +28,7 @@
  * runs under one mutex, so streams may still be read from several threads. */
 #include "traces/trace.h"
 #include "common/dh_err.h"
+#include "common/h5det.h"
 
 #include <hdf5.h>
 #include <pthread.h>
@@ -233,7 +234,7 @@ static uint32_t stream_rows_max(const trace_shape *sh, uint32_t r, uint32_t g)
 
 typedef struct {
     const char *path;
-    hid_t file, dcpl_index, dcpl_rows, gcpl, lcpl, index_ftype, index_mtype;
+    hid_t file, dcpl_index, dcpl_rows, gcpl, index_ftype, index_mtype;
 } trace_writer;
 
 typedef struct {
@@ -276,9 +277,9 @@ static int w_u32_dataset(trace_writer *w, const char *name, const uint32_t *vals
 {
     hsize_t dims[1] = { n };
     hid_t sp = H5Screate_simple(1, dims, NULL);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (dcpl >= 0) H5Pset_obj_track_times(dcpl, 0);
-    hid_t d = sp < 0 || dcpl < 0 ? -1 : H5Dcreate2(w->file, name, H5T_STD_U32LE, sp, w->lcpl, dcpl, H5P_DEFAULT);
+    hid_t dcpl = h5_untimed(H5P_DATASET_CREATE);
+    hid_t d = sp < 0 || dcpl < 0 || h5_make_parents(w->file, name, w->gcpl) < 0
+                  ? -1 : H5Dcreate2(w->file, name, H5T_STD_U32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     int rc = d < 0 || (n && H5Dwrite(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, vals) < 0) ? -1 : 0;
     if (rc < 0) h5_capture();
     if (d >= 0) H5Dclose(d);
@@ -370,7 +371,7 @@ static int write_stream(trace_writer *w, sel_source *src, uint32_t r, uint32_t g
     sel_stream *st = NULL;
     int rc = -1;
 
-    hid_t grp = H5Gcreate2(w->file, stream, w->lcpl, w->gcpl, H5P_DEFAULT);
+    hid_t grp = h5_make_parents(w->file, stream, w->gcpl) < 0 ? -1 : H5Gcreate2(w->file, stream, H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
     if (grp < 0) { dh_err("trace '%s': cannot create group %s (HDF5: %s)", w->path, stream, h5_reason()); goto out; }
     sw.index_ds = w_chunked(w, grp, "index", w->index_ftype, w->dcpl_index);
     sw.rows_ds = w_chunked(w, grp, "rows", H5T_STD_U32LE, w->dcpl_rows);
@@ -485,10 +486,9 @@ static int write_all(trace_writer *w, sel_source *src, trace_progress_fn progres
 
 static hid_t make_dcpl(hsize_t chunk)
 {
-    hid_t p = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t p = h5_untimed(H5P_DATASET_CREATE);
     if (p < 0) return -1;
-    if (H5Pset_chunk(p, 1, &chunk) < 0 || H5Pset_shuffle(p) < 0 || H5Pset_deflate(p, TRACE_DEFLATE_LEVEL) < 0 ||
-        H5Pset_obj_track_times(p, 0) < 0) {
+    if (H5Pset_chunk(p, 1, &chunk) < 0 || H5Pset_shuffle(p) < 0 || H5Pset_deflate(p, TRACE_DEFLATE_LEVEL) < 0) {
         H5Pclose(p);
         return -1;
     }
@@ -508,16 +508,17 @@ int trace_write(const char *path, sel_source *src, trace_progress_fn progress, v
 
     H5_LOCK();
     h5_quiet();
-    trace_writer w = { .path = path, .file = -1, .dcpl_index = -1, .dcpl_rows = -1, .gcpl = -1, .lcpl = -1,
+    trace_writer w = { .path = path, .file = -1, .dcpl_index = -1, .dcpl_rows = -1, .gcpl = -1,
                        .index_ftype = -1, .index_mtype = -1 };
     int rc = -1;
     /* The HDF5 1.10 file format: compact groups and an extensible-array chunk
      * index cut the fixed cost of a stream from about 6 KB to 1.5 KB
      * (README.md); any HDF5 >= 1.10 (h5py, h5dump) reads it. */
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl >= 0 && H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) >= 0)
-        w.file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = h5_untimed_fcpl();
+    if (fapl >= 0 && fcpl >= 0 && H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) >= 0)
+        w.file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl);
     if (fapl >= 0) H5Pclose(fapl);
+    if (fcpl >= 0) H5Pclose(fcpl);
     if (w.file < 0) {
         dh_err("trace '%s': cannot create '%s' (HDF5: %s)", path, tmp, h5_reason());
         goto out;
@@ -525,13 +526,10 @@ int trace_write(const char *path, sel_source *src, trace_progress_fn progress, v
     w.dcpl_index = make_dcpl(TRACE_INDEX_CHUNK);
     w.dcpl_rows = make_dcpl(TRACE_ROWS_CHUNK);
     /* No modification times in object headers: the same trace gives the same bytes. */
-    w.gcpl = H5Pcreate(H5P_GROUP_CREATE);
-    if (w.gcpl >= 0 && H5Pset_obj_track_times(w.gcpl, 0) < 0) { H5Pclose(w.gcpl); w.gcpl = -1; }
-    w.lcpl = H5Pcreate(H5P_LINK_CREATE);
-    if (w.lcpl >= 0 && H5Pset_create_intermediate_group(w.lcpl, 1) < 0) { H5Pclose(w.lcpl); w.lcpl = -1; }
+    w.gcpl = h5_untimed(H5P_GROUP_CREATE);
     w.index_ftype = index_file_type();
     w.index_mtype = index_mem_type();
-    if (w.dcpl_index < 0 || w.dcpl_rows < 0 || w.gcpl < 0 || w.lcpl < 0 || w.index_ftype < 0 || w.index_mtype < 0) {
+    if (w.dcpl_index < 0 || w.dcpl_rows < 0 || w.gcpl < 0 || w.index_ftype < 0 || w.index_mtype < 0) {
         dh_err("trace '%s': cannot set up HDF5 properties (HDF5: %s)", path, h5_reason());
         goto out;
     }
@@ -539,7 +537,6 @@ int trace_write(const char *path, sel_source *src, trace_progress_fn progress, v
 out:
     if (w.index_mtype >= 0) H5Tclose(w.index_mtype);
     if (w.index_ftype >= 0) H5Tclose(w.index_ftype);
-    if (w.lcpl >= 0) H5Pclose(w.lcpl);
     if (w.gcpl >= 0) H5Pclose(w.gcpl);
     if (w.dcpl_rows >= 0) H5Pclose(w.dcpl_rows);
     if (w.dcpl_index >= 0) H5Pclose(w.dcpl_index);
