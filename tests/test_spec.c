@@ -211,25 +211,20 @@ static void test_config_rejects_bad_values(void **state)
         expect_error(t, cases[i].want);
         free(t);
     }
-    char *t;
-    t = variant(base_ini, NULL, "windw = 3");
-    expect_error(t, "unknown key 'windw' in [accept.ctx_any]");
-    free(t);
-    t = variant(base_ini, NULL, "[extra]\nx = 1");
-    expect_error(t, "unknown section [extra]");
-    free(t);
-    t = variant(base_ini, NULL, "[accept.ctx_le_12k]\nmarginal = 0.5, 0.4, 0.3");
-    expect_error(t, "is not a context length");
-    free(t);
-    t = variant(base_ini, NULL, "[accept.ctx_le_01000]\nmarginal = 0.5, 0.4, 0.3");
-    expect_error(t, "repeats an earlier bucket");
-    free(t);
-    t = variant(base_ini, NULL, "[accept.recent]\nmarginal = 0.5, 0.4, 0.3");
-    expect_error(t, "expected [accept.ctx_le_N]");
-    free(t);
-    t = variant(base_ini, NULL, "[dspark]\nmarkov_rank = 256");
-    expect_error(t, "belongs to kind = dspark");
-    free(t);
+    /* Lines appended at the end of the file. */
+    static const struct { const char *append, *want; } appended[] = {
+        {"windw = 3", "unknown key 'windw' in [accept.ctx_any]"},
+        {"[extra]\nx = 1", "unknown section [extra]"},
+        {"[accept.ctx_le_12k]\nmarginal = 0.5, 0.4, 0.3", "is not a context length"},
+        {"[accept.ctx_le_01000]\nmarginal = 0.5, 0.4, 0.3", "repeats an earlier bucket"},
+        {"[accept.recent]\nmarginal = 0.5, 0.4, 0.3", "expected [accept.ctx_le_N]"},
+        {"[dspark]\nmarkov_rank = 256", "belongs to kind = dspark"},
+    };
+    for (size_t i = 0; i < sizeof appended / sizeof *appended; i++) {
+        char *t = variant(base_ini, NULL, appended[i].append);
+        expect_error(t, appended[i].want);
+        free(t);
+    }
     /* No catch-all bucket. */
     const char *cut = strstr(base_ini, "[accept.ctx_any]");
     char *no_any = strndup(base_ini, (size_t)(cut - base_ini));
@@ -244,7 +239,7 @@ static void test_config_rejects_bad_values(void **state)
     char path[] = "/tmp/test_spec_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    t = variant(base_ini, "hidden", "hidden = wide");
+    char *t = variant(base_ini, "hidden", "hidden = wide");
     assert_int_equal(write(fd, t, strlen(t)), (ssize_t)strlen(t));
     close(fd);
     free(t);
