@@ -1,7 +1,7 @@
 /* attention.cuh: what the sparse decode attention's two translation units share.
  *
  * attention.cu (versions 1-5, the combine kernels and the benchmarks, built for sm_90) and
- * attention_wgmma.cu (versions 6 and 7, built for sm_90a because wgmma exists only there) take the
+ * attention_wgmma.cu (versions 6-8, built for sm_90a because wgmma exists only there) take the
  * same launch arguments and resolve a selected row to its bytes the same way: a hot-buffer
  * slot (id >= 0), a row of the mapped host pool (id < 0, row -id-1), or a ring position. */
 #ifndef ATTENTION_CUH
@@ -39,7 +39,7 @@ __device__ __forceinline__ const uint8_t *attn4_row_ptr(const attn_args &a, long
     return id >= 0 ? a.hot + (size_t)id * a.hot_stride : a.host + (size_t)(-id - 1) * a.host_stride;
 }
 
-/* Versions 6 and 7 (attention_wgmma.cu): rows per tile (rows_per_split must be a multiple of
+/* Versions 6-8 (attention_wgmma.cu): rows per tile (rows_per_split must be a multiple of
  * it), and the launch of the main kernel over grid (splits, nq, heads / 64). With one split it
  * writes the final fp32 output to out; with several, fp16 partials to a.part_o and the
  * log-sum-exp to a.part_lse, which attn4_combine_kernel merges. */

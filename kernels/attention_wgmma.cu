@@ -1,4 +1,4 @@
-/* attention_wgmma.cu: versions 6 and 7 of the sparse decode attention of attention.cu, on Hopper's
+/* attention_wgmma.cu: versions 6-8 of the sparse decode attention of attention.cu, on Hopper's
  * asynchronous warpgroup matrix multiply (wgmma), so this file alone is built for sm_90a.
  *
  * One block of three warpgroups per (query, split of the k rows, 64 heads), one block per SM:
@@ -21,7 +21,10 @@
  * Split partials are fp16 with a log-sum-exp per head (attn4_combine_kernel merges them);
  * with one split the block writes the final output.
  * Version 7 is version 6 with each tile's softmax overlapped with the next tile's S multiplies
- * (a6_consumer). Not done here (see kernels/NOTES.md): FP8 operands for FP8 rows, more than
+ * (a6_consumer). Version 8 is version 6 with the per-block fixed cost cut (STAGED): the producer
+ * starts on the first tile while the consumers alone load Q, the output leaves through shared
+ * memory in whole rows (a6_store_out), and attn8_combine_kernel keeps 8 splits' loads in
+ * flight per thread. Not done here (see kernels/NOTES.md): FP8 operands for FP8 rows, more than
  * one tile of loads in flight. */
 #include "kernels/attention.cuh"
 #include "kernels/bench.cuh"
@@ -235,11 +238,34 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
     }
 }
 
-template <int FMT, bool OVERLAP>
+template <int FMT, bool OVERLAP, bool STAGED>
 __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                             int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles);
 
-template <int FMT, bool OVERLAP>
+/* The block's 64 queries into the swizzled Q tile (fp16 for FP8 rows) by NT threads, all
+ * loads in flight before the first store. */
+template <int FMT, int NT>
+__device__ __forceinline__ void a6_load_q(const attn_args &a, uint8_t *sm, int tid, int q, int hb)
+{
+    const __nv_bfloat16 *qg = a.q + ((size_t)q * a.heads + (size_t)hb * 64) * KREF_QK_DIM;
+    constexpr int QI = 64 * 72 / NT;   /* chunks of 16 B per thread: 12 (384 threads), 18 (256) */
+    static_assert(QI * NT == 64 * 72, "the Q tile's chunks must divide among the threads");
+    uint4 qv[QI];
+#pragma unroll
+    for (int i = 0; i < QI; i++) {
+        const int c = tid + i * NT;
+        qv[i] = __ldg((const uint4 *)(qg + (size_t)(c / 72) * KREF_QK_DIM + (c % 72) * 8));
+    }
+#pragma unroll
+    for (int i = 0; i < QI; i++) {
+        const int c = tid + i * NT;
+        *(uint4 *)(sm + a6_swz(c / 72, c % 72)) = FMT == KREF_ROW_FP8 ? a6_bf16x8_to_f16(qv[i]) : qv[i];
+    }
+}
+
+/* STAGED (version 8): the producer starts on the first tile's rows at once while the consumers
+ * alone load Q, and the output leaves through shared memory in whole rows (a6_store_out). */
+template <int FMT, bool OVERLAP, bool STAGED>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a, float *__restrict__ out)
 {
     extern __shared__ __align__(1024) uint8_t a6_smem_raw[];
@@ -260,22 +286,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
         a6_mbar_init(bar_empty, 256);
         a6_mbar_init(bar_empty + 8, 256);
     }
-    /* Queries into the swizzled Q tile (fp16 for FP8 rows), all threads, loads all in flight. */
-    {
-        const __nv_bfloat16 *qg = a.q + ((size_t)q * a.heads + (size_t)hb * 64) * KREF_QK_DIM;
-        constexpr int QI = 64 * 72 / A6_THREADS;   /* 12 chunks of 16 B per thread */
-        uint4 qv[QI];
-#pragma unroll
-        for (int i = 0; i < QI; i++) {
-            const int c = tid + i * A6_THREADS;
-            qv[i] = __ldg((const uint4 *)(qg + (size_t)(c / 72) * KREF_QK_DIM + (c % 72) * 8));
-        }
-#pragma unroll
-        for (int i = 0; i < QI; i++) {
-            const int c = tid + i * A6_THREADS;
-            *(uint4 *)(sm + a6_swz(c / 72, c % 72)) = FMT == KREF_ROW_FP8 ? a6_bf16x8_to_f16(qv[i]) : qv[i];
-        }
-    }
+    if (!STAGED) a6_load_q<FMT, A6_THREADS>(a, sm, tid, q, hb);   /* all threads, before anything else */
     a6_fence_proxy();
     __syncthreads();
 
@@ -286,7 +297,12 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
         a6_producer<FMT>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A6_CONSUMER_REGS(OVERLAP)));
-        a6_consumer<FMT, OVERLAP>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
+        if (STAGED) {
+            a6_load_q<FMT, 256>(a, sm, tid, q, hb);
+            a6_fence_proxy();
+            a6_consumer_bar();
+        }
+        a6_consumer<FMT, OVERLAP, STAGED>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
     }
 }
 
@@ -377,12 +393,46 @@ __device__ __forceinline__ void a6_softmax(float (&sc)[16], float (&o)[128], uin
     a6_consumer_bar();
 }
 
+/* Version 8's epilogue: the block's 64 x 512 output (fp32 final rows, or fp16 partials), scaled
+ * by 1 / row sum, written to the key stages (free once both warpgroups have waited for their
+ * last P V) with rows padded by 32 B (fp32) or 16 B (fp16), so a warp's 8 rows x 4 threads
+ * fall in distinct banks; then copied out in whole 16-byte chunks, consecutive threads on
+ * consecutive chunks of the block's 64 contiguous output rows. Version 6 stores each
+ * thread's 2-element pieces straight to global memory: 8 rows x 16-32 B per warp instruction,
+ * 8K sector writes per block, which an ncu profile put at about a third of a one-tile
+ * block's time. */
+template <typename OT>
+__device__ __forceinline__ void a6_store_out(const float (&o)[128], float i0, float i1, uint8_t *sm, int w, int tid,
+                                             int r0, int r1, int qd, OT *__restrict__ dst)
+{
+    constexpr int ROW = KREF_V_DIM * (int)sizeof(OT), PITCH = ROW + (sizeof(OT) == 4 ? 32 : 16);
+    static_assert(64 * PITCH <= 2 * A6_TILE_BYTES, "the staged output must fit in the two key stages");
+    uint8_t *st = sm + A6_TILE_BYTES;
+#pragma unroll
+    for (int jj = 0; jj < 32; jj++) {
+        const int d = 256 * w + 8 * jj + 2 * qd;
+        if (sizeof(OT) == 4) {
+            *(float2 *)(st + r0 * PITCH + d * 4) = make_float2(o[4 * jj] * i0, o[4 * jj + 1] * i0);
+            *(float2 *)(st + r1 * PITCH + d * 4) = make_float2(o[4 * jj + 2] * i1, o[4 * jj + 3] * i1);
+        } else {
+            *(__half2 *)(st + r0 * PITCH + d * 2) = __floats2half2_rn(o[4 * jj] * i0, o[4 * jj + 1] * i0);
+            *(__half2 *)(st + r1 * PITCH + d * 2) = __floats2half2_rn(o[4 * jj + 2] * i1, o[4 * jj + 3] * i1);
+        }
+    }
+    a6_consumer_bar();
+    constexpr int CH = ROW / 16;   /* 16-byte chunks per row */
+    uint8_t *g = (uint8_t *)dst;
+#pragma unroll 8
+    for (int c = tid; c < 64 * CH; c += 256)
+        *(uint4 *)(g + (size_t)c * 16) = *(const uint4 *)(st + (c / CH) * PITCH + (c % CH) * 16);
+}
+
 /* The consumers' tile loop. Version 6: per tile, S, wait, softmax, P V, wait: the tensor cores
  * idle during the softmax and the barriers. Version 7 (OVERLAP): the next tile's S is issued
  * before this tile's softmax, so the multiplies run during it (FlashAttention-3's
  * intra-warpgroup pipelining), and one wait covers that S and this tile's P V; 16 more
  * registers hold the next tile's scores. */
-template <int FMT, bool OVERLAP>
+template <int FMT, bool OVERLAP, bool STAGED>
 __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                             int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles)
 {
@@ -452,6 +502,10 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
     const float i0 = L0 > 0 ? 1.f / L0 : 0.f, i1 = L1 > 0 ? 1.f / L1 : 0.f;
     const size_t ob = ((size_t)q * a.splits + split) * a.heads + (size_t)hb * 64;
     __half *part = (__half *)a.part_o;
+    if (STAGED) {
+        if (a.splits == 1) a6_store_out<float>(o, i0, i1, sm, w, tid, r0, r1, qd, out + ((size_t)q * a.heads + (size_t)hb * 64) * KREF_V_DIM);
+        else a6_store_out<__half>(o, i0, i1, sm, w, tid, r0, r1, qd, part + ob * KREF_V_DIM);
+    } else {
 #pragma unroll
     for (int jj = 0; jj < 32; jj++) {
         const int d = 256 * w + 8 * jj + 2 * qd;
@@ -464,29 +518,31 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
             *(__half2 *)(part + (ob + r1) * KREF_V_DIM + d) = __floats2half2_rn(o[4 * jj + 2] * i1, o[4 * jj + 3] * i1);
         }
     }
+    }
     if (a.splits > 1 && w == 0 && qd == 0) {
         a.part_lse[ob + r0] = L0 > 0 ? m0 + log2f(L0) : -INFINITY;
         a.part_lse[ob + r1] = L1 > 0 ? m1 + log2f(L1) : -INFINITY;
     }
 }
 
-template <bool OVERLAP>
+template <bool OVERLAP, bool STAGED>
 static void a6_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_FP8, OVERLAP>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
-        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_BF16, OVERLAP>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     dim3 grid(a.splits, a.nq, a.heads / 64);
-    if (a.format == KREF_ROW_FP8) attn6_kernel<KREF_ROW_FP8, OVERLAP><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
-    else attn6_kernel<KREF_ROW_BF16, OVERLAP><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+    if (a.format == KREF_ROW_FP8) attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+    else attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
     CUDA_LAUNCH_CHECK();
 }
 
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
 {
-    if (version == 7) a6_launch<true>(a, out, stream);
-    else a6_launch<false>(a, out, stream);
+    if (version == 7) a6_launch<true, false>(a, out, stream);
+    else if (version == 8) a6_launch<false, true>(a, out, stream);
+    else a6_launch<false, false>(a, out, stream);
 }
