@@ -789,46 +789,18 @@ __global__ void attn4_combine_kernel(const __half *__restrict__ part_o, const fl
 }
 
 /* Version 8's merge of the fp16 partials: one thread per (query, head, 4 value dims), twice
- * version 4's threads, and each thread's loads issued 8 splits at a time with no branch
- * between them (attn4_combine_kernel walks the splits one dependent load after another:
- * 19 us for a single query's 32 splits in an ncu profile, longer than the attention itself).
- * An empty split (log-sum-exp -inf) wrote zeros, so its weight 0 needs no branch. */
+ * version 4's threads, each with 8 splits' loads in flight (attn8_merge4). attn4_combine_kernel
+ * walks the splits one dependent load after another: 19 us for a single query's 32 splits in
+ * an ncu profile, longer than the attention itself. */
 __global__ void attn8_combine_kernel(const __half *__restrict__ part_o, const float *__restrict__ part_lse, int nq,
                                      int splits, int heads, float *__restrict__ out)
 {
-    constexpr int U = 8;
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)nq * heads * (AT_V / 4)) return;
     const int c = (int)(i % (AT_V / 4));
     const size_t qh = i / (AT_V / 4);
-    const int h = (int)(qh % heads);
-    const size_t q = qh / heads;
-    const size_t base = q * splits * heads + h;
-    float mx = -INFINITY;
-#pragma unroll 8
-    for (int s = 0; s < splits; s++) mx = fmaxf(mx, part_lse[base + (size_t)s * heads]);
-    float acc[4] = {0.f, 0.f, 0.f, 0.f}, den = 0.f;
-    for (int s0 = 0; s0 < splits; s0 += U) {
-        float lse[U];
-        uint2 v[U];
-#pragma unroll
-        for (int j = 0; j < U; j++) {
-            const bool in = s0 + j < splits;
-            const size_t r = base + (size_t)(in ? s0 + j : s0) * heads;
-            lse[j] = in ? part_lse[r] : -INFINITY;
-            v[j] = *(const uint2 *)(part_o + r * AT_V + c * 4);
-        }
-#pragma unroll
-        for (int j = 0; j < U; j++) {
-            const float w = mx == -INFINITY || lse[j] == -INFINITY ? 0.f : exp2f(lse[j] - mx);
-            const __half2 *h2 = (const __half2 *)&v[j];
-            const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
-            acc[0] += w * f0.x, acc[1] += w * f0.y, acc[2] += w * f1.x, acc[3] += w * f1.y;
-            den += w;
-        }
-    }
-    const float inv = den > 0 ? 1.f / den : 0.f;
-    *(float4 *)(out + qh * AT_V + c * 4) = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+    const size_t base = (qh / heads) * splits * heads + qh % heads;
+    *(float4 *)(out + qh * AT_V + c * 4) = attn8_merge4(part_o, part_lse, base, splits, heads, c);
 }
 
 /* Merge the splits of every (query, head) by their log-sum-exp. */
@@ -855,10 +827,11 @@ __global__ void attn_combine_kernel(const float *__restrict__ part_o, const floa
 struct attn_scratch {
     float *part_o = nullptr, *part_lse = nullptr;
     size_t cap_o = 0, cap_lse = 0;
+    unsigned *merge_cnt = nullptr;   /* version 9: two counts per (query, 64 heads), zeroed once */
 };
 
-/* Versions 4-8: at most one wave (one block per SM), so the splits fill the SMs once; fp16
- * partials and a combine only when there is more than one split. Versions 6-8 are in
+/* Versions 4-9: at most one wave (one block per SM), so the splits fill the SMs once; fp16
+ * partials and a combine only when there is more than one split. Versions 6-9 are in
  * attention_wgmma.cu (64-row tiles). */
 static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
@@ -879,6 +852,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
     a.part_o = sc.part_o;   /* holds fp16 partials here */
     a.part_lse = sc.part_lse;
+    a.merge_cnt = sc.merge_cnt;
     if (version >= 6) {
         attn6_launch(a, out, st, version);
     } else {
@@ -893,7 +867,9 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
         }
         CUDA_LAUNCH_CHECK();
     }
-    if (a.splits > 1 && version == 8) {
+    if (version == 9) {
+        /* merged inside the kernel */
+    } else if (a.splits > 1 && version == 8) {
         const size_t items = (size_t)a.nq * a.heads * (AT_V / 4);
         attn8_combine_kernel<<<(unsigned)((items + 127) / 128), 128, 0, st>>>((const __half *)sc.part_o, sc.part_lse,
                                                                              a.nq, a.splits, a.heads, out);
@@ -906,8 +882,8 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
 }
 
-/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-8 (attention_wgmma.cu). */
-enum { ATTN_MAX_VERSION = 8 };
+/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-9 (attention_wgmma.cu). */
+enum { ATTN_MAX_VERSION = 9 };
 
 /* The grid point's attention version (default 2), or -1 after an error line naming the
  * benchmark when it is not one of the versions above. */
@@ -985,12 +961,16 @@ static void attn_setup(attn_scratch &sc, size_t max_q_heads)
     sc.cap_o = sc.cap_lse * AT_V;
     cudaCheck(cudaMalloc(&sc.part_o, sc.cap_o * sizeof(float)));
     cudaCheck(cudaMalloc(&sc.part_lse, sc.cap_lse * sizeof(float)));
+    const size_t groups = (max_q_heads + AT_H - 1) / AT_H;
+    cudaCheck(cudaMalloc(&sc.merge_cnt, 2 * groups * sizeof(unsigned)));
+    cudaCheck(cudaMemset(sc.merge_cnt, 0, 2 * groups * sizeof(unsigned)));
 }
 
 static void attn_scratch_free(attn_scratch &sc)
 {
     cudaCheck(cudaFree(sc.part_o));
     cudaCheck(cudaFree(sc.part_lse));
+    cudaCheck(cudaFree(sc.merge_cnt));
 }
 
 /* ---- test data ---- */

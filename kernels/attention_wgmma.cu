@@ -1,4 +1,4 @@
-/* attention_wgmma.cu: versions 6-8 of the sparse decode attention of attention.cu, on Hopper's
+/* attention_wgmma.cu: versions 6-9 of the sparse decode attention of attention.cu, on Hopper's
  * asynchronous warpgroup matrix multiply (wgmma), so this file alone is built for sm_90a.
  *
  * One block of three warpgroups per (query, split of the k rows, 64 heads), one block per SM:
@@ -24,7 +24,8 @@
  * (a6_consumer). Version 8 is version 6 with the per-block fixed cost cut (STAGED): the producer
  * starts on the first tile while the consumers alone load Q, the output leaves through shared
  * memory in whole rows (a6_store_out), and attn8_combine_kernel keeps 8 splits' loads in
- * flight per thread. Not done here (see kernels/NOTES.md): FP8 operands for FP8 rows, more than
+ * flight per thread. Version 9 is version 8 with the splits merged inside the kernel (a6_merge,
+ * a cooperative launch), so no combine kernel runs. Not done here (see kernels/NOTES.md): FP8 operands for FP8 rows, more than
  * one tile of loads in flight. */
 #include "kernels/attention.cuh"
 #include "kernels/bench.cuh"
@@ -238,7 +239,7 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
     }
 }
 
-template <int FMT, bool OVERLAP, bool STAGED>
+template <int FMT, bool OVERLAP, bool STAGED, bool MERGE>
 __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                             int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles);
 
@@ -265,7 +266,7 @@ __device__ __forceinline__ void a6_load_q(const attn_args &a, uint8_t *sm, int t
 
 /* STAGED (version 8): the producer starts on the first tile's rows at once while the consumers
  * alone load Q, and the output leaves through shared memory in whole rows (a6_store_out). */
-template <int FMT, bool OVERLAP, bool STAGED>
+template <int FMT, bool OVERLAP, bool STAGED, bool MERGE>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a, float *__restrict__ out)
 {
     extern __shared__ __align__(1024) uint8_t a6_smem_raw[];
@@ -302,7 +303,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
             a6_fence_proxy();
             a6_consumer_bar();
         }
-        a6_consumer<FMT, OVERLAP, STAGED>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
+        a6_consumer<FMT, OVERLAP, STAGED, MERGE>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
     }
 }
 
@@ -427,12 +428,45 @@ __device__ __forceinline__ void a6_store_out(const float (&o)[128], float i0, fl
         *(uint4 *)(g + (size_t)c * 16) = *(const uint4 *)(st + (c / CH) * PITCH + (c % CH) * 16);
 }
 
+/* Version 9: the splits of (query q, heads 64 hb ..) merged inside the kernel. The launch is
+ * cooperative, so every block of the grid is resident and a block may wait for the others of
+ * its query: each block publishes its partials (a fence by every writer, then one arrival),
+ * waits until all splits have arrived, and then merges its 1/splits share of the 64 x 512
+ * outputs (attn8_merge4, reading the partials from L2). The last block to leave the wait sets
+ * both counts back to zero for the next launch (every block has then stopped reading them). */
+__device__ __forceinline__ void a6_merge(const attn_args &a, float *__restrict__ out, int tid, int q, int split, int hb)
+{
+    __threadfence();
+    a6_consumer_bar();
+    if (tid == 0) {
+        unsigned *cnt = a.merge_cnt + 2 * ((size_t)q * (a.heads / 64) + hb);
+        atomicAdd(cnt, 1u);
+        unsigned seen;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(cnt) : "memory");
+        } while (seen < (unsigned)a.splits);
+        if (atomicAdd(cnt + 1, 1u) == (unsigned)a.splits - 1) {
+            atomicExch(cnt, 0u);
+            atomicExch(cnt + 1, 0u);
+        }
+    }
+    a6_consumer_bar();
+    constexpr int ITEMS = 64 * (KREF_V_DIM / 4);   /* float4 outputs per (query, 64 heads) */
+    const int lo = (int)((long long)ITEMS * split / a.splits), hi = (int)((long long)ITEMS * (split + 1) / a.splits);
+    for (int i = lo + tid; i < hi; i += 256) {
+        const size_t h = (size_t)hb * 64 + i / (KREF_V_DIM / 4);
+        const int c = i % (KREF_V_DIM / 4);
+        *(float4 *)(out + ((size_t)q * a.heads + h) * KREF_V_DIM + c * 4) =
+            attn8_merge4((const __half *)a.part_o, a.part_lse, (size_t)q * a.splits * a.heads + h, a.splits, a.heads, c);
+    }
+}
+
 /* The consumers' tile loop. Version 6: per tile, S, wait, softmax, P V, wait: the tensor cores
  * idle during the softmax and the barriers. Version 7 (OVERLAP): the next tile's S is issued
  * before this tile's softmax, so the multiplies run during it (FlashAttention-3's
  * intra-warpgroup pipelining), and one wait covers that S and this tile's P V; 16 more
  * registers hold the next tile's scores. */
-template <int FMT, bool OVERLAP, bool STAGED>
+template <int FMT, bool OVERLAP, bool STAGED, bool MERGE>
 __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                             int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles)
 {
@@ -523,26 +557,38 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
         a.part_lse[ob + r0] = L0 > 0 ? m0 + log2f(L0) : -INFINITY;
         a.part_lse[ob + r1] = L1 > 0 ? m1 + log2f(L1) : -INFINITY;
     }
+    if (MERGE && a.splits > 1) a6_merge(a, out, tid, q, split, hb);
 }
 
-template <bool OVERLAP, bool STAGED>
+template <bool OVERLAP, bool STAGED, bool MERGE>
 static void a6_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
-        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     dim3 grid(a.splits, a.nq, a.heads / 64);
-    if (a.format == KREF_ROW_FP8) attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
-    else attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+    const void *fn = a.format == KREF_ROW_FP8 ? (const void *)attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE>
+                                             : (const void *)attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE>;
+    if (MERGE && a.splits > 1) {
+        /* Cooperative: the launch fails rather than run with a split block not resident. */
+        attn_args args = a;
+        void *params[] = {&args, &out};
+        cudaCheck(cudaLaunchCooperativeKernel(fn, grid, dim3(A6_THREADS), params, A6_SMEM_BYTES, stream));
+    } else if (a.format == KREF_ROW_FP8) {
+        attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+    } else {
+        attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+    }
     CUDA_LAUNCH_CHECK();
 }
 
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
 {
-    if (version == 7) a6_launch<true, false>(a, out, stream);
-    else if (version == 8) a6_launch<false, true>(a, out, stream);
-    else a6_launch<false, false>(a, out, stream);
+    if (version == 7) a6_launch<true, false, false>(a, out, stream);
+    else if (version == 8) a6_launch<false, true, false>(a, out, stream);
+    else if (version == 9) a6_launch<false, true, true>(a, out, stream);
+    else a6_launch<false, false, false>(a, out, stream);
 }
