@@ -788,6 +788,41 @@ __global__ void attn4_combine_kernel(const __half *__restrict__ part_o, const fl
     o4[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
 }
 
+/* One merged output piece: value dims 4c .. 4c+3 of the (query, head) whose split 0 partial
+ * row is base, from the fp16 partials of its splits weighted by their log-sum-exp. Each thread
+ * keeps 8 splits' loads in flight with no branch between them; an empty split (log-sum-exp
+ * -inf) wrote zeros, so its weight 0 needs no branch either. */
+__device__ __forceinline__ float4 attn8_merge4(const __half *__restrict__ part_o, const float *__restrict__ part_lse,
+                                               size_t base, int splits, int heads, int c)
+{
+    constexpr int U = 8;
+    float mx = -INFINITY;
+#pragma unroll 8
+    for (int s = 0; s < splits; s++) mx = fmaxf(mx, part_lse[base + (size_t)s * heads]);
+    float acc[4] = {0.f, 0.f, 0.f, 0.f}, den = 0.f;
+    for (int s0 = 0; s0 < splits; s0 += U) {
+        float lse[U];
+        uint2 v[U];
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            const bool in = s0 + j < splits;
+            const size_t r = base + (size_t)(in ? s0 + j : s0) * heads;
+            lse[j] = in ? part_lse[r] : -INFINITY;
+            v[j] = *(const uint2 *)(part_o + r * AT_V + c * 4);
+        }
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            const float w = mx == -INFINITY || lse[j] == -INFINITY ? 0.f : exp2f(lse[j] - mx);
+            const __half2 *h2 = (const __half2 *)&v[j];
+            const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
+            acc[0] += w * f0.x, acc[1] += w * f0.y, acc[2] += w * f1.x, acc[3] += w * f1.y;
+            den += w;
+        }
+    }
+    const float inv = den > 0 ? 1.f / den : 0.f;
+    return make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+}
+
 /* Version 8's merge of the fp16 partials: one thread per (query, head, 4 value dims), twice
  * version 4's threads, each with 8 splits' loads in flight (attn8_merge4). attn4_combine_kernel
  * walks the splits one dependent load after another: 19 us for a single query's 32 splits in
@@ -1082,6 +1117,15 @@ int bench_attention(bench_env *env, const bench_params &p)
     const int row_bytes = (int)kref_row_bytes(format);
     const float sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));
     if (heads % AT_H || k < 1) { fprintf(stderr, "dhbench: attention: heads must be a multiple of 64\n"); return -1; }
+    /* diag=producer|consumers: version 8 with one side of its pipeline alone (NOTES.md), timed
+     * but not checked (its output is wrong by design). */
+    const std::string diag_name = p.str("diag", "none");
+    const int diag = diag_name == "none" ? A6_DIAG_NONE : diag_name == "producer" ? A6_DIAG_PRODUCER
+                   : diag_name == "consumers" ? A6_DIAG_CONSUMERS : -1;
+    if (diag < 0 || (diag != A6_DIAG_NONE && version != 8)) {
+        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8\n", diag_name.c_str());
+        return -1;
+    }
 
     size_t set_rows = (size_t)nq * k, set_bytes = set_rows * row_bytes;
     int nsets = (int)std::max<size_t>(1, std::min<size_t>(12, 4 * (size_t)env->prop.l2CacheSize / set_bytes + 1));
@@ -1126,7 +1170,7 @@ int bench_attention(bench_env *env, const bench_params &p)
     memset(&a, 0, sizeof a);
     a.hot = hot_d; a.hot_stride = row_bytes; a.host = host_d; a.host_stride = row_bytes;
     a.q = q_d; a.nq = nq; a.k = k; a.heads = heads; a.splits = (int)p.num("splits", 0);
-    a.format = format; a.row_bytes = row_bytes; a.sm_scale = sm_scale;
+    a.format = format; a.row_bytes = row_bytes; a.sm_scale = sm_scale; a.diag = diag;
     const int sms = env->prop.multiProcessorCount;
     auto launch = [&](int rep) {
         attn_args b = a;
@@ -1145,7 +1189,7 @@ int bench_attention(bench_env *env, const bench_params &p)
             int32_t s = src_h[(size_t)qs[i] * k + j];
             rows_of[i].push_back(s >= 0 ? &hot_h[(size_t)s * row_bytes] : host_h + (size_t)(-(long long)s - 1) * row_bytes);
         }
-    double err = check_queries(qs, q_h, heads, format, rows_of, sm_scale, out_h);
+    double err = diag ? 0 : check_queries(qs, q_h, heads, format, rows_of, sm_scale, out_h);
     int ok = err < ATTN_TOL;
     if (!ok) fprintf(stderr, "dhbench: attention v%d: relative error %.3g over %.0e\n", version, err, ATTN_TOL);
 
@@ -1156,12 +1200,14 @@ int bench_attention(bench_env *env, const bench_params &p)
     r.row_bytes = row_bytes;
     r.batch = nq; r.queries = 1; r.k = k; r.heads = heads;
     r.pattern = miss_frac > 0 ? "fused_miss" + std::to_string(miss_frac).substr(0, 5) : "hits";
+    if (diag) r.pattern += diag == A6_DIAG_PRODUCER ? "_diag_producer" : "_diag_consumers";
     r.rows = (long long)n_host / nsets;  /* host rows read per launch */
     r.bytes = (double)set_bytes;
     r.flops = (double)nq * heads * k * (KREF_QK_DIM + KREF_V_DIM) * 2.0;
     r.ceiling_name = "hbm_d2d";
     r.ceiling_value = env->hbm_gbps;
-    r.checked = ok;
+    r.checked = ok && !diag;
+    r.diagnostic = diag != A6_DIAG_NONE;
     if (ok) {
         bench_timing t = bench_time(env, launch);
         bench_take(r, t);

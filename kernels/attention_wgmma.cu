@@ -25,7 +25,10 @@
  * starts on the first tile while the consumers alone load Q, the output leaves through shared
  * memory in whole rows (a6_store_out), and attn8_combine_kernel keeps 8 splits' loads in
  * flight per thread. Version 9 is version 8 with the splits merged inside the kernel (a6_merge,
- * a cooperative launch), so no combine kernel runs. Not done here (see kernels/NOTES.md): FP8 operands for FP8 rows, more than
+ * a cooperative launch), so no combine kernel runs. Two diagnostic variants of version 8 leave
+ * a side out to time the other alone (outputs wrong by design, never checked): the producer
+ * alone (consumers hand each stage back unread) and the consumers alone (the producer hands
+ * over stages without filling them). Not done here (see kernels/NOTES.md): FP8 operands for FP8 rows, more than
  * one tile of loads in flight. */
 #include "kernels/attention.cuh"
 #include "kernels/bench.cuh"
@@ -173,7 +176,7 @@ __device__ __forceinline__ uint4 a6_bf16x8_to_f16(uint4 v)
 /* The producer warpgroup: for every tile, wait for its stage to be free, fill it, arrive on
  * its full barrier. Thread p owns row p / 2 of each tile and every second 16-byte chunk of
  * it (p % 2 + 2 i), so the two threads of a row read adjacent chunks (one 32-byte sector). */
-template <int FMT>
+template <int FMT, int DIAG>
 __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
                                             int re, int ntiles)
 {
@@ -182,6 +185,11 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
     long long next_id = j < min(A6_N, re - rb) ? attn4_row_id(a, q, rb + j) : 0;
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, base = rb + t * A6_N, cnt = min(A6_N, re - base);
+        if (DIAG == A6_DIAG_CONSUMERS) {   /* the stage keeps whatever it holds */
+            if (t >= 2) a6_mbar_wait(bar_empty + 8 * (t & 1), ((t >> 1) - 1) & 1);
+            a6_mbar_arrive(bar_full + 8 * (t & 1));
+            continue;
+        }
         const long long id = next_id;
         if (t + 1 < ntiles && j < min(A6_N, re - base - A6_N)) next_id = attn4_row_id(a, q, base + A6_N + j);
         const bool valid = j < cnt;
@@ -239,7 +247,7 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
     }
 }
 
-template <int FMT, bool OVERLAP, bool STAGED, bool MERGE>
+template <int FMT, bool OVERLAP, bool STAGED, bool MERGE, int DIAG>
 __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                             int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles);
 
@@ -266,7 +274,7 @@ __device__ __forceinline__ void a6_load_q(const attn_args &a, uint8_t *sm, int t
 
 /* STAGED (version 8): the producer starts on the first tile's rows at once while the consumers
  * alone load Q, and the output leaves through shared memory in whole rows (a6_store_out). */
-template <int FMT, bool OVERLAP, bool STAGED, bool MERGE>
+template <int FMT, bool OVERLAP, bool STAGED, bool MERGE, int DIAG>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a, float *__restrict__ out)
 {
     extern __shared__ __align__(1024) uint8_t a6_smem_raw[];
@@ -295,7 +303,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
      * the consumers can hold their 128 output accumulators, S and the softmax state. */
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A6_PRODUCER_REGS(OVERLAP)));
-        a6_producer<FMT>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+        a6_producer<FMT, DIAG>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A6_CONSUMER_REGS(OVERLAP)));
         if (STAGED) {
@@ -303,7 +311,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
             a6_fence_proxy();
             a6_consumer_bar();
         }
-        a6_consumer<FMT, OVERLAP, STAGED, MERGE>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
+        a6_consumer<FMT, OVERLAP, STAGED, MERGE, DIAG>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
     }
 }
 
@@ -430,11 +438,14 @@ __device__ __forceinline__ void a6_store_out(const float (&o)[128], float i0, fl
 
 /* Version 9: the splits of (query q, heads 64 hb ..) merged inside the kernel. The launch is
  * cooperative, so every block of the grid is resident and a block may wait for the others of
- * its query: each block publishes its partials (a fence by every writer, then one arrival),
- * waits until all splits have arrived, and then merges its 1/splits share of the 64 x 512
- * outputs (attn8_merge4, reading the partials from L2). The last block to leave the wait sets
- * both counts back to zero for the next launch (every block has then stopped reading them). */
-__device__ __forceinline__ void a6_merge(const attn_args &a, float *__restrict__ out, int tid, int q, int split, int hb)
+ * its query: each block publishes its partials (a fence by every writer, then one arrival) and
+ * waits until all splits have arrived; the last block to leave the wait sets both counts back
+ * to zero for the next launch (every block has then stopped reading them). Then each block
+ * merges its 1/splits share of the 64 x 512 outputs: the splits' log-sum-exps of the 64 heads
+ * are read once into shared memory (the free key stages) and turned into weights there, and
+ * each thread reads 8 outputs' partials of 4 splits at a time (32 loads in flight), from L2. */
+__device__ __forceinline__ void a6_merge(const attn_args &a, float *__restrict__ out, uint8_t *sm, int tid, int q,
+                                         int split, int hb)
 {
     __threadfence();
     a6_consumer_bar();
@@ -451,13 +462,51 @@ __device__ __forceinline__ void a6_merge(const attn_args &a, float *__restrict__
         }
     }
     a6_consumer_bar();
-    constexpr int ITEMS = 64 * (KREF_V_DIM / 4);   /* float4 outputs per (query, 64 heads) */
-    const int lo = (int)((long long)ITEMS * split / a.splits), hi = (int)((long long)ITEMS * (split + 1) / a.splits);
-    for (int i = lo + tid; i < hi; i += 256) {
-        const size_t h = (size_t)hb * 64 + i / (KREF_V_DIM / 4);
-        const int c = i % (KREF_V_DIM / 4);
-        *(float4 *)(out + ((size_t)q * a.heads + h) * KREF_V_DIM + c * 4) =
-            attn8_merge4((const __half *)a.part_o, a.part_lse, (size_t)q * a.splits * a.heads + h, a.splits, a.heads, c);
+    const int S = a.splits;                 /* <= 64 (attn4_launch) */
+    const size_t row0 = (size_t)q * S * a.heads + (size_t)hb * 64;   /* split 0, head 0 of this block */
+    float *wt = (float *)(sm + A6_TILE_BYTES), *inv = wt + 64 * 64;  /* [S][64] weights, [64] 1 / their sums */
+    for (int e = tid; e < S * 64; e += 256) wt[e] = __ldcg(a.part_lse + row0 + (size_t)(e >> 6) * a.heads + (e & 63));
+    a6_consumer_bar();
+    if (tid < 64) {
+        float mx = -INFINITY, den = 0.f;
+        for (int t = 0; t < S; t++) mx = fmaxf(mx, wt[t * 64 + tid]);
+        for (int t = 0; t < S; t++) {
+            const float l = wt[t * 64 + tid], w = mx == -INFINITY || l == -INFINITY ? 0.f : exp2f(l - mx);
+            wt[t * 64 + tid] = w;
+            den += w;
+        }
+        inv[tid] = den > 0 ? 1.f / den : 0.f;
+    }
+    a6_consumer_bar();
+    constexpr int J = 8, CH = KREF_V_DIM / 4;   /* outputs per thread at a time; float4 pieces per row */
+    const int lo = 64 * CH * split / S, hi = 64 * CH * (split + 1) / S;
+    const __half *part = (const __half *)a.part_o;
+    for (int i0 = lo + tid; i0 < hi; i0 += J * 256) {
+        float4 acc[J];
+#pragma unroll
+        for (int j = 0; j < J; j++) acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+        for (int t = 0; t < S; t++) {
+#pragma unroll
+            for (int j = 0; j < J; j++) {
+                const int i = min(i0 + j * 256, hi - 1), r = i / CH, c = i % CH;
+                const uint2 v = __ldcg((const uint2 *)(part + (row0 + (size_t)t * a.heads + r) * KREF_V_DIM + c * 4));
+                const float w = wt[t * 64 + r];
+                const __half2 *h2 = (const __half2 *)&v;
+                const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
+                acc[j].x += w * f0.x, acc[j].y += w * f0.y, acc[j].z += w * f1.x, acc[j].w += w * f1.y;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            const int i = i0 + j * 256;
+            if (i < hi) {
+                const int r = i / CH, c = i % CH;
+                const float s_ = inv[r];
+                *(float4 *)(out + ((size_t)q * a.heads + (size_t)hb * 64 + r) * KREF_V_DIM + c * 4) =
+                    make_float4(acc[j].x * s_, acc[j].y * s_, acc[j].z * s_, acc[j].w * s_);
+            }
+        }
     }
 }
 
@@ -466,7 +515,7 @@ __device__ __forceinline__ void a6_merge(const attn_args &a, float *__restrict__
  * before this tile's softmax, so the multiplies run during it (FlashAttention-3's
  * intra-warpgroup pipelining), and one wait covers that S and this tile's P V; 16 more
  * registers hold the next tile's scores. */
-template <int FMT, bool OVERLAP, bool STAGED, bool MERGE>
+template <int FMT, bool OVERLAP, bool STAGED, bool MERGE, int DIAG>
 __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                             int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles)
 {
@@ -494,7 +543,9 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, cnt = min(A6_N, re - (rb + t * A6_N));
         const uint32_t stage = sK + A6_TILE_BYTES * s;
-        if (OVERLAP) {
+        if (DIAG == A6_DIAG_PRODUCER) {   /* take the tile and hand the stage back at once */
+            a6_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
+        } else if (OVERLAP) {
             float sn[16];
             if (t + 1 < ntiles) {
                 a6_mbar_wait(bar_full + 8 * (s ^ 1), ((t + 1) >> 1) & 1);
@@ -557,37 +608,40 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
         a.part_lse[ob + r0] = L0 > 0 ? m0 + log2f(L0) : -INFINITY;
         a.part_lse[ob + r1] = L1 > 0 ? m1 + log2f(L1) : -INFINITY;
     }
-    if (MERGE && a.splits > 1) a6_merge(a, out, tid, q, split, hb);
+    if (MERGE && a.splits > 1) a6_merge(a, out, sm, tid, q, split, hb);
 }
 
-template <bool OVERLAP, bool STAGED, bool MERGE>
+template <bool OVERLAP, bool STAGED, bool MERGE, int DIAG = A6_DIAG_NONE>
 static void a6_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
-        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE, DIAG>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE, DIAG>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     dim3 grid(a.splits, a.nq, a.heads / 64);
-    const void *fn = a.format == KREF_ROW_FP8 ? (const void *)attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE>
-                                             : (const void *)attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE>;
+    const void *fn = a.format == KREF_ROW_FP8 ? (const void *)attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE, DIAG>
+                                             : (const void *)attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE, DIAG>;
     if (MERGE && a.splits > 1) {
         /* Cooperative: the launch fails rather than run with a split block not resident. */
         attn_args args = a;
         void *params[] = {&args, &out};
         cudaCheck(cudaLaunchCooperativeKernel(fn, grid, dim3(A6_THREADS), params, A6_SMEM_BYTES, stream));
     } else if (a.format == KREF_ROW_FP8) {
-        attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+        attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE, DIAG><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
     } else {
-        attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+        attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE, DIAG><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
     }
     CUDA_LAUNCH_CHECK();
 }
 
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
 {
-    if (version == 7) a6_launch<true, false, false>(a, out, stream);
+    const int diag = version == 8 ? a.diag : A6_DIAG_NONE;
+    if (diag == A6_DIAG_PRODUCER) a6_launch<false, true, false, A6_DIAG_PRODUCER>(a, out, stream);
+    else if (diag == A6_DIAG_CONSUMERS) a6_launch<false, true, false, A6_DIAG_CONSUMERS>(a, out, stream);
+    else if (version == 7) a6_launch<true, false, false>(a, out, stream);
     else if (version == 8) a6_launch<false, true, false>(a, out, stream);
     else if (version == 9) a6_launch<false, true, true>(a, out, stream);
     else a6_launch<false, false, false>(a, out, stream);

@@ -56,6 +56,7 @@ struct bench_record {
               k = -1, union_rows = -1, ctx = -1, heads = -1, m = -1, n = -1, kdim = -1, reps = -1;
     double bytes = -1, flops = -1, median_us = -1, p10_us = -1, p90_us = -1, ceiling_value = -1;
     int checked = 0;
+    bool diagnostic = false;   /* a variant with a stage left out: its output is wrong by design, not checked */
     int per = 1;          /* launches per timed sample (the CSV's "timing" column) */
 };
 
