@@ -865,8 +865,8 @@ struct attn_scratch {
     unsigned *merge_cnt = nullptr;   /* version 9: two counts per (query, 64 heads), zeroed once */
 };
 
-/* Versions 4-9: at most one wave (one block per SM), so the splits fill the SMs once; fp16
- * partials and a combine only when there is more than one split. Versions 6-9 are in
+/* Versions 4-10: at most one wave (one block per SM), so the splits fill the SMs once; fp16
+ * partials and a combine only when there is more than one split. Versions 6-10 are in
  * attention_wgmma.cu (64-row tiles). */
 static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
@@ -904,7 +904,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
     if (version == 9) {
         /* merged inside the kernel */
-    } else if (a.splits > 1 && version == 8) {
+    } else if (a.splits > 1 && (version == 8 || version == 10)) {
         const size_t items = (size_t)a.nq * a.heads * (AT_V / 4);
         attn8_combine_kernel<<<(unsigned)((items + 127) / 128), 128, 0, st>>>((const __half *)sc.part_o, sc.part_lse,
                                                                              a.nq, a.splits, a.heads, out);
@@ -917,8 +917,8 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
 }
 
-/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-9 (attention_wgmma.cu). */
-enum { ATTN_MAX_VERSION = 9 };
+/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-10 (attention_wgmma.cu). */
+enum { ATTN_MAX_VERSION = 10 };
 
 /* The grid point's attention version (default 2), or -1 after an error line naming the
  * benchmark when it is not one of the versions above. */
@@ -1117,13 +1117,14 @@ int bench_attention(bench_env *env, const bench_params &p)
     const int row_bytes = (int)kref_row_bytes(format);
     const float sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));
     if (heads % AT_H || k < 1) { fprintf(stderr, "dhbench: attention: heads must be a multiple of 64\n"); return -1; }
-    /* diag=producer|consumers: version 8 with one side of its pipeline alone (NOTES.md), timed
-     * but not checked (its output is wrong by design). */
+    /* diag=producer|consumers: version 8 or 10 with one side of its pipeline alone (NOTES.md),
+     * timed but not checked (its output is wrong by design). */
     const std::string diag_name = p.str("diag", "none");
     const int diag = diag_name == "none" ? A6_DIAG_NONE : diag_name == "producer" ? A6_DIAG_PRODUCER
                    : diag_name == "consumers" ? A6_DIAG_CONSUMERS : -1;
-    if (diag < 0 || (diag != A6_DIAG_NONE && version != 8)) {
-        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8\n", diag_name.c_str());
+    if (diag < 0 || (diag != A6_DIAG_NONE && version != 8 && version != 10)) {
+        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8 or 10\n",
+                diag_name.c_str());
         return -1;
     }
 

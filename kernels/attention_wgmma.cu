@@ -1,4 +1,4 @@
-/* attention_wgmma.cu: versions 6-9 of the sparse decode attention of attention.cu, on Hopper's
+/* attention_wgmma.cu: versions 6-10 of the sparse decode attention of attention.cu, on Hopper's
  * asynchronous warpgroup matrix multiply (wgmma), so this file alone is built for sm_90a.
  *
  * One block of three warpgroups per (query, split of the k rows, 64 heads), one block per SM:
@@ -25,11 +25,12 @@
  * starts on the first tile while the consumers alone load Q, the output leaves through shared
  * memory in whole rows (a6_store_out), and attn8_combine_kernel keeps 8 splits' loads in
  * flight per thread. Version 9 is version 8 with the splits merged inside the kernel (a6_merge,
- * a cooperative launch), so no combine kernel runs. Two diagnostic variants of version 8 leave
- * a side out to time the other alone (outputs wrong by design, never checked): the producer
- * alone (consumers hand each stage back unread) and the consumers alone (the producer hands
- * over stages without filling them). Not done here (see kernels/NOTES.md): FP8 operands for FP8 rows, more than
- * one tile of loads in flight. */
+ * a cooperative launch), so no combine kernel runs. Version 10 is version 8 with a producer that
+ * keeps the next tile's loads in flight (a6_producer_pipe). Diagnostic variants of versions 8
+ * and 10 leave a side out to time the other alone (outputs wrong by design, never checked): the
+ * producer alone (consumers hand each stage back unread) and the consumers alone (the producer
+ * hands over stages without filling them). Not done here (see kernels/NOTES.md): FP8 operands
+ * for FP8 rows. */
 #include "kernels/attention.cuh"
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
@@ -54,6 +55,17 @@
 #define A6_PRODUCER_REGS(ov) ((ov) ? 104 : 120)
 #define A6_CONSUMER_REGS(ov) ((ov) ? 200 : 192)
 #define A6_LOG2E 1.4426950408889634f
+
+/* What each kernel variant V does: the versions 6-10, and the diagnostic variants of versions
+ * 8 and 10 (V = 10 x version + A6_DIAG_*: 81, 82, 101, 102) that run one side alone. */
+template <int V> struct a6_variant {
+    static constexpr int version = V > 80 ? V / 10 : V;
+    static constexpr bool overlap = version == 7;   /* next tile's S before this tile's softmax */
+    static constexpr bool staged = version >= 8;    /* Q beside the producer, output via shared memory */
+    static constexpr bool merge = version == 9;     /* splits merged in the kernel (cooperative) */
+    static constexpr bool pipe = version == 10;     /* producer with the next tile's loads in flight */
+    static constexpr int diag = V > 80 ? V % 10 : 0;
+};
 
 /* Byte offset of 16-byte chunk c (columns 8c .. 8c+7) of row r in a 64-row tile: column block
  * c / 8 at 8 KB each, rows of 128 B, chunk position XOR-ed with r % 8 (the 128-byte swizzle,
@@ -176,10 +188,11 @@ __device__ __forceinline__ uint4 a6_bf16x8_to_f16(uint4 v)
 /* The producer warpgroup: for every tile, wait for its stage to be free, fill it, arrive on
  * its full barrier. Thread p owns row p / 2 of each tile and every second 16-byte chunk of
  * it (p % 2 + 2 i), so the two threads of a row read adjacent chunks (one 32-byte sector). */
-template <int FMT, int DIAG>
+template <int FMT, int V>
 __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
                                             int re, int ntiles)
 {
+    constexpr int DIAG = a6_variant<V>::diag;
     const int j = p >> 1, hf = p & 1;
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
     long long next_id = j < min(A6_N, re - rb) ? attn4_row_id(a, q, rb + j) : 0;
@@ -247,7 +260,110 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
     }
 }
 
-template <int FMT, bool OVERLAP, bool STAGED, bool MERGE, int DIAG>
+/* e4m3 codes 16 o .. 16 o + 15 of a row (one 16-byte chunk) times the group scale g, as fp16,
+ * into chunks 2 o and 2 o + 1 of row j of a stage. */
+__device__ __forceinline__ void a6_dequant_chunk(uint8_t *stage, int j, int o, uint4 v, float g)
+{
+    const __half2 g2 = __float2half2_rn(g);
+    const __nv_fp8x2_storage_t *p2 = (const __nv_fp8x2_storage_t *)&v;
+    uint4 w[2];
+    __half2 *h2 = (__half2 *)w;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(p2[e], __NV_E4M3);
+        h2[e] = __hmul2(*(__half2 *)&hr, g2);
+    }
+    *(uint4 *)(stage + a6_swz(j, 2 * o)) = w[0];
+    *(uint4 *)(stage + a6_swz(j, 2 * o + 1)) = w[1];
+}
+
+/* Version 10's producer: the next tile's loads travel while this one is converted and while
+ * the producer waits for a free stage (version 6's producer has one tile's loads in flight and
+ * converts only after they land: a diagnostic run of version 8's producer alone took 2.8 us per
+ * tile). Row ids are loaded two tiles ahead. BF16 rows: cp.async, and the stage's full barrier
+ * is told by the copies' own completion (cp.async.mbarrier.arrive.noinc: one arrival per
+ * thread once its copies land), so the producer goes on to the next stage at once; the
+ * consumers fence the async proxy after their wait. FP8 rows: a thread's share of its row in
+ * two halves, A (latent chunks hf, hf + 2, .. hf + 14 and the scales) and B (the other 8 latent
+ * chunks and RoPE): the next tile's A is loaded as soon as this tile's A is converted, its B as
+ * soon as this B is, in the same registers. */
+template <int FMT, int V>
+__device__ __forceinline__ void a6_producer_pipe(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
+                                                 int re, int ntiles)
+{
+    constexpr int DIAG = a6_variant<V>::diag;
+    const int j = p >> 1, hf = p & 1;
+    const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
+    if (DIAG == A6_DIAG_CONSUMERS) {   /* stages handed over unfilled */
+        for (int t = 0; t < ntiles; t++) {
+            if (t >= 2) a6_mbar_wait(bar_empty + 8 * (t & 1), ((t >> 1) - 1) & 1);
+            a6_mbar_arrive(bar_full + 8 * (t & 1));
+        }
+        return;
+    }
+    /* This thread's row of tile t exists (the split's last tile may be short). */
+    auto has_row = [&](int t) { return t < ntiles && rb + t * A6_N + j < re; };
+    long long id_cur = has_row(0) ? attn4_row_id(a, q, rb + j) : 0;
+    long long id_next = has_row(1) ? attn4_row_id(a, q, rb + A6_N + j) : 0;
+    if (FMT == KREF_ROW_BF16) {
+        for (int t = 0; t < ntiles; t++) {
+            const int s = t & 1;
+            const bool valid = has_row(t);
+            const uint8_t *src = valid ? attn4_row_ptr(a, id_cur) : nullptr;
+            id_cur = id_next;
+            id_next = has_row(t + 2) ? attn4_row_id(a, q, rb + (t + 2) * A6_N + j) : 0;
+            if (t >= 2) a6_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+            const uint32_t sst = sbase + A6_TILE_BYTES * (1 + s);
+#pragma unroll 4
+            for (int i = 0; i < 36; i++) {
+                const int c = hf + 2 * i;
+                a6_cp_async16(sst + a6_swz(j, c), valid ? (const void *)(src + c * 16) : (const void *)a.q, valid ? 16 : 0);
+            }
+            asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar_full + 8 * s) : "memory");
+        }
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        return;
+    }
+    /* FP8: half A = lat[0..7] + the scales, half B = lat[8..15] + RoPE. */
+    uint4 lat[16], rope[4];
+    float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
+    const uint8_t *src = has_row(0) ? attn4_row_ptr(a, id_cur) : nullptr;
+    auto load_a = [&](const uint8_t *r) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) lat[i] = r ? *(const uint4 *)(r + (hf + 2 * i) * 16) : make_uint4(0, 0, 0, 0);
+        sc = r ? *(const float4 *)(r + KREF_LATENT) : make_float4(0.f, 0.f, 0.f, 0.f);
+    };
+    auto load_b = [&](const uint8_t *r) {
+#pragma unroll
+        for (int i = 8; i < 16; i++) lat[i] = r ? *(const uint4 *)(r + (hf + 2 * i) * 16) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < 4; i++) rope[i] = r ? *(const uint4 *)(r + KREF_LATENT + 16 + (hf + 2 * i) * 16) : make_uint4(0, 0, 0, 0);
+    };
+    if (ntiles > 0) {
+        load_a(src);
+        load_b(src);
+    }
+    for (int t = 0; t < ntiles; t++) {
+        const int s = t & 1;
+        uint8_t *stage = sm + A6_TILE_BYTES * (1 + s);
+        const uint8_t *nsrc = has_row(t + 1) ? attn4_row_ptr(a, id_next) : nullptr;
+        id_next = has_row(t + 2) ? attn4_row_id(a, q, rb + (t + 2) * A6_N + j) : 0;
+        if (t >= 2) a6_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+        const float gz = sc.z, gw = sc.w;   /* half B's scales, before half A is reloaded */
+#pragma unroll
+        for (int i = 0; i < 8; i++) a6_dequant_chunk(stage, j, hf + 2 * i, lat[i], (hf + 2 * i) < 8 ? sc.x : sc.y);
+        if (t + 1 < ntiles) load_a(nsrc);
+#pragma unroll
+        for (int i = 8; i < 16; i++) a6_dequant_chunk(stage, j, hf + 2 * i, lat[i], (hf + 2 * i) < 24 ? gz : gw);
+#pragma unroll
+        for (int i = 0; i < 4; i++) *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * i)) = a6_bf16x8_to_f16(rope[i]);
+        if (t + 1 < ntiles) load_b(nsrc);
+        a6_fence_proxy();
+        a6_mbar_arrive(bar_full + 8 * s);
+    }
+}
+
+template <int FMT, int V>
 __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                             int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles);
 
@@ -274,9 +390,10 @@ __device__ __forceinline__ void a6_load_q(const attn_args &a, uint8_t *sm, int t
 
 /* STAGED (version 8): the producer starts on the first tile's rows at once while the consumers
  * alone load Q, and the output leaves through shared memory in whole rows (a6_store_out). */
-template <int FMT, bool OVERLAP, bool STAGED, bool MERGE, int DIAG>
+template <int FMT, int V>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a, float *__restrict__ out)
 {
+    constexpr bool OVERLAP = a6_variant<V>::overlap, STAGED = a6_variant<V>::staged;
     extern __shared__ __align__(1024) uint8_t a6_smem_raw[];
     /* Every tile on a 1024-byte boundary (the swizzle pattern's period). */
     const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(a6_smem_raw);
@@ -303,7 +420,8 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
      * the consumers can hold their 128 output accumulators, S and the softmax state. */
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A6_PRODUCER_REGS(OVERLAP)));
-        a6_producer<FMT, DIAG>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+        if (a6_variant<V>::pipe) a6_producer_pipe<FMT, V>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+        else a6_producer<FMT, V>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A6_CONSUMER_REGS(OVERLAP)));
         if (STAGED) {
@@ -311,7 +429,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
             a6_fence_proxy();
             a6_consumer_bar();
         }
-        a6_consumer<FMT, OVERLAP, STAGED, MERGE, DIAG>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
+        a6_consumer<FMT, V>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
     }
 }
 
@@ -515,10 +633,12 @@ __device__ __forceinline__ void a6_merge(const attn_args &a, float *__restrict__
  * before this tile's softmax, so the multiplies run during it (FlashAttention-3's
  * intra-warpgroup pipelining), and one wait covers that S and this tile's P V; 16 more
  * registers hold the next tile's scores. */
-template <int FMT, bool OVERLAP, bool STAGED, bool MERGE, int DIAG>
+template <int FMT, int V>
 __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                             int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles)
 {
+    constexpr bool OVERLAP = a6_variant<V>::overlap, STAGED = a6_variant<V>::staged, MERGE = a6_variant<V>::merge;
+    constexpr int DIAG = a6_variant<V>::diag;
     const uint32_t sQ = sbase, sK = sbase + A6_TILE_BYTES, sP = sbase + A6_P_OFF;
     float *red = (float *)(sm + A6_RED_OFF);   /* [2][64] tile row maxima, [2][64] row sums */
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
@@ -562,6 +682,7 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
             }
         } else {
             a6_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
+            if (a6_variant<V>::pipe) a6_fence_proxy();   /* the stage may have been filled by cp.async */
             a6_issue_s<FMT>(sc, sQ, stage, w);
             a6_wgmma_wait0();
 #pragma unroll
@@ -611,38 +732,43 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
     if (MERGE && a.splits > 1) a6_merge(a, out, sm, tid, q, split, hb);
 }
 
-template <bool OVERLAP, bool STAGED, bool MERGE, int DIAG = A6_DIAG_NONE>
+template <int V>
 static void a6_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE, DIAG>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
-        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE, DIAG>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_FP8, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn6_kernel<KREF_ROW_BF16, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     dim3 grid(a.splits, a.nq, a.heads / 64);
-    const void *fn = a.format == KREF_ROW_FP8 ? (const void *)attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE, DIAG>
-                                             : (const void *)attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE, DIAG>;
-    if (MERGE && a.splits > 1) {
+    const void *fn = a.format == KREF_ROW_FP8 ? (const void *)attn6_kernel<KREF_ROW_FP8, V>
+                                             : (const void *)attn6_kernel<KREF_ROW_BF16, V>;
+    if (a6_variant<V>::merge && a.splits > 1) {
         /* Cooperative: the launch fails rather than run with a split block not resident. */
         attn_args args = a;
         void *params[] = {&args, &out};
         cudaCheck(cudaLaunchCooperativeKernel(fn, grid, dim3(A6_THREADS), params, A6_SMEM_BYTES, stream));
     } else if (a.format == KREF_ROW_FP8) {
-        attn6_kernel<KREF_ROW_FP8, OVERLAP, STAGED, MERGE, DIAG><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+        attn6_kernel<KREF_ROW_FP8, V><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
     } else {
-        attn6_kernel<KREF_ROW_BF16, OVERLAP, STAGED, MERGE, DIAG><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
+        attn6_kernel<KREF_ROW_BF16, V><<<grid, A6_THREADS, A6_SMEM_BYTES, stream>>>(a, out);
     }
     CUDA_LAUNCH_CHECK();
 }
 
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
 {
-    const int diag = version == 8 ? a.diag : A6_DIAG_NONE;
-    if (diag == A6_DIAG_PRODUCER) a6_launch<false, true, false, A6_DIAG_PRODUCER>(a, out, stream);
-    else if (diag == A6_DIAG_CONSUMERS) a6_launch<false, true, false, A6_DIAG_CONSUMERS>(a, out, stream);
-    else if (version == 7) a6_launch<true, false, false>(a, out, stream);
-    else if (version == 8) a6_launch<false, true, false>(a, out, stream);
-    else if (version == 9) a6_launch<false, true, true>(a, out, stream);
-    else a6_launch<false, false, false>(a, out, stream);
+    const int diag = version == 8 || version == 10 ? a.diag : A6_DIAG_NONE;
+    switch (version * 10 + diag) {
+    case 70: a6_launch<7>(a, out, stream); break;
+    case 80: a6_launch<8>(a, out, stream); break;
+    case 80 + A6_DIAG_PRODUCER: a6_launch<80 + A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 80 + A6_DIAG_CONSUMERS: a6_launch<80 + A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 90: a6_launch<9>(a, out, stream); break;
+    case 100: a6_launch<10>(a, out, stream); break;
+    case 100 + A6_DIAG_PRODUCER: a6_launch<100 + A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 100 + A6_DIAG_CONSUMERS: a6_launch<100 + A6_DIAG_CONSUMERS>(a, out, stream); break;
+    default: a6_launch<6>(a, out, stream); break;
+    }
 }
