@@ -112,6 +112,7 @@ int bench_verify(bench_env *env, const bench_params &p);
 int bench_ring(bench_env *env, const bench_params &p);
 int bench_indexer(bench_env *env, const bench_params &p);
 int bench_gemm(bench_env *env, const bench_params &p);
+int bench_gather(bench_env *env, const bench_params &p);
 /* Fetch version 2 (8 rows in flight per warp) on the given SMs, for the paths that stage
  * misses (verification); pool is a device pointer of a mapped host pool. */
 void fetch_launch(const uint8_t *pool, size_t pool_stride, const int64_t *rows, const int32_t *slots,

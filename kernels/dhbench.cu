@@ -290,7 +290,7 @@ static std::vector<std::string> split(const std::string &s, char sep)
     return out;
 }
 
-static const char *kernels[] = {"fetch", "residency", "attention", "verify", "ring", "indexer", "gemm"};
+static const char *kernels[] = {"fetch", "residency", "attention", "verify", "ring", "indexer", "gemm", "gather"};
 
 static int parse_grid_words(const std::vector<std::string> &words, const char *where, int lineno, grid_line &g)
 {
@@ -351,6 +351,7 @@ static int run_point(bench_env *env, const std::string &kernel, const bench_para
     if (kernel == "attention") return bench_attention(env, p);
     if (kernel == "verify") return bench_verify(env, p);
     if (kernel == "ring") return bench_ring(env, p);
+    if (kernel == "gather") return bench_gather(env, p);
     if (kernel == "indexer") return bench_indexer(env, p);
     return bench_gemm(env, p);
 }
@@ -397,7 +398,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick]\n"
             "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--b2b N] [--quick]\n"
-            "kernels: fetch residency attention verify ring indexer gemm\n");
+            "kernels: fetch residency attention verify ring indexer gemm gather\n");
     exit(2);
 }
 

@@ -40,6 +40,7 @@
 #include "kernels/fetch.cu"
 #include "kernels/attention.cu"
 #include "kernels/indexer.cu"
+#include "kernels/gather.cu"
 #include "kernels/gemm.cu"
 #include "kernels/residency.cu"
 #include "kernels/block_scan.cuh"
