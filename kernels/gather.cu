@@ -12,7 +12,12 @@
  *      (a warp instruction touches 16 rows x 32 bytes);
  *   2  one warp per row, lanes on consecutive 16-byte chunks (a warp instruction touches one
  *      row's 512 contiguous bytes);
- *   3  = 2 with 4 rows per warp loaded before any is reduced (4x the bytes in flight per warp). */
+ *   3  = 2 with 4 rows per warp loaded before any is reduced (4x the bytes in flight per warp);
+ *   4  the copy engine: one thread of warp 0 issues a bulk asynchronous copy per row
+ *      (cp.async.bulk, completion counted in bytes on a stage's mbarrier) into a ring of
+ *      shared-memory stages of 16 rows (~180 KB in all), the other warps reduce each landed
+ *      stage and hand it back: bytes in flight without registers or load instructions, the
+ *      way a producer with few threads could keep many rows moving. */
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
 
@@ -91,13 +96,85 @@ __global__ void gather_v2(const uint8_t *__restrict__ pool, size_t stride, const
     }
 }
 
+/* Version 4. Stage s of the ring holds G4_ROWS rows; full[s] completes when its bytes have
+ * landed (expect_tx by the issuing thread), empty[s] when the reducing warps are done. */
+#define G4_ROWS 16
+#define G4_SMEM (180 * 1024)
+static constexpr __host__ __device__ int g4_stages(int row_bytes) { return G4_SMEM / (G4_ROWS * row_bytes); }
+
+__device__ __forceinline__ void g4_wait(uint32_t bar, int parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+
+template <int ROW>
+__global__ void gather_v4(const uint8_t *__restrict__ pool, size_t stride, const int32_t *__restrict__ idx, int n,
+                          uint32_t *__restrict__ out)
+{
+    constexpr int ST = g4_stages(ROW);
+    extern __shared__ __align__(128) uint8_t g4_smem[];
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(g4_smem);
+    const uint32_t full = base + ST * G4_ROWS * ROW, empty = full + 8 * ST;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, reducers = blockDim.x / 32 - 1;
+    const int tiles = (n + G4_ROWS - 1) / G4_ROWS;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; s++) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(full + 8 * s) : "memory");
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(empty + 8 * s), "r"(reducers) : "memory");
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    int k = 0;   /* this block's k-th tile */
+    if (warp == 0) {
+        if (lane == 0)
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x, k++) {
+                const int s = k % ST, rows = min(G4_ROWS, n - t * G4_ROWS);
+                if (k >= ST) g4_wait(empty + 8 * s, ((k / ST) - 1) & 1);
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full + 8 * s), "r"(rows * ROW) : "memory");
+                for (int i = 0; i < rows; i++) {
+                    const uint8_t *src = pool + (size_t)idx[t * G4_ROWS + i] * stride;
+                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                                 ::"r"(base + (s * G4_ROWS + i) * ROW), "l"(src), "r"(ROW), "r"(full + 8 * s) : "memory");
+                }
+            }
+        return;
+    }
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x, k++) {
+        const int s = k % ST, rows = min(G4_ROWS, n - t * G4_ROWS);
+        g4_wait(full + 8 * s, (k / ST) & 1);
+        for (int i = warp - 1; i < rows; i += reducers) {
+            const uint8_t *row = g4_smem + (s * G4_ROWS + i) * ROW;
+            uint32_t sum = 0;
+            for (int c = lane; c < ROW / 16; c += 32) sum += gather_sum4(*(const uint4 *)(row + c * 16));
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
+            if (lane == 0) out[t * G4_ROWS + i] = sum;
+        }
+        __syncwarp();
+        if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty + 8 * s) : "memory");
+    }
+}
+
 template <int CH>
 static void gather_launch(int version, int blocks, int threads, const uint8_t *pool, size_t stride, const int32_t *idx,
                           int n, uint32_t *out)
 {
+    constexpr int ROW = CH * 16;
+    constexpr size_t smem4 = (size_t)g4_stages(ROW) * G4_ROWS * ROW + 16 * g4_stages(ROW);
     if (version == 1) gather_v1<CH><<<blocks, threads>>>(pool, stride, idx, n, out);
     else if (version == 2) gather_v2<CH, 1><<<blocks, threads>>>(pool, stride, idx, n, out);
-    else gather_v2<CH, 4><<<blocks, threads>>>(pool, stride, idx, n, out);
+    else if (version == 3) gather_v2<CH, 4><<<blocks, threads>>>(pool, stride, idx, n, out);
+    else {
+        static bool attr = false;
+        if (!attr) cudaCheck(cudaFuncSetAttribute(gather_v4<ROW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem4));
+        attr = true;
+        gather_v4<ROW><<<blocks, threads, smem4>>>(pool, stride, idx, n, out);
+    }
     CUDA_LAUNCH_CHECK();
 }
 
@@ -109,14 +186,15 @@ int bench_gather(bench_env *env, const bench_params &p)
     const double pool_gb = p.real("pool_gb", 4.0);
     const int warps = (int)p.num("warps", 4);
     const int sms = (int)p.num("sms", env->prop.multiProcessorCount);
-    if (version < 1 || version > 3) { fprintf(stderr, "dhbench: gather: version %d is not 1 to 3\n", version); return -1; }
+    if (version < 1 || version > 4) { fprintf(stderr, "dhbench: gather: version %d is not 1 to 4\n", version); return -1; }
     if (row_bytes != KREF_ROW_BYTES_FP8 && row_bytes != KREF_ROW_BYTES_BF16) {
         fprintf(stderr, "dhbench: gather: row_bytes %d is not %d or %d\n", row_bytes, (int)KREF_ROW_BYTES_FP8,
                 (int)KREF_ROW_BYTES_BF16);
         return -1;
     }
-    if (warps < 1 || warps > 32 || sms < 1 || sms > env->prop.multiProcessorCount || n < 1) {
-        fprintf(stderr, "dhbench: gather: need 1 <= warps <= 32, 1 <= sms <= %d, rows >= 1\n", env->prop.multiProcessorCount);
+    if (warps < (version == 4 ? 2 : 1) || warps > 32 || sms < 1 || sms > env->prop.multiProcessorCount || n < 1) {
+        fprintf(stderr, "dhbench: gather: need 1 <= warps <= 32 (2 for version 4), 1 <= sms <= %d, rows >= 1\n",
+                env->prop.multiProcessorCount);
         return -1;
     }
     const size_t slots = (size_t)(pool_gb * 1e9) / row_bytes;
