@@ -13,7 +13,7 @@
  *   2  one warp per row, lanes on consecutive 16-byte chunks (a warp instruction touches one
  *      row's 512 contiguous bytes);
  *   3  = 2 with 4 rows per warp loaded before any is reduced (4x the bytes in flight per warp);
- *   4  the copy engine: one thread of warp 0 issues a bulk asynchronous copy per row
+ *   4  the copy engine: warp 0 issues a bulk asynchronous copy per row (lane i: row i of a stage)
  *      (cp.async.bulk, completion counted in bytes on a stage's mbarrier) into a ring of
  *      shared-memory stages of 16 rows (~180 KB in all), the other warps reduce each landed
  *      stage and hand it back: bytes in flight without registers or load instructions, the
@@ -131,17 +131,21 @@ __global__ void gather_v4(const uint8_t *__restrict__ pool, size_t stride, const
     __syncthreads();
     int k = 0;   /* this block's k-th tile */
     if (warp == 0) {
-        if (lane == 0)
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x, k++) {
-                const int s = k % ST, rows = min(G4_ROWS, n - t * G4_ROWS);
+        /* Lane i issues row i's copy: the 16 row ids load in parallel, and lane 0 alone waits
+         * for the free stage and announces the stage's bytes. */
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x, k++) {
+            const int s = k % ST, rows = min(G4_ROWS, n - t * G4_ROWS);
+            const int32_t id = lane < rows ? idx[t * G4_ROWS + lane] : 0;
+            if (lane == 0) {
                 if (k >= ST) g4_wait(empty + 8 * s, ((k / ST) - 1) & 1);
                 asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full + 8 * s), "r"(rows * ROW) : "memory");
-                for (int i = 0; i < rows; i++) {
-                    const uint8_t *src = pool + (size_t)idx[t * G4_ROWS + i] * stride;
-                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                                 ::"r"(base + (s * G4_ROWS + i) * ROW), "l"(src), "r"(ROW), "r"(full + 8 * s) : "memory");
-                }
             }
+            __syncwarp();
+            if (lane < rows)
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             ::"r"(base + (s * G4_ROWS + lane) * ROW), "l"(pool + (size_t)id * stride), "r"(ROW), "r"(full + 8 * s)
+                             : "memory");
+        }
         return;
     }
     for (int t = blockIdx.x; t < tiles; t += gridDim.x, k++) {
