@@ -39,6 +39,7 @@
 #include "kernels/attention.cuh"
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
+#include "kernels/sync.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -547,15 +548,8 @@ __global__ void __launch_bounds__(A4_THREADS, 1) attn4_kernel(const attn_args a,
                 const uint8_t *rr = raw + j * RB;
                 if (o < 32) {
                     const __half2 sc2 = __float2half2_rn(*(const float *)(rr + 512 + 4 * (o / 8)));
-                    const uint4 v = *(const uint4 *)(rr + o * 16);
-                    const __nv_fp8x2_storage_t *p2 = (const __nv_fp8x2_storage_t *)&v;
                     uint4 w[2];
-                    __half2 *h2 = (__half2 *)w;
-#pragma unroll
-                    for (int e = 0; e < 8; e++) {
-                        __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(p2[e], __NV_E4M3);
-                        h2[e] = __hmul2(*(__half2 *)&hr, sc2);
-                    }
+                    dh_fp8x16_to_f16(*(const uint4 *)(rr + o * 16), sc2, w);
                     *(uint4 *)(Kw + j * AT_KS + o * 16) = w[0];
                     *(uint4 *)(Kw + j * AT_KS + o * 16 + 8) = w[1];
                 } else {
@@ -888,6 +882,11 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     a.part_o = sc.part_o;   /* holds fp16 partials here */
     a.part_lse = sc.part_lse;
     a.merge_cnt = sc.merge_cnt;
+    if (version == 9 && a.splits > 1 && (long long)a.splits * a.nq * (a.heads / AT_H) > sms) {
+        fprintf(stderr, "dhbench: attention v9: %d splits x %d blocks per split exceed %d SMs: the in-kernel merge "
+                        "needs every block resident (ask for fewer splits)\n", a.splits, a.nq * (a.heads / AT_H), sms);
+        exit(1);
+    }
     if (version >= 6) {
         attn6_launch(a, out, st, version);
     } else {

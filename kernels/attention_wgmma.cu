@@ -34,6 +34,7 @@
 #include "kernels/attention.cuh"
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
+#include "kernels/sync.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -94,23 +95,6 @@ __device__ __forceinline__ void a6_fence_reg(float &r) { asm volatile("" : "+f"(
 
 __device__ __forceinline__ void a6_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 __device__ __forceinline__ void a6_consumer_bar() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
-
-__device__ __forceinline__ void a6_mbar_init(uint32_t bar, int count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void a6_mbar_arrive(uint32_t bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void a6_mbar_wait(uint32_t bar, int parity)
-{
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    } while (!done);
-}
 
 __device__ __forceinline__ void a6_cp_async16(uint32_t dst, const void *src, int src_bytes)
 {
@@ -185,6 +169,38 @@ __device__ __forceinline__ uint4 a6_bf16x8_to_f16(uint4 v)
     return w;
 }
 
+/* e4m3 codes 16 o .. 16 o + 15 of a row (one 16-byte chunk) times the group scale g, as fp16,
+ * into chunks 2 o and 2 o + 1 of row j of a stage. */
+__device__ __forceinline__ void a6_dequant_chunk(uint8_t *stage, int j, int o, uint4 v, float g)
+{
+    uint4 w[2];
+    dh_fp8x16_to_f16(v, __float2half2_rn(g), w);
+    *(uint4 *)(stage + a6_swz(j, 2 * o)) = w[0];
+    *(uint4 *)(stage + a6_swz(j, 2 * o + 1)) = w[1];
+}
+
+/* Row j of a BF16 tile by cp.async into the stage at sst: this thread's 36 chunks (hf, hf + 2,
+ * ..) in the swizzled layout; not valid: zeros (a zero-byte copy from the valid address any). */
+__device__ __forceinline__ void a6_cp_async_row(uint32_t sst, int j, int hf, bool valid, const uint8_t *src,
+                                                const void *any)
+{
+#pragma unroll 4
+    for (int i = 0; i < 36; i++) {
+        const int c = hf + 2 * i;
+        a6_cp_async16(sst + a6_swz(j, c), valid ? (const void *)(src + c * 16) : any, valid ? 16 : 0);
+    }
+}
+
+/* The diagnostic producer (A6_DIAG_CONSUMERS): each stage handed over as it is, unfilled. */
+__device__ __forceinline__ void a6_producer_unfilled(uint32_t bar_full, int ntiles)
+{
+    const uint32_t bar_empty = bar_full + 16;
+    for (int t = 0; t < ntiles; t++) {
+        if (t >= 2) dh_mbar_wait(bar_empty + 8 * (t & 1), ((t >> 1) - 1) & 1);
+        dh_mbar_arrive(bar_full + 8 * (t & 1));
+    }
+}
+
 /* The producer warpgroup: for every tile, wait for its stage to be free, fill it, arrive on
  * its full barrier. Thread p owns row p / 2 of each tile and every second 16-byte chunk of
  * it (p % 2 + 2 i), so the two threads of a row read adjacent chunks (one 32-byte sector). */
@@ -192,17 +208,11 @@ template <int FMT, int V>
 __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
                                             int re, int ntiles)
 {
-    constexpr int DIAG = a6_variant<V>::diag;
     const int j = p >> 1, hf = p & 1;
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
     long long next_id = j < min(A6_N, re - rb) ? attn4_row_id(a, q, rb + j) : 0;
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, base = rb + t * A6_N, cnt = min(A6_N, re - base);
-        if (DIAG == A6_DIAG_CONSUMERS) {   /* the stage keeps whatever it holds */
-            if (t >= 2) a6_mbar_wait(bar_empty + 8 * (t & 1), ((t >> 1) - 1) & 1);
-            a6_mbar_arrive(bar_full + 8 * (t & 1));
-            continue;
-        }
         const long long id = next_id;
         if (t + 1 < ntiles && j < min(A6_N, re - base - A6_N)) next_id = attn4_row_id(a, q, base + A6_N + j);
         const bool valid = j < cnt;
@@ -224,7 +234,7 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
 #pragma unroll
                 for (int i = 0; i < 4; i++) rope[i] = make_uint4(0, 0, 0, 0);
             }
-            if (t >= 2) a6_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+            if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
 #pragma unroll
             for (int i = 0; i < 16; i++) {
                 const int o = hf + 2 * i;   /* latent codes 16 o .. 16 o + 15: chunks 2 o, 2 o + 1 */
@@ -244,37 +254,16 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
 #pragma unroll
             for (int i = 0; i < 4; i++) *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * i)) = a6_bf16x8_to_f16(rope[i]);
         } else {
-            if (t >= 2) a6_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+            if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
             const uint32_t sst = sbase + A6_TILE_BYTES * (1 + s);
-#pragma unroll 4
-            for (int i = 0; i < 36; i++) {
-                const int c = hf + 2 * i;
-                a6_cp_async16(sst + a6_swz(j, c), valid ? (const void *)(src + c * 16) : (const void *)a.q, valid ? 16 : 0);
-            }
+            a6_cp_async_row(sst, j, hf, valid, src, a.q);
             asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
         }
         /* Make this thread's writes visible to the tensor cores' (async proxy) reads, then
          * count it in the stage's full barrier (its release orders the writes before). */
         a6_fence_proxy();
-        a6_mbar_arrive(bar_full + 8 * s);
+        dh_mbar_arrive(bar_full + 8 * s);
     }
-}
-
-/* e4m3 codes 16 o .. 16 o + 15 of a row (one 16-byte chunk) times the group scale g, as fp16,
- * into chunks 2 o and 2 o + 1 of row j of a stage. */
-__device__ __forceinline__ void a6_dequant_chunk(uint8_t *stage, int j, int o, uint4 v, float g)
-{
-    const __half2 g2 = __float2half2_rn(g);
-    const __nv_fp8x2_storage_t *p2 = (const __nv_fp8x2_storage_t *)&v;
-    uint4 w[2];
-    __half2 *h2 = (__half2 *)w;
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(p2[e], __NV_E4M3);
-        h2[e] = __hmul2(*(__half2 *)&hr, g2);
-    }
-    *(uint4 *)(stage + a6_swz(j, 2 * o)) = w[0];
-    *(uint4 *)(stage + a6_swz(j, 2 * o + 1)) = w[1];
 }
 
 /* Version 10's producer: the next tile's loads travel while this one is converted and while
@@ -291,16 +280,8 @@ template <int FMT, int V>
 __device__ __forceinline__ void a6_producer_pipe(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
                                                  int re, int ntiles)
 {
-    constexpr int DIAG = a6_variant<V>::diag;
     const int j = p >> 1, hf = p & 1;
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
-    if (DIAG == A6_DIAG_CONSUMERS) {   /* stages handed over unfilled */
-        for (int t = 0; t < ntiles; t++) {
-            if (t >= 2) a6_mbar_wait(bar_empty + 8 * (t & 1), ((t >> 1) - 1) & 1);
-            a6_mbar_arrive(bar_full + 8 * (t & 1));
-        }
-        return;
-    }
     /* This thread's row of tile t exists (the split's last tile may be short). */
     auto has_row = [&](int t) { return t < ntiles && rb + t * A6_N + j < re; };
     long long id_cur = has_row(0) ? attn4_row_id(a, q, rb + j) : 0;
@@ -312,13 +293,9 @@ __device__ __forceinline__ void a6_producer_pipe(const attn_args &a, uint8_t *sm
             const uint8_t *src = valid ? attn4_row_ptr(a, id_cur) : nullptr;
             id_cur = id_next;
             id_next = has_row(t + 2) ? attn4_row_id(a, q, rb + (t + 2) * A6_N + j) : 0;
-            if (t >= 2) a6_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+            if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
             const uint32_t sst = sbase + A6_TILE_BYTES * (1 + s);
-#pragma unroll 4
-            for (int i = 0; i < 36; i++) {
-                const int c = hf + 2 * i;
-                a6_cp_async16(sst + a6_swz(j, c), valid ? (const void *)(src + c * 16) : (const void *)a.q, valid ? 16 : 0);
-            }
+            a6_cp_async_row(sst, j, hf, valid, src, a.q);
             asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar_full + 8 * s) : "memory");
         }
         asm volatile("cp.async.wait_all;" ::: "memory");
@@ -348,7 +325,7 @@ __device__ __forceinline__ void a6_producer_pipe(const attn_args &a, uint8_t *sm
         uint8_t *stage = sm + A6_TILE_BYTES * (1 + s);
         const uint8_t *nsrc = has_row(t + 1) ? attn4_row_ptr(a, id_next) : nullptr;
         id_next = has_row(t + 2) ? attn4_row_id(a, q, rb + (t + 2) * A6_N + j) : 0;
-        if (t >= 2) a6_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+        if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
         const float gz = sc.z, gw = sc.w;   /* half B's scales, before half A is reloaded */
 #pragma unroll
         for (int i = 0; i < 8; i++) a6_dequant_chunk(stage, j, hf + 2 * i, lat[i], (hf + 2 * i) < 8 ? sc.x : sc.y);
@@ -359,7 +336,7 @@ __device__ __forceinline__ void a6_producer_pipe(const attn_args &a, uint8_t *sm
         for (int i = 0; i < 4; i++) *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * i)) = a6_bf16x8_to_f16(rope[i]);
         if (t + 1 < ntiles) load_b(nsrc);
         a6_fence_proxy();
-        a6_mbar_arrive(bar_full + 8 * s);
+        dh_mbar_arrive(bar_full + 8 * s);
     }
 }
 
@@ -407,10 +384,10 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
     const int ntiles = re > rb ? (re - rb + A6_N - 1) / A6_N : 0;
 
     if (tid == 0) {
-        a6_mbar_init(bar_full, 128);
-        a6_mbar_init(bar_full + 8, 128);
-        a6_mbar_init(bar_empty, 256);
-        a6_mbar_init(bar_empty + 8, 256);
+        dh_mbar_init(bar_full, 128);
+        dh_mbar_init(bar_full + 8, 128);
+        dh_mbar_init(bar_empty, 256);
+        dh_mbar_init(bar_empty + 8, 256);
     }
     if (!STAGED) a6_load_q<FMT, A6_THREADS>(a, sm, tid, q, hb);   /* all threads, before anything else */
     a6_fence_proxy();
@@ -420,7 +397,8 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
      * the consumers can hold their 128 output accumulators, S and the softmax state. */
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A6_PRODUCER_REGS(OVERLAP)));
-        if (a6_variant<V>::pipe) a6_producer_pipe<FMT, V>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+        if (a6_variant<V>::diag == A6_DIAG_CONSUMERS) a6_producer_unfilled(sbase + A6_BAR_OFF, ntiles);
+        else if (a6_variant<V>::pipe) a6_producer_pipe<FMT, V>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
         else a6_producer<FMT, V>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A6_CONSUMER_REGS(OVERLAP)));
@@ -558,7 +536,8 @@ __device__ __forceinline__ void a6_store_out(const float (&o)[128], float i0, fl
  * cooperative, so every block of the grid is resident and a block may wait for the others of
  * its query: each block publishes its partials (a fence by every writer, then one arrival) and
  * waits until all splits have arrived; the last block to leave the wait sets both counts back
- * to zero for the next launch (every block has then stopped reading them). Then each block
+ * to zero for the next launch (every block has then stopped reading them; a launch that is
+ * aborted midway leaves them set, and two launches may not share them at once). Then each block
  * merges its 1/splits share of the 64 x 512 outputs: the splits' log-sum-exps of the 64 heads
  * are read once into shared memory (the free key stages) and turned into weights there, and
  * each thread reads 8 outputs' partials of 4 splits at a time (32 loads in flight), from L2. */
@@ -654,7 +633,7 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
 
     float sc[16];
     if (OVERLAP && ntiles > 0) {
-        a6_mbar_wait(bar_full, 0);
+        dh_mbar_wait(bar_full, 0);
         a6_issue_s<FMT>(sc, sQ, sK, w);
         a6_wgmma_wait0();
 #pragma unroll
@@ -664,11 +643,11 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
         const int s = t & 1, cnt = min(A6_N, re - (rb + t * A6_N));
         const uint32_t stage = sK + A6_TILE_BYTES * s;
         if (DIAG == A6_DIAG_PRODUCER) {   /* take the tile and hand the stage back at once */
-            a6_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
+            dh_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
         } else if (OVERLAP) {
             float sn[16];
             if (t + 1 < ntiles) {
-                a6_mbar_wait(bar_full + 8 * (s ^ 1), ((t + 1) >> 1) & 1);
+                dh_mbar_wait(bar_full + 8 * (s ^ 1), ((t + 1) >> 1) & 1);
                 a6_issue_s<FMT>(sn, sQ, sK + A6_TILE_BYTES * (s ^ 1), w);
             }
             a6_softmax<FMT>(sc, o, sm, red, w, qd, r0, r1, cnt, sscale, m0, m1, l0, l1);
@@ -681,7 +660,7 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
                 for (int i = 0; i < 16; i++) a6_fence_reg(sn[i]), sc[i] = sn[i];
             }
         } else {
-            a6_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
+            dh_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
             if (a6_variant<V>::pipe) a6_fence_proxy();   /* the stage may have been filled by cp.async */
             a6_issue_s<FMT>(sc, sQ, stage, w);
             a6_wgmma_wait0();
@@ -693,7 +672,7 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
 #pragma unroll
             for (int i = 0; i < 128; i++) a6_fence_reg(o[i]);
         }
-        a6_mbar_arrive(bar_empty + 8 * s);
+        dh_mbar_arrive(bar_empty + 8 * s);
     }
 
     /* Row sums: the quad, then the two warpgroups (same running maximum, so the sums add). */

@@ -20,6 +20,7 @@
  *      way a producer with few threads could keep many rows moving. */
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
+#include "kernels/sync.cuh"
 
 #include <algorithm>
 #include <string>
@@ -48,8 +49,11 @@ __global__ void gather_v1(const uint8_t *__restrict__ pool, size_t stride, const
 {
     const int pairs = gridDim.x * blockDim.x / 2;
     const int hf = threadIdx.x & 1;
-    for (int r = (blockIdx.x * blockDim.x + threadIdx.x) / 2; r < n; r += pairs) {
-        const uint8_t *row = pool + (size_t)idx[r] * stride;
+    /* The loop bound is the warp's first row, so all 32 lanes stay for the shuffle. */
+    const int warp_row0 = (blockIdx.x * blockDim.x + threadIdx.x) / 32 * 16;
+    for (int r = (blockIdx.x * blockDim.x + threadIdx.x) / 2, w0 = warp_row0; w0 < n; r += pairs, w0 += pairs) {
+        const bool in = r < n;
+        const uint8_t *row = pool + (size_t)idx[in ? r : w0] * stride;
         uint4 v[(CH + 1) / 2];
 #pragma unroll
         for (int i = 0; i < (CH + 1) / 2; i++) {
@@ -60,7 +64,7 @@ __global__ void gather_v1(const uint8_t *__restrict__ pool, size_t stride, const
 #pragma unroll
         for (int i = 0; i < (CH + 1) / 2; i++) s += gather_sum4(v[i]);
         s += __shfl_xor_sync(0xffffffff, s, 1);
-        if (!hf) out[r] = s;
+        if (!hf && in) out[r] = s;
     }
 }
 
@@ -102,15 +106,6 @@ __global__ void gather_v2(const uint8_t *__restrict__ pool, size_t stride, const
 #define G4_SMEM (180 * 1024)
 static constexpr __host__ __device__ int g4_stages(int row_bytes) { return G4_SMEM / (G4_ROWS * row_bytes); }
 
-__device__ __forceinline__ void g4_wait(uint32_t bar, int parity)
-{
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    } while (!done);
-}
-
 template <int ROW>
 __global__ void gather_v4(const uint8_t *__restrict__ pool, size_t stride, const int32_t *__restrict__ idx, int n,
                           uint32_t *__restrict__ out)
@@ -123,8 +118,8 @@ __global__ void gather_v4(const uint8_t *__restrict__ pool, size_t stride, const
     const int tiles = (n + G4_ROWS - 1) / G4_ROWS;
     if (threadIdx.x == 0) {
         for (int s = 0; s < ST; s++) {
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(full + 8 * s) : "memory");
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(empty + 8 * s), "r"(reducers) : "memory");
+            dh_mbar_init(full + 8 * s, 1);
+            dh_mbar_init(empty + 8 * s, reducers);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -137,7 +132,7 @@ __global__ void gather_v4(const uint8_t *__restrict__ pool, size_t stride, const
             const int s = k % ST, rows = min(G4_ROWS, n - t * G4_ROWS);
             const int32_t id = lane < rows ? idx[t * G4_ROWS + lane] : 0;
             if (lane == 0) {
-                if (k >= ST) g4_wait(empty + 8 * s, ((k / ST) - 1) & 1);
+                if (k >= ST) dh_mbar_wait(empty + 8 * s, ((k / ST) - 1) & 1);
                 asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full + 8 * s), "r"(rows * ROW) : "memory");
             }
             __syncwarp();
@@ -150,7 +145,7 @@ __global__ void gather_v4(const uint8_t *__restrict__ pool, size_t stride, const
     }
     for (int t = blockIdx.x; t < tiles; t += gridDim.x, k++) {
         const int s = k % ST, rows = min(G4_ROWS, n - t * G4_ROWS);
-        g4_wait(full + 8 * s, (k / ST) & 1);
+        dh_mbar_wait(full + 8 * s, (k / ST) & 1);
         for (int i = warp - 1; i < rows; i += reducers) {
             const uint8_t *row = g4_smem + (s * G4_ROWS + i) * ROW;
             uint32_t sum = 0;
@@ -160,7 +155,7 @@ __global__ void gather_v4(const uint8_t *__restrict__ pool, size_t stride, const
             if (lane == 0) out[t * G4_ROWS + i] = sum;
         }
         __syncwarp();
-        if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(empty + 8 * s) : "memory");
+        if (lane == 0) dh_mbar_arrive(empty + 8 * s);
     }
 }
 

@@ -1,0 +1,42 @@
+/* sync.cuh: the shared-memory barrier (mbarrier) operations and the FP8 -> fp16 conversion of
+ * one 16-byte chunk, shared by the kernels that use them (attention.cu, attention_wgmma.cu,
+ * gather.cu). Addresses are shared-memory (cvta'd) 32-bit addresses. */
+#ifndef KERNELS_SYNC_CUH
+#define KERNELS_SYNC_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+__device__ __forceinline__ void dh_mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void dh_mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+/* Spins until the barrier's phase with the given parity has completed. */
+__device__ __forceinline__ void dh_mbar_wait(uint32_t bar, int parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+
+/* Sixteen e4m3 codes (one 16-byte chunk of a row) times the group scale g2, as sixteen fp16
+ * (two 16-byte chunks): e4m3 converts to fp16 exactly, the product rounds once. */
+__device__ __forceinline__ void dh_fp8x16_to_f16(uint4 v, __half2 g2, uint4 (&w)[2])
+{
+    const __nv_fp8x2_storage_t *p2 = (const __nv_fp8x2_storage_t *)&v;
+    __half2 *h2 = (__half2 *)w;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(p2[e], __NV_E4M3);
+        h2[e] = __hmul2(*(__half2 *)&hr, g2);
+    }
+}
+
+#endif
