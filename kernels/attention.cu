@@ -1065,13 +1065,36 @@ static double check_query(const std::vector<uint16_t> &q_h, int qi, int heads, i
     return rel_l2(gpu_out, ref.data(), ref.size());
 }
 
-static int parse_format(const bench_params &p)
+/* The row format of a grid point, or -1 after an error line. */
+static int parse_format(const bench_params &p, const char *bench)
 {
     std::string f = p.str("format", "fp8");
     if (f == "fp8") return KREF_ROW_FP8;
     if (f == "bf16") return KREF_ROW_BF16;
-    fprintf(stderr, "dhbench: attention: format '%s' is not fp8 or bf16\n", f.c_str());
-    exit(1);
+    fprintf(stderr, "dhbench: %s: format '%s' is not fp8 or bf16\n", bench, f.c_str());
+    return -1;
+}
+
+/* diag=producer|consumers: version 8 or 10 with one side of its pipeline alone (NOTES.md),
+ * timed but not checked (its output is wrong by design). A6_DIAG_*, or -1 after an error line. */
+static int parse_diag(const bench_params &p, int version)
+{
+    const std::string name = p.str("diag", "none");
+    const int diag = name == "none" ? A6_DIAG_NONE : name == "producer" ? A6_DIAG_PRODUCER
+                   : name == "consumers" ? A6_DIAG_CONSUMERS : -1;
+    if (diag < 0 || (diag != A6_DIAG_NONE && version != 8 && version != 10)) {
+        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8 or 10\n",
+                name.c_str());
+        return -1;
+    }
+    return diag;
+}
+
+int bench_attention_check(const char *bench, const bench_params &p)
+{
+    const int version = attn_version(p, bench);
+    if (version < 0 || parse_format(p, bench) < 0) return -1;
+    return strcmp(bench, "attention") == 0 && parse_diag(p, version) < 0 ? -1 : 0;
 }
 
 /* Checks the sampled queries on several host threads; returns the worst error. */
@@ -1110,22 +1133,13 @@ int bench_attention(bench_env *env, const bench_params &p)
     const int k = (int)p.num("k", 2048);
     const int heads = (int)p.num("heads", 64);
     const int version = attn_version(p, "attention");
-    if (version < 0) return -1;
-    const int format = parse_format(p);
+    const int format = version < 0 ? -1 : parse_format(p, "attention");
+    const int diag = format < 0 ? -1 : parse_diag(p, version);
+    if (diag < 0) return -1;
     const double miss_frac = p.real("miss_frac", 0.0);
     const int row_bytes = (int)kref_row_bytes(format);
     const float sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));
     if (heads % AT_H || k < 1) { fprintf(stderr, "dhbench: attention: heads must be a multiple of 64\n"); return -1; }
-    /* diag=producer|consumers: version 8 or 10 with one side of its pipeline alone (NOTES.md),
-     * timed but not checked (its output is wrong by design). */
-    const std::string diag_name = p.str("diag", "none");
-    const int diag = diag_name == "none" ? A6_DIAG_NONE : diag_name == "producer" ? A6_DIAG_PRODUCER
-                   : diag_name == "consumers" ? A6_DIAG_CONSUMERS : -1;
-    if (diag < 0 || (diag != A6_DIAG_NONE && version != 8 && version != 10)) {
-        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8 or 10\n",
-                diag_name.c_str());
-        return -1;
-    }
 
     size_t set_rows = (size_t)nq * k, set_bytes = set_rows * row_bytes;
     int nsets = (int)std::max<size_t>(1, std::min<size_t>(12, 4 * (size_t)env->prop.l2CacheSize / set_bytes + 1));
@@ -1230,8 +1244,8 @@ int bench_verify(bench_env *env, const bench_params &p)
     const double overlap = p.real("overlap", 0.7);
     const double miss_frac = p.real("miss_frac", 0.142);
     const int version = attn_version(p, "verify");
-    if (version < 0) return -1;
-    const int format = parse_format(p);
+    const int format = version < 0 ? -1 : parse_format(p, "verify");
+    if (format < 0) return -1;
     const int heads = 64, row_bytes = (int)kref_row_bytes(format);
     const int sms = env->prop.multiProcessorCount;
     const int fetch_sms = (int)p.num("sms", 8);
@@ -1445,8 +1459,8 @@ int bench_ring(bench_env *env, const bench_params &p)
     const int cap = (int)p.num("window", 4096);
     const int nb = (int)p.num("append", 8);
     const int version = attn_version(p, "ring");
-    if (version < 0) return -1;
-    const int format = parse_format(p);
+    const int format = version < 0 ? -1 : parse_format(p, "ring");
+    if (format < 0) return -1;
     const int heads = 64, row_bytes = (int)kref_row_bytes(format);
     const float sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));
     /* The ring has wrapped: appended > cap, so the window straddles the end of the buffer. */

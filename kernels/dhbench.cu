@@ -61,7 +61,7 @@ long long bench_params::num(const char *key, long long def) const
             long long v = strtoll(e.second.c_str(), &end, 10);
             if (errno || *end || end == e.second.c_str()) {
                 fprintf(stderr, "dhbench: %s=%s is not an integer\n", key, e.second.c_str());
-                exit(1);
+                exit(2);
             }
             return v;
         }
@@ -77,7 +77,7 @@ double bench_params::real(const char *key, double def) const
             double v = strtod(e.second.c_str(), &end);
             if (errno || *end || end == e.second.c_str()) {
                 fprintf(stderr, "dhbench: %s=%s is not a number\n", key, e.second.c_str());
-                exit(1);
+                exit(2);
             }
             return v;
         }
@@ -356,19 +356,15 @@ static int run_point(bench_env *env, const std::string &kernel, const bench_para
     return bench_gemm(env, p);
 }
 
-/* Expands the grid in the order the keys are written, the last key varying fastest. */
-static void run_grid(bench_env *env, const grid_line &g)
+/* Calls fn on every point of the grid, in the order the keys are written, the last key
+ * varying fastest. */
+static void for_each_point(const grid_line &g, const std::function<void(const bench_params &)> &fn)
 {
     std::vector<size_t> at(g.keys.size(), 0);
     for (;;) {
         bench_params p;
         for (size_t i = 0; i < g.keys.size(); i++) p.kv.push_back({g.keys[i].first, g.keys[i].second[at[i]]});
-        if (run_point(env, g.kernel, p)) {
-            env->failures++;
-            std::string desc;
-            for (auto &e : p.kv) desc += " " + e.first + "=" + e.second;
-            fprintf(stderr, "dhbench: %s%s: failed\n", g.kernel.c_str(), desc.c_str());
-        }
+        fn(p);
         size_t i = g.keys.size();
         while (i > 0) {
             i--;
@@ -378,6 +374,32 @@ static void run_grid(bench_env *env, const grid_line &g)
         }
         if (g.keys.empty()) return;
     }
+}
+
+static void run_grid(bench_env *env, const grid_line &g)
+{
+    for_each_point(g, [&](const bench_params &p) {
+        if (run_point(env, g.kernel, p)) {
+            env->failures++;
+            std::string desc;
+            for (auto &e : p.kv) desc += " " + e.first + "=" + e.second;
+            fprintf(stderr, "dhbench: %s%s: failed\n", g.kernel.c_str(), desc.c_str());
+        }
+    });
+}
+
+/* The checks of every grid point that need no device, before the first CUDA call: a bad
+ * value is one error line and exit 2, with nothing measured and no output file. */
+static void check_grid(const grid_line &g)
+{
+    for_each_point(g, [&](const bench_params &p) {
+        int bad = 0;
+        if (g.kernel == "attention" || g.kernel == "verify" || g.kernel == "ring")
+            bad = bench_attention_check(g.kernel.c_str(), p);
+        else if (g.kernel == "gather")
+            bad = bench_gather_check(p);
+        if (bad) exit(2);
+    });
 }
 
 /* A positive integer option value, or one error line and exit 2 (no CUDA call has run yet). */
@@ -443,6 +465,7 @@ int main(int argc, char **argv)
         lines.push_back(g);
         env.suite = "kernel-" + kernel;
     }
+    for (auto &g : lines) check_grid(g);
     if (env.quick) env.suite += "-quick";
     if (env.b2b > 1) env.suite += "-b2b" + std::to_string(env.b2b);
     g_csv_stdout = out.empty();

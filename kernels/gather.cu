@@ -177,30 +177,47 @@ static void gather_launch(int version, int blocks, int threads, const uint8_t *p
     CUDA_LAUNCH_CHECK();
 }
 
-int bench_gather(bench_env *env, const bench_params &p)
+/* A grid point's parameters that need no device: 0, or -1 after an error line. */
+int bench_gather_check(const bench_params &p)
 {
     const int version = (int)p.num("version", 2);
     const int row_bytes = (int)p.num("row_bytes", KREF_ROW_BYTES_FP8);
     const int n = (int)p.num("rows", 262144);
-    const double pool_gb = p.real("pool_gb", 4.0);
     const int warps = (int)p.num("warps", 4);
-    const int sms = (int)p.num("sms", env->prop.multiProcessorCount);
     if (version < 1 || version > 4) { fprintf(stderr, "dhbench: gather: version %d is not 1 to 4\n", version); return -1; }
     if (row_bytes != KREF_ROW_BYTES_FP8 && row_bytes != KREF_ROW_BYTES_BF16) {
         fprintf(stderr, "dhbench: gather: row_bytes %d is not %d or %d\n", row_bytes, (int)KREF_ROW_BYTES_FP8,
                 (int)KREF_ROW_BYTES_BF16);
         return -1;
     }
-    if (warps < (version == 4 ? 2 : 1) || warps > 32 || sms < 1 || sms > env->prop.multiProcessorCount || n < 1) {
-        fprintf(stderr, "dhbench: gather: need 1 <= warps <= 32 (2 for version 4), 1 <= sms <= %d, rows >= 1\n",
-                env->prop.multiProcessorCount);
+    if (warps < (version == 4 ? 2 : 1) || warps > 32 || n < 1) {
+        fprintf(stderr, "dhbench: gather: warps=%d rows=%d: need 1 <= warps <= 32 (2 for version 4) and rows >= 1\n",
+                warps, n);
         return -1;
     }
-    const size_t slots = (size_t)(pool_gb * 1e9) / row_bytes;
+    const double pool_gb = p.real("pool_gb", 4.0);
+    const size_t slots = pool_gb > 0 ? (size_t)(pool_gb * 1e9) / row_bytes : 0;
     if (slots < (size_t)n || slots > 0x7fffffff) {
         fprintf(stderr, "dhbench: gather: a %.3g GB pool holds %zu rows, need rows <= slots < 2^31\n", pool_gb, slots);
         return -1;
     }
+    return 0;
+}
+
+int bench_gather(bench_env *env, const bench_params &p)
+{
+    if (bench_gather_check(p)) return -1;
+    const int version = (int)p.num("version", 2);
+    const int row_bytes = (int)p.num("row_bytes", KREF_ROW_BYTES_FP8);
+    const int n = (int)p.num("rows", 262144);
+    const double pool_gb = p.real("pool_gb", 4.0);
+    const int warps = (int)p.num("warps", 4);
+    const int sms = (int)p.num("sms", env->prop.multiProcessorCount);
+    if (sms < 1 || sms > env->prop.multiProcessorCount) {
+        fprintf(stderr, "dhbench: gather: sms=%d is not 1 to %d\n", sms, env->prop.multiProcessorCount);
+        return -1;
+    }
+    const size_t slots = (size_t)(pool_gb * 1e9) / row_bytes;
     /* Distinct random slots in a random order, several sets rotated over the timed runs. */
     const int nsets = env->quick ? 1 : 4;
     bench_rng rng(0x9a7e ^ (uint64_t)row_bytes * 977 ^ (uint64_t)n);

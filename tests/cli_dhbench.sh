@@ -1,7 +1,8 @@
 #!/bin/sh
-# tests/cli_dhbench.sh: bin/dhbench's command line, which is read before any CUDA call, so it
-# runs where nvcc exists and no GPU does. Each bad option gives one error line naming it and
-# exit status 2, and no output file. Prints PASS/FAIL per case.
+# tests/cli_dhbench.sh: bin/dhbench's command line and the grid points' device-free checks,
+# which run before any CUDA call, so this runs where nvcc exists and no GPU does. Each bad
+# option or value gives one error line naming it and exit status 2, and no output file.
+# Prints PASS/FAIL per case.
 bin=./bin/dhbench
 if [ ! -x "$bin" ]; then
   if [ "$(make -s --no-print-directory print-BUILD_CUDA)" = 1 ]; then echo "FAIL dhbench_built (nvcc exists)"; else echo "PASS dhbench_not_built_without_nvcc"; fi
@@ -23,6 +24,24 @@ bad b2b_trailing "--b2b '5x'" --suite default --b2b 5x
 bad b2b_negative "--b2b '-2'" --suite default --b2b -2
 bad reps_word "--reps 'many'" --suite default --reps many
 bad reps_huge "--reps '99999999999'" --suite default --reps 99999999999
+# Grid values, on the command line and in a suite file: checked for every point before the device.
+bad attn_version "version 11 is not 1 to 10" --kernel attention version=8,11
+bad attn_diag_name "diag=bogus" --kernel attention version=8 diag=bogus
+bad attn_diag_version "diag=producer: need" --kernel attention version=6 diag=producer
+bad attn_format "format 'fp4'" --kernel attention format=fp8,fp4
+bad verify_version "verify: version 0" --kernel verify version=0
+bad ring_version "ring: version 12" --kernel ring version=12
+bad not_integer "version=x is not an integer" --kernel attention version=x
+bad gather_version "gather: version 5" --kernel gather version=5
+bad gather_row_bytes "row_bytes 700" --kernel gather row_bytes=700
+bad gather_warps "warps=1 rows=" --kernel gather version=4 warps=1
+bad gather_pool "need rows <= slots" --kernel gather rows=1000 pool_gb=0.0001
+printf 'gather version=1 row_bytes=656\nattention version=8 diag=consumers,sideways\n' > "$tmp/bad.suite"
+bad suite_value "diag=sideways" --suite "$tmp/bad.suite"
 # A good value gets past the option checks (to the suite, or to the missing device here).
 "$bin" --suite default --b2b 20 --reps 3 --out "$tmp/ok" >/dev/null 2>"$tmp/err"
 if ! grep -q 'need an integer' "$tmp/err"; then echo "PASS b2b_accepted"; else echo "FAIL b2b_accepted ($(cat "$tmp/err"))"; fi
+for args in "--suite default" "--suite attention" "--kernel attention version=8,10 diag=producer,consumers" "--kernel gather version=4 warps=2"; do
+  "$bin" $args --out "$tmp/ok2" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ "$rc" -ne 2 ]; then echo "PASS good_values_pass ($args)"; else echo "FAIL good_values_pass ($args: $(cat "$tmp/err"))"; fi
+done
