@@ -553,16 +553,7 @@ __global__ void __launch_bounds__(A4_THREADS, 1) attn4_kernel(const attn_args a,
                     *(uint4 *)(Kw + j * AT_KS + o * 16) = w[0];
                     *(uint4 *)(Kw + j * AT_KS + o * 16 + 8) = w[1];
                 } else {
-                    const uint4 v = *(const uint4 *)(rr + 528 + (o - 32) * 16);
-                    const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&v;
-                    uint4 w;
-                    uint32_t *w32 = (uint32_t *)&w;
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float2 f = __bfloat1622float2(b2[e]);
-                        w32[e] = a4_pack(f.x, f.y, (T *)nullptr);
-                    }
-                    *(uint4 *)(Kw + j * AT_KS + 512 + (o - 32) * 8) = w;
+                    *(uint4 *)(Kw + j * AT_KS + 512 + (o - 32) * 8) = dh_bf16x8_to_f16(*(const uint4 *)(rr + 528 + (o - 32) * 16));
                 }
             }
             __syncthreads();

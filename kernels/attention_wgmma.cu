@@ -154,21 +154,6 @@ template <> struct a6_ops<KREF_ROW_BF16> {
     }
 };
 
-/* Eight bf16 (one 16-byte chunk) -> eight fp16. */
-__device__ __forceinline__ uint4 a6_bf16x8_to_f16(uint4 v)
-{
-    const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&v;
-    uint4 w;
-    uint32_t *w32 = (uint32_t *)&w;
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-        float2 f = __bfloat1622float2(b2[e]);
-        __half2 h = __floats2half2_rn(f.x, f.y);
-        w32[e] = *(uint32_t *)&h;
-    }
-    return w;
-}
-
 /* e4m3 codes 16 o .. 16 o + 15 of a row (one 16-byte chunk) times the group scale g, as fp16,
  * into chunks 2 o and 2 o + 1 of row j of a stage. */
 __device__ __forceinline__ void a6_dequant_chunk(uint8_t *stage, int j, int o, uint4 v, float g)
@@ -252,7 +237,7 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
                 *(uint4 *)(stage + a6_swz(j, 2 * o + 1)) = w[1];
             }
 #pragma unroll
-            for (int i = 0; i < 4; i++) *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * i)) = a6_bf16x8_to_f16(rope[i]);
+            for (int i = 0; i < 4; i++) *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * i)) = dh_bf16x8_to_f16(rope[i]);
         } else {
             if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
             const uint32_t sst = sbase + A6_TILE_BYTES * (1 + s);
@@ -333,7 +318,7 @@ __device__ __forceinline__ void a6_producer_pipe(const attn_args &a, uint8_t *sm
 #pragma unroll
         for (int i = 8; i < 16; i++) a6_dequant_chunk(stage, j, hf + 2 * i, lat[i], (hf + 2 * i) < 24 ? gz : gw);
 #pragma unroll
-        for (int i = 0; i < 4; i++) *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * i)) = a6_bf16x8_to_f16(rope[i]);
+        for (int i = 0; i < 4; i++) *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * i)) = dh_bf16x8_to_f16(rope[i]);
         if (t + 1 < ntiles) load_b(nsrc);
         a6_fence_proxy();
         dh_mbar_arrive(bar_full + 8 * s);
@@ -361,7 +346,7 @@ __device__ __forceinline__ void a6_load_q(const attn_args &a, uint8_t *sm, int t
 #pragma unroll
     for (int i = 0; i < QI; i++) {
         const int c = tid + i * NT;
-        *(uint4 *)(sm + a6_swz(c / 72, c % 72)) = FMT == KREF_ROW_FP8 ? a6_bf16x8_to_f16(qv[i]) : qv[i];
+        *(uint4 *)(sm + a6_swz(c / 72, c % 72)) = FMT == KREF_ROW_FP8 ? dh_bf16x8_to_f16(qv[i]) : qv[i];
     }
 }
 

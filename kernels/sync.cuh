@@ -1,9 +1,11 @@
-/* sync.cuh: the shared-memory barrier (mbarrier) operations and the FP8 -> fp16 conversion of
- * one 16-byte chunk, shared by the kernels that use them (attention.cu, attention_wgmma.cu,
- * gather.cu). Addresses are shared-memory (cvta'd) 32-bit addresses. */
+/* sync.cuh: the shared-memory barrier (mbarrier) operations and the conversions of one 16-byte
+ * chunk to fp16 (FP8 codes times a scale, or bf16), shared by the kernels that use them
+ * (attention.cu, attention_wgmma.cu, gather.cu). Addresses are shared-memory (cvta'd) 32-bit
+ * addresses. */
 #ifndef KERNELS_SYNC_CUH
 #define KERNELS_SYNC_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stdint.h>
@@ -37,6 +39,21 @@ __device__ __forceinline__ void dh_fp8x16_to_f16(uint4 v, __half2 g2, uint4 (&w)
         __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(p2[e], __NV_E4M3);
         h2[e] = __hmul2(*(__half2 *)&hr, g2);
     }
+}
+
+/* Eight bf16 (one 16-byte chunk) -> eight fp16. */
+__device__ __forceinline__ uint4 dh_bf16x8_to_f16(uint4 v)
+{
+    const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&v;
+    uint4 w;
+    uint32_t *w32 = (uint32_t *)&w;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float2 f = __bfloat1622float2(b2[e]);
+        __half2 h = __floats2half2_rn(f.x, f.y);
+        w32[e] = *(uint32_t *)&h;
+    }
+    return w;
 }
 
 #endif
