@@ -113,11 +113,18 @@ int bench_ring(bench_env *env, const bench_params &p);
 int bench_indexer(bench_env *env, const bench_params &p);
 int bench_gemm(bench_env *env, const bench_params &p);
 int bench_gather(bench_env *env, const bench_params &p);
+int bench_topk(bench_env *env, const bench_params &p);
 /* The parameter checks that need no device, run on every grid point before the first CUDA
  * call (dhbench exits 2 on the first failure): 0, or -1 after one error line. bench is
  * "attention", "verify" or "ring" for bench_attention_check. */
 int bench_attention_check(const char *bench, const bench_params &p);
 int bench_gather_check(const bench_params &p);
+int bench_topk_check(const bench_params &p);
+int bench_indexer_check(const bench_params &p);
+/* Top-k (topk.cu) version 1-TK_MAX_VERSION of batch requests of ctx finite scores, 1 <= k <= ctx: ascending
+ * row indices of each request's k largest, ties to the lower row. */
+#define TK_MAX_VERSION 5
+void topk_launch(int version, const float *scores, int batch, int ctx, int k, int32_t *out, cudaStream_t st);
 /* Fetch version 2 (8 rows in flight per warp) on the given SMs, for the paths that stage
  * misses (verification); pool is a device pointer of a mapped host pool. */
 void fetch_launch(const uint8_t *pool, size_t pool_stride, const int64_t *rows, const int32_t *slots,

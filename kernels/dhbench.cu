@@ -8,7 +8,7 @@
  * against the CPU reference before it is timed; a failed check is reported, counted, and the
  * run goes on; the exit status is 1 if any check failed. Results are CSV lines of one fixed
  * schema (bench_csv_header), to DIR/NAME.csv (written whole at the end) or to stdout.
- * Kernels: fetch, residency, attention, verify, ring, indexer, gemm.
+ * Kernels: fetch, residency, attention, verify, ring, indexer, topk, gemm, gather.
  * --b2b N times N launches back to back per sample (the median is per launch): what a launch
  * costs inside a stream of work (a decode step), without the idle-GPU start and the host
  * round trip that a lone launch between two events pays; the CSV's "timing" column says which
@@ -290,7 +290,7 @@ static std::vector<std::string> split(const std::string &s, char sep)
     return out;
 }
 
-static const char *kernels[] = {"fetch", "residency", "attention", "verify", "ring", "indexer", "gemm", "gather"};
+static const char *kernels[] = {"fetch", "residency", "attention", "verify", "ring", "indexer", "topk", "gemm", "gather"};
 
 static int parse_grid_words(const std::vector<std::string> &words, const char *where, int lineno, grid_line &g)
 {
@@ -353,6 +353,7 @@ static int run_point(bench_env *env, const std::string &kernel, const bench_para
     if (kernel == "ring") return bench_ring(env, p);
     if (kernel == "gather") return bench_gather(env, p);
     if (kernel == "indexer") return bench_indexer(env, p);
+    if (kernel == "topk") return bench_topk(env, p);
     return bench_gemm(env, p);
 }
 
@@ -398,6 +399,10 @@ static void check_grid(const grid_line &g)
             bad = bench_attention_check(g.kernel.c_str(), p);
         else if (g.kernel == "gather")
             bad = bench_gather_check(p);
+        else if (g.kernel == "topk")
+            bad = bench_topk_check(p);
+        else if (g.kernel == "indexer")
+            bad = bench_indexer_check(p);
         if (bad) exit(2);
     });
 }
@@ -420,7 +425,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick]\n"
             "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--b2b N] [--quick]\n"
-            "kernels: fetch residency attention verify ring indexer gemm gather\n");
+            "kernels: fetch residency attention verify ring indexer topk gemm gather\n");
     exit(2);
 }
 

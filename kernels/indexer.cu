@@ -9,10 +9,8 @@
  *   2  tensor cores: mma.sync m16n8k32 e4m3 x e4m3 -> fp32 (exact products, fp32 sums); the
  *      query fragments stay in registers for the block's whole run of tokens, relu and the
  *      head weights are applied to the accumulators and summed across lanes with shuffles.
- * Top-k (version 1): one block of 1024 threads per request; radix select of the k-th largest
- * score (4 passes of 8 bits over the request's scores, shared-memory histograms), then an
- * in-order compaction with block scans, so the output is ascending row indices, ties at the
- * threshold to the lower index (the reference's rule). */
+ * The benchmark runs the top-k (topk.cu, version `topk`, default 5) on the scores it made and
+ * checks it against kref_topk. */
 #include "kernels/bench.cuh"
 #include "kernels/block_scan.cuh"
 #include "kernels/kref.h"
@@ -164,73 +162,39 @@ __global__ void __launch_bounds__(256) indexer_v2_kernel(const uint8_t *__restri
     }
 }
 
-/* ---- top-k ---- */
-
-__device__ __forceinline__ uint32_t score_key(float x)
+int bench_indexer_check(const bench_params &p)
 {
-    uint32_t u = __float_as_uint(x == 0.f ? 0.f : x);  /* -0 and +0 are one value */
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-__global__ void __launch_bounds__(1024) topk_kernel(const float *__restrict__ scores, int ctx, int k, int32_t *__restrict__ out)
-{
-    __shared__ uint32_t hist[256];
-    __shared__ int s_digit, s_need, s_gt;
-    const int b = blockIdx.x, tid = threadIdx.x;
-    const float *sc = scores + (size_t)b * ctx;
-    /* Rank (1-based, from the smallest) of the k-th largest key. */
-    int need = ctx - k + 1;
-    uint32_t prefix = 0;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = tid; i < 256; i += blockDim.x) hist[i] = 0;
-        __syncthreads();
-        uint32_t hi_mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
-        for (int i = tid; i < ctx; i += blockDim.x) {
-            uint32_t key = score_key(sc[i]);
-            if ((key & hi_mask) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1u);
-        }
-        __syncthreads();
-        radix_select_digit(hist, need, &s_digit, &s_need);
-        prefix |= (uint32_t)s_digit << shift;
-        need = s_need;
-        __syncthreads();
+    const long long batch = p.num("batch", 16), ctx = p.num("ctx", 100000), heads = p.num("heads", 64),
+                    k = p.num("k", 2048), version = p.num("version", 2), tk_version = p.num("topk", 5);
+    if (version != 1 && version != 2) {
+        fprintf(stderr, "dhbench: indexer: version %lld is not 1 or 2\n", version);
+        return -1;
     }
-    const uint32_t T = prefix;
-    if (tid == 0) s_gt = 0;
-    __syncthreads();
-    int my_gt = 0;
-    for (int i = tid; i < ctx; i += blockDim.x) my_gt += score_key(sc[i]) > T;
-    atomicAdd(&s_gt, my_gt);
-    __syncthreads();
-    const int take_eq = k - s_gt;
-    int out_run = 0, eq_run = 0;
-    for (int c0 = 0; c0 < ctx; c0 += blockDim.x) {
-        int i = c0 + tid;
-        uint32_t key = i < ctx ? score_key(sc[i]) : 0;
-        int gt = i < ctx && key > T, eq = i < ctx && key == T;
-        int total;
-        int excl = block_excl_scan(gt | (eq << 16), &total);
-        int gt_before = excl & 0xffff, eq_before = excl >> 16;
-        int rem = max(0, take_eq - eq_run);
-        if (gt || (eq && eq_before < rem)) out[(size_t)b * k + out_run + gt_before + min(eq_before, rem)] = i;
-        out_run += (total & 0xffff) + min(total >> 16, rem);
-        eq_run += total >> 16;
+    if (tk_version < 1 || tk_version > TK_MAX_VERSION) {
+        fprintf(stderr, "dhbench: indexer: topk version %lld is not 1 to %d\n", tk_version, TK_MAX_VERSION);
+        return -1;
     }
+    if (heads != 32 && heads != 64) {
+        fprintf(stderr, "dhbench: indexer: heads %lld is not 32 or 64\n", heads);
+        return -1;
+    }
+    if (batch < 1 || batch > 65535 || ctx < 1 || ctx > (1 << 24) || k < 1 || k > ctx) {
+        fprintf(stderr, "dhbench: indexer: batch=%lld ctx=%lld k=%lld: need 1 <= batch <= 65535, 1 <= k <= ctx <= 2^24\n",
+                batch, ctx, k);
+        return -1;
+    }
+    return 0;
 }
 
 int bench_indexer(bench_env *env, const bench_params &p)
 {
+    if (bench_indexer_check(p)) return -1;
     const int batch = (int)p.num("batch", 16);
     const int ctx = (int)p.num("ctx", 100000);
     const int heads = (int)p.num("heads", 64);
     const int k = (int)p.num("k", 2048);
     const int version = (int)p.num("version", 2);
-    if (version != 1 && version != 2) {
-        fprintf(stderr, "dhbench: indexer: version %d is not 1 or 2\n", version);
-        return -1;
-    }
-    if (heads != 32 && heads != 64) { fprintf(stderr, "dhbench: indexer: heads must be 32 or 64\n"); return -1; }
-    if (k > ctx) { fprintf(stderr, "dhbench: indexer: k %d > ctx %d\n", k, ctx); return -1; }
+    const int tk_version = (int)p.num("topk", 5);
     bench_rng rng(0x1de7 ^ (uint64_t)heads << 4 ^ (uint64_t)ctx << 12);
     /* Random e4m3 codes with exponents 3..10 (no NaN), positive scales, positive weights. */
     auto code = [&]() {
@@ -285,8 +249,7 @@ int bench_indexer(bench_env *env, const bench_params &p)
         CUDA_LAUNCH_CHECK();
     };
     auto run_topk = [&](int) {
-        topk_kernel<<<batch, 1024>>>(scores_d, ctx, k, top_d);
-        CUDA_LAUNCH_CHECK();
+        topk_launch(tk_version, scores_d, batch, ctx, k, top_d, 0);
     };
     cudaCheck(cudaMemset(scores_d, 0xff, nkeys * 4));
     cudaCheck(cudaMemset(top_d, 0xff, (size_t)batch * k * 4));
@@ -320,17 +283,18 @@ int bench_indexer(bench_env *env, const bench_params &p)
     for (int b = 0; b < batch && ok; b++) {
         kref_topk(&sc_h[(size_t)b * ctx], ctx, k, ref_top.data());
         if (memcmp(ref_top.data(), &top_h[(size_t)b * k], 4 * (size_t)k)) {
-            fprintf(stderr, "dhbench: topk: request %d differs from the reference\n", b);
+            fprintf(stderr, "dhbench: topk v%d: request %d differs from the reference\n", tk_version, b);
             ok = 0;
         }
     }
     for (int v = 0; v < 2; v++) {
         bench_record r;
         r.kernel = v == 0 ? "indexer" : "topk";
-        r.version = v == 0 ? std::to_string(version) : "1";
+        r.version = std::to_string(v == 0 ? version : tk_version);
         r.dtype = v == 0 ? "fp8" : "fp32";
+        if (v == 1) r.pattern = "indexer";   /* top-k of the indexer's own scores */
         r.batch = batch; r.ctx = ctx; r.k = k; r.heads = v == 0 ? heads : -1;
-        r.bytes = v == 0 ? (double)nkeys * (IX_DIM + 4) : (double)nkeys * 4 * 5;
+        r.bytes = v == 0 ? (double)nkeys * (IX_DIM + 4) : (double)nkeys * 4;   /* top-k: the scores read once */
         r.flops = v == 0 ? (double)nkeys * heads * IX_DIM * 2 : -1;
         r.ceiling_name = "hbm_d2d";
         r.ceiling_value = env->hbm_gbps;

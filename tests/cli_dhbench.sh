@@ -36,12 +36,20 @@ bad gather_version "gather: version 5" --kernel gather version=5
 bad gather_row_bytes "row_bytes 700" --kernel gather row_bytes=700
 bad gather_warps "warps=1 rows=" --kernel gather version=4 warps=1
 bad gather_pool "need rows <= slots" --kernel gather rows=1000 pool_gb=0.0001
+bad topk_version "topk: version 6 is not 1 to 5" --kernel topk version=1,6
+bad topk_k_over_ctx "batch=16 ctx=100 k=200" --kernel topk ctx=100 k=200
+bad topk_k_zero "k=0: need" --kernel topk k=0
+bad topk_dist "dist 'zipf'" --kernel topk dist=normal,zipf
+bad indexer_topk "topk version 9 is not 1 to 5" --kernel indexer topk=9
+bad indexer_heads "heads 48 is not 32 or 64" --kernel indexer heads=48
+bad indexer_k "ctx=1000 k=2048" --kernel indexer ctx=1000
 printf 'gather version=1 row_bytes=656\nattention version=8 diag=consumers,sideways\n' > "$tmp/bad.suite"
 bad suite_value "diag=sideways" --suite "$tmp/bad.suite"
 # A good value gets past the option checks (to the suite, or to the missing device here).
 "$bin" --suite default --b2b 20 --reps 3 --out "$tmp/ok" >/dev/null 2>"$tmp/err"
 if ! grep -q 'need an integer' "$tmp/err"; then echo "PASS b2b_accepted"; else echo "FAIL b2b_accepted ($(cat "$tmp/err"))"; fi
-for args in "--suite default" "--suite attention" "--kernel attention version=8,10 diag=producer,consumers" "--kernel gather version=4 warps=2"; do
+for args in "--suite default" "--suite attention" "--suite check" "--suite sanitize" "--kernel attention version=8,10 diag=producer,consumers" \
+            "--kernel gather version=4 warps=2" "--kernel topk version=1,5 dist=binary,sorted" "--kernel indexer topk=1,5"; do
   "$bin" $args --out "$tmp/ok2" >/dev/null 2>"$tmp/err"; rc=$?
   if [ "$rc" -ne 2 ]; then echo "PASS good_values_pass ($args)"; else echo "FAIL good_values_pass ($args: $(cat "$tmp/err"))"; fi
 done
