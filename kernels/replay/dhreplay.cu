@@ -5,11 +5,11 @@
  *   dhreplay --run ID:POLICY:BUDGET:HELDOUT [--run ...] [--model models/glm53.ini]
  *            [--preset glm51-longbench] [--seed 1] [--keyframe 64] [--requests 16]
  *            [--prompt-len 100000] [--steps 32] [--attention-dp 8] [--moe-ep 8]
- *            [--fetch-sms 8] [--out FILE.csv] [--dry-run]
+ *            [--fetch-sms 8] [--attention-version 8] [--topk-version 5] [--out FILE.csv] [--dry-run]
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
  *   if l runs g's indexer: indexer scoring (indexer.cu version 2, FP8 tensor cores) over
- *     every request's context and top-k (indexer.cu) -- their output is discarded: the
+ *     every request's context and top-k (topk.cu, --topk-version, default 5) -- their output is discarded: the
  *     trace's selection stands in for it, since top-k of random keys carries nothing --
  *     then the hot-buffer classification of g for all requests (one block per request,
  *     rp_residency_kernel below) and the compaction of the misses into one list;
@@ -18,7 +18,8 @@
  *     as the simulator's IndexShare prefetch does;
  *   q_a, q_b, kv_a projections (cuBLASLt FP8, gemm.cu);
  *   sparse attention over the k selected rows of every request from the layer's hot buffer
- *     (attention.cu version 3, FP8 656-byte rows), after the layer's fetch;
+ *     (--attention-version, default 8: attention_wgmma.cu; FP8 656-byte rows), after the
+ *     layer's fetch;
  *   o_proj, the shared expert (gate_up, down) and, in MoE layers, the local experts that the
  *     instance's tokens touch as one strided-batched GEMM each for gate_up and down.
  * Weights are constants (they set only the cost); the host pool holds every row of every
@@ -40,6 +41,7 @@
 #include "kernels/fetch.cu"
 #include "kernels/attention.cu"
 #include "kernels/indexer.cu"
+#include "kernels/topk.cu"
 #include "kernels/gather.cu"
 #include "kernels/gemm.cu"
 #include "kernels/residency.cu"
@@ -312,7 +314,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: dhreplay --run ID:POLICY:BUDGET:HELDOUT[:SEED] [--run ...] [--model FILE] [--preset NAME]\n"
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
-            "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--out FILE.csv] [--dry-run]\n");
+            "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--attention-version V]\n"
+            "                [--topk-version V] [--out FILE.csv] [--dry-run]\n");
     exit(2);
 }
 
@@ -332,6 +335,7 @@ int main(int argc, char **argv)
 {
     const char *model = "models/glm53.ini", *preset = "glm51-longbench", *out = NULL;
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
+    long attn_version = 8, topk_version = 5;
     std::vector<rp_run> runs;
     int dry_run = 0;
     std::string cmdline = "#";
@@ -351,6 +355,8 @@ int main(int argc, char **argv)
         else if (a == "--attention-dp") dp = parse_long("--attention-dp", v, 1, 1024);
         else if (a == "--moe-ep") ep = parse_long("--moe-ep", v, 1, 1024);
         else if (a == "--fetch-sms") fetch_sms = parse_long("--fetch-sms", v, 1, 1024);
+        else if (a == "--attention-version") attn_version = parse_long("--attention-version", v, 1, ATTN_MAX_VERSION);
+        else if (a == "--topk-version") topk_version = parse_long("--topk-version", v, 1, TK_MAX_VERSION);
         else if (a == "--dry-run") dry_run = 1;
         else if (a == "--run") {
             rp_run r;
@@ -541,8 +547,8 @@ int main(int argc, char **argv)
 
     FILE *fo = out ? fopen(out, "w") : stdout;
     if (!fo) { fprintf(stderr, "dhreplay: cannot write '%s': %s\n", out, strerror(errno)); return 1; }
-    fprintf(fo, "%s\n# device: %s; pool %zu bytes; fetch version 5 on %ld SMs; attention version 3 fp8; indexer version 2 (%d heads) + top-k\n",
-            cmdline.c_str(), prop.name, pool_bytes, fetch_sms, idx_heads);
+    fprintf(fo, "%s\n# device: %s; pool %zu bytes; fetch version 5 on %ld SMs; attention version %ld fp8; indexer version 2 (%d heads) + top-k version %ld\n",
+            cmdline.c_str(), prop.name, pool_bytes, fetch_sms, attn_version, idx_heads, topk_version);
     fprintf(fo, "config_id,policy,mode,step,measured_us,misses,selected,heldout\n");
 
     std::vector<int32_t> sel_h(P * k), wf_h(P), wc_h(P), nm_h(P), sr_h((size_t)Bmax);
@@ -584,8 +590,7 @@ int main(int argc, char **argv)
                     if (idx_heads == 32) indexer_v2_kernel<32><<<grid, 256>>>(iq, iw, ikeys, iscales, ctx, scores);
                     else indexer_v2_kernel<64><<<grid, 256>>>(iq, iw, ikeys, iscales, ctx, scores);
                     CUDA_LAUNCH_CHECK();
-                    topk_kernel<<<(unsigned)R, 1024>>>(scores, ctx, k, top);
-                    CUDA_LAUNCH_CHECK();
+                    topk_launch((int)topk_version, scores, (int)R, ctx, k, top, 0);
                     rp_residency_kernel<<<(unsigned)R, RP_THREADS, smem_res>>>(
                         run.budget, Bmax, k, win, (int32_t)step, sel_d + gp * k, wfirst_d + gp, wcnt_d + gp,
                         slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win, sel_slot + gp * k,
@@ -622,7 +627,7 @@ int main(int argc, char **argv)
                 a.src = sel_slot + gp * k;
                 a.q = q; a.nq = (int)R; a.k = k; a.heads = AT_H; a.format = KREF_ROW_FP8; a.row_bytes = row_bytes;
                 a.sm_scale = sm_scale;
-                attn_launch(3, a, sc, aout, prop.multiProcessorCount, 0);
+                attn_launch((int)attn_version, a, sc, aout, prop.multiProcessorCount, 0);
                 rp_gemm_run(g_o, l, x_act, y_act);
                 rp_gemm_run(g_sgu, l, x_act, y_act);
                 rp_gemm_run(g_sd, l, x_act, y_act);
