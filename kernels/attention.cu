@@ -82,12 +82,6 @@ __device__ __forceinline__ const uint8_t *attn_row(const attn_args &a, int q, in
     return a.hot + ((size_t)q * a.ring_cap + (size_t)slot) * a.hot_stride;
 }
 
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)),
-                 "l"(gmem) : "memory");
-}
-
 __device__ __forceinline__ void ldsm_x4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const void *p)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -399,12 +393,6 @@ template <int FMT> constexpr size_t attn4_smem_bytes()
     return (size_t)AT_H * AT_KS * 2 + (size_t)(FMT == KREF_ROW_FP8 ? 1 : C::STAGES) * C::N * AT_KS * 2 +
            (size_t)(FMT == KREF_ROW_FP8 ? C::STAGES * C::N * C::RB : 0) + (size_t)AT_H * (C::N + 8) * 4 +
            (size_t)AT_H * (C::N + 8) * 2 + 7 * AT_H * 4;
-}
-
-__device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)),
-                 "l"(gmem), "r"(src_bytes) : "memory");
 }
 
 template <typename T> __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);

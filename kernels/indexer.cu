@@ -9,11 +9,15 @@
  *   2  tensor cores: mma.sync m16n8k32 e4m3 x e4m3 -> fp32 (exact products, fp32 sums); the
  *      query fragments stay in registers for the block's whole run of tokens, relu and the
  *      head weights are applied to the accumulators and summed across lanes with shuffles.
+ *   3  = 2 with the keys copied by cp.async into a ring of three tiles, two in flight while one
+ *      is scored (version 2 loads a tile, waits, then scores it: memory and tensor cores take
+ *      turns).
  * The benchmark runs the top-k (topk.cu, version `topk`, default 5) on the scores it made and
  * checks it against kref_topk. */
 #include "kernels/bench.cuh"
 #include "kernels/block_scan.cuh"
 #include "kernels/kref.h"
+#include "kernels/sync.cuh"
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -82,6 +86,57 @@ __device__ __forceinline__ void ldsm_x4_b(uint32_t &r0, uint32_t &r1, uint32_t &
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"((uint32_t)__cvta_generic_to_shared(p)));
 }
 
+/* One tile's scores: S = keys x queries on the tensor cores (warp w: tokens 16w .. 16w + 15 of
+ * the tile in ksm, rows of IX2_KS bytes), relu, head weights, the sum over heads, the scale.
+ * Shared by versions 2 and 3. */
+template <int H>
+__device__ __forceinline__ void ix2_tile(const uint8_t *ksm, const uint32_t (&af)[H / 16][4][4], const float (&wlo)[H / 16],
+                                         const float (&whi)[H / 16], int lane, int warp, int b, int ctx, int t0,
+                                         int cnt, const float *__restrict__ scales, float *__restrict__ scores)
+{
+    constexpr int MT = H / 16;
+    float c[MT][2][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++) c[mt][nt][0] = c[mt][nt][1] = c[mt][nt][2] = c[mt][nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+        uint32_t b0, b1, b2, b3;
+        ldsm_x4_b(b0, b1, b2, b3, ksm + (warp * 16 + (lane % 8) + (lane / 16) * 8) * IX2_KS + ks * 32 + ((lane / 8) % 2) * 16);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(c[mt][0][0]), "+f"(c[mt][0][1]), "+f"(c[mt][0][2]), "+f"(c[mt][0][3])
+                         : "r"(af[mt][ks][0]), "r"(af[mt][ks][1]), "r"(af[mt][ks][2]), "r"(af[mt][ks][3]), "r"(b0), "r"(b1));
+            asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(c[mt][1][0]), "+f"(c[mt][1][1]), "+f"(c[mt][1][2]), "+f"(c[mt][1][3])
+                         : "r"(af[mt][ks][0]), "r"(af[mt][ks][1]), "r"(af[mt][ks][2]), "r"(af[mt][ks][3]), "r"(b2), "r"(b3));
+        }
+    }
+    /* relu, head weights, sum over the 16 heads of each fragment and then across lanes. */
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++) {
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            s0 += wlo[mt] * fmaxf(c[mt][nt][0], 0.f) + whi[mt] * fmaxf(c[mt][nt][2], 0.f);
+            s1 += wlo[mt] * fmaxf(c[mt][nt][1], 0.f) + whi[mt] * fmaxf(c[mt][nt][3], 0.f);
+        }
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) {
+            s0 += __shfl_xor_sync(0xffffffff, s0, o);
+            s1 += __shfl_xor_sync(0xffffffff, s1, o);
+        }
+        int col = warp * 16 + nt * 8 + 2 * (lane % 4);
+        if (lane < 4) {
+            size_t g = (size_t)b * ctx + t0 + col;
+            if (col < cnt) scores[g] = s0 * scales[g];
+            if (col + 1 < cnt) scores[g + 1] = s1 * scales[g + 1];
+        }
+    }
+}
+
 template <int H>
 __global__ void __launch_bounds__(256) indexer_v2_kernel(const uint8_t *__restrict__ q, const float *__restrict__ w,
                                                        const uint8_t *__restrict__ keys, const float *__restrict__ scales,
@@ -119,55 +174,107 @@ __global__ void __launch_bounds__(256) indexer_v2_kernel(const uint8_t *__restri
             *(uint4 *)(ksm + (i / 8) * IX2_KS + (i % 8) * 16) = v;
         }
         __syncthreads();
-        float c[MT][2][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) c[mt][nt][0] = c[mt][nt][1] = c[mt][nt][2] = c[mt][nt][3] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < 4; ks++) {
-            uint32_t b0, b1, b2, b3;
-            ldsm_x4_b(b0, b1, b2, b3, ksm + (warp * 16 + (lane % 8) + (lane / 16) * 8) * IX2_KS + ks * 32 + ((lane / 8) % 2) * 16);
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                             : "+f"(c[mt][0][0]), "+f"(c[mt][0][1]), "+f"(c[mt][0][2]), "+f"(c[mt][0][3])
-                             : "r"(af[mt][ks][0]), "r"(af[mt][ks][1]), "r"(af[mt][ks][2]), "r"(af[mt][ks][3]), "r"(b0), "r"(b1));
-                asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                             : "+f"(c[mt][1][0]), "+f"(c[mt][1][1]), "+f"(c[mt][1][2]), "+f"(c[mt][1][3])
-                             : "r"(af[mt][ks][0]), "r"(af[mt][ks][1]), "r"(af[mt][ks][2]), "r"(af[mt][ks][3]), "r"(b2), "r"(b3));
+        ix2_tile<H>(ksm, af, wlo, whi, lane, warp, b, ctx, t0, cnt, scales, scores);
+    }
+}
+
+/* ---- version 3 ---- */
+
+#define IX3_STAGES 3     /* tiles in the block's ring: two in flight while one is scored */
+
+template <int H>
+constexpr size_t ix3_smem_bytes() { return (size_t)(H + IX3_STAGES * IX2_TOK) * IX2_KS; }
+
+template <int H>
+__global__ void __launch_bounds__(256) indexer_v3_kernel(const uint8_t *__restrict__ q, const float *__restrict__ w,
+                                                       const uint8_t *__restrict__ keys, const float *__restrict__ scales,
+                                                       int ctx, float *__restrict__ scores)
+{
+    constexpr int MT = H / 16;
+    extern __shared__ __align__(16) uint8_t ix3_smem[];
+    uint8_t *qsm = ix3_smem, *ring = ix3_smem + H * IX2_KS;
+    __shared__ float ws[H];
+    const int b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tile0 = blockIdx.x * IX2_TILES;
+    const int ntiles = min(IX2_TILES, (ctx - tile0 * IX2_TOK + IX2_TOK - 1) / IX2_TOK);
+    const uint8_t *kb = keys + (size_t)b * ctx * IX_DIM;
+    /* Tile t of this block into stage t % IX3_STAGES (rows past the context zero-filled); a
+     * group is committed even past the last tile, so the wait below counts uniformly. */
+    auto issue = [&](int t) {
+        if (t < ntiles) {
+            const int t0 = (tile0 + t) * IX2_TOK, cnt = min(IX2_TOK, ctx - t0);
+            uint8_t *st = ring + (t % IX3_STAGES) * IX2_TOK * IX2_KS;
+            for (int i = tid; i < IX2_TOK * 8; i += 256) {
+                const int row = i / 8, c = i % 8;
+                cp_async16_zfill(st + row * IX2_KS + c * 16, kb + (size_t)(t0 + min(row, cnt - 1)) * IX_DIM + c * 16,
+                                 row < cnt ? 16 : 0);
             }
         }
-        /* relu, head weights, sum over the 16 heads of each fragment and then across lanes. */
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    issue(0);
+    issue(1);
+    const uint8_t *qb = q + (size_t)b * H * IX_DIM;
+    for (int i = tid; i < H * 8; i += 256)
+        *(uint4 *)(qsm + (i / 8) * IX2_KS + (i % 8) * 16) = *(const uint4 *)(qb + (size_t)i * 16);
+    if (tid < H) ws[tid] = w[(size_t)b * H + tid];
+    __syncthreads();
+    uint32_t af[MT][4][4];
 #pragma unroll
-        for (int nt = 0; nt < 2; nt++) {
-            float s0 = 0.f, s1 = 0.f;
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                s0 += wlo[mt] * fmaxf(c[mt][nt][0], 0.f) + whi[mt] * fmaxf(c[mt][nt][2], 0.f);
-                s1 += wlo[mt] * fmaxf(c[mt][nt][1], 0.f) + whi[mt] * fmaxf(c[mt][nt][3], 0.f);
-            }
+        for (int ks = 0; ks < 4; ks++)
+            ldsm_x4_b(af[mt][ks][0], af[mt][ks][1], af[mt][ks][2], af[mt][ks][3],
+                      qsm + (mt * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * IX2_KS + ks * 32 + (lane / 16) * 16);
+    float wlo[MT], whi[MT];
 #pragma unroll
-            for (int o = 4; o < 32; o <<= 1) {
-                s0 += __shfl_xor_sync(0xffffffff, s0, o);
-                s1 += __shfl_xor_sync(0xffffffff, s1, o);
-            }
-            int col = warp * 16 + nt * 8 + 2 * (lane % 4);
-            if (lane < 4) {
-                size_t g = (size_t)b * ctx + t0 + col;
-                if (col < cnt) scores[g] = s0 * scales[g];
-                if (col + 1 < cnt) scores[g + 1] = s1 * scales[g + 1];
-            }
+    for (int mt = 0; mt < MT; mt++) wlo[mt] = ws[mt * 16 + lane / 4], whi[mt] = ws[mt * 16 + lane / 4 + 8];
+
+    for (int t = 0; t < ntiles; t++) {
+        asm volatile("cp.async.wait_group 1;" ::: "memory");   /* tile t has landed (t + 1 may not) */
+        __syncthreads();   /* every thread's copies of tile t seen; tile t - 1's stage read by all */
+        issue(t + 2);      /* into tile t - 1's stage */
+        const int t0 = (tile0 + t) * IX2_TOK;
+        ix2_tile<H>(ring + (t % IX3_STAGES) * IX2_TOK * IX2_KS, af, wlo, whi, lane, warp, b, ctx, t0,
+                    min(IX2_TOK, ctx - t0), scales, scores);
+    }
+}
+
+/* Scores of batch requests x ctx tokens with indexer version 1-3. */
+void indexer_launch(int version, int heads, const uint8_t *q, const float *w, const uint8_t *keys, const float *scales,
+                    int batch, int ctx, float *scores, cudaStream_t st)
+{
+    static bool attr_done = false;
+    if (!attr_done) {
+        cudaCheck(cudaFuncSetAttribute(indexer_v3_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)ix3_smem_bytes<32>()));
+        cudaCheck(cudaFuncSetAttribute(indexer_v3_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)ix3_smem_bytes<64>()));
+        attr_done = true;
+    }
+    if (version == 1) {
+        dim3 g((ctx + 255) / 256, batch);
+        if (heads == 64) indexer_v1_kernel<64><<<g, 256, 0, st>>>(q, w, keys, scales, ctx, scores);
+        else indexer_v1_kernel<32><<<g, 256, 0, st>>>(q, w, keys, scales, ctx, scores);
+    } else {
+        dim3 g((ctx + IX2_TOK * IX2_TILES - 1) / (IX2_TOK * IX2_TILES), batch);
+        if (version == 2) {
+            if (heads == 64) indexer_v2_kernel<64><<<g, 256, 0, st>>>(q, w, keys, scales, ctx, scores);
+            else indexer_v2_kernel<32><<<g, 256, 0, st>>>(q, w, keys, scales, ctx, scores);
+        } else {
+            if (heads == 64) indexer_v3_kernel<64><<<g, 256, ix3_smem_bytes<64>(), st>>>(q, w, keys, scales, ctx, scores);
+            else indexer_v3_kernel<32><<<g, 256, ix3_smem_bytes<32>(), st>>>(q, w, keys, scales, ctx, scores);
         }
     }
+    CUDA_LAUNCH_CHECK();
 }
 
 int bench_indexer_check(const bench_params &p)
 {
     const long long batch = p.num("batch", 16), ctx = p.num("ctx", 100000), heads = p.num("heads", 64),
                     k = p.num("k", 2048), version = p.num("version", 2), tk_version = p.num("topk", 5);
-    if (version != 1 && version != 2) {
-        fprintf(stderr, "dhbench: indexer: version %lld is not 1 or 2\n", version);
+    if (version < 1 || version > 3) {
+        fprintf(stderr, "dhbench: indexer: version %lld is not 1 to 3\n", version);
         return -1;
     }
     if (tk_version < 1 || tk_version > TK_MAX_VERSION) {
@@ -236,18 +343,7 @@ int bench_indexer(bench_env *env, const bench_params &p)
     cudaCheck(cudaMemcpy(scales_d, scales_h.data(), nkeys * 4, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(w_d, w_h.data(), w_h.size() * 4, cudaMemcpyHostToDevice));
 
-    auto run_score = [&](int) {
-        if (version == 1) {
-            dim3 g((ctx + 255) / 256, batch);
-            if (heads == 64) indexer_v1_kernel<64><<<g, 256>>>(q_d, w_d, keys_d, scales_d, ctx, scores_d);
-            else indexer_v1_kernel<32><<<g, 256>>>(q_d, w_d, keys_d, scales_d, ctx, scores_d);
-        } else {
-            dim3 g((ctx + IX2_TOK * IX2_TILES - 1) / (IX2_TOK * IX2_TILES), batch);
-            if (heads == 64) indexer_v2_kernel<64><<<g, 256>>>(q_d, w_d, keys_d, scales_d, ctx, scores_d);
-            else indexer_v2_kernel<32><<<g, 256>>>(q_d, w_d, keys_d, scales_d, ctx, scores_d);
-        }
-        CUDA_LAUNCH_CHECK();
-    };
+    auto run_score = [&](int) { indexer_launch(version, heads, q_d, w_d, keys_d, scales_d, batch, ctx, scores_d, 0); };
     auto run_topk = [&](int) {
         topk_launch(tk_version, scores_d, batch, ctx, k, top_d, 0);
     };

@@ -1,6 +1,6 @@
-/* sync.cuh: the shared-memory barrier (mbarrier) operations and the conversions of one 16-byte
- * chunk to fp16 (FP8 codes times a scale, or bf16), shared by the kernels that use them
- * (attention.cu, attention_wgmma.cu, gather.cu). Addresses are shared-memory (cvta'd) 32-bit
+/* sync.cuh: the shared-memory barrier (mbarrier) operations, the 16-byte cp.async copies and
+ * the conversions of one 16-byte chunk to fp16 (FP8 codes times a scale, or bf16), shared by
+ * the kernels that use them (attention.cu, attention_wgmma.cu, gather.cu, indexer.cu). Addresses are shared-memory (cvta'd) 32-bit
  * addresses. */
 #ifndef KERNELS_SYNC_CUH
 #define KERNELS_SYNC_CUH
@@ -9,6 +9,19 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stdint.h>
+
+/* 16 bytes global -> shared, asynchronous (cp.async.cg: L2 only); _zfill reads src_bytes of
+ * them and fills the rest with zeros. */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)),
+                 "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)),
+                 "l"(gmem), "r"(src_bytes) : "memory");
+}
 
 __device__ __forceinline__ void dh_mbar_init(uint32_t bar, int count)
 {

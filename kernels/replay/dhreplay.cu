@@ -5,10 +5,11 @@
  *   dhreplay --run ID:POLICY:BUDGET:HELDOUT [--run ...] [--model models/glm53.ini]
  *            [--preset glm51-longbench] [--seed 1] [--keyframe 64] [--requests 16]
  *            [--prompt-len 100000] [--steps 32] [--attention-dp 8] [--moe-ep 8]
- *            [--fetch-sms 8] [--attention-version 8] [--topk-version 5] [--out FILE.csv] [--dry-run]
+ *            [--fetch-sms 8] [--attention-version 8] [--topk-version 5] [--indexer-version 3]
+ *            [--out FILE.csv] [--dry-run]
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
- *   if l runs g's indexer: indexer scoring (indexer.cu version 2, FP8 tensor cores) over
+ *   if l runs g's indexer: indexer scoring (indexer.cu, --indexer-version, default 3) over
  *     every request's context and top-k (topk.cu, --topk-version, default 5) -- their output is discarded: the
  *     trace's selection stands in for it, since top-k of random keys carries nothing --
  *     then the hot-buffer classification of g for all requests (one block per request,
@@ -315,7 +316,7 @@ static void usage(void)
             "usage: dhreplay --run ID:POLICY:BUDGET:HELDOUT[:SEED] [--run ...] [--model FILE] [--preset NAME]\n"
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
             "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--attention-version V]\n"
-            "                [--topk-version V] [--out FILE.csv] [--dry-run]\n");
+            "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run]\n");
     exit(2);
 }
 
@@ -335,7 +336,7 @@ int main(int argc, char **argv)
 {
     const char *model = "models/glm53.ini", *preset = "glm51-longbench", *out = NULL;
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
-    long attn_version = 8, topk_version = 5;
+    long attn_version = 8, topk_version = 5, indexer_version = 3;
     std::vector<rp_run> runs;
     int dry_run = 0;
     std::string cmdline = "#";
@@ -357,6 +358,7 @@ int main(int argc, char **argv)
         else if (a == "--fetch-sms") fetch_sms = parse_long("--fetch-sms", v, 1, 1024);
         else if (a == "--attention-version") attn_version = parse_long("--attention-version", v, 1, ATTN_MAX_VERSION);
         else if (a == "--topk-version") topk_version = parse_long("--topk-version", v, 1, TK_MAX_VERSION);
+        else if (a == "--indexer-version") indexer_version = parse_long("--indexer-version", v, 2, 3);
         else if (a == "--dry-run") dry_run = 1;
         else if (a == "--run") {
             rp_run r;
@@ -547,8 +549,8 @@ int main(int argc, char **argv)
 
     FILE *fo = out ? fopen(out, "w") : stdout;
     if (!fo) { fprintf(stderr, "dhreplay: cannot write '%s': %s\n", out, strerror(errno)); return 1; }
-    fprintf(fo, "%s\n# device: %s; pool %zu bytes; fetch version 5 on %ld SMs; attention version %ld fp8; indexer version 2 (%d heads) + top-k version %ld\n",
-            cmdline.c_str(), prop.name, pool_bytes, fetch_sms, attn_version, idx_heads, topk_version);
+    fprintf(fo, "%s\n# device: %s; pool %zu bytes; fetch version 5 on %ld SMs; attention version %ld fp8; indexer version %ld (%d heads) + top-k version %ld\n",
+            cmdline.c_str(), prop.name, pool_bytes, fetch_sms, attn_version, indexer_version, idx_heads, topk_version);
     fprintf(fo, "config_id,policy,mode,step,measured_us,misses,selected,heldout\n");
 
     std::vector<int32_t> sel_h(P * k), wf_h(P), wc_h(P), nm_h(P), sr_h((size_t)Bmax);
@@ -586,10 +588,7 @@ int main(int argc, char **argv)
                 const int g = layer_group[l];
                 const size_t gp = (size_t)g * R;
                 if (selects[l]) {
-                    dim3 grid((ctx + IX2_TOK * IX2_TILES - 1) / (IX2_TOK * IX2_TILES), (unsigned)R);
-                    if (idx_heads == 32) indexer_v2_kernel<32><<<grid, 256>>>(iq, iw, ikeys, iscales, ctx, scores);
-                    else indexer_v2_kernel<64><<<grid, 256>>>(iq, iw, ikeys, iscales, ctx, scores);
-                    CUDA_LAUNCH_CHECK();
+                    indexer_launch((int)indexer_version, idx_heads, iq, iw, ikeys, iscales, (int)R, ctx, scores, 0);
                     topk_launch((int)topk_version, scores, (int)R, ctx, k, top, 0);
                     rp_residency_kernel<<<(unsigned)R, RP_THREADS, smem_res>>>(
                         run.budget, Bmax, k, win, (int32_t)step, sel_d + gp * k, wfirst_d + gp, wcnt_d + gp,
