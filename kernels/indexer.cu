@@ -12,6 +12,10 @@
  *   3  = 2 with the keys copied by cp.async into a ring of three tiles, two in flight while one
  *      is scored (version 2 loads a tile, waits, then scores it: memory and tensor cores take
  *      turns).
+ *   4  = 3 with each tile's scales copied into the ring beside its keys (version 3 reads them
+ *      from global memory at the tile's end, a dependent load per tile that Nsight Compute
+ *      found behind a quarter of its stalls); contexts not a multiple of 4 keep version 3's
+ *      reads (a request's scales would not start 16-byte aligned).
  * The benchmark runs the top-k (topk.cu, version `topk`, default 5) on the scores it made and
  * checks it against kref_topk. */
 #include "kernels/bench.cuh"
@@ -87,12 +91,14 @@ __device__ __forceinline__ void ldsm_x4_b(uint32_t &r0, uint32_t &r1, uint32_t &
 }
 
 /* One tile's scores: S = keys x queries on the tensor cores (warp w: tokens 16w .. 16w + 15 of
- * the tile in ksm, rows of IX2_KS bytes), relu, head weights, the sum over heads, the scale.
- * Shared by versions 2 and 3. */
-template <int H>
+ * the tile in ksm, rows of IX2_KS bytes), relu, head weights, the sum over heads, the scale
+ * (from global memory, or with SSM from the tile's copy in shared memory, ssm). Shared by
+ * versions 2-4. */
+template <int H, bool SSM = false>
 __device__ __forceinline__ void ix2_tile(const uint8_t *ksm, const uint32_t (&af)[H / 16][4][4], const float (&wlo)[H / 16],
                                          const float (&whi)[H / 16], int lane, int warp, int b, int ctx, int t0,
-                                         int cnt, const float *__restrict__ scales, float *__restrict__ scores)
+                                         int cnt, const float *__restrict__ scales, float *__restrict__ scores,
+                                         const float *ssm = nullptr)
 {
     constexpr int MT = H / 16;
     float c[MT][2][4];
@@ -131,8 +137,8 @@ __device__ __forceinline__ void ix2_tile(const uint8_t *ksm, const uint32_t (&af
         int col = warp * 16 + nt * 8 + 2 * (lane % 4);
         if (lane < 4) {
             size_t g = (size_t)b * ctx + t0 + col;
-            if (col < cnt) scores[g] = s0 * scales[g];
-            if (col + 1 < cnt) scores[g + 1] = s1 * scales[g + 1];
+            if (col < cnt) scores[g] = s0 * (SSM ? ssm[col] : scales[g]);
+            if (col + 1 < cnt) scores[g + 1] = s1 * (SSM ? ssm[col + 1] : scales[g + 1]);
         }
     }
 }
@@ -182,10 +188,13 @@ __global__ void __launch_bounds__(256) indexer_v2_kernel(const uint8_t *__restri
 
 #define IX3_STAGES 3     /* tiles in the block's ring: two in flight while one is scored */
 
-template <int H>
-constexpr size_t ix3_smem_bytes() { return (size_t)(H + IX3_STAGES * IX2_TOK) * IX2_KS; }
+/* A ring stage: the tile's keys, and with SC (version 4) its 128 scales. */
+template <bool SC>
+__host__ __device__ constexpr size_t ix3_stage_bytes() { return (size_t)IX2_TOK * IX2_KS + (SC ? IX2_TOK * 4 : 0); }
+template <int H, bool SC>
+constexpr size_t ix3_smem_bytes() { return (size_t)H * IX2_KS + IX3_STAGES * ix3_stage_bytes<SC>(); }
 
-template <int H>
+template <int H, bool SC>
 __global__ void __launch_bounds__(256) indexer_v3_kernel(const uint8_t *__restrict__ q, const float *__restrict__ w,
                                                        const uint8_t *__restrict__ keys, const float *__restrict__ scales,
                                                        int ctx, float *__restrict__ scores)
@@ -198,16 +207,23 @@ __global__ void __launch_bounds__(256) indexer_v3_kernel(const uint8_t *__restri
     const int tile0 = blockIdx.x * IX2_TILES;
     const int ntiles = min(IX2_TILES, (ctx - tile0 * IX2_TOK + IX2_TOK - 1) / IX2_TOK);
     const uint8_t *kb = keys + (size_t)b * ctx * IX_DIM;
+    /* SC: the scales travel with the keys when each request's scales start 16-byte aligned. */
+    const bool sc_ring = SC && (ctx & 3) == 0;
+    const float *sb = scales + (size_t)b * ctx;
     /* Tile t of this block into stage t % IX3_STAGES (rows past the context zero-filled); a
      * group is committed even past the last tile, so the wait below counts uniformly. */
     auto issue = [&](int t) {
         if (t < ntiles) {
             const int t0 = (tile0 + t) * IX2_TOK, cnt = min(IX2_TOK, ctx - t0);
-            uint8_t *st = ring + (t % IX3_STAGES) * IX2_TOK * IX2_KS;
+            uint8_t *st = ring + (t % IX3_STAGES) * ix3_stage_bytes<SC>();
             for (int i = tid; i < IX2_TOK * 8; i += 256) {
                 const int row = i / 8, c = i % 8;
                 cp_async16_zfill(st + row * IX2_KS + c * 16, kb + (size_t)(t0 + min(row, cnt - 1)) * IX_DIM + c * 16,
                                  row < cnt ? 16 : 0);
+            }
+            if (sc_ring && tid < IX2_TOK / 4) {
+                const int n = min(4, max(0, cnt - 4 * tid));
+                cp_async16_zfill(st + IX2_TOK * IX2_KS + tid * 16, sb + t0 + (n ? 4 * tid : 0), 4 * n);
             }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
@@ -235,21 +251,29 @@ __global__ void __launch_bounds__(256) indexer_v3_kernel(const uint8_t *__restri
         __syncthreads();   /* every thread's copies of tile t seen; tile t - 1's stage read by all */
         issue(t + 2);      /* into tile t - 1's stage */
         const int t0 = (tile0 + t) * IX2_TOK;
-        ix2_tile<H>(ring + (t % IX3_STAGES) * IX2_TOK * IX2_KS, af, wlo, whi, lane, warp, b, ctx, t0,
-                    min(IX2_TOK, ctx - t0), scales, scores);
+        const uint8_t *st = ring + (t % IX3_STAGES) * ix3_stage_bytes<SC>();
+        if (sc_ring)
+            ix2_tile<H, true>(st, af, wlo, whi, lane, warp, b, ctx, t0, min(IX2_TOK, ctx - t0), scales, scores,
+                              (const float *)(st + IX2_TOK * IX2_KS));
+        else
+            ix2_tile<H>(st, af, wlo, whi, lane, warp, b, ctx, t0, min(IX2_TOK, ctx - t0), scales, scores);
     }
 }
 
-/* Scores of batch requests x ctx tokens with indexer version 1-3. */
+/* Scores of batch requests x ctx tokens with indexer version 1-4. */
 void indexer_launch(int version, int heads, const uint8_t *q, const float *w, const uint8_t *keys, const float *scales,
                     int batch, int ctx, float *scores, cudaStream_t st)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(indexer_v3_kernel<32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)ix3_smem_bytes<32>()));
-        cudaCheck(cudaFuncSetAttribute(indexer_v3_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)ix3_smem_bytes<64>()));
+        cudaCheck(cudaFuncSetAttribute(indexer_v3_kernel<32, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)ix3_smem_bytes<32, false>()));
+        cudaCheck(cudaFuncSetAttribute(indexer_v3_kernel<64, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)ix3_smem_bytes<64, false>()));
+        cudaCheck(cudaFuncSetAttribute(indexer_v3_kernel<32, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)ix3_smem_bytes<32, true>()));
+        cudaCheck(cudaFuncSetAttribute(indexer_v3_kernel<64, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)ix3_smem_bytes<64, true>()));
         attr_done = true;
     }
     if (version == 1) {
@@ -261,9 +285,12 @@ void indexer_launch(int version, int heads, const uint8_t *q, const float *w, co
         if (version == 2) {
             if (heads == 64) indexer_v2_kernel<64><<<g, 256, 0, st>>>(q, w, keys, scales, ctx, scores);
             else indexer_v2_kernel<32><<<g, 256, 0, st>>>(q, w, keys, scales, ctx, scores);
+        } else if (version == 3) {
+            if (heads == 64) indexer_v3_kernel<64, false><<<g, 256, ix3_smem_bytes<64, false>(), st>>>(q, w, keys, scales, ctx, scores);
+            else indexer_v3_kernel<32, false><<<g, 256, ix3_smem_bytes<32, false>(), st>>>(q, w, keys, scales, ctx, scores);
         } else {
-            if (heads == 64) indexer_v3_kernel<64><<<g, 256, ix3_smem_bytes<64>(), st>>>(q, w, keys, scales, ctx, scores);
-            else indexer_v3_kernel<32><<<g, 256, ix3_smem_bytes<32>(), st>>>(q, w, keys, scales, ctx, scores);
+            if (heads == 64) indexer_v3_kernel<64, true><<<g, 256, ix3_smem_bytes<64, true>(), st>>>(q, w, keys, scales, ctx, scores);
+            else indexer_v3_kernel<32, true><<<g, 256, ix3_smem_bytes<32, true>(), st>>>(q, w, keys, scales, ctx, scores);
         }
     }
     CUDA_LAUNCH_CHECK();
@@ -273,8 +300,8 @@ int bench_indexer_check(const bench_params &p)
 {
     const long long batch = p.num("batch", 16), ctx = p.num("ctx", 100000), heads = p.num("heads", 64),
                     k = p.num("k", 2048), version = p.num("version", 2), tk_version = p.num("topk", 5);
-    if (version < 1 || version > 3) {
-        fprintf(stderr, "dhbench: indexer: version %lld is not 1 to 3\n", version);
+    if (version < 1 || version > 4) {
+        fprintf(stderr, "dhbench: indexer: version %lld is not 1 to 4\n", version);
         return -1;
     }
     if (tk_version < 1 || tk_version > TK_MAX_VERSION) {

@@ -40,7 +40,7 @@ bad topk_version "topk: version 6 is not 1 to 5" --kernel topk version=1,6
 bad topk_k_over_ctx "batch=16 ctx=100 k=200" --kernel topk ctx=100 k=200
 bad topk_k_zero "k=0: need" --kernel topk k=0
 bad topk_dist "dist 'zipf'" --kernel topk dist=normal,zipf
-bad indexer_version "version 4 is not 1 to 3" --kernel indexer version=4
+bad indexer_version "version 5 is not 1 to 4" --kernel indexer version=5
 bad indexer_topk "topk version 9 is not 1 to 5" --kernel indexer topk=9
 bad indexer_heads "heads 48 is not 32 or 64" --kernel indexer heads=48
 bad indexer_k "ctx=1000 k=2048" --kernel indexer ctx=1000

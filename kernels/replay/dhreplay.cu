@@ -358,7 +358,7 @@ int main(int argc, char **argv)
         else if (a == "--fetch-sms") fetch_sms = parse_long("--fetch-sms", v, 1, 1024);
         else if (a == "--attention-version") attn_version = parse_long("--attention-version", v, 1, ATTN_MAX_VERSION);
         else if (a == "--topk-version") topk_version = parse_long("--topk-version", v, 1, TK_MAX_VERSION);
-        else if (a == "--indexer-version") indexer_version = parse_long("--indexer-version", v, 2, 3);
+        else if (a == "--indexer-version") indexer_version = parse_long("--indexer-version", v, 2, 4);
         else if (a == "--dry-run") dry_run = 1;
         else if (a == "--run") {
             rp_run r;
