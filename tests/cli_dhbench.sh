@@ -4,21 +4,10 @@
 # option or value gives one error line naming it and exit status 2, and no output file.
 # Prints PASS/FAIL per case.
 bin=./bin/dhbench
-if [ ! -x "$bin" ]; then
-  if [ "$(make -s --no-print-directory print-BUILD_CUDA)" = 1 ]; then echo "FAIL dhbench_built (nvcc exists)"; else echo "PASS dhbench_not_built_without_nvcc"; fi
-  exit 0
-fi
+. tests/gpu_tool.sh
+gpu_tool_present || exit 0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-# bad NAME ARGS... : exit 2, exactly one stderr line containing the option, nothing in $tmp/out.
-bad() {
-  name=$1; want=$2; shift 2
-  "$bin" "$@" --out "$tmp/out" >/dev/null 2>"$tmp/err"; rc=$?
-  if [ "$rc" -eq 2 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err" && [ -z "$(ls "$tmp/out" 2>/dev/null)" ]; then
-    echo "PASS $name"
-  else
-    echo "FAIL $name (status $rc: $(head -c 200 "$tmp/err"))"
-  fi
-}
+BAD_OUT=$tmp/out   # bad NAME WANT ARGS...: exit 2, one stderr line naming the option, nothing in $tmp/out
 bad b2b_zero "--b2b '0'" --suite default --b2b 0
 bad b2b_trailing "--b2b '5x'" --suite default --b2b 5x
 bad b2b_negative "--b2b '-2'" --suite default --b2b -2

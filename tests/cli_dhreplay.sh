@@ -3,21 +3,10 @@
 # GPU replay. No GPU needed: bad options exit 2 before any CUDA call, and --dry-run runs the
 # selections and the simulator's hot buffer alone. Prints PASS/FAIL per case.
 bin=./bin/dhreplay
-if [ ! -x "$bin" ]; then
-  if [ "$(make -s --no-print-directory print-BUILD_CUDA)" = 1 ]; then echo "FAIL dhreplay_built (nvcc exists)"; else echo "PASS dhreplay_not_built_without_nvcc"; fi
-  exit 0
-fi
+. tests/gpu_tool.sh
+gpu_tool_present || exit 0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-# bad NAME WANT ARGS... : exit 2 and exactly one stderr line containing WANT.
-bad() {
-  name=$1; want=$2; shift 2
-  "$bin" "$@" >/dev/null 2>"$tmp/err"; rc=$?
-  if [ "$rc" -eq 2 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q -- "$want" "$tmp/err"; then
-    echo "PASS $name"
-  else
-    echo "FAIL $name (status $rc: $(head -c 200 "$tmp/err"))"
-  fi
-}
+# bad NAME WANT ARGS...: exit 2 and exactly one stderr line containing WANT.
 bad attention_version "--attention-version '11'" --attention-version 11 --run a:hisparse:4096:0
 bad topk_version "--topk-version '0'" --topk-version 0 --run a:hisparse:4096:0
 bad indexer_version "--indexer-version '5'" --indexer-version 5 --run a:hisparse:4096:0
