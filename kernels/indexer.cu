@@ -90,6 +90,29 @@ __device__ __forceinline__ void ldsm_x4_b(uint32_t &r0, uint32_t &r1, uint32_t &
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"((uint32_t)__cvta_generic_to_shared(p)));
 }
 
+/* The request's queries into registers as mma fragments (through qsm, H rows of IX2_KS bytes)
+ * and each lane's head weights (through ws). Shared by versions 2-4; ends after a barrier. */
+template <int H>
+__device__ __forceinline__ void ix2_query(const uint8_t *__restrict__ q, const float *__restrict__ w, int b, int tid,
+                                          int lane, uint8_t *qsm, float *ws, uint32_t (&af)[H / 16][4][4],
+                                          float (&wlo)[H / 16], float (&whi)[H / 16])
+{
+    constexpr int MT = H / 16;
+    const uint8_t *qb = q + (size_t)b * H * IX_DIM;
+    for (int i = tid; i < H * 8; i += 256)
+        *(uint4 *)(qsm + (i / 8) * IX2_KS + (i % 8) * 16) = *(const uint4 *)(qb + (size_t)i * 16);
+    if (tid < H) ws[tid] = w[(size_t)b * H + tid];
+    __syncthreads();
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++)
+            ldsm_x4_b(af[mt][ks][0], af[mt][ks][1], af[mt][ks][2], af[mt][ks][3],
+                      qsm + (mt * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * IX2_KS + ks * 32 + (lane / 16) * 16);
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) wlo[mt] = ws[mt * 16 + lane / 4], whi[mt] = ws[mt * 16 + lane / 4 + 8];
+}
+
 /* One tile's scores: S = keys x queries on the tensor cores (warp w: tokens 16w .. 16w + 15 of
  * the tile in ksm, rows of IX2_KS bytes), relu, head weights, the sum over heads, the scale
  * (from global memory, or with SSM from the tile's copy in shared memory, ssm). Shared by
@@ -153,21 +176,9 @@ __global__ void __launch_bounds__(256) indexer_v2_kernel(const uint8_t *__restri
     __shared__ __align__(16) uint8_t ksm[IX2_TOK * IX2_KS];
     __shared__ float ws[H];
     const int b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const uint8_t *qb = q + (size_t)b * H * IX_DIM;
-    for (int i = tid; i < H * 8; i += 256)
-        *(uint4 *)(qsm + (i / 8) * IX2_KS + (i % 8) * 16) = *(const uint4 *)(qb + (size_t)i * 16);
-    if (tid < H) ws[tid] = w[(size_t)b * H + tid];
-    __syncthreads();
     uint32_t af[MT][4][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int ks = 0; ks < 4; ks++)
-            ldsm_x4_b(af[mt][ks][0], af[mt][ks][1], af[mt][ks][2], af[mt][ks][3],
-                      qsm + (mt * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * IX2_KS + ks * 32 + (lane / 16) * 16);
     float wlo[MT], whi[MT];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) wlo[mt] = ws[mt * 16 + lane / 4], whi[mt] = ws[mt * 16 + lane / 4 + 8];
+    ix2_query<H>(q, w, b, tid, lane, qsm, ws, af, wlo, whi);
 
     for (int tile = 0; tile < IX2_TILES; tile++) {
         const int t0 = (blockIdx.x * IX2_TILES + tile) * IX2_TOK;
@@ -230,21 +241,9 @@ __global__ void __launch_bounds__(256) indexer_v3_kernel(const uint8_t *__restri
     };
     issue(0);
     issue(1);
-    const uint8_t *qb = q + (size_t)b * H * IX_DIM;
-    for (int i = tid; i < H * 8; i += 256)
-        *(uint4 *)(qsm + (i / 8) * IX2_KS + (i % 8) * 16) = *(const uint4 *)(qb + (size_t)i * 16);
-    if (tid < H) ws[tid] = w[(size_t)b * H + tid];
-    __syncthreads();
     uint32_t af[MT][4][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int ks = 0; ks < 4; ks++)
-            ldsm_x4_b(af[mt][ks][0], af[mt][ks][1], af[mt][ks][2], af[mt][ks][3],
-                      qsm + (mt * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * IX2_KS + ks * 32 + (lane / 16) * 16);
     float wlo[MT], whi[MT];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) wlo[mt] = ws[mt * 16 + lane / 4], whi[mt] = ws[mt * 16 + lane / 4 + 8];
+    ix2_query<H>(q, w, b, tid, lane, qsm, ws, af, wlo, whi);
 
     for (int t = 0; t < ntiles; t++) {
         asm volatile("cp.async.wait_group 1;" ::: "memory");   /* tile t has landed (t + 1 may not) */
