@@ -35,6 +35,7 @@
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
 #include "kernels/sync.cuh"
+#include "kernels/wgmma.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -76,24 +77,6 @@ __device__ __forceinline__ uint32_t a6_swz(int r, int c)
     return (uint32_t)((c >> 3) * A6_BLOCK_BYTES + r * 128 + (((c & 7) ^ (r & 7)) << 4));
 }
 
-/* wgmma shared-memory descriptor, 128-byte swizzle: start address, leading and stride byte
- * offsets (PTX ISA, "Matrix Descriptor Format"). K-major operands: the stride is 1024 B
- * between groups of 8 rows, the leading offset unused (1). N-major V: leading = 8 KB between
- * 64-column blocks, stride = 1024 B between groups of 8 rows (of K). */
-__device__ __forceinline__ uint64_t a6_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
-{
-    return (uint64_t)((addr & 0x3FFFF) >> 4) | (uint64_t)((lbo >> 4) & 0x3FFF) << 16 |
-           (uint64_t)((sbo >> 4) & 0x3FFF) << 32 | (uint64_t)1 << 62;
-}
-
-__device__ __forceinline__ void a6_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void a6_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void a6_wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-/* Pins an accumulator register between wgmma and ordinary instructions: the compiler may not
- * move its reads or writes across this point (it sees the wgmma's outputs as ready at once). */
-__device__ __forceinline__ void a6_fence_reg(float &r) { asm volatile("" : "+f"(r)::"memory"); }
-
-__device__ __forceinline__ void a6_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 __device__ __forceinline__ void a6_consumer_bar() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
 
 __device__ __forceinline__ void a6_cp_async16(uint32_t dst, const void *src, int src_bytes)
@@ -246,7 +229,7 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
         }
         /* Make this thread's writes visible to the tensor cores' (async proxy) reads, then
          * count it in the stage's full barrier (its release orders the writes before). */
-        a6_fence_proxy();
+        dh_fence_proxy_async();
         dh_mbar_arrive(bar_full + 8 * s);
     }
 }
@@ -320,7 +303,7 @@ __device__ __forceinline__ void a6_producer_pipe(const attn_args &a, uint8_t *sm
 #pragma unroll
         for (int i = 0; i < 4; i++) *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * i)) = dh_bf16x8_to_f16(rope[i]);
         if (t + 1 < ntiles) load_b(nsrc);
-        a6_fence_proxy();
+        dh_fence_proxy_async();
         dh_mbar_arrive(bar_full + 8 * s);
     }
 }
@@ -375,7 +358,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
         dh_mbar_init(bar_empty + 8, 256);
     }
     if (!STAGED) a6_load_q<FMT, A6_THREADS>(a, sm, tid, q, hb);   /* all threads, before anything else */
-    a6_fence_proxy();
+    dh_fence_proxy_async();
     __syncthreads();
 
     /* Registers: 168 per thread at launch (384 threads); the producer gives some back so that
@@ -389,7 +372,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn6_kernel(const attn_args a,
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A6_CONSUMER_REGS(OVERLAP)));
         if (STAGED) {
             a6_load_q<FMT, 256>(a, sm, tid, q, hb);
-            a6_fence_proxy();
+            dh_fence_proxy_async();
             a6_consumer_bar();
         }
         a6_consumer<FMT, V>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
@@ -404,14 +387,14 @@ __device__ __forceinline__ void a6_issue_s(float (&sc)[16], uint32_t sQ, uint32_
 #pragma unroll
     for (int i = 0; i < 16; i++) sc[i] = 0.f;
 #pragma unroll
-    for (int i = 0; i < 16; i++) a6_fence_reg(sc[i]);
-    a6_wgmma_fence();
+    for (int i = 0; i < 16; i++) dh_fence_reg(sc[i]);
+    dh_wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 36; ks++) {
         const uint32_t off = (ks >> 2) * A6_BLOCK_BYTES + (ks & 3) * 32;
-        a6_ops<FMT>::mma_s(sc, a6_desc(sQ + off, 16, 1024), a6_desc(stage + off + w * 32 * 128, 16, 1024), ks > 0);
+        a6_ops<FMT>::mma_s(sc, dh_wgmma_desc(sQ + off, 16, 1024), dh_wgmma_desc(stage + off + w * 32 * 128, 16, 1024), ks > 0);
     }
-    a6_wgmma_commit();
+    dh_wgmma_commit();
 }
 
 /* O_w += P V_w: 4 steps of 16 rows; V_w = column blocks 4 w .. 4 w + 3 of the stage.
@@ -420,12 +403,12 @@ template <int FMT>
 __device__ __forceinline__ void a6_issue_pv(float (&o)[128], uint32_t sP, uint32_t stage, int w)
 {
 #pragma unroll
-    for (int i = 0; i < 128; i++) a6_fence_reg(o[i]);
-    a6_wgmma_fence();
+    for (int i = 0; i < 128; i++) dh_fence_reg(o[i]);
+    dh_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
-        a6_ops<FMT>::mma_o(o, a6_desc(sP + kk * 32, 16, 1024), a6_desc(stage + 4 * w * A6_BLOCK_BYTES + kk * 2048, A6_BLOCK_BYTES, 1024));
-    a6_wgmma_commit();
+        a6_ops<FMT>::mma_o(o, dh_wgmma_desc(sP + kk * 32, 16, 1024), dh_wgmma_desc(stage + 4 * w * A6_BLOCK_BYTES + kk * 2048, A6_BLOCK_BYTES, 1024));
+    dh_wgmma_commit();
 }
 
 /* The online softmax of one tile's scores (log2 domain; columns past cnt masked): the row
@@ -479,7 +462,7 @@ __device__ __forceinline__ void a6_softmax(float (&sc)[16], float (&o)[128], uin
     l1 = l1 * al1 + ps1;
 #pragma unroll
     for (int jj = 0; jj < 32; jj++) o[4 * jj] *= al0, o[4 * jj + 1] *= al0, o[4 * jj + 2] *= al1, o[4 * jj + 3] *= al1;
-    a6_fence_proxy();
+    dh_fence_proxy_async();
     a6_consumer_bar();
 }
 
@@ -620,9 +603,9 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
     if (OVERLAP && ntiles > 0) {
         dh_mbar_wait(bar_full, 0);
         a6_issue_s<FMT>(sc, sQ, sK, w);
-        a6_wgmma_wait0();
+        dh_wgmma_wait0();
 #pragma unroll
-        for (int i = 0; i < 16; i++) a6_fence_reg(sc[i]);
+        for (int i = 0; i < 16; i++) dh_fence_reg(sc[i]);
     }
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, cnt = min(A6_N, re - (rb + t * A6_N));
@@ -637,25 +620,25 @@ __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restric
             }
             a6_softmax<FMT>(sc, o, sm, red, w, qd, r0, r1, cnt, sscale, m0, m1, l0, l1);
             a6_issue_pv<FMT>(o, sP, stage, w);
-            a6_wgmma_wait0();
+            dh_wgmma_wait0();
 #pragma unroll
-            for (int i = 0; i < 128; i++) a6_fence_reg(o[i]);
+            for (int i = 0; i < 128; i++) dh_fence_reg(o[i]);
             if (t + 1 < ntiles) {
 #pragma unroll
-                for (int i = 0; i < 16; i++) a6_fence_reg(sn[i]), sc[i] = sn[i];
+                for (int i = 0; i < 16; i++) dh_fence_reg(sn[i]), sc[i] = sn[i];
             }
         } else {
             dh_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
-            if (a6_variant<V>::pipe) a6_fence_proxy();   /* the stage may have been filled by cp.async */
+            if (a6_variant<V>::pipe) dh_fence_proxy_async();   /* the stage may have been filled by cp.async */
             a6_issue_s<FMT>(sc, sQ, stage, w);
-            a6_wgmma_wait0();
+            dh_wgmma_wait0();
 #pragma unroll
-            for (int i = 0; i < 16; i++) a6_fence_reg(sc[i]);
+            for (int i = 0; i < 16; i++) dh_fence_reg(sc[i]);
             a6_softmax<FMT>(sc, o, sm, red, w, qd, r0, r1, cnt, sscale, m0, m1, l0, l1);
             a6_issue_pv<FMT>(o, sP, stage, w);
-            a6_wgmma_wait0();
+            dh_wgmma_wait0();
 #pragma unroll
-            for (int i = 0; i < 128; i++) a6_fence_reg(o[i]);
+            for (int i = 0; i < 128; i++) dh_fence_reg(o[i]);
         }
         dh_mbar_arrive(bar_empty + 8 * s);
     }
