@@ -50,8 +50,8 @@ TOOLS := bin/dhtrace bin/dhsim bin/dhcal
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
-# kernels/attention_wgmma.cu uses wgmma, which only the sm_90a target has; the rest stays sm_90.
-CU_SM90A := kernels/attention_wgmma.cu
+# kernels/*_wgmma.cu use wgmma, which only the sm_90a target has; the rest stays sm_90.
+CU_SM90A := kernels/attention_wgmma.cu kernels/indexer_wgmma.cu
 CU_SRC := $(filter-out $(CU_SM90A),$(wildcard kernels/*.cu))
 ifeq ($(BUILD_CUDA),1)
   GPU_TOOLS := bin/dhbench bin/dhreplay
@@ -103,12 +103,13 @@ bin/dhcal: $(BUILD)/analysis/dhcal.o $(LIBS_OBJ)
 # Kernels: one nvcc link of every .cu file; CPU references (kernels/*.c) are plain C and tested in CI.
 # dhbench needs only the CUDA toolkit and libc (it runs where no Debian package is installed), so
 # it links common/dh_err.o alone; kernels/build.sh builds it with nvcc and cc only.
-$(BUILD)/kernels/attention_wgmma.cu.o: $(CU_SM90A) $(wildcard kernels/*.cuh kernels/*.h)
+CU_SM90A_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,$(CU_SM90A))
+$(BUILD)/kernels/%_wgmma.cu.o: kernels/%_wgmma.cu $(wildcard kernels/*.cuh kernels/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(filter-out -arch=%,$(NVCCFLAGS)) -gencode=arch=compute_90a,code=sm_90a -I. -c $< -o $@
-bin/dhbench: $(CU_SRC) $(BUILD)/kernels/attention_wgmma.cu.o $(wildcard kernels/*.cuh kernels/*.h) $(KREF_OBJ) $(BUILD)/common/dh_err.o
+bin/dhbench: $(CU_SRC) $(CU_SM90A_OBJ) $(wildcard kernels/*.cuh kernels/*.h) $(KREF_OBJ) $(BUILD)/common/dh_err.o
 	@mkdir -p bin
-	$(NVCC) $(NVCCFLAGS) -I. -o $@ $(CU_SRC) $(BUILD)/kernels/attention_wgmma.cu.o $(KREF_OBJ) $(BUILD)/common/dh_err.o -lcublasLt -lpthread
+	$(NVCC) $(NVCCFLAGS) -I. -o $@ $(CU_SRC) $(CU_SM90A_OBJ) $(KREF_OBJ) $(BUILD)/common/dh_err.o -lcublasLt -lpthread
 
 bin/dha2a: kernels/a2a/dha2a.cu kernels/a2a/a2a_plan.h $(BUILD)/kernels/a2a/a2a_plan.o $(BUILD)/common/dh_err.o
 	@test -n "$(NCCL_LIB)" -a -n "$(NCCL_INC)" || { echo "bin/dha2a: NCCL not found (libnccl.so and nccl.h); set NCCL_HOME"; exit 1; }

@@ -121,6 +121,18 @@ int bench_attention_check(const char *bench, const bench_params &p);
 int bench_gather_check(const bench_params &p);
 int bench_topk_check(const bench_params &p);
 int bench_indexer_check(const bench_params &p);
+/* Indexer scoring (indexer.cu) version 1-IX_MAX_VERSION of batch requests x ctx tokens, 32 or
+ * 64 heads. Version 5 (indexer_wgmma.cu, sm_90a) also scores queries > 1 query tokens per
+ * request against its keys (indexer_v5_supports: heads x queries <= 256, queries a power of
+ * two) and takes tiles = 64-token tiles per block, 0 = chosen so the launch fills whole waves. */
+#define IX_MAX_VERSION 5
+int indexer_v5_supports(int heads, int queries);
+/* Version 5's tolerance on the scores' relative L2 error against the float64 reference: its
+ * FP8 wgmma sums products in ~14 bits (2^-14 = 6e-5 per addition), so ~10x that, where a
+ * wrong row, head or swizzle gives errors of order 1 (versions 1-4, summing in fp32: 1e-4). */
+#define IX5_REL_TOL 1e-3
+void indexer_v5_launch(int heads, int queries, const uint8_t *q, const float *w, const uint8_t *keys, const float *scales,
+                       int batch, int ctx, float *scores, int tiles, cudaStream_t st);
 /* Top-k (topk.cu) version 1-TK_MAX_VERSION of batch requests of ctx finite scores, 1 <= k <= ctx: ascending
  * row indices of each request's k largest, ties to the lower row. */
 #define TK_MAX_VERSION 5

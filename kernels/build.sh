@@ -17,9 +17,10 @@ cuobjs=""
 pids=""
 for cu in kernels/*.cu; do
   o=build/kernels-nvcc/$(basename "$cu" .cu).cu.o
-  # wgmma (attention version 6) exists only for sm_90a; every other file is built for $ARCH.
+  # wgmma (attention versions 6-10, indexer version 5) exists only for sm_90a; every other file
+  # is built for $ARCH.
   case "$cu" in
-    kernels/attention_wgmma.cu) target="-gencode=arch=compute_90a,code=sm_90a" ;;
+    kernels/*_wgmma.cu) target="-gencode=arch=compute_90a,code=sm_90a" ;;
     *) target="-arch=$ARCH" ;;
   esac
   "$NVCC" -O3 -std=c++17 $target -lineinfo -I. -c "$cu" -o "$o" &

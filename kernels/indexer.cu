@@ -14,8 +14,11 @@
  *      turns).
  *   4  = 3 with each tile's scales copied into the ring beside its keys (version 3 reads them
  *      from global memory at the tile's end, a dependent load per tile that Nsight Compute
- *      found behind a quarter of its stalls); contexts not a multiple of 4 keep version 3's
- *      reads (a request's scales would not start 16-byte aligned).
+ *      found behind a quarter of its stalls): 16-byte copies when every request's scales
+ *      start 16-byte aligned (the context a multiple of 4), else one 4-byte copy per token.
+ *   5  wgmma with FP8 operands (sm_90a, indexer_wgmma.cu): one warpgroup per block, 64-token
+ *      tiles in a four-stage cp.async ring, scales in the ring; also several query tokens per
+ *      request (`queries`, a speculative step's gamma + 1), which share the keys' reads.
  * The benchmark runs the top-k (topk.cu, version `topk`, default 5) on the scores it made and
  * checks it against kref_topk. */
 #include "kernels/bench.cuh"
@@ -218,8 +221,9 @@ __global__ void __launch_bounds__(256) indexer_v3_kernel(const uint8_t *__restri
     const int tile0 = blockIdx.x * IX2_TILES;
     const int ntiles = min(IX2_TILES, (ctx - tile0 * IX2_TOK + IX2_TOK - 1) / IX2_TOK);
     const uint8_t *kb = keys + (size_t)b * ctx * IX_DIM;
-    /* SC: the scales travel with the keys when each request's scales start 16-byte aligned. */
-    const bool sc_ring = SC && (ctx & 3) == 0;
+    /* SC: the scales travel with the keys, 16 bytes at a time when each request's scales start
+     * 16-byte aligned, else 4. */
+    const bool sc16 = (ctx & 3) == 0;
     const float *sb = scales + (size_t)b * ctx;
     /* Tile t of this block into stage t % IX3_STAGES (rows past the context zero-filled); a
      * group is committed even past the last tile, so the wait below counts uniformly. */
@@ -232,9 +236,11 @@ __global__ void __launch_bounds__(256) indexer_v3_kernel(const uint8_t *__restri
                 cp_async16_zfill(st + row * IX2_KS + c * 16, kb + (size_t)(t0 + min(row, cnt - 1)) * IX_DIM + c * 16,
                                  row < cnt ? 16 : 0);
             }
-            if (sc_ring && tid < IX2_TOK / 4) {
+            if (SC && sc16 && tid < IX2_TOK / 4) {
                 const int n = min(4, max(0, cnt - 4 * tid));
                 cp_async16_zfill(st + IX2_TOK * IX2_KS + tid * 16, sb + t0 + (n ? 4 * tid : 0), 4 * n);
+            } else if (SC && !sc16 && tid < IX2_TOK) {
+                cp_async4_zfill(st + IX2_TOK * IX2_KS + tid * 4, sb + t0 + min(tid, cnt - 1), tid < cnt ? 4 : 0);
             }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
@@ -251,7 +257,7 @@ __global__ void __launch_bounds__(256) indexer_v3_kernel(const uint8_t *__restri
         issue(t + 2);      /* into tile t - 1's stage */
         const int t0 = (tile0 + t) * IX2_TOK;
         const uint8_t *st = ring + (t % IX3_STAGES) * ix3_stage_bytes<SC>();
-        if (sc_ring)
+        if (SC)
             ix2_tile<H, true>(st, af, wlo, whi, lane, warp, b, ctx, t0, min(IX2_TOK, ctx - t0), scales, scores,
                               (const float *)(st + IX2_TOK * IX2_KS));
         else
@@ -259,10 +265,16 @@ __global__ void __launch_bounds__(256) indexer_v3_kernel(const uint8_t *__restri
     }
 }
 
-/* Scores of batch requests x ctx tokens with indexer version 1-4. */
+/* Scores of batch requests x ctx tokens with indexer version 1-IX_MAX_VERSION. Version 5 only:
+ * queries query tokens per request (q, w and scores request-major, then query), tiles =
+ * 64-token tiles per block (0 = automatic). */
 void indexer_launch(int version, int heads, const uint8_t *q, const float *w, const uint8_t *keys, const float *scales,
-                    int batch, int ctx, float *scores, cudaStream_t st)
+                    int batch, int ctx, float *scores, cudaStream_t st, int tiles = 0, int queries = 1)
 {
+    if (version == 5) {
+        indexer_v5_launch(heads, queries, q, w, keys, scales, batch, ctx, scores, tiles, st);
+        return;
+    }
     static bool attr_done = false;
     if (!attr_done) {
         cudaCheck(cudaFuncSetAttribute(indexer_v3_kernel<32, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -298,9 +310,15 @@ void indexer_launch(int version, int heads, const uint8_t *q, const float *w, co
 int bench_indexer_check(const bench_params &p)
 {
     const long long batch = p.num("batch", 16), ctx = p.num("ctx", 100000), heads = p.num("heads", 64),
-                    k = p.num("k", 2048), version = p.num("version", 2), tk_version = p.num("topk", 5);
-    if (version < 1 || version > 4) {
-        fprintf(stderr, "dhbench: indexer: version %lld is not 1 to 4\n", version);
+                    k = p.num("k", 2048), version = p.num("version", 2), tk_version = p.num("topk", 5),
+                    tiles = p.num("tiles", 0), queries = p.num("queries", 1);
+    if (version < 1 || version > IX_MAX_VERSION) {
+        fprintf(stderr, "dhbench: indexer: version %lld is not 1 to %d\n", version, IX_MAX_VERSION);
+        return -1;
+    }
+    if (tiles < 0 || tiles > 65536 || (tiles > 0 && version != 5)) {
+        fprintf(stderr, "dhbench: indexer: tiles=%lld: 64-token tiles per block, 0 (automatic) to 65536, version 5 only\n",
+                tiles);
         return -1;
     }
     if (tk_version < 1 || tk_version > TK_MAX_VERSION) {
@@ -311,7 +329,12 @@ int bench_indexer_check(const bench_params &p)
         fprintf(stderr, "dhbench: indexer: heads %lld is not 32 or 64\n", heads);
         return -1;
     }
-    if (batch < 1 || batch > 65535 || ctx < 1 || ctx > (1 << 24) || k < 1 || k > ctx) {
+    if (queries != 1 && (version != 5 || queries < 1 || queries > 8 || !indexer_v5_supports((int)heads, (int)queries))) {
+        fprintf(stderr, "dhbench: indexer: queries=%lld heads=%lld version=%lld: more than one query needs version 5 "
+                "with heads x queries <= 256, queries 1, 2, 4 or 8\n", queries, heads, version);
+        return -1;
+    }
+    if (batch < 1 || batch * queries > 65535 || ctx < 1 || ctx > (1 << 24) || k < 1 || k > ctx) {
         fprintf(stderr, "dhbench: indexer: batch=%lld ctx=%lld k=%lld: need 1 <= batch <= 65535, 1 <= k <= ctx <= 2^24\n",
                 batch, ctx, k);
         return -1;
@@ -328,6 +351,8 @@ int bench_indexer(bench_env *env, const bench_params &p)
     const int k = (int)p.num("k", 2048);
     const int version = (int)p.num("version", 2);
     const int tk_version = (int)p.num("topk", 5);
+    const int tiles = (int)p.num("tiles", 0);
+    const int nq = (int)p.num("queries", 1);   /* query tokens per request */
     bench_rng rng(0x1de7 ^ (uint64_t)heads << 4 ^ (uint64_t)ctx << 12);
     /* Random e4m3 codes with exponents 3..10 (no NaN), positive scales, positive weights. */
     auto code = [&]() {
@@ -335,8 +360,9 @@ int bench_indexer(bench_env *env, const bench_params &p)
         return (uint8_t)((x & 0x80) | ((3 + (x >> 8) % 8) << 3) | ((x >> 16) & 7));
     };
     size_t nkeys = (size_t)batch * ctx;
-    std::vector<uint8_t> keys_h(nkeys * IX_DIM), q_h((size_t)batch * heads * IX_DIM);
-    std::vector<float> scales_h(nkeys), w_h((size_t)batch * heads);
+    const size_t nrows = (size_t)batch * nq;   /* score rows: (request, query) */
+    std::vector<uint8_t> keys_h(nkeys * IX_DIM), q_h(nrows * heads * IX_DIM);
+    std::vector<float> scales_h(nkeys), w_h(nrows * heads);
     {
         int nt = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
         std::vector<std::thread> th;
@@ -362,50 +388,59 @@ int bench_indexer(bench_env *env, const bench_params &p)
     cudaCheck(cudaMalloc(&q_d, q_h.size()));
     cudaCheck(cudaMalloc(&scales_d, nkeys * 4));
     cudaCheck(cudaMalloc(&w_d, w_h.size() * 4));
-    cudaCheck(cudaMalloc(&scores_d, nkeys * 4));
-    cudaCheck(cudaMalloc(&top_d, (size_t)batch * k * 4));
+    cudaCheck(cudaMalloc(&scores_d, nrows * ctx * 4));
+    cudaCheck(cudaMalloc(&top_d, nrows * k * 4));
     cudaCheck(cudaMemcpy(keys_d, keys_h.data(), keys_h.size(), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(q_d, q_h.data(), q_h.size(), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(scales_d, scales_h.data(), nkeys * 4, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(w_d, w_h.data(), w_h.size() * 4, cudaMemcpyHostToDevice));
 
-    auto run_score = [&](int) { indexer_launch(version, heads, q_d, w_d, keys_d, scales_d, batch, ctx, scores_d, 0); };
+    auto run_score = [&](int) { indexer_launch(version, heads, q_d, w_d, keys_d, scales_d, batch, ctx, scores_d, 0, tiles, nq); };
     auto run_topk = [&](int) {
-        topk_launch(tk_version, scores_d, batch, ctx, k, top_d, 0);
+        topk_launch(tk_version, scores_d, (int)nrows, ctx, k, top_d, 0);
     };
-    cudaCheck(cudaMemset(scores_d, 0xff, nkeys * 4));
-    cudaCheck(cudaMemset(top_d, 0xff, (size_t)batch * k * 4));
+    cudaCheck(cudaMemset(scores_d, 0xff, nrows * ctx * 4));
+    cudaCheck(cudaMemset(top_d, 0xff, nrows * k * 4));
     run_score(0);
     run_topk(0);
     cudaCheck(cudaDeviceSynchronize());
-    std::vector<float> sc_h(nkeys);
-    std::vector<int32_t> top_h((size_t)batch * k), ref_top(k);
-    cudaCheck(cudaMemcpy(sc_h.data(), scores_d, nkeys * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> sc_h(nrows * ctx);
+    std::vector<int32_t> top_h(nrows * k), ref_top(k);
+    cudaCheck(cudaMemcpy(sc_h.data(), scores_d, nrows * ctx * 4, cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(top_h.data(), top_d, top_h.size() * 4, cudaMemcpyDeviceToHost));
-    /* Scores: every one finite; two requests against the float64-summed reference. */
+    /* Scores: every one finite; every query of two requests against the float64-summed
+     * reference. */
     int ok = 1;
     for (float v : sc_h) if (!std::isfinite(v)) { ok = 0; break; }
-    std::vector<int> reqs = {0, batch - 1};
-    if (batch == 1) reqs.pop_back();
-    std::vector<double> err(reqs.size());
+    std::vector<size_t> rows;   /* (request, query) rows */
+    for (int qq = 0; qq < nq; qq++) {
+        rows.push_back((size_t)qq);
+        if (batch > 1) rows.push_back((size_t)(batch - 1) * nq + qq);
+    }
+    std::vector<double> err(rows.size());
     std::vector<std::thread> th;
-    for (size_t i = 0; i < reqs.size(); i++)
+    for (size_t i = 0; i < rows.size(); i++)
         th.emplace_back([&, i]() {
-            int b = reqs[i];
+            const size_t row = rows[i], b = row / nq;
             std::vector<float> ref((size_t)ctx);
-            kref_indexer_scores(&q_h[(size_t)b * heads * IX_DIM], &w_h[(size_t)b * heads], heads,
-                                &keys_h[(size_t)b * ctx * IX_DIM], &scales_h[(size_t)b * ctx], ctx, ref.data());
-            err[i] = rel_l2(&sc_h[(size_t)b * ctx], ref.data(), (size_t)ctx);
+            kref_indexer_scores(&q_h[row * heads * IX_DIM], &w_h[row * heads], heads, &keys_h[b * ctx * IX_DIM],
+                                &scales_h[b * ctx], ctx, ref.data());
+            err[i] = rel_l2(&sc_h[row * ctx], ref.data(), (size_t)ctx);
         });
     for (auto &t : th) t.join();
     double worst = 0;
     for (double e : err) worst = std::max(worst, e);
-    if (!(worst < 1e-4)) { fprintf(stderr, "dhbench: indexer v%d: score error %.3g\n", version, worst); ok = 0; }
-    /* Top-k: every request, against the reference applied to the GPU's own scores. */
-    for (int b = 0; b < batch && ok; b++) {
-        kref_topk(&sc_h[(size_t)b * ctx], ctx, k, ref_top.data());
-        if (memcmp(ref_top.data(), &top_h[(size_t)b * k], 4 * (size_t)k)) {
-            fprintf(stderr, "dhbench: topk v%d: request %d differs from the reference\n", tk_version, b);
+    /* Versions 1-4 sum in fp32; version 5's wgmma accumulates FP8 products in ~14 bits
+     * (indexer_wgmma.cu), hence its wider tolerance. */
+    const double tol = version == 5 ? IX5_REL_TOL : 1e-4;
+    if (version == 5) fprintf(stderr, "dhbench: indexer v5: score error %.3g against float64 (tolerance %.1g)\n", worst, tol);
+    if (!(worst < tol)) { fprintf(stderr, "dhbench: indexer v%d: score error %.3g (tolerance %.1g)\n", version, worst, tol); ok = 0; }
+    /* Top-k: every (request, query) row, against the reference applied to the GPU's own scores. */
+    for (size_t row = 0; row < nrows && ok; row++) {
+        kref_topk(&sc_h[row * ctx], ctx, k, ref_top.data());
+        if (memcmp(ref_top.data(), &top_h[row * k], 4 * (size_t)k)) {
+            fprintf(stderr, "dhbench: topk v%d: request %zu query %zu differs from the reference\n", tk_version,
+                    row / nq, row % nq);
             ok = 0;
         }
     }
@@ -415,9 +450,10 @@ int bench_indexer(bench_env *env, const bench_params &p)
         r.version = std::to_string(v == 0 ? version : tk_version);
         r.dtype = v == 0 ? "fp8" : "fp32";
         if (v == 1) r.pattern = "indexer";   /* top-k of the indexer's own scores */
-        r.batch = batch; r.ctx = ctx; r.k = k; r.heads = v == 0 ? heads : -1;
-        r.bytes = v == 0 ? (double)nkeys * (IX_DIM + 4) : (double)nkeys * 4;   /* top-k: the scores read once */
-        r.flops = v == 0 ? (double)nkeys * heads * IX_DIM * 2 : -1;
+        r.batch = batch; r.queries = nq; r.ctx = ctx; r.k = k; r.heads = v == 0 ? heads : -1;
+        /* The keys are read once per request whatever the queries; top-k: the scores read once. */
+        r.bytes = v == 0 ? (double)nkeys * (IX_DIM + 4) : (double)nrows * ctx * 4;
+        r.flops = v == 0 ? (double)nkeys * nq * heads * IX_DIM * 2 : -1;
         r.ceiling_name = "hbm_d2d";
         r.ceiling_value = env->hbm_gbps;
         r.checked = ok;

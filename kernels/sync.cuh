@@ -1,6 +1,6 @@
 /* sync.cuh: the shared-memory barrier (mbarrier) operations, the 16-byte cp.async copies and
  * the conversions of one 16-byte chunk to fp16 (FP8 codes times a scale, or bf16), shared by
- * the kernels that use them (attention.cu, attention_wgmma.cu, gather.cu, indexer.cu). Addresses are shared-memory (cvta'd) 32-bit
+ * the kernels that use them (attention.cu, attention_wgmma.cu, gather.cu, indexer.cu, indexer_wgmma.cu). Addresses are shared-memory (cvta'd) 32-bit
  * addresses. */
 #ifndef KERNELS_SYNC_CUH
 #define KERNELS_SYNC_CUH
@@ -20,6 +20,15 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
 __device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, int src_bytes)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)),
+                 "l"(gmem), "r"(src_bytes) : "memory");
+}
+
+/* 4 bytes global -> shared, asynchronous (cp.async.ca: the 4-byte size exists only through L1),
+ * src_bytes of them read (0 or 4), the rest zeros: for arrays whose runs need not start
+ * 16-byte aligned. */
+__device__ __forceinline__ void cp_async4_zfill(void *smem, const void *gmem, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)),
                  "l"(gmem), "r"(src_bytes) : "memory");
 }
 

@@ -29,7 +29,12 @@ bad topk_version "topk: version 6 is not 1 to 5" --kernel topk version=1,6
 bad topk_k_over_ctx "batch=16 ctx=100 k=200" --kernel topk ctx=100 k=200
 bad topk_k_zero "k=0: need" --kernel topk k=0
 bad topk_dist "dist 'zipf'" --kernel topk dist=normal,zipf
-bad indexer_version "version 5 is not 1 to 4" --kernel indexer version=5
+bad indexer_version "version 6 is not 1 to 5" --kernel indexer version=6
+bad indexer_tiles_version "version 5 only" --kernel indexer version=4 tiles=8
+bad indexer_tiles_negative "tiles=-1" --kernel indexer version=5 tiles=-1
+bad indexer_queries_version "more than one query needs version 5" --kernel indexer version=4 queries=2
+bad indexer_queries_wide "queries=8 heads=64" --kernel indexer version=5 heads=64 queries=8
+bad indexer_queries_odd "queries=3 heads=32" --kernel indexer version=5 heads=32 queries=3
 bad indexer_topk "topk version 9 is not 1 to 5" --kernel indexer topk=9
 bad indexer_heads "heads 48 is not 32 or 64" --kernel indexer heads=48
 bad indexer_k "ctx=1000 k=2048" --kernel indexer ctx=1000
@@ -39,7 +44,7 @@ bad suite_value "diag=sideways" --suite "$tmp/bad.suite"
 "$bin" --suite default --b2b 20 --reps 3 --out "$tmp/ok" >/dev/null 2>"$tmp/err"
 if ! grep -q 'need an integer' "$tmp/err"; then echo "PASS b2b_accepted"; else echo "FAIL b2b_accepted ($(cat "$tmp/err"))"; fi
 for args in "--suite default" "--suite attention" "--suite check" "--suite sanitize" "--kernel attention version=8,10 diag=producer,consumers" \
-            "--kernel gather version=4 warps=2" "--kernel topk version=1,5 dist=binary,sorted" "--kernel indexer topk=1,5"; do
+            "--kernel gather version=4 warps=2" "--kernel topk version=1,5 dist=binary,sorted" "--kernel indexer topk=1,5" "--kernel indexer version=5 tiles=0,8" "--kernel indexer version=5 heads=32 queries=1,2,4,8"; do
   "$bin" $args --out "$tmp/ok2" >/dev/null 2>"$tmp/err"; rc=$?
   if [ "$rc" -ne 2 ]; then echo "PASS good_values_pass ($args)"; else echo "FAIL good_values_pass ($args: $(cat "$tmp/err"))"; fi
 done

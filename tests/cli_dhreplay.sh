@@ -9,7 +9,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # bad NAME WANT ARGS...: exit 2 and exactly one stderr line containing WANT.
 bad attention_version "--attention-version '11'" --attention-version 11 --run a:hisparse:4096:0
 bad topk_version "--topk-version '0'" --topk-version 0 --run a:hisparse:4096:0
-bad indexer_version "--indexer-version '5'" --indexer-version 5 --run a:hisparse:4096:0
+bad indexer_version "--indexer-version '6'" --indexer-version 6 --run a:hisparse:4096:0
 bad run_policy "policy 'lru'" --run a:lru:4096:0
 bad run_heldout "is not ID:POLICY:BUDGET:HELDOUT" --run a:hisparse:4096:2
 # The host side reproduces the GPU's miss counts of the committed replay (every step's counts

@@ -27,9 +27,15 @@ for c in kernels/replay/rp_host.c sim/hb.c sim/model.c traces/gen.c traces/sel.c
 done
 "$NVCC" -O3 -std=c++17 -arch="$ARCH" -lineinfo -I. -c kernels/replay/dhreplay.cu -o $B/dhreplay.cu.o &
 "$NVCC" -O3 -std=c++17 -arch="$ARCH" -I. -Dmain=dhbench_main -c kernels/dhbench.cu -o $B/dhbench_lib.cu.o &
-# Attention version 6 uses wgmma, which only the sm_90a target has (as in bin/dhbench).
-"$NVCC" -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -c kernels/attention_wgmma.cu -o $B/attention_wgmma.cu.o &
+# Attention versions 6-10 and indexer version 5 use wgmma, which only the sm_90a target has (as
+# in bin/dhbench).
+wg=""
+for cu in kernels/*_wgmma.cu; do
+  o=$B/$(basename "$cu" .cu).cu.o
+  "$NVCC" -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I. -c "$cu" -o "$o" &
+  wg="$wg $o"
+done
 wait
-for o in $objs $B/dhreplay.cu.o $B/dhbench_lib.cu.o $B/attention_wgmma.cu.o; do [ -f "$o" ] || { echo "build failed: $o"; exit 1; }; done
-"$NVCC" -arch="$ARCH" -o bin/dhreplay $B/dhreplay.cu.o $B/dhbench_lib.cu.o $B/attention_wgmma.cu.o $objs -lcublasLt -lpthread -lm $LIBS
+for o in $objs $B/dhreplay.cu.o $B/dhbench_lib.cu.o $wg; do [ -f "$o" ] || { echo "build failed: $o"; exit 1; }; done
+"$NVCC" -arch="$ARCH" -o bin/dhreplay $B/dhreplay.cu.o $B/dhbench_lib.cu.o $wg $objs -lcublasLt -lpthread -lm $LIBS
 echo "built bin/dhreplay"

@@ -5,11 +5,11 @@
  *   dhreplay --run ID:POLICY:BUDGET:HELDOUT [--run ...] [--model models/glm53.ini]
  *            [--preset glm51-longbench] [--seed 1] [--keyframe 64] [--requests 16]
  *            [--prompt-len 100000] [--steps 32] [--attention-dp 8] [--moe-ep 8]
- *            [--fetch-sms 8] [--attention-version 8] [--topk-version 5] [--indexer-version 3]
+ *            [--fetch-sms 8] [--attention-version 8] [--topk-version 5] [--indexer-version 5]
  *            [--out FILE.csv] [--dry-run]
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
- *   if l runs g's indexer: indexer scoring (indexer.cu, --indexer-version, default 3) over
+ *   if l runs g's indexer: indexer scoring (indexer.cu and indexer_wgmma.cu, --indexer-version, default 5) over
  *     every request's context and top-k (topk.cu, --topk-version, default 5) -- their output is discarded: the
  *     trace's selection stands in for it, since top-k of random keys carries nothing --
  *     then the hot-buffer classification of g for all requests (one block per request,
@@ -336,7 +336,7 @@ int main(int argc, char **argv)
 {
     const char *model = "models/glm53.ini", *preset = "glm51-longbench", *out = NULL;
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
-    long attn_version = 8, topk_version = 5, indexer_version = 3;
+    long attn_version = 8, topk_version = 5, indexer_version = 5;
     std::vector<rp_run> runs;
     int dry_run = 0;
     std::string cmdline = "#";
@@ -358,7 +358,7 @@ int main(int argc, char **argv)
         else if (a == "--fetch-sms") fetch_sms = parse_long("--fetch-sms", v, 1, 1024);
         else if (a == "--attention-version") attn_version = parse_long("--attention-version", v, 1, ATTN_MAX_VERSION);
         else if (a == "--topk-version") topk_version = parse_long("--topk-version", v, 1, TK_MAX_VERSION);
-        else if (a == "--indexer-version") indexer_version = parse_long("--indexer-version", v, 2, 4);
+        else if (a == "--indexer-version") indexer_version = parse_long("--indexer-version", v, 2, IX_MAX_VERSION);
         else if (a == "--dry-run") dry_run = 1;
         else if (a == "--run") {
             rp_run r;
