@@ -15,7 +15,7 @@
 #      fetch v5 (zero-copy gather, the serving layout), 2-16 SMs; 132 SMs held out;
 #      cuBLASLt GEMMs per dtype at the decode batch m = 16; m = 128 held out; FP8 is the
 #        deployment's dtype (weight_bw, layer_fixed_s, mma_efficiency), BF16 is reported;
-#      indexer v3 (scoring rate) and top-k v5 on the indexer's own scores (select_s).
+#      indexer v5 (scoring rate) and top-k v5 on the indexer's own scores (select_s).
 #    layer_fixed_s starts as 8 GEMM launches per layer (q_a, q_b, kv_a, o_proj, shared
 #    expert x 2, routed experts x 2 strided-batched, as bin/dhreplay runs them) x the GEMM's
 #    fixed cost.
@@ -38,7 +38,7 @@ STAGE1="$T/$(basename "$OUTP")"
 bin/dhcal fit --bench "$BENCH/attention-attention-b2b20.csv" "$BENCH/default-fetch.csv" \
     "$BENCH/default-gemm.csv" "$BENCH/default-indexer.csv" \
     --select kernel=attention,version=8,pattern=hits,timing=b2b20 --select kernel=fetch,version=5 \
-    --select kernel=gemm --select kernel=indexer,version=3 --select kernel=topk,version=5,pattern=indexer \
+    --select kernel=gemm --select kernel=indexer,version=5 --select 'kernel=topk,version=5,pattern=indexer,queries=1,ctx>=100000,ctx<=100001' \
     --holdout kernel=attention,dtype=bf16 --holdout 'kernel=fetch,sms>=66' --holdout 'kernel=gemm,m>=128' \
     --weight-dtype fp8 --layer-gemms 8 --base "$BASE" -o "$STAGE1" \
     --command "sh analysis/calibrate.sh (bin/dhcal fit on $BENCH/attention-attention-b2b20.csv and $BENCH/default-{fetch,gemm,indexer}.csv, then bin/dhcal refit of layer_fixed_s on $REPLAY)" \

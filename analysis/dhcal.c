@@ -81,6 +81,7 @@ static void print_section(const fit_section *s)
         printf("  %-28s %14.6g +- %-10.3g", c->key, c->value, c->se);
         if (c->fixed_zero) printf("  (fit gave %.3g +- %.2g, below 0 inside the noise: held at 0)", c->fit_value, c->fit_se);
         if (c->undetermined) printf("  (not determined by the data: left out)");
+        if (c->bound) printf("  (a lower bound: every point is limited by the other term)");
         putchar('\n');
     }
     for (size_t i = 0; i < s->nrange; i++)

@@ -655,6 +655,171 @@ out:
     return rc;
 }
 
+/* ---- indexer: a roofline ----------------------------------------------------- */
+
+enum { IX_T0, IX_BYTE, IX_MAC, IX_NPAR };   /* t0 (us), us per key byte, us per multiply-add */
+
+typedef struct { const double *bytes, *macs; } ix_model;
+
+static double ix_eval_pt(double bytes, double macs, const double *p, double *g)
+{
+    const double tb = bytes * p[IX_BYTE], tc = macs * p[IX_MAC];
+    if (g) {
+        g[IX_T0] = 1;
+        g[IX_BYTE] = tb >= tc ? bytes : 0;
+        g[IX_MAC] = tb >= tc ? 0 : macs;
+    }
+    return p[IX_T0] + (tb >= tc ? tb : tc);
+}
+
+static double ix_eval(const void *model, size_t i, const double *p, double *grad)
+{
+    const ix_model *m = model;
+    return ix_eval_pt(m->bytes[i], m->macs[i], p, grad);
+}
+
+/* One candidate of the roofline fit: the terms not in `terms` (bit IX_BYTE, IX_MAC) held at
+ * 0, from start p0; a fixed cost below zero inside the noise is refitted at 0. */
+typedef struct {
+    fit_result r;
+    int terms, t0_zero;
+    double t0_fit, t0_fit_se;
+} ix_cand;
+
+static int ix_try(const fit_model *m, const double *y, const double *w, size_t n, int terms, const double *p0, ix_cand *c,
+                  char *why, size_t whycap)
+{
+    double p[IX_NPAR];
+    int fixed[IX_NPAR] = {0};
+    memcpy(p, p0, sizeof p);
+    for (int j = IX_BYTE; j <= IX_MAC; j++)
+        if (!(terms & (1 << j))) { fixed[j] = 1; p[j] = 0; }
+    memset(c, 0, sizeof *c);
+    c->terms = terms;
+    if (fit_nonlinear(m, y, w, n, p, fixed, &c->r) < 0) { snprintf(why, whycap, "%s", dh_errmsg()); return -1; }
+    for (int j = IX_BYTE; j <= IX_MAC; j++)
+        if (!fixed[j] && !(c->r.p[j] > 0)) { snprintf(why, whycap, "a rate came out <= 0"); return -1; }
+    if (c->r.p[IX_T0] < 0) {
+        if (c->r.p[IX_T0] < -2 * c->r.se[IX_T0]) {
+            snprintf(why, whycap, "t0_us = %g (+- %g) is below zero beyond the noise", c->r.p[IX_T0], c->r.se[IX_T0]);
+            return -1;
+        }
+        c->t0_zero = 1;
+        c->t0_fit = c->r.p[IX_T0];
+        c->t0_fit_se = c->r.se[IX_T0];
+        memcpy(p, c->r.p, sizeof p);
+        p[IX_T0] = 0;
+        fixed[IX_T0] = 1;
+        if (fit_nonlinear(m, y, w, n, p, fixed, &c->r) < 0) { snprintf(why, whycap, "%s", dh_errmsg()); return -1; }
+    }
+    return 0;
+}
+
+static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                       const fit_opts *o, fit_section *s)
+{
+    /* Lines without their bytes give the compute term alone (the linear form). */
+    for (size_t i = 0; i < n + nhold; i++)
+        if (isnan((i < n ? rows[i] : hold[i - n])->v[BCSV_BYTES])) return fit_lin(rows, n, hold, nhold, t, o, s);
+    double *bytes = malloc((n + nhold + 1) * sizeof *bytes), *macs = malloc((n + nhold + 1) * sizeof *macs);
+    double *y = malloc((n + nhold + 1) * sizeof *y), *w = malloc((n + 1) * sizeof *w);
+    if (!bytes || !macs || !y || !w) abort();
+    int rc = 0;
+    for (size_t i = 0; i < n + nhold; i++) {
+        const bcsv_row *r = i < n ? rows[i] : hold[i - n];
+        const double batch = isnan(r->v[BCSV_BATCH]) ? 1 : r->v[BCSV_BATCH], q = isnan(r->v[BCSV_QUERIES]) ? 1 : r->v[BCSV_QUERIES];
+        bytes[i] = r->v[BCSV_BYTES];
+        macs[i] = !isnan(r->v[BCSV_FLOPS]) ? r->v[BCSV_FLOPS] / 2 : batch * q * r->v[BCSV_CTX] * r->v[BCSV_HEADS] * r->v[BCSV_KDIM];
+        y[i] = r->v[BCSV_MEDIAN_US];
+        if (!(bytes[i] > 0) || !(macs[i] > 0) || !isfinite(macs[i])) {
+            rc = dh_err("file '%s' line %ld: indexer line lacks its bytes or its multiply-adds (flops, or ctx, heads and kdim)",
+                        t->files[r->file], r->line);
+            goto out;
+        }
+        if (!(y[i] > 0)) { rc = dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line); goto out; }
+        if (i >= n) continue;
+        w[i] = 1.0 / (y[i] * y[i]);
+        range_add(s, "ctx", r->v[BCSV_CTX]); range_add(s, "heads", r->v[BCSV_HEADS]); range_add(s, "batch", batch);
+        range_add(s, "queries", q); range_add(s, "bytes", bytes[i]); range_add(s, "macs", macs[i]);
+    }
+    ix_model im = {bytes, macs};
+    fit_model fm = {IX_NPAR, ix_eval, &im};
+    /* Start values: a fixed cost under the fastest line, each term alone through the points. */
+    double ymin = y[0], per_byte = INFINITY, per_mac = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (y[i] < ymin) ymin = y[i];
+        if (y[i] / bytes[i] < per_byte) per_byte = y[i] / bytes[i];
+        if (y[i] / macs[i] < per_mac) per_mac = y[i] / macs[i];
+    }
+    enum { MEM = 1 << IX_BYTE, COMP = 1 << IX_MAC };
+    ix_cand cand[5], *best = NULL;
+    size_t nc = 0;
+    char why[256] = "no candidate converged";
+    double p0[IX_NPAR] = {0.5 * ymin, 0.5 * per_byte, 0.5 * per_mac};
+    int have_mem = ix_try(&fm, y, w, n, MEM, p0, &cand[nc], why, sizeof why) == 0;
+    if (have_mem) nc++;
+    int have_comp = ix_try(&fm, y, w, n, COMP, p0, &cand[nc], why, sizeof why) == 0;
+    if (have_comp) nc++;
+    if (have_mem && have_comp) {
+        /* Both terms, from the single-term fits: each point starts in whichever regime its
+         * single-term fits put it, and twice from each side's slower rate. */
+        const fit_result *rm = &cand[0].r, *rcp = &cand[1].r;
+        const double starts[3][2] = {{1, 1}, {1, 0.5}, {0.5, 1}};
+        for (int k = 0; k < 3; k++) {
+            double pb[IX_NPAR] = {fmin(rm->p[IX_T0], rcp->p[IX_T0]), starts[k][0] * rm->p[IX_BYTE], starts[k][1] * rcp->p[IX_MAC]};
+            if (pb[IX_T0] < 0) pb[IX_T0] = 0;
+            ix_cand c;
+            if (ix_try(&fm, y, w, n, MEM | COMP, pb, &c, why, sizeof why) < 0) continue;
+            /* Every point in one regime: the same model as that term alone. */
+            size_t nmem = 0;
+            for (size_t i = 0; i < n; i++) nmem += bytes[i] * c.r.p[IX_BYTE] >= macs[i] * c.r.p[IX_MAC];
+            if (nmem == 0 || nmem == n) continue;
+            cand[nc++] = c;
+        }
+    }
+    for (size_t k = 0; k < nc; k++) {
+        /* The least residual; a two-term fit must beat the single terms outright (ties go to
+         * the simpler model, which comes first). */
+        if (!best || cand[k].r.chisq < best->r.chisq * (1 - 1e-9)) best = &cand[k];
+    }
+    if (!best) {
+        rc = dh_err("kernel '%s' version '%s': indexer fit failed: %s", s->kernel, s->version, why);
+        goto out;
+    }
+    s->res = best->r;
+    s->res.npar = (size_t)(!best->t0_zero + !!(best->terms & MEM) + !!(best->terms & COMP));   /* the free ones */
+    const double *p = best->r.p, *se = best->r.se;
+    coef_add(s, "t0_us", p[IX_T0], se[IX_T0], best->t0_zero, best->t0_fit, best->t0_fit_se);
+    /* A term the chosen fit leaves out is bounded by the points: the slowest rate at which
+     * every point would still be limited by the other term. */
+    double bpb = p[IX_BYTE], bpm = p[IX_MAC];
+    if (!(best->terms & MEM)) {
+        bpb = INFINITY;
+        for (size_t i = 0; i < n; i++) bpb = fmin(bpb, macs[i] * p[IX_MAC] / bytes[i]);
+    }
+    if (!(best->terms & COMP)) {
+        bpm = INFINITY;
+        for (size_t i = 0; i < n; i++) bpm = fmin(bpm, bytes[i] * p[IX_BYTE] / macs[i]);
+    }
+    coef_add(s, "key_gbps", 1e-3 / bpb, best->terms & MEM ? 1e-3 * se[IX_BYTE] / (bpb * bpb) : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & MEM);
+    coef_add(s, "rate_gmacs", 1e-3 / bpm, best->terms & COMP ? 1e-3 * se[IX_MAC] / (bpm * bpm) : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & COMP);
+    if (nhold) {
+        double *pred = malloc(nhold * sizeof *pred);
+        if (!pred) abort();
+        for (size_t i = 0; i < nhold; i++) pred[i] = ix_eval_pt(bytes[n + i], macs[n + i], p, NULL);
+        fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
+        free(pred);
+    }
+out:
+    free(bytes);
+    free(macs);
+    free(y);
+    free(w);
+    return rc;
+}
+
 /* ---- driver ------------------------------------------------------------------ */
 
 static int form_of(const char *kernel, const fit_opts *o, fit_form *f)
@@ -790,7 +955,9 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
                 hold[nh++] = r;
             }
             s->held_out = nh;
-            rc = form == FIT_FORM_FETCH ? fit_fetch(rows, m, hold, nh, t, o, s) : fit_lin(rows, m, hold, nh, t, o, s);
+            rc = form == FIT_FORM_FETCH     ? fit_fetch(rows, m, hold, nh, t, o, s)
+                 : form == FIT_FORM_INDEXER ? fit_indexer(rows, m, hold, nh, t, o, s)
+                                            : fit_lin(rows, m, hold, nh, t, o, s);
             if (rc == 0 && form != FIT_FORM_CONST && !(s->res.r2 >= o->min_r2))
                 rc = dh_err("kernel '%s' version '%s': %s fit R^2 %.4f is below the threshold %.4f (relative rms %.1f %%)",
                             s->kernel, s->version, s->section, s->res.r2, o->min_r2, 100 * s->res.rms_rel);

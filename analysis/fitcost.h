@@ -21,8 +21,15 @@
  * hbm (sparse attention, verification; HBM-bound):
  *   time = t0_us + bytes / (hbm_gbps * 1e3) + batch*queries * query_us + batch*union_rows * union_row_us
  *   (terms whose input never varies are left out of the fit and written as 0).
- * indexer:  time = t0_us + macs / (rate_gmacs * 1e3), macs = flops / 2 (the line's
- *           flops column), else batch*queries*ctx*heads*kdim: multiply-adds of the scoring.
+ * indexer (a roofline): time = t0_us + max(bytes / (key_gbps * 1e3), macs / (rate_gmacs * 1e3)):
+ *           the scoring reads each request's keys once (bytes, the line's bytes column) and
+ *           multiplies them by every query (macs = flops / 2, the line's flops column, else
+ *           batch*queries*ctx*heads*kdim); the longer of the two sets the time. Fitted
+ *           three ways (memory term alone, compute term alone, both), the least residual
+ *           kept, the simpler on a tie. When every point is in one regime, the other term
+ *           is only bounded: written as the bound (`bound`: the slowest rate, or bandwidth,
+ *           that keeps every point in the regime it is in). Lines without bytes: the
+ *           compute term alone (t0_us, rate_gmacs).
  * gemm:     time = t0_us + bytes / (weight_gbps * 1e3), one fit per dtype: decode
  *           GEMMs (a few to a hundred tokens) stream their weights, so the bytes
  *           set the time, not the flops; the largest rate the run measured
@@ -73,6 +80,7 @@ typedef struct {
     int fixed_zero;   /* refitted at 0 because the fit put it below 0 within noise */
     double fit_value, fit_se; /* the value and standard error before that refit */
     int undetermined; /* the data do not determine it (input constant or collinear): written as 0 */
+    int bound;        /* a rate the data only bound from below (every point limited by another term) */
 } fit_coef;
 
 typedef struct {

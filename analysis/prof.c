@@ -24,7 +24,7 @@ typedef struct {
     int append; /* an optional key: added at the end of its section when the base lacks it */
 } repl;
 
-#define MAX_REPL 24
+#define MAX_REPL 32
 
 static int load_cfg_hw(const char *path, cfg **c, hw_profile *hw)
 {
@@ -76,6 +76,7 @@ static void provenance(const fit_section *s, char *buf, size_t cap)
         ADD("%s %s = %.5g +- %.2g", i ? "," : "", c->key, c->value, c->se);
         if (c->fixed_zero) ADD(" (fit gave %.3g +- %.2g, inside the noise: held at 0)", c->fit_value, c->fit_se);
         if (c->undetermined) ADD(" (not determined by the data: left out)");
+        if (c->bound) ADD(" (a lower bound: every point is limited by the other term)");
     }
     ADD("\n; dhcal: fitted range:");
     for (size_t i = 0; i < s->nrange; i++)
@@ -387,13 +388,23 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         char prov[2048], prov2[2048];
         provenance(indexer, prov, sizeof prov);
         provenance(topk, prov2, sizeof prov2);
-        const fit_coef *it0 = coef(indexer, "t0_us"), *kt0 = coef(topk, "t0_us");
+        const fit_coef *it0 = coef(indexer, "t0_us"), *kt0 = coef(topk, "t0_us"), *rate = coef(indexer, "rate_gmacs");
+        const fit_coef *kbw = coef(indexer, "key_gbps");
         repl *a = &r[nr++], *b = &r[nr++];
         *a = (repl){.section = "hw", .key = "indexer_ops_s", .append = 1};
         *b = (repl){.section = "hw", .key = "select_s", .append = 1};
-        snprintf(a->value, sizeof a->value, "%.6g", coef(indexer, "rate_gmacs")->value * 1e9);
-        snprintf(a->comment, sizeof a->comment, "%s; dhcal: indexer_ops_s = rate_gmacs (multiply-adds of the scoring per second)%s\n", prov,
+        snprintf(a->value, sizeof a->value, "%.6g", rate->value * 1e9);
+        snprintf(a->comment, sizeof a->comment, "%s; dhcal: indexer_ops_s = rate_gmacs (multiply-adds of the scoring per second)%s%s\n", prov,
+                 rate->bound ? "; every fitted point is limited by the keys' bytes, so this is the slowest rate that keeps them so" : "",
                  indexer->res.npoints <= indexer->res.npar ? "; as many points as coefficients: exact, no residual or standard errors" : "");
+        if (kbw && !kbw->bound) {
+            /* The keys' bytes at the kernel's own rate (without it step.c uses hbm_bw). */
+            repl *c = &r[nr++];
+            *c = (repl){.section = "hw", .key = "indexer_bw", .append = 1};
+            snprintf(c->value, sizeof c->value, "%.6g", kbw->value * 1e9);
+            snprintf(c->comment, sizeof c->comment, "; dhcal: indexer_bw = key_gbps of the %s fit above (the keys' bytes the scoring reads per second)\n",
+                     indexer->section);
+        }
         snprintf(b->value, sizeof b->value, "%.6g", (it0->value + kt0->value) * 1e-6);
         snprintf(b->comment, sizeof b->comment, "%s; dhcal: select_s = t0_us of the indexer (%.4g us) + the top-k (%.5g +- %.2g us)\n", prov2,
                  it0->value, kt0->value, kt0->se);

@@ -14,8 +14,8 @@
  *             mma_efficiency  achieved fraction of the tensor rates (0, 1]
  *             kernel_launch_s fixed cost of one kernel on the compute stream
  *             attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s,
- *             select_s   optional (default 0 = unused): costs fitted to the
- *                        project's kernels; see hw_profile below
+ *             select_s, indexer_bw   optional (default 0 = unused): costs fitted to
+ *                        the project's kernels; see hw_profile below
  *   [pcie]    h2d_bw, d2h_bw  pinned-memcpy bandwidth each way
  *             duplex_bw       both directions at once (sum)
  *   [gather]  (zero-copy fetch of missed rows straight from pinned host memory)
@@ -76,11 +76,12 @@ typedef struct {
      *                            (the selected rows' bytes), or the tensor time if larger;
      *   weight_bw, layer_fixed_s projections and experts: layer_fixed_s (the layer's
      *                            GEMM launches) + weight bytes / weight_bw, or flops;
-     *   indexer_ops_s, select_s  indexer: max(key bytes / hbm_bw, queries x rows x heads
-     *                            x dim / indexer_ops_s) + select_s (the fixed costs of the
-     *                            selecting layer: the indexer's launch and the top-k).
+     *   indexer_ops_s, select_s, indexer: max(key bytes / indexer_bw, queries x rows x
+     *   indexer_bw               heads x dim / indexer_ops_s) + select_s (the fixed costs
+     *                            of the selecting layer: the indexer's launch and the
+     *                            top-k); indexer_bw 0 = hbm_bw.
      * bin/dhcal fit writes them from the kernel benchmarks (analysis/README.md). */
-    double attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s, select_s;
+    double attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s, select_s, indexer_bw;
     double h2d_bw, d2h_bw, duplex_bw;
     hw_table gather_row, gather_pages, gather_sms;
     double ref_row_bytes, fetch_sms, page_bytes, gather_launch_s;

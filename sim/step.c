@@ -24,9 +24,11 @@ double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     double queries = m->tokens / m->n_req;
     double flops = 2.0 * queries * rows * k->indexer_heads * k->indexer_dim;
     if (cx->hw->indexer_ops_s > 0) {
-        /* Kernel-fitted: the scoring rate in multiply-adds, then one fixed cost
-         * for the indexer's launch and the top-k (hw.h). */
-        double tb = bytes / cx->hw->hbm_bw, tf = flops / 2.0 / cx->hw->indexer_ops_s;
+        /* Kernel-fitted: the keys at the kernel's own rate (else the HBM's), the
+         * scoring rate in multiply-adds, then one fixed cost for the indexer's
+         * launch and the top-k (hw.h). */
+        double bw = cx->hw->indexer_bw > 0 ? cx->hw->indexer_bw : cx->hw->hbm_bw;
+        double tb = bytes / bw, tf = flops / 2.0 / cx->hw->indexer_ops_s;
         return (tb > tf ? tb : tf) + cx->hw->select_s;
     }
     return hw_kernel_time(cx->hw, bytes, flops, 1, cx->compute_sms);

@@ -621,6 +621,112 @@ static void test_profile_write(void **state)
     free(s);
 }
 
+/* Indexer lines of a roofline truth t0 + max(bytes / bw, macs / rate): keys of
+ * batch x ctx tokens (132 B each) read once, queries x 32 heads x 128 multiply-adds per key.
+ * qmax bounds the query tokens per request, hence whether any point is compute-bound. */
+static void write_roofline(const char *path, double t0, double gbps, double gmacs, int qmax, int with_topk,
+                           uint64_t seed)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", bcsv_header());
+    rng_stream r;
+    rng_init(&r, seed, 5, 0, 1);
+    for (int b = 4; b <= 16; b *= 4)
+        for (int ctx = 25000; ctx <= 200000; ctx *= 2)
+            for (int q = 1; q <= qmax; q *= 2) {
+                line_in l = blank("indexer");
+                l.batch = b; l.ctx = ctx; l.heads = 32; l.queries = q; l.k = 2048;
+                l.bytes = (double)b * ctx * 132;
+                l.flops = 2.0 * b * ctx * q * 32 * 128;
+                const double tb = l.bytes / (gbps * 1e3), tc = l.flops / 2 / (gmacs * 1e3);
+                l.median_us = (t0 + (tb > tc ? tb : tc)) * (1 + SIGMA * gauss(&r));
+                write_line(f, &l);
+            }
+    for (int i = 0; with_topk && i < 4; i++) {
+        line_in l = blank("topk");
+        l.batch = 16; l.ctx = 100000; l.k = 2048;
+        l.median_us = 33.0 * (1 + SIGMA * gauss(&r));
+        write_line(f, &l);
+    }
+    fclose(f);
+}
+
+/* The indexer's roofline: with 1-8 queries both regimes occur and all three coefficients
+ * are recovered; with one query every point is bound by the keys' bytes and the rate is
+ * only a lower bound (at most the truth); a planted fault fails. */
+static void test_indexer_roofline(void **state)
+{
+    (void)state;
+    const double t0 = 6.0, gbps = 3900.0, gmacs = 300000.0;
+    char path[256];
+    snprintf(path, sizeof path, "%s/roof.csv", tmpdir);
+    write_roofline(path, t0, gbps, gmacs, 8, 0, 42);
+    fit_section *s;
+    size_t ns;
+    assert_int_equal(fit_file(path, &s, &ns, NULL), 0);
+    assert_int_equal(ns, 1);
+    assert_int_equal(s->form, FIT_FORM_INDEXER);
+    assert_int_equal(s->res.npar, 3);
+    assert_true(recovered(s, "t0_us", t0));
+    assert_true(recovered(s, "key_gbps", gbps));
+    assert_true(recovered(s, "rate_gmacs", gmacs));
+    assert_false(find_coef(s, "key_gbps")->bound || find_coef(s, "rate_gmacs")->bound);
+    assert_true(s->res.rms_rel > 0.7 * SIGMA && s->res.rms_rel < 1.3 * SIGMA);
+    assert_false(recovered(s, "rate_gmacs", gmacs * 1.1)); /* planted */
+    assert_false(recovered(s, "key_gbps", gbps * 1.1));
+    free(s);
+
+    write_roofline(path, t0, gbps, gmacs, 1, 0, 43);
+    assert_int_equal(fit_file(path, &s, &ns, NULL), 0);
+    assert_int_equal(s->res.npar, 2);
+    assert_true(recovered(s, "t0_us", t0));
+    assert_true(recovered(s, "key_gbps", gbps));
+    const fit_coef *rate = find_coef(s, "rate_gmacs");
+    assert_true(rate->bound && !find_coef(s, "key_gbps")->bound);
+    /* The bound: the slowest rate that keeps every point bound by the bytes (here the
+     * fitted bandwidth x 32 x 128 MACs per 132 B), below the truth. */
+    const double want = find_coef(s, "key_gbps")->value * 32 * 128 / 132;
+    assert_true(fabs(rate->value / want - 1) < 1e-9);
+    assert_true(rate->value < gmacs);
+    free(s);
+
+    /* Every point compute-bound (a slow rate): the bandwidth is the bound. */
+    write_roofline(path, t0, gbps, 20000.0, 8, 0, 44);
+    assert_int_equal(fit_file(path, &s, &ns, NULL), 0);
+    assert_true(recovered(s, "rate_gmacs", 20000.0));
+    assert_true(find_coef(s, "key_gbps")->bound && find_coef(s, "key_gbps")->value < gbps);
+    free(s);
+
+    /* Into the profile: indexer_bw and indexer_ops_s from the two-regime fit; with one query
+     * indexer_bw alone is fitted and indexer_ops_s is the bound, said so. */
+    char out[256];
+    snprintf(out, sizeof out, "%s/roof.ini", tmpdir);
+    prof_opts po = {.base_path = "tests/data/hw_base.ini", .fetch_pattern = "serving", .pool_bytes = NAN, .command = "test",
+                    .weight_dtype = "fp8", .layer_gemms = 8};
+    for (int qmax = 8; qmax >= 1; qmax /= 8) {
+        write_roofline(path, t0, gbps, gmacs, qmax, 1, 45);
+        assert_int_equal(fit_file(path, &s, &ns, NULL), 0);
+        assert_int_equal(prof_write(&po, s, ns, out, NULL), 0);
+        assert_int_equal(prof_check(out), 0);
+        cfg *c;
+        assert_int_equal(cfg_load(out, &c), 0);
+        assert_true(fabs(key_of(c, "indexer_bw") / (gbps * 1e9) - 1) < 0.03);
+        if (qmax == 8) assert_true(fabs(key_of(c, "indexer_ops_s") / (gmacs * 1e9) - 1) < 0.05);
+        else assert_true(key_of(c, "indexer_ops_s") < gmacs * 1e9);
+        assert_true(fabs(key_of(c, "select_s") / ((t0 + 33.0) * 1e-6) - 1) < 0.05);
+        cfg_free(c);
+        free(s);
+    }
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    char buf[65536];
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    buf[len] = 0;
+    fclose(f);
+    assert_non_null(strstr(buf, "a lower bound"));
+}
+
 /* --select keeps only the matching lines: with attention v1 selected, the
  * other kernels and versions are not fitted. */
 static void test_select(void **state)
@@ -677,6 +783,7 @@ int main(void)
         cmocka_unit_test(test_profile_check),
         cmocka_unit_test(test_profile_write),
         cmocka_unit_test(test_select),
+        cmocka_unit_test(test_indexer_roofline),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
