@@ -447,7 +447,7 @@ static int spec_classify(run *R, step_ctx *cx, step_mb *mb, double *step_sel, do
         b->window_rows += ctx < m->max_window ? (double)ctx : m->max_window;
         for (uint32_t g = 0; g < R->G; g++) {
             specrun_out o;
-            if (specrun_verify(&qs->ps[g], sh, qs->ahead ? &qs->ahead[g] : NULL, &R->u, L, a, sp->shared_retrieval, &o) < 0)
+            if (specrun_verify(&qs->ps[g], sh, qs->ahead ? &qs->ahead[g] : NULL, &R->u, L, a, sp->shared_retrieval, NULL, &o) < 0)
                 return -1;
             const model_group *mg = &m->group[g];
             b->sel[g] += o.sel_sum;

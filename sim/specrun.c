@@ -160,7 +160,7 @@ static int in_sel(const void *user, uint32_t row) { return hb_selected(user, row
 static int is_res(const void *user, uint32_t row) { return hb_resident(user, row); }
 
 int specrun_verify(pol_stream *ps, const trace_shape *sh, sunion_ahead *ahead, sunion *u, uint32_t L,
-                   uint32_t a, int shared, specrun_out *o)
+                   uint32_t a, int shared, const specrun_hooks *hk, specrun_out *o)
 {
     memset(o, 0, sizeof *o);
     uint32_t p = ps->pos;
@@ -193,6 +193,7 @@ int specrun_verify(pol_stream *ps, const trace_shape *sh, sunion_ahead *ahead, s
     sunion_ahead_peek(ahead, 0, &d);
     DH_BUG_ON(d.pos != p);
     if (hb_step(h, &d, &r) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
+    if (hk && hk->base && hk->base(hk->user, &d, &r, h)) return -1;
     /* hb_step leaves the base position's missed rows in its scratch list. */
     sunion_begin(u, h->n_sel, in_sel, h, h->scratch, r.misses, is_res, h, !shared);
     o->sel_sum = d.n_sel;
@@ -201,8 +202,10 @@ int specrun_verify(pol_stream *ps, const trace_shape *sh, sunion_ahead *ahead, s
         sunion_ahead_peek(ahead, t, &d);
         if (sunion_add(u, d.added, d.n_added, d.removed, d.n_removed) < 0)
             return dh_err_prefix("request %u, group %u, position %u: ", ps->req, ps->group, d.pos);
+        if (hk && hk->query && hk->query(hk->user, t, &d)) return -1;
         o->sel_sum += d.n_sel;
     }
+    if (hk && hk->unioned && hk->unioned(hk->user, u, h)) return -1;
     o->union_rows = sunion_size(u);
     o->fetched = sunion_fetched(u, shared);
     o->fetched_per_query = shared ? 0 : sunion_missed_per_query(u);
@@ -211,6 +214,7 @@ int specrun_verify(pol_stream *ps, const trace_shape *sh, sunion_ahead *ahead, s
     for (uint32_t t = 1; t <= a; t++) {
         sunion_ahead_peek(ahead, 0, &d);
         if (hb_step(h, &d, &r) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
+        if (hk && hk->commit && hk->commit(hk->user, t, &d, &r, h)) return -1;
         o->written += r.written;
         o->staged_misses += r.misses;
         sunion_ahead_pop(ahead);

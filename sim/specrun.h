@@ -90,12 +90,28 @@ typedef struct {
     uint32_t staged_misses;      /* misses of committed drafts served from staging */
 } specrun_out;
 
+/* Observers of one verification, for a caller that must repeat it row by row
+ * (the GPU replay, kernels/replay/rp_host.h); any may be NULL. base: the base
+ * position applied to the hot buffer (its missed rows are the buffer's scratch
+ * list until the next step); query: draft t = 1..L as a delta against query
+ * t - 1; unioned: the union complete, the hot buffer as the fetch sees it;
+ * commit: accepted draft t = 1..a applied to the hot buffer. A non-zero return
+ * stops the verification (-1, with the observer's dh_err()). */
+typedef struct {
+    void *user;
+    int (*base)(void *user, const sel_delta *d, const hb_result *r, const hb *h);
+    int (*query)(void *user, uint32_t t, const sel_delta *d);
+    int (*unioned)(void *user, const sunion *u, const hb *h);
+    int (*commit)(void *user, uint32_t t, const sel_delta *d, const hb_result *r, const hb *h);
+} specrun_hooks;
+
 /* Verify and commit one (request, group) stream: base position ps->pos, L
  * drafts, a accepted. ps must be a live hot-buffer stream (pol_stream opened
  * with kind POL_ADAPTIVE: st and buf), or POL_RESIDENT (no stream is read).
  * ahead holds the positions read beyond the base. Advances ps->pos by a+1.
- * -1 with dh_err() naming request and group on a bad stream. */
+ * hk (may be NULL) observes the steps of a hot-buffer stream. -1 with dh_err()
+ * naming request and group on a bad stream. */
 int specrun_verify(pol_stream *ps, const trace_shape *sh, sunion_ahead *ahead, sunion *u, uint32_t L,
-                   uint32_t a, int shared, specrun_out *o);
+                   uint32_t a, int shared, const specrun_hooks *hk, specrun_out *o);
 
 #endif

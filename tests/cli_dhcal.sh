@@ -83,3 +83,15 @@ then pass validate_missing_step; else fail validate_missing_step "$out"; fi
 a=$($dhcal validate --replay tests/data/replay_small.csv --sim tests/data/sim_small.tsv 2>&1 | grep '^ALL' | awk '{$6 = ""; print}')
 b=$($dhcal validate --replay tests/data/replay_small.csv --sim-timeline tests/data/timeline_small.tsv:a:plain --sim tests/data/sim_small_b.tsv 2>&1 | grep '^ALL' | awk '{$6 = ""; print}')
 if [ -n "$a" ] && [ "$a" = "$b" ]; then pass validate_dhsim_timeline; else fail validate_dhsim_timeline "$b"; fi
+# A verify-mode timeline: the replay of verification steps runs no draft model, so the step's
+# draft_s is taken out (here 1 ms drafts on top of sim_small_b.tsv's 102 / 96 / 130 us steps:
+# the same comparison); without a draft_s column it is an error.
+printf '# policy adaptive+dflash2\nstep\tt_start_s\tt_end_s\tmissed_rows\tdraft_s\n0\t0\t0.001102\t5\t0.001\n1\t0.001102\t0.002198\t6\t0.001\n2\t0.002198\t0.003328\t5\t0.001\n' > "$tmp/tl_b.tsv"
+sed 's/^b,adaptive,/b,adaptive+dflash2,/' tests/data/replay_small.csv > "$tmp/replay_v.csv"
+sed 's/^b\tadaptive\t/b\tadaptive+dflash2\t/' tests/data/sim_small_b.tsv > "$tmp/sim_v.tsv"
+c=$($dhcal validate --replay "$tmp/replay_v.csv" --sim-timeline tests/data/timeline_small.tsv:a:plain --sim "$tmp/sim_v.tsv" 2>&1 | grep '^ALL' | awk '{$6 = ""; print}')
+d=$($dhcal validate --replay "$tmp/replay_v.csv" --sim-timeline tests/data/timeline_small.tsv:a:plain --sim-timeline "$tmp/tl_b.tsv:b:verify" 2>&1 | grep '^ALL' | awk '{$6 = ""; print}')
+if [ -n "$c" ] && [ "$c" = "$d" ]; then pass validate_verify_draft; else fail validate_verify_draft "$c | $d"; fi
+cut -f1-4 "$tmp/tl_b.tsv" > "$tmp/tl_nodraft.tsv"
+out=$($dhcal validate --replay "$tmp/replay_v.csv" --sim-timeline tests/data/timeline_small.tsv:a:plain --sim-timeline "$tmp/tl_nodraft.tsv:b:verify" 2>&1); rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q "needs the draft_s column"; then pass validate_verify_needs_draft; else fail validate_verify_needs_draft "$out"; fi

@@ -19,7 +19,8 @@ LIBS="-linih"
 B=build/replay
 mkdir -p $B bin
 objs=""
-for c in kernels/replay/rp_host.c sim/hb.c sim/model.c traces/gen.c traces/sel.c common/cfg.c common/dh_err.c \
+for c in kernels/replay/rp_host.c sim/hb.c sim/model.c sim/pol.c sim/belady.c sim/spec.c sim/specrun.c sim/union.c \
+         sim/hw.c sim/step.c sim/res.c sim/evq.c traces/gen.c traces/sel.c common/cfg.c common/dh_err.c \
          kernels/kref.c; do
   o=$B/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')
   $CC -O2 -std=c11 -D_GNU_SOURCE -I. $INC -c "$c" -o "$o" &

@@ -2,16 +2,17 @@
  * residency policy, run through the project's real kernels at a scale one GPU holds, with
  * every step timed (CUDA events) and its misses counted.
  *
- *   dhreplay --run ID:POLICY:BUDGET:HELDOUT [--run ...] [--model models/glm53.ini]
+ *   dhreplay --run ID:POLICY:BUDGET:HELDOUT[:SEED] [--run ...] [--model models/glm53.ini]
  *            [--preset glm51-longbench] [--seed 1] [--keyframe 64] [--requests 16]
  *            [--prompt-len 100000] [--steps 32] [--attention-dp 8] [--moe-ep 8]
  *            [--fetch-sms 8] [--attention-version 8] [--topk-version 5] [--indexer-version 5]
  *            [--out FILE.csv] [--dry-run]
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
- *   if l runs g's indexer: indexer scoring (indexer.cu and indexer_wgmma.cu, --indexer-version, default 5) over
- *     every request's context and top-k (topk.cu, --topk-version, default 5) -- their output is discarded: the
- *     trace's selection stands in for it, since top-k of random keys carries nothing --
+ *   if l runs g's indexer: indexer scoring (indexer.cu, indexer_wgmma.cu; --indexer-version,
+ *     default 5) over every request's context and top-k (topk.cu, --topk-version, default 5)
+ *     -- their output is discarded: the trace's selection stands in for it, since top-k of
+ *     random keys carries nothing --
  *     then the hot-buffer classification of g for all requests (one block per request,
  *     rp_residency_kernel below) and the compaction of the misses into one list;
  *     the misses of every layer of g are then fetched on a second stream on fetch_sms SMs
@@ -34,11 +35,26 @@
  * GPU miss count of every pair must equal it; two pairs' resident sets are compared row by row
  * at every step. A difference stops the replay (exit 1).
  *
+ * Verification steps (POLICY hisparse+dflash2, CSV mode "verify"): the simulator's speculative
+ * step (sim/specrun.h) with the model's DFlash2 draft (models/drafts/MODEL-dflash2.ini), every
+ * request verifying gamma drafts, Q = gamma + 1 queries; the host runs the simulator's own
+ * verification, union and acceptance (rp_host_spec_step) and the GPU repeats them: the base
+ * position's classification and misses as in a plain step; the union's rows outside the base
+ * selection and not resident are fetched beside the misses into a staging area after each
+ * layer's hot buffers; the indexer scores Q queries per request and the top-k runs on each;
+ * rp_map_kernel gives every query's k rows their slots (hot buffer or staging; a row in
+ * neither stops the replay); attention runs R x Q queries; the GEMMs run R x Q tokens, the
+ * experts those tokens touch. After the timed step the accepted drafts' positions are applied
+ * to the hot buffers (rp_residency_kernel on the pairs that accepted that many; their misses
+ * checked against the simulator's) -- untimed, as the simulator charges nothing for it -- and
+ * the draft pass is not run (dhcal validate takes the simulator's draft_s out). The streams
+ * hold steps x Q + 1 positions (kernels/replay/simrun.sh gives the simulator the same).
+ *
  * Output: the replay CSV of analysis/README.md (config_id,policy,mode,step,measured_us,misses,
  * selected,heldout), misses and selected summed over requests and layers; the command line in
  * a comment. Not replayed: the new rows' KV write and its write-through to the host (the
  * simulator charges it off the critical path), the expert-parallel all-to-all (no peers on
- * one GPU: run the simulator with moe_comm_s = 0), speculative verification. */
+ * one GPU: run the simulator with moe_comm_s = 0), the draft model's pass. */
 #include "kernels/fetch.cu"
 #include "kernels/attention.cu"
 #include "kernels/indexer.cu"
@@ -83,9 +99,12 @@ __device__ __forceinline__ uint64_t rp_lru_key(int32_t slot, int32_t row, int32_
  * unselected rows are dropped, as the simulator evicts them from its list. Misses, in
  * ascending row order, take the victims in ascending slot order, then the written rows.
  * Outputs: sel_slot (global slot: pair * stride + slot), the misses (rows, slots) and their
- * count; n_miss = -1 if the selection does not fit the budget. */
+ * count; n_miss = -1 if the selection does not fit the budget. active (NULL: every pair) skips
+ * the pairs with active[pair] == 0 (a verification's commit: requests accept different counts
+ * of drafts); step only has to grow from one call to the next for each pair. */
 __global__ void __launch_bounds__(RP_THREADS)
-rp_residency_kernel(int B, int stride, int k, int win, int32_t step, const int32_t *__restrict__ sel_all,
+rp_residency_kernel(int B, int stride, int k, int win, int32_t step, const int32_t *__restrict__ active,
+                    const int32_t *__restrict__ sel_all,
                     const int32_t *__restrict__ wfirst, const int32_t *__restrict__ wcnt,
                     int32_t *__restrict__ slot_row_all, int32_t *__restrict__ slot_last_all,
                     int32_t *__restrict__ row_slot_all, int32_t *__restrict__ sel_slot_all,
@@ -99,6 +118,7 @@ rp_residency_kernel(int B, int stride, int k, int win, int32_t step, const int32
     __shared__ uint32_t hist[256];
     __shared__ int32_t s_m, s_wsel, s_free, s_unprot, s_digit, s_need;
     const size_t p = blockIdx.x;
+    if (active && !active[p]) return;
     const int32_t *sel = sel_all + p * k;
     int32_t *slot_row = slot_row_all + p * stride, *slot_last = slot_last_all + p * stride;
     int32_t *row_slot = row_slot_all + p * (size_t)win;
@@ -230,6 +250,43 @@ rp_compact_kernel(int R, int k, int win, int stride, const int32_t *__restrict__
     }
 }
 
+/* A verification's attention sources for the R pairs of one group (block r = request r):
+ * query t's k rows -> slots of the layer's slot space, src[(r * Q + t) * k + i]. Query 0 is the
+ * base selection, whose slots the residency kernel found (sel_slot). A later query's row is in
+ * the hot buffer (row_slot after the base's update: slot r * stride + s) or staged: the
+ * union's rows outside the base and not resident, xr[r * xcap ..] ascending, n_xr[r] of them,
+ * at slots staging + r * xcap + j. A row in neither is counted in *bad (the host's union and
+ * the GPU's hot buffer disagree). */
+__global__ void __launch_bounds__(256)
+rp_map_kernel(int Q, int k, int win, int stride, int staging, int xcap, const int32_t *__restrict__ selq,
+              size_t sel_tstride, const int32_t *__restrict__ sel_slot, const int32_t *__restrict__ row_slot_all,
+              const int32_t *__restrict__ xr_all, const uint32_t *__restrict__ n_xr, int32_t *__restrict__ src,
+              int32_t *__restrict__ bad)
+{
+    const int r = blockIdx.x;
+    const int32_t *row_slot = row_slot_all + (size_t)r * win, *xr = xr_all + (size_t)r * xcap;
+    const int nx = (int)n_xr[r];
+    int my_bad = 0;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) src[(size_t)r * Q * k + i] = sel_slot[(size_t)r * k + i];
+    for (int t = 1; t < Q; t++) {
+        const int32_t *sel = selq + t * sel_tstride + (size_t)r * k;
+        int32_t *out = src + ((size_t)r * Q + t) * k;
+        for (int i = threadIdx.x; i < k; i += blockDim.x) {
+            const int32_t row = sel[i], s = row_slot[row];
+            if (s >= 0) { out[i] = r * stride + s; continue; }
+            int lo = 0, hi = nx;
+            while (lo < hi) {
+                const int mid = (lo + hi) >> 1;
+                if (xr[mid] < row) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo < nx && xr[lo] == row) out[i] = staging + r * xcap + lo;
+            else { out[i] = 0; my_bad++; }
+        }
+    }
+    if (my_bad) atomicAdd(bad, my_bad);
+}
+
 __device__ __forceinline__ uint64_t rp_mix(uint64_t x)
 {
     x += 0x9E3779B97F4A7C15ull;
@@ -308,7 +365,32 @@ static void rp_gemm_run(rp_gemm &g, int layer, const void *x, void *y)
 
 /* ---- driver ---- */
 
-struct rp_run { std::string id, policy; int budget, heldout; long seed; };
+struct rp_run { std::string id, policy; int budget, heldout; long seed; bool spec; };
+
+/* The DFlash2 draft of a model file: models/drafts/<its base name>-dflash2.ini, as bin/dhsim
+ * finds a mode's default draft. */
+static std::string rp_draft_path(const char *model)
+{
+    std::string m = model, base = m.substr(m.find_last_of('/') + 1);
+    if (base.size() > 4 && base.compare(base.size() - 4, 4, ".ini") == 0) base.resize(base.size() - 4);
+    std::string dir = m.find('/') == std::string::npos ? "" : m.substr(0, m.find_last_of('/') + 1);
+    return dir + "drafts/" + base + "-dflash2.ini";
+}
+
+/* Host-side buffers of one speculative step (rp_host.h). */
+struct rp_spec_host {
+    std::vector<int32_t> sel, wf, wc, xr, cwf, cwc;
+    std::vector<uint32_t> miss, n_xr, cmiss, acc, nrows, pos;
+    rp_spec_out o;
+    void size(size_t P, size_t R, size_t k, size_t gamma)
+    {
+        sel.resize(P * (gamma + 1) * k); wf.resize(P); wc.resize(P); xr.resize(P * gamma * k); n_xr.resize(P);
+        cwf.resize(P * gamma); cwc.resize(P * gamma); cmiss.resize(P * gamma); miss.resize(P);
+        acc.resize(R); nrows.resize(R); pos.resize(R);
+        o = {sel.data(), wf.data(), wc.data(), miss.data(), xr.data(), n_xr.data(), cwf.data(), cwc.data(),
+             cmiss.data(), acc.data(), nrows.data(), pos.data()};
+    }
+};
 
 static void usage(void)
 {
@@ -316,7 +398,8 @@ static void usage(void)
             "usage: dhreplay --run ID:POLICY:BUDGET:HELDOUT[:SEED] [--run ...] [--model FILE] [--preset NAME]\n"
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
             "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--attention-version V]\n"
-            "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run]\n");
+            "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run]\n"
+            "  POLICY: hisparse or adaptive (plain steps), hisparse+dflash2 (verification steps)\n");
     exit(2);
 }
 
@@ -371,8 +454,9 @@ int main(int argc, char **argv)
                 exit(2);
             }
             r.id = id; r.policy = pol; r.budget = b; r.heldout = h; r.seed = sd;
-            if (r.policy != "hisparse" && r.policy != "adaptive") {
-                fprintf(stderr, "dhreplay: policy '%s' is not hisparse or adaptive\n", pol);
+            r.spec = r.policy == "hisparse+dflash2";
+            if (r.policy != "hisparse" && r.policy != "adaptive" && !r.spec) {
+                fprintf(stderr, "dhreplay: policy '%s' is not hisparse, adaptive or hisparse+dflash2\n", pol);
                 exit(2);
             }
             runs.push_back(r);
@@ -381,6 +465,20 @@ int main(int argc, char **argv)
     if (runs.empty()) usage();
     for (auto &r : runs)
         if (r.seed < 0) r.seed = seed;
+    /* Verification steps: each request's stream must hold gamma + 1 positions per step (the
+     * simulator's workload.output_len of the same run, kernels/replay/simrun.sh). */
+    const std::string draft = rp_draft_path(model);
+    long gamma = 0;
+    for (auto &r : runs)
+        if (r.spec && !gamma) {
+            rp_host_cfg dc = {model, preset, (uint64_t)r.seed, (uint32_t)keyframe, 1, (uint32_t)prompt, 1, (uint32_t)r.budget,
+                              draft.c_str(), 2};
+            rp_host *hg;
+            if (rp_host_open(&dc, &hg) < 0) dh_die_last("dhreplay");
+            gamma = rp_host_gamma(hg);
+            rp_host_close(hg);
+        }
+    const long out_len = gamma ? steps * (gamma + 1) + 1 : steps;
 
     /* --dry-run: the host side alone (no GPU): every step's misses, summed over requests and
      * layers, as the replay would count and check them. */
@@ -388,12 +486,27 @@ int main(int argc, char **argv)
         printf("config_id,policy,step,misses,selected\n");
         for (auto &run : runs) {
             rp_host_cfg dc = {model, preset, (uint64_t)run.seed, (uint32_t)keyframe, (uint32_t)R, (uint32_t)prompt,
-                              (uint32_t)steps, (uint32_t)run.budget};
+                              (uint32_t)steps, (uint32_t)run.budget, run.spec ? draft.c_str() : NULL,
+                              (uint32_t)(run.spec ? out_len : 0)};
             rp_host *h;
             if (rp_host_open(&dc, &h) < 0) dh_die_last("dhreplay");
             const size_t P = (size_t)rp_host_groups(h) * R, k = rp_host_k(h);
             std::vector<int> gl(rp_host_groups(h), 0);
             for (uint32_t l = 0; l < rp_host_layers(h); l++) gl[rp_host_layer_group(h, l)]++;
+            if (run.spec) {
+                /* Rows fetched: the base's misses and the union's staged rows, per layer. */
+                rp_spec_host sh;
+                sh.size(P, R, k, gamma);
+                for (long step = 0; step < steps; step++) {
+                    if (rp_host_spec_step(h, &sh.o) != 0) dh_die_last("dhreplay");
+                    double m = 0;
+                    for (size_t p = 0; p < P; p++) m += (double)(sh.miss[p] + sh.n_xr[p]) * gl[p / R];
+                    printf("%s,%s,%ld,%.0f,%.0f\n", run.id.c_str(), run.policy.c_str(), step, m,
+                           (double)rp_host_layers(h) * R * k * (gamma + 1));
+                }
+                rp_host_close(h);
+                continue;
+            }
             std::vector<int32_t> sel(P * k), wf(P), wc(P);
             std::vector<uint32_t> miss(P), nr(R);
             for (long step = 0; step < steps; step++) {
@@ -433,7 +546,7 @@ int main(int argc, char **argv)
     }
     int Bmax = 0;
     for (auto &r : runs) Bmax = std::max(Bmax, r.budget);
-    const int win = (int)(prompt + steps);   /* rows per (layer, request) window */
+    const int win = (int)(prompt + out_len);   /* rows per (layer, request) window */
 
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
@@ -455,19 +568,23 @@ int main(int argc, char **argv)
     }
     cudaCheck(cudaHostGetDevicePointer((void **)&pool_d, pool_h, 0));
 
-    /* Device state. */
+    /* Device state. Per layer, the slot space is the hot buffers' R x Bmax slots and, for
+     * verification steps, a staging area of gamma x k slots per request after them. */
+    const int Q = (int)gamma + 1;                     /* queries per request of a verification step */
+    const int xcap = (int)gamma * k;                  /* staging slots per request */
     const size_t P = (size_t)G * R;
+    const size_t LS = (size_t)R * Bmax + (size_t)R * xcap;   /* slots per layer */
     uint8_t *hot;
-    size_t hot_bytes = (size_t)L * R * Bmax * row_bytes;
+    size_t hot_bytes = (size_t)L * LS * row_bytes;
     cudaCheck(cudaMalloc(&hot, hot_bytes));
     cudaCheck(cudaMemset(hot, 0, hot_bytes));
     int32_t *slot_row, *slot_last, *row_slot, *sel_d, *wfirst_d, *wcnt_d, *sel_slot, *miss_rows, *miss_slots, *n_miss;
     cudaCheck(cudaMalloc(&slot_row, P * Bmax * 4));
     cudaCheck(cudaMalloc(&slot_last, P * Bmax * 4));
     cudaCheck(cudaMalloc(&row_slot, P * (size_t)win * 4));
-    cudaCheck(cudaMalloc(&sel_d, P * k * 4));
-    cudaCheck(cudaMalloc(&wfirst_d, P * 4));
-    cudaCheck(cudaMalloc(&wcnt_d, P * 4));
+    cudaCheck(cudaMalloc(&sel_d, P * Q * k * 4));
+    cudaCheck(cudaMalloc(&wfirst_d, P * Q * 4));
+    cudaCheck(cudaMalloc(&wcnt_d, P * Q * 4));
     cudaCheck(cudaMalloc(&sel_slot, P * k * 4));
     cudaCheck(cudaMalloc(&miss_rows, P * k * 4));
     cudaCheck(cudaMalloc(&miss_slots, P * k * 4));
@@ -476,58 +593,83 @@ int main(int argc, char **argv)
     int32_t *flat_slots;
     cudaCheck(cudaMalloc(&flat_rows, P * k * 8));
     cudaCheck(cudaMalloc(&flat_slots, P * k * 4));
+    /* Verification: attention sources, the union's staged rows (per pair, and as one fetch list
+     * per group), the commit's active pairs, the map's disagreement count. */
+    int32_t *src_q = nullptr, *xr_d = nullptr, *xs_slots = nullptr, *active_d = nullptr, *bad_d = nullptr;
+    uint32_t *nxr_d = nullptr;
+    int64_t *xs_rows = nullptr;
+    if (gamma) {
+        cudaCheck(cudaMalloc(&src_q, P * Q * k * 4));
+        cudaCheck(cudaMalloc(&xr_d, P * xcap * 4));
+        cudaCheck(cudaMalloc(&nxr_d, P * 4));
+        cudaCheck(cudaMalloc(&xs_rows, P * xcap * 8));
+        cudaCheck(cudaMalloc(&xs_slots, P * xcap * 4));
+        cudaCheck(cudaMalloc(&active_d, P * Q * 4));
+        cudaCheck(cudaMalloc(&bad_d, 4));
+    }
     /* Indexer: one set of keys (every indexer layer reads as many bytes; 16 x 100K keys are
-     * far beyond L2, so sharing them costs nothing in realism). */
+     * far beyond L2, so sharing them costs nothing in realism); Q query tokens per request in
+     * verification steps. */
     uint8_t *ikeys, *iq;
     float *iscales, *iw, *scores;
     int32_t *top;
     cudaCheck(cudaMalloc(&ikeys, (size_t)R * win * IX_DIM));
     cudaCheck(cudaMalloc(&iscales, (size_t)R * win * 4));
-    cudaCheck(cudaMalloc(&iq, (size_t)R * idx_heads * IX_DIM));
-    cudaCheck(cudaMalloc(&iw, (size_t)R * idx_heads * 4));
-    cudaCheck(cudaMalloc(&scores, (size_t)R * win * 4));
-    cudaCheck(cudaMalloc(&top, (size_t)R * k * 4));
+    cudaCheck(cudaMalloc(&iq, (size_t)R * Q * idx_heads * IX_DIM));
+    cudaCheck(cudaMalloc(&iw, (size_t)R * Q * idx_heads * 4));
+    cudaCheck(cudaMalloc(&scores, (size_t)R * Q * win * 4));
+    cudaCheck(cudaMalloc(&top, (size_t)R * Q * k * 4));
     rp_fill_e4m3<<<1024, 256>>>(ikeys, (size_t)R * win * IX_DIM, 0x1de7);
-    rp_fill_e4m3<<<64, 256>>>(iq, (size_t)R * idx_heads * IX_DIM, 0x9e);
+    rp_fill_e4m3<<<64, 256>>>(iq, (size_t)R * Q * idx_heads * IX_DIM, 0x9e);
     rp_fill_f32<<<1024, 256>>>(iscales, (size_t)R * win, 0x5c, 0.5f, 1.0f);
-    rp_fill_f32<<<16, 256>>>(iw, (size_t)R * idx_heads, 0x77, 0.01f, 0.02f);
+    rp_fill_f32<<<16, 256>>>(iw, (size_t)R * Q * idx_heads, 0x77, 0.01f, 0.02f);
     CUDA_LAUNCH_CHECK();
     /* Attention. */
     __nv_bfloat16 *q;
     float *aout;
-    cudaCheck(cudaMalloc(&q, (size_t)R * AT_H * AT_QK * 2));
-    cudaCheck(cudaMemset(q, 0x3c, (size_t)R * AT_H * AT_QK * 2));
-    cudaCheck(cudaMalloc(&aout, (size_t)R * AT_H * AT_V * 4));
+    cudaCheck(cudaMalloc(&q, (size_t)R * Q * AT_H * AT_QK * 2));
+    cudaCheck(cudaMemset(q, 0x3c, (size_t)R * Q * AT_H * AT_QK * 2));
+    cudaCheck(cudaMalloc(&aout, (size_t)R * Q * AT_H * AT_V * 4));
     attn_scratch sc;
-    attn_setup(sc, (size_t)R * AT_H);
+    attn_setup(sc, (size_t)R * Q * AT_H);
     /* GEMMs (FP8 e4m3, shapes of kernels/suites/default.suite: GLM-5.3 hidden 6144, q_lora 2048,
-     * 64 heads x 256, kv 576, moe_intermediate 2048). Local experts the instance's tokens touch:
-     * E/ep * (1 - (1 - e/E)^(R * dp)), the simulator's expectation, rounded. */
+     * 64 heads x 256, kv 576, moe_intermediate 2048), one set per tokens per step (R plain, R x Q
+     * verifying). Local experts the instance's tokens touch: E/ep * (1 - (1 - e/E)^(tokens * dp)),
+     * the simulator's expectation, rounded. */
     const int hidden = 6144, qlora = 2048, qdim = 16384, kvdim = 576, inter = 2048;
     const double local = experts / ep;
-    const int touched = (int)lround(local * -expm1((double)R * dp * log1p(-ept / experts)));
-    const double routed = (double)R * dp * ept / ep;                  /* token-expert pairs on this GPU */
-    const int m_exp = std::max(16, (int)ceil(routed / std::max(1, touched) / 16.0) * 16);
     void *ws;
     size_t ws_bytes = 32u << 20;
     cudaCheck(cudaMalloc(&ws, ws_bytes));
-    rp_gemm g_qa, g_qb, g_kva, g_o, g_sgu, g_sd, g_egu, g_ed;
-    rp_gemm_make(g_qa, (int)R, qlora, hidden, 1, ws, ws_bytes);
-    rp_gemm_make(g_qb, (int)R, qdim, qlora, 1, ws, ws_bytes);
-    rp_gemm_make(g_kva, (int)R, kvdim, hidden, 1, ws, ws_bytes);
-    rp_gemm_make(g_o, (int)R, hidden, qdim, 1, ws, ws_bytes);
-    rp_gemm_make(g_sgu, (int)R, 2 * inter, hidden, 1, ws, ws_bytes);
-    rp_gemm_make(g_sd, (int)R, hidden, inter, 1, ws, ws_bytes);
-    rp_gemm_make(g_egu, m_exp, 2 * inter, hidden, touched, ws, ws_bytes);
-    rp_gemm_make(g_ed, m_exp, hidden, inter, touched, ws, ws_bytes);
+    struct rp_layer_gemms {
+        rp_gemm qa, qb, kva, o, sgu, sd, egu, ed;
+        int tokens, touched, m_exp;
+    } gm[2];
+    size_t x_bytes = 0;
+    for (int i = 0; i < (gamma ? 2 : 1); i++) {
+        rp_layer_gemms &e = gm[i];
+        e.tokens = (int)R * (i ? Q : 1);
+        e.touched = (int)lround(local * -expm1((double)e.tokens * dp * log1p(-ept / experts)));
+        const double routed = (double)e.tokens * dp * ept / ep;   /* token-expert pairs on this GPU */
+        e.m_exp = std::max(16, (int)ceil(routed / std::max(1, e.touched) / 16.0) * 16);
+        rp_gemm_make(e.qa, e.tokens, qlora, hidden, 1, ws, ws_bytes);
+        rp_gemm_make(e.qb, e.tokens, qdim, qlora, 1, ws, ws_bytes);
+        rp_gemm_make(e.kva, e.tokens, kvdim, hidden, 1, ws, ws_bytes);
+        rp_gemm_make(e.o, e.tokens, hidden, qdim, 1, ws, ws_bytes);
+        rp_gemm_make(e.sgu, e.tokens, 2 * inter, hidden, 1, ws, ws_bytes);
+        rp_gemm_make(e.sd, e.tokens, hidden, inter, 1, ws, ws_bytes);
+        rp_gemm_make(e.egu, e.m_exp, 2 * inter, hidden, e.touched, ws, ws_bytes);
+        rp_gemm_make(e.ed, e.m_exp, hidden, inter, e.touched, ws, ws_bytes);
+        x_bytes = std::max(x_bytes, (size_t)std::max(e.tokens, e.m_exp) * std::max(e.touched, 1) * qdim);
+    }
     uint8_t *x_act;
     void *y_act;
-    size_t x_bytes = (size_t)std::max((int)R, m_exp) * std::max(touched, 1) * qdim;
     cudaCheck(cudaMalloc(&x_act, x_bytes));
     cudaCheck(cudaMemset(x_act, 0x30, x_bytes));
-    cudaCheck(cudaMalloc(&y_act, (size_t)std::max((int)R, m_exp) * std::max(touched, 1) * qdim * 2));
-    const double dense_bytes = (double)(g_qa.wbytes + g_qb.wbytes + g_kva.wbytes + g_o.wbytes + g_sgu.wbytes + g_sd.wbytes);
-    const double expert_w = (double)(g_egu.wbytes + g_ed.wbytes);
+    cudaCheck(cudaMalloc(&y_act, x_bytes * 2));
+    const rp_layer_gemms &g0 = gm[0];
+    const double dense_bytes = (double)(g0.qa.wbytes + g0.qb.wbytes + g0.kva.wbytes + g0.o.wbytes + g0.sgu.wbytes + g0.sd.wbytes);
+    const double expert_w = (double)(g0.egu.wbytes + g0.ed.wbytes);
     /* What the simulator must be told so that it charges the same weights (sim.c:
      * dense = (weights_per_gpu - moe_layers * E/ep * expert_bytes) / layers). */
     const double weights_equiv = dense_bytes * L + (double)moe_layers * local * expert_bytes;
@@ -535,153 +677,311 @@ int main(int argc, char **argv)
             "dhreplay: %d layers, %d groups, k %d, %ld requests x %d rows, pool %.1f GB pinned, hot buffers %.2f GB;\n"
             "  dense weights %.1f MB/layer, %d of %.0f local experts touched (%.1f MB each, model %.1f MB), m %d per expert;\n"
             "  simulator: --set instance.weights_per_gpu_bytes=%.0f --set instance.moe_comm_s=0\n",
-            L, G, k, R, win, pool_bytes / 1e9, hot_bytes / 1e9, dense_bytes / 1e6, touched, local, expert_w / 1e6,
-            expert_bytes / 1e6, m_exp, weights_equiv);
+            L, G, k, R, win, pool_bytes / 1e9, hot_bytes / 1e9, dense_bytes / 1e6, g0.touched, local, expert_w / 1e6,
+            expert_bytes / 1e6, g0.m_exp, weights_equiv);
+    if (gamma)
+        fprintf(stderr, "  verification steps: %d queries per request, %d of %.0f local experts touched, m %d per expert\n", Q,
+                gm[1].touched, local, gm[1].m_exp);
 
     cudaStream_t fst;
     cudaCheck(cudaStreamCreateWithFlags(&fst, cudaStreamNonBlocking));
     std::vector<cudaEvent_t> ev_sel(G), ev_fetch(L);
     for (auto &e : ev_sel) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     for (auto &e : ev_fetch) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    cudaEvent_t t0, t1;
+    cudaEvent_t t0, t1, t2;
     cudaCheck(cudaEventCreate(&t0));
     cudaCheck(cudaEventCreate(&t1));
+    cudaCheck(cudaEventCreate(&t2));
 
     FILE *fo = out ? fopen(out, "w") : stdout;
     if (!fo) { fprintf(stderr, "dhreplay: cannot write '%s': %s\n", out, strerror(errno)); return 1; }
     fprintf(fo, "%s\n# device: %s; pool %zu bytes; fetch version 5 on %ld SMs; attention version %ld fp8; indexer version %ld (%d heads) + top-k version %ld\n",
             cmdline.c_str(), prop.name, pool_bytes, fetch_sms, attn_version, indexer_version, idx_heads, topk_version);
+    if (gamma)
+        fprintf(fo, "# verify: DFlash2 draft %s, gamma %ld (%d queries per request), output length %ld; the draft pass and the commit of accepted drafts are not timed\n",
+                draft.c_str(), gamma, Q, out_len);
     fprintf(fo, "config_id,policy,mode,step,measured_us,misses,selected,heldout\n");
 
     std::vector<int32_t> sel_h(P * k), wf_h(P), wc_h(P), nm_h(P), sr_h((size_t)Bmax);
     std::vector<uint32_t> miss_h(P), nrows_h(R);
-    std::vector<int> group_miss(G);
+    std::vector<int> group_miss(G), group_stage(G), group_stage_off(G);
+    rp_spec_host sp;
+    std::vector<int32_t> selq_h, xs_slots_h, act_h;
+    std::vector<int64_t> xs_rows_h;
+    if (gamma) {
+        sp.size(P, R, k, gamma);
+        selq_h.resize(P * Q * k);
+        xs_rows_h.resize(P * xcap);
+        xs_slots_h.resize(P * xcap);
+        act_h.resize(P * Q);
+    }
     const float sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));
     int failed = 0;
+    int32_t stamp = 0;   /* residency steps so far: the LRU stamp, one per hot-buffer step of a pair */
+
+    /* One decode step's layers on the GPU: Qn queries per request (1 plain), the GEMMs of e,
+     * attention sources src (per group: R x Qn x k slots; plain: the residency's sel_slot), and
+     * with a union the staged rows fetched beside the misses. */
+    auto run_layers = [&](const rp_run &run, int ctx, int Qn, rp_layer_gemms &e, bool with_union) {
+        for (int l = 0; l < L; l++) {
+            const int g = layer_group[l];
+            const size_t gp = (size_t)g * R;
+            if (selects[l]) {
+                indexer_launch((int)indexer_version, idx_heads, iq, iw, ikeys, iscales, (int)R, ctx, scores, 0, 0, Qn);
+                topk_launch((int)topk_version, scores, (int)R * Qn, ctx, k, top, 0);
+                rp_residency_kernel<<<(unsigned)R, RP_THREADS, smem_res>>>(
+                    run.budget, Bmax, k, win, stamp, nullptr, sel_d + gp * k, wfirst_d + gp, wcnt_d + gp,
+                    slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win, sel_slot + gp * k,
+                    miss_rows + gp * k, miss_slots + gp * k, n_miss + gp);
+                CUDA_LAUNCH_CHECK();
+                rp_compact_kernel<<<1, 1024>>>((int)R, k, win, Bmax, n_miss + gp, miss_rows + gp * k,
+                                               miss_slots + gp * k, flat_rows + gp * k, flat_slots + gp * k);
+                CUDA_LAUNCH_CHECK();
+                if (with_union) {
+                    rp_map_kernel<<<(unsigned)R, 256>>>(Qn, k, win, Bmax, (int)R * Bmax, xcap, sel_d + gp * k, P * k,
+                                                        sel_slot + gp * k, row_slot + gp * win, xr_d + gp * xcap,
+                                                        nxr_d + gp, src_q + gp * Qn * k, bad_d);
+                    CUDA_LAUNCH_CHECK();
+                }
+                cudaCheck(cudaEventRecord(ev_sel[g], 0));
+                /* IndexShare prefetch: every layer of the group, on the fetch stream; a
+                 * verification's staged union rows beside the misses. */
+                cudaCheck(cudaStreamWaitEvent(fst, ev_sel[g], 0));
+                for (int j = l; j < L; j++) {
+                    if (layer_group[j] != g) continue;
+                    if (j > l && selects[j]) break;
+                    const uint8_t *pool_l = pool_d + (size_t)j * R * win * row_bytes;
+                    uint8_t *hot_l = hot + (size_t)j * LS * row_bytes;
+                    if (group_miss[g] > 0) {
+                        fetch_rows_kernel<uint4, 4, false, 512><<<(unsigned)fetch_sms, 512, 0, fst>>>(
+                            pool_l, row_bytes, flat_rows + gp * k, flat_slots + gp * k, group_miss[g], row_bytes,
+                            hot_l, row_bytes);
+                        CUDA_LAUNCH_CHECK();
+                    }
+                    if (with_union && group_stage[g] > 0) {
+                        fetch_rows_kernel<uint4, 4, false, 512><<<(unsigned)fetch_sms, 512, 0, fst>>>(
+                            pool_l, row_bytes, xs_rows + group_stage_off[g], xs_slots + group_stage_off[g],
+                            group_stage[g], row_bytes, hot_l, row_bytes);
+                        CUDA_LAUNCH_CHECK();
+                    }
+                    cudaCheck(cudaEventRecord(ev_fetch[j], fst));
+                }
+            }
+            rp_gemm_run(e.qa, l, x_act, y_act);
+            rp_gemm_run(e.qb, l, x_act, y_act);
+            rp_gemm_run(e.kva, l, x_act, y_act);
+            cudaCheck(cudaStreamWaitEvent(0, ev_fetch[l], 0));
+            attn_args a;
+            memset(&a, 0, sizeof a);
+            a.hot = hot + (size_t)l * LS * row_bytes;
+            a.hot_stride = row_bytes;
+            a.src = with_union ? src_q + gp * Qn * k : sel_slot + gp * k;
+            a.q = q; a.nq = (int)R * Qn; a.k = k; a.heads = AT_H; a.format = KREF_ROW_FP8; a.row_bytes = row_bytes;
+            a.sm_scale = sm_scale;
+            attn_launch((int)attn_version, a, sc, aout, prop.multiProcessorCount, 0);
+            rp_gemm_run(e.o, l, x_act, y_act);
+            rp_gemm_run(e.sgu, l, x_act, y_act);
+            rp_gemm_run(e.sd, l, x_act, y_act);
+            if (moe[l] && e.touched > 0) {
+                const float one = 1.f, zero = 0.f;
+                cublasCheck(cublasLtMatmul(e.egu.plan.lt, e.egu.plan.op, &one, e.egu.w[l & 1], e.egu.plan.la, x_act,
+                                           e.egu.plan.lb, &zero, y_act, e.egu.plan.lc, y_act, e.egu.plan.lc,
+                                           &e.egu.plan.algo, ws, ws_bytes, 0));
+                cublasCheck(cublasLtMatmul(e.ed.plan.lt, e.ed.plan.op, &one, e.ed.w[l & 1], e.ed.plan.la, x_act,
+                                           e.ed.plan.lb, &zero, y_act, e.ed.plan.lc, y_act, e.ed.plan.lc,
+                                           &e.ed.plan.algo, ws, ws_bytes, 0));
+            }
+        }
+    };
+    /* Every pair's miss count (n_miss on the GPU) against the host's want[p] (the simulator's
+     * hot buffer); pairs with act[p] == 0 skipped. */
+    auto check_misses = [&](const rp_run &run, long step, const char *what, const uint32_t *want, const int32_t *act) {
+        cudaCheck(cudaMemcpy(nm_h.data(), n_miss, P * 4, cudaMemcpyDeviceToHost));
+        for (size_t p = 0; p < P; p++) {
+            if (act && !act[p]) continue;
+            if (nm_h[p] != (int32_t)want[p]) {
+                fprintf(stderr, "dhreplay: %s step %ld%s: request %zu group %zu: GPU %d misses, simulator %u\n",
+                        run.id.c_str(), step, what, p % R, p / R, nm_h[p], want[p]);
+                failed = 1;
+            }
+        }
+    };
+    /* The resident set of the first and last pair of group 0, row by row, against the host. */
+    auto check_resident = [&](const rp_run &run, long step, rp_host *h) {
+        for (size_t p : {(size_t)0, (size_t)R - 1}) {
+            cudaCheck(cudaMemcpy(sr_h.data(), slot_row + p * Bmax, (size_t)run.budget * 4, cudaMemcpyDeviceToHost));
+            uint32_t n_res = 0;
+            for (int s = 0; s < run.budget; s++) {
+                if (sr_h[s] < 0) continue;
+                n_res++;
+                if (!rp_host_resident(h, (uint32_t)p, (uint32_t)sr_h[s])) {
+                    fprintf(stderr, "dhreplay: %s step %ld pair %zu: row %d resident on the GPU, not in the simulator\n",
+                            run.id.c_str(), step, p, sr_h[s]);
+                    failed = 1;
+                    break;
+                }
+            }
+            if (n_res != rp_host_n_resident(h, (uint32_t)p)) {
+                fprintf(stderr, "dhreplay: %s step %ld pair %zu: %u rows resident on the GPU, %u in the simulator\n",
+                        run.id.c_str(), step, p, n_res, rp_host_n_resident(h, (uint32_t)p));
+                failed = 1;
+            }
+        }
+    };
+
     for (auto &run : runs) {
         hc.budget_rows = (uint32_t)run.budget;
         hc.seed = (uint64_t)run.seed;
+        hc.draft_path = run.spec ? draft.c_str() : NULL;
+        hc.output_len = (uint32_t)(run.spec ? out_len : 0);
         rp_host *h;
         if (rp_host_open(&hc, &h) < 0) dh_die_last("dhreplay");
         cudaCheck(cudaMemset(slot_row, 0xff, P * Bmax * 4));
         cudaCheck(cudaMemset(slot_last, 0xff, P * Bmax * 4));
         cudaCheck(cudaMemset(row_slot, 0xff, P * (size_t)win * 4));
+        stamp = 0;
         for (long step = 0; step < steps && !failed; step++) {
-            int rc = rp_host_step(h, sel_h.data(), wf_h.data(), wc_h.data(), miss_h.data(), nrows_h.data());
-            if (rc < 0) dh_die_last("dhreplay");
-            for (size_t p = 0; p < P; p++)
-                if (wc_h[p] > RP_WMAX) { fprintf(stderr, "dhreplay: %d rows written in one step\n", wc_h[p]); return 1; }
-            const int ctx = (int)nrows_h[0];
-            for (long r = 1; r < R; r++)
-                if ((int)nrows_h[r] != ctx) { fprintf(stderr, "dhreplay: requests are not aligned\n"); return 1; }
-            for (int g = 0; g < G; g++) {
-                group_miss[g] = 0;
-                for (long r = 0; r < R; r++) group_miss[g] += (int)miss_h[(size_t)g * R + r];
-            }
-            cudaCheck(cudaMemcpy(sel_d, sel_h.data(), P * k * 4, cudaMemcpyHostToDevice));
-            cudaCheck(cudaMemcpy(wfirst_d, wf_h.data(), P * 4, cudaMemcpyHostToDevice));
-            cudaCheck(cudaMemcpy(wcnt_d, wc_h.data(), P * 4, cudaMemcpyHostToDevice));
-            cudaCheck(cudaDeviceSynchronize());
-
-            cudaCheck(cudaEventRecord(t0, 0));
-            for (int l = 0; l < L; l++) {
-                const int g = layer_group[l];
-                const size_t gp = (size_t)g * R;
-                if (selects[l]) {
-                    indexer_launch((int)indexer_version, idx_heads, iq, iw, ikeys, iscales, (int)R, ctx, scores, 0);
-                    topk_launch((int)topk_version, scores, (int)R, ctx, k, top, 0);
-                    rp_residency_kernel<<<(unsigned)R, RP_THREADS, smem_res>>>(
-                        run.budget, Bmax, k, win, (int32_t)step, sel_d + gp * k, wfirst_d + gp, wcnt_d + gp,
-                        slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win, sel_slot + gp * k,
-                        miss_rows + gp * k, miss_slots + gp * k, n_miss + gp);
-                    CUDA_LAUNCH_CHECK();
-                    rp_compact_kernel<<<1, 1024>>>((int)R, k, win, Bmax, n_miss + gp, miss_rows + gp * k,
-                                                   miss_slots + gp * k, flat_rows + gp * k, flat_slots + gp * k);
-                    CUDA_LAUNCH_CHECK();
-                    cudaCheck(cudaEventRecord(ev_sel[g], 0));
-                    /* IndexShare prefetch: every layer of the group, on the fetch stream. */
-                    cudaCheck(cudaStreamWaitEvent(fst, ev_sel[g], 0));
-                    for (int j = l; j < L; j++) {
-                        if (layer_group[j] != g) continue;
-                        if (j > l && selects[j]) break;
-                        if (group_miss[g] > 0) {
-                            const uint8_t *pool_l = pool_d + (size_t)j * R * win * row_bytes;
-                            uint8_t *hot_l = hot + (size_t)j * R * Bmax * row_bytes;
-                            fetch_rows_kernel<uint4, 4, false, 512><<<(unsigned)fetch_sms, 512, 0, fst>>>(
-                                pool_l, row_bytes, flat_rows + gp * k, flat_slots + gp * k, group_miss[g], row_bytes,
-                                hot_l, row_bytes);
-                            CUDA_LAUNCH_CHECK();
-                        }
-                        cudaCheck(cudaEventRecord(ev_fetch[j], fst));
-                    }
-                }
-                rp_gemm_run(g_qa, l, x_act, y_act);
-                rp_gemm_run(g_qb, l, x_act, y_act);
-                rp_gemm_run(g_kva, l, x_act, y_act);
-                cudaCheck(cudaStreamWaitEvent(0, ev_fetch[l], 0));
-                attn_args a;
-                memset(&a, 0, sizeof a);
-                a.hot = hot + (size_t)l * R * Bmax * row_bytes;
-                a.hot_stride = row_bytes;
-                a.src = sel_slot + gp * k;
-                a.q = q; a.nq = (int)R; a.k = k; a.heads = AT_H; a.format = KREF_ROW_FP8; a.row_bytes = row_bytes;
-                a.sm_scale = sm_scale;
-                attn_launch((int)attn_version, a, sc, aout, prop.multiProcessorCount, 0);
-                rp_gemm_run(g_o, l, x_act, y_act);
-                rp_gemm_run(g_sgu, l, x_act, y_act);
-                rp_gemm_run(g_sd, l, x_act, y_act);
-                if (moe[l] && touched > 0) {
-                    const float one = 1.f, zero = 0.f;
-                    cublasCheck(cublasLtMatmul(g_egu.plan.lt, g_egu.plan.op, &one, g_egu.w[l & 1], g_egu.plan.la, x_act,
-                                               g_egu.plan.lb, &zero, y_act, g_egu.plan.lc, y_act, g_egu.plan.lc,
-                                               &g_egu.plan.algo, ws, ws_bytes, 0));
-                    cublasCheck(cublasLtMatmul(g_ed.plan.lt, g_ed.plan.op, &one, g_ed.w[l & 1], g_ed.plan.la, x_act,
-                                               g_ed.plan.lb, &zero, y_act, g_ed.plan.lc, y_act, g_ed.plan.lc,
-                                               &g_ed.plan.algo, ws, ws_bytes, 0));
-                }
-            }
-            cudaCheck(cudaEventRecord(t1, 0));
-            cudaCheck(cudaEventSynchronize(t1));
-            cudaCheck(cudaGetLastError());
+            double misses = 0, commit_ms = 0;
             float ms = 0;
-            cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
+            if (!run.spec) {
+                int rc = rp_host_step(h, sel_h.data(), wf_h.data(), wc_h.data(), miss_h.data(), nrows_h.data());
+                if (rc < 0) dh_die_last("dhreplay");
+                for (size_t p = 0; p < P; p++)
+                    if (wc_h[p] > RP_WMAX) { fprintf(stderr, "dhreplay: %d rows written in one step\n", wc_h[p]); return 1; }
+                const int ctx = (int)nrows_h[0];
+                for (long r = 1; r < R; r++)
+                    if ((int)nrows_h[r] != ctx) { fprintf(stderr, "dhreplay: requests are not aligned\n"); return 1; }
+                for (int g = 0; g < G; g++) {
+                    group_miss[g] = 0;
+                    for (long r = 0; r < R; r++) group_miss[g] += (int)miss_h[(size_t)g * R + r];
+                }
+                cudaCheck(cudaMemcpy(sel_d, sel_h.data(), P * k * 4, cudaMemcpyHostToDevice));
+                cudaCheck(cudaMemcpy(wfirst_d, wf_h.data(), P * 4, cudaMemcpyHostToDevice));
+                cudaCheck(cudaMemcpy(wcnt_d, wc_h.data(), P * 4, cudaMemcpyHostToDevice));
+                cudaCheck(cudaDeviceSynchronize());
 
-            /* Check: every pair's miss count against the simulator's hot buffer, and the resident
-             * set of the first and last pair of group 0 row by row. */
-            cudaCheck(cudaMemcpy(nm_h.data(), n_miss, P * 4, cudaMemcpyDeviceToHost));
-            double misses = 0;
-            for (size_t p = 0; p < P; p++) {
-                if (nm_h[p] != (int32_t)miss_h[p]) {
-                    fprintf(stderr, "dhreplay: %s step %ld: request %zu group %zu: GPU %d misses, simulator %u\n",
-                            run.id.c_str(), step, p % R, p / R, nm_h[p], miss_h[p]);
-                    failed = 1;
-                }
-                misses += (double)miss_h[p] * group_layers[p / R];
-            }
-            for (size_t p : {(size_t)0, (size_t)R - 1}) {
-                cudaCheck(cudaMemcpy(sr_h.data(), slot_row + p * Bmax, (size_t)run.budget * 4, cudaMemcpyDeviceToHost));
-                uint32_t n_res = 0;
-                for (int s = 0; s < run.budget; s++) {
-                    if (sr_h[s] < 0) continue;
-                    n_res++;
-                    if (!rp_host_resident(h, (uint32_t)p, (uint32_t)sr_h[s])) {
-                        fprintf(stderr, "dhreplay: %s step %ld pair %zu: row %d resident on the GPU, not in the simulator\n",
-                                run.id.c_str(), step, p, sr_h[s]);
-                        failed = 1;
-                        break;
+                cudaCheck(cudaEventRecord(t0, 0));
+                run_layers(run, ctx, 1, gm[0], false);
+                cudaCheck(cudaEventRecord(t1, 0));
+                cudaCheck(cudaEventSynchronize(t1));
+                cudaCheck(cudaGetLastError());
+                cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
+                stamp++;
+
+                /* Check: every pair's miss count against the simulator's hot buffer, and the
+                 * resident set of the first and last pair of group 0 row by row. */
+                check_misses(run, step, "", miss_h.data(), nullptr);
+                for (size_t p = 0; p < P; p++) misses += (double)miss_h[p] * group_layers[p / R];
+                check_resident(run, step, h);
+                fprintf(fo, "%s,%s,plain,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), step, ms * 1000.0,
+                        misses, (double)L * R * k, run.heldout);
+            } else {
+                /* A verification step: the base position's residency and misses as a plain step,
+                 * the union's other rows staged, Q queries per request through the indexer,
+                 * top-k and attention, GEMMs over R x Q tokens; then (not timed) the accepted
+                 * drafts' positions applied to the hot buffers, as the simulator commits them. */
+                int rc = rp_host_spec_step(h, &sp.o);
+                if (rc < 0) dh_die_last("dhreplay");
+                int ctx = 0;
+                for (long r = 0; r < R; r++) ctx = std::max(ctx, (int)sp.nrows[r]);
+                /* The union and the commit write at most gamma + 1 positions' rows per request. */
+                for (size_t p = 0; p < P; p++)
+                    if (sp.wc[p] > RP_WMAX) { fprintf(stderr, "dhreplay: %d rows written in one step\n", sp.wc[p]); return 1; }
+                /* Selections as [t][pair][k]; staged rows as one fetch list per group. */
+                for (size_t p = 0; p < P; p++)
+                    for (int t = 0; t < Q; t++)
+                        memcpy(&selq_h[((size_t)t * P + p) * k], &sp.sel[(p * Q + t) * k], (size_t)k * 4);
+                int off = 0;
+                for (int g = 0; g < G; g++) {
+                    group_miss[g] = 0;
+                    group_stage_off[g] = off;
+                    for (long r = 0; r < R; r++) {
+                        const size_t p = (size_t)g * R + r;
+                        group_miss[g] += (int)sp.miss[p];
+                        for (uint32_t j = 0; j < sp.n_xr[p]; j++) {
+                            xs_rows_h[off] = (int64_t)r * win + sp.xr[p * xcap + j];
+                            xs_slots_h[off] = (int32_t)(R * Bmax + r * xcap + j);
+                            off++;
+                        }
                     }
+                    group_stage[g] = off - group_stage_off[g];
                 }
-                if (n_res != rp_host_n_resident(h, (uint32_t)p)) {
-                    fprintf(stderr, "dhreplay: %s step %ld pair %zu: %u rows resident on the GPU, %u in the simulator\n",
-                            run.id.c_str(), step, p, n_res, rp_host_n_resident(h, (uint32_t)p));
+                cudaCheck(cudaMemcpy(sel_d, selq_h.data(), P * Q * k * 4, cudaMemcpyHostToDevice));
+                cudaCheck(cudaMemcpy(wfirst_d, sp.wf.data(), P * 4, cudaMemcpyHostToDevice));
+                cudaCheck(cudaMemcpy(wcnt_d, sp.wc.data(), P * 4, cudaMemcpyHostToDevice));
+                cudaCheck(cudaMemcpy(xr_d, sp.xr.data(), P * xcap * 4, cudaMemcpyHostToDevice));
+                cudaCheck(cudaMemcpy(nxr_d, sp.n_xr.data(), P * 4, cudaMemcpyHostToDevice));
+                if (off) {
+                    cudaCheck(cudaMemcpy(xs_rows, xs_rows_h.data(), (size_t)off * 8, cudaMemcpyHostToDevice));
+                    cudaCheck(cudaMemcpy(xs_slots, xs_slots_h.data(), (size_t)off * 4, cudaMemcpyHostToDevice));
+                }
+                cudaCheck(cudaMemset(bad_d, 0, 4));
+                cudaCheck(cudaDeviceSynchronize());
+
+                cudaCheck(cudaEventRecord(t0, 0));
+                run_layers(run, ctx, Q, gm[1], true);
+                cudaCheck(cudaEventRecord(t1, 0));
+                cudaCheck(cudaEventSynchronize(t1));
+                cudaCheck(cudaGetLastError());
+                cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
+                stamp++;
+                check_misses(run, step, " (base)", sp.miss.data(), nullptr);
+                int32_t bad = 0;
+                cudaCheck(cudaMemcpy(&bad, bad_d, 4, cudaMemcpyDeviceToHost));
+                if (bad) {
+                    fprintf(stderr, "dhreplay: %s step %ld: %d rows of the drafts' selections neither resident nor staged\n",
+                            run.id.c_str(), step, bad);
                     failed = 1;
                 }
+                /* Commit: accepted draft t of every request that accepted t or more. */
+                cudaCheck(cudaEventRecord(t1, 0));
+                for (int t = 1; t < Q && !failed; t++) {
+                    std::vector<uint32_t> want(P);
+                    std::vector<int32_t> cwf(P), cwc(P);
+                    int any = 0;
+                    for (size_t p = 0; p < P; p++) {
+                        act_h[p] = (int)sp.acc[p % R] >= t;
+                        any |= act_h[p];
+                        const size_t i = p * gamma + t - 1;
+                        want[p] = act_h[p] ? sp.cmiss[i] : 0;
+                        cwf[p] = act_h[p] ? sp.cwf[i] : 0;
+                        cwc[p] = act_h[p] ? sp.cwc[i] : 0;
+                        if (cwc[p] > RP_WMAX) { fprintf(stderr, "dhreplay: %d rows written in one step\n", cwc[p]); return 1; }
+                    }
+                    if (!any) break;
+                    cudaCheck(cudaMemcpy(active_d, act_h.data(), P * 4, cudaMemcpyHostToDevice));
+                    cudaCheck(cudaMemcpy(wfirst_d, cwf.data(), P * 4, cudaMemcpyHostToDevice));
+                    cudaCheck(cudaMemcpy(wcnt_d, cwc.data(), P * 4, cudaMemcpyHostToDevice));
+                    for (int g = 0; g < G; g++) {
+                        const size_t gp = (size_t)g * R;
+                        rp_residency_kernel<<<(unsigned)R, RP_THREADS, smem_res>>>(
+                            run.budget, Bmax, k, win, stamp, active_d + gp, sel_d + (size_t)t * P * k + gp * k,
+                            wfirst_d + gp, wcnt_d + gp, slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win,
+                            sel_slot + gp * k, miss_rows + gp * k, miss_slots + gp * k, n_miss + gp);
+                        CUDA_LAUNCH_CHECK();
+                    }
+                    stamp++;
+                    cudaCheck(cudaDeviceSynchronize());
+                    char what[32];
+                    snprintf(what, sizeof what, " (commit %d)", t);
+                    check_misses(run, step, what, want.data(), act_h.data());
+                }
+                cudaCheck(cudaEventRecord(t2, 0));
+                cudaCheck(cudaEventSynchronize(t2));
+                float cm = 0;
+                cudaCheck(cudaEventElapsedTime(&cm, t1, t2));
+                commit_ms = cm;
+                for (size_t p = 0; p < P; p++) misses += (double)(sp.miss[p] + sp.n_xr[p]) * group_layers[p / R];
+                check_resident(run, step, h);
+                fprintf(fo, "%s,%s,verify,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), step, ms * 1000.0,
+                        misses, (double)L * R * k * Q, run.heldout);
             }
-            fprintf(fo, "%s,%s,plain,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), step, ms * 1000.0,
-                    misses, (double)L * R * k, run.heldout);
             fflush(fo);
-            if (step % 8 == 0 || step == steps - 1)
-                fprintf(stderr, "dhreplay: %s step %ld: %.1f us, %.0f misses\n", run.id.c_str(), step, ms * 1000.0, misses);
+            if (step % 8 == 0 || step == steps - 1) {
+                fprintf(stderr, "dhreplay: %s step %ld: %.1f us, %.0f misses", run.id.c_str(), step, ms * 1000.0, misses);
+                if (run.spec) fprintf(stderr, " (commit, not timed: %.1f us)", commit_ms * 1000.0);
+                fputc('\n', stderr);
+            }
         }
         rp_host_close(h);
         if (failed) break;

@@ -33,6 +33,10 @@ typedef struct {
     uint32_t keyframe_interval;
     uint32_t n_requests, prompt_len, steps;
     uint32_t budget_rows;     /* hot-buffer budget B per (request, group) */
+    const char *draft_path;   /* speculative: verification steps with this DFlash2 draft
+                                 (models/drafts/NAME.ini); NULL: plain decode steps */
+    uint32_t output_len;      /* speculative: positions of each request's stream (the
+                                 simulator's workload.output_len); plain: 0 (= steps) */
 } rp_host_cfg;
 
 /* 0, or -1 with dh_err() set (bad model file, unknown preset, B < k). */
@@ -61,6 +65,32 @@ uint32_t rp_host_moe_layers(const rp_host *h);
  *   nrows[request]  context rows at this position.
  * 0, 1 after the last step, or -1 with dh_err(). */
 int rp_host_step(rp_host *h, int32_t *sel, int32_t *wfirst, int32_t *wcnt, uint32_t *miss, uint32_t *nrows);
+/* Speculative steps (a draft given): the simulator's verification (sim/specrun.h, every
+ * request verifies gamma drafts, Q = gamma + 1 queries) repeated through its own hot buffers,
+ * union and acceptance, observed row by row. Per pair p = group * n_requests + request:
+ *   sel[(p * Q + t) * k + j]  query t's full selection, ascending (t = 0: the base position)
+ *   wfirst[p], wcnt[p]        rows written at the base position
+ *   miss[p]                   the base position's misses (fetched into the hot buffer)
+ *   xr[p * xr_cap + j], n_xr[p]  the union's rows outside the base selection and not resident
+ *                             after it (ascending; fetched into staging); xr_cap = gamma * k
+ *   cw_first, cw_cnt, c_miss [p * gamma + t - 1]  accepted draft t = 1..acc[request]: rows it
+ *                             writes and its misses (served from staging), as its hot-buffer step
+ * and per request: acc[r] accepted drafts, nrows[r] context rows at the base position, pos[r]
+ * the base position. The rows fetched are miss[p] + n_xr[p] (the simulator's shared retrieval).
+ * 0, 1 after the last step, or -1 with dh_err() (also when a request's positions left would
+ * cap its verification: give output_len >= steps x Q + 1). */
+typedef struct {
+    int32_t *sel, *wfirst, *wcnt;
+    uint32_t *miss;
+    int32_t *xr;
+    uint32_t *n_xr;
+    int32_t *cw_first, *cw_cnt;
+    uint32_t *c_miss;
+    uint32_t *acc, *nrows, *pos;
+} rp_spec_out;
+uint32_t rp_host_gamma(const rp_host *h);   /* 0 for plain steps */
+int rp_host_spec_step(rp_host *h, rp_spec_out *o);
+
 /* The simulator's hot buffer of pair p = group * n_requests + request: is row resident, and
  * how many rows are. */
 int rp_host_resident(const rp_host *h, uint32_t pair, uint32_t row);

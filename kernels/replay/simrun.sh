@@ -4,7 +4,9 @@
 #   sh kernels/replay/simrun.sh PROFILE OUTDIR CONFIG... [-- DHSIM_OPTION...]
 # The simulator's settings match bin/dhreplay's run (its log prints weights_per_gpu_bytes):
 # 16 requests per GPU (concurrency 128 over attention_dp 8), 100K-token prompts, 32 steps,
-# no step overhead and no all-to-all (one GPU has no expert-parallel peers). Options after
+# no step overhead and no all-to-all (one GPU has no expert-parallel peers); verification runs
+# (sp*: hisparse+dflash2) with streams of 32 x (gamma + 1) + 1 = 257 positions, as bin/dhreplay
+# gives them (its draft is models/drafts/glm53-dflash2.ini, gamma 7). Options after
 # "--" go to every dhsim run (e.g. --set hw.layer_fixed_s=7.3e-05).
 set -e
 [ $# -ge 3 ] || { echo "usage: simrun.sh PROFILE OUTDIR CONFIG... [-- DHSIM_OPTION...]" >&2; exit 1; }
@@ -15,7 +17,10 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do CONFIGS="$CONFIGS $1"; shift; done
 mkdir -p "$OUT"
 for c in $CONFIGS; do
   # ID:POLICY:BUDGET:HELDOUT[:SEED] of bin/dhreplay --run, as the simulator's policy settings.
+  out_len=32
   case $c in
+    sp4k) p="--policy hisparse+dflash2 --set policy.hisparse_budget_k=2"; out_len=257 ;;
+    sp2k) p="--policy hisparse+dflash2 --set policy.hisparse_budget_k=1"; out_len=257 ;;
     hs4k) p="--policy hisparse --set policy.hisparse_budget_k=2" ;;
     hs2k) p="--policy hisparse --set policy.hisparse_budget_k=1" ;;
     hs3k) p="--policy hisparse --set policy.hisparse_budget_k=1.5" ;;
@@ -23,7 +28,7 @@ for c in $CONFIGS; do
     hs4k-seed2) p="--policy hisparse --set policy.hisparse_budget_k=2 --seed 2" ;;
     *) echo "simrun.sh: unknown replay configuration '$c'" >&2; exit 1 ;;
   esac
-  bin/dhsim --concurrency 128 --steps 32 --set workload.requests=16 --set workload.output_len=32 \
+  bin/dhsim --concurrency 128 --steps 32 --set workload.requests=16 --set workload.output_len=$out_len \
     --set workload.prompt_len=100000 --set instance.moe_comm_s=0 --set instance.moe_comm_gbps=0 --set instance.step_overhead_s=0 \
     --set instance.weights_per_gpu_bytes=105267855360 --set instance.hw="$PROFILE" --quiet \
     $p "$@" --timeline "$OUT/$c"
