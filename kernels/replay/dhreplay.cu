@@ -6,7 +6,7 @@
  *            [--preset glm51-longbench] [--seed 1] [--keyframe 64] [--requests 16]
  *            [--prompt-len 100000] [--steps 32] [--attention-dp 8] [--moe-ep 8]
  *            [--fetch-sms 8] [--attention-version 8] [--topk-version 5] [--indexer-version 5]
- *            [--out FILE.csv] [--dry-run]
+ *            [--out FILE.csv] [--dry-run] [--fetch-only]
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
  *   if l runs g's indexer: indexer scoring (indexer.cu, indexer_wgmma.cu; --indexer-version,
@@ -49,6 +49,10 @@
  * checked against the simulator's) -- untimed, as the simulator charges nothing for it -- and
  * the draft pass is not run (dhcal validate takes the simulator's draft_s out). The streams
  * hold steps x Q + 1 positions (kernels/replay/simrun.sh gives the simulator the same).
+ *
+ * --fetch-only (a diagnostic; CSV mode "plain-fetch-only" / "verify-fetch-only"): the same
+ * steps with only the classification, the map and the fetches, the compute stream waiting for
+ * each layer's fetch: the fetch of the trace's own misses, timed alone.
  *
  * Output: the replay CSV of analysis/README.md (config_id,policy,mode,step,measured_us,misses,
  * selected,heldout), misses and selected summed over requests and layers; the command line in
@@ -398,7 +402,7 @@ static void usage(void)
             "usage: dhreplay --run ID:POLICY:BUDGET:HELDOUT[:SEED] [--run ...] [--model FILE] [--preset NAME]\n"
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
             "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--attention-version V]\n"
-            "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run]\n"
+            "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run] [--fetch-only]\n"
             "  POLICY: hisparse or adaptive (plain steps), hisparse+dflash2 (verification steps)\n");
     exit(2);
 }
@@ -421,13 +425,14 @@ int main(int argc, char **argv)
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
     long attn_version = 8, topk_version = 5, indexer_version = 5;
     std::vector<rp_run> runs;
-    int dry_run = 0;
+    int dry_run = 0, fetch_only = 0;
     std::string cmdline = "#";
     for (int i = 0; i < argc; i++) cmdline += std::string(" ") + argv[i];
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
-        if (a != "--dry-run" && i + 1 >= argc) usage();
-        const char *v = a == "--dry-run" ? "" : argv[++i];
+        const bool flag = a == "--dry-run" || a == "--fetch-only";
+        if (!flag && i + 1 >= argc) usage();
+        const char *v = flag ? "" : argv[++i];
         if (a == "--model") model = v;
         else if (a == "--preset") preset = v;
         else if (a == "--out") out = v;
@@ -443,6 +448,7 @@ int main(int argc, char **argv)
         else if (a == "--topk-version") topk_version = parse_long("--topk-version", v, 1, TK_MAX_VERSION);
         else if (a == "--indexer-version") indexer_version = parse_long("--indexer-version", v, 2, IX_MAX_VERSION);
         else if (a == "--dry-run") dry_run = 1;
+        else if (a == "--fetch-only") fetch_only = 1;
         else if (a == "--run") {
             rp_run r;
             char id[128], pol[64];
@@ -727,8 +733,10 @@ int main(int argc, char **argv)
             const int g = layer_group[l];
             const size_t gp = (size_t)g * R;
             if (selects[l]) {
-                indexer_launch((int)indexer_version, idx_heads, iq, iw, ikeys, iscales, (int)R, ctx, scores, 0, 0, Qn);
-                topk_launch((int)topk_version, scores, (int)R * Qn, ctx, k, top, 0);
+                if (!fetch_only) {
+                    indexer_launch((int)indexer_version, idx_heads, iq, iw, ikeys, iscales, (int)R, ctx, scores, 0, 0, Qn);
+                    topk_launch((int)topk_version, scores, (int)R * Qn, ctx, k, top, 0);
+                }
                 rp_residency_kernel<<<(unsigned)R, RP_THREADS, smem_res>>>(
                     run.budget, Bmax, k, win, stamp, nullptr, sel_d + gp * k, wfirst_d + gp, wcnt_d + gp,
                     slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win, sel_slot + gp * k,
@@ -766,6 +774,11 @@ int main(int argc, char **argv)
                     }
                     cudaCheck(cudaEventRecord(ev_fetch[j], fst));
                 }
+            }
+            if (fetch_only) {
+                /* Diagnostic: the classification and the fetches alone, as the step waits for them. */
+                cudaCheck(cudaStreamWaitEvent(0, ev_fetch[l], 0));
+                continue;
             }
             rp_gemm_run(e.qa, l, x_act, y_act);
             rp_gemm_run(e.qb, l, x_act, y_act);
@@ -873,8 +886,8 @@ int main(int argc, char **argv)
                 check_misses(run, step, "", miss_h.data(), nullptr);
                 for (size_t p = 0; p < P; p++) misses += (double)miss_h[p] * group_layers[p / R];
                 check_resident(run, step, h);
-                fprintf(fo, "%s,%s,plain,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), step, ms * 1000.0,
-                        misses, (double)L * R * k, run.heldout);
+                fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(),
+                        fetch_only ? "plain-fetch-only" : "plain", step, ms * 1000.0, misses, (double)L * R * k, run.heldout);
             } else {
                 /* A verification step: the base position's residency and misses as a plain step,
                  * the union's other rows staged, Q queries per request through the indexer,
@@ -973,8 +986,9 @@ int main(int argc, char **argv)
                 commit_ms = cm;
                 for (size_t p = 0; p < P; p++) misses += (double)(sp.miss[p] + sp.n_xr[p]) * group_layers[p / R];
                 check_resident(run, step, h);
-                fprintf(fo, "%s,%s,verify,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), step, ms * 1000.0,
-                        misses, (double)L * R * k * Q, run.heldout);
+                fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(),
+                        fetch_only ? "verify-fetch-only" : "verify", step, ms * 1000.0, misses, (double)L * R * k * Q,
+                        run.heldout);
             }
             fflush(fo);
             if (step % 8 == 0 || step == steps - 1) {
