@@ -85,31 +85,22 @@ __device__ __forceinline__ void a6_cp_async16(uint32_t dst, const void *src, int
 }
 
 /* The wgmma instructions (accumulators fp32): S += Q K^T for 32 rows (m64n32k16, both operands
- * K-major), and O += P V for 256 value dims (m64n256k16, V N-major). The accumulators are
- * listed as "%0,...,%N-1" in the instruction and "+f"(d[0]) ... as operands. */
-#define A6_R10(i) "%" #i "0,%" #i "1,%" #i "2,%" #i "3,%" #i "4,%" #i "5,%" #i "6,%" #i "7,%" #i "8,%" #i "9"
-#define A6_F4(b) "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3])
-#define A6_F16(b) A6_F4(b), A6_F4(b + 4), A6_F4(b + 8), A6_F4(b + 12)
-#define A6_F64(b) A6_F16(b), A6_F16(b + 16), A6_F16(b + 32), A6_F16(b + 48)
-#define A6_S_REGS "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
-#define A6_O_REGS                                                                                     \
-    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9," A6_R10(1) "," A6_R10(2) "," A6_R10(3) "," A6_R10(4) ","          \
-    A6_R10(5) "," A6_R10(6) "," A6_R10(7) "," A6_R10(8) "," A6_R10(9) "," A6_R10(10) "," A6_R10(11)  \
-    ",%120,%121,%122,%123,%124,%125,%126,%127"
+ * K-major), and O += P V for 256 value dims (m64n256k16, V N-major); the accumulator lists
+ * are wgmma.cuh's. */
 /* One S and one O instruction per operand type T ("f16" or "bf16"). */
 #define A6_MMA_PAIR(name, T)                                                                          \
     __device__ __forceinline__ void a6_mma_s_##name(float (&d)[16], uint64_t da, uint64_t db, int scale_d) \
     {                                                                                                 \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                     \
-                     "wgmma.mma_async.sync.aligned.m64n32k16.f32." T "." T " {" A6_S_REGS "}, %16, %17, p, 1, 1, 0, 0;\n}\n" \
-                     : A6_F16(0)                                                                      \
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32." T "." T " {" DH_WG_REGS16 "}, %16, %17, p, 1, 1, 0, 0;\n}\n" \
+                     : DH_WG_F16(0)                                                                      \
                      : "l"(da), "l"(db), "r"(scale_d));                                              \
     }                                                                                                 \
     __device__ __forceinline__ void a6_mma_o_##name(float (&d)[128], uint64_t da, uint64_t db)       \
     {                                                                                                 \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
-                     "wgmma.mma_async.sync.aligned.m64n256k16.f32." T "." T " {" A6_O_REGS "}, %128, %129, p, 1, 1, 0, 1;\n}\n" \
-                     : A6_F64(0), A6_F64(64)                                                          \
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32." T "." T " {" DH_WG_REGS128 "}, %128, %129, p, 1, 1, 0, 1;\n}\n" \
+                     : DH_WG_F64(0), DH_WG_F64(64)                                                          \
                      : "l"(da), "l"(db));                                                            \
     }
 A6_MMA_PAIR(f16, "f16")

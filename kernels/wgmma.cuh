@@ -30,4 +30,20 @@ __device__ __forceinline__ void dh_fence_reg(float &r) { asm volatile("" : "+f"(
  * waited for, visible to the tensor cores' (async-proxy) reads; a barrier must follow. */
 __device__ __forceinline__ void dh_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
+/* Accumulator lists of the wgmma instructions' inline asm: 16 to 128 fp32 registers, listed
+ * as "%0,...,%N-1" in the instruction and "+f"(d[0]) ... as its operands. */
+#define DH_WG_R10(i) "%" #i "0,%" #i "1,%" #i "2,%" #i "3,%" #i "4,%" #i "5,%" #i "6,%" #i "7,%" #i "8,%" #i "9"
+#define DH_WG_F4(b) "+f"(d[b]), "+f"(d[b + 1]), "+f"(d[b + 2]), "+f"(d[b + 3])
+#define DH_WG_F16(b) DH_WG_F4(b), DH_WG_F4(b + 4), DH_WG_F4(b + 8), DH_WG_F4(b + 12)
+#define DH_WG_F64(b) DH_WG_F16(b), DH_WG_F16(b + 16), DH_WG_F16(b + 32), DH_WG_F16(b + 48)
+#define DH_WG_REGS16 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
+#define DH_WG_REGS32 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9," DH_WG_R10(1) "," DH_WG_R10(2) ",%30,%31"
+#define DH_WG_REGS64                                                                                 \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9," DH_WG_R10(1) "," DH_WG_R10(2) "," DH_WG_R10(3) "," DH_WG_R10(4) \
+    "," DH_WG_R10(5) ",%60,%61,%62,%63"
+#define DH_WG_REGS128                                                                                     \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9," DH_WG_R10(1) "," DH_WG_R10(2) "," DH_WG_R10(3) "," DH_WG_R10(4) ","  \
+    DH_WG_R10(5) "," DH_WG_R10(6) "," DH_WG_R10(7) "," DH_WG_R10(8) "," DH_WG_R10(9) "," DH_WG_R10(10) \
+    "," DH_WG_R10(11) ",%120,%121,%122,%123,%124,%125,%126,%127"
+
 #endif

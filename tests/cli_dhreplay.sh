@@ -14,30 +14,31 @@ bad run_policy "policy 'lru'" --run a:lru:4096:0
 bad run_heldout "is not ID:POLICY:BUDGET:HELDOUT" --run a:hisparse:4096:2
 # The host side reproduces the GPU's miss counts of the committed replay (every step's counts
 # were checked equal on the GPU): the first 6 steps of a fitted and a held-out configuration.
-replay=kernels/results/h200/replay-glm53-16x100k.csv
-"$bin" --dry-run --steps 6 --run hs2k:hisparse:2048:0 --run hs4k-seed2:hisparse:4096:1:2 > "$tmp/dry.csv" 2>"$tmp/err"
-awk -F, 'NR > 1 {print $1 "," $3 "," $4 "," $5}' "$tmp/dry.csv" > "$tmp/got"
-awk -F, '!/^#/ && $1 != "config_id" && ($1 == "hs2k" || $1 == "hs4k-seed2") && $4 < 6 {print $1 "," $4 "," $6 "," $7}' "$replay" > "$tmp/want"
-if [ -s "$tmp/want" ] && [ "$(wc -l < "$tmp/want")" -eq 12 ] && cmp -s "$tmp/got" "$tmp/want"; then
-  echo "PASS dry_run_matches_gpu_replay"
-else
-  echo "FAIL dry_run_matches_gpu_replay ($(diff "$tmp/got" "$tmp/want" | head -3 | tr '\n' ' ') $(head -c 200 "$tmp/err"))"
-fi
+# dry_matches NAME REPLAY CONFIGS RUN...: the dry run's first 6 steps of RUN... (config, step,
+# misses, selected) equal REPLAY's lines of CONFIGS (a space-separated list); $tmp/NAME holds them.
+dry_matches() {
+  name=$1 file=$2 configs=$3; shift 3
+  "$bin" --dry-run --steps 6 "$@" > "$tmp/$name.csv" 2>"$tmp/err"
+  awk -F, 'NR > 1 {print $1 "," $3 "," $4 "," $5}' "$tmp/$name.csv" > "$tmp/$name"
+  awk -F, -v cs=" $configs " '!/^#/ && $1 != "config_id" && index(cs, " " $1 " ") && $4 < 6 {print $1 "," $4 "," $6 "," $7}' \
+    "$file" > "$tmp/$name.want"
+  n=$(echo $configs | wc -w)
+  if [ -s "$tmp/$name.want" ] && [ "$(wc -l < "$tmp/$name.want")" -eq $((6 * n)) ] && cmp -s "$tmp/$name" "$tmp/$name.want"; then
+    echo "PASS $name"
+  else
+    echo "FAIL $name ($(diff "$tmp/$name" "$tmp/$name.want" | head -3 | tr '\n' ' ') $(head -c 200 "$tmp/err"))"
+  fi
+}
+dry_matches dry_run_matches_gpu_replay kernels/results/h200/replay-glm53-16x100k.csv "hs2k hs4k-seed2" \
+  --run hs2k:hisparse:2048:0 --run hs4k-seed2:hisparse:4096:1:2
 # Verification steps: the host side (the simulator's verification and commit, sim/specrun.h)
 # reproduces the committed GPU replay's fetched rows (base misses + staged union rows), and
 # the simulator's own timeline of the same run step for step.
-vreplay=kernels/results/h200/replay-glm53-16x100k-verify.csv
-"$bin" --dry-run --steps 6 --run sp2k:hisparse+dflash2:2048:1 > "$tmp/dryv.csv" 2>"$tmp/err"
-awk -F, 'NR > 1 {print $1 "," $3 "," $4 "," $5}' "$tmp/dryv.csv" > "$tmp/gotv"
-awk -F, '!/^#/ && $1 == "sp2k" && $4 < 6 {print $1 "," $4 "," $6 "," $7}' "$vreplay" > "$tmp/wantv"
-if [ -s "$tmp/wantv" ] && [ "$(wc -l < "$tmp/wantv")" -eq 6 ] && cmp -s "$tmp/gotv" "$tmp/wantv"; then
-  echo "PASS dry_run_verify_matches_gpu_replay"
-else
-  echo "FAIL dry_run_verify_matches_gpu_replay ($(diff "$tmp/gotv" "$tmp/wantv" | head -3 | tr '\n' ' ') $(head -c 200 "$tmp/err"))"
-fi
+dry_matches dry_run_verify_matches_gpu_replay kernels/results/h200/replay-glm53-16x100k-verify.csv sp2k \
+  --run sp2k:hisparse+dflash2:2048:1
 if sh kernels/replay/simrun.sh models/hw/h200.ini "$tmp/sim" sp2k >/dev/null 2>&1; then
   awk -F'\t' 'NR > 2 && $1 < 6 {print "sp2k," $1 "," $9}' "$tmp/sim/sp2k.tsv" > "$tmp/simv"
-  awk -F, '{print $1 "," $2 "," $3}' "$tmp/gotv" > "$tmp/gotv3"
+  awk -F, '{print $1 "," $2 "," $3}' "$tmp/dry_run_verify_matches_gpu_replay" > "$tmp/gotv3"
   if [ "$(wc -l < "$tmp/simv")" -eq 6 ] && cmp -s "$tmp/simv" "$tmp/gotv3"; then echo "PASS dry_run_verify_matches_simulator"
   else echo "FAIL dry_run_verify_matches_simulator ($(diff "$tmp/simv" "$tmp/gotv3" | head -3 | tr '\n' ' '))"; fi
 else
@@ -45,4 +46,4 @@ else
 fi
 bad draft_policy "policy 'adaptive+dflash2'" --run a:adaptive+dflash2:4096:0
 "$bin" --dry-run --steps 6 --run hs2k:hisparse:2048:0 --run hs4k-seed2:hisparse:4096:1:2 > "$tmp/dry2.csv" 2>/dev/null
-if cmp -s "$tmp/dry.csv" "$tmp/dry2.csv"; then echo "PASS dry_run_deterministic"; else echo "FAIL dry_run_deterministic"; fi
+if cmp -s "$tmp/dry_run_matches_gpu_replay.csv" "$tmp/dry2.csv"; then echo "PASS dry_run_deterministic"; else echo "FAIL dry_run_deterministic"; fi

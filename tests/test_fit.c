@@ -511,6 +511,17 @@ static void test_profile_check(void **state)
     }
 }
 
+/* n top-k lines (16 x 100K, k 2048) of us each, with the noise. */
+static void write_topk(FILE *f, rng_stream *r, double us, int n)
+{
+    for (int i = 0; i < n; i++) {
+        line_in l = blank("topk");
+        l.batch = 16; l.ctx = 100000; l.k = 2048;
+        l.median_us = us * (1 + SIGMA * gauss(r));
+        write_line(f, &l);
+    }
+}
+
 /* The fitted forms land in the simulator's keys: attention -> attn_bw,
  * attn_launch_s; the weights' GEMM dtype -> weight_bw, layer_fixed_s
  * (launches x t0) and mma_efficiency (the measured GEMM ceiling over the
@@ -551,12 +562,7 @@ static void write_fit_lines(const char *path, double ceiling_fp8, int with_topk)
             l.median_us = (4.0 + 16.0 * ctx * h * 128 / (50000.0 * 1e3)) * (1 + SIGMA * gauss(&r));
             write_line(f, &l);
         }
-    for (int i = 0; with_topk && i < 4; i++) {
-        line_in l = blank("topk");
-        l.batch = 16; l.ctx = 100000; l.k = 2048;
-        l.median_us = 200.0 * (1 + SIGMA * gauss(&r));
-        write_line(f, &l);
-    }
+    if (with_topk) write_topk(f, &r, 200.0, 4);
     fclose(f);
 }
 
@@ -643,12 +649,7 @@ static void write_roofline(const char *path, double t0, double gbps, double gmac
                 l.median_us = (t0 + (tb > tc ? tb : tc)) * (1 + SIGMA * gauss(&r));
                 write_line(f, &l);
             }
-    for (int i = 0; with_topk && i < 4; i++) {
-        line_in l = blank("topk");
-        l.batch = 16; l.ctx = 100000; l.k = 2048;
-        l.median_us = 33.0 * (1 + SIGMA * gauss(&r));
-        write_line(f, &l);
-    }
+    if (with_topk) write_topk(f, &r, 33.0, 4);
     fclose(f);
 }
 
