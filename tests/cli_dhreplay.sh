@@ -36,6 +36,8 @@ dry_matches dry_run_matches_gpu_replay kernels/results/h200/replay-glm53-16x100k
 # the simulator's own timeline of the same run step for step.
 dry_matches dry_run_verify_matches_gpu_replay kernels/results/h200/replay-glm53-16x100k-verify.csv sp2k \
   --run sp2k:hisparse+dflash2:2048:1
+dry_matches dry_run_verify_adaptive_matches_gpu_replay kernels/results/h200/replay-glm53-16x100k-verify-adaptive.csv sa6k \
+  --run sa6k:adaptive+dflash2:6144:1
 if sh kernels/replay/simrun.sh models/hw/h200.ini "$tmp/sim" sp2k >/dev/null 2>&1; then
   awk -F'\t' 'NR > 2 && $1 < 6 {print "sp2k," $1 "," $9}' "$tmp/sim/sp2k.tsv" > "$tmp/simv"
   awk -F, '{print $1 "," $2 "," $3}' "$tmp/dry_run_verify_matches_gpu_replay" > "$tmp/gotv3"
@@ -44,6 +46,6 @@ if sh kernels/replay/simrun.sh models/hw/h200.ini "$tmp/sim" sp2k >/dev/null 2>&
 else
   echo "FAIL dry_run_verify_matches_simulator (simrun.sh failed)"
 fi
-bad draft_policy "policy 'adaptive+dflash2'" --run a:adaptive+dflash2:4096:0
+bad draft_policy "policy 'adaptive+dspark'" --run a:adaptive+dspark:4096:0
 "$bin" --dry-run --steps 6 --run hs2k:hisparse:2048:0 --run hs4k-seed2:hisparse:4096:1:2 > "$tmp/dry2.csv" 2>/dev/null
 if cmp -s "$tmp/dry_run_matches_gpu_replay.csv" "$tmp/dry2.csv"; then echo "PASS dry_run_deterministic"; else echo "FAIL dry_run_deterministic"; fi

@@ -35,7 +35,9 @@
  * GPU miss count of every pair must equal it; two pairs' resident sets are compared row by row
  * at every step. A difference stops the replay (exit 1).
  *
- * Verification steps (POLICY hisparse+dflash2, CSV mode "verify"): the simulator's speculative
+ * Verification steps (POLICY hisparse+dflash2 or adaptive+dflash2, CSV mode "verify"; like
+ * plain adaptive, adaptive runs at the fixed budget BUDGET, which the simulator's adaptive
+ * reaches when HBM holds every optional row, kernels/replay/simrun.sh): the simulator's speculative
  * step (sim/specrun.h) with the model's DFlash2 draft (models/drafts/MODEL-dflash2.ini), every
  * request verifying gamma drafts, Q = gamma + 1 queries; the host runs the simulator's own
  * verification, union and acceptance (rp_host_spec_step) and the GPU repeats them: the base
@@ -403,7 +405,7 @@ static void usage(void)
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
             "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--attention-version V]\n"
             "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run] [--fetch-only]\n"
-            "  POLICY: hisparse or adaptive (plain steps), hisparse+dflash2 (verification steps)\n");
+            "  POLICY: hisparse or adaptive (plain steps), hisparse+dflash2 or adaptive+dflash2 (verification steps)\n");
     exit(2);
 }
 
@@ -460,9 +462,9 @@ int main(int argc, char **argv)
                 exit(2);
             }
             r.id = id; r.policy = pol; r.budget = b; r.heldout = h; r.seed = sd;
-            r.spec = r.policy == "hisparse+dflash2";
+            r.spec = r.policy == "hisparse+dflash2" || r.policy == "adaptive+dflash2";
             if (r.policy != "hisparse" && r.policy != "adaptive" && !r.spec) {
-                fprintf(stderr, "dhreplay: policy '%s' is not hisparse, adaptive or hisparse+dflash2\n", pol);
+                fprintf(stderr, "dhreplay: policy '%s' is not hisparse, adaptive, hisparse+dflash2 or adaptive+dflash2\n", pol);
                 exit(2);
             }
             runs.push_back(r);

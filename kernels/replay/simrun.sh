@@ -5,7 +5,7 @@
 # The simulator's settings match bin/dhreplay's run (its log prints weights_per_gpu_bytes):
 # 16 requests per GPU (concurrency 128 over attention_dp 8), 100K-token prompts, 32 steps,
 # no step overhead and no all-to-all (one GPU has no expert-parallel peers); verification runs
-# (sp*: hisparse+dflash2) with streams of 32 x (gamma + 1) + 1 = 257 positions, as bin/dhreplay
+# (sp*: hisparse+dflash2, sa*: adaptive+dflash2) with streams of 32 x (gamma + 1) + 1 = 257 positions, as bin/dhreplay
 # gives them (its draft is models/drafts/glm53-dflash2.ini, gamma 7). Options after
 # "--" go to every dhsim run (e.g. --set hw.layer_fixed_s=7.3e-05).
 set -e
@@ -21,6 +21,7 @@ for c in $CONFIGS; do
   case $c in
     sp4k) p="--policy hisparse+dflash2 --set policy.hisparse_budget_k=2"; out_len=257 ;;
     sp2k) p="--policy hisparse+dflash2 --set policy.hisparse_budget_k=1"; out_len=257 ;;
+    sa6k) p="--policy adaptive+dflash2 --set policy.adaptive_max_optional_k=2"; out_len=257 ;;
     hs4k) p="--policy hisparse --set policy.hisparse_budget_k=2" ;;
     hs2k) p="--policy hisparse --set policy.hisparse_budget_k=1" ;;
     hs3k) p="--policy hisparse --set policy.hisparse_budget_k=1.5" ;;
