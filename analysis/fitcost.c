@@ -806,9 +806,11 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
     coef_add(s, "rate_gmacs", 1e-3 / bpm, best->terms & COMP ? 1e-3 * se[IX_MAC] / (bpm * bpm) : 0, 0, 0, 0);
     s->coef[s->ncoef - 1].bound = !(best->terms & COMP);
     if (nhold) {
+        /* Held-out lines are predicted as the profile will: a bounded term at its bound. */
+        const double pe[IX_NPAR] = {p[IX_T0], bpb, bpm};
         double *pred = malloc(nhold * sizeof *pred);
         if (!pred) abort();
-        for (size_t i = 0; i < nhold; i++) pred[i] = ix_eval_pt(bytes[n + i], macs[n + i], p, NULL);
+        for (size_t i = 0; i < nhold; i++) pred[i] = ix_eval_pt(bytes[n + i], macs[n + i], pe, NULL);
         fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
         free(pred);
     }

@@ -487,6 +487,10 @@ int main(int argc, char **argv)
             rp_host_close(hg);
         }
     const long out_len = gamma ? steps * (gamma + 1) + 1 : steps;
+    if (gamma && indexer_version != 5 && !dry_run) {
+        fprintf(stderr, "dhreplay: verification steps need --indexer-version 5 (several queries per request)\n");
+        exit(2);
+    }
 
     /* --dry-run: the host side alone (no GPU): every step's misses, summed over requests and
      * layers, as the replay would count and check them. */
@@ -550,6 +554,11 @@ int main(int argc, char **argv)
     rp_host_close(h0);
     if (row_bytes != KREF_ROW_BYTES_FP8 || (idx_heads != 32 && idx_heads != 64)) {
         fprintf(stderr, "dhreplay: model '%s': the replay runs 656-byte FP8 rows and 32 or 64 indexer heads\n", model);
+        return 1;
+    }
+    if (gamma && !indexer_v5_supports(idx_heads, (int)gamma + 1)) {
+        fprintf(stderr, "dhreplay: model '%s': indexer version 5 has no build for %d heads x %ld queries\n", model,
+                idx_heads, gamma + 1);
         return 1;
     }
     int Bmax = 0;
