@@ -54,7 +54,9 @@
  *
  * --fetch-only (a diagnostic; CSV mode "plain-fetch-only" / "verify-fetch-only"): the same
  * steps with only the classification, the map and the fetches, the compute stream waiting for
- * each layer's fetch: the fetch of the trace's own misses, timed alone.
+ * each layer's fetch: the fetch of the trace's own misses, timed alone. --skip LIST (modes
+ * "plain-skip-..." / "verify-skip-...") leaves the listed parts out of every step (indexer
+ * and top-k, attention, dense GEMMs, routed experts): what each part adds to the step.
  *
  * Output: the replay CSV of analysis/README.md (config_id,policy,mode,step,measured_us,misses,
  * selected,heldout), misses and selected summed over requests and layers; the command line in
@@ -373,6 +375,10 @@ static void rp_gemm_run(rp_gemm &g, int layer, const void *x, void *y)
 
 struct rp_run { std::string id, policy; int budget, heldout; long seed; bool spec; };
 
+/* Parts of a step the diagnostics leave out (--skip, --fetch-only): the indexer and top-k, the
+ * attention, the dense GEMMs (projections, shared expert), the routed experts. */
+enum { RP_SKIP_INDEXER = 1, RP_SKIP_ATTENTION = 2, RP_SKIP_DENSE = 4, RP_SKIP_EXPERTS = 8, RP_SKIP_COMPUTE = 15 };
+
 /* The DFlash2 draft of a model file: models/drafts/<its base name>-dflash2.ini, as bin/dhsim
  * finds a mode's default draft. */
 static std::string rp_draft_path(const char *model)
@@ -405,6 +411,7 @@ static void usage(void)
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
             "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--attention-version V]\n"
             "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run] [--fetch-only]\n"
+            "                [--skip indexer,attention,dense,experts]\n"
             "  POLICY: hisparse or adaptive (plain steps), hisparse+dflash2 or adaptive+dflash2 (verification steps)\n");
     exit(2);
 }
@@ -427,7 +434,8 @@ int main(int argc, char **argv)
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
     long attn_version = 8, topk_version = 5, indexer_version = 5;
     std::vector<rp_run> runs;
-    int dry_run = 0, fetch_only = 0;
+    int dry_run = 0, skip = 0;   /* skip: RP_SKIP_* parts left out of every step (diagnostics) */
+    std::string skip_name;
     std::string cmdline = "#";
     for (int i = 0; i < argc; i++) cmdline += std::string(" ") + argv[i];
     for (int i = 1; i < argc; i++) {
@@ -450,7 +458,27 @@ int main(int argc, char **argv)
         else if (a == "--topk-version") topk_version = parse_long("--topk-version", v, 1, TK_MAX_VERSION);
         else if (a == "--indexer-version") indexer_version = parse_long("--indexer-version", v, 2, IX_MAX_VERSION);
         else if (a == "--dry-run") dry_run = 1;
-        else if (a == "--fetch-only") fetch_only = 1;
+        else if (a == "--fetch-only") skip = RP_SKIP_COMPUTE, skip_name = "fetch-only";
+        else if (a == "--skip") {
+            /* A comma-separated list of parts; the CSV's mode says which were left out. */
+            std::string list = v, part;
+            size_t pos = 0;
+            skip_name = "skip";
+            while (pos <= list.size()) {
+                size_t e = list.find(',', pos);
+                part = list.substr(pos, e == std::string::npos ? std::string::npos : e - pos);
+                int bit = part == "indexer" ? RP_SKIP_INDEXER : part == "attention" ? RP_SKIP_ATTENTION
+                        : part == "dense" ? RP_SKIP_DENSE : part == "experts" ? RP_SKIP_EXPERTS : 0;
+                if (!bit) {
+                    fprintf(stderr, "dhreplay: --skip '%s': '%s' is not indexer, attention, dense or experts\n", v, part.c_str());
+                    exit(2);
+                }
+                skip |= bit;
+                skip_name += "-" + part;
+                if (e == std::string::npos) break;
+                pos = e + 1;
+            }
+        }
         else if (a == "--run") {
             rp_run r;
             char id[128], pol[64];
@@ -744,7 +772,7 @@ int main(int argc, char **argv)
             const int g = layer_group[l];
             const size_t gp = (size_t)g * R;
             if (selects[l]) {
-                if (!fetch_only) {
+                if (!(skip & RP_SKIP_INDEXER)) {
                     indexer_launch((int)indexer_version, idx_heads, iq, iw, ikeys, iscales, (int)R, ctx, scores, 0, 0, Qn);
                     topk_launch((int)topk_version, scores, (int)R * Qn, ctx, k, top, 0);
                 }
@@ -786,27 +814,30 @@ int main(int argc, char **argv)
                     cudaCheck(cudaEventRecord(ev_fetch[j], fst));
                 }
             }
-            if (fetch_only) {
-                /* Diagnostic: the classification and the fetches alone, as the step waits for them. */
-                cudaCheck(cudaStreamWaitEvent(0, ev_fetch[l], 0));
-                continue;
+            if (!(skip & RP_SKIP_DENSE)) {
+                rp_gemm_run(e.qa, l, x_act, y_act);
+                rp_gemm_run(e.qb, l, x_act, y_act);
+                rp_gemm_run(e.kva, l, x_act, y_act);
             }
-            rp_gemm_run(e.qa, l, x_act, y_act);
-            rp_gemm_run(e.qb, l, x_act, y_act);
-            rp_gemm_run(e.kva, l, x_act, y_act);
+            /* The attention waits for its layer's fetch (with --fetch-only: the step does). */
             cudaCheck(cudaStreamWaitEvent(0, ev_fetch[l], 0));
-            attn_args a;
-            memset(&a, 0, sizeof a);
-            a.hot = hot + (size_t)l * LS * row_bytes;
-            a.hot_stride = row_bytes;
-            a.src = with_union ? src_q + gp * Qn * k : sel_slot + gp * k;
-            a.q = q; a.nq = (int)R * Qn; a.k = k; a.heads = AT_H; a.format = KREF_ROW_FP8; a.row_bytes = row_bytes;
-            a.sm_scale = sm_scale;
-            attn_launch((int)attn_version, a, sc, aout, prop.multiProcessorCount, 0);
-            rp_gemm_run(e.o, l, x_act, y_act);
-            rp_gemm_run(e.sgu, l, x_act, y_act);
-            rp_gemm_run(e.sd, l, x_act, y_act);
-            if (moe[l] && e.touched > 0) {
+            if (skip == RP_SKIP_COMPUTE) continue;
+            if (!(skip & RP_SKIP_ATTENTION)) {
+                attn_args a;
+                memset(&a, 0, sizeof a);
+                a.hot = hot + (size_t)l * LS * row_bytes;
+                a.hot_stride = row_bytes;
+                a.src = with_union ? src_q + gp * Qn * k : sel_slot + gp * k;
+                a.q = q; a.nq = (int)R * Qn; a.k = k; a.heads = AT_H; a.format = KREF_ROW_FP8; a.row_bytes = row_bytes;
+                a.sm_scale = sm_scale;
+                attn_launch((int)attn_version, a, sc, aout, prop.multiProcessorCount, 0);
+            }
+            if (!(skip & RP_SKIP_DENSE)) {
+                rp_gemm_run(e.o, l, x_act, y_act);
+                rp_gemm_run(e.sgu, l, x_act, y_act);
+                rp_gemm_run(e.sd, l, x_act, y_act);
+            }
+            if (moe[l] && e.touched > 0 && !(skip & RP_SKIP_EXPERTS)) {
                 const float one = 1.f, zero = 0.f;
                 cublasCheck(cublasLtMatmul(e.egu.plan.lt, e.egu.plan.op, &one, e.egu.w[l & 1], e.egu.plan.la, x_act,
                                            e.egu.plan.lb, &zero, y_act, e.egu.plan.lc, y_act, e.egu.plan.lc,
@@ -898,7 +929,8 @@ int main(int argc, char **argv)
                 for (size_t p = 0; p < P; p++) misses += (double)miss_h[p] * group_layers[p / R];
                 check_resident(run, step, h);
                 fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(),
-                        fetch_only ? "plain-fetch-only" : "plain", step, ms * 1000.0, misses, (double)L * R * k, run.heldout);
+                        skip ? ("plain-" + skip_name).c_str() : "plain", step, ms * 1000.0, misses, (double)L * R * k,
+                        run.heldout);
             } else {
                 /* A verification step: the base position's residency and misses as a plain step,
                  * the union's other rows staged, Q queries per request through the indexer,
@@ -998,7 +1030,7 @@ int main(int argc, char **argv)
                 for (size_t p = 0; p < P; p++) misses += (double)(sp.miss[p] + sp.n_xr[p]) * group_layers[p / R];
                 check_resident(run, step, h);
                 fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(),
-                        fetch_only ? "verify-fetch-only" : "verify", step, ms * 1000.0, misses, (double)L * R * k * Q,
+                        skip ? ("verify-" + skip_name).c_str() : "verify", step, ms * 1000.0, misses, (double)L * R * k * Q,
                         run.heldout);
             }
             fflush(fo);
