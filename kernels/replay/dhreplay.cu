@@ -56,7 +56,7 @@
  * steps with only the classification, the map and the fetches, the compute stream waiting for
  * each layer's fetch: the fetch of the trace's own misses, timed alone. --skip LIST (modes
  * "plain-skip-..." / "verify-skip-...") leaves the listed parts out of every step (indexer
- * and top-k, attention, dense GEMMs, routed experts): what each part adds to the step.
+ * and top-k, attention, dense GEMMs, routed experts, the fetches): what each part adds.
  *
  * Output: the replay CSV of analysis/README.md (config_id,policy,mode,step,measured_us,misses,
  * selected,heldout), misses and selected summed over requests and layers; the command line in
@@ -376,8 +376,10 @@ static void rp_gemm_run(rp_gemm &g, int layer, const void *x, void *y)
 struct rp_run { std::string id, policy; int budget, heldout; long seed; bool spec; };
 
 /* Parts of a step the diagnostics leave out (--skip, --fetch-only): the indexer and top-k, the
- * attention, the dense GEMMs (projections, shared expert), the routed experts. */
-enum { RP_SKIP_INDEXER = 1, RP_SKIP_ATTENTION = 2, RP_SKIP_DENSE = 4, RP_SKIP_EXPERTS = 8, RP_SKIP_COMPUTE = 15 };
+ * attention, the dense GEMMs (projections, shared expert), the routed experts, the fetches
+ * (the attention then reads whatever the slots hold: only the time means anything). */
+enum { RP_SKIP_INDEXER = 1, RP_SKIP_ATTENTION = 2, RP_SKIP_DENSE = 4, RP_SKIP_EXPERTS = 8, RP_SKIP_COMPUTE = 15,
+       RP_SKIP_FETCH = 16 };
 
 /* The DFlash2 draft of a model file: models/drafts/<its base name>-dflash2.ini, as bin/dhsim
  * finds a mode's default draft. */
@@ -411,7 +413,7 @@ static void usage(void)
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
             "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--attention-version V]\n"
             "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run] [--fetch-only]\n"
-            "                [--skip indexer,attention,dense,experts]\n"
+            "                [--skip indexer,attention,dense,experts,fetch]\n"
             "  POLICY: hisparse or adaptive (plain steps), hisparse+dflash2 or adaptive+dflash2 (verification steps)\n");
     exit(2);
 }
@@ -468,9 +470,11 @@ int main(int argc, char **argv)
                 size_t e = list.find(',', pos);
                 part = list.substr(pos, e == std::string::npos ? std::string::npos : e - pos);
                 int bit = part == "indexer" ? RP_SKIP_INDEXER : part == "attention" ? RP_SKIP_ATTENTION
-                        : part == "dense" ? RP_SKIP_DENSE : part == "experts" ? RP_SKIP_EXPERTS : 0;
+                        : part == "dense" ? RP_SKIP_DENSE : part == "experts" ? RP_SKIP_EXPERTS
+                        : part == "fetch" ? RP_SKIP_FETCH : 0;
                 if (!bit) {
-                    fprintf(stderr, "dhreplay: --skip '%s': '%s' is not indexer, attention, dense or experts\n", v, part.c_str());
+                    fprintf(stderr, "dhreplay: --skip '%s': '%s' is not indexer, attention, dense, experts or fetch\n", v,
+                            part.c_str());
                     exit(2);
                 }
                 skip |= bit;
@@ -799,13 +803,13 @@ int main(int argc, char **argv)
                     if (j > l && selects[j]) break;
                     const uint8_t *pool_l = pool_d + (size_t)j * R * win * row_bytes;
                     uint8_t *hot_l = hot + (size_t)j * LS * row_bytes;
-                    if (group_miss[g] > 0) {
+                    if (group_miss[g] > 0 && !(skip & RP_SKIP_FETCH)) {
                         fetch_rows_kernel<uint4, 4, false, 512><<<(unsigned)fetch_sms, 512, 0, fst>>>(
                             pool_l, row_bytes, flat_rows + gp * k, flat_slots + gp * k, group_miss[g], row_bytes,
                             hot_l, row_bytes);
                         CUDA_LAUNCH_CHECK();
                     }
-                    if (with_union && group_stage[g] > 0) {
+                    if (with_union && group_stage[g] > 0 && !(skip & RP_SKIP_FETCH)) {
                         fetch_rows_kernel<uint4, 4, false, 512><<<(unsigned)fetch_sms, 512, 0, fst>>>(
                             pool_l, row_bytes, xs_rows + group_stage_off[g], xs_slots + group_stage_off[g],
                             group_stage[g], row_bytes, hot_l, row_bytes);
