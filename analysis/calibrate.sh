@@ -19,6 +19,9 @@
 #    layer_fixed_s starts as 8 GEMM launches per layer (q_a, q_b, kv_a, o_proj, shared
 #    expert x 2, routed experts x 2 strided-batched, as bin/dhreplay runs them) x the GEMM's
 #    fixed cost.
+# 1b. fetch_interference (sim/hw.h): a compute task beside the miss fetch lengthens by this x the
+#    overlap. From the replay's diagnostics (kernels/replay/README.md), per fitted configuration:
+#    (its step - the step without the fetch) / the fetch alone, steps 4-11, then the mean.
 # 2. bin/dhcal refit: layer_fixed_s refitted on whole decode steps of the replay's FITTED
 #    configurations (heldout = 0 in the replay CSV; the held-out ones are never run here):
 #    back-to-back launches in a step overlap their fixed costs, which the isolated GEMM
@@ -47,6 +50,32 @@ grep -v '^dhcal: [0-9]* lines match no --select\|^dhcal: warning: pool\|^dhcal: 
 
 FITTED=$(awk -F, '!/^#/ && $1 != "config_id" && $8 == 0 && !seen[$1]++ {print $1}' "$REPLAY")
 [ -n "$FITTED" ] || { echo "calibrate.sh: $REPLAY has no fitted configuration (heldout = 0)" >&2; exit 1; }
+
+BESIDE="$BENCH/replay-glm53-16x100k-fetch-beside.csv"
+FONLY="$BENCH/replay-glm53-16x100k-fetch-only.csv"
+INTERF=$(awk -F, -v fitted=" $(echo $FITTED) " '
+  /^#/ || $1 == "config_id" || $4 < 4 || $4 > 11 || !index(fitted, " " $1 " ") {next}
+  FILENAME == ARGV[1] && $3 == "plain" {full[$1] += $5; nf[$1]++}
+  FILENAME == ARGV[2] && $3 == "plain-skip-fetch" {nof[$1] += $5; nn[$1]++}
+  FILENAME == ARGV[3] && $3 == "plain-fetch-only" {fo[$1] += $5; no[$1]++}
+  END {
+    for (c in full) if (nn[c] && no[c]) {
+      a = (full[c] / nf[c] - nof[c] / nn[c]) / (fo[c] / no[c]); sum += a; n++
+      per = per sprintf("%s%s %.3g", per == "" ? "" : ", ", c, a)
+    }
+    if (n) printf "%.4g %s\n", sum / n, per
+  }' "$REPLAY" "$BESIDE" "$FONLY")
+[ -n "$INTERF" ] || { echo "calibrate.sh: no fitted configuration in both $BESIDE and $FONLY" >&2; exit 1; }
+ALPHA=${INTERF%% *}
+awk -v a="$ALPHA" -v per="${INTERF#* }" -v b="$(basename "$BESIDE")" -v f="$(basename "$FONLY")" '
+  /^\[/ && hw && !done {
+    print "; dhcal: fetch_interference = mean over the fitted configurations of (step - step without the fetch) / the fetch"
+    print "; dhcal:  alone, steps 4-11 (" per "; the replay, " b ", " f ")"
+    print "fetch_interference = " a; done = 1
+  }
+  /^\[hw\]/ {hw = 1}
+  {print}' "$STAGE1" > "$T/stage1b.ini" && mv "$T/stage1b.ini" "$STAGE1"
+echo "fetch_interference $ALPHA (${INTERF#* })" > "$T/interf.txt"
 run() { sh kernels/replay/simrun.sh "$STAGE1" "$T/at$1" $FITTED -- --set hw.layer_fixed_s="$1"; }
 A=$(sed -n 's/^layer_fixed_s = //p' "$STAGE1")
 B=$(awk -v a="$A" 'BEGIN {printf "%.4g", a / 2}')
@@ -64,5 +93,5 @@ while :; do
 done
 bin/dhcal refit --replay "$REPLAY" --key hw.layer_fixed_s --at "$A" "$T/at$A" --at "$B" "$T/at$B" \
     --profile "$STAGE1" -o "$T/out.ini" > "$T/refit.txt"
-cat "$T/fit.txt" "$T/refit.txt"
+cat "$T/fit.txt" "$T/interf.txt" "$T/refit.txt"
 mv "$T/out.ini" "$OUTP"

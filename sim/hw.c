@@ -135,7 +135,7 @@ int hw_load(cfg *c, hw_profile *hw)
         { "attn_bw", &hw->attn_bw, 1e15 }, { "attn_launch_s", &hw->attn_launch_s, 1 },
         { "weight_bw", &hw->weight_bw, 1e15 }, { "layer_fixed_s", &hw->layer_fixed_s, 1 },
         { "indexer_ops_s", &hw->indexer_ops_s, 1e20 }, { "select_s", &hw->select_s, 1 },
-        { "indexer_bw", &hw->indexer_bw, 1e15 },
+        { "indexer_bw", &hw->indexer_bw, 1e15 }, { "fetch_interference", &hw->fetch_interference, 10 },
     };
     const double zero = 0;
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)

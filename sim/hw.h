@@ -14,8 +14,8 @@
  *             mma_efficiency  achieved fraction of the tensor rates (0, 1]
  *             kernel_launch_s fixed cost of one kernel on the compute stream
  *             attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s,
- *             select_s, indexer_bw   optional (default 0 = unused): costs fitted to
- *                        the project's kernels; see hw_profile below
+ *             select_s, indexer_bw, fetch_interference   optional (default 0 =
+ *                        unused): costs fitted to the project's kernels; see hw_profile below
  *   [pcie]    h2d_bw, d2h_bw  pinned-memcpy bandwidth each way
  *             duplex_bw       both directions at once (sum)
  *   [gather]  (zero-copy fetch of missed rows straight from pinned host memory)
@@ -79,9 +79,14 @@ typedef struct {
      *   indexer_ops_s, select_s, indexer: max(key bytes / indexer_bw, queries x rows x
      *   indexer_bw               heads x dim / indexer_ops_s) + select_s (the fixed costs
      *                            of the selecting layer: the indexer's launch and the
-     *                            top-k); indexer_bw 0 = hbm_bw.
+     *                            top-k); indexer_bw 0 = hbm_bw;
+     *   fetch_interference       a compute task that the miss fetch runs beside lengthens by
+     *                            this x the overlap (the fetch's reads of host memory slow
+     *                            the kernels beside it; measured 0.3-0.5 on the H200 replay,
+     *                            analysis/VALIDATION.md); 0 = independent resources.
      * bin/dhcal fit writes them from the kernel benchmarks (analysis/README.md). */
     double attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s, select_s, indexer_bw;
+    double fetch_interference;
     double h2d_bw, d2h_bw, duplex_bw;
     hw_table gather_row, gather_pages, gather_sms;
     double ref_row_bytes, fetch_sms, page_bytes, gather_launch_s;

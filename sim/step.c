@@ -117,12 +117,22 @@ typedef struct {
     int done;
 } mb_state;
 
+/* A compute task of d seconds submitted at now, lengthened by the fetch running beside it:
+ * hw.fetch_interference x the time the fetch queue (h2d) stays busy into the task (hw.h). */
+static double beside_fetch(const step_ctx *cx, const res_server *gpu, const res_server *h2d, double now, double d)
+{
+    if (!(cx->hw->fetch_interference > 0) || !h2d) return d;
+    double start = gpu->free_at > now ? gpu->free_at : now, overlap = h2d->free_at - start;
+    if (overlap <= 0) return d;
+    return d + cx->hw->fetch_interference * (overlap < d ? overlap : d);
+}
+
 static void try_compute(const step_ctx *cx, const step_mb *m, mb_state *s, uint32_t mi, double now,
-                        res_server *gpu, evq *q, step_stats *st)
+                        res_server *gpu, const res_server *h2d, evq *q, step_stats *st)
 {
     uint32_t l = s->layer;
     if (s->comp_running || !s->idx_done || !s->fetch_done[l]) return;
-    double d = step_compute_s(cx, m, l);
+    double d = beside_fetch(cx, gpu, h2d, now, step_compute_s(cx, m, l));
     double end = res_submit(gpu, now, d, 0);
     st->compute_busy += d;
     s->comp_running = 1;
@@ -163,7 +173,7 @@ static void start_layer(const step_ctx *cx, const step_mb *m, mb_state *s, uint3
         s->idx_done = 1;
     } else if (md->layer[l].select == MODEL_SELECT_OWN) {
         s->idx_done = 0;
-        double d = step_indexer_s(cx, m, l);
+        double d = beside_fetch(cx, gpu, h2d, now, step_indexer_s(cx, m, l));
         double end = res_submit(gpu, now, d, 0);
         st->compute_busy += d;
         evq_push(q, end, EV_IDX, mi, l);
@@ -171,7 +181,7 @@ static void start_layer(const step_ctx *cx, const step_mb *m, mb_state *s, uint3
     } else {
         s->idx_done = 1;
     }
-    try_compute(cx, m, s, mi, now, gpu, q, st);
+    try_compute(cx, m, s, mi, now, gpu, h2d, q, st);
 }
 
 double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
@@ -206,11 +216,11 @@ double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
         case EV_IDX:
             ms->idx_done = 1;
             submit_group_fetches(cx, m, ms, e.a, e.b, e.time, h2d, q, st);
-            try_compute(cx, m, ms, e.a, e.time, gpu, q, st);
+            try_compute(cx, m, ms, e.a, e.time, gpu, h2d, q, st);
             break;
         case EV_FETCH:
             ms->fetch_done[e.b] = 1;
-            if (ms->layer == e.b) try_compute(cx, m, ms, e.a, e.time, gpu, q, st);
+            if (ms->layer == e.b) try_compute(cx, m, ms, e.a, e.time, gpu, h2d, q, st);
             break;
         case EV_COMP: {
             int32_t g = md->layer_group[e.b];
