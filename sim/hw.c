@@ -8,7 +8,8 @@
 #include <string.h>
 
 const char *const hw_fit_name[HW_FIT_N] = { "fetch_row_bytes", "fetch_sms", "fetch_rows", "fetch_pages",
-                                            "fetch_pool_bytes" };
+                                            "fetch_pool_bytes", "attention_bytes", "attention_batch", "gemm_fp8_m",
+                                            "indexer_ctx", "indexer_batch", "indexer_queries" };
 
 static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, hw_table *t, double ymin)
 {

@@ -56,9 +56,12 @@
 #define HW_TABLE_MAX 32
 #define HW_FIT_MAX 64
 
-/* The fitted inputs the simulator checks against [fit_range]. */
+/* The fitted inputs the simulator checks against [fit_range]: the fetch's, the attention's
+ * (bytes of the selected rows and queries per launch), the GEMMs' tokens (m, the weights'
+ * fp8 fit), and the indexer's context, requests and query tokens per request. */
 enum { HW_FIT_FETCH_ROW_BYTES = 0, HW_FIT_FETCH_SMS, HW_FIT_FETCH_ROWS, HW_FIT_FETCH_PAGES,
-       HW_FIT_FETCH_POOL_BYTES, HW_FIT_N };
+       HW_FIT_FETCH_POOL_BYTES, HW_FIT_ATTN_BYTES, HW_FIT_ATTN_BATCH, HW_FIT_GEMM_M, HW_FIT_IDX_CTX,
+       HW_FIT_IDX_BATCH, HW_FIT_IDX_QUERIES, HW_FIT_N };
 extern const char *const hw_fit_name[HW_FIT_N];
 
 typedef struct {

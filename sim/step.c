@@ -127,11 +127,23 @@ static double beside_fetch(const step_ctx *cx, const res_server *gpu, const res_
     return d + cx->hw->fetch_interference * (overlap < d ? overlap : d);
 }
 
+/* The inputs of layer l's fitted compute costs, against the fitted ranges: the attention's
+ * selected-row bytes and queries, the GEMMs' tokens. */
+static void note_compute_inputs(const step_ctx *cx, const step_mb *m, uint32_t l, step_stats *st)
+{
+    const model_kind *k = &cx->model->layer[l];
+    int32_t g = cx->model->layer_group[l];
+    hw_range_note(cx->hw, &st->ranges, HW_FIT_ATTN_BYTES, (g < 0 ? m->window_rows : m->sel[g]) * k->row_bytes);
+    hw_range_note(cx->hw, &st->ranges, HW_FIT_ATTN_BATCH, m->tokens);
+    hw_range_note(cx->hw, &st->ranges, HW_FIT_GEMM_M, m->tokens);
+}
+
 static void try_compute(const step_ctx *cx, const step_mb *m, mb_state *s, uint32_t mi, double now,
                         res_server *gpu, const res_server *h2d, evq *q, step_stats *st)
 {
     uint32_t l = s->layer;
     if (s->comp_running || !s->idx_done || !s->fetch_done[l]) return;
+    note_compute_inputs(cx, m, l, st);
     double d = beside_fetch(cx, gpu, h2d, now, step_compute_s(cx, m, l));
     double end = res_submit(gpu, now, d, 0);
     st->compute_busy += d;
@@ -173,6 +185,10 @@ static void start_layer(const step_ctx *cx, const step_mb *m, mb_state *s, uint3
         s->idx_done = 1;
     } else if (md->layer[l].select == MODEL_SELECT_OWN) {
         s->idx_done = 0;
+        const int32_t g = md->layer_group[l];
+        hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_CTX, m->idx_rows[g] / m->n_req);
+        hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_BATCH, m->n_req);
+        hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_QUERIES, m->tokens / m->n_req);
         double d = beside_fetch(cx, gpu, h2d, now, step_indexer_s(cx, m, l));
         double end = res_submit(gpu, now, d, 0);
         st->compute_busy += d;

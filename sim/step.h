@@ -63,7 +63,7 @@ typedef struct {
     double fetch_bytes, write_bytes;
     uint64_t events;
     double pre_busy;               /* seconds of pre_s work (draft passes) */
-    hw_range_log ranges;           /* fetch inputs outside the profile's [fit_range] */
+    hw_range_log ranges;           /* cost inputs outside the profile's [fit_range] (hw.h) */
 } step_stats;
 
 /* Run one step starting at t0 over micro-batches mb[0..n_mb). Returns the

@@ -1,6 +1,7 @@
 /* test_sim_comm.c: a decode step's cost terms on GLM-5.3 and the calibrated H200 profile: the
- * expert-parallel all-to-all term of a MoE layer's cost, and the miss fetch's interference with
- * compute (hw.fetch_interference, sim/step.c).
+ * expert-parallel all-to-all term of a MoE layer's cost, the miss fetch's interference with
+ * compute (hw.fetch_interference, sim/step.c), and the step inputs checked against the
+ * profile's [fit_range].
  *
  * All-to-all:
  * Per MoE layer and phase (dispatch, combine) the cost is a latency plus
@@ -117,24 +118,30 @@ static void test_all_to_all_bytes_over_bandwidth(void **state)
  * by at most coefficient x the fetch's busy time (the overlap cannot exceed the fetch), and
  * more with a larger coefficient; without misses nothing changes; the fetch's time never
  * changes. */
-typedef struct { double end, compute, fetch; } step_out;
+typedef struct { double end, compute, fetch; hw_range_log ranges; } step_out;
+
+static step_out step_of(fixture *f, double coef, double miss_rows, double n_req, double queries);
 
 /* One step of 16 requests at 100K context, k rows selected per request and group, miss_rows
  * of them missed, with the given coefficient. */
-static step_out one_step(fixture *f, double coef, double miss_rows)
+static step_out one_step(fixture *f, double coef, double miss_rows) { return step_of(f, coef, miss_rows, 16, 1); }
+
+/* The same with n_req requests of queries query tokens each. */
+static step_out step_of(fixture *f, double coef, double miss_rows, double n_req, double queries)
 {
     enum { G = 64 };
     const uint32_t ng = f->model.n_groups;
     assert_true(ng <= G);
     double sel[G], miss[G], pages[G], idx[G], wr[G];
     for (uint32_t g = 0; g < ng; g++) {
-        sel[g] = 16.0 * 2048;
+        sel[g] = n_req * queries * 2048;
         miss[g] = miss_rows;
         pages[g] = miss_rows;
-        idx[g] = 16.0 * 100000;
-        wr[g] = 16;
+        idx[g] = n_req * 100000;
+        wr[g] = n_req;
     }
-    step_mb m = {.n_req = 16, .tokens = 16, .sel = sel, .miss = miss, .pages = pages, .idx_rows = idx, .written = wr};
+    step_mb m = {.n_req = n_req, .tokens = n_req * queries, .sel = sel, .miss = miss, .pages = pages, .idx_rows = idx,
+                 .written = wr};
     hw_profile hw = f->hw;
     hw.fetch_interference = coef;
     step_ctx cx = {.model = &f->model, .hw = &hw, .attention_dp = 8, .moe_ep = 8, .compute_sms = hw.sms - hw.fetch_sms,
@@ -144,7 +151,7 @@ static step_out one_step(fixture *f, double coef, double miss_rows)
     evq q;
     evq_init(&q);
     step_stats st = {0};
-    step_out o = {step_run(&cx, &m, 1, 0, &srv[0], &srv[1], &srv[2], &q, &st), st.compute_busy, st.fetch_busy};
+    step_out o = {step_run(&cx, &m, 1, 0, &srv[0], &srv[1], &srv[2], &q, &st), st.compute_busy, st.fetch_busy, st.ranges};
     evq_release(&q);
     return o;
 }
@@ -174,12 +181,36 @@ static void test_interference(void **state)
     assert_true(q0.fetch == 0 && q1.end == q0.end && q1.compute == q0.compute);
 }
 
+/* The step's inputs outside the profile's [fit_range] are noted, each once: 16 requests of
+ * one query are inside every fitted range of the attention, GEMM and indexer (16 tokens,
+ * 1-8 queries); 128 tokens (8 queries) lie outside the GEMM fit's m = 16 only; 9 queries also
+ * outside the indexer's 1-8. */
+static int noted(const step_out *o, const char *key)
+{
+    for (uint32_t i = 0; i < o->ranges.n; i++)
+        if (!strcmp(o->ranges.e[i].key, key)) return 1;
+    return 0;
+}
+
+static void test_fit_ranges_noted(void **state)
+{
+    fixture *f = *state;
+    const step_out a = step_of(f, 0, 0, 16, 1), b = step_of(f, 0, 0, 16, 8), c = step_of(f, 0, 0, 16, 9);
+    assert_false(noted(&a, "gemm_fp8_m") || noted(&a, "attention_batch") || noted(&a, "attention_bytes") ||
+                 noted(&a, "indexer_ctx") || noted(&a, "indexer_batch") || noted(&a, "indexer_queries"));
+    assert_true(noted(&b, "gemm_fp8_m") && !noted(&b, "indexer_queries") && !noted(&b, "attention_batch"));
+    for (uint32_t i = 0; i < b.ranges.n; i++)
+        if (!strcmp(b.ranges.e[i].key, "gemm_fp8_m")) assert_true(b.ranges.e[i].first == 128);
+    assert_true(noted(&c, "indexer_queries") && noted(&c, "gemm_fp8_m"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ranks_per_token),
         cmocka_unit_test(test_all_to_all_bytes_over_bandwidth),
         cmocka_unit_test(test_interference),
+        cmocka_unit_test(test_fit_ranges_noted),
     };
     return cmocka_run_group_tests_name("sim_comm", tests, setup, teardown);
 }
