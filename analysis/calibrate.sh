@@ -53,6 +53,9 @@ FITTED=$(awk -F, '!/^#/ && $1 != "config_id" && $8 == 0 && !seen[$1]++ {print $1
 
 BESIDE="$BENCH/replay-glm53-16x100k-fetch-beside.csv"
 FONLY="$BENCH/replay-glm53-16x100k-fetch-only.csv"
+for f in "$BESIDE" "$FONLY"; do
+  [ -r "$f" ] || { echo "calibrate.sh: $f: cannot read the replay diagnostic (kernels/replay/README.md)" >&2; exit 1; }
+done
 INTERF=$(awk -F, -v fitted=" $(echo $FITTED) " '
   /^#/ || $1 == "config_id" || $4 < 4 || $4 > 11 || !index(fitted, " " $1 " ") {next}
   FILENAME == ARGV[1] && $3 == "plain" {full[$1] += $5; nf[$1]++}

@@ -17,6 +17,14 @@ bad() { echo "FAIL $1${2:+: $2}"; }
 if sh analysis/calibrate.sh "$T/h200.ini" > "$T/cal.txt" 2>&1 && cmp -s "$T/h200.ini" models/hw/h200.ini
 then ok calibrate_reproduces_profile; else bad calibrate_reproduces_profile "$(tail -3 "$T/cal.txt")"; fi
 
+# Without the replay's diagnostics (fetch_interference's inputs): one error line, exit 1, no profile.
+mkdir -p "$T/bench"
+cp kernels/results/h200/default-*.csv kernels/results/h200/attention-attention-b2b20.csv "$T/bench/"
+sh analysis/calibrate.sh "$T/nodiag.ini" "$T/bench" > "$T/nodiag.txt" 2>&1; rc=$?
+if [ $rc -eq 1 ] && [ ! -e "$T/nodiag.ini" ] && [ "$(grep -c 'calibrate.sh' "$T/nodiag.txt")" -eq 1 ] &&
+   grep -q "fetch-beside.csv: cannot read the replay diagnostic" "$T/nodiag.txt"
+then ok calibrate_needs_diagnostics; else bad calibrate_needs_diagnostics "rc=$rc $(tail -2 "$T/nodiag.txt")"; fi
+
 if sh kernels/replay/validate.sh models/hw/h200.ini $R "$T/a" > "$T/a.txt" 2>&1 &&
    grep -q "ALL held-out configurations" "$T/a.txt"; then ok replay_validate_default; else bad replay_validate_default; cat "$T/a.txt"; fi
 

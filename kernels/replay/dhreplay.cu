@@ -768,10 +768,12 @@ int main(int argc, char **argv)
     int failed = 0;
     int32_t stamp = 0;   /* residency steps so far: the LRU stamp, one per hot-buffer step of a pair */
 
-    /* One decode step's layers on the GPU: Qn queries per request (1 plain), the GEMMs of e,
-     * attention sources src (per group: R x Qn x k slots; plain: the residency's sel_slot), and
-     * with a union the staged rows fetched beside the misses. */
-    auto run_layers = [&](const rp_run &run, int ctx, int Qn, rp_layer_gemms &e, bool with_union) {
+    /* One decode step's layers on the GPU, timed (ms, CUDA events): Qn queries per request (1
+     * plain), the GEMMs of e, attention sources src (per group: R x Qn x k slots; plain: the
+     * residency's sel_slot), and with a union the staged rows fetched beside the misses. The
+     * step's residency launches take the next LRU stamp. */
+    auto run_layers = [&](const rp_run &run, int ctx, int Qn, rp_layer_gemms &e, bool with_union) -> float {
+        cudaCheck(cudaEventRecord(t0, 0));
         for (int l = 0; l < L; l++) {
             const int g = layer_group[l];
             const size_t gp = (size_t)g * R;
@@ -851,6 +853,13 @@ int main(int argc, char **argv)
                                            &e.ed.plan.algo, ws, ws_bytes, 0));
             }
         }
+        cudaCheck(cudaEventRecord(t1, 0));
+        cudaCheck(cudaEventSynchronize(t1));
+        cudaCheck(cudaGetLastError());
+        float elapsed = 0;
+        cudaCheck(cudaEventElapsedTime(&elapsed, t0, t1));
+        stamp++;
+        return elapsed;
     };
     /* Every pair's miss count (n_miss on the GPU) against the host's want[p] (the simulator's
      * hot buffer); pairs with act[p] == 0 skipped. */
@@ -919,13 +928,7 @@ int main(int argc, char **argv)
                 cudaCheck(cudaMemcpy(wcnt_d, wc_h.data(), P * 4, cudaMemcpyHostToDevice));
                 cudaCheck(cudaDeviceSynchronize());
 
-                cudaCheck(cudaEventRecord(t0, 0));
-                run_layers(run, ctx, 1, gm[0], false);
-                cudaCheck(cudaEventRecord(t1, 0));
-                cudaCheck(cudaEventSynchronize(t1));
-                cudaCheck(cudaGetLastError());
-                cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
-                stamp++;
+                ms = run_layers(run, ctx, 1, gm[0], false);
 
                 /* Check: every pair's miss count against the simulator's hot buffer, and the
                  * resident set of the first and last pair of group 0 row by row. */
@@ -978,13 +981,7 @@ int main(int argc, char **argv)
                 cudaCheck(cudaMemset(bad_d, 0, 4));
                 cudaCheck(cudaDeviceSynchronize());
 
-                cudaCheck(cudaEventRecord(t0, 0));
-                run_layers(run, ctx, Q, gm[1], true);
-                cudaCheck(cudaEventRecord(t1, 0));
-                cudaCheck(cudaEventSynchronize(t1));
-                cudaCheck(cudaGetLastError());
-                cudaCheck(cudaEventElapsedTime(&ms, t0, t1));
-                stamp++;
+                ms = run_layers(run, ctx, Q, gm[1], true);
                 check_misses(run, step, " (base)", sp.miss.data(), nullptr);
                 int32_t bad = 0;
                 cudaCheck(cudaMemcpy(&bad, bad_d, 4, cudaMemcpyDeviceToHost));
@@ -995,9 +992,9 @@ int main(int argc, char **argv)
                 }
                 /* Commit: accepted draft t of every request that accepted t or more. */
                 cudaCheck(cudaEventRecord(t1, 0));
+                std::vector<uint32_t> want(P);
+                std::vector<int32_t> cwf(P), cwc(P);
                 for (int t = 1; t < Q && !failed; t++) {
-                    std::vector<uint32_t> want(P);
-                    std::vector<int32_t> cwf(P), cwc(P);
                     int any = 0;
                     for (size_t p = 0; p < P; p++) {
                         act_h[p] = (int)sp.acc[p % R] >= t;

@@ -92,13 +92,11 @@ int rp_host_open(const rp_host_cfg *c, rp_host **out)
     gp = NULL;
     h->steps = c->steps;
     size_t P = (size_t)h->G * h->R;
-    h->st = calloc(P, sizeof *h->st);
-    h->buf = calloc(P, sizeof *h->buf);
     h->cur = malloc(P * h->k * sizeof *h->cur);
     h->ncur = calloc(P, sizeof *h->ncur);
     h->tmp = malloc(2 * (size_t)h->k * sizeof *h->tmp + 16);
     h->nrows_prev = calloc(h->R, sizeof *h->nrows_prev);
-    if (!h->st || !h->buf || !h->cur || !h->ncur || !h->tmp || !h->nrows_prev) abort();
+    if (!h->cur || !h->ncur || !h->tmp || !h->nrows_prev) abort();
     if (c->draft_path) {
         /* As bin/dhsim opens a hisparse request under speculation (sim.c): a live hot-buffer
          * stream of the fixed budget, and a lookahead of gamma + 1 positions. */
@@ -130,6 +128,10 @@ int rp_host_open(const rp_host_cfg *c, rp_host **out)
         *out = h;
         return 0;
     }
+    /* Plain steps: a stream and the simulator's hot buffer per pair. */
+    h->st = calloc(P, sizeof *h->st);
+    h->buf = calloc(P, sizeof *h->buf);
+    if (!h->st || !h->buf) abort();
     for (uint32_t g = 0; g < h->G; g++)
         for (uint32_t r = 0; r < h->R; r++) {
             size_t p = (size_t)g * h->R + r;
