@@ -225,10 +225,16 @@ float bench_rng::normal()
 
 std::vector<int32_t> bench_sample_sorted(bench_rng &rng, int32_t n, int k)
 {
-    /* Floyd's algorithm on a sorted vector: k <= a few thousand here, so the O(k) inserts into a
-     * sorted vector are cheaper than a hash set. */
+    /* Floyd's algorithm on a sorted vector when k is a small part of n (the O(k) inserts into a
+     * sorted vector are cheaper than a hash set); above n / 8, selection sampling (Knuth's
+     * algorithm S), one pass over n that gives the rows in order. */
     std::vector<int32_t> s;
     s.reserve((size_t)k);
+    if ((int64_t)k * 8 > (int64_t)n) {
+        for (int32_t j = 0, left = k; j < n && left > 0; j++)
+            if (rng.uniform() * (double)(n - j) < (double)left) { s.push_back(j); left--; }
+        return s;
+    }
     for (int32_t j = n - k; j < n; j++) {
         int32_t t = (int32_t)rng.below((uint32_t)j + 1);
         auto it = std::lower_bound(s.begin(), s.end(), t);

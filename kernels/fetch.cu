@@ -630,6 +630,12 @@ int bench_fetch(bench_env *env, const bench_params &p)
         fprintf(stderr, "dhbench: fetch: version 10 needs 1 <= scatter_sms (%d) < sms (%d)\n", scatter_sms, sms);
         return -1;
     }
+    if (pattern.rfind("serving", 0) == 0 &&
+        (window_rows < 1 || miss_per_window < 1 || miss_per_window > window_rows || miss_per_window > n)) {
+        fprintf(stderr, "dhbench: fetch: miss_per_window %d must be in [1, min(window_rows %lld, rows %d)]\n",
+                miss_per_window, (long long)window_rows, n);
+        return -1;
+    }
     if (reg_gb < 0) {
         fprintf(stderr, "dhbench: fetch: reg_gb %g must be >= 0\n", reg_gb);
         return -1;
@@ -858,6 +864,11 @@ int bench_fetch(bench_env *env, const bench_params &p)
     r.rows = n;
     r.sms = sms;
     r.pool_bytes = (long long)pool_bytes;
+    /* The serving layout's locality: its window (ctx) and rows drawn per window (k). */
+    if (pattern.rfind("serving", 0) == 0) {
+        r.ctx = window_rows;
+        r.k = miss_per_window;
+    }
     r.pattern = pattern + (pages != "pinned" ? "+" + pages : "") +
                 (reg_gb > 0 ? "+reg" + std::to_string(reg_gb).substr(0, 4) + "g" : "") +
                 (version == 8 ? "+win" + std::to_string(window) : "") +
