@@ -12,7 +12,9 @@
 #      attention v8, FP8 rows of 656 B, selected rows only ("hits"), timed 20 launches back to
 #        back (attention-attention-b2b20.csv: in a decode step it launches behind the layer's
 #        GEMMs, not on an idle GPU); the BF16 lines are held out (errors reported, not fitted);
-#      fetch v5 (zero-copy gather, the serving layout), 2-16 SMs; 132 SMs held out;
+#      fetch v5 (zero-copy gather, the serving layout), 2-16 SMs; 132 SMs held out; the
+#        density term (rows per 2 MB region) from fetch-locality.csv, its 25K-row windows held
+#        out (the same rows per window, four times as dense: a check that density is the input);
 #      cuBLASLt GEMMs per dtype at the decode batch m = 16; m = 128 held out; FP8 is the
 #        deployment's dtype (weight_bw, layer_fixed_s, mma_efficiency), BF16 is reported;
 #      indexer v5 (scoring rate) and top-k v5 on the indexer's own scores (select_s).
@@ -22,6 +24,9 @@
 # 1b. fetch_interference (sim/hw.h): a compute task beside the miss fetch lengthens by this x the
 #    overlap. From the replay's diagnostics (kernels/replay/README.md), per fitted configuration:
 #    (its step - the step without the fetch) / the fetch alone, steps 4-11, then the mean.
+#    compute_interference: the fetch work beside compute lengthens by this x the overlap; per
+#    fitted configuration, the fetch kernels' time in the step / their time with the fetch alone
+#    - 1 (dhreplay --fetch-times), steps 4-11, then the mean.
 # 2. bin/dhcal refit: layer_fixed_s refitted on whole decode steps of the replay's FITTED
 #    configurations (heldout = 0 in the replay CSV; the held-out ones are never run here):
 #    back-to-back launches in a step overlap their fixed costs, which the isolated GEMM
@@ -38,13 +43,13 @@ trap 'rm -rf "$T"' EXIT
 # output's own name.
 STAGE1="$T/$(basename "$OUTP")"
 
-bin/dhcal fit --bench "$BENCH/attention-attention-b2b20.csv" "$BENCH/default-fetch.csv" \
+bin/dhcal fit --bench "$BENCH/attention-attention-b2b20.csv" "$BENCH/default-fetch.csv" "$BENCH/fetch-locality.csv" \
     "$BENCH/default-gemm.csv" "$BENCH/default-indexer.csv" \
     --select kernel=attention,version=8,pattern=hits,timing=b2b20 --select kernel=fetch,version=5 \
     --select kernel=gemm --select kernel=indexer,version=5 --select 'kernel=topk,version=5,pattern=indexer,queries=1,ctx>=100000,ctx<=100001' \
-    --holdout kernel=attention,dtype=bf16 --holdout 'kernel=fetch,sms>=66' --holdout 'kernel=gemm,m>=128' \
+    --holdout kernel=attention,dtype=bf16 --holdout 'kernel=fetch,sms>=66' --holdout 'kernel=fetch,ctx<=25000' --holdout 'kernel=gemm,m>=128' \
     --weight-dtype fp8 --layer-gemms 8 --base "$BASE" -o "$STAGE1" \
-    --command "sh analysis/calibrate.sh (bin/dhcal fit on $BENCH/attention-attention-b2b20.csv and $BENCH/default-{fetch,gemm,indexer}.csv, then bin/dhcal refit of layer_fixed_s on $REPLAY)" \
+    --command "sh analysis/calibrate.sh (bin/dhcal fit on $BENCH/attention-attention-b2b20.csv, $BENCH/fetch-locality.csv and $BENCH/default-{fetch,gemm,indexer}.csv, then bin/dhcal refit of layer_fixed_s on $REPLAY)" \
     > "$T/fit.txt" 2> "$T/fit.err" || { cat "$T/fit.err" >&2; exit 1; }
 grep -v '^dhcal: [0-9]* lines match no --select\|^dhcal: warning: pool\|^dhcal: fitted but not used' "$T/fit.err" >&2 || true
 
@@ -53,7 +58,8 @@ FITTED=$(awk -F, '!/^#/ && $1 != "config_id" && $8 == 0 && !seen[$1]++ {print $1
 
 BESIDE="$BENCH/replay-glm53-16x100k-fetch-beside.csv"
 FONLY="$BENCH/replay-glm53-16x100k-fetch-only.csv"
-for f in "$BESIDE" "$FONLY"; do
+BUSY="$BENCH/replay-glm53-16x100k-fetch-busy.csv"
+for f in "$BESIDE" "$FONLY" "$BUSY"; do
   [ -r "$f" ] || { echo "calibrate.sh: $f: cannot read the replay diagnostic (kernels/replay/README.md)" >&2; exit 1; }
 done
 INTERF=$(awk -F, -v fitted=" $(echo $FITTED) " '
@@ -70,15 +76,33 @@ INTERF=$(awk -F, -v fitted=" $(echo $FITTED) " '
   }' "$REPLAY" "$BESIDE" "$FONLY")
 [ -n "$INTERF" ] || { echo "calibrate.sh: no fitted configuration in both $BESIDE and $FONLY" >&2; exit 1; }
 ALPHA=${INTERF%% *}
-awk -v a="$ALPHA" -v per="${INTERF#* }" -v b="$(basename "$BESIDE")" -v f="$(basename "$FONLY")" '
+CINTERF=$(awk -F, -v fitted=" $(echo $FITTED) " '
+  /^#/ || $1 == "config_id" || $4 < 4 || $4 > 11 || !index(fitted, " " $1 " ") {next}
+  $3 == "plain-fetch-busy" {b[$1] += $5; nb[$1]++}
+  $3 == "plain-fetch-only-fetch-busy" {o[$1] += $5; no[$1]++}
+  END {
+    for (c in b) if (no[c]) {
+      x = (b[c] / nb[c]) / (o[c] / no[c]) - 1; sum += x; n++
+      per = per sprintf("%s%s %.3g", per == "" ? "" : ", ", c, x)
+    }
+    if (n) printf "%.4g %s\n", sum / n, per
+  }' "$BUSY")
+[ -n "$CINTERF" ] || { echo "calibrate.sh: no fitted configuration in $BUSY" >&2; exit 1; }
+BETA=${CINTERF%% *}
+awk -v a="$ALPHA" -v per="${INTERF#* }" -v b="$(basename "$BESIDE")" -v f="$(basename "$FONLY")" \
+    -v c="$BETA" -v cper="${CINTERF#* }" -v u="$(basename "$BUSY")" '
   /^\[/ && hw && !done {
     print "; dhcal: fetch_interference = mean over the fitted configurations of (step - step without the fetch) / the fetch"
     print "; dhcal:  alone, steps 4-11 (" per "; the replay, " b ", " f ")"
-    print "fetch_interference = " a; done = 1
+    print "fetch_interference = " a
+    print "; dhcal: compute_interference = mean over the fitted configurations of the fetch kernels time in a step / the same"
+    print "; dhcal:  with the fetch alone, minus 1, steps 4-11 (" cper "; dhreplay --fetch-times, " u "): the fetch runs beside"
+    print "; dhcal:  compute throughout these steps"
+    print "compute_interference = " c; done = 1
   }
   /^\[hw\]/ {hw = 1}
   {print}' "$STAGE1" > "$T/stage1b.ini" && mv "$T/stage1b.ini" "$STAGE1"
-echo "fetch_interference $ALPHA (${INTERF#* })" > "$T/interf.txt"
+{ echo "fetch_interference $ALPHA (${INTERF#* })"; echo "compute_interference $BETA (${CINTERF#* })"; } > "$T/interf.txt"
 run() { sh kernels/replay/simrun.sh "$STAGE1" "$T/at$1" $FITTED -- --set hw.layer_fixed_s="$1"; }
 A=$(sed -n 's/^layer_fixed_s = //p' "$STAGE1")
 B=$(awk -v a="$A" 'BEGIN {printf "%.4g", a / 2}')

@@ -121,8 +121,8 @@ static int cmd_fit(int argc, char **argv)
     if (!bench.n) dh_die("dhcal", "fit: --bench needs at least one directory or CSV file");
     if (out && !base) base = access(out, R_OK) == 0 ? out : NULL;
     if (out && !base) dh_die("dhcal", "fit: '%s' does not exist; give --base PROFILE for the keys the fit does not set", out);
-    /* Pages must be counted with the page size the simulator uses. */
-    if (base && prof_base_page_bytes(base, &fo.page_bytes) < 0) dh_die_last("dhcal");
+    /* Pages and regions must be counted with the sizes the simulator uses. */
+    if (base && prof_base_page_bytes(base, &fo.page_bytes, &fo.region_bytes) < 0) dh_die_last("dhcal");
     fo.holdout = hold.v;
     fo.versions = vers.v;
     fo.forms = forms.v;

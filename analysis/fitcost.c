@@ -7,6 +7,7 @@
  * O(lines x versions) for the selection plus the fits, well under a second
  * for thousands of lines. */
 #include "analysis/fitcost.h"
+#include "sim/hw.h"
 #include "common/dh_err.h"
 
 #include <math.h>
@@ -40,6 +41,7 @@ void fit_opts_default(fit_opts *o)
     memset(o, 0, sizeof *o);
     o->min_r2 = 0.9;
     o->page_bytes = 4096;
+    o->region_bytes = 0;
 }
 
 int fit_fetch_pages(const char *pattern, double rows, double row_bytes, double pool_bytes,
@@ -62,6 +64,34 @@ int fit_fetch_pages(const char *pattern, double rows, double row_bytes, double p
         return 0;
     }
     return dh_err("fetch pattern '%s' unknown (uniform, uniform_sorted, serving, serving_sorted)", pattern);
+}
+
+int fit_fetch_density(const char *pattern, double rows, double row_bytes, double pool_bytes,
+                      double ctx, double k, double region_bytes, double *rho)
+{
+    if (!pattern) return dh_err("a fetch line without a pattern has no density");
+    size_t base = strcspn(pattern, "+");
+    if (!(region_bytes > 0)) return dh_err("the fetch's density needs region_bytes > 0");
+    if (base == 14 && !strncmp(pattern, "uniform_sorted", 14)) {
+        double R = pool_bytes / region_bytes;
+        if (!(R >= 1)) return dh_err("pattern '%s' needs pool_bytes of at least one region", pattern);
+        *rho = rows / (R * -expm1(-rows / R));
+        return 0;
+    }
+    if (base == 7 && !strncmp(pattern, "uniform", 7)) { *rho = 1; return 0; }
+    if (!strncmp(pattern, "serving", 7)) {
+        if (isnan(ctx) || isnan(k) || !(k > 0) || !(ctx >= k))
+            return dh_err("pattern '%s' needs ctx (rows per window) >= k (rows drawn per window) > 0 for the fetch's "
+                          "density (recorded by dhbench since the density term)", pattern);
+        *rho = fit_window_density(k, ctx, row_bytes, region_bytes);
+        return 0;
+    }
+    return dh_err("fetch pattern '%s' unknown (uniform, uniform_sorted, serving, serving_sorted)", pattern);
+}
+
+double fit_window_density(double m, double window_rows, double row_bytes, double region_bytes)
+{
+    return m / hw_window_bins(m, window_rows, row_bytes, region_bytes);
 }
 
 /* ---- hold-out specs ---------------------------------------------------- */
@@ -243,11 +273,10 @@ static void coef_add(fit_section *s, const char *key, double value, double se, i
 
 /* ---- fetch form ------------------------------------------------------------- */
 
-enum { FP_T0, FP_SM, FP_ISSUE, FP_ISSUE_B, FP_LINK, FP_WALK, FP_PAGE0 };
-
 typedef struct {
     double rows, s, sms, pool, pages;
-    int group; /* pattern group, -1 when the line has no page term */
+    double rho; /* rows per region entered (fit_fetch_density); NAN: no density term */
+    int group;  /* pattern group, -1 when the line has no page term */
 } fetch_pt;
 
 typedef struct { const fetch_pt *pt; } fetch_model;
@@ -255,10 +284,10 @@ typedef struct { const fetch_pt *pt; } fetch_model;
 static const char *fetch_par_name(size_t j, char **groups)
 {
     static const char *const names[] = {"t0_us", "sm_row_ns", "row_issue_ns", "row_issue_ns_per_byte",
-                                        "link_ns_per_byte", "walk_reach_gb"};
+                                        "link_ns_per_byte", "walk_reach_gb", "density_ns", "density_pow"};
     static char buf[80];
-    if (j < FP_PAGE0) return names[j];
-    snprintf(buf, sizeof buf, "%s_%s", (j - FP_PAGE0) % 2 ? "page_reach" : "page_ns", groups[(j - FP_PAGE0) / 2]);
+    if (j < FIT_FP_PAGE0) return names[j];
+    snprintf(buf, sizeof buf, "%s_%s", (j - FIT_FP_PAGE0) % 2 ? "page_reach" : "page_ns", groups[(j - FIT_FP_PAGE0) / 2]);
     return buf;
 }
 
@@ -267,27 +296,39 @@ static const char *fetch_par_name(size_t j, char **groups)
  * trust-region solver handles since each point sits on one branch. */
 static double fetch_eval_pt(const fetch_pt *x, const double *p, double *g)
 {
-    double A = p[FP_SM] / x->sms, B = p[FP_ISSUE] + x->s * p[FP_ISSUE_B], C = x->s * p[FP_LINK];
+    /* The density term: density_ns * rho^-density_pow (fitcost.h). */
+    double D = 0, lr = 0;
+    if (!isnan(x->rho) && p[FIT_FP_DENS] != 0) {
+        lr = log(x->rho);
+        D = p[FIT_FP_DENS] * exp(-p[FIT_FP_DENS_POW] * lr);
+    }
+    double A = p[FIT_FP_SM] / x->sms, B = p[FIT_FP_ISSUE] + x->s * p[FIT_FP_ISSUE_B] + D, C = x->s * p[FIT_FP_LINK];
     double y;
     int br = A >= B && A >= C ? 0 : B >= C ? 1 : 2;
     y = br == 0 ? A : br == 1 ? B : C;
     if (g) {
-        if (br == 0) g[FP_SM] = 1 / x->sms;
-        else if (br == 1) { g[FP_ISSUE] = 1; g[FP_ISSUE_B] = x->s; }
-        else g[FP_LINK] = x->s;
+        if (br == 0) g[FIT_FP_SM] = 1 / x->sms;
+        else if (br == 1) {
+            g[FIT_FP_ISSUE] = 1;
+            g[FIT_FP_ISSUE_B] = x->s;
+            if (!isnan(x->rho)) {
+                g[FIT_FP_DENS] = exp(-p[FIT_FP_DENS_POW] * lr);
+                g[FIT_FP_DENS_POW] = -D * lr;
+            }
+        } else g[FIT_FP_LINK] = x->s;
     }
     if (!isnan(x->rows)) {
-        y += p[FP_T0] * 1000.0 / x->rows;
-        if (g) g[FP_T0] = 1000.0 / x->rows;
+        y += p[FIT_FP_T0] * 1000.0 / x->rows;
+        if (g) g[FIT_FP_T0] = 1000.0 / x->rows;
         if (x->group >= 0) {
-            size_t pn = FP_PAGE0 + 2 * (size_t)x->group, pr = pn + 1;
-            double over = x->pages - p[pr], f = 1.0 - p[FP_WALK] * 1e9 / x->pool;
+            size_t pn = FIT_FP_PAGE0 + 2 * (size_t)x->group, pr = pn + 1;
+            double over = x->pages - p[pr], f = 1.0 - p[FIT_FP_WALK] * 1e9 / x->pool;
             if (over > 0 && f > 0) {
                 y += p[pn] * over * f / x->rows;
                 if (g) {
                     g[pn] = over * f / x->rows;
                     g[pr] = -p[pn] * f / x->rows;
-                    g[FP_WALK] = -p[pn] * over * 1e9 / x->pool / x->rows;
+                    g[FIT_FP_WALK] = -p[pn] * over * 1e9 / x->pool / x->rows;
                 }
             }
         }
@@ -302,9 +343,9 @@ static double fetch_eval(const void *model, size_t i, const double *p, double *g
 }
 
 double fit_fetch_time_us(const double *p, double rows, double row_bytes, double sms,
-                         double pool_bytes, double pages, int pattern_group)
+                         double pool_bytes, double pages, double rho, int pattern_group)
 {
-    fetch_pt x = {rows, row_bytes, sms, pool_bytes, pages, pattern_group};
+    fetch_pt x = {rows, row_bytes, sms, pool_bytes, pages, rho, pattern_group};
     return fetch_eval_pt(&x, p, NULL) * rows / 1000.0;
 }
 
@@ -318,6 +359,7 @@ static int fetch_point(const bcsv_row *r, const fit_opts *o, char **groups, size
     pt->pool = r->v[BCSV_POOL_BYTES];
     pt->group = -1;
     pt->pages = NAN;
+    pt->rho = NAN;
     if (!(pt->s > 0)) return dh_err("file '%s' line %ld: fetch line needs row_bytes > 0", file, r->line);
     if (!(pt->sms > 0)) return dh_err("file '%s' line %ld: fetch line needs sms > 0", file, r->line);
     if (!isnan(pt->rows) && !isnan(r->v[BCSV_MEDIAN_US])) {
@@ -327,6 +369,9 @@ static int fetch_point(const bcsv_row *r, const fit_opts *o, char **groups, size
         if (!isnan(pt->pool)) {
             const char *pat = r->s[BCSV_PATTERN] ? r->s[BCSV_PATTERN] : "";
             if (fit_fetch_pages(pat, pt->rows, pt->s, pt->pool, r->v[BCSV_CTX], r->v[BCSV_K], o->page_bytes, &pt->pages) < 0)
+                return dh_err_prefix("file '%s' line %ld: ", file, r->line);
+            if (o->region_bytes > 0 &&
+                fit_fetch_density(pat, pt->rows, pt->s, pt->pool, r->v[BCSV_CTX], r->v[BCSV_K], o->region_bytes, &pt->rho) < 0)
                 return dh_err_prefix("file '%s' line %ld: ", file, r->line);
             int gi = str_in(groups, *ngroups, pat);
             if (gi < 0) {
@@ -358,6 +403,7 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
     char *groups[FIT_MAX_GROUPS];
     size_t ng = 0;
     int rc = 0, any_time = 0;
+    size_t nrho = 0; /* distinct densities among the fitted lines */
     double sms_min = INFINITY, sms_max = -INFINITY, pool_min = INFINITY, pool_max = -INFINITY;
     for (size_t i = 0; i < n + nhold && rc == 0; i++) {
         const bcsv_row *r = i < n ? rows[i] : hold[i - n];
@@ -375,20 +421,29 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
         range_add(s, "sms", pt[i].sms);
         range_add(s, "rows", pt[i].rows);
         if (pt[i].group >= 0) { range_add(s, "pool_bytes", pt[i].pool); range_add(s, "pages", pt[i].pages); }
+        if (!isnan(pt[i].rho)) {
+            range_add(s, "density", pt[i].rho);
+            int seen = 0;
+            for (size_t j = 0; j < i && !seen; j++) seen = pt[j].rho == pt[i].rho;
+            nrho += !seen;
+        }
     }
     if (rc) goto out;
     /* A hold-out line with a pattern the fit never saw cannot be predicted. */
     for (size_t i = n; i < n + nhold; i++)
         if (pt[i].group >= 0 && (size_t)pt[i].group >= ng) { rc = dh_err("internal pattern group"); goto out; }
 
-    size_t npar = FP_PAGE0 + 2 * ng;
+    size_t npar = FIT_FP_PAGE0 + 2 * ng;
     int fixed[FIT_MAX_PAR] = {0};
     double p0[FIT_MAX_PAR] = {0};
     /* Inputs that never vary leave their parameter undetermined: fix it at a
      * neutral value and say so in the profile rather than report noise. */
-    if (!any_time) fixed[FP_T0] = 1;
-    if (sms_min == sms_max) fixed[FP_SM] = 1;
-    if (!(pool_min < pool_max)) fixed[FP_WALK] = 1;
+    if (!any_time) fixed[FIT_FP_T0] = 1;
+    if (sms_min == sms_max) fixed[FIT_FP_SM] = 1;
+    if (!(pool_min < pool_max)) fixed[FIT_FP_WALK] = 1;
+    /* The density curve's two parameters need at least three densities. */
+    int dens = nrho >= 3;
+    if (!dens) fixed[FIT_FP_DENS] = fixed[FIT_FP_DENS_POW] = 1;
 
     fetch_model m = {pt};
     fit_model fm = {npar, fetch_eval, &m};
@@ -402,13 +457,17 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
     static const double reach0[] = {1e3, 1e4, 3e4, 1e5};
     for (size_t a = 0; a < sizeof reach0 / sizeof reach0[0]; a++) {
         if (!ng && a) break;
-        p0[FP_T0] = fixed[FP_T0] ? 0 : 5;
-        p0[FP_SM] = fixed[FP_SM] ? 0 : 50;
-        p0[FP_ISSUE] = 10;
-        p0[FP_ISSUE_B] = 0.005;
-        p0[FP_LINK] = 1.0 / 50;
-        p0[FP_WALK] = fixed[FP_WALK] ? 0 : (isfinite(pool_min) ? pool_min / 2e9 : 0);
-        for (size_t g = 0; g < ng; g++) { p0[FP_PAGE0 + 2 * g] = 10; p0[FP_PAGE0 + 2 * g + 1] = reach0[a]; }
+        p0[FIT_FP_T0] = fixed[FIT_FP_T0] ? 0 : 5;
+        p0[FIT_FP_SM] = fixed[FIT_FP_SM] ? 0 : 50;
+        p0[FIT_FP_ISSUE] = 10;
+        p0[FIT_FP_ISSUE_B] = 0.005;
+        p0[FIT_FP_LINK] = 1.0 / 50;
+        p0[FIT_FP_WALK] = fixed[FIT_FP_WALK] ? 0 : (isfinite(pool_min) ? pool_min / 2e9 : 0);
+        /* No density term: D = 0 (density_ns 0); else a walk of tens of ns, shared by the
+         * region's rows. */
+        p0[FIT_FP_DENS] = dens ? 20 : 0;
+        p0[FIT_FP_DENS_POW] = dens ? 1 : 0;
+        for (size_t g = 0; g < ng; g++) { p0[FIT_FP_PAGE0 + 2 * g] = 10; p0[FIT_FP_PAGE0 + 2 * g + 1] = reach0[a]; }
         int fx[FIT_MAX_PAR];
         double fitval[FIT_MAX_PAR] = {0}, fitse[FIT_MAX_PAR] = {0};
         memcpy(fx, fixed, sizeof fx);
@@ -452,27 +511,30 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
         goto out;
     }
     s->res = best;
-    if (!(best.p[FP_LINK] > 0)) {
+    if (!(best.p[FIT_FP_LINK] > 0)) {
         rc = dh_err("kernel '%s' version '%s': fetch fit is non-physical: link bandwidth %g GB/s", s->kernel, s->version,
-                    best.p[FP_LINK] ? 1.0 / best.p[FP_LINK] : INFINITY);
+                    best.p[FIT_FP_LINK] ? 1.0 / best.p[FIT_FP_LINK] : INFINITY);
         goto out;
     }
     const double *p = best.p, *se = best.se;
 #define ZERO(j) (best_fixed[j] && best_fitval[j] < 0)
-    coef_add(s, "t0_us", p[FP_T0], se[FP_T0], ZERO(FP_T0), best_fitval[FP_T0], best_fitse[FP_T0]);
-    coef_add(s, "sm_row_ns", p[FP_SM], se[FP_SM], ZERO(FP_SM), best_fitval[FP_SM], best_fitse[FP_SM]);
-    coef_add(s, "row_issue_ns", p[FP_ISSUE], se[FP_ISSUE], ZERO(FP_ISSUE), best_fitval[FP_ISSUE], best_fitse[FP_ISSUE]);
-    coef_add(s, "row_issue_ps_per_byte", p[FP_ISSUE_B] * 1e3, se[FP_ISSUE_B] * 1e3, ZERO(FP_ISSUE_B), best_fitval[FP_ISSUE_B] * 1e3, best_fitse[FP_ISSUE_B] * 1e3);
-    coef_add(s, "link_gbps", 1.0 / p[FP_LINK], se[FP_LINK] / (p[FP_LINK] * p[FP_LINK]), 0, 0, 0);
+    coef_add(s, "t0_us", p[FIT_FP_T0], se[FIT_FP_T0], ZERO(FIT_FP_T0), best_fitval[FIT_FP_T0], best_fitse[FIT_FP_T0]);
+    coef_add(s, "sm_row_ns", p[FIT_FP_SM], se[FIT_FP_SM], ZERO(FIT_FP_SM), best_fitval[FIT_FP_SM], best_fitse[FIT_FP_SM]);
+    coef_add(s, "row_issue_ns", p[FIT_FP_ISSUE], se[FIT_FP_ISSUE], ZERO(FIT_FP_ISSUE), best_fitval[FIT_FP_ISSUE], best_fitse[FIT_FP_ISSUE]);
+    coef_add(s, "row_issue_ps_per_byte", p[FIT_FP_ISSUE_B] * 1e3, se[FIT_FP_ISSUE_B] * 1e3, ZERO(FIT_FP_ISSUE_B), best_fitval[FIT_FP_ISSUE_B] * 1e3, best_fitse[FIT_FP_ISSUE_B] * 1e3);
+    coef_add(s, "link_gbps", 1.0 / p[FIT_FP_LINK], se[FIT_FP_LINK] / (p[FIT_FP_LINK] * p[FIT_FP_LINK]), 0, 0, 0);
     s->ngroups = ng;
     for (size_t g = 0; g < ng; g++) snprintf(s->groups[g], sizeof s->groups[g], "%s", groups[g]);
-    if (ng) coef_add(s, "walk_reach_gb", p[FP_WALK], se[FP_WALK], ZERO(FP_WALK), best_fitval[FP_WALK], best_fitse[FP_WALK]);
+    if (ng) coef_add(s, "walk_reach_gb", p[FIT_FP_WALK], se[FIT_FP_WALK], ZERO(FIT_FP_WALK), best_fitval[FIT_FP_WALK], best_fitse[FIT_FP_WALK]);
+    if (dens)
+        for (int j = FIT_FP_DENS; j <= FIT_FP_DENS_POW; j++)
+            coef_add(s, fetch_par_name((size_t)j, groups), p[j], se[j], ZERO(j), best_fitval[j], best_fitse[j]);
     for (size_t g = 0; g < ng; g++) {
         char key[64];
         snprintf(key, sizeof key, "page_ns_%s", groups[g]);
-        coef_add(s, key, p[FP_PAGE0 + 2 * g], se[FP_PAGE0 + 2 * g], ZERO(FP_PAGE0 + 2 * g), best_fitval[FP_PAGE0 + 2 * g], best_fitse[FP_PAGE0 + 2 * g]);
+        coef_add(s, key, p[FIT_FP_PAGE0 + 2 * g], se[FIT_FP_PAGE0 + 2 * g], ZERO(FIT_FP_PAGE0 + 2 * g), best_fitval[FIT_FP_PAGE0 + 2 * g], best_fitse[FIT_FP_PAGE0 + 2 * g]);
         snprintf(key, sizeof key, "page_reach_%s", groups[g]);
-        coef_add(s, key, p[FP_PAGE0 + 2 * g + 1], se[FP_PAGE0 + 2 * g + 1], ZERO(FP_PAGE0 + 2 * g + 1), best_fitval[FP_PAGE0 + 2 * g + 1], best_fitse[FP_PAGE0 + 2 * g + 1]);
+        coef_add(s, key, p[FIT_FP_PAGE0 + 2 * g + 1], se[FIT_FP_PAGE0 + 2 * g + 1], ZERO(FIT_FP_PAGE0 + 2 * g + 1), best_fitval[FIT_FP_PAGE0 + 2 * g + 1], best_fitse[FIT_FP_PAGE0 + 2 * g + 1]);
 #undef ZERO
     }
     if (nhold) {

@@ -18,6 +18,13 @@
  *   max(other terms).  pages = expected distinct host pages one launch touches,
  *   fit_fetch_pages().  Lines with rows empty but gbps given ("asymptotic"
  *   lines from probes that did not record rows) fit tau_row alone.
+ *   Density (when the base profile gives [gather] region_bytes): the issue path
+ *   gains density_ns * rho^-density_pow, rho = rows per translation region
+ *   entered (>= 1), fit_fetch_density(): rows that enter a new 2 MB region pay
+ *   an upper-level walk, shared by the rows that follow in the same region
+ *   (measured: 656 B rows, 8 SMs, ~21 ns/row at rho 9, ~14 at rho 100 and
+ *   above; kernels/results/h200/fetch-locality.csv). The exponent is empirical
+ *   (walks of rows in flight overlap); the link path (large rows) hides it.
  * hbm (sparse attention, verification; HBM-bound):
  *   time = t0_us + bytes / (hbm_gbps * 1e3) + batch*queries * query_us + batch*union_rows * union_row_us
  *   (terms whose input never varies are left out of the fit and written as 0).
@@ -67,6 +74,26 @@ fit_form fit_form_for_kernel(const char *kernel);
 int fit_fetch_pages(const char *pattern, double rows, double row_bytes, double pool_bytes,
                     double ctx, double k, double page_bytes, double *pages);
 
+/* Rows per translation region entered by one fetch launch (the density term
+ * of the fetch form), with regions of region_bytes (2 MB: what one 4 KB page
+ * of last-level page table maps):
+ * pattern "uniform": 1 (rows in random order: every row enters a region);
+ * "uniform_sorted": rows / R (1 - e^{-rows/R}), R = pool_bytes / region_bytes;
+ * "serving*": fit_window_density(k, ctx, ...): every window's rows are read in
+ *   address order, so a window's k rows enter each region they touch once.
+ *   Needs ctx and k (dhbench records them for serving lines).
+ * Returns -1 with dh_err() for an unknown pattern or missing ctx / k. */
+int fit_fetch_density(const char *pattern, double rows, double row_bytes, double pool_bytes,
+                      double ctx, double k, double region_bytes, double *rho);
+/* m rows drawn from a window of window_rows rows of row_bytes each, read in
+ * address order: m / (expected distinct regions), hw_window_bins(), as the
+ * simulator counts them. */
+double fit_window_density(double m, double window_rows, double row_bytes, double region_bytes);
+
+/* The fetch form's parameters, in fit order; then (page_ns, page_reach) per pattern. */
+enum { FIT_FP_T0, FIT_FP_SM, FIT_FP_ISSUE, FIT_FP_ISSUE_B, FIT_FP_LINK, FIT_FP_WALK, FIT_FP_DENS,
+       FIT_FP_DENS_POW, FIT_FP_PAGE0 };
+
 #define FIT_MAX_GROUPS 8
 #define FIT_MAX_RANGE 8
 
@@ -106,6 +133,7 @@ typedef struct {
 typedef struct {
     double min_r2;                   /* reject a fit below this weighted R^2 */
     double page_bytes;               /* host page size for fit_fetch_pages() */
+    double region_bytes;             /* translation region for fit_fetch_density(); 0: no density term */
     const char *const *holdout;      /* NULL-terminated specs "col=v,col<=v,..." */
     const char *const *versions;     /* NULL-terminated "kernel=version" overrides */
     const char *const *forms;        /* NULL-terminated "kernel=form" overrides */
@@ -127,6 +155,6 @@ int fit_holdout_match(const bcsv_row *r, const char *spec, int *match);
  * fetch section: t0_us, sm_row_ns, row_issue_ns, row_issue_ns_per_byte,
  * link_ns_per_byte, walk_reach_gb, then (page_ns, page_reach) per pattern. */
 double fit_fetch_time_us(const double *p, double rows, double row_bytes, double sms,
-                         double pool_bytes, double pages, int pattern_group);
+                         double pool_bytes, double pages, double rho, int pattern_group);
 
 #endif

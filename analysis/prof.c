@@ -33,12 +33,13 @@ static int load_cfg_hw(const char *path, cfg **c, hw_profile *hw)
     return 0;
 }
 
-int prof_base_page_bytes(const char *base_path, double *page_bytes)
+int prof_base_page_bytes(const char *base_path, double *page_bytes, double *region_bytes)
 {
     cfg *c;
     hw_profile hw;
     if (load_cfg_hw(base_path, &c, &hw) < 0) return -1;
     *page_bytes = hw.page_bytes;
+    *region_bytes = hw.region_bytes;
     cfg_free(c);
     return 0;
 }
@@ -120,15 +121,19 @@ static void write_wrapped(FILE *out, const char *text)
 
 /* Table x points: the distinct fitted values when few, else log-spaced over
  * the fitted range. */
-static size_t table_points(double lo, double hi, const double *distinct, size_t nd, double *x)
+static size_t table_points_n(double lo, double hi, const double *distinct, size_t nd, size_t n, double *x)
 {
     if (nd && nd <= 12) { memcpy(x, distinct, nd * sizeof *x); return nd; }
     if (!(hi > lo)) { x[0] = lo; return 1; }
-    size_t n = 10;
     for (size_t i = 0; i < n; i++) x[i] = exp(log(lo) + (log(hi) - log(lo)) * (double)i / (double)(n - 1));
     x[0] = lo;
     x[n - 1] = hi;
     return n;
+}
+
+static size_t table_points(double lo, double hi, const double *distinct, size_t nd, double *x)
+{
+    return table_points_n(lo, hi, distinct, nd, 10, x);
 }
 
 /* A fixed cost the data resolve (its value more than two standard errors
@@ -158,7 +163,7 @@ static void list_append_int(char *buf, size_t cap, double v)
 /* The fetch model with the fitted raw parameters (fit units: ns, bytes). */
 static double tau_inf(const double *p, double s) /* ns per row, SMs saturated */
 {
-    double B = p[2] + s * p[3], C = s * p[4];
+    double B = p[FIT_FP_ISSUE] + s * p[FIT_FP_ISSUE_B], C = s * p[FIT_FP_LINK];
     return B > C ? B : C;
 }
 
@@ -192,7 +197,7 @@ static int fetch_repls(const fit_section *s, const prof_opts *o, const hw_profil
     const fit_range *sr = range_of(s, "sms");
     n = table_points(sr->min, sr->max, sms_vals, nsms, x);
     for (size_t i = 0; i < n; i++) {
-        double t = tau_inf(p, ref), tm = p[1] / x[i];
+        double t = tau_inf(p, ref), tm = p[FIT_FP_SM] / x[i];
         list_append(c->value, sizeof c->value, x[i]);
         list_append(d->value, sizeof d->value, t / (tm > t ? tm : t));
     }
@@ -221,7 +226,7 @@ static int fetch_repls(const fit_section *s, const prof_opts *o, const hw_profil
             fprintf(stderr, "dhcal: warning: pool of %.4g bytes for pages_bw lies outside the fitted pool sizes %.4g..%.4g\n",
                     pool_bytes, pool->min, pool->max);
         n = table_points(pr->min, pr->max, NULL, 0, x);
-        double page_ns = p[6 + 2 * g], reach = p[7 + 2 * g], walk = 1.0 - p[5] * 1e9 / pool_bytes;
+        double page_ns = p[FIT_FP_PAGE0 + 2 * g], reach = p[FIT_FP_PAGE0 + 1 + 2 * g], walk = 1.0 - p[FIT_FP_WALK] * 1e9 / pool_bytes;
         if (walk < 0) walk = 0;
         for (size_t i = 0; i < n; i++) {
             double over = x[i] - reach, t = tau_inf(p, ref) + (over > 0 ? page_ns * over * walk / x[i] : 0);
@@ -231,6 +236,28 @@ static int fetch_repls(const fit_section *s, const prof_opts *o, const hw_profil
         snprintf(e->comment, sizeof e->comment,
                  "; dhcal: pages_bw = ref_row_bytes / (tau + page_ns_%s * max(0, pages - page_reach_%s) * max(0, 1 - walk_reach_gb / pool) / pages), one row per page, pool %.4g bytes\n",
                  o->fetch_pattern, o->fetch_pattern, pool_bytes);
+    }
+    const fit_coef *dn = coef(s, "density_ns"), *dp = coef(s, "density_pow");
+    const fit_range *dr = range_of(s, "density");
+    if (dn && dp && dr) {
+        /* The issue path with its walks, against the density; row_bw and pages_bw above leave
+         * the walks out (tau: no walk), and the simulator takes the slower path (sim/hw.h). */
+        repl *dx = &r[(*nr)++], *dy = &r[(*nr)++];
+        *dx = (repl){.section = "gather", .key = "density", .append = 1};
+        *dy = (repl){.section = "gather", .key = "issue_row_s", .append = 1};
+        /* A power law is convex in log(x): 14 points (what fits a profile line) keep the
+         * simulator's linear interpolation within ~1 % of it over three decades. */
+        n = table_points_n(dr->min, dr->max, NULL, 0, 14, x);
+        double issue = p[FIT_FP_ISSUE] + ref * p[FIT_FP_ISSUE_B];
+        for (size_t i = 0; i < n; i++) {
+            list_append(dx->value, sizeof dx->value, x[i]);
+            list_append(dy->value, sizeof dy->value, (issue + dn->value * pow(x[i], -dp->value)) * 1e-9);
+        }
+        snprintf(dx->comment, sizeof dx->comment,
+                 "; dhcal: issue_row_s = row_issue_ns + ref_row_bytes * row_issue_ps_per_byte / 1000 + density_ns * "
+                 "density^-density_pow of the gather fit above: the per-row time of the issue path with its "
+                 "translation walks; density = rows per [gather] region_bytes region entered (a window's misses "
+                 "read in address order)\n");
     }
     repl *l = &r[(*nr)++];
     *l = (repl){.section = "gather", .key = "launch_s"};

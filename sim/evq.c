@@ -40,21 +40,41 @@ void evq_push(evq *q, double time, uint32_t kind, uint32_t a, uint32_t b)
 
 const evq_event *evq_peek(const evq *q) { return q->n ? &q->heap[0] : NULL; }
 
+/* Place e at slot i of a heap whose subtrees below i are heaps: move earlier children up. */
+static void sift_down(evq *q, size_t i, evq_event e)
+{
+    size_t n = q->n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && evq_before(&q->heap[c + 1], &q->heap[c])) c++;
+        if (!evq_before(&q->heap[c], &e)) break;
+        q->heap[i] = q->heap[c];
+        i = c;
+    }
+    q->heap[i] = e;
+}
+
 int evq_pop(evq *q, evq_event *out)
 {
     if (!q->n) return 0;
     *out = q->heap[0];
     evq_event last = q->heap[--q->n];
-    size_t i = 0, n = q->n;
     /* Sift down the former last element from the root. */
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && evq_before(&q->heap[c + 1], &q->heap[c])) c++;
-        if (!evq_before(&q->heap[c], &last)) break;
-        q->heap[i] = q->heap[c];
-        i = c;
-    }
-    if (n) q->heap[i] = last;
+    if (q->n) sift_down(q, 0, last);
     return 1;
+}
+
+void evq_stretch(evq *q, uint32_t kind, double from, double span, double factor)
+{
+    if (!(factor > 0) || !(span > 0)) return;
+    for (size_t i = 0; i < q->n; i++) {
+        evq_event *e = &q->heap[i];
+        if (e->kind != kind || !(e->time > from)) continue;
+        double in = e->time - from;
+        e->time += factor * (in < span ? in : span);
+    }
+    /* Floyd's heap construction: O(n); the (time, seq) order makes the pops deterministic
+     * whatever layout results. */
+    for (size_t i = q->n / 2; i-- > 0;) sift_down(q, i, q->heap[i]);
 }

@@ -35,6 +35,11 @@ void evq_clear(evq *q);
 void evq_push(evq *q, double time, uint32_t kind, uint32_t a, uint32_t b);
 /* 1 with *e set to the earliest event (removed), 0 when empty. */
 int evq_pop(evq *q, evq_event *e);
+/* Slow the work behind every event of the given kind by factor over the window
+ * [from, from + span]: an event at time t > from moves to
+ * t + factor * min(t - from, span) (a resource whose work runs 1 + factor times
+ * slower while something else runs beside it). O(n). */
+void evq_stretch(evq *q, uint32_t kind, double from, double span, double factor);
 /* The earliest event without removing it, or NULL. */
 const evq_event *evq_peek(const evq *q);
 static inline size_t evq_size(const evq *q) { return q->n; }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 const char *const hw_fit_name[HW_FIT_N] = { "fetch_row_bytes", "fetch_sms", "fetch_rows", "fetch_pages",
-                                            "fetch_pool_bytes", "attention_bytes", "attention_batch", "gemm_fp8_m",
+                                            "fetch_pool_bytes", "fetch_density", "attention_bytes", "attention_batch", "gemm_fp8_m",
                                             "indexer_ctx", "indexer_batch", "indexer_queries" };
 
 static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, hw_table *t, double ymin)
@@ -137,6 +137,7 @@ int hw_load(cfg *c, hw_profile *hw)
         { "weight_bw", &hw->weight_bw, 1e15 }, { "layer_fixed_s", &hw->layer_fixed_s, 1 },
         { "indexer_ops_s", &hw->indexer_ops_s, 1e20 }, { "select_s", &hw->select_s, 1 },
         { "indexer_bw", &hw->indexer_bw, 1e15 }, { "fetch_interference", &hw->fetch_interference, 10 },
+        { "compute_interference", &hw->compute_interference, 10 },
     };
     const double zero = 0;
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
@@ -144,6 +145,12 @@ int hw_load(cfg *c, hw_profile *hw)
     if (load_table(c, "gather", "row_bytes", "row_bw", &hw->gather_row, 1e3) < 0) return -1;
     if (load_table(c, "gather", "pages", "pages_bw", &hw->gather_pages, 1e3) < 0) return -1;
     if (load_table(c, "gather", "sms", "sms_factor", &hw->gather_sms, 1e-6) < 0) return -1;
+    if (cfg_get_double(c, "gather", "region_bytes", &hw->region_bytes, &zero, 0, 1e15) < 0) return -1;
+    if (cfg_has(c, "gather", "density") || cfg_has(c, "gather", "issue_row_s")) {
+        if (load_table(c, "gather", "density", "issue_row_s", &hw->gather_density, 1e-15) < 0) return -1;
+        if (!(hw->region_bytes > 0))
+            return dh_err("%s: [gather] density needs region_bytes (the size its densities were counted in)", cfg_name(c));
+    }
     if (load_fit_range(c, hw) < 0) return -1;
     if (hw->fetch_sms >= hw->sms)
         return dh_err("%s: [gather] fetch_sms = %g leaves no SM for compute (%g SMs)", cfg_name(c), hw->fetch_sms, hw->sms);
@@ -159,19 +166,38 @@ double hw_gather_bw(const hw_profile *hw, double row_bytes, double pages)
     return bw < hw->h2d_bw ? bw : hw->h2d_bw;
 }
 
-double hw_fetch_time(const hw_profile *hw, double rows, double row_bytes, double pages)
+double hw_fetch_time(const hw_profile *hw, double rows, double row_bytes, double pages, double regions)
 {
     if (rows <= 0) return 0;
-    return hw->gather_launch_s + rows * row_bytes / hw_gather_bw(hw, row_bytes, pages);
+    if (!hw->gather_density.n) return hw->gather_launch_s + rows * row_bytes / hw_gather_bw(hw, row_bytes, pages);
+    double bw = hw_table_eval(&hw->gather_row, row_bytes) * hw_table_eval(&hw->gather_sms, hw->fetch_sms);
+    if (bw > hw->h2d_bw) bw = hw->h2d_bw;
+    double issue = hw_table_eval(&hw->gather_density, regions > 0 ? rows / regions : 1);
+    double per_row = row_bytes / bw > issue ? row_bytes / bw : issue;
+    /* pages_bw holds one row per page: its extra time per row, times the pages, is the
+     * launch's page penalty whatever the rows per page. */
+    double page = hw->ref_row_bytes / hw_table_eval(&hw->gather_pages, pages) -
+                  hw->ref_row_bytes / hw_table_eval(&hw->gather_row, hw->ref_row_bytes);
+    return hw->gather_launch_s + rows * per_row + (page > 0 ? page * pages : 0);
+}
+
+double hw_window_bins(double m, double window_rows, double row_bytes, double bin_bytes)
+{
+    double bins = ceil(window_rows * row_bytes / bin_bytes);
+    if (bins < 1) bins = 1;
+    if (m <= 0) return 0;
+    if (bins == 1) return 1;
+    return bins * -expm1(m * log1p(-1.0 / bins));
 }
 
 double hw_window_pages(const hw_profile *hw, double m, double window_rows, double row_bytes)
 {
-    double pages = ceil(window_rows * row_bytes / hw->page_bytes);
-    if (pages < 1) pages = 1;
-    if (m <= 0) return 0;
-    /* E[distinct bins] for m balls in `pages` bins: pages * (1 - (1 - 1/pages)^m). */
-    return pages * -expm1(m * log1p(-1.0 / pages));
+    return hw_window_bins(m, window_rows, row_bytes, hw->page_bytes);
+}
+
+double hw_window_regions(const hw_profile *hw, double m, double window_rows, double row_bytes)
+{
+    return hw->region_bytes > 0 ? hw_window_bins(m, window_rows, row_bytes, hw->region_bytes) : 0;
 }
 
 double hw_kernel_time(const hw_profile *hw, double bytes, double flops, int fp8, double compute_sms)

@@ -14,7 +14,8 @@
  *             mma_efficiency  achieved fraction of the tensor rates (0, 1]
  *             kernel_launch_s fixed cost of one kernel on the compute stream
  *             attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s,
- *             select_s, indexer_bw, fetch_interference   optional (default 0 =
+ *             select_s, indexer_bw, fetch_interference,
+ *             compute_interference                       optional (default 0 =
  *                        unused): costs fitted to the project's kernels; see hw_profile below
  *   [pcie]    h2d_bw, d2h_bw  pinned-memcpy bandwidth each way
  *             duplex_bw       both directions at once (sum)
@@ -29,6 +30,12 @@
  *             fetch_sms       SMs the fetch kernel occupies (taken from compute)
  *             page_bytes      host page size
  *             launch_s        fixed cost of one gather launch
+ *             region_bytes    optional: the span one upper-level translation entry
+ *                             maps (2 MB: a 4 KB page of last-level page table)
+ *             density         optional table x (needs region_bytes): rows per region
+ *                             entered by a launch (a window's misses in address order)
+ *             issue_row_s     table y: per-row time of the issue path, its translation
+ *                             walks included, at that density and ref_row_bytes
  *   [host]    dram_bytes      pinned host memory available for the KV history
  *   [fit_range] (optional, written by bin/dhcal; analysis/README.md)
  *             <section>_<input> = min, max   the inputs a fitted cost form saw,
@@ -42,9 +49,20 @@
  * Gather bandwidth for a launch of `rows` rows of `row_bytes` touching `pages`
  * distinct pages with `sms` SMs:
  *   bw = row_bw(row_bytes) / row_bw(ref_row_bytes) * pages_bw(pages) * sms_factor(sms),
- * capped at h2d_bw. Tables are interpolated linearly in log(x) and held flat
- * beyond their ends. So the fetch cost depends on row size, rows and pages per
- * launch and SMs, not on bytes alone (measurements: README, pool_probe). */
+ * capped at h2d_bw, and the launch takes launch_s + rows * row_bytes / bw.
+ * With a density table (row_bw and pages_bw then leave the walks out), the
+ * launch takes the slower of the link-or-SM path and the issue path per row,
+ * plus the page penalty per page beyond the translation caches (pages_bw holds
+ * one row per page):
+ *   launch_s + rows * max(row_bytes / min(row_bw(row_bytes) * sms_factor(sms), h2d_bw),
+ *                         issue_row_s(density))
+ *   + pages * (ref_row_bytes / pages_bw(pages) - ref_row_bytes / row_bw(ref_row_bytes))
+ * with density = rows / regions (1 when the regions are not known: every row
+ * enters its own region). Tables are interpolated linearly in log(x) and held
+ * flat beyond their ends.
+ * So the fetch cost depends on row size, rows, pages and density per launch and
+ * SMs, not on bytes alone (measurements: README, pool_probe,
+ * kernels/results/h200/fetch-locality.csv). */
 #ifndef DH_HW_H
 #define DH_HW_H
 
@@ -60,7 +78,7 @@
  * (bytes of the selected rows and queries per launch), the GEMMs' tokens (m, the weights'
  * fp8 fit), and the indexer's context, requests and query tokens per request. */
 enum { HW_FIT_FETCH_ROW_BYTES = 0, HW_FIT_FETCH_SMS, HW_FIT_FETCH_ROWS, HW_FIT_FETCH_PAGES,
-       HW_FIT_FETCH_POOL_BYTES, HW_FIT_ATTN_BYTES, HW_FIT_ATTN_BATCH, HW_FIT_GEMM_M, HW_FIT_IDX_CTX,
+       HW_FIT_FETCH_POOL_BYTES, HW_FIT_FETCH_DENSITY, HW_FIT_ATTN_BYTES, HW_FIT_ATTN_BATCH, HW_FIT_GEMM_M, HW_FIT_IDX_CTX,
        HW_FIT_IDX_BATCH, HW_FIT_IDX_QUERIES, HW_FIT_N };
 extern const char *const hw_fit_name[HW_FIT_N];
 
@@ -87,12 +105,18 @@ typedef struct {
      *                            this x the overlap (the fetch's reads of host memory slow
      *                            the kernels beside it; measured 0.3-0.5 on the H200 replay,
      *                            analysis/VALIDATION.md); 0 = independent resources.
+     *   compute_interference     and the fetch work queued inside such a task lengthens by
+     *                            this x its time there (the compute's memory traffic slows
+     *                            the zero-copy reads; measured 0.37-0.45 on the H200 replay's
+     *                            plain steps, dhreplay --fetch-times); 0 = none.
      * bin/dhcal fit writes them from the kernel benchmarks (analysis/README.md). */
     double attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s, select_s, indexer_bw;
-    double fetch_interference;
+    double fetch_interference, compute_interference;
     double h2d_bw, d2h_bw, duplex_bw;
     hw_table gather_row, gather_pages, gather_sms;
+    hw_table gather_density;   /* density -> issue_row_s; n = 0: no density term */
     double ref_row_bytes, fetch_sms, page_bytes, gather_launch_s;
+    double region_bytes;       /* 0: not given (no density term) */
     double host_dram_bytes;
     /* [fit_range]: every entry, and the index of each input the simulator
      * checks (-1 when the profile has no range for it). */
@@ -119,11 +143,20 @@ int hw_load(cfg *c, hw_profile *hw);
 double hw_table_eval(const hw_table *t, double x);
 /* Bandwidth of one gather launch (bytes/s). */
 double hw_gather_bw(const hw_profile *hw, double row_bytes, double pages);
-/* Seconds for one gather launch of rows rows touching pages pages (0 rows: 0 s). */
-double hw_fetch_time(const hw_profile *hw, double rows, double row_bytes, double pages);
+/* Seconds for one gather launch of rows rows touching pages pages and regions
+ * regions (0 rows: 0 s; regions <= 0 with a density table: one per row). */
+double hw_fetch_time(const hw_profile *hw, double rows, double row_bytes, double pages, double regions);
+/* Expected distinct bins of bin_bytes touched by m rows drawn uniformly from a
+ * window of window_rows rows of row_bytes each (balls in bins: the window spans
+ * B = ceil(window bytes / bin_bytes) >= 1 bins, B (1 - (1 - 1/B)^m) of them
+ * touched; 0 when m <= 0). */
+double hw_window_bins(double m, double window_rows, double row_bytes, double bin_bytes);
 /* Expected distinct pages touched by m rows drawn uniformly from a window of
  * window_rows rows of row_bytes each (balls in bins). */
 double hw_window_pages(const hw_profile *hw, double m, double window_rows, double row_bytes);
+/* The same for the profile's regions (at least one; 0 when m <= 0 or the
+ * profile has no region_bytes). */
+double hw_window_regions(const hw_profile *hw, double m, double window_rows, double row_bytes);
 /* Seconds for a kernel reading bytes and doing flops at the FP8 or BF16 rate,
  * with the compute rate scaled by the SMs left to compute. */
 double hw_kernel_time(const hw_profile *hw, double bytes, double flops, int fp8, double compute_sms);

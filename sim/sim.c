@@ -454,8 +454,11 @@ static int spec_classify(run *R, step_ctx *cx, step_mb *mb, double *step_sel, do
             b->miss[g] += (double)o.fetched;
             b->idx_rows[g] += o.nrows;
             b->written[g] += R->policy == POL_RESIDENT ? 0 : o.written;
-            if (o.fetched)
-                b->pages[g] += hw_window_pages(&sc->hw, (double)o.fetched, o.nrows, m->layer[mg->first_layer].row_bytes);
+            if (o.fetched) {
+                double rb = m->layer[mg->first_layer].row_bytes;
+                b->pages[g] += hw_window_pages(&sc->hw, (double)o.fetched, o.nrows, rb);
+                b->regions[g] += hw_window_regions(&sc->hw, (double)o.fetched, o.nrows, rb);
+            }
             *step_sel += o.sel_sum * mg->n_layers;
             *step_miss += (double)o.fetched * mg->n_layers;
             *miss_bytes += (double)o.fetched * mg->kv_bytes_per_row;
@@ -520,13 +523,13 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     R.bw = belady_work_new();
     res->tl = calloc(R.steps, sizeof *res->tl);
     step_mb *mb = calloc(R.M, sizeof *mb);
-    double *mbuf = calloc((size_t)R.M * R.G * 5, sizeof *mbuf);
+    double *mbuf = calloc((size_t)R.M * R.G * STEP_MB_ARRAYS, sizeof *mbuf);
     double *durs = calloc(2 * (size_t)R.steps, sizeof *durs);
     if (!R.req || !R.active || !R.budget || !R.arrival || !res->tl || !mb || !mbuf || !durs) abort();
     for (uint32_t i = 0; i < R.M; i++) {
-        double *b = mbuf + (size_t)i * R.G * 5;
+        double *b = mbuf + (size_t)i * R.G * STEP_MB_ARRAYS;
         mb[i].sel = b; mb[i].miss = b + R.G; mb[i].pages = b + 2 * R.G;
-        mb[i].idx_rows = b + 3 * R.G; mb[i].written = b + 4 * R.G;
+        mb[i].idx_rows = b + 3 * R.G; mb[i].written = b + 4 * R.G; mb[i].regions = b + 5 * R.G;
     }
     for (uint32_t g = 0; g < R.G; g++) {
         double b = ceil(sc->hisparse_budget_k * m->group[g].k);
@@ -612,7 +615,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         }
         if (policy == POL_ADAPTIVE && adaptive_rebalance(&R, 0, 0) < 0) goto out_q;
         /* Classify every (request, group) position. */
-        memset(mbuf, 0, (size_t)R.M * R.G * 5 * sizeof *mbuf);
+        memset(mbuf, 0, (size_t)R.M * R.G * STEP_MB_ARRAYS * sizeof *mbuf);
         for (uint32_t i = 0; i < R.M; i++) { mb[i].n_req = mb[i].tokens = mb[i].window_rows = 0; }
         double step_sel = 0, step_miss = 0, step_tokens = R.n_active;
         sim_tl_row *row = &res->tl[res->n_tl];
@@ -636,8 +639,11 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
                     b->miss[g] += o.misses;
                     b->idx_rows[g] += o.nrows;
                     b->written[g] += policy == POL_RESIDENT ? 0 : o.written;
-                    if (o.misses)
-                        b->pages[g] += hw_window_pages(&sc->hw, o.misses, o.nrows, m->layer[mg->first_layer].row_bytes);
+                    if (o.misses) {
+                        double rb = m->layer[mg->first_layer].row_bytes;
+                        b->pages[g] += hw_window_pages(&sc->hw, o.misses, o.nrows, rb);
+                        b->regions[g] += hw_window_regions(&sc->hw, o.misses, o.nrows, rb);
+                    }
                     step_sel += (double)o.n_sel * mg->n_layers;
                     step_miss += (double)o.misses * mg->n_layers;
                     miss_bytes += (double)o.misses * mg->kv_bytes_per_row;

@@ -118,7 +118,7 @@ double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, 
     cx->pre_s = spec_draft_time(d, cx->hw, cx->compute_sms, n, ring_rows);
     if (d->kind == SPEC_DSPARK && n > 0) {
         double *pred = calloc((size_t)n * gam, sizeof *pred);
-        double *buf = calloc(6 * (size_t)G, sizeof *buf);
+        double *buf = calloc((STEP_MB_ARRAYS + 1) * (size_t)G, sizeof *buf);
         if (!pred || !buf) abort();
         for (uint32_t i = 0; i < n; i++)
             for (uint32_t j = 0; j < gam && j < left[i]; j++) pred[(size_t)i * gam + j] = cf[i].predicted[j];
@@ -127,8 +127,8 @@ double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, 
         e.cx = cx;
         e.overhead = step_overhead_s;
         e.mb.sel = buf; e.mb.miss = buf + G; e.mb.pages = buf + 2 * G;
-        e.mb.idx_rows = buf + 3 * G; e.mb.written = buf + 4 * G;
-        double *k_eff = buf + 5 * G;
+        e.mb.idx_rows = buf + 3 * G; e.mb.written = buf + 4 * G; e.mb.regions = buf + 5 * G;
+        double *k_eff = buf + STEP_MB_ARRAYS * G;
         e.k_eff = k_eff;
         e.mb.n_req = n;
         for (uint32_t i = 0; i < n; i++) {

@@ -41,7 +41,7 @@ double step_fetch_s(const step_ctx *cx, const step_mb *m, uint32_t l, double *by
     *bytes = 0;
     if (g < 0 || !k->kv_own || m->miss[g] <= 0) return 0;
     *bytes = m->miss[g] * k->row_bytes;
-    return hw_fetch_time(cx->hw, m->miss[g], k->row_bytes, m->pages[g]);
+    return hw_fetch_time(cx->hw, m->miss[g], k->row_bytes, m->pages[g], m->regions ? m->regions[g] : 0);
 }
 
 double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
@@ -117,14 +117,26 @@ typedef struct {
     int done;
 } mb_state;
 
-/* A compute task of d seconds submitted at now, lengthened by the fetch running beside it:
- * hw.fetch_interference x the time the fetch queue (h2d) stays busy into the task (hw.h). */
-static double beside_fetch(const step_ctx *cx, const res_server *gpu, const res_server *h2d, double now, double d)
+/* A compute task of d seconds submitted at now, run beside the fetch queue (h2d) where they
+ * overlap (hw.h): the task lengthens by hw.fetch_interference x the time the fetch queue stays
+ * busy into it, and the queued fetch work inside the task's span by hw.compute_interference x
+ * its own time there (the fetch events move later, evq_stretch). Returns the task's length. */
+static double beside_fetch(const step_ctx *cx, const res_server *gpu, res_server *h2d, evq *q, step_stats *st,
+                           double now, double d)
 {
-    if (!(cx->hw->fetch_interference > 0) || !h2d) return d;
+    if (!h2d) return d;
     double start = gpu->free_at > now ? gpu->free_at : now, overlap = h2d->free_at - start;
     if (overlap <= 0) return d;
-    return d + cx->hw->fetch_interference * (overlap < d ? overlap : d);
+    if (cx->hw->fetch_interference > 0) d += cx->hw->fetch_interference * (overlap < d ? overlap : d);
+    double beta = cx->hw->compute_interference;
+    if (beta > 0) {
+        double push = beta * (overlap < d ? overlap : d);
+        evq_stretch(q, EV_FETCH, start, d, beta);
+        h2d->free_at += push;
+        h2d->busy += push;
+        st->fetch_busy += push;
+    }
+    return d;
 }
 
 /* The inputs of layer l's fitted compute costs, against the fitted ranges: the attention's
@@ -139,12 +151,12 @@ static void note_compute_inputs(const step_ctx *cx, const step_mb *m, uint32_t l
 }
 
 static void try_compute(const step_ctx *cx, const step_mb *m, mb_state *s, uint32_t mi, double now,
-                        res_server *gpu, const res_server *h2d, evq *q, step_stats *st)
+                        res_server *gpu, res_server *h2d, evq *q, step_stats *st)
 {
     uint32_t l = s->layer;
     if (s->comp_running || !s->idx_done || !s->fetch_done[l]) return;
     note_compute_inputs(cx, m, l, st);
-    double d = beside_fetch(cx, gpu, h2d, now, step_compute_s(cx, m, l));
+    double d = beside_fetch(cx, gpu, h2d, q, st, now, step_compute_s(cx, m, l));
     double end = res_submit(gpu, now, d, 0);
     st->compute_busy += d;
     s->comp_running = 1;
@@ -165,6 +177,8 @@ static void submit_group_fetches(const step_ctx *cx, const step_mb *m, mb_state 
         hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_ROW_BYTES, md->layer[j].row_bytes);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_ROWS, m->miss[g]);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_PAGES, m->pages[g]);
+        if (cx->hw->gather_density.n && m->regions && m->regions[g] > 0)
+            hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_DENSITY, m->miss[g] / m->regions[g]);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_SMS, cx->hw->fetch_sms);
         if (cx->pool_bytes > 0) hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_POOL_BYTES, cx->pool_bytes);
         double end = res_submit(h2d, now, d, bytes);
@@ -189,7 +203,7 @@ static void start_layer(const step_ctx *cx, const step_mb *m, mb_state *s, uint3
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_CTX, m->idx_rows[g] / m->n_req);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_BATCH, m->n_req);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_QUERIES, m->tokens / m->n_req);
-        double d = beside_fetch(cx, gpu, h2d, now, step_indexer_s(cx, m, l));
+        double d = beside_fetch(cx, gpu, h2d, q, st, now, step_indexer_s(cx, m, l));
         double end = res_submit(gpu, now, d, 0);
         st->compute_busy += d;
         evq_push(q, end, EV_IDX, mi, l);

@@ -35,10 +35,15 @@ typedef struct {
     double *sel;         /* [groups] selected rows summed over queries (attention reads) */
     double *miss;        /* [groups] missed rows to fetch (per layer of the group) */
     double *pages;       /* [groups] distinct host pages the misses touch (per layer) */
+    double *regions;     /* [groups] distinct [gather] region_bytes regions they touch, summed
+                          * over the windows (0: no density term) */
     double *idx_rows;    /* [groups] rows the indexer scores (summed over requests) */
     double *written;     /* [groups] rows written through (per kv-owning layer) */
     double window_rows;  /* rows read by each window layer */
 } step_mb;
+/* The [groups] arrays of a step_mb (sel, miss, pages, idx_rows, written, regions): callers
+ * that carve them from one buffer take this many of G doubles. */
+#define STEP_MB_ARRAYS 6
 
 typedef struct {
     const model_cfg *model;

@@ -28,6 +28,7 @@
 #include "common/cfg.h"
 #include "common/dh_err.h"
 #include "common/rng.h"
+#include "sim/hw.h"
 
 #define SIGMA 0.01
 
@@ -241,7 +242,7 @@ static void test_gemm_indexer_versions(void **state)
 
 /* The fetch form, nonlinear: SM saturation, issue and link bottlenecks and
  * the translation penalty, with a hold-out pool size reported separately. */
-static const double FP[] = {5.0, 70.0, 15.0, 0.002, 1.0 / 50.0, 2.0, 20.0, 15000.0};
+static const double FP[] = {5.0, 70.0, 15.0, 0.002, 1.0 / 50.0, 2.0, 0.0, 0.0, 20.0, 15000.0};
 
 static void test_fetch_recovers(void **state)
 {
@@ -263,7 +264,7 @@ static void test_fetch_recovers(void **state)
                     l.row_bytes = rb[a]; l.sms = sms[b]; l.rows = rows[c]; l.pool = pool_gib[d] * 1073741824.0;
                     double pages;
                     assert_int_equal(fit_fetch_pages("uniform", l.rows, l.row_bytes, l.pool, NAN, NAN, 4096, &pages), 0);
-                    l.median_us = fit_fetch_time_us(FP, l.rows, l.row_bytes, l.sms, l.pool, pages, 0) * (1 + SIGMA * gauss(&r));
+                    l.median_us = fit_fetch_time_us(FP, l.rows, l.row_bytes, l.sms, l.pool, pages, NAN, 0) * (1 + SIGMA * gauss(&r));
                     write_line(f, &l);
                 }
     fclose(f);
@@ -277,8 +278,10 @@ static void test_fetch_recovers(void **state)
     assert_true(recovered(s, "row_issue_ns", FP[2]));
     assert_true(recovered(s, "link_gbps", 1.0 / FP[4]));
     assert_true(recovered(s, "walk_reach_gb", FP[5]));
-    assert_true(recovered(s, "page_ns_uniform", FP[6]));
-    assert_true(recovered(s, "page_reach_uniform", FP[7]));
+    assert_true(recovered(s, "page_ns_uniform", FP[8]));
+    assert_true(recovered(s, "page_reach_uniform", FP[9]));
+    /* No region size given: no density term in the fit or the section. */
+    assert_null(find_coef(s, "density_ns"));
     assert_true(s->res.rms_rel > 0.7 * SIGMA && s->res.rms_rel < 1.3 * SIGMA);
     /* The 96 GiB lines were held out: 96 lines, predicted to within the noise. */
     assert_int_equal(s->held_out, 96);
@@ -290,6 +293,113 @@ static void test_fetch_recovers(void **state)
     assert_true(found);
     assert_false(recovered(s, "link_gbps", 1.1 / FP[4]));
     free(s);
+}
+
+/* The density term: serving lines whose windows and rows per window set the rows per 2 MB
+ * region entered, planted on the fetch form with a page term; the curve's two parameters
+ * come back, and a window size the fit never saw (held out) is predicted from its density. */
+static void test_fetch_density_recovers(void **state)
+{
+    (void)state;
+    static const double P[] = {15.0, 60.0, 13.5, 0.001, 1.0 / 52.0, 0.0, 22.0, 0.7, 3.0, 16384.0};
+    const double region = 2097152, pool = 64e9;
+    char path[256];
+    FILE *f = open_csv("fetch_density.csv", path, sizeof path);
+    rng_stream r;
+    rng_init(&r, 42, 5, 0, 1);
+    static const double rows[] = {4700, 16384, 131072};
+    static const double kpw[] = {5, 17, 50, 100, 291, 1000, 3000, 10000, 30000};
+    static const double ctxs[] = {100000, 25000};
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 0; b < 9; b++)
+            for (size_t c = 0; c < 2; c++)
+                for (double sms = 4; sms <= 8; sms += 4) {
+                    if (kpw[b] > rows[a] || kpw[b] > ctxs[c]) continue;
+                    line_in l = blank("fetch");
+                    l.pattern = "serving";
+                    l.row_bytes = 656; l.sms = sms; l.rows = rows[a]; l.pool = pool; l.ctx = ctxs[c]; l.k = kpw[b];
+                    double pages, rho;
+                    assert_int_equal(fit_fetch_pages("serving", l.rows, 656, pool, l.ctx, l.k, 4096, &pages), 0);
+                    assert_int_equal(fit_fetch_density("serving", l.rows, 656, pool, l.ctx, l.k, region, &rho), 0);
+                    l.median_us = fit_fetch_time_us(P, l.rows, 656, sms, pool, pages, rho, 0) * (1 + SIGMA * gauss(&r));
+                    write_line(f, &l);
+                }
+    fclose(f);
+    bcsv_table t;
+    bcsv_init(&t);
+    assert_int_equal(bcsv_load(&t, path), 0);
+    fit_opts o;
+    fit_opts_default(&o);
+    o.region_bytes = region;
+    const char *const hold[] = {"ctx<=25000", NULL};
+    o.holdout = hold;
+    fit_section *s;
+    size_t ns;
+    int rc = fit_bench(&t, &o, &s, &ns, NULL);
+    if (rc) print_message("  fit: %s\n", dh_errmsg());
+    assert_int_equal(rc, 0);
+    assert_int_equal(ns, 1);
+    assert_true(recovered(s, "density_ns", P[6]));
+    assert_true(recovered(s, "density_pow", P[7]));
+    assert_false(recovered(s, "density_ns", P[6] * 1.2));
+    assert_true(s->held_out > 0);
+    assert_true(s->holdout_err.median < 2 * SIGMA);
+    int found = 0;
+    for (size_t i = 0; i < s->nrange; i++) found |= !strcmp(s->range[i].name, "density");
+    assert_true(found);
+
+    /* Differential: the profile dhcal writes from this fit, read back by the simulator, gives the
+     * fit's own launch times (8 SMs, the base's fetch_sms) to within its tables' interpolation. */
+    char base[256], out[256];
+    snprintf(base, sizeof base, "%s/base_region.ini", tmpdir);
+    snprintf(out, sizeof out, "%s/density.ini", tmpdir);
+    FILE *in = fopen("tests/data/hw_base.ini", "r"), *bf = fopen(base, "w");
+    assert_non_null(in);
+    assert_non_null(bf);
+    char line[512];
+    while (fgets(line, sizeof line, in)) {
+        fputs(line, bf);
+        if (!strcmp(line, "[gather]\n")) fprintf(bf, "region_bytes = %.0f\n", region);
+    }
+    fclose(in);
+    fclose(bf);
+    prof_opts po = {.base_path = base, .fetch_pattern = "serving", .pool_bytes = pool, .command = "test",
+                    .weight_dtype = "fp8", .layer_gemms = NAN};
+    if (prof_write(&po, s, ns, out, NULL) < 0) fail_msg("prof_write: %s", dh_errmsg());
+    cfg *c;
+    hw_profile hw;
+    assert_int_equal(cfg_load(out, &c), 0);
+    assert_int_equal(hw_load(c, &hw), 0);
+    assert_true(hw.gather_density.n > 0 && hw.region_bytes == region);
+    double worst = 0;
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 0; b < 9; b++) {
+            if (kpw[b] > rows[a]) continue;
+            double pages, rho;
+            assert_int_equal(fit_fetch_pages("serving", rows[a], 656, pool, 100000, kpw[b], 4096, &pages), 0);
+            assert_int_equal(fit_fetch_density("serving", rows[a], 656, pool, 100000, kpw[b], region, &rho), 0);
+            double fit_us = fit_fetch_time_us(s->res.p, rows[a], 656, 8, pool, pages, rho, 0);
+            double sim_us = hw_fetch_time(&hw, rows[a], 656, pages, rows[a] / rho) * 1e6;
+            double e = fabs(sim_us / fit_us - 1);
+            if (e > worst) worst = e;
+        }
+    if (worst >= 0.02) print_message("  profile vs fit: worst relative difference %g\n", worst);
+    assert_true(worst < 0.02);
+    cfg_free(c);
+    free(s);
+    bcsv_release(&t);
+
+    /* The density of a window read in address order: one region per row when the rows are
+     * far apart, all of a window's rows when it fits one region; uniform lines enter a region
+     * per row; a serving line without its window cannot be placed. */
+    const double Rw = ceil(100000.0 * 656 / region); /* 32 regions span a 100K-row window */
+    assert_true(fabs(fit_window_density(10, 100000, 656, region) - 10 / (Rw * (1 - pow(1 - 1 / Rw, 10)))) < 1e-12);
+    assert_true(fabs(fit_window_density(291, 1000, 656, region) - 291) < 1e-9);
+    double rho;
+    assert_int_equal(fit_fetch_density("uniform+huge2m", 16384, 656, pool, NAN, NAN, region, &rho), 0);
+    assert_true(rho == 1);
+    assert_int_equal(fit_fetch_density("serving", 16384, 656, pool, NAN, NAN, region, &rho), -1);
+    assert_non_null(strstr(dh_errmsg(), "ctx"));
 }
 
 /* Time falling with bytes is a negative bandwidth: an error, not a profile. */
@@ -777,6 +887,7 @@ int main(void)
         cmocka_unit_test(test_hbm_recovers),
         cmocka_unit_test(test_gemm_indexer_versions),
         cmocka_unit_test(test_fetch_recovers),
+        cmocka_unit_test(test_fetch_density_recovers),
         cmocka_unit_test(test_nonphysical_rejected),
         cmocka_unit_test(test_malformed_csv),
         cmocka_unit_test(test_validation_small),

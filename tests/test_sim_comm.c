@@ -120,14 +120,14 @@ static void test_all_to_all_bytes_over_bandwidth(void **state)
  * changes. */
 typedef struct { double end, compute, fetch; hw_range_log ranges; } step_out;
 
-static step_out step_of(fixture *f, double coef, double miss_rows, double n_req, double queries);
+static step_out step_of(fixture *f, double coef, double beta, double miss_rows, double n_req, double queries);
 
 /* One step of 16 requests at 100K context, k rows selected per request and group, miss_rows
- * of them missed, with the given coefficient. */
-static step_out one_step(fixture *f, double coef, double miss_rows) { return step_of(f, coef, miss_rows, 16, 1); }
+ * of them missed, with the given fetch_interference (compute_interference 0). */
+static step_out one_step(fixture *f, double coef, double miss_rows) { return step_of(f, coef, 0, miss_rows, 16, 1); }
 
-/* The same with n_req requests of queries query tokens each. */
-static step_out step_of(fixture *f, double coef, double miss_rows, double n_req, double queries)
+/* The same with both coefficients and n_req requests of queries query tokens each. */
+static step_out step_of(fixture *f, double coef, double beta, double miss_rows, double n_req, double queries)
 {
     enum { G = 64 };
     const uint32_t ng = f->model.n_groups;
@@ -144,6 +144,7 @@ static step_out step_of(fixture *f, double coef, double miss_rows, double n_req,
                  .written = wr};
     hw_profile hw = f->hw;
     hw.fetch_interference = coef;
+    hw.compute_interference = beta;
     step_ctx cx = {.model = &f->model, .hw = &hw, .attention_dp = 8, .moe_ep = 8, .compute_sms = hw.sms - hw.fetch_sms,
                    .dense_bytes_per_layer = 188e6};
     res_server srv[3];   /* compute, the fetch path, write-through */
@@ -181,6 +182,35 @@ static void test_interference(void **state)
     assert_true(q0.fetch == 0 && q1.end == q0.end && q1.compute == q0.compute);
 }
 
+/* The other side: the fetch work queued while a compute task runs lengthens by
+ * compute_interference x its time inside the task. The fetch's busy time grows, by at most
+ * coefficient x the compute's busy time (a fetch can overlap no more compute than there is),
+ * more with a larger coefficient; the compute's own time does not change (fetch_interference
+ * 0); 0 is the independent model to the bit; without misses nothing changes. A fetch-bound
+ * step (every row missed) ends later by about the pushed fetch time. */
+static void test_compute_interference(void **state)
+{
+    fixture *f = *state;
+    assert_true(f->hw.compute_interference > 0 && f->hw.compute_interference < 1);
+    const step_out none = step_of(f, 0, 0, 20000, 16, 1), a = step_of(f, 0, 0.25, 20000, 16, 1),
+                   b = step_of(f, 0, 0.5, 20000, 16, 1);
+    assert_true(a.compute == none.compute && b.compute == none.compute);
+    assert_true(a.fetch > none.fetch && b.fetch > a.fetch);
+    assert_true(a.fetch - none.fetch <= 0.25 * none.compute * (1 + 1e-9));
+    assert_true(b.fetch - none.fetch <= 0.5 * none.compute * (1 + 1e-9));
+    assert_true(b.end >= a.end && a.end >= none.end);
+    const step_out z = step_of(f, 0, 0, 20000, 16, 1);
+    assert_true(z.end == none.end && z.fetch == none.fetch);
+    const step_out q0 = step_of(f, 0, 0, 0, 16, 1), q1 = step_of(f, 0, 0.5, 0, 16, 1);
+    assert_true(q0.fetch == 0 && q1.fetch == 0 && q1.end == q0.end);
+    /* All 2048 rows of every request missed: the fetch sets the step; its end moves by the
+     * fetch's added busy time, to within the compute that follows the last fetch. */
+    const step_out fb0 = step_of(f, 0, 0, 16 * 2048, 16, 1), fb = step_of(f, 0, 0.5, 16 * 2048, 16, 1);
+    assert_true(fb0.fetch > fb0.compute);
+    assert_true(fb.end - fb0.end > 0.5 * (fb.fetch - fb0.fetch));
+    assert_true(fb.end - fb0.end <= (fb.fetch - fb0.fetch) * (1 + 1e-9));
+}
+
 /* The step's inputs outside the profile's [fit_range] are noted, each once: 16 requests of
  * one query are inside every fitted range of the attention, GEMM and indexer (16 tokens,
  * 1-8 queries); 128 tokens (8 queries) lie outside the GEMM fit's m = 16 only; 9 queries also
@@ -195,7 +225,7 @@ static int noted(const step_out *o, const char *key)
 static void test_fit_ranges_noted(void **state)
 {
     fixture *f = *state;
-    const step_out a = step_of(f, 0, 0, 16, 1), b = step_of(f, 0, 0, 16, 8), c = step_of(f, 0, 0, 16, 9);
+    const step_out a = step_of(f, 0, 0, 0, 16, 1), b = step_of(f, 0, 0, 0, 16, 8), c = step_of(f, 0, 0, 0, 16, 9);
     assert_false(noted(&a, "gemm_fp8_m") || noted(&a, "attention_batch") || noted(&a, "attention_bytes") ||
                  noted(&a, "indexer_ctx") || noted(&a, "indexer_batch") || noted(&a, "indexer_queries"));
     assert_true(noted(&b, "gemm_fp8_m") && !noted(&b, "indexer_queries") && !noted(&b, "attention_batch"));
@@ -210,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_ranks_per_token),
         cmocka_unit_test(test_all_to_all_bytes_over_bandwidth),
         cmocka_unit_test(test_interference),
+        cmocka_unit_test(test_compute_interference),
         cmocka_unit_test(test_fit_ranges_noted),
     };
     return cmocka_run_group_tests_name("sim_comm", tests, setup, teardown);

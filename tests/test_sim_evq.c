@@ -1,6 +1,7 @@
 /* test_sim_evq.c: the event queue against a naive sorted list on random
- * event streams with many equal times, plus a planted fault (ties broken the
- * wrong way) that the comparison must catch. */
+ * event streams with many equal times, with and without evq_stretch of one
+ * kind's events, plus a planted fault (ties broken the wrong way) that the
+ * comparison must catch. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,7 @@
 #include "common/rng.h"
 #include "sim/evq.h"
 
-typedef struct { double t; uint64_t seq; uint32_t a; } naive_ev;
+typedef struct { double t; uint64_t seq; uint32_t a, kind; } naive_ev;
 
 /* The obvious reference: insert into a sorted array (stable: after equal times). */
 static void naive_push(naive_ev *l, size_t *n, naive_ev e, int planted_fault)
@@ -23,8 +24,24 @@ static void naive_push(naive_ev *l, size_t *n, naive_ev e, int planted_fault)
     (*n)++;
 }
 
-/* Interleave pushes and pops; 1 if heap and reference ever disagree. */
-static int run_stream(uint64_t seed, int planted_fault)
+/* The reference stretch: move the kind's events after from, then re-sort by (time, seq). */
+static int naive_cmp(const void *x, const void *y)
+{
+    const naive_ev *a = x, *b = y;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static void naive_stretch(naive_ev *l, size_t n, uint32_t kind, double from, double span, double factor)
+{
+    for (size_t i = 0; i < n; i++)
+        if (l[i].kind == kind && l[i].t > from) l[i].t += factor * (l[i].t - from < span ? l[i].t - from : span);
+    qsort(l, n, sizeof *l, naive_cmp);
+}
+
+/* Interleave pushes and pops (and with stretch, evq_stretch of kind 1 now and then); 1 if heap
+ * and reference ever disagree. */
+static int run_stream(uint64_t seed, int planted_fault, int stretch)
 {
     evq q;
     evq_init(&q);
@@ -36,19 +53,25 @@ static int run_stream(uint64_t seed, int planted_fault)
     int mismatch = 0;
     uint64_t seq = 0;
     for (int it = 0; it < 20000; it++) {
-        if (n == 0 || rng_uniform(&s) < 0.55) {
+        double u = rng_uniform(&s);
+        if (stretch && n > 0 && u < 0.05) {
+            /* Quarter-step factors and spans keep stretched times on the grid: ties stay. */
+            double span = rng_below(&s, 8) * 0.25, factor = (1 + rng_below(&s, 4)) * 0.25;
+            evq_stretch(&q, 1, now, span, factor);
+            naive_stretch(l, n, 1, now, span, factor);
+        } else if (n == 0 || u < 0.55) {
             /* Times on a coarse grid so that ties are frequent. */
             double t = now + rng_below(&s, 8) * 0.25;
-            uint32_t a = rng_u32(&s);
-            evq_push(&q, t, 0, a, 0);
-            naive_push(l, &n, (naive_ev){ t, seq++, a }, planted_fault);
+            uint32_t a = rng_u32(&s), kind = stretch ? rng_below(&s, 2) : 0;
+            evq_push(&q, t, kind, a, 0);
+            naive_push(l, &n, (naive_ev){ t, seq++, a, kind }, planted_fault);
         } else {
             evq_event e;
             assert_int_equal(evq_pop(&q, &e), 1);
             naive_ev r = l[0];
             memmove(l, l + 1, (n - 1) * sizeof *l);
             n--;
-            if (e.time != r.t || e.a != r.a) mismatch = 1;
+            if (e.time != r.t || e.a != r.a || e.kind != r.kind) mismatch = 1;
             now = e.time;
         }
         if (evq_size(&q) != n) mismatch = 1;
@@ -68,13 +91,29 @@ static int run_stream(uint64_t seed, int planted_fault)
 static void test_heap_matches_sorted_list(void **state)
 {
     (void)state;
-    for (uint64_t seed = 1; seed <= 5; seed++) assert_int_equal(run_stream(seed, 0), 0);
+    for (uint64_t seed = 1; seed <= 5; seed++) assert_int_equal(run_stream(seed, 0, 0), 0);
+}
+
+static void test_stretch_matches_sorted_list(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 5; seed++) assert_int_equal(run_stream(seed, 0, 1), 0);
+    /* A stretch of nothing (factor or span 0) changes no event. */
+    evq q;
+    evq_init(&q);
+    evq_push(&q, 2.0, 1, 7, 0);
+    evq_stretch(&q, 1, 0.0, 0.0, 0.5);
+    evq_stretch(&q, 1, 0.0, 1.0, 0.0);
+    evq_event e;
+    assert_int_equal(evq_pop(&q, &e), 1);
+    assert_true(e.time == 2.0);
+    evq_release(&q);
 }
 
 static void test_planted_tie_fault_is_caught(void **state)
 {
     (void)state;
-    assert_int_equal(run_stream(1, 1), 1);
+    assert_int_equal(run_stream(1, 1, 0), 1);
 }
 
 static void test_equal_times_leave_in_push_order(void **state)
@@ -96,6 +135,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heap_matches_sorted_list),
+        cmocka_unit_test(test_stretch_matches_sorted_list),
         cmocka_unit_test(test_planted_tie_fault_is_caught),
         cmocka_unit_test(test_equal_times_leave_in_push_order),
     };

@@ -6,7 +6,7 @@
  *            [--preset glm51-longbench] [--seed 1] [--keyframe 64] [--requests 16]
  *            [--prompt-len 100000] [--steps 32] [--attention-dp 8] [--moe-ep 8]
  *            [--fetch-sms 8] [--attention-version 8] [--topk-version 5] [--indexer-version 5]
- *            [--out FILE.csv] [--dry-run] [--fetch-only]
+ *            [--out FILE.csv] [--dry-run] [--fetch-only] [--fetch-times]
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
  *   if l runs g's indexer: indexer scoring (indexer.cu, indexer_wgmma.cu; --indexer-version,
@@ -57,6 +57,9 @@
  * each layer's fetch: the fetch of the trace's own misses, timed alone. --skip LIST (modes
  * "plain-skip-..." / "verify-skip-...") leaves the listed parts out of every step (indexer
  * and top-k, attention, dense GEMMs, routed experts, the fetches): what each part adds.
+ * --fetch-times adds a row per step (mode "MODE-fetch-busy") whose measured_us is the time the
+ * fetch stream spent on the step's fetch kernels (CUDA events around each layer's fetches):
+ * against the same with --fetch-only, how much the compute beside it slows the fetch.
  *
  * Output: the replay CSV of analysis/README.md (config_id,policy,mode,step,measured_us,misses,
  * selected,heldout), misses and selected summed over requests and layers; the command line in
@@ -412,7 +415,7 @@ static void usage(void)
             "usage: dhreplay --run ID:POLICY:BUDGET:HELDOUT[:SEED] [--run ...] [--model FILE] [--preset NAME]\n"
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
             "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--attention-version V]\n"
-            "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run] [--fetch-only]\n"
+            "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run] [--fetch-only] [--fetch-times]\n"
             "                [--skip indexer,attention,dense,experts,fetch]\n"
             "  POLICY: hisparse or adaptive (plain steps), hisparse+dflash2 or adaptive+dflash2 (verification steps)\n");
     exit(2);
@@ -437,12 +440,13 @@ int main(int argc, char **argv)
     long attn_version = 8, topk_version = 5, indexer_version = 5;
     std::vector<rp_run> runs;
     int dry_run = 0, skip = 0;   /* skip: RP_SKIP_* parts left out of every step (diagnostics) */
+    int fetch_times = 0;         /* --fetch-times: each step's fetch kernels timed on their stream */
     std::string skip_name;
     std::string cmdline = "#";
     for (int i = 0; i < argc; i++) cmdline += std::string(" ") + argv[i];
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
-        const bool flag = a == "--dry-run" || a == "--fetch-only";
+        const bool flag = a == "--dry-run" || a == "--fetch-only" || a == "--fetch-times";
         if (!flag && i + 1 >= argc) usage();
         const char *v = flag ? "" : argv[++i];
         if (a == "--model") model = v;
@@ -461,6 +465,7 @@ int main(int argc, char **argv)
         else if (a == "--indexer-version") indexer_version = parse_long("--indexer-version", v, 2, IX_MAX_VERSION);
         else if (a == "--dry-run") dry_run = 1;
         else if (a == "--fetch-only") skip = RP_SKIP_COMPUTE, skip_name = "fetch-only";
+        else if (a == "--fetch-times") fetch_times = 1;
         else if (a == "--skip") {
             /* A comma-separated list of parts; the CSV's mode says which were left out. */
             std::string list = v, part;
@@ -737,6 +742,13 @@ int main(int argc, char **argv)
     std::vector<cudaEvent_t> ev_sel(G), ev_fetch(L);
     for (auto &e : ev_sel) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     for (auto &e : ev_fetch) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    /* --fetch-times: events around each layer's fetches on the fetch stream; their sum is the
+     * time the fetch stream spent fetching, beside whatever the compute stream ran. */
+    std::vector<cudaEvent_t> ev_fs(fetch_times ? L : 0), ev_fe(fetch_times ? L : 0);
+    for (auto &e : ev_fs) cudaCheck(cudaEventCreate(&e));
+    for (auto &e : ev_fe) cudaCheck(cudaEventCreate(&e));
+    std::vector<char> fetch_timed(L);
+    float fetch_busy_ms = 0;
     cudaEvent_t t0, t1, t2;
     cudaCheck(cudaEventCreate(&t0));
     cudaCheck(cudaEventCreate(&t1));
@@ -774,6 +786,7 @@ int main(int argc, char **argv)
      * step's residency launches take the next LRU stamp. */
     auto run_layers = [&](const rp_run &run, int ctx, int Qn, rp_layer_gemms &e, bool with_union) -> float {
         cudaCheck(cudaEventRecord(t0, 0));
+        std::fill(fetch_timed.begin(), fetch_timed.end(), 0);
         for (int l = 0; l < L; l++) {
             const int g = layer_group[l];
             const size_t gp = (size_t)g * R;
@@ -805,6 +818,11 @@ int main(int argc, char **argv)
                     if (j > l && selects[j]) break;
                     const uint8_t *pool_l = pool_d + (size_t)j * R * win * row_bytes;
                     uint8_t *hot_l = hot + (size_t)j * LS * row_bytes;
+                    const bool any = !(skip & RP_SKIP_FETCH) && (group_miss[g] > 0 || (with_union && group_stage[g] > 0));
+                    if (fetch_times && any) {
+                        cudaCheck(cudaEventRecord(ev_fs[j], fst));
+                        fetch_timed[j] = 1;
+                    }
                     if (group_miss[g] > 0 && !(skip & RP_SKIP_FETCH)) {
                         fetch_rows_kernel<uint4, 4, false, 512><<<(unsigned)fetch_sms, 512, 0, fst>>>(
                             pool_l, row_bytes, flat_rows + gp * k, flat_slots + gp * k, group_miss[g], row_bytes,
@@ -817,6 +835,7 @@ int main(int argc, char **argv)
                             group_stage[g], row_bytes, hot_l, row_bytes);
                         CUDA_LAUNCH_CHECK();
                     }
+                    if (fetch_timed[j]) cudaCheck(cudaEventRecord(ev_fe[j], fst));
                     cudaCheck(cudaEventRecord(ev_fetch[j], fst));
                 }
             }
@@ -858,6 +877,13 @@ int main(int argc, char **argv)
         cudaCheck(cudaGetLastError());
         float elapsed = 0;
         cudaCheck(cudaEventElapsedTime(&elapsed, t0, t1));
+        fetch_busy_ms = 0;
+        for (int j = 0; j < L; j++) {
+            if (!fetch_timed[j]) continue;
+            float f = 0;
+            cudaCheck(cudaEventElapsedTime(&f, ev_fs[j], ev_fe[j]));
+            fetch_busy_ms += f;
+        }
         stamp++;
         return elapsed;
     };
@@ -935,9 +961,12 @@ int main(int argc, char **argv)
                 check_misses(run, step, "", miss_h.data(), nullptr);
                 for (size_t p = 0; p < P; p++) misses += (double)miss_h[p] * group_layers[p / R];
                 check_resident(run, step, h);
-                fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(),
-                        skip ? ("plain-" + skip_name).c_str() : "plain", step, ms * 1000.0, misses, (double)L * R * k,
-                        run.heldout);
+                const std::string mode = skip ? "plain-" + skip_name : "plain";
+                fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), mode.c_str(), step,
+                        ms * 1000.0, misses, (double)L * R * k, run.heldout);
+                if (fetch_times)
+                    fprintf(fo, "%s,%s,%s-fetch-busy,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(),
+                            mode.c_str(), step, fetch_busy_ms * 1000.0, misses, (double)L * R * k, run.heldout);
             } else {
                 /* A verification step: the base position's residency and misses as a plain step,
                  * the union's other rows staged, Q queries per request through the indexer,
@@ -1030,9 +1059,12 @@ int main(int argc, char **argv)
                 commit_ms = cm;
                 for (size_t p = 0; p < P; p++) misses += (double)(sp.miss[p] + sp.n_xr[p]) * group_layers[p / R];
                 check_resident(run, step, h);
-                fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(),
-                        skip ? ("verify-" + skip_name).c_str() : "verify", step, ms * 1000.0, misses, (double)L * R * k * Q,
-                        run.heldout);
+                const std::string mode = skip ? "verify-" + skip_name : "verify";
+                fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), mode.c_str(), step,
+                        ms * 1000.0, misses, (double)L * R * k * Q, run.heldout);
+                if (fetch_times)
+                    fprintf(fo, "%s,%s,%s-fetch-busy,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(),
+                            mode.c_str(), step, fetch_busy_ms * 1000.0, misses, (double)L * R * k * Q, run.heldout);
             }
             fflush(fo);
             if (step % 8 == 0 || step == steps - 1) {
