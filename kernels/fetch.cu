@@ -39,6 +39,13 @@
  * (Per-row copy-engine copies, cudaMemcpyBatchAsync, were measured at 0.3-1.6 GB/s below
  *  1 KB: the per-copy cost dominates, so no version here uses them.)
  *
+ * Host pools (pages=): pinned (cudaHostAlloc, 4 KB pages), thp / register (mmap + cudaHostRegister,
+ * transparent huge pages or 4 KB), huge2m / huge1g (MAP_HUGETLB + cudaHostRegister), vmm (the
+ * driver's virtual memory management: cuMemCreate of pinned host memory on NUMA node 0, mapped
+ * into the unified address space at the allocation granularity the driver recommends, with
+ * read-write access for the GPU and the CPU; the driver entry points come through the runtime,
+ * so no libcuda is needed at build time).
+ *
  * Patterns: uniform (rows uniform over the pool), serving ((request, layer) windows of
  * window_rows rows, miss_per_window rows missed in each, ascending inside a window, windows
  * in random order), serving_sorted (windows in address order). Index sets rotate so the
@@ -46,6 +53,7 @@
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
 
+#include <cuda.h>
 #include <sys/mman.h>
 #include <errno.h>
 #include <pthread.h>
@@ -379,9 +387,112 @@ struct host_pool {
     std::string pages;       /* see the file comment */
     double reg_gb = 0;       /* registration piece size, 0 = one registration */
     std::vector<std::pair<uint8_t *, size_t>> regs;  /* cudaHostRegister'd pieces */
+    CUmemGenericAllocationHandle vmm = 0;            /* pages=vmm: the allocation's handle */
 };
 
 static host_pool g_pool;
+
+/* A driver API function through the runtime's entry-point query (ABI of CUDA 12.0). */
+template <class F> static F drv_fn(const char *name)
+{
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+        (void)cudaGetLastError();
+        return nullptr;
+    }
+    return (F)fn;
+}
+
+struct vmm_api {
+    decltype(&cuMemGetAllocationGranularity) granularity;
+    decltype(&cuMemCreate) create;
+    decltype(&cuMemAddressReserve) reserve;
+    decltype(&cuMemMap) map;
+    decltype(&cuMemSetAccess) access;
+    decltype(&cuMemUnmap) unmap;
+    decltype(&cuMemAddressFree) address_free;
+    decltype(&cuMemRelease) release;
+    decltype(&cuGetErrorString) error_string;
+    bool ok() const
+    {
+        return granularity && create && reserve && map && access && unmap && address_free && release && error_string;
+    }
+};
+
+static const vmm_api &vmm(void)
+{
+    static const vmm_api a = {
+        drv_fn<decltype(&cuMemGetAllocationGranularity)>("cuMemGetAllocationGranularity"),
+        drv_fn<decltype(&cuMemCreate)>("cuMemCreate"),
+        drv_fn<decltype(&cuMemAddressReserve)>("cuMemAddressReserve"),
+        drv_fn<decltype(&cuMemMap)>("cuMemMap"),
+        drv_fn<decltype(&cuMemSetAccess)>("cuMemSetAccess"),
+        drv_fn<decltype(&cuMemUnmap)>("cuMemUnmap"),
+        drv_fn<decltype(&cuMemAddressFree)>("cuMemAddressFree"),
+        drv_fn<decltype(&cuMemRelease)>("cuMemRelease"),
+        drv_fn<decltype(&cuGetErrorString)>("cuGetErrorString"),
+    };
+    return a;
+}
+
+/* pages=vmm: pinned host memory through cuMemCreate, mapped for the GPU and the CPU at one
+ * address. 0, or -1 after one error line. */
+static int vmm_pool_alloc(size_t bytes, void **out, size_t *map_bytes, size_t *gran_out, CUmemGenericAllocationHandle *h)
+{
+    const vmm_api &a = vmm();
+    if (!a.ok()) {
+        fprintf(stderr, "dhbench: fetch: pages=vmm: the driver lacks the virtual memory management entry points\n");
+        return -1;
+    }
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    int numa = -1;
+    (void)cudaDeviceGetAttribute(&numa, cudaDevAttrHostNumaId, dev);
+    (void)cudaGetLastError();
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    prop.location.id = numa < 0 ? 0 : numa;  /* no NUMA: node 0, as the driver asks */
+    size_t gran = 0;
+    const char *msg = nullptr;
+    CUresult r = a.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+    const char *step = "cuMemGetAllocationGranularity";
+    CUdeviceptr va = 0;
+    bool reserved = false, created = false;
+    if (r == CUDA_SUCCESS) {
+        *map_bytes = (bytes + gran - 1) / gran * gran;
+        step = "cuMemCreate";
+        r = a.create(h, *map_bytes, &prop, 0);
+        created = r == CUDA_SUCCESS;
+    }
+    if (r == CUDA_SUCCESS) { step = "cuMemAddressReserve"; r = a.reserve(&va, *map_bytes, gran, 0, 0); reserved = r == CUDA_SUCCESS; }
+    if (r == CUDA_SUCCESS) { step = "cuMemMap"; r = a.map(va, *map_bytes, 0, *h, 0); }
+    if (r == CUDA_SUCCESS) {
+        CUmemAccessDesc acc[2] = {};
+        acc[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        acc[0].location.id = dev;
+        acc[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        acc[1].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+        acc[1].location.id = prop.location.id;
+        acc[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        step = "cuMemSetAccess";
+        r = a.access(va, *map_bytes, acc, 2);
+        if (r != CUDA_SUCCESS) a.unmap(va, *map_bytes);
+    }
+    if (r != CUDA_SUCCESS) {
+        a.error_string(r, &msg);
+        fprintf(stderr, "dhbench: fetch: pages=vmm: %s of a %zu-byte host pool (NUMA node %d) failed: %s\n", step, bytes,
+                prop.location.id, msg ? msg : "unknown error");
+        if (reserved) a.address_free(va, *map_bytes);
+        if (created) a.release(*h);
+        return -1;
+    }
+    *out = (void *)va;
+    *gran_out = gran;
+    return 0;
+}
 
 static void fill_part(uint8_t *p, size_t words0, size_t words1)
 {
@@ -398,7 +509,13 @@ static void pool_free(void)
 {
     if (!g_pool.ptr) return;
     if (g_pool.pages == "pinned") cudaCheck(cudaFreeHost(g_pool.ptr));
-    else {
+    else if (g_pool.pages == "vmm") {
+        const vmm_api &a = vmm();
+        a.unmap((CUdeviceptr)g_pool.ptr, g_pool.map_bytes);
+        a.address_free((CUdeviceptr)g_pool.ptr, g_pool.map_bytes);
+        a.release(g_pool.vmm);
+        g_pool.vmm = 0;
+    } else {
         for (auto &r : g_pool.regs) cudaCheck(cudaHostUnregister(r.first));
         munmap(g_pool.ptr, g_pool.map_bytes);
     }
@@ -455,6 +572,13 @@ static int pool_get(size_t bytes, const std::string &pages, double reg_gb)
             (void)cudaGetLastError();
             return -1;
         }
+    } else if (pages == "vmm") {
+        if (reg_gb > 0) {
+            fprintf(stderr, "dhbench: fetch: reg_gb applies to mmap'd pools (thp, register, huge2m, huge1g), not vmm\n");
+            return -1;
+        }
+        if (vmm_pool_alloc(bytes, &p, &map_bytes, &page, &g_pool.vmm) < 0) return -1;
+        fprintf(stderr, "dhbench: fetch: pages=vmm: allocation granularity %zu bytes\n", page);
     } else if (pages == "thp" || pages == "register" || pages == "huge2m" || pages == "huge1g") {
         int flags = MAP_PRIVATE | MAP_ANONYMOUS;
         if (pages == "huge2m") { flags |= MAP_HUGETLB | (21 << MAP_HUGE_SHIFT); page = (size_t)2 << 20; }
@@ -471,7 +595,7 @@ static int pool_get(size_t bytes, const std::string &pages, double reg_gb)
         if (pages == "register" && madvise(p, map_bytes, MADV_NOHUGEPAGE))
             fprintf(stderr, "dhbench: fetch: madvise(MADV_NOHUGEPAGE): %s\n", strerror(errno));
     } else {
-        fprintf(stderr, "dhbench: fetch: unknown pages '%s' (pinned, thp, register, huge2m or huge1g)\n", pages.c_str());
+        fprintf(stderr, "dhbench: fetch: unknown pages '%s' (pinned, thp, register, huge2m, huge1g or vmm)\n", pages.c_str());
         return -1;
     }
     double t1 = now_s();
@@ -485,7 +609,7 @@ static int pool_get(size_t bytes, const std::string &pages, double reg_gb)
     for (auto &t : th) t.join();
     double t2 = now_s();
     g_pool.regs.clear();
-    if (pages != "pinned") {
+    if (pages != "pinned" && pages != "vmm") {
         size_t piece = reg_gb > 0 ? std::max(page, (size_t)(reg_gb * 1e9) / page * page) : map_bytes;
         for (size_t off = 0; off < map_bytes; off += piece) {
             size_t len = std::min(piece, map_bytes - off);
@@ -516,7 +640,7 @@ static int pool_get(size_t bytes, const std::string &pages, double reg_gb)
     }
     double t3 = now_s();
     fprintf(stderr, "dhbench: fetch: pool %.1f GB pages=%s: allocate %.1f s, fill %.1f s, %s %.1f s (%zu piece%s)\n",
-            bytes / 1e9, pages.c_str(), t1 - t0, t2 - t1, pages == "pinned" ? "-" : "register", t3 - t2,
+            bytes / 1e9, pages.c_str(), t1 - t0, t2 - t1, pages == "pinned" || pages == "vmm" ? "-" : "register", t3 - t2,
             std::max<size_t>(1, g_pool.regs.size()), g_pool.regs.size() > 1 ? "s" : "");
     pool_report_backing(p);
     g_pool.ptr = (uint8_t *)p;
@@ -651,7 +775,10 @@ int bench_fetch(bench_env *env, const bench_params &p)
     if (pool_get(pool_bytes, pages, reg_gb)) return -1;
     uint8_t *pool = g_pool.ptr;
     uint8_t *pool_dev = nullptr;
-    cudaCheck(cudaHostGetDevicePointer((void **)&pool_dev, pool, 0));
+    /* A vmm pool is mapped at one address for both sides; the others are host allocations
+     * whose device address the runtime gives. */
+    if (pages == "vmm") pool_dev = pool;
+    else cudaCheck(cudaHostGetDevicePointer((void **)&pool_dev, pool, 0));
     if (pool_rows / window_rows < (n + miss_per_window - 1) / miss_per_window && pattern.rfind("serving", 0) == 0) {
         fprintf(stderr, "dhbench: fetch: pool of %lld rows has too few %lld-row windows for %d rows\n",
                 (long long)pool_rows, (long long)window_rows, n);
