@@ -112,18 +112,23 @@ static int recovered(const fit_section *s, const char *key, double truth)
     return ok;
 }
 
-static int fit_file(const char *path, fit_section **secs, size_t *ns, const char *const *holdout)
+static int fit_file_opts(const char *path, const fit_opts *o, fit_section **secs, size_t *ns)
 {
     bcsv_table t;
     bcsv_init(&t);
     int rc = bcsv_load(&t, path);
-    fit_opts o;
-    fit_opts_default(&o);
-    o.holdout = holdout;
-    if (rc == 0) rc = fit_bench(&t, &o, secs, ns, NULL);
+    if (rc == 0) rc = fit_bench(&t, o, secs, ns, NULL);
     if (rc) print_message("  fit: %s\n", dh_errmsg());
     bcsv_release(&t);
     return rc;
+}
+
+static int fit_file(const char *path, fit_section **secs, size_t *ns, const char *const *holdout)
+{
+    fit_opts o;
+    fit_opts_default(&o);
+    o.holdout = holdout;
+    return fit_file_opts(path, &o, secs, ns);
 }
 
 /* Attention form: t = t0 + bytes / bw + batch*queries * q + batch*union_rows * u. */
@@ -325,9 +330,6 @@ static void test_fetch_density_recovers(void **state)
                     write_line(f, &l);
                 }
     fclose(f);
-    bcsv_table t;
-    bcsv_init(&t);
-    assert_int_equal(bcsv_load(&t, path), 0);
     fit_opts o;
     fit_opts_default(&o);
     o.region_bytes = region;
@@ -335,9 +337,7 @@ static void test_fetch_density_recovers(void **state)
     o.holdout = hold;
     fit_section *s;
     size_t ns;
-    int rc = fit_bench(&t, &o, &s, &ns, NULL);
-    if (rc) print_message("  fit: %s\n", dh_errmsg());
-    assert_int_equal(rc, 0);
+    assert_int_equal(fit_file_opts(path, &o, &s, &ns), 0);
     assert_int_equal(ns, 1);
     assert_true(recovered(s, "density_ns", P[6]));
     assert_true(recovered(s, "density_pow", P[7]));
@@ -387,7 +387,6 @@ static void test_fetch_density_recovers(void **state)
     assert_true(worst < 0.02);
     cfg_free(c);
     free(s);
-    bcsv_release(&t);
 
     /* The density of a window read in address order: one region per row when the rows are
      * far apart, all of a window's rows when it fits one region; uniform lines enter a region
@@ -861,24 +860,20 @@ static void test_select(void **state)
     g.dtype = "fp8"; g.bytes = 1e6; g.median_us = 20;
     write_line(f, &g);
     fclose(f);
-    bcsv_table t;
-    bcsv_init(&t);
-    assert_int_equal(bcsv_load(&t, path), 0);
     fit_opts o;
     fit_opts_default(&o);
     const char *const sel[] = {"kernel=attention,version=1", NULL};
     o.select = sel;
     fit_section *s;
     size_t ns;
-    assert_int_equal(fit_bench(&t, &o, &s, &ns, NULL), 0);
+    assert_int_equal(fit_file_opts(path, &o, &s, &ns), 0);
     assert_int_equal(ns, 1);
     assert_string_equal(s->version, "1");
     assert_true(recovered(s, "hbm_gbps", 500.0));
     free(s);
     /* Without it, version 2 is chosen and the single GEMM line cannot be fitted. */
     o.select = NULL;
-    assert_int_equal(fit_bench(&t, &o, &s, &ns, NULL), -1);
-    bcsv_release(&t);
+    assert_int_equal(fit_file_opts(path, &o, &s, &ns), -1);
 }
 
 int main(void)
