@@ -120,28 +120,36 @@ static void test_all_to_all_bytes_over_bandwidth(void **state)
  * changes. */
 typedef struct { double end, compute, fetch; hw_range_log ranges; } step_out;
 
-static step_out step_of(fixture *f, double coef, double beta, double miss_rows, double n_req, double queries);
+static step_out step_full(fixture *f, double coef, double beta, double miss_rows, double n_req, double queries,
+                          double regions);
+static step_out step_of(fixture *f, double coef, double beta, double miss_rows, double n_req, double queries)
+{
+    return step_full(f, coef, beta, miss_rows, n_req, queries, -1);
+}
 
 /* One step of 16 requests at 100K context, k rows selected per request and group, miss_rows
  * of them missed, with the given fetch_interference (compute_interference 0). */
 static step_out one_step(fixture *f, double coef, double miss_rows) { return step_of(f, coef, 0, miss_rows, 16, 1); }
 
-/* The same with both coefficients and n_req requests of queries query tokens each. */
-static step_out step_of(fixture *f, double coef, double beta, double miss_rows, double n_req, double queries)
+/* The same with both coefficients and n_req requests of queries query tokens each; the misses
+ * touch `regions` 2 MB regions per group (< 0: not given, the step_mb has none). */
+static step_out step_full(fixture *f, double coef, double beta, double miss_rows, double n_req, double queries,
+                          double regions)
 {
     enum { G = 64 };
     const uint32_t ng = f->model.n_groups;
     assert_true(ng <= G);
-    double sel[G], miss[G], pages[G], idx[G], wr[G];
+    double sel[G], miss[G], pages[G], idx[G], wr[G], reg[G];
     for (uint32_t g = 0; g < ng; g++) {
         sel[g] = n_req * queries * 2048;
         miss[g] = miss_rows;
         pages[g] = miss_rows;
         idx[g] = n_req * 100000;
         wr[g] = n_req;
+        reg[g] = regions;
     }
-    step_mb m = {.n_req = n_req, .tokens = n_req * queries, .sel = sel, .miss = miss, .pages = pages, .idx_rows = idx,
-                 .written = wr};
+    step_mb m = {.n_req = n_req, .tokens = n_req * queries, .sel = sel, .miss = miss, .pages = pages,
+                 .regions = regions < 0 ? NULL : reg, .idx_rows = idx, .written = wr};
     hw_profile hw = f->hw;
     hw.fetch_interference = coef;
     hw.compute_interference = beta;
@@ -211,6 +219,30 @@ static void test_compute_interference(void **state)
     assert_true(fb.end - fb0.end <= (fb.fetch - fb0.fetch) * (1 + 1e-9));
 }
 
+/* The fetch's density: the same misses in fewer 2 MB regions fetch faster; no regions given is
+ * one region per row; the balls-in-bins count of a window's regions against a direct sum. */
+static void test_density(void **state)
+{
+    fixture *f = *state;
+    assert_true(f->hw.gather_density.n > 0 && f->hw.region_bytes > 0);
+    const double miss = 4700;   /* one layer's misses of 16 requests */
+    const step_out none = step_full(f, 0, 0, miss, 16, 1, -1), sparse = step_full(f, 0, 0, miss, 16, 1, miss),
+                   mid = step_full(f, 0, 0, miss, 16, 1, miss / 9), dense = step_full(f, 0, 0, miss, 16, 1, miss / 100);
+    assert_true(none.fetch == sparse.fetch);
+    assert_true(sparse.fetch > mid.fetch && mid.fetch > dense.fetch);
+    assert_true(dense.end <= sparse.end);
+    /* Regions of m rows drawn from a window: B (1 - (1 - 1/B)^m), B the regions it spans. */
+    const double n = 100000, rb = 656;
+    const double B = ceil(n * rb / f->hw.region_bytes);
+    for (double m = 1; m <= 4096; m *= 4) {
+        double p = 1;
+        for (double i = 0; i < m; i++) p *= 1 - 1 / B;
+        assert_true(fabs(hw_window_regions(&f->hw, m, n, rb) - B * (1 - p)) < 1e-9 * B);
+    }
+    assert_true(hw_window_regions(&f->hw, 0, n, rb) == 0);
+    assert_true(hw_window_regions(&f->hw, 50, 100, rb) == 1);   /* a window inside one region */
+}
+
 /* The step's inputs outside the profile's [fit_range] are noted, each once: 16 requests of
  * one query are inside every fitted range of the attention, GEMM and indexer (16 tokens,
  * 1-8 queries); 128 tokens (8 queries) lie outside the GEMM fit's m = 16 only; 9 queries also
@@ -241,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_all_to_all_bytes_over_bandwidth),
         cmocka_unit_test(test_interference),
         cmocka_unit_test(test_compute_interference),
+        cmocka_unit_test(test_density),
         cmocka_unit_test(test_fit_ranges_noted),
     };
     return cmocka_run_group_tests_name("sim_comm", tests, setup, teardown);
