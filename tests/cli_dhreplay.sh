@@ -51,3 +51,6 @@ bad verify_indexer "need --indexer-version 5" --indexer-version 3 --run a:hispar
 bad skip_part "'gemm' is not indexer, attention, dense, experts or fetch" --skip attention,gemm --run a:hisparse:4096:0
 "$bin" --dry-run --steps 6 --run hs2k:hisparse:2048:0 --run hs4k-seed2:hisparse:4096:1:2 > "$tmp/dry2.csv" 2>/dev/null
 if cmp -s "$tmp/dry_run_matches_gpu_replay.csv" "$tmp/dry2.csv"; then echo "PASS dry_run_deterministic"; else echo "FAIL dry_run_deterministic"; fi
+# --fetch-times is a flag (no value): the dry run, which times nothing, is the same with it.
+"$bin" --dry-run --fetch-times --steps 6 --run hs2k:hisparse:2048:0 --run hs4k-seed2:hisparse:4096:1:2 > "$tmp/dry3.csv" 2>/dev/null
+if cmp -s "$tmp/dry_run_matches_gpu_replay.csv" "$tmp/dry3.csv"; then echo "PASS dry_run_fetch_times_flag"; else echo "FAIL dry_run_fetch_times_flag"; fi
