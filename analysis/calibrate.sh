@@ -12,9 +12,11 @@
 #      attention v8, FP8 rows of 656 B, selected rows only ("hits"), timed 20 launches back to
 #        back (attention-attention-b2b20.csv: in a decode step it launches behind the layer's
 #        GEMMs, not on an idle GPU); the BF16 lines are held out (errors reported, not fitted);
-#      fetch v5 (zero-copy gather, the serving layout), 2-16 SMs; 132 SMs held out; the
-#        density term (rows per 2 MB region) from fetch-locality.csv, its 25K-row windows held
-#        out (the same rows per window, four times as dense: a check that density is the input);
+#      fetch v5 (zero-copy gather, the serving layout), 2-16 SMs, 584-1152 B rows, timed 20
+#        launches back to back (fetch-calib-b2b20.csv: a step issues a group's layer fetches one
+#        after another on the fetch stream); 132 SMs held out; the density term (rows per 2 MB
+#        region) from its locality lines, the 25K-row windows held out (the same rows per
+#        window, four times as dense: a check that density is the input);
 #      cuBLASLt GEMMs per dtype at the decode batch m = 16; m = 128 held out; FP8 is the
 #        deployment's dtype (weight_bw, layer_fixed_s, mma_efficiency), BF16 is reported;
 #      indexer v5 (scoring rate) and top-k v5 on the indexer's own scores (select_s).
@@ -43,13 +45,13 @@ trap 'rm -rf "$T"' EXIT
 # output's own name.
 STAGE1="$T/$(basename "$OUTP")"
 
-bin/dhcal fit --bench "$BENCH/attention-attention-b2b20.csv" "$BENCH/default-fetch.csv" "$BENCH/fetch-locality.csv" \
+bin/dhcal fit --bench "$BENCH/attention-attention-b2b20.csv" "$BENCH/fetch-calib-b2b20.csv" \
     "$BENCH/default-gemm.csv" "$BENCH/default-indexer.csv" \
-    --select kernel=attention,version=8,pattern=hits,timing=b2b20 --select kernel=fetch,version=5 \
+    --select kernel=attention,version=8,pattern=hits,timing=b2b20 --select kernel=fetch,version=5,timing=b2b20 \
     --select kernel=gemm --select kernel=indexer,version=5 --select 'kernel=topk,version=5,pattern=indexer,queries=1,ctx>=100000,ctx<=100001' \
     --holdout kernel=attention,dtype=bf16 --holdout 'kernel=fetch,sms>=66' --holdout 'kernel=fetch,ctx<=25000' --holdout 'kernel=gemm,m>=128' \
     --weight-dtype fp8 --layer-gemms 8 --base "$BASE" -o "$STAGE1" \
-    --command "sh analysis/calibrate.sh (bin/dhcal fit on $BENCH/attention-attention-b2b20.csv, $BENCH/fetch-locality.csv and $BENCH/default-{fetch,gemm,indexer}.csv, then bin/dhcal refit of layer_fixed_s on $REPLAY)" \
+    --command "sh analysis/calibrate.sh (bin/dhcal fit on $BENCH/attention-attention-b2b20.csv, $BENCH/fetch-calib-b2b20.csv and $BENCH/default-{gemm,indexer}.csv, then bin/dhcal refit of layer_fixed_s on $REPLAY)" \
     > "$T/fit.txt" 2> "$T/fit.err" || { cat "$T/fit.err" >&2; exit 1; }
 grep -v '^dhcal: [0-9]* lines match no --select\|^dhcal: warning: pool\|^dhcal: fitted but not used' "$T/fit.err" >&2 || true
 

@@ -75,7 +75,7 @@ void belady_work_free(belady_work *w)
 
 void belady_seq_release(belady_seq *s)
 {
-    free(s->n_sel); free(s->misses); free(s->written); free(s->evicted);
+    free(s->n_sel); free(s->misses); free(s->written); free(s->evicted); free(s->miss_regions);
     memset(s, 0, sizeof *s);
 }
 

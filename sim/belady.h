@@ -23,6 +23,7 @@
 typedef struct {
     uint32_t npos;
     uint32_t *n_sel, *misses, *written, *evicted; /* [npos] */
+    uint32_t *miss_regions;                       /* [npos] or NULL: not counted */
 } belady_seq;
 
 /* Scratch reused across streams (one per thread). */

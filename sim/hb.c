@@ -35,6 +35,8 @@ void hb_init(hb *h, uint32_t budget)
     h->budget = budget;
 }
 
+void hb_set_regions(hb *h, double rows_per_region) { h->rows_per_region = rows_per_region > 0 ? rows_per_region : 0; }
+
 void hb_release(hb *h)
 {
     free(h->row_state); free(h->q); free(h->scratch);
@@ -195,6 +197,16 @@ int hb_step(hb *h, const sel_delta *d, hb_result *res)
     h->n_resident += n_miss;
     h->n_sel = n_sel_after;
     res->misses = n_miss;
+    res->miss_regions = 0;
+    if (h->rows_per_region > 0) {
+        /* The misses are ascending: a region is entered once, where the index changes. */
+        uint64_t last = UINT64_MAX;
+        for (uint32_t i = 0; i < n_miss; i++) {
+            uint64_t reg = (uint64_t)((double)h->scratch[i] / h->rows_per_region);
+            res->miss_regions += reg != last;
+            last = reg;
+        }
+    }
     if (h->n_sel != d->n_sel)
         return dh_err("position %u: deltas give %u selected rows, the stream says %u", d->pos, h->n_sel, d->n_sel);
     return 0;

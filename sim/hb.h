@@ -46,6 +46,7 @@
 
 typedef struct {
     uint32_t hits, misses;  /* added rows found resident / fetched */
+    uint32_t miss_regions;  /* distinct regions the misses fall in (hb_set_regions; else 0) */
     uint32_t evicted;       /* rows dropped (clean copies: free) */
     uint32_t written;       /* new rows produced on the GPU this position */
 } hb_result;
@@ -62,9 +63,14 @@ typedef struct {
     uint32_t q_head, q_tail, q_cap;
     uint32_t *scratch;     /* misses of the current position (ascending) */
     uint32_t cap_scratch;
+    double rows_per_region; /* > 0: count the misses' regions of this many rows (hb_set_regions) */
 } hb;
 
 void hb_init(hb *h, uint32_t budget);
+/* Count, with every step's misses, the distinct regions of rows_per_region consecutive rows
+ * (the host pool's 2 MB translation regions: region_bytes / row_bytes rows, a window taken to
+ * start on a region boundary) they fall in: hb_result.miss_regions. 0 turns it off. */
+void hb_set_regions(hb *h, double rows_per_region);
 void hb_release(hb *h);
 /* Forget every row (a new request in the same slot); keeps the memory. */
 void hb_clear(hb *h);

@@ -15,7 +15,8 @@ int pol_parse(const char *name, pol_kind *out)
 }
 
 int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_shape *sh,
-                    uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w)
+                    uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w,
+                    double rows_per_region)
 {
     memset(ps, 0, sizeof *ps);
     ps->kind = kind;
@@ -35,6 +36,7 @@ int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_
         return 0;
     }
     hb_init(&ps->buf, budget);
+    hb_set_regions(&ps->buf, rows_per_region);
     if (kind == POL_HISPARSE) {
         /* A fixed budget makes the miss sequence a pure function of the
          * stream: compute the whole horizon now, while this stream's state
@@ -45,7 +47,8 @@ int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_
         q->misses = malloc(((size_t)npos + 1) * sizeof *q->misses);
         q->written = malloc(((size_t)npos + 1) * sizeof *q->written);
         q->evicted = malloc(((size_t)npos + 1) * sizeof *q->evicted);
-        if (!q->n_sel || !q->misses || !q->written || !q->evicted) abort();
+        q->miss_regions = rows_per_region > 0 ? malloc(((size_t)npos + 1) * sizeof *q->miss_regions) : NULL;
+        if (!q->n_sel || !q->misses || !q->written || !q->evicted || (rows_per_region > 0 && !q->miss_regions)) abort();
         for (uint32_t p = 0; p < npos; p++) {
             sel_delta d;
             int rc = sel_next(ps->st, &d);
@@ -58,6 +61,7 @@ int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_
             q->misses[p] = r.misses;
             q->written[p] = r.written;
             q->evicted[p] = r.evicted;
+            if (q->miss_regions) q->miss_regions[p] = r.miss_regions;
             q->npos = p + 1;
         }
         sel_close(ps->st);
@@ -123,6 +127,7 @@ int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *o)
         o->misses = ps->seq.misses[pos];
         o->written = ps->seq.written[pos];
         o->evicted = ps->seq.evicted[pos];
+        o->miss_regions = ps->seq.miss_regions ? ps->seq.miss_regions[pos] : 0;
         o->hits = o->n_sel - o->misses;
         return 0;
     default: {
@@ -140,6 +145,7 @@ int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *o)
         o->misses = r.misses;
         o->written = r.written;
         o->evicted = r.evicted;
+        o->miss_regions = r.miss_regions;
         o->resident = ps->buf.n_resident;
         return 0;
     }

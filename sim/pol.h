@@ -34,6 +34,8 @@ typedef struct {
     uint32_t n_sel;    /* selected rows */
     uint32_t hits, misses, written, evicted;
     uint32_t resident; /* rows resident after the position (0 for resident: all) */
+    uint32_t miss_regions; /* distinct host regions of the misses; 0: not counted (oracle, or
+                            * rows_per_region 0) */
 } pol_out;
 
 /* Adaptive reads its stream a few positions ahead of the simulation: the
@@ -61,9 +63,11 @@ typedef struct {
 } pol_stream;
 
 /* Open the stream of (req, group). For hisparse and oracle, npos positions
- * are computed at once (oracle with scratch w). budget is in rows. */
+ * are computed at once (oracle with scratch w). budget is in rows;
+ * rows_per_region > 0 counts the misses' host regions (hb_set_regions; not for the oracle). */
 int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_shape *sh,
-                    uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w);
+                    uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w,
+                    double rows_per_region);
 /* The next position. -1 with dh_err() (the message names request and group). */
 int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *out);
 void pol_stream_close(pol_stream *ps);

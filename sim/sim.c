@@ -364,7 +364,10 @@ static int try_admit(run *R, uint32_t r, int *admitted)
     }
     for (uint32_t g = 0; g < R->G; g++) {
         uint32_t b = R->policy == POL_ADAPTIVE ? R->sc->model.group[g].k + R->optional_rows : R->budget[g];
-        if (pol_stream_open(&q->ps[g], open_kind, R->src, R->sh, r, g, b, horizon, R->bw) < 0) {
+        /* The misses' host regions: [gather] region_bytes over the group's row size. */
+        const double rb = R->sc->model.layer[R->sc->model.group[g].first_layer].row_bytes;
+        const double rpr = R->sc->hw.region_bytes > 0 && rb > 0 ? R->sc->hw.region_bytes / rb : 0;
+        if (pol_stream_open(&q->ps[g], open_kind, R->src, R->sh, r, g, b, horizon, R->bw, rpr) < 0) {
             for (uint32_t j = 0; j < g; j++) pol_stream_close(&q->ps[j]);
             free(q->ps);
             q->ps = NULL;
@@ -642,7 +645,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
                     if (o.misses) {
                         double rb = m->layer[mg->first_layer].row_bytes;
                         b->pages[g] += hw_window_pages(&sc->hw, o.misses, o.nrows, rb);
-                        b->regions[g] += hw_window_regions(&sc->hw, o.misses, o.nrows, rb);
+                        b->regions[g] += o.miss_regions ? o.miss_regions : hw_window_regions(&sc->hw, o.misses, o.nrows, rb);
                     }
                     step_sel += (double)o.n_sel * mg->n_layers;
                     step_miss += (double)o.misses * mg->n_layers;
