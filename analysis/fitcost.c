@@ -297,11 +297,8 @@ static const char *fetch_par_name(size_t j, char **groups)
 static double fetch_eval_pt(const fetch_pt *x, const double *p, double *g)
 {
     /* The density term: density_ns * rho^-density_pow (fitcost.h). */
-    double D = 0, lr = 0;
-    if (!isnan(x->rho) && p[FIT_FP_DENS] != 0) {
-        lr = log(x->rho);
-        D = p[FIT_FP_DENS] * exp(-p[FIT_FP_DENS_POW] * lr);
-    }
+    const double lr = isnan(x->rho) ? 0 : log(x->rho);
+    const double D = isnan(x->rho) ? 0 : p[FIT_FP_DENS] * exp(-p[FIT_FP_DENS_POW] * lr);
     double A = p[FIT_FP_SM] / x->sms, B = p[FIT_FP_ISSUE] + x->s * p[FIT_FP_ISSUE_B] + D, C = x->s * p[FIT_FP_LINK];
     double y;
     int br = A >= B && A >= C ? 0 : B >= C ? 1 : 2;
