@@ -887,6 +887,14 @@ int main(int argc, char **argv)
         stamp++;
         return elapsed;
     };
+    /* One step's CSV line, and with --fetch-times its fetch kernels' time as mode MODE-fetch-busy. */
+    auto write_step = [&](const rp_run &run, const std::string &mode, long step, float ms, double misses, double selected) {
+        fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), mode.c_str(), step,
+                ms * 1000.0, misses, selected, run.heldout);
+        if (fetch_times)
+            fprintf(fo, "%s,%s,%s-fetch-busy,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), mode.c_str(),
+                    step, fetch_busy_ms * 1000.0, misses, selected, run.heldout);
+    };
     /* Every pair's miss count (n_miss on the GPU) against the host's want[p] (the simulator's
      * hot buffer); pairs with act[p] == 0 skipped. */
     auto check_misses = [&](const rp_run &run, long step, const char *what, const uint32_t *want, const int32_t *act) {
@@ -961,12 +969,7 @@ int main(int argc, char **argv)
                 check_misses(run, step, "", miss_h.data(), nullptr);
                 for (size_t p = 0; p < P; p++) misses += (double)miss_h[p] * group_layers[p / R];
                 check_resident(run, step, h);
-                const std::string mode = skip ? "plain-" + skip_name : "plain";
-                fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), mode.c_str(), step,
-                        ms * 1000.0, misses, (double)L * R * k, run.heldout);
-                if (fetch_times)
-                    fprintf(fo, "%s,%s,%s-fetch-busy,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(),
-                            mode.c_str(), step, fetch_busy_ms * 1000.0, misses, (double)L * R * k, run.heldout);
+                write_step(run, skip ? "plain-" + skip_name : "plain", step, ms, misses, (double)L * R * k);
             } else {
                 /* A verification step: the base position's residency and misses as a plain step,
                  * the union's other rows staged, Q queries per request through the indexer,
@@ -1059,12 +1062,7 @@ int main(int argc, char **argv)
                 commit_ms = cm;
                 for (size_t p = 0; p < P; p++) misses += (double)(sp.miss[p] + sp.n_xr[p]) * group_layers[p / R];
                 check_resident(run, step, h);
-                const std::string mode = skip ? "verify-" + skip_name : "verify";
-                fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), mode.c_str(), step,
-                        ms * 1000.0, misses, (double)L * R * k * Q, run.heldout);
-                if (fetch_times)
-                    fprintf(fo, "%s,%s,%s-fetch-busy,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(),
-                            mode.c_str(), step, fetch_busy_ms * 1000.0, misses, (double)L * R * k * Q, run.heldout);
+                write_step(run, skip ? "verify-" + skip_name : "verify", step, ms, misses, (double)L * R * k * Q);
             }
             fflush(fo);
             if (step % 8 == 0 || step == steps - 1) {
