@@ -119,6 +119,7 @@ int bench_topk(bench_env *env, const bench_params &p);
  * "attention", "verify" or "ring" for bench_attention_check. */
 int bench_attention_check(const char *bench, const bench_params &p);
 int bench_gather_check(const bench_params &p);
+int bench_fetch_check(const bench_params &p);
 int bench_topk_check(const bench_params &p);
 int bench_indexer_check(const bench_params &p);
 /* Indexer scoring (indexer.cu) version 1-IX_MAX_VERSION of batch requests x ctx tokens, 32 or

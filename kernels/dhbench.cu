@@ -405,6 +405,8 @@ static void check_grid(const grid_line &g)
             bad = bench_attention_check(g.kernel.c_str(), p);
         else if (g.kernel == "gather")
             bad = bench_gather_check(p);
+        else if (g.kernel == "fetch")
+            bad = bench_fetch_check(p);
         else if (g.kernel == "topk")
             bad = bench_topk_check(p);
         else if (g.kernel == "indexer")

@@ -595,7 +595,7 @@ static int pool_get(size_t bytes, const std::string &pages, double reg_gb)
         if (pages == "register" && madvise(p, map_bytes, MADV_NOHUGEPAGE))
             fprintf(stderr, "dhbench: fetch: madvise(MADV_NOHUGEPAGE): %s\n", strerror(errno));
     } else {
-        fprintf(stderr, "dhbench: fetch: unknown pages '%s' (pinned, thp, register, huge2m, huge1g or vmm)\n", pages.c_str());
+        fprintf(stderr, "dhbench: fetch: unknown pages '%s' (bench_fetch_check)\n", pages.c_str());
         return -1;
     }
     double t1 = now_s();
@@ -709,6 +709,70 @@ static void make_rows(bench_rng &rng, const std::string &pattern, int64_t pool_r
     }
 }
 
+int bench_fetch_check(const bench_params &p)
+{
+    const int row_bytes = (int)p.num("row_bytes", 656);
+    const int n = (int)p.num("rows", 16384);
+    const int sms = (int)p.num("sms", 8);
+    const std::string pattern = p.str("pattern", "serving");
+    const std::string pages = p.str("pages", "pinned");
+    const int version = (int)p.num("version", 2);
+    const double reg_gb = p.real("reg_gb", 0);
+    const int window = (int)p.num("window", 256);
+    const int prefetch = (int)p.num("prefetch", 16);
+    const int scatter_rows = (int)p.num("scatter_rows", 8192);
+    const int scatter_sms = (int)p.num("scatter_sms", 2);
+    const int64_t window_rows = p.num("window_rows", 100000);
+    const int miss_per_window = (int)p.num("miss_per_window", 291);
+    const bool serving = pattern == "serving" || pattern == "serving_sorted";
+
+    if (version < 1 || version > 10) {
+        fprintf(stderr, "dhbench: fetch: version %d is not 1 to 10\n", version);
+        return -1;
+    }
+    if (row_bytes % 8 || row_bytes > 1152 || row_bytes <= 0) {
+        fprintf(stderr, "dhbench: fetch: row_bytes %d must be a multiple of 8 up to 1152\n", row_bytes);
+        return -1;
+    }
+    if (n < 1 || sms < 1) {
+        fprintf(stderr, "dhbench: fetch: rows %d and sms %d must be >= 1\n", n, sms);
+        return -1;
+    }
+    if (!serving && pattern != "uniform" && pattern != "uniform_sorted") {
+        fprintf(stderr, "dhbench: fetch: pattern '%s' is not uniform, uniform_sorted, serving or serving_sorted\n",
+                pattern.c_str());
+        return -1;
+    }
+    if (pages != "pinned" && pages != "thp" && pages != "register" && pages != "huge2m" && pages != "huge1g" &&
+        pages != "vmm") {
+        fprintf(stderr, "dhbench: fetch: unknown pages '%s' (pinned, thp, register, huge2m, huge1g or vmm)\n", pages.c_str());
+        return -1;
+    }
+    /* Version 8 hands out 4 rows at a time; a window below that would deadlock (see the kernel). */
+    if (version == 8 && window < 4) {
+        fprintf(stderr, "dhbench: fetch: window %d must be at least 4 (rows per warp)\n", window);
+        return -1;
+    }
+    if ((version == 9 || version == 10) && (prefetch < 0 || scatter_rows < 1)) {
+        fprintf(stderr, "dhbench: fetch: prefetch %d must be >= 0 and scatter_rows %d >= 1\n", prefetch, scatter_rows);
+        return -1;
+    }
+    if (version == 10 && (scatter_sms < 1 || scatter_sms >= sms)) {
+        fprintf(stderr, "dhbench: fetch: version 10 needs 1 <= scatter_sms (%d) < sms (%d)\n", scatter_sms, sms);
+        return -1;
+    }
+    if (serving && (window_rows < 1 || miss_per_window < 1 || miss_per_window > window_rows || miss_per_window > n)) {
+        fprintf(stderr, "dhbench: fetch: miss_per_window %d must be in [1, min(window_rows %lld, rows %d)]\n",
+                miss_per_window, (long long)window_rows, n);
+        return -1;
+    }
+    if (reg_gb < 0) {
+        fprintf(stderr, "dhbench: fetch: reg_gb %g must be >= 0\n", reg_gb);
+        return -1;
+    }
+    return 0;
+}
+
 int bench_fetch(bench_env *env, const bench_params &p)
 {
     const int row_bytes = (int)p.num("row_bytes", 656);
@@ -733,35 +797,9 @@ int bench_fetch(bench_env *env, const bench_params &p)
     const int64_t window_rows = p.num("window_rows", 100000);
     const int miss_per_window = (int)p.num("miss_per_window", 291);
 
-    if (row_bytes % 8 || row_bytes > 1152 || row_bytes <= 0) {
-        fprintf(stderr, "dhbench: fetch: row_bytes %d must be a multiple of 8 up to 1152\n", row_bytes);
-        return -1;
-    }
-    if (sms < 1 || sms > env->prop.multiProcessorCount) {
+    if (bench_fetch_check(p)) return -1;
+    if (sms > env->prop.multiProcessorCount) {
         fprintf(stderr, "dhbench: fetch: sms %d outside [1, %d]\n", sms, env->prop.multiProcessorCount);
-        return -1;
-    }
-    /* Version 8 hands out 4 rows at a time; a window below that would deadlock (see the kernel). */
-    if (version == 8 && window < 4) {
-        fprintf(stderr, "dhbench: fetch: window %d must be at least 4 (rows per warp)\n", window);
-        return -1;
-    }
-    if ((version == 9 || version == 10) && (prefetch < 0 || scatter_rows < 1)) {
-        fprintf(stderr, "dhbench: fetch: prefetch %d must be >= 0 and scatter_rows %d >= 1\n", prefetch, scatter_rows);
-        return -1;
-    }
-    if (version == 10 && (scatter_sms < 1 || scatter_sms >= sms)) {
-        fprintf(stderr, "dhbench: fetch: version 10 needs 1 <= scatter_sms (%d) < sms (%d)\n", scatter_sms, sms);
-        return -1;
-    }
-    if (pattern.rfind("serving", 0) == 0 &&
-        (window_rows < 1 || miss_per_window < 1 || miss_per_window > window_rows || miss_per_window > n)) {
-        fprintf(stderr, "dhbench: fetch: miss_per_window %d must be in [1, min(window_rows %lld, rows %d)]\n",
-                miss_per_window, (long long)window_rows, n);
-        return -1;
-    }
-    if (reg_gb < 0) {
-        fprintf(stderr, "dhbench: fetch: reg_gb %g must be >= 0\n", reg_gb);
         return -1;
     }
     /* Version 3 pads to 128 B; version 4 pads only rows that are not 16-byte multiples (584 B),

@@ -38,6 +38,11 @@ bad indexer_queries_odd "queries=3 heads=32" --kernel indexer version=5 heads=32
 bad indexer_topk "topk version 9 is not 1 to 5" --kernel indexer topk=9
 bad indexer_heads "heads 48 is not 32 or 64" --kernel indexer heads=48
 bad indexer_k "ctx=1000 k=2048" --kernel indexer ctx=1000
+bad fetch_version "version 11 is not 1 to 10" --kernel fetch version=5,11
+bad fetch_pages "unknown pages 'huge4k'" --kernel fetch pages=huge4k
+bad fetch_pattern "pattern 'zipf'" --kernel fetch pattern=zipf
+bad fetch_miss_per_window "miss_per_window 500 must be in" --kernel fetch window_rows=400 miss_per_window=291,500
+bad fetch_miss_beyond_rows "window_rows 100000, rows 100)" --kernel fetch rows=100
 printf 'gather version=1 row_bytes=656\nattention version=8 diag=consumers,sideways\n' > "$tmp/bad.suite"
 bad suite_value "diag=sideways" --suite "$tmp/bad.suite"
 # A good value gets past the option checks (to the suite, or to the missing device here).
