@@ -388,6 +388,19 @@ static void test_fetch_density_recovers(void **state)
     cfg_free(c);
     free(s);
 
+    /* A serving line without its window (ctx, k) cannot be placed once the density term is on:
+     * the fit fails naming the file and line. */
+    char bad[256];
+    f = open_csv("fetch_nowindow.csv", bad, sizeof bad);
+    line_in l = blank("fetch");
+    l.pattern = "serving";
+    l.row_bytes = 656; l.sms = 8; l.rows = 16384; l.pool = pool; l.median_us = 300;
+    write_line(f, &l);
+    fclose(f);
+    assert_int_equal(fit_file_opts(bad, &o, &s, &ns), -1);
+    assert_non_null(strstr(dh_errmsg(), "fetch_nowindow.csv' line "));
+    assert_non_null(strstr(dh_errmsg(), "ctx"));
+
     /* The density of a window read in address order: one region per row when the rows are
      * far apart, all of a window's rows when it fits one region; uniform lines enter a region
      * per row; a serving line without its window cannot be placed. */
@@ -597,6 +610,13 @@ static void test_profile_check(void **state)
         {"h2d_bw = 55.5e9", "h2d_bw = -55.5e9", "h2d_bw"},
         {"sms_factor = 1.0, 0.85", "sms_factor = 1.0, 1.5", "sms_factor"},
         {"launch_s = 5e-6", "launch_s = -5e-6", "launch_s"},
+        /* The fetch's density table: it needs the region size it was counted in, matching
+         * lengths and increasing densities; compute_interference is a fraction >= 0. */
+        {"launch_s = 5e-6", "launch_s = 5e-6\ndensity = 1, 10\nissue_row_s = 3e-8, 2e-8", "region_bytes"},
+        {"launch_s = 5e-6", "launch_s = 5e-6\nregion_bytes = 2097152\ndensity = 1, 10\nissue_row_s = 3e-8", "issue_row_s"},
+        {"launch_s = 5e-6", "launch_s = 5e-6\nregion_bytes = 2097152\ndensity = 10, 1\nissue_row_s = 3e-8, 2e-8",
+         "strictly increasing"},
+        {"hbm_bw = ", "compute_interference = -0.5\nhbm_bw = ", "compute_interference"},
     };
     FILE *in = fopen("tests/data/hw_base.ini", "r");
     assert_non_null(in);
