@@ -416,6 +416,18 @@ static int admit(run *R, double now)
     return 0;
 }
 
+/* The host pages and 2 MB regions that misses missed rows of group g touch in a window of
+ * nrows rows, added to the micro-batch: regions as counted from the rows themselves, or
+ * (regions 0) as a uniform draw inside the window. */
+static void add_miss_extent(const hw_profile *hw, const model_cfg *m, uint32_t g, step_mb *b, double misses,
+                            uint32_t regions, double nrows)
+{
+    if (misses <= 0) return;
+    const double rb = m->layer[m->group[g].first_layer].row_bytes;
+    b->pages[g] += hw_window_pages(hw, misses, nrows, rb);
+    b->regions[g] += regions ? regions : hw_window_regions(hw, misses, nrows, rb);
+}
+
 /* One speculative step's plan and classification (specrun.h): acceptance and
  * verify lengths, then every (request, group) verified and committed; the
  * micro-batches get the queries, selections, fetched union rows and written
@@ -457,11 +469,7 @@ static int spec_classify(run *R, step_ctx *cx, step_mb *mb, double *step_sel, do
             b->miss[g] += (double)o.fetched;
             b->idx_rows[g] += o.nrows;
             b->written[g] += R->policy == POL_RESIDENT ? 0 : o.written;
-            if (o.fetched) {
-                double rb = m->layer[mg->first_layer].row_bytes;
-                b->pages[g] += hw_window_pages(&sc->hw, (double)o.fetched, o.nrows, rb);
-                b->regions[g] += hw_window_regions(&sc->hw, (double)o.fetched, o.nrows, rb);
-            }
+            add_miss_extent(&sc->hw, m, g, b, (double)o.fetched, 0, o.nrows);
             *step_sel += o.sel_sum * mg->n_layers;
             *step_miss += (double)o.fetched * mg->n_layers;
             *miss_bytes += (double)o.fetched * mg->kv_bytes_per_row;
@@ -642,11 +650,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
                     b->miss[g] += o.misses;
                     b->idx_rows[g] += o.nrows;
                     b->written[g] += policy == POL_RESIDENT ? 0 : o.written;
-                    if (o.misses) {
-                        double rb = m->layer[mg->first_layer].row_bytes;
-                        b->pages[g] += hw_window_pages(&sc->hw, o.misses, o.nrows, rb);
-                        b->regions[g] += o.miss_regions ? o.miss_regions : hw_window_regions(&sc->hw, o.misses, o.nrows, rb);
-                    }
+                    add_miss_extent(&sc->hw, m, g, b, o.misses, o.miss_regions, o.nrows);
                     step_sel += (double)o.n_sel * mg->n_layers;
                     step_miss += (double)o.misses * mg->n_layers;
                     miss_bytes += (double)o.misses * mg->kv_bytes_per_row;
