@@ -709,21 +709,37 @@ static void make_rows(bench_rng &rng, const std::string &pattern, int64_t pool_r
     }
 }
 
+/* A fetch grid point's parameters, read once for the check and the benchmark (the order of the
+ * fields is the order bench_fetch binds them in). */
+struct fetch_args {
+    int row_bytes, n, sms;
+    double pool_gb;
+    std::string pattern, pages;
+    int version, host_threads;
+    double reg_gb;
+    int window;         /* version 8: rows in flight on the whole launch at most */
+    int prefetch;       /* versions 9-10: host prefetch distance (rows) */
+    int scatter_rows;   /* versions 9-10: rows per scatter launch */
+    int scatter_sms;    /* version 10: the scatter's SMs, the zero-copy part gets the rest */
+    int64_t window_rows;
+    int miss_per_window;  /* the serving layout's window and rows per window (the suites' comments give their source) */
+};
+
+static fetch_args fetch_args_of(const bench_params &p)
+{
+    return {(int)p.num("row_bytes", 656), (int)p.num("rows", 16384), (int)p.num("sms", 8), p.real("pool_gb", 4),
+            p.str("pattern", "serving"), p.str("pages", "pinned"), (int)p.num("version", 2),
+            (int)p.num("host_threads", 8), p.real("reg_gb", 0), (int)p.num("window", 256), (int)p.num("prefetch", 16),
+            (int)p.num("scatter_rows", 8192), (int)p.num("scatter_sms", 2), p.num("window_rows", 100000),
+            (int)p.num("miss_per_window", 291)};
+}
+
 int bench_fetch_check(const bench_params &p)
 {
-    const int row_bytes = (int)p.num("row_bytes", 656);
-    const int n = (int)p.num("rows", 16384);
-    const int sms = (int)p.num("sms", 8);
-    const std::string pattern = p.str("pattern", "serving");
-    const std::string pages = p.str("pages", "pinned");
-    const int version = (int)p.num("version", 2);
-    const double reg_gb = p.real("reg_gb", 0);
-    const int window = (int)p.num("window", 256);
-    const int prefetch = (int)p.num("prefetch", 16);
-    const int scatter_rows = (int)p.num("scatter_rows", 8192);
-    const int scatter_sms = (int)p.num("scatter_sms", 2);
-    const int64_t window_rows = p.num("window_rows", 100000);
-    const int miss_per_window = (int)p.num("miss_per_window", 291);
+    const auto [row_bytes, n, sms, pool_gb, pattern, pages, version, host_threads, reg_gb, window, prefetch,
+                scatter_rows, scatter_sms, window_rows, miss_per_window] = fetch_args_of(p);
+    (void)pool_gb;
+    (void)host_threads;
     const bool serving = pattern == "serving" || pattern == "serving_sorted";
 
     if (version < 1 || version > 10) {
@@ -775,27 +791,15 @@ int bench_fetch_check(const bench_params &p)
 
 int bench_fetch(bench_env *env, const bench_params &p)
 {
-    const int row_bytes = (int)p.num("row_bytes", 656);
-    const int n = (int)p.num("rows", 16384);
-    const int sms = (int)p.num("sms", 8);
-    const double pool_gb = p.real("pool_gb", 4);
-    const std::string pattern = p.str("pattern", "serving");
-    const std::string pages = p.str("pages", "pinned");
-    const int version = (int)p.num("version", 2);
-    const int host_threads = (int)p.num("host_threads", 8);
-    const double reg_gb = p.real("reg_gb", 0);
-    /* Version 8's bound on rows in flight over the whole launch. */
-    const int window = (int)p.num("window", 256);
-    /* Versions 9-10: host prefetch distance (rows), rows per scatter launch, and (10) the SMs of
-     * the scatter, the zero-copy part getting the rest of sms. */
-    const int prefetch = (int)p.num("prefetch", 16);
-    const int scatter_rows = (int)p.num("scatter_rows", 8192);
-    const int scatter_sms = (int)p.num("scatter_sms", 2);
+    /* Plain copies, not structured bindings: the launch lambdas below capture them (C++17). */
+    const fetch_args a = fetch_args_of(p);
+    const int row_bytes = a.row_bytes, n = a.n, sms = a.sms, version = a.version, host_threads = a.host_threads;
+    const int window = a.window, prefetch = a.prefetch, scatter_rows = a.scatter_rows, scatter_sms = a.scatter_sms;
+    const int miss_per_window = a.miss_per_window;
+    const int64_t window_rows = a.window_rows;
+    const double pool_gb = a.pool_gb, reg_gb = a.reg_gb;
+    const std::string &pattern = a.pattern, &pages = a.pages;
     const bool host_path = version == 6 || version == 7 || version == 9 || version == 10;
-    /* The serving layout's window and misses per window come from the suite file, whose
-     * comments give their source. */
-    const int64_t window_rows = p.num("window_rows", 100000);
-    const int miss_per_window = (int)p.num("miss_per_window", 291);
 
     if (bench_fetch_check(p)) return -1;
     if (sms > env->prop.multiProcessorCount) {
