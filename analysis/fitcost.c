@@ -40,8 +40,7 @@ void fit_opts_default(fit_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->min_r2 = 0.9;
-    o->page_bytes = 4096;
-    o->region_bytes = 0;
+    o->page_bytes = 4096;   /* region_bytes stays 0: no density term unless the base profile sets it */
 }
 
 int fit_fetch_pages(const char *pattern, double rows, double row_bytes, double pool_bytes,
