@@ -74,8 +74,12 @@ void bench_emit(bench_env *env, const bench_record &r);
 
 /* Times launch(rep) with CUDA events: warm-up launches first, then env->reps timed samples of
  * per launches each (the median etc. are per launch; per < 1 means env->b2b); rep counts
- * from 0 so the caller can rotate among input sets, and runs to warmup + reps * per - 1. */
-bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup = 3, int per = 0);
+ * from 0 so the caller can rotate among input sets, and runs to warmup + reps * per - 1.
+ * The events go on the legacy stream, which orders against every blocking stream the launch
+ * uses; with on != 0 they go on that stream and only it is waited for, so work on other
+ * (non-blocking) streams may run through the timing. */
+bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup = 3, int per = 0,
+                        cudaStream_t on = 0);
 /* Same, with a host wall clock around one launch + device synchronize, for work that is
  * partly on host threads: always one launch per sample, because such launches share host
  * staging buffers that only the synchronize makes free again. */

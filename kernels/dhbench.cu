@@ -164,20 +164,21 @@ static bench_timing summarize(std::vector<double> &us)
     return t;
 }
 
-bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup, int per)
+bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup, int per, cudaStream_t on)
 {
     cudaEvent_t a, b;
     cudaCheck(cudaEventCreate(&a));
     cudaCheck(cudaEventCreate(&b));
     for (int i = 0; i < warmup; i++) launch(i);
-    cudaCheck(cudaDeviceSynchronize());
+    if (on) cudaCheck(cudaStreamSynchronize(on));
+    else cudaCheck(cudaDeviceSynchronize());
     std::vector<double> us;
     if (per < 1) per = env->b2b > 1 ? env->b2b : 1;
     for (int i = 0; i < env->reps; i++) {
         /* Events on the legacy stream order against every stream the launch uses. */
-        cudaCheck(cudaEventRecord(a, 0));
+        cudaCheck(cudaEventRecord(a, on));
         for (int j = 0; j < per; j++) launch(warmup + i * per + j);
-        cudaCheck(cudaEventRecord(b, 0));
+        cudaCheck(cudaEventRecord(b, on));
         cudaCheck(cudaEventSynchronize(b));
         float ms;
         cudaCheck(cudaEventElapsedTime(&ms, a, b));
@@ -431,8 +432,9 @@ static int positive_arg(const char *opt, const char *v)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick]\n"
-            "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--b2b N] [--quick]\n"
+            "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick] [--check-only]\n"
+            "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--b2b N] [--quick] [--check-only]\n"
+            "--check-only: run every grid point's device-free checks and exit (no GPU needed)\n"
             "kernels: fetch residency attention verify ring indexer topk gemm gather\n");
     exit(2);
 }
@@ -440,6 +442,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     std::string suite, kernel, only, out;
+    bool check_only = false;
     std::vector<std::string> kv_words;
     bench_env env;
     memset(&env.prop, 0, sizeof env.prop);
@@ -457,6 +460,7 @@ int main(int argc, char **argv)
         else if (a == "--reps" && i + 1 < argc) env.reps = positive_arg("--reps", argv[++i]);
         else if (a == "--b2b" && i + 1 < argc) env.b2b = positive_arg("--b2b", argv[++i]);
         else if (a == "--quick") env.quick = 1;
+        else if (a == "--check-only") check_only = true;
         else if (a.find('=') != std::string::npos && !kernel.empty()) kv_words.push_back(a);
         else usage();
     }
@@ -478,7 +482,15 @@ int main(int argc, char **argv)
         lines.push_back(g);
         env.suite = "kernel-" + kernel;
     }
-    for (auto &g : lines) check_grid(g);
+    size_t points = 0;
+    for (auto &g : lines) {
+        check_grid(g);
+        for_each_point(g, [&](const bench_params &) { points++; });
+    }
+    if (check_only) {
+        fprintf(stderr, "dhbench: %zu grid point(s) of %zu line(s) pass the device-free checks\n", points, lines.size());
+        return 0;
+    }
     if (env.quick) env.suite += "-quick";
     if (env.b2b > 1) env.suite += "-b2b" + std::to_string(env.b2b);
     g_csv_stdout = out.empty();

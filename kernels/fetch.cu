@@ -49,7 +49,15 @@
  * Patterns: uniform (rows uniform over the pool), serving ((request, layer) windows of
  * window_rows rows, miss_per_window rows missed in each, ascending inside a window, windows
  * in random order), serving_sorted (windows in address order). Index sets rotate so the
- * bytes read over the reps exceed L2 several times. */
+ * bytes read over the reps exceed L2 several times.
+ *
+ * Beside other work (beside=, versions 1-5 and 8): a background kernel runs on its own
+ * non-blocking stream through the whole timing, two 256-thread blocks per SM (room left for
+ * the fetch's blocks beside them): hbm streams 16-byte reads over a 4 GB device buffer (what
+ * a decode step's weight-streaming GEMMs and attention do to the memory system), alu runs
+ * dependent FMAs on registers (the SMs' issue slots busy, memory idle). The fetch is timed on
+ * its own stream; the background's own rate is printed. What the compute beside a fetch does
+ * to it, by locality (suites/fetch-beside.suite; the simulator's [hw] compute_interference). */
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
 
@@ -709,6 +717,113 @@ static void make_rows(bench_rng &rng, const std::string &pattern, int64_t pool_r
     }
 }
 
+/* The background of beside=: streams 16-byte reads over buf (alu: dependent FMAs) until *stop
+ * turns non-zero (each block's thread 0 polls it between passes and the block follows) or the
+ * block has run max_ns on the global timer; adds its bytes to *bytes. Each block cycles over
+ * its own part of buf: blocks that drift apart over a long run would otherwise read lines
+ * that another block has just brought into L2 (measured: 8.4 TB/s "read" over a second, from
+ * 4.3 at 50 ms). */
+__global__ void __launch_bounds__(256) beside_kernel(const uint4 *__restrict__ buf, size_t n16, int alu,
+                                                     const volatile int *stop, unsigned long long max_ns,
+                                                     unsigned long long *bytes, float *sink)
+{
+    __shared__ int done;
+    unsigned long long t_start;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_start));
+    const size_t part = n16 / gridDim.x / (8 * blockDim.x) * (8 * blockDim.x);   /* whole passes */
+    const uint4 *mine = buf + (size_t)blockIdx.x * part;
+    uint32_t acc = 0;
+    float f = (float)threadIdx.x;
+    unsigned long long moved = 0;
+    size_t base = 0;
+    for (;;) {
+        if (threadIdx.x == 0) {
+            unsigned long long now;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+            done = *stop || now - t_start > max_ns;
+        }
+        __syncthreads();
+        if (done) break;
+        __syncthreads();
+        if (alu) {
+#pragma unroll 16
+            for (int i = 0; i < 4096; i++) f = fmaf(f, 0.999999f, 0.5f);
+        } else {
+            /* One pass of 8 loads per thread, then the next stretch of the buffer. */
+            uint4 v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) v[u] = mine[base + threadIdx.x + (size_t)u * blockDim.x];
+#pragma unroll
+            for (int u = 0; u < 8; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+            base += 8 * blockDim.x;
+            if (base == part) base = 0;
+            moved += 8 * 16;
+        }
+    }
+    atomicAdd(bytes, moved);
+    if (acc == 0x12345678u || f == 1.2345f) sink[0] = (float)acc + f;   /* keeps the loads */
+}
+
+/* The background's buffer: distinct words (a constant fill could be stored compressed). */
+__global__ void beside_fill(uint4 *buf, size_t n16)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x) {
+        const uint32_t h = (uint32_t)(i * 0x9E3779B97F4A7C15ull >> 32);
+        buf[i] = make_uint4(h, h ^ 0x5bd1e995u, h * 2654435761u, (uint32_t)i);
+    }
+}
+
+/* beside=: the background kernel's buffers, stream and rate. */
+struct beside_load {
+    cudaStream_t s = nullptr, ctl = nullptr;
+    uint4 *buf = nullptr;
+    int *stop_d = nullptr, *one_h = nullptr;
+    unsigned long long *bytes_d = nullptr;
+    float *sink = nullptr;
+    std::chrono::steady_clock::time_point t0;
+    int alu = 0;
+    void start(bench_env *env, bool alu_only)
+    {
+        alu = alu_only;
+        const size_t n16 = ((size_t)4 << 30) / 16;
+        cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        cudaCheck(cudaStreamCreateWithFlags(&ctl, cudaStreamNonBlocking));
+        cudaCheck(cudaMalloc(&buf, n16 * 16));
+        beside_fill<<<4 * env->prop.multiProcessorCount, 256>>>(buf, n16);
+        CUDA_LAUNCH_CHECK();
+        cudaCheck(cudaMalloc(&stop_d, sizeof(int)));
+        cudaCheck(cudaMemset(stop_d, 0, sizeof(int)));
+        cudaCheck(cudaMalloc(&bytes_d, sizeof *bytes_d));
+        cudaCheck(cudaMemset(bytes_d, 0, sizeof *bytes_d));
+        cudaCheck(cudaMalloc(&sink, sizeof(float)));
+        cudaCheck(cudaHostAlloc(&one_h, sizeof(int), cudaHostAllocDefault));
+        *one_h = 1;
+        cudaCheck(cudaDeviceSynchronize());
+        t0 = std::chrono::steady_clock::now();
+        /* A minute at most, whatever happens to the stop flag. */
+        beside_kernel<<<2 * env->prop.multiProcessorCount, 256, 0, s>>>(buf, n16, alu, stop_d, 60000000000ull,
+                                                                       bytes_d, sink);
+        CUDA_LAUNCH_CHECK();
+    }
+    void stop()
+    {
+        cudaCheck(cudaMemcpyAsync(stop_d, one_h, sizeof(int), cudaMemcpyHostToDevice, ctl));
+        cudaCheck(cudaStreamSynchronize(s));
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        unsigned long long bytes = 0;
+        cudaCheck(cudaMemcpy(&bytes, bytes_d, sizeof bytes, cudaMemcpyDeviceToHost));
+        if (alu) fprintf(stderr, "dhbench: fetch: beside=alu ran %.2f s\n", sec);
+        else fprintf(stderr, "dhbench: fetch: beside=hbm read %.0f GB/s over %.2f s\n", (double)bytes / sec / 1e9, sec);
+        cudaCheck(cudaFree(buf));
+        cudaCheck(cudaFree(stop_d));
+        cudaCheck(cudaFree(bytes_d));
+        cudaCheck(cudaFree(sink));
+        cudaCheck(cudaFreeHost(one_h));
+        cudaCheck(cudaStreamDestroy(s));
+        cudaCheck(cudaStreamDestroy(ctl));
+    }
+};
+
 /* A fetch grid point's parameters, read once for the check and the benchmark (the order of the
  * fields is the order bench_fetch binds them in). */
 struct fetch_args {
@@ -723,6 +838,7 @@ struct fetch_args {
     int scatter_sms;    /* version 10: the scatter's SMs, the zero-copy part gets the rest */
     int64_t window_rows;
     int miss_per_window;  /* the serving layout's window and rows per window (the suites' comments give their source) */
+    std::string beside;   /* none, hbm or alu: a background kernel through the timing */
 };
 
 static fetch_args fetch_args_of(const bench_params &p)
@@ -731,13 +847,35 @@ static fetch_args fetch_args_of(const bench_params &p)
             p.str("pattern", "serving"), p.str("pages", "pinned"), (int)p.num("version", 2),
             (int)p.num("host_threads", 8), p.real("reg_gb", 0), (int)p.num("window", 256), (int)p.num("prefetch", 16),
             (int)p.num("scatter_rows", 8192), (int)p.num("scatter_sms", 2), p.num("window_rows", 100000),
-            (int)p.num("miss_per_window", 291)};
+            (int)p.num("miss_per_window", 291), p.str("beside", "none")};
+}
+
+/* The pool's rows at the version's stride: version 3 pads to 128 B; version 4 pads only rows
+ * that are not 16-byte multiples (584 B), since a bulk copy needs 16-byte aligned addresses
+ * and sizes. The pool's size does not depend on the stride, so every version reuses one pool
+ * (--quick caps it at 1 GB). */
+static size_t fetch_stride(const fetch_args &a)
+{
+    const bool padded = a.version == 3 || (a.version == 4 && a.row_bytes % 16);
+    return padded ? (size_t)((a.row_bytes + 127) & ~127) : (size_t)a.row_bytes;
+}
+
+static size_t fetch_pool_bytes(const fetch_args &a, bool quick)
+{
+    const size_t bytes = (size_t)(a.pool_gb * 1e9) / 4096 * 4096;
+    return quick ? std::min(bytes, (size_t)1 << 30) : bytes;
+}
+
+static int64_t fetch_pool_rows(const bench_params &p, bool quick)
+{
+    const fetch_args a = fetch_args_of(p);
+    return (int64_t)(fetch_pool_bytes(a, quick) / fetch_stride(a));
 }
 
 int bench_fetch_check(const bench_params &p)
 {
     const auto [row_bytes, n, sms, pool_gb, pattern, pages, version, host_threads, reg_gb, window, prefetch,
-                scatter_rows, scatter_sms, window_rows, miss_per_window] = fetch_args_of(p);
+                scatter_rows, scatter_sms, window_rows, miss_per_window, beside] = fetch_args_of(p);
     (void)pool_gb;
     (void)host_threads;
     const bool serving = pattern == "serving" || pattern == "serving_sorted";
@@ -786,6 +924,21 @@ int bench_fetch_check(const bench_params &p)
         fprintf(stderr, "dhbench: fetch: reg_gb %g must be >= 0\n", reg_gb);
         return -1;
     }
+    if (beside != "none" && beside != "hbm" && beside != "alu") {
+        fprintf(stderr, "dhbench: fetch: beside '%s' is not none, hbm or alu\n", beside.c_str());
+        return -1;
+    }
+    if (beside != "none" && (version == 6 || version == 7 || version == 9 || version == 10)) {
+        fprintf(stderr, "dhbench: fetch: beside=%s needs a version timed on its stream (1-5, 8), not %d\n",
+                beside.c_str(), version);
+        return -1;
+    }
+    if (serving && fetch_pool_rows(p, false) / window_rows < (n + miss_per_window - 1) / miss_per_window) {
+        fprintf(stderr, "dhbench: fetch: pool_gb %g holds %lld rows of this version's stride: too few %lld-row windows for "
+                "%d rows at %d per window\n", pool_gb, (long long)fetch_pool_rows(p, false), (long long)window_rows, n,
+                miss_per_window);
+        return -1;
+    }
     return 0;
 }
 
@@ -797,7 +950,8 @@ int bench_fetch(bench_env *env, const bench_params &p)
     const int window = a.window, prefetch = a.prefetch, scatter_rows = a.scatter_rows, scatter_sms = a.scatter_sms;
     const int miss_per_window = a.miss_per_window;
     const int64_t window_rows = a.window_rows;
-    const double pool_gb = a.pool_gb, reg_gb = a.reg_gb;
+    const double reg_gb = a.reg_gb;
+    const std::string &beside = a.beside;
     const std::string &pattern = a.pattern, &pages = a.pages;
     const bool host_path = version == 6 || version == 7 || version == 9 || version == 10;
 
@@ -806,14 +960,8 @@ int bench_fetch(bench_env *env, const bench_params &p)
         fprintf(stderr, "dhbench: fetch: sms %d outside [1, %d]\n", sms, env->prop.multiProcessorCount);
         return -1;
     }
-    /* Version 3 pads to 128 B; version 4 pads only rows that are not 16-byte multiples (584 B),
-     * since a bulk copy needs 16-byte aligned addresses and sizes. */
-    const bool padded = version == 3 || (version == 4 && row_bytes % 16);
-    size_t stride = padded ? (size_t)((row_bytes + 127) & ~127) : (size_t)row_bytes;
-    /* The pool's size does not depend on the row stride, so every version reuses one pool. */
-    size_t pool_bytes = (size_t)(pool_gb * 1e9) / 4096 * 4096;
-    if (env->quick) pool_bytes = std::min(pool_bytes, (size_t)1 << 30);
-    int64_t pool_rows = (int64_t)(pool_bytes / stride);
+    const size_t stride = fetch_stride(a), pool_bytes = fetch_pool_bytes(a, env->quick);
+    const int64_t pool_rows = fetch_pool_rows(p, env->quick);
     if (pool_get(pool_bytes, pages, reg_gb)) return -1;
     uint8_t *pool = g_pool.ptr;
     uint8_t *pool_dev = nullptr;
@@ -1044,12 +1192,19 @@ int bench_fetch(bench_env *env, const bench_params &p)
                 (host_path ? "+threads" + std::to_string(host_threads) : "") +
                 ((version == 9 || version == 10) ? "+pf" + std::to_string(prefetch) : "") +
                 (version == 10 ? "+scat" + std::to_string(scatter_sms) : "") +
-                (hybrid ? "+host" + std::to_string(host_share).substr(0, 4) : "");
+                (hybrid ? "+host" + std::to_string(host_share).substr(0, 4) : "") +
+                (beside != "none" ? "+beside_" + beside : "");
     r.bytes = (double)batch_bytes;
     r.ceiling_name = "h2d_memcpy_pinned";
     r.ceiling_value = env->h2d_gbps;
     r.checked = ok;
-    if (ok) {
+    if (ok && beside != "none") {
+        beside_load bg;
+        bg.start(env, beside == "alu");
+        bench_timing t = bench_time(env, launch, 3, 0, stream);
+        bg.stop();
+        bench_take(r, t);
+    } else if (ok) {
         bench_timing t = host_path ? bench_time_wall(env, launch) : bench_time(env, launch);
         bench_take(r, t);
     }

@@ -43,12 +43,22 @@ bad fetch_pages "unknown pages 'huge4k'" --kernel fetch pages=huge4k
 bad fetch_pattern "pattern 'zipf'" --kernel fetch pattern=zipf
 bad fetch_miss_per_window "miss_per_window 500 must be in" --kernel fetch window_rows=400 miss_per_window=291,500
 bad fetch_miss_beyond_rows "window_rows 100000, rows 100)" --kernel fetch rows=100
+bad fetch_beside "beside 'gemm' is not none, hbm or alu" --kernel fetch beside=none,gemm
+bad fetch_beside_host "beside=hbm needs a version timed on its stream" --kernel fetch version=5,7 beside=hbm
+bad fetch_pool_windows "too few 100000-row windows" --kernel fetch version=3 pool_gb=4 rows=16384 pattern=serving
 printf 'gather version=1 row_bytes=656\nattention version=8 diag=consumers,sideways\n' > "$tmp/bad.suite"
 bad suite_value "diag=sideways" --suite "$tmp/bad.suite"
 # A good value gets past the option checks (to the suite, or to the missing device here).
 "$bin" --suite default --b2b 20 --reps 3 --out "$tmp/ok" >/dev/null 2>"$tmp/err"
 if ! grep -q 'need an integer' "$tmp/err"; then echo "PASS b2b_accepted"; else echo "FAIL b2b_accepted ($(cat "$tmp/err"))"; fi
-for args in "--suite default" "--suite attention" "--suite check" "--suite sanitize" "--kernel attention version=8,10 diag=producer,consumers" \
+# Every committed suite passes the device-free checks of all its points (--check-only: exit 0,
+# nothing written).
+for f in kernels/suites/*.suite; do
+  "$bin" --suite "$f" --check-only --out "$tmp/ok3" >/dev/null 2>"$tmp/err"; rc=$?
+  if [ "$rc" -eq 0 ] && grep -q 'pass the device-free checks' "$tmp/err" && [ ! -e "$tmp/ok3" ]; then echo "PASS suite_checks ($f)"
+  else echo "FAIL suite_checks ($f: status $rc: $(head -c 300 "$tmp/err"))"; fi
+done
+for args in "--kernel attention version=8,10 diag=producer,consumers" \
             "--kernel gather version=4 warps=2" "--kernel topk version=1,5 dist=binary,sorted" "--kernel indexer topk=1,5" "--kernel indexer version=5 tiles=0,8" "--kernel indexer version=5 heads=32 queries=1,2,4,8"; do
   "$bin" $args --out "$tmp/ok2" >/dev/null 2>"$tmp/err"; rc=$?
   if [ "$rc" -ne 2 ]; then echo "PASS good_values_pass ($args)"; else echo "FAIL good_values_pass ($args: $(cat "$tmp/err"))"; fi
