@@ -6,7 +6,8 @@
  *            [--preset glm51-longbench] [--seed 1] [--keyframe 64] [--requests 16]
  *            [--prompt-len 100000] [--steps 32] [--attention-dp 8] [--moe-ep 8]
  *            [--fetch-sms 8] [--attention-version 8] [--topk-version 5] [--indexer-version 5]
- *            [--out FILE.csv] [--dry-run] [--fetch-only] [--fetch-times]
+ *            [--out FILE.csv] [--dry-run] [--fetch-only] [--fetch-times] [--timeline FILE.csv]
+ *            [--fetch-priority default|high]
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
  *   if l runs g's indexer: indexer scoring (indexer.cu, indexer_wgmma.cu; --indexer-version,
@@ -60,6 +61,13 @@
  * --fetch-times adds a row per step (mode "MODE-fetch-busy") whose measured_us is the time the
  * fetch stream spent on the step's fetch kernels (CUDA events around each layer's fetches):
  * against the same with --fetch-only, how much the compute beside it slows the fetch.
+ * --timeline FILE.csv writes every step's layers on both streams (CUDA events, microseconds
+ * from the step's start): each layer's fetch start and end on the fetch stream with the rows it
+ * fetched, and on the compute stream when the layer reached its wait for the fetch, when the
+ * wait ended (attention start) and when the layer ended; what the fetch overlapped, layer by
+ * layer (kernels/replay/timeline.sh sums it). --fetch-priority high creates the fetch stream at
+ * the device's greatest stream priority, so that its blocks are dispatched before the compute
+ * stream's pending ones (default: the same priority as the compute stream).
  *
  * Output: the replay CSV of analysis/README.md (config_id,policy,mode,step,measured_us,misses,
  * selected,heldout), misses and selected summed over requests and layers; the command line in
@@ -416,7 +424,7 @@ static void usage(void)
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
             "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--attention-version V]\n"
             "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run] [--fetch-only] [--fetch-times]\n"
-            "                [--skip indexer,attention,dense,experts,fetch]\n"
+            "                [--timeline FILE.csv] [--fetch-priority default|high] [--skip indexer,attention,dense,experts,fetch]\n"
             "  POLICY: hisparse or adaptive (plain steps), hisparse+dflash2 or adaptive+dflash2 (verification steps)\n");
     exit(2);
 }
@@ -441,6 +449,8 @@ int main(int argc, char **argv)
     std::vector<rp_run> runs;
     int dry_run = 0, skip = 0;   /* skip: RP_SKIP_* parts left out of every step (diagnostics) */
     int fetch_times = 0;         /* --fetch-times: each step's fetch kernels timed on their stream */
+    const char *timeline = NULL; /* --timeline: every layer's events on both streams */
+    int fetch_high = 0;          /* --fetch-priority high */
     std::string skip_name;
     std::string cmdline = "#";
     for (int i = 0; i < argc; i++) cmdline += std::string(" ") + argv[i];
@@ -466,6 +476,14 @@ int main(int argc, char **argv)
         else if (a == "--dry-run") dry_run = 1;
         else if (a == "--fetch-only") skip = RP_SKIP_COMPUTE, skip_name = "fetch-only";
         else if (a == "--fetch-times") fetch_times = 1;
+        else if (a == "--timeline") timeline = v;
+        else if (a == "--fetch-priority") {
+            if (strcmp(v, "high") && strcmp(v, "default")) {
+                fprintf(stderr, "dhreplay: --fetch-priority '%s' is not default or high\n", v);
+                exit(2);
+            }
+            fetch_high = !strcmp(v, "high");
+        }
         else if (a == "--skip") {
             /* A comma-separated list of parts; the CSV's mode says which were left out. */
             std::string list = v, part;
@@ -738,7 +756,10 @@ int main(int argc, char **argv)
                 gm[1].touched, local, gm[1].m_exp);
 
     cudaStream_t fst;
-    cudaCheck(cudaStreamCreateWithFlags(&fst, cudaStreamNonBlocking));
+    int prio_least = 0, prio_greatest = 0;   /* least is 0: the default priority */
+    cudaCheck(cudaDeviceGetStreamPriorityRange(&prio_least, &prio_greatest));
+    cudaCheck(cudaStreamCreateWithPriority(&fst, cudaStreamNonBlocking, fetch_high ? prio_greatest : 0));
+    if (timeline) fetch_times = 1;
     std::vector<cudaEvent_t> ev_sel(G), ev_fetch(L);
     for (auto &e : ev_sel) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     for (auto &e : ev_fetch) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -747,6 +768,18 @@ int main(int argc, char **argv)
     std::vector<cudaEvent_t> ev_fs(fetch_times ? L : 0), ev_fe(fetch_times ? L : 0);
     for (auto &e : ev_fs) cudaCheck(cudaEventCreate(&e));
     for (auto &e : ev_fe) cudaCheck(cudaEventCreate(&e));
+    /* --timeline: on the compute stream, each layer's arrival at its fetch wait, the wait's end
+     * and the layer's end; the rows each layer's fetch moved. */
+    std::vector<cudaEvent_t> ev_pw(timeline ? L : 0), ev_as(timeline ? L : 0), ev_le(timeline ? L : 0);
+    for (auto *v : {&ev_pw, &ev_as, &ev_le})
+        for (auto &e : *v) cudaCheck(cudaEventCreate(&e));
+    std::vector<int> fetch_rows(L);
+    std::vector<float> tl_ms(timeline ? (size_t)L * 5 : 0);   /* per layer: fetch start, end, wait, attention, end */
+    FILE *ftl = NULL;
+    if (timeline) {
+        ftl = fopen(timeline, "w");
+        if (!ftl) { fprintf(stderr, "dhreplay: cannot write '%s': %s\n", timeline, strerror(errno)); return 1; }
+    }
     std::vector<char> fetch_timed(L);
     float fetch_busy_ms = 0;
     cudaEvent_t t0, t1, t2;
@@ -762,6 +795,10 @@ int main(int argc, char **argv)
         fprintf(fo, "# verify: DFlash2 draft %s, gamma %ld (%d queries per request), output length %ld; the draft pass and the commit of accepted drafts are not timed\n",
                 draft.c_str(), gamma, Q, out_len);
     fprintf(fo, "config_id,policy,mode,step,measured_us,misses,selected,heldout\n");
+    if (ftl)
+        fprintf(ftl, "%s\n# fetch stream priority %s; microseconds from the step's start\n"
+                     "config_id,mode,step,layer,fetch_rows,fetch_start_us,fetch_end_us,wait_us,attn_start_us,layer_end_us\n",
+                cmdline.c_str(), fetch_high ? "high (the device's greatest)" : "default");
 
     std::vector<int32_t> sel_h(P * k), wf_h(P), wc_h(P), nm_h(P), sr_h((size_t)Bmax);
     std::vector<uint32_t> miss_h(P), nrows_h(R);
@@ -836,6 +873,7 @@ int main(int argc, char **argv)
                         CUDA_LAUNCH_CHECK();
                     }
                     if (fetch_timed[j]) cudaCheck(cudaEventRecord(ev_fe[j], fst));
+                    fetch_rows[j] = any ? group_miss[g] + (with_union ? group_stage[g] : 0) : 0;
                     cudaCheck(cudaEventRecord(ev_fetch[j], fst));
                 }
             }
@@ -845,8 +883,13 @@ int main(int argc, char **argv)
                 rp_gemm_run(e.kva, l, x_act, y_act);
             }
             /* The attention waits for its layer's fetch (with --fetch-only: the step does). */
+            if (timeline) cudaCheck(cudaEventRecord(ev_pw[l], 0));
             cudaCheck(cudaStreamWaitEvent(0, ev_fetch[l], 0));
-            if (skip == RP_SKIP_COMPUTE) continue;
+            if (timeline) cudaCheck(cudaEventRecord(ev_as[l], 0));
+            if (skip == RP_SKIP_COMPUTE) {
+                if (timeline) cudaCheck(cudaEventRecord(ev_le[l], 0));
+                continue;
+            }
             if (!(skip & RP_SKIP_ATTENTION)) {
                 attn_args a;
                 memset(&a, 0, sizeof a);
@@ -871,6 +914,7 @@ int main(int argc, char **argv)
                                            e.ed.plan.lb, &zero, y_act, e.ed.plan.lc, y_act, e.ed.plan.lc,
                                            &e.ed.plan.algo, ws, ws_bytes, 0));
             }
+            if (timeline) cudaCheck(cudaEventRecord(ev_le[l], 0));
         }
         cudaCheck(cudaEventRecord(t1, 0));
         cudaCheck(cudaEventSynchronize(t1));
@@ -884,6 +928,17 @@ int main(int argc, char **argv)
             cudaCheck(cudaEventElapsedTime(&f, ev_fs[j], ev_fe[j]));
             fetch_busy_ms += f;
         }
+        for (int j = 0; j < (timeline ? L : 0); j++) {
+            float *t = &tl_ms[(size_t)j * 5];
+            t[0] = t[1] = -1;
+            if (fetch_timed[j]) {
+                cudaCheck(cudaEventElapsedTime(&t[0], t0, ev_fs[j]));
+                cudaCheck(cudaEventElapsedTime(&t[1], t0, ev_fe[j]));
+            }
+            cudaCheck(cudaEventElapsedTime(&t[2], t0, ev_pw[j]));
+            cudaCheck(cudaEventElapsedTime(&t[3], t0, ev_as[j]));
+            cudaCheck(cudaEventElapsedTime(&t[4], t0, ev_le[j]));
+        }
         stamp++;
         return elapsed;
     };
@@ -894,6 +949,13 @@ int main(int argc, char **argv)
         if (fetch_times)
             fprintf(fo, "%s,%s,%s-fetch-busy,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), mode.c_str(),
                     step, fetch_busy_ms * 1000.0, misses, selected, run.heldout);
+        for (int j = 0; j < (timeline ? L : 0); j++) {
+            const float *t = &tl_ms[(size_t)j * 5];
+            fprintf(ftl, "%s,%s,%ld,%d,%d,", run.id.c_str(), mode.c_str(), step, j, fetch_rows[j]);
+            if (t[0] >= 0) fprintf(ftl, "%.1f,%.1f,", t[0] * 1000.0, t[1] * 1000.0);
+            else fputs(",,", ftl);
+            fprintf(ftl, "%.1f,%.1f,%.1f\n", t[2] * 1000.0, t[3] * 1000.0, t[4] * 1000.0);
+        }
     };
     /* Every pair's miss count (n_miss on the GPU) against the host's want[p] (the simulator's
      * hot buffer); pairs with act[p] == 0 skipped. */
@@ -1075,5 +1137,6 @@ int main(int argc, char **argv)
         if (failed) break;
     }
     if (out) fclose(fo);
+    if (ftl) fclose(ftl);
     return failed ? 1 : 0;
 }
