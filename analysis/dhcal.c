@@ -74,8 +74,12 @@ static void push(strlist *l, const char *s)
 static void print_section(const fit_section *s)
 {
     printf("[%s] kernel %s version %s (%s; versions: %s)\n", s->section, s->kernel, s->version, s->selection, s->versions_seen);
-    printf("  form %s: %zu points, rms %.2f %%, weighted R^2 %.5f%s\n", fit_form_name(s->form), s->res.npoints,
-           100 * s->res.rms_rel, s->res.r2, s->skipped_unchecked ? " (unchecked lines left out)" : "");
+    if (s->form == FIT_FORM_BESIDE)   /* slowdowns near 0: an absolute residual */
+        printf("  form %s: %zu points, rms %.3f (slowdown), R^2 %.5f\n", fit_form_name(s->form), s->res.npoints,
+               s->res.rms_abs, s->res.r2);
+    else
+        printf("  form %s: %zu points, rms %.2f %%, weighted R^2 %.5f%s\n", fit_form_name(s->form), s->res.npoints,
+               100 * s->res.rms_rel, s->res.r2, s->skipped_unchecked ? " (unchecked lines left out)" : "");
     for (size_t i = 0; i < s->ncoef; i++) {
         const fit_coef *c = &s->coef[i];
         printf("  %-28s %14.6g +- %-10.3g", c->key, c->value, c->se);

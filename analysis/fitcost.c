@@ -14,14 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const form_names[] = {"fetch", "hbm", "indexer", "gemm", "const", "none"};
+static const char *const form_names[] = {"fetch", "hbm", "indexer", "gemm", "const", "beside", "none"};
 
 const char *fit_form_name(fit_form f) { return form_names[f]; }
 
 int fit_form_parse(const char *name, fit_form *out)
 {
     for (int f = 0; f <= FIT_FORM_NONE; f++)
-        if (!strcmp(name, form_names[f])) { *out = (fit_form)f; return 0; }
+        if (f != FIT_FORM_BESIDE && !strcmp(name, form_names[f])) { *out = (fit_form)f; return 0; }
     return dh_err("unknown model form '%s' (fetch, hbm, indexer, gemm, const, none)", name);
 }
 
@@ -918,6 +918,8 @@ static int line_role(const bcsv_row *r, const fit_opts *o, const char *kernel, i
     int use, h = 0;
     *role = ROLE_NONE;
     if (strcmp(r->s[BCSV_KERNEL], kernel)) return 0;
+    /* A line timed beside a background kernel belongs to the beside fit, not the kernel's. */
+    if (r->s[BCSV_PATTERN] && strstr(r->s[BCSV_PATTERN], "+beside_")) return 0;
     if (selected(r, o, &use) < 0) return -1;
     if (!use) return 0;
     if (!bcsv_row_checked(r)) { *role = ROLE_UNCHECKED; return 0; }
@@ -925,6 +927,126 @@ static int line_role(const bcsv_row *r, const fit_opts *o, const char *kernel, i
         if (fit_holdout_match(r, *hs, &h) < 0) return -1;
     *role = h ? ROLE_HELD_OUT : ROLE_FIT;
     return 0;
+}
+
+/* ---- the fetch beside a saturated memory system --------------------------------- */
+
+double fit_beside_eval(const double *p, double rho, double *grad)
+{
+    const double u = log(rho) - p[1], z = exp(p[2] * u), d = 1 + z;
+    if (grad) {
+        grad[0] = 1 / d;
+        grad[1] = p[0] * z * p[2] / (d * d);
+        grad[2] = -p[0] * z * u / (d * d);
+    }
+    return p[0] / d;
+}
+
+static double beside_eval(const void *model, size_t i, const double *p, double *grad)
+{
+    return fit_beside_eval(p, ((const double *)model)[i], grad);
+}
+
+/* Whether two numeric cells hold the same value (both empty counts). */
+static int same_num(double a, double b) { return (isnan(a) && isnan(b)) || a == b; }
+static int same_str(const char *a, const char *b) { return !strcmp(a ? a : "", b ? b : ""); }
+
+/* The "+beside_hbm" lines among the selected, checked fetch lines, each against its partner
+ * (fitcost.h); *s is filled as section "fetch_beside". *found = 0 when there is no such line. */
+static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section *s, int *found, FILE *msg)
+{
+    static const char suffix[] = "+beside_hbm";
+    static const int same_cols[] = {BCSV_ROW_BYTES, BCSV_ROWS, BCSV_SMS, BCSV_POOL_BYTES, BCSV_CTX, BCSV_K};
+    *found = 0;
+    size_t n = 0, other = 0;
+    double *rho = malloc((t->n + 1) * sizeof *rho), *y = malloc((t->n + 1) * sizeof *y);
+    if (!rho || !y) abort();
+    int rc = 0;
+    memset(s, 0, sizeof *s);
+    for (size_t i = 0; i < t->n && rc == 0; i++) {
+        const bcsv_row *r = &t->rows[i];
+        const char *pat = r->s[BCSV_PATTERN] ? r->s[BCSV_PATTERN] : "";
+        const char *at = strstr(pat, "+beside_");
+        int use;
+        if (!at || strcmp(r->s[BCSV_KERNEL], "fetch")) continue;
+        if ((rc = selected(r, o, &use)) < 0) break;
+        if (!use || !bcsv_row_checked(r)) continue;
+        if (strcmp(at, suffix)) { other++; continue; }   /* beside=alu and the like: reported */
+        const size_t base_len = (size_t)(at - pat);
+        const bcsv_row *a = NULL;
+        for (size_t j = 0; j < t->n && !a; j++) {
+            const bcsv_row *c = &t->rows[j];
+            const char *cp = c->s[BCSV_PATTERN] ? c->s[BCSV_PATTERN] : "";
+            if (c->file != r->file || strlen(cp) != base_len || strncmp(cp, pat, base_len) || !bcsv_row_checked(c) ||
+                !same_str(c->s[BCSV_KERNEL], r->s[BCSV_KERNEL]) || !same_str(c->s[BCSV_VERSION], r->s[BCSV_VERSION]) ||
+                !same_str(c->s[BCSV_TIMING], r->s[BCSV_TIMING]))
+                continue;
+            int same = 1;
+            for (size_t k = 0; k < sizeof same_cols / sizeof same_cols[0]; k++)
+                same &= same_num(c->v[same_cols[k]], r->v[same_cols[k]]);
+            if (same) a = c;
+        }
+        if (!a) {
+            rc = dh_err("%s line %ld: a fetch line beside the memory system (%s) without its partner timed alone "
+                        "(pattern '%.*s', the same parameters, in the same file)",
+                        t->files[r->file], r->line, pat, (int)base_len, pat);
+            break;
+        }
+        if (!(o->region_bytes > 0)) {
+            rc = dh_err("%s line %ld: the fetch beside the memory system is fitted against density: the base profile "
+                        "needs [gather] region_bytes", t->files[r->file], r->line);
+            break;
+        }
+        char base[64];
+        snprintf(base, sizeof base, "%.*s", (int)base_len, pat);
+        if ((rc = fit_fetch_density(base, a->v[BCSV_ROWS], a->v[BCSV_ROW_BYTES], a->v[BCSV_POOL_BYTES], a->v[BCSV_CTX],
+                                    a->v[BCSV_K], o->region_bytes, &rho[n])) < 0) {
+            rc = dh_err_prefix("%s line %ld: ", t->files[a->file], a->line);
+            break;
+        }
+        if (!(a->v[BCSV_MEDIAN_US] > 0) || !(r->v[BCSV_MEDIAN_US] > 0)) {
+            rc = dh_err("%s line %ld: median_us must be > 0 for the beside fit", t->files[r->file], r->line);
+            break;
+        }
+        y[n++] = r->v[BCSV_MEDIAN_US] / a->v[BCSV_MEDIAN_US] - 1;
+        add_file(s, t->files[r->file]);
+        snprintf(s->version, sizeof s->version, "%s", r->s[BCSV_VERSION] ? r->s[BCSV_VERSION] : "");
+    }
+    if (rc == 0 && n) {
+        *found = 1;
+        s->form = FIT_FORM_BESIDE;
+        snprintf(s->section, sizeof s->section, "fetch_beside");
+        snprintf(s->kernel, sizeof s->kernel, "fetch");
+        snprintf(s->versions_seen, sizeof s->versions_seen, "%s", s->version);
+        snprintf(s->selection, sizeof s->selection, "each '%s' line against its partner timed alone", suffix);
+        if (n < 4) {
+            rc = dh_err("the fetch beside the memory system: %zu pairs; the form has 3 parameters (give 4 or more)", n);
+        } else {
+            double ymax = 0, lmin = INFINITY, lmax = -INFINITY;
+            for (size_t i = 0; i < n; i++) {
+                if (y[i] > ymax) ymax = y[i];
+                if (log(rho[i]) < lmin) lmin = log(rho[i]);
+                if (log(rho[i]) > lmax) lmax = log(rho[i]);
+                range_add(s, "density", rho[i]);
+            }
+            const fit_model m = {3, beside_eval, rho};
+            const double p0[3] = {ymax > 0 ? ymax : 0.1, 0.5 * (lmin + lmax), 2};
+            if ((rc = fit_nonlinear(&m, y, NULL, n, p0, NULL, &s->res)) == 0) {
+                const double *p = s->res.p, *se = s->res.se;
+                if (!(p[0] >= 0) || !(p[2] > 0))
+                    rc = dh_err("the fetch beside the memory system: the fit gave slowdown_max %.3g, steepness %.3g "
+                                "(need >= 0 and > 0)", p[0], p[2]);
+                coef_add(s, "slowdown_max", p[0], se[0], 0, 0, 0);
+                coef_add(s, "density_half", exp(p[1]), exp(p[1]) * se[1], 0, 0, 0);
+                coef_add(s, "steepness", p[2], se[2], 0, 0, 0);
+            }
+        }
+    }
+    if (rc == 0 && other && msg)
+        fprintf(msg, "dhcal: %zu fetch lines beside other work than the memory system (beside=alu, ...) are not fitted\n", other);
+    free(rho);
+    free(y);
+    return rc;
 }
 
 int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t *nout, FILE *log)
@@ -944,7 +1066,7 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
     }
     if (unselected && log) fprintf(log, "dhcal: %zu lines match no --select and are not used\n", unselected);
     const bcsv_row **rows = malloc((t->n + 1) * sizeof *rows), **hold = malloc((t->n + 1) * sizeof *hold);
-    fit_section *secs = calloc(nk * FIT_MAX_GROUPS + 1, sizeof *secs);
+    fit_section *secs = calloc(nk * FIT_MAX_GROUPS + 2, sizeof *secs);   /* + fetch_beside */
     if (!rows || !hold || !secs) abort();
     size_t ns = 0;
     int rc = 0;
@@ -1032,6 +1154,10 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
                 }
             }
         }
+    }
+    if (rc == 0) {
+        int found = 0;
+        if ((rc = fit_fetch_beside(t, o, &secs[ns], &found, log)) == 0 && found) ns++;
     }
 done:
     free(rows);

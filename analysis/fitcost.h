@@ -44,6 +44,16 @@
  *           (ceiling_value of a "*gemm*" ceiling, TFLOP/s) is recorded apart.
  * const:    time = t0_us (a cost measured at one working point, e.g. top-k of
  *           one context length); R^2 is not defined for it and not checked.
+ * beside (not a kernel's form: the fetch's slowdown beside a saturated memory system,
+ *           from fetch lines whose pattern ends "+beside_hbm", each against its partner
+ *           without the suffix, same file and parameters; dhbench fetch beside=):
+ *           slowdown = median_beside / median_alone - 1 against the partner's density rho
+ *           (fit_fetch_density), fitted as
+ *             slowdown = slowdown_max / (1 + (rho / density_half)^steepness)
+ *           unweighted (the slowdown is ~0 where the link, not the walks, bounds the
+ *           fetch). Measured on the H200: 0.5-0.9 at 1-10 rows per 2 MB region, ~0.3 at
+ *           30, none from ~100. Beside lines never enter the fetch fit itself; a section
+ *           "fetch_beside" when the selection holds any (needs region_bytes).
  *
  * Non-physical results are errors: a bandwidth or rate <= 0, a fixed or
  * per-item cost below zero by more than two standard errors (one inside the
@@ -56,7 +66,8 @@
 
 #include <stdio.h>
 
-typedef enum { FIT_FORM_FETCH, FIT_FORM_HBM, FIT_FORM_INDEXER, FIT_FORM_GEMM, FIT_FORM_CONST, FIT_FORM_NONE } fit_form;
+typedef enum { FIT_FORM_FETCH, FIT_FORM_HBM, FIT_FORM_INDEXER, FIT_FORM_GEMM, FIT_FORM_CONST, FIT_FORM_BESIDE,
+               FIT_FORM_NONE } fit_form;
 
 const char *fit_form_name(fit_form f);
 int fit_form_parse(const char *name, fit_form *out);
@@ -143,6 +154,10 @@ typedef struct {
 } fit_opts;
 
 void fit_opts_default(fit_opts *o);
+
+/* The beside form at rho for p = {slowdown_max, ln density_half, steepness}; grad (may be
+ * NULL) gets d/dp. */
+double fit_beside_eval(const double *p, double rho, double *grad);
 
 /* Fit every modelled kernel of the table.  Writes a line per kernel that has
  * no model form to log (never silently dropped).  *out is malloc'd. */

@@ -65,8 +65,12 @@ static void provenance(const fit_section *s, char *buf, size_t cap)
 #define ADD(...) do { if (off < cap) off += (size_t)snprintf(buf + off, cap - off, __VA_ARGS__); } while (0)
     ADD("; dhcal: from %s: kernel %s version %s (%s; versions measured: %s)\n", s->files, s->kernel, s->version,
         s->selection, s->versions_seen);
-    ADD("; dhcal: %s form, %zu points, residual rms %.2f %% (%.4g in the fit's units), weighted R^2 %.5f", fit_form_name(s->form),
-        s->res.npoints, 100 * s->res.rms_rel, s->res.rms_abs, s->res.r2);
+    if (s->form == FIT_FORM_BESIDE)   /* slowdowns near 0: an absolute residual */
+        ADD("; dhcal: %s form, %zu points, residual rms %.3g (slowdown), R^2 %.5f", fit_form_name(s->form), s->res.npoints,
+            s->res.rms_abs, s->res.r2);
+    else
+        ADD("; dhcal: %s form, %zu points, residual rms %.2f %% (%.4g in the fit's units), weighted R^2 %.5f",
+            fit_form_name(s->form), s->res.npoints, 100 * s->res.rms_rel, s->res.rms_abs, s->res.r2);
     if (s->skipped_unchecked) ADD(", %zu unchecked lines left out", s->skipped_unchecked);
     if (s->held_out)
         ADD(", %zu held out: error median %.2f %% p95 %.2f %% max %.2f %%", s->held_out, 100 * s->holdout_err.median,
@@ -316,7 +320,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     repl r[MAX_REPL];
     size_t nr = 0;
     int rc = 0;
-    const fit_section *fetch = NULL, *attn = NULL, *gemm = NULL, *indexer = NULL, *topk = NULL;
+    const fit_section *fetch = NULL, *attn = NULL, *gemm = NULL, *indexer = NULL, *topk = NULL, *beside = NULL;
     char ranges[4096] = "", unused[2048] = "";
     for (size_t i = 0; i < nsec; i++) {
         const fit_section *s = &secs[i];
@@ -331,6 +335,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         else if (s->form == FIT_FORM_GEMM) snprintf(unused + l, sizeof unused - l, " %s (not the weights' dtype %s)", s->section, o->weight_dtype);
         else if (s->form == FIT_FORM_INDEXER) indexer = s;
         else if (s->form == FIT_FORM_CONST && strstr(s->kernel, "topk")) topk = s;
+        else if (s->form == FIT_FORM_BESIDE) beside = s;
         else snprintf(unused + l, sizeof unused - l, " %s", s->section);
     }
     /* The profile is named after its file, so a calibrated copy says which it is. */
@@ -361,6 +366,26 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         if (!nsms || sms_d[0] != sr->min) { memmove(sms_d + 1, sms_d, nsms * sizeof *sms_d); sms_d[0] = sr->min; nsms++; }
         if (sms_d[nsms - 1] != sr->max) sms_d[nsms++] = sr->max;
         if ((rc = fetch_repls(fetch, o, &base, pool_bytes, rows_d, nrow, sms_d, nsms, r, &nr)) < 0) return -1;
+    }
+    if (beside) {
+        /* The fetch's slowdown beside a saturated memory system, against density (sim/hw.h:
+         * the weight of compute_interference). */
+        const fit_range *dr = range_of(beside, "density");
+        char prov[2048];
+        provenance(beside, prov, sizeof prov);
+        repl *dx = &r[nr++], *dy = &r[nr++];
+        *dx = (repl){.section = "gather", .key = "beside_density", .append = 1};
+        *dy = (repl){.section = "gather", .key = "beside_slowdown", .append = 1};
+        double x[32];
+        size_t n = table_points_n(dr->min, dr->max, NULL, 0, 14, x);
+        for (size_t i = 0; i < n; i++) {
+            list_append(dx->value, sizeof dx->value, x[i]);
+            list_append(dy->value, sizeof dy->value, fit_beside_eval(beside->res.p, x[i], NULL));
+        }
+        snprintf(dx->comment, sizeof dx->comment,
+                 "%s; dhcal: beside_slowdown = slowdown_max / (1 + (density / density_half)^steepness): how much longer "
+                 "a fetch launch of that density takes beside a kernel that saturates the memory system (dhbench fetch "
+                 "beside=hbm against beside=none)\n", prov);
     }
     if (attn) {
         /* Sparse attention: its own fixed cost and the selected rows' bytes at

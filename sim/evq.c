@@ -65,16 +65,45 @@ int evq_pop(evq *q, evq_event *out)
     return 1;
 }
 
-void evq_stretch(evq *q, uint32_t kind, double from, double span, double factor)
+static int by_time_seq(const void *pa, const void *pb)
 {
-    if (!(factor > 0) || !(span > 0)) return;
-    for (size_t i = 0; i < q->n; i++) {
-        evq_event *e = &q->heap[i];
-        if (e->kind != kind || !(e->time > from)) continue;
-        double in = e->time - from;
-        e->time += factor * (in < span ? in : span);
+    const evq_event *a = *(const evq_event *const *)pa, *b = *(const evq_event *const *)pb;
+    if (a->time != b->time) return a->time < b->time ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+double evq_stretch_weighted(evq *q, uint32_t kind, double from, double span, double factor,
+                            double (*weight)(const void *ctx, uint32_t a, uint32_t b), const void *ctx)
+{
+    if (!(factor > 0) || !(span > 0)) return 0;
+    evq_event **ev = malloc((q->n ? q->n : 1) * sizeof *ev);
+    if (!ev) abort();
+    size_t n = 0;
+    for (size_t i = 0; i < q->n; i++)
+        if (q->heap[i].kind == kind && q->heap[i].time > from) ev[n++] = &q->heap[i];
+    qsort(ev, n, sizeof *ev, by_time_seq);
+    /* Event i's shift is factor x sum_j<=i w_j (c_j - c_j-1), c_j = min(t_j - from, span) (c_0
+     * = 0), summed by parts as w_i c_i + sum_j<i (w_j - w_j+1) c_j: with equal weights the
+     * second sum is exactly 0, so evq_stretch's result is t + factor x w x min(t - from, span)
+     * to the last bit. */
+    double shift = 0, parts = 0, w_prev = 0, c_prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double t = ev[i]->time, w = weight ? weight(ctx, ev[i]->a, ev[i]->b) : 1;
+        const double c = t - from < span ? t - from : span;
+        if (i) parts += (w_prev - w) * c_prev;
+        shift = factor * (w * c + parts);
+        ev[i]->time = t + shift;
+        w_prev = w;
+        c_prev = c;
     }
+    free(ev);
     /* Floyd's heap construction: O(n); the (time, seq) order makes the pops deterministic
      * whatever layout results. */
     for (size_t i = q->n / 2; i-- > 0;) sift_down(q, i, q->heap[i]);
+    return n ? shift : 0;
+}
+
+void evq_stretch(evq *q, uint32_t kind, double from, double span, double factor)
+{
+    evq_stretch_weighted(q, kind, from, span, factor, NULL, NULL);
 }

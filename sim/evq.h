@@ -40,6 +40,13 @@ int evq_pop(evq *q, evq_event *e);
  * t + factor * min(t - from, span) (a resource whose work runs 1 + factor times
  * slower while something else runs beside it). O(n). */
 void evq_stretch(evq *q, uint32_t kind, double from, double span, double factor);
+/* The same with a weight per event (weight(ctx, a, b) >= 0; NULL: 1): the events of the kind
+ * after from are taken in time order as one queue of work, each event's work the time since
+ * the previous one (from, for the first); the part of it inside the window runs 1 + factor x
+ * weight times slower, and every later event moves by what the earlier ones gained. With
+ * equal weights w it is evq_stretch with factor x w. Returns how far the last event moved. */
+double evq_stretch_weighted(evq *q, uint32_t kind, double from, double span, double factor,
+                            double (*weight)(const void *ctx, uint32_t a, uint32_t b), const void *ctx);
 /* The earliest event without removing it, or NULL. */
 const evq_event *evq_peek(const evq *q);
 static inline size_t evq_size(const evq *q) { return q->n; }

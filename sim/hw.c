@@ -151,6 +151,12 @@ int hw_load(cfg *c, hw_profile *hw)
         if (!(hw->region_bytes > 0))
             return dh_err("%s: [gather] density needs region_bytes (the size its densities were counted in)", cfg_name(c));
     }
+    if (cfg_has(c, "gather", "beside_density") || cfg_has(c, "gather", "beside_slowdown")) {
+        if (load_table(c, "gather", "beside_density", "beside_slowdown", &hw->gather_beside, 0) < 0) return -1;
+        if (!(hw->region_bytes > 0))
+            return dh_err("%s: [gather] beside_density needs region_bytes (the size its densities were counted in)",
+                          cfg_name(c));
+    }
     if (load_fit_range(c, hw) < 0) return -1;
     if (hw->fetch_sms >= hw->sms)
         return dh_err("%s: [gather] fetch_sms = %g leaves no SM for compute (%g SMs)", cfg_name(c), hw->fetch_sms, hw->sms);
@@ -179,6 +185,12 @@ double hw_fetch_time(const hw_profile *hw, double rows, double row_bytes, double
     double page = hw->ref_row_bytes / hw_table_eval(&hw->gather_pages, pages) -
                   hw->ref_row_bytes / hw_table_eval(&hw->gather_row, hw->ref_row_bytes);
     return hw->gather_launch_s + rows * per_row + (page > 0 ? page * pages : 0);
+}
+
+double hw_fetch_beside(const hw_profile *hw, double rows, double regions)
+{
+    if (!hw->gather_beside.n) return 1;
+    return hw_table_eval(&hw->gather_beside, regions > 0 && rows > 0 ? rows / regions : 1);
 }
 
 double hw_window_bins(double m, double window_rows, double row_bytes, double bin_bytes)

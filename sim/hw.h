@@ -36,6 +36,11 @@
  *                             entered by a launch (a window's misses in address order)
  *             issue_row_s     table y: per-row time of the issue path, its translation
  *                             walks included, at that density and ref_row_bytes
+ *             beside_density  optional table x (needs region_bytes): rows per region
+ *             beside_slowdown table y: how much longer a launch of that density takes
+ *                             while the memory system is saturated beside it (0.5 =
+ *                             1.5x; dhbench fetch beside=hbm against beside=none), the
+ *                             weight of compute_interference below
  *   [host]    dram_bytes      pinned host memory available for the KV history
  *   [fit_range] (optional, written by bin/dhcal; analysis/README.md)
  *             <section>_<input> = min, max   the inputs a fitted cost form saw,
@@ -106,15 +111,20 @@ typedef struct {
      *                            the kernels beside it; measured 0.3-0.5 on the H200 replay,
      *                            analysis/VALIDATION.md); 0 = independent resources.
      *   compute_interference     and the fetch work queued inside such a task lengthens by
-     *                            this x its time there (the compute's memory traffic slows
-     *                            the zero-copy reads; measured 0.37-0.45 on the H200 replay's
-     *                            plain steps, dhreplay --fetch-times); 0 = none.
+     *                            this x s x its time there, s = the fetch's beside_slowdown at
+     *                            its density ([gather]; 1 without that table): the compute's
+     *                            memory traffic slows the zero-copy reads, sparse ones most
+     *                            (a saturated memory system: 1.5-1.9x at a few rows per 2 MB
+     *                            region, none at ~100; H200, suites/fetch-beside.suite), so
+     *                            with the table this is the share of a saturated memory
+     *                            system that a step's compute amounts to; 0 = none.
      * bin/dhcal fit writes them from the kernel benchmarks (analysis/README.md). */
     double attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s, select_s, indexer_bw;
     double fetch_interference, compute_interference;
     double h2d_bw, d2h_bw, duplex_bw;
     hw_table gather_row, gather_pages, gather_sms;
     hw_table gather_density;   /* density -> issue_row_s; n = 0: no density term */
+    hw_table gather_beside;    /* density -> slowdown beside a saturated memory system; n = 0: 1 */
     double ref_row_bytes, fetch_sms, page_bytes, gather_launch_s;
     double region_bytes;       /* 0: not given (no density term) */
     double host_dram_bytes;
@@ -146,6 +156,9 @@ double hw_gather_bw(const hw_profile *hw, double row_bytes, double pages);
 /* Seconds for one gather launch of rows rows touching pages pages and regions
  * regions (0 rows: 0 s; regions <= 0 with a density table: one per row). */
 double hw_fetch_time(const hw_profile *hw, double rows, double row_bytes, double pages, double regions);
+/* The weight of compute_interference for a fetch launch of rows over regions (rows per region,
+ * 1 when the regions are not known): beside_slowdown at that density, 1 without the table. */
+double hw_fetch_beside(const hw_profile *hw, double rows, double regions);
 /* Expected distinct bins of bin_bytes touched by m rows drawn uniformly from a
  * window of window_rows rows of row_bytes each (balls in bins: the window spans
  * B = ceil(window bytes / bin_bytes) >= 1 bins, B (1 - (1 - 1/B)^m) of them

@@ -417,15 +417,15 @@ static int admit(run *R, double now)
 }
 
 /* The host pages and 2 MB regions that misses missed rows of group g touch in a window of
- * nrows rows, added to the micro-batch: regions as counted from the rows themselves, or
- * (regions 0) as a uniform draw inside the window. */
-static void add_miss_extent(const hw_profile *hw, const model_cfg *m, uint32_t g, step_mb *b, double misses,
-                            uint32_t regions, double nrows)
+ * nrows rows, added to pages[g] and regions_out[g]: regions as counted from the rows
+ * themselves, or (regions 0) as a uniform draw inside the window. */
+static void add_miss_extent(const hw_profile *hw, const model_cfg *m, uint32_t g, double *pages, double *regions_out,
+                            double misses, uint32_t regions, double nrows)
 {
     if (misses <= 0) return;
     const double rb = m->layer[m->group[g].first_layer].row_bytes;
-    b->pages[g] += hw_window_pages(hw, misses, nrows, rb);
-    b->regions[g] += regions ? regions : hw_window_regions(hw, misses, nrows, rb);
+    pages[g] += hw_window_pages(hw, misses, nrows, rb);
+    regions_out[g] += regions ? regions : hw_window_regions(hw, misses, nrows, rb);
 }
 
 /* One speculative step's plan and classification (specrun.h): acceptance and
@@ -469,7 +469,12 @@ static int spec_classify(run *R, step_ctx *cx, step_mb *mb, double *step_sel, do
             b->miss[g] += (double)o.fetched;
             b->idx_rows[g] += o.nrows;
             b->written[g] += R->policy == POL_RESIDENT ? 0 : o.written;
-            add_miss_extent(&sc->hw, m, g, b, (double)o.fetched, 0, o.nrows);
+            /* Two launches per layer: the base position's misses into the hot buffer, the
+             * other union rows into the staging area. */
+            const double base = o.base_misses < o.fetched ? (double)o.base_misses : (double)o.fetched;
+            b->stage[g] += (double)o.fetched - base;
+            add_miss_extent(&sc->hw, m, g, b->pages, b->regions, base, 0, o.nrows);
+            add_miss_extent(&sc->hw, m, g, b->stage_pages, b->stage_regions, (double)o.fetched - base, 0, o.nrows);
             *step_sel += o.sel_sum * mg->n_layers;
             *step_miss += (double)o.fetched * mg->n_layers;
             *miss_bytes += (double)o.fetched * mg->kv_bytes_per_row;
@@ -541,6 +546,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         double *b = mbuf + (size_t)i * R.G * STEP_MB_ARRAYS;
         mb[i].sel = b; mb[i].miss = b + R.G; mb[i].pages = b + 2 * R.G;
         mb[i].idx_rows = b + 3 * R.G; mb[i].written = b + 4 * R.G; mb[i].regions = b + 5 * R.G;
+        mb[i].stage = b + 6 * R.G; mb[i].stage_pages = b + 7 * R.G; mb[i].stage_regions = b + 8 * R.G;
     }
     for (uint32_t g = 0; g < R.G; g++) {
         double b = ceil(sc->hisparse_budget_k * m->group[g].k);
@@ -650,7 +656,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
                     b->miss[g] += o.misses;
                     b->idx_rows[g] += o.nrows;
                     b->written[g] += policy == POL_RESIDENT ? 0 : o.written;
-                    add_miss_extent(&sc->hw, m, g, b, o.misses, o.miss_regions, o.nrows);
+                    add_miss_extent(&sc->hw, m, g, b->pages, b->regions, o.misses, o.miss_regions, o.nrows);
                     step_sel += (double)o.n_sel * mg->n_layers;
                     step_miss += (double)o.misses * mg->n_layers;
                     miss_bytes += (double)o.misses * mg->kv_bytes_per_row;

@@ -198,6 +198,7 @@ int specrun_verify(pol_stream *ps, const trace_shape *sh, sunion_ahead *ahead, s
     sunion_begin(u, h->n_sel, in_sel, h, h->scratch, r.misses, is_res, h, !shared);
     o->sel_sum = d.n_sel;
     o->written = r.written;
+    o->base_misses = r.misses;
     for (uint32_t t = 1; t <= L; t++) {
         sunion_ahead_peek(ahead, t, &d);
         if (sunion_add(u, d.added, d.n_added, d.removed, d.n_removed) < 0)

@@ -85,6 +85,8 @@ typedef struct {
     double sel_sum;              /* selected rows summed over the L+1 queries */
     uint32_t union_rows;         /* |S_0 u ... u S_L| (0 under resident: not read) */
     uint64_t fetched;            /* rows fetched (shared or per query, as configured) */
+    uint32_t base_misses;        /* of them, the base position's misses (into the hot buffer); the
+                                  * rest go to the staging area, a launch of their own */
     uint64_t fetched_per_query;  /* per-query count when kept (shared retrieval off), else 0 */
     uint32_t written;            /* rows new in the context over the a+1 committed positions */
     uint32_t staged_misses;      /* misses of committed drafts served from staging */

@@ -34,6 +34,21 @@ double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     return hw_kernel_time(cx->hw, bytes, flops, 1, cx->compute_sms);
 }
 
+/* Layer l's fetch launches (one, or two with a verification's staged rows): rows, pages and
+ * regions of each; returns how many. */
+static int fetch_launches(const step_mb *m, int32_t g, double rows[2], double pages[2], double regions[2])
+{
+    const double st = m->stage ? m->stage[g] : 0;
+    rows[0] = m->miss[g] - (st > 0 ? st : 0);
+    pages[0] = m->pages[g];
+    regions[0] = m->regions ? m->regions[g] : 0;
+    if (!(st > 0)) return 1;
+    rows[1] = st;
+    pages[1] = m->stage_pages[g];
+    regions[1] = m->stage_regions[g];
+    return 2;
+}
+
 double step_fetch_s(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes)
 {
     const model_kind *k = &cx->model->layer[l];
@@ -41,7 +56,10 @@ double step_fetch_s(const step_ctx *cx, const step_mb *m, uint32_t l, double *by
     *bytes = 0;
     if (g < 0 || !k->kv_own || m->miss[g] <= 0) return 0;
     *bytes = m->miss[g] * k->row_bytes;
-    return hw_fetch_time(cx->hw, m->miss[g], k->row_bytes, m->pages[g], m->regions ? m->regions[g] : 0);
+    double rows[2], pages[2], regions[2], t = 0;
+    for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++)
+        t += hw_fetch_time(cx->hw, rows[i], k->row_bytes, pages[i], regions[i]);
+    return t;
 }
 
 double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
@@ -117,12 +135,33 @@ typedef struct {
     int done;
 } mb_state;
 
-/* A compute task of d seconds submitted at now, run beside the fetch queue (h2d) where they
- * overlap (hw.h): the task lengthens by hw.fetch_interference x the time the fetch queue stays
- * busy into it, and the queued fetch work inside the task's span by hw.compute_interference x
- * its own time there (the fetch events move later, evq_stretch). Returns the task's length. */
-static double beside_fetch(const step_ctx *cx, const res_server *gpu, res_server *h2d, evq *q, step_stats *st,
-                           double now, double d)
+/* The weight of a queued fetch (micro-batch a, layer b) under compute_interference: its
+ * slowdown beside a saturated memory system at its density (hw_fetch_beside). */
+typedef struct { const step_ctx *cx; const step_mb *mb; } fetch_weight_ctx;
+
+static double fetch_weight(const void *ctx, uint32_t a, uint32_t b)
+{
+    const fetch_weight_ctx *w = ctx;
+    const step_mb *m = &w->mb[a];
+    const int32_t g = w->cx->model->layer_group[b];
+    const double row_bytes = w->cx->model->layer[b].row_bytes;
+    double rows[2], pages[2], regions[2], t = 0, ts = 0;
+    /* Two launches: their slowdowns weighted by their times. */
+    for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
+        const double d = hw_fetch_time(w->cx->hw, rows[i], row_bytes, pages[i], regions[i]);
+        t += d;
+        ts += d * hw_fetch_beside(w->cx->hw, rows[i], regions[i]);
+    }
+    return t > 0 ? ts / t : 0;
+}
+
+/* A compute task of d seconds of micro-batch mi (m = &mb[mi]) submitted at now, run beside the
+ * fetch queue (h2d) where they overlap (hw.h): the task lengthens by hw.fetch_interference x
+ * the time the fetch queue stays busy into it, and the queued fetch work inside the task's
+ * span by hw.compute_interference x each fetch's beside_slowdown x its own time there (the
+ * fetch events move later, evq_stretch_weighted). Returns the task's length. */
+static double beside_fetch(const step_ctx *cx, const step_mb *m, uint32_t mi, const res_server *gpu, res_server *h2d,
+                           evq *q, step_stats *st, double now, double d)
 {
     if (!h2d) return d;
     double start = gpu->free_at > now ? gpu->free_at : now, overlap = h2d->free_at - start;
@@ -130,8 +169,8 @@ static double beside_fetch(const step_ctx *cx, const res_server *gpu, res_server
     if (cx->hw->fetch_interference > 0) d += cx->hw->fetch_interference * (overlap < d ? overlap : d);
     double beta = cx->hw->compute_interference;
     if (beta > 0) {
-        double push = beta * (overlap < d ? overlap : d);
-        evq_stretch(q, EV_FETCH, start, d, beta);
+        const fetch_weight_ctx w = { cx, m - mi };
+        double push = evq_stretch_weighted(q, EV_FETCH, start, d, beta, fetch_weight, &w);
         h2d->free_at += push;
         h2d->busy += push;
         st->fetch_busy += push;
@@ -156,7 +195,7 @@ static void try_compute(const step_ctx *cx, const step_mb *m, mb_state *s, uint3
     uint32_t l = s->layer;
     if (s->comp_running || !s->idx_done || !s->fetch_done[l]) return;
     note_compute_inputs(cx, m, l, st);
-    double d = beside_fetch(cx, gpu, h2d, q, st, now, step_compute_s(cx, m, l));
+    double d = beside_fetch(cx, m, mi, gpu, h2d, q, st, now, step_compute_s(cx, m, l));
     double end = res_submit(gpu, now, d, 0);
     st->compute_busy += d;
     s->comp_running = 1;
@@ -175,10 +214,13 @@ static void submit_group_fetches(const step_ctx *cx, const step_mb *m, mb_state 
         if (d <= 0) { s->fetch_done[j] = 1; continue; }
         /* The inputs of the gather's cost tables, against the fitted ranges. */
         hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_ROW_BYTES, md->layer[j].row_bytes);
-        hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_ROWS, m->miss[g]);
-        hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_PAGES, m->pages[g]);
-        if (cx->hw->gather_density.n && m->regions && m->regions[g] > 0)
-            hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_DENSITY, m->miss[g] / m->regions[g]);
+        double rows[2], pages[2], regions[2];
+        for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
+            hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_ROWS, rows[i]);
+            hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_PAGES, pages[i]);
+            if (cx->hw->gather_density.n && regions[i] > 0)
+                hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_DENSITY, rows[i] / regions[i]);
+        }
         hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_SMS, cx->hw->fetch_sms);
         if (cx->pool_bytes > 0) hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_POOL_BYTES, cx->pool_bytes);
         double end = res_submit(h2d, now, d, bytes);
@@ -203,7 +245,7 @@ static void start_layer(const step_ctx *cx, const step_mb *m, mb_state *s, uint3
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_CTX, m->idx_rows[g] / m->n_req);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_BATCH, m->n_req);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_QUERIES, m->tokens / m->n_req);
-        double d = beside_fetch(cx, gpu, h2d, q, st, now, step_indexer_s(cx, m, l));
+        double d = beside_fetch(cx, m, mi, gpu, h2d, q, st, now, step_indexer_s(cx, m, l));
         double end = res_submit(gpu, now, d, 0);
         st->compute_busy += d;
         evq_push(q, end, EV_IDX, mi, l);

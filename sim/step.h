@@ -37,13 +37,19 @@ typedef struct {
     double *pages;       /* [groups] distinct host pages the misses touch (per layer) */
     double *regions;     /* [groups] distinct [gather] region_bytes regions they touch, summed
                           * over the windows (0: no density term) */
+    double *stage;       /* [groups] of miss, the rows a verification stages beside the hot
+                          * buffer: a second fetch launch per layer, whose pages and regions are
+                          * stage_pages and stage_regions (pages and regions then count the
+                          * first launch's, the hot buffer's misses); NULL or 0: one launch */
+    double *stage_pages, *stage_regions;
     double *idx_rows;    /* [groups] rows the indexer scores (summed over requests) */
     double *written;     /* [groups] rows written through (per kv-owning layer) */
     double window_rows;  /* rows read by each window layer */
 } step_mb;
-/* The [groups] arrays of a step_mb (sel, miss, pages, idx_rows, written, regions): callers
- * that carve them from one buffer take this many of G doubles. */
-#define STEP_MB_ARRAYS 6
+/* The [groups] arrays of a step_mb (sel, miss, pages, idx_rows, written, regions, stage,
+ * stage_pages, stage_regions): callers that carve them from one buffer take this many of G
+ * doubles. */
+#define STEP_MB_ARRAYS 9
 
 typedef struct {
     const model_cfg *model;

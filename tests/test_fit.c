@@ -414,6 +414,113 @@ static void test_fetch_density_recovers(void **state)
     assert_non_null(strstr(dh_errmsg(), "ctx"));
 }
 
+/* The fetch beside a saturated memory system: pairs of lines (pattern "serving" and
+ * "serving+beside_hbm", the same parameters) whose ratio follows the beside form with known
+ * parameters plus noise; the fit recovers them, the beside lines leave the fetch fit itself
+ * unchanged, the written profile's table is the form at its densities, and a beside line
+ * without its partner is an error naming the file and line. */
+static void test_fetch_beside_recovers(void **state)
+{
+    (void)state;
+    static const double P[] = {15.0, 60.0, 13.5, 0.001, 1.0 / 52.0, 0.0, 22.0, 0.7, 3.0, 16384.0};
+    const double truth[3] = {0.7, log(25.0), 1.8};
+    const double region = 2097152, pool = 64e9;
+    char path[256], plain[256];
+    FILE *f = open_csv("fetch_beside.csv", path, sizeof path), *g = open_csv("fetch_plain.csv", plain, sizeof plain);
+    rng_stream r;
+    rng_init(&r, 43, 5, 0, 1);
+    static const double rows[] = {4700, 16384, 131072};
+    static const double kpw[] = {5, 17, 50, 100, 291, 1000, 3000, 10000, 30000};
+    for (size_t a = 0; a < 3; a++)
+        for (size_t b = 0; b < 9; b++)
+            for (double sms = 4; sms <= 8; sms += 4) {
+                if (kpw[b] > rows[a]) continue;
+                line_in l = blank("fetch");
+                l.pattern = "serving";
+                l.row_bytes = 656; l.sms = sms; l.rows = rows[a]; l.pool = pool; l.ctx = 100000; l.k = kpw[b];
+                double pages, rho;
+                assert_int_equal(fit_fetch_pages("serving", l.rows, 656, pool, l.ctx, l.k, 4096, &pages), 0);
+                assert_int_equal(fit_fetch_density("serving", l.rows, 656, pool, l.ctx, l.k, region, &rho), 0);
+                const double alone = fit_fetch_time_us(P, l.rows, 656, sms, pool, pages, rho, 0) * (1 + SIGMA * gauss(&r));
+                l.median_us = alone;
+                write_line(f, &l);
+                write_line(g, &l);
+                l.pattern = "serving+beside_hbm";
+                l.median_us = alone * (1 + fit_beside_eval(truth, rho, NULL) + 0.01 * gauss(&r));
+                write_line(f, &l);
+            }
+    fclose(f);
+    fclose(g);
+    fit_opts o;
+    fit_opts_default(&o);
+    o.region_bytes = region;
+    fit_section *s, *s0;
+    size_t ns, ns0;
+    assert_int_equal(fit_file_opts(path, &o, &s, &ns), 0);
+    assert_int_equal(fit_file_opts(plain, &o, &s0, &ns0), 0);
+    assert_int_equal(ns, 2);
+    assert_int_equal(ns0, 1);
+    /* The fetch fit sees the same lines with and without the beside ones. */
+    assert_int_equal(s[0].res.npoints, s0[0].res.npoints);
+    for (size_t i = 0; i < s0[0].res.npar; i++) assert_true(s[0].res.p[i] == s0[0].res.p[i]);
+    const fit_section *b = &s[1];
+    assert_int_equal(b->form, FIT_FORM_BESIDE);
+    assert_string_equal(b->section, "fetch_beside");
+    assert_true(recovered(b, "slowdown_max", truth[0]));
+    assert_true(recovered(b, "density_half", exp(truth[1])));
+    assert_true(recovered(b, "steepness", truth[2]));
+    assert_false(recovered(b, "density_half", exp(truth[1]) * 1.5));
+
+    /* The profile's table is the fitted form, read back by the simulator. */
+    char base[256], out[256];
+    snprintf(base, sizeof base, "%s/base_region.ini", tmpdir);
+    snprintf(out, sizeof out, "%s/beside.ini", tmpdir);
+    FILE *in = fopen("tests/data/hw_base.ini", "r"), *bf = fopen(base, "w");
+    assert_non_null(in);
+    assert_non_null(bf);
+    char line[512];
+    while (fgets(line, sizeof line, in)) {
+        fputs(line, bf);
+        if (!strcmp(line, "[gather]\n")) fprintf(bf, "region_bytes = %.0f\n", region);
+    }
+    fclose(in);
+    fclose(bf);
+    prof_opts po = {.base_path = base, .fetch_pattern = "serving", .pool_bytes = pool, .command = "test",
+                    .weight_dtype = "fp8", .layer_gemms = NAN};
+    if (prof_write(&po, s, ns, out, NULL) < 0) fail_msg("prof_write: %s", dh_errmsg());
+    cfg *c;
+    hw_profile hw;
+    assert_int_equal(cfg_load(out, &c), 0);
+    assert_int_equal(hw_load(c, &hw), 0);
+    assert_true(hw.gather_beside.n > 0);
+    for (size_t i = 0; i < hw.gather_beside.n; i++)
+        assert_true(fabs(hw.gather_beside.y[i] - fit_beside_eval(b->res.p, hw.gather_beside.x[i], NULL)) < 1e-4);
+    cfg_free(c);
+    free(s);
+    free(s0);
+
+    /* A beside line whose partner timed alone is missing (another window size): the plain
+     * lines, then the orphan as the file's last line. */
+    char bad[256], want[64];
+    f = open_csv("fetch_beside_alone.csv", bad, sizeof bad);
+    FILE *pl = fopen(plain, "r");
+    assert_non_null(pl);
+    long nlines = 2;   /* the comment and the header */
+    for (int skip = 2; fgets(line, sizeof line, pl);)
+        if (skip) skip--;
+        else { fputs(line, f); nlines++; }
+    fclose(pl);
+    line_in l = blank("fetch");
+    l.pattern = "serving+beside_hbm";
+    l.row_bytes = 656; l.sms = 8; l.rows = 16384; l.pool = pool; l.ctx = 25000; l.k = 291; l.median_us = 400;
+    write_line(f, &l);
+    fclose(f);
+    assert_int_equal(fit_file_opts(bad, &o, &s, &ns), -1);
+    snprintf(want, sizeof want, "fetch_beside_alone.csv line %ld", nlines + 1);
+    assert_non_null(strstr(dh_errmsg(), want));
+    assert_non_null(strstr(dh_errmsg(), "without its partner"));
+}
+
 /* Time falling with bytes is a negative bandwidth: an error, not a profile. */
 static void test_nonphysical_rejected(void **state)
 {
@@ -617,6 +724,12 @@ static void test_profile_check(void **state)
         {"launch_s = 5e-6", "launch_s = 5e-6\nregion_bytes = 2097152\ndensity = 10, 1\nissue_row_s = 3e-8, 2e-8",
          "strictly increasing"},
         {"hbm_bw = ", "compute_interference = -0.5\nhbm_bw = ", "compute_interference"},
+        /* The beside table likewise; its slowdowns are >= 0. */
+        {"launch_s = 5e-6", "launch_s = 5e-6\nbeside_density = 1, 10\nbeside_slowdown = 0.6, 0.1", "region_bytes"},
+        {"launch_s = 5e-6", "launch_s = 5e-6\nregion_bytes = 2097152\nbeside_density = 1, 10\nbeside_slowdown = 0.6",
+         "beside_slowdown"},
+        {"launch_s = 5e-6", "launch_s = 5e-6\nregion_bytes = 2097152\nbeside_density = 1, 10\nbeside_slowdown = 0.6, -0.1",
+         "beside_slowdown"},
     };
     FILE *in = fopen("tests/data/hw_base.ini", "r");
     assert_non_null(in);
@@ -903,6 +1016,7 @@ int main(void)
         cmocka_unit_test(test_gemm_indexer_versions),
         cmocka_unit_test(test_fetch_recovers),
         cmocka_unit_test(test_fetch_density_recovers),
+        cmocka_unit_test(test_fetch_beside_recovers),
         cmocka_unit_test(test_nonphysical_rejected),
         cmocka_unit_test(test_malformed_csv),
         cmocka_unit_test(test_validation_small),

@@ -199,7 +199,10 @@ static void test_interference(void **state)
 static void test_compute_interference(void **state)
 {
     fixture *f = *state;
-    assert_true(f->hw.compute_interference > 0 && f->hw.compute_interference < 1);
+    /* With the profile's beside_slowdown table (<= 1 everywhere) the coefficient is the share of
+     * a saturated memory system, the loader's bound at most. */
+    assert_true(f->hw.compute_interference > 0 && f->hw.compute_interference <= 10 && f->hw.gather_beside.n > 0);
+    for (size_t i = 0; i < f->hw.gather_beside.n; i++) assert_true(f->hw.gather_beside.y[i] <= 1);
     const step_out none = step_of(f, 0, 0, 20000, 16, 1), a = step_of(f, 0, 0.25, 20000, 16, 1),
                    b = step_of(f, 0, 0.5, 20000, 16, 1);
     assert_true(a.compute == none.compute && b.compute == none.compute);
@@ -217,6 +220,64 @@ static void test_compute_interference(void **state)
     assert_true(fb0.fetch > fb0.compute);
     assert_true(fb.end - fb0.end > 0.5 * (fb.fetch - fb0.fetch));
     assert_true(fb.end - fb0.end <= (fb.fetch - fb0.fetch) * (1 + 1e-9));
+}
+
+/* The weight of compute_interference is the fetch's slowdown beside a saturated memory system
+ * at its density: the same misses spread over more 2 MB regions are stretched more, regions
+ * not given count as density 1 (the sparsest), and without the table every fetch has weight 1,
+ * which stretches more than the table's slowdowns (all below 1). */
+static void test_beside_weight(void **state)
+{
+    fixture *f = *state;
+    const double miss = 20000;
+    const step_out sparse0 = step_full(f, 0, 0, miss, 16, 1, miss), sparse = step_full(f, 0, 0.5, miss, 16, 1, miss),
+                   dense0 = step_full(f, 0, 0, miss, 16, 1, miss / 200), dense = step_full(f, 0, 0.5, miss, 16, 1, miss / 200),
+                   none0 = step_full(f, 0, 0, miss, 16, 1, -1), none = step_full(f, 0, 0.5, miss, 16, 1, -1);
+    assert_true(dense.fetch - dense0.fetch > 0);
+    assert_true(sparse.fetch - sparse0.fetch > 2 * (dense.fetch - dense0.fetch));
+    assert_true(fabs((none.fetch - none0.fetch) - (sparse.fetch - sparse0.fetch)) <= 1e-12 * none.fetch);
+    const hw_table keep = f->hw.gather_beside;
+    f->hw.gather_beside.n = 0;
+    const step_out flat0 = step_full(f, 0, 0, miss, 16, 1, miss), flat = step_full(f, 0, 0.5, miss, 16, 1, miss);
+    f->hw.gather_beside = keep;
+    assert_true(flat.fetch - flat0.fetch > sparse.fetch - sparse0.fetch);
+    assert_true(hw_fetch_beside(&f->hw, miss, miss) == f->hw.gather_beside.y[0]);
+    assert_true(hw_fetch_beside(&f->hw, miss, 0) == f->hw.gather_beside.y[0]);
+}
+
+/* A verification's layer fetch is two launches (sim/step.h: stage): the hot buffer's misses
+ * and the staged union rows, each with its own pages and regions; its time is the sum of the
+ * two launches' times, and with no staged rows it is the one launch of all the misses. */
+static void test_stage_launches(void **state)
+{
+    fixture *f = *state;
+    enum { G = 64 };
+    const uint32_t ng = f->model.n_groups;
+    double miss[G], pages[G], reg[G], stage[G], spages[G], sreg[G], zero[G] = {0};
+    for (uint32_t g = 0; g < ng; g++) {
+        miss[g] = 30000;
+        pages[g] = 4500;
+        reg[g] = 450;
+        stage[g] = 25000;
+        spages[g] = 21000;
+        sreg[g] = 490;
+    }
+    step_mb m = {.n_req = 16, .tokens = 128, .sel = zero, .miss = miss, .pages = pages, .regions = reg,
+                 .idx_rows = zero, .written = zero, .stage = stage, .stage_pages = spages, .stage_regions = sreg};
+    step_ctx cx = {.model = &f->model, .hw = &f->hw, .attention_dp = 8, .moe_ep = 8, .compute_sms = f->hw.sms - f->hw.fetch_sms};
+    uint32_t l = 0;
+    while (l < f->model.n_layers && (f->model.layer_group[l] < 0 || !f->model.layer[l].kv_own)) l++;
+    assert_true(l < f->model.n_layers);
+    const double rb = f->model.layer[l].row_bytes;
+    double bytes;
+    const double two = step_fetch_s(&cx, &m, l, &bytes);
+    const double want = hw_fetch_time(&f->hw, 5000, rb, 4500, 450) + hw_fetch_time(&f->hw, 25000, rb, 21000, 490);
+    assert_true(fabs(two - want) <= 1e-12 * want && bytes == 30000 * rb);
+    m.stage = NULL;
+    const double one = step_fetch_s(&cx, &m, l, &bytes);
+    assert_true(one == hw_fetch_time(&f->hw, 30000, rb, 4500, 450));
+    m.stage = zero;
+    assert_true(step_fetch_s(&cx, &m, l, &bytes) == one);
 }
 
 /* The fetch's density: the same misses in fewer 2 MB regions fetch faster; no regions given is
@@ -273,6 +334,8 @@ int main(void)
         cmocka_unit_test(test_all_to_all_bytes_over_bandwidth),
         cmocka_unit_test(test_interference),
         cmocka_unit_test(test_compute_interference),
+        cmocka_unit_test(test_beside_weight),
+        cmocka_unit_test(test_stage_launches),
         cmocka_unit_test(test_density),
         cmocka_unit_test(test_fit_ranges_noted),
     };

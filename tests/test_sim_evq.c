@@ -110,6 +110,58 @@ static void test_stretch_matches_sorted_list(void **state)
     evq_release(&q);
 }
 
+/* evq_stretch_weighted against a brute-force integral: the kind's events after from are one
+ * queue of back-to-back work, event i's work over (t[i-1], t[i]] in the original times; each
+ * quarter-step slice of it inside [from, from + span] adds factor x its event's weight x 0.25.
+ * Grid times, weights and factors keep every sum exact. */
+static double weight_of(const void *ctx, uint32_t a, uint32_t b)
+{
+    (void)ctx;
+    (void)b;
+    return (a % 4) * 0.5;
+}
+
+static void test_weighted_stretch_matches_integral(void **state)
+{
+    (void)state;
+    rng_stream s;
+    rng_init(&s, 7, 0, 0, 1);
+    for (int round = 0; round < 200; round++) {
+        evq q;
+        evq_init(&q);
+        enum { N = 24 };
+        double t[N], want[N];
+        uint32_t kind[N];
+        double from = rng_below(&s, 8) * 0.25, span = rng_below(&s, 24) * 0.25, factor = (1 + rng_below(&s, 4)) * 0.25;
+        for (uint32_t i = 0; i < N; i++) {
+            t[i] = rng_below(&s, 40) * 0.25;
+            kind[i] = rng_below(&s, 3) ? 1 : 0;
+            evq_push(&q, t[i], kind[i], i, 0);
+        }
+        /* The reference: for each quarter-step slice (x, x + 0.25] inside the window, the event
+         * doing that work is the earliest of the kind at or after x + 0.25 (ties: the first
+         * pushed); every event at or after the slice's end moves by factor x its weight. */
+        for (uint32_t i = 0; i < N; i++) want[i] = t[i];
+        for (double x = from; x + 0.25 <= from + span + 1e-12; x += 0.25) {
+            int owner = -1;
+            for (uint32_t i = 0; i < N; i++)
+                if (kind[i] == 1 && t[i] >= x + 0.25 && (owner < 0 || t[i] < t[owner])) owner = (int)i;
+            if (owner < 0) continue;
+            double add = factor * weight_of(NULL, (uint32_t)owner, 0) * 0.25;
+            for (uint32_t i = 0; i < N; i++)
+                if (kind[i] == 1 && t[i] >= x + 0.25) want[i] += add;
+        }
+        double last_want = 0, last_t = -1;
+        for (uint32_t i = 0; i < N; i++)
+            if (kind[i] == 1 && t[i] > from && t[i] >= last_t) { last_t = t[i]; last_want = want[i] - t[i]; }
+        double moved = evq_stretch_weighted(&q, 1, from, span, factor, weight_of, NULL);
+        assert_true(moved == last_want);
+        evq_event e;
+        while (evq_pop(&q, &e)) assert_true(e.time == want[e.a]);
+        evq_release(&q);
+    }
+}
+
 static void test_planted_tie_fault_is_caught(void **state)
 {
     (void)state;
@@ -136,6 +188,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_heap_matches_sorted_list),
         cmocka_unit_test(test_stretch_matches_sorted_list),
+        cmocka_unit_test(test_weighted_stretch_matches_integral),
         cmocka_unit_test(test_planted_tie_fault_is_caught),
         cmocka_unit_test(test_equal_times_leave_in_push_order),
     };
