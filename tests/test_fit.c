@@ -303,6 +303,30 @@ static void test_fetch_recovers(void **state)
 /* The density term: serving lines whose windows and rows per window set the rows per 2 MB
  * region entered, planted on the fetch form with a page term; the curve's two parameters
  * come back, and a window size the fit never saw (held out) is predicted from its density. */
+/* The profile dhcal writes from secs over tests/data/hw_base.ini with [gather] region_bytes
+ * added (tmpdir/name), loaded back through the simulator's loader into *c and *hw. */
+static void write_region_profile(const char *name, double region, double pool, const fit_section *secs, size_t ns,
+                                 cfg **c, hw_profile *hw)
+{
+    char base[256], out[256], line[512];
+    snprintf(base, sizeof base, "%s/base_region.ini", tmpdir);
+    snprintf(out, sizeof out, "%s/%s", tmpdir, name);
+    FILE *in = fopen("tests/data/hw_base.ini", "r"), *bf = fopen(base, "w");
+    assert_non_null(in);
+    assert_non_null(bf);
+    while (fgets(line, sizeof line, in)) {
+        fputs(line, bf);
+        if (!strcmp(line, "[gather]\n")) fprintf(bf, "region_bytes = %.0f\n", region);
+    }
+    fclose(in);
+    fclose(bf);
+    prof_opts po = {.base_path = base, .fetch_pattern = "serving", .pool_bytes = pool, .command = "test",
+                    .weight_dtype = "fp8", .layer_gemms = NAN};
+    if (prof_write(&po, secs, ns, out, NULL) < 0) fail_msg("prof_write: %s", dh_errmsg());
+    assert_int_equal(cfg_load(out, c), 0);
+    assert_int_equal(hw_load(*c, hw), 0);
+}
+
 static void test_fetch_density_recovers(void **state)
 {
     (void)state;
@@ -350,26 +374,9 @@ static void test_fetch_density_recovers(void **state)
 
     /* Differential: the profile dhcal writes from this fit, read back by the simulator, gives the
      * fit's own launch times (8 SMs, the base's fetch_sms) to within its tables' interpolation. */
-    char base[256], out[256];
-    snprintf(base, sizeof base, "%s/base_region.ini", tmpdir);
-    snprintf(out, sizeof out, "%s/density.ini", tmpdir);
-    FILE *in = fopen("tests/data/hw_base.ini", "r"), *bf = fopen(base, "w");
-    assert_non_null(in);
-    assert_non_null(bf);
-    char line[512];
-    while (fgets(line, sizeof line, in)) {
-        fputs(line, bf);
-        if (!strcmp(line, "[gather]\n")) fprintf(bf, "region_bytes = %.0f\n", region);
-    }
-    fclose(in);
-    fclose(bf);
-    prof_opts po = {.base_path = base, .fetch_pattern = "serving", .pool_bytes = pool, .command = "test",
-                    .weight_dtype = "fp8", .layer_gemms = NAN};
-    if (prof_write(&po, s, ns, out, NULL) < 0) fail_msg("prof_write: %s", dh_errmsg());
     cfg *c;
     hw_profile hw;
-    assert_int_equal(cfg_load(out, &c), 0);
-    assert_int_equal(hw_load(c, &hw), 0);
+    write_region_profile("density.ini", region, pool, s, ns, &c, &hw);
     assert_true(hw.gather_density.n > 0 && hw.region_bytes == region);
     double worst = 0;
     for (size_t a = 0; a < 3; a++)
@@ -472,26 +479,9 @@ static void test_fetch_beside_recovers(void **state)
     assert_false(recovered(b, "density_half", exp(truth[1]) * 1.5));
 
     /* The profile's table is the fitted form, read back by the simulator. */
-    char base[256], out[256];
-    snprintf(base, sizeof base, "%s/base_region.ini", tmpdir);
-    snprintf(out, sizeof out, "%s/beside.ini", tmpdir);
-    FILE *in = fopen("tests/data/hw_base.ini", "r"), *bf = fopen(base, "w");
-    assert_non_null(in);
-    assert_non_null(bf);
-    char line[512];
-    while (fgets(line, sizeof line, in)) {
-        fputs(line, bf);
-        if (!strcmp(line, "[gather]\n")) fprintf(bf, "region_bytes = %.0f\n", region);
-    }
-    fclose(in);
-    fclose(bf);
-    prof_opts po = {.base_path = base, .fetch_pattern = "serving", .pool_bytes = pool, .command = "test",
-                    .weight_dtype = "fp8", .layer_gemms = NAN};
-    if (prof_write(&po, s, ns, out, NULL) < 0) fail_msg("prof_write: %s", dh_errmsg());
     cfg *c;
     hw_profile hw;
-    assert_int_equal(cfg_load(out, &c), 0);
-    assert_int_equal(hw_load(c, &hw), 0);
+    write_region_profile("beside.ini", region, pool, s, ns, &c, &hw);
     assert_true(hw.gather_beside.n > 0);
     for (size_t i = 0; i < hw.gather_beside.n; i++)
         assert_true(fabs(hw.gather_beside.y[i] - fit_beside_eval(b->res.p, hw.gather_beside.x[i], NULL)) < 1e-4);
@@ -501,7 +491,7 @@ static void test_fetch_beside_recovers(void **state)
 
     /* A beside line whose partner timed alone is missing (another window size): the plain
      * lines, then the orphan as the file's last line. */
-    char bad[256], want[64];
+    char bad[256], want[64], line[512];
     f = open_csv("fetch_beside_alone.csv", bad, sizeof bad);
     FILE *pl = fopen(plain, "r");
     assert_non_null(pl);
