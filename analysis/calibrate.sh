@@ -1,5 +1,5 @@
 #!/bin/sh
-# The H200 calibration, one command (about 10 s): fits the simulator's cost model to the
+# The H200 calibration, one command (about 25 s): fits the simulator's cost model to the
 # recorded kernel benchmarks and the GPU replay and writes the complete hardware profile.
 #   sh analysis/calibrate.sh [OUT.ini] [BENCH_DIR] [REPLAY.csv] [BASE.ini]
 # defaults: models/hw/h200.ini kernels/results/h200 kernels/results/h200/replay-glm53-16x100k.csv
@@ -17,6 +17,9 @@
 #        after another on the fetch stream); 132 SMs held out; the density term (rows per 2 MB
 #        region) from its locality lines, the 25K-row windows held out (the same rows per
 #        window, four times as dense: a check that density is the input);
+#      the fetch beside a saturated memory system (fetch-beside-b2b20.csv: each "+beside_hbm" line
+#        against its partner timed alone, the beside form); those partners are held out of the
+#        fetch fit itself (a check on another machine instance's run);
 #      cuBLASLt GEMMs per dtype at the decode batch m = 16; m = 128 held out; FP8 is the
 #        deployment's dtype (weight_bw, layer_fixed_s, mma_efficiency), BF16 is reported;
 #      indexer v5 (scoring rate) and top-k v5 on the indexer's own scores (select_s).
@@ -103,7 +106,7 @@ grep -q '^beside_slowdown' "$STAGE1" ||
 # fitted configurations as above; layer_fixed_s $2.
 simfetch() {
   sh kernels/replay/simrun.sh "$STAGE1" "$T/u$1-$2" $FITTED -- --set hw.fetch_interference="$ALPHA" \
-      --set hw.compute_interference="$1" --set hw.layer_fixed_s="$2"
+      --set hw.compute_interference="$1" --set hw.layer_fixed_s="$2" > /dev/null
   for c in $FITTED; do
     awk -F'\t' '$1 == "step" {for (i = 1; i <= NF; i++) if ($i == "pcie_h2d_util") u = i; next}
       $1 ~ /^[0-9]+$/ && $1 >= 4 && $1 <= 11 {s += $u * ($3 - $2); n++} END {printf "%.9g\n", s / n * 1e3}' "$T/u$1-$2/$c.tsv"

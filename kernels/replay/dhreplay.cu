@@ -65,7 +65,7 @@
  * from the step's start): each layer's fetch start and end on the fetch stream with the rows it
  * fetched, and on the compute stream when the layer reached its wait for the fetch, when the
  * wait ended (attention start) and when the layer ended; what the fetch overlapped, layer by
- * layer (kernels/replay/timeline.sh sums it). --fetch-priority high creates the fetch stream at
+ * layer (kernels/replay/timeline.sh sums it; it implies --fetch-times). --fetch-priority high creates the fetch stream at
  * the device's greatest stream priority, so that its blocks are dispatched before the compute
  * stream's pending ones (default: the same priority as the compute stream).
  *
