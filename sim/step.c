@@ -34,19 +34,23 @@ double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     return hw_kernel_time(cx->hw, bytes, flops, 1, cx->compute_sms);
 }
 
-/* Layer l's fetch launches (one, or two with a verification's staged rows): rows, pages and
- * regions of each; returns how many. */
+/* Group g's fetch launches per layer (the misses, and a verification's staged rows when it has
+ * any; a launch without rows is left out): rows, pages and regions of each; returns how many. */
 static int fetch_launches(const step_mb *m, int32_t g, double rows[2], double pages[2], double regions[2])
 {
-    const double st = m->stage ? m->stage[g] : 0;
-    rows[0] = m->miss[g] - (st > 0 ? st : 0);
-    pages[0] = m->pages[g];
-    regions[0] = m->regions ? m->regions[g] : 0;
-    if (!(st > 0)) return 1;
-    rows[1] = st;
-    pages[1] = m->stage_pages[g];
-    regions[1] = m->stage_regions[g];
-    return 2;
+    const double st = m->stage && m->stage[g] > 0 ? m->stage[g] : 0;
+    int n = 0;
+    if (m->miss[g] - st > 0) {
+        rows[n] = m->miss[g] - st;
+        pages[n] = m->pages[g];
+        regions[n++] = m->regions ? m->regions[g] : 0;
+    }
+    if (st > 0) {
+        rows[n] = st;
+        pages[n] = m->stage_pages[g];
+        regions[n++] = m->stage_regions[g];
+    }
+    return n;
 }
 
 double step_fetch_s(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes)

@@ -247,7 +247,8 @@ static void test_beside_weight(void **state)
 
 /* A verification's layer fetch is two launches (sim/step.h: stage): the hot buffer's misses
  * and the staged union rows, each with its own pages and regions; its time is the sum of the
- * two launches' times, and with no staged rows it is the one launch of all the misses. */
+ * two launches' times, with no staged rows the one launch of all the misses, and with every
+ * row staged the staging launch alone. */
 static void test_stage_launches(void **state)
 {
     fixture *f = *state;
@@ -278,6 +279,10 @@ static void test_stage_launches(void **state)
     assert_true(one == hw_fetch_time(&f->hw, 30000, rb, 4500, 450));
     m.stage = zero;
     assert_true(step_fetch_s(&cx, &m, l, &bytes) == one);
+    /* Every fetched row staged: the staging launch alone. */
+    for (uint32_t g = 0; g < ng; g++) stage[g] = miss[g];
+    m.stage = stage;
+    assert_true(step_fetch_s(&cx, &m, l, &bytes) == hw_fetch_time(&f->hw, 30000, rb, 21000, 490));
 }
 
 /* The fetch's density: the same misses in fewer 2 MB regions fetch faster; no regions given is
