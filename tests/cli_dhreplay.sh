@@ -49,6 +49,9 @@ fi
 bad draft_policy "policy 'adaptive+dspark'" --run a:adaptive+dspark:4096:0
 bad verify_indexer "need --indexer-version 5" --indexer-version 3 --run a:hisparse+dflash2:4096:0
 bad skip_part "'gemm' is not indexer, attention, dense, experts or fetch" --skip attention,gemm --run a:hisparse:4096:0
+bad fetch_priority "--fetch-priority 'highest' is not default or high" --fetch-priority highest --run a:hisparse:4096:0
+bad out_unwritable "--out: cannot write '$tmp/no/such/dir/a.csv'" --out "$tmp/no/such/dir/a.csv" --run a:hisparse:4096:0
+bad timeline_unwritable "--timeline: cannot write '$tmp/no/such/dir/tl.csv'" --timeline "$tmp/no/such/dir/tl.csv" --run a:hisparse:4096:0
 "$bin" --dry-run --steps 6 --run hs2k:hisparse:2048:0 --run hs4k-seed2:hisparse:4096:1:2 > "$tmp/dry2.csv" 2>/dev/null
 if cmp -s "$tmp/dry_run_matches_gpu_replay.csv" "$tmp/dry2.csv"; then echo "PASS dry_run_deterministic"; else echo "FAIL dry_run_deterministic"; fi
 # --fetch-times is a flag (no value): the dry run, which times nothing, is the same with it.

@@ -546,6 +546,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "dhreplay: verification steps need --indexer-version 5 (several queries per request)\n");
         exit(2);
     }
+    /* The output files, opened before any CUDA call; the dry run prints to stdout and opens
+     * neither. */
+    auto open_out = [](const char *opt, const char *path) {
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "dhreplay: %s: cannot write '%s': %s\n", opt, path, strerror(errno));
+            exit(2);
+        }
+        return f;
+    };
+    FILE *fo = stdout, *ftl = NULL;
+    if (out && !dry_run) fo = open_out("--out", out);
+    if (timeline && !dry_run) ftl = open_out("--timeline", timeline);
 
     /* --dry-run: the host side alone (no GPU): every step's misses, summed over requests and
      * layers, as the replay would count and check them. */
@@ -775,11 +788,6 @@ int main(int argc, char **argv)
         for (auto &e : *v) cudaCheck(cudaEventCreate(&e));
     std::vector<int> fetch_rows(L);
     std::vector<float> tl_ms(timeline ? (size_t)L * 5 : 0);   /* per layer: fetch start, end, wait, attention, end */
-    FILE *ftl = NULL;
-    if (timeline) {
-        ftl = fopen(timeline, "w");
-        if (!ftl) { fprintf(stderr, "dhreplay: cannot write '%s': %s\n", timeline, strerror(errno)); return 1; }
-    }
     std::vector<char> fetch_timed(L);
     float fetch_busy_ms = 0;
     cudaEvent_t t0, t1, t2;
@@ -787,8 +795,6 @@ int main(int argc, char **argv)
     cudaCheck(cudaEventCreate(&t1));
     cudaCheck(cudaEventCreate(&t2));
 
-    FILE *fo = out ? fopen(out, "w") : stdout;
-    if (!fo) { fprintf(stderr, "dhreplay: cannot write '%s': %s\n", out, strerror(errno)); return 1; }
     fprintf(fo, "%s\n# device: %s; pool %zu bytes; fetch version 5 on %ld SMs; attention version %ld fp8; indexer version %ld (%d heads) + top-k version %ld\n",
             cmdline.c_str(), prop.name, pool_bytes, fetch_sms, attn_version, indexer_version, idx_heads, topk_version);
     if (gamma)
