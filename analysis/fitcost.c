@@ -145,16 +145,21 @@ int fit_holdout_match(const bcsv_row *r, const char *spec, int *match)
 
 /* ---- version selection ---------------------------------------------------- */
 
-/* The configuration a line measures: every input column, not the timings. */
-static void config_key(const bcsv_row *r, char *buf, size_t cap)
+/* The configuration a line measures: every input column, not the timings, with the given
+ * pattern (config_key: the line's own). */
+static void config_key_as(const bcsv_row *r, const char *pattern, char *buf, size_t cap)
 {
     static const int inputs[] = {BCSV_ROW_BYTES, BCSV_ROWS, BCSV_SMS, BCSV_POOL_BYTES, BCSV_BATCH,
                                  BCSV_QUERIES, BCSV_K, BCSV_UNION_ROWS, BCSV_CTX, BCSV_HEADS,
                                  BCSV_M, BCSV_N, BCSV_KDIM};
-    size_t off = (size_t)snprintf(buf, cap, "%s|%s", r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "",
-                                  r->s[BCSV_PATTERN] ? r->s[BCSV_PATTERN] : "");
+    size_t off = (size_t)snprintf(buf, cap, "%s|%s", r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "", pattern);
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0] && off < cap; i++)
         off += (size_t)snprintf(buf + off, cap - off, "|%.17g", r->v[inputs[i]]);
+}
+
+static void config_key(const bcsv_row *r, char *buf, size_t cap)
+{
+    config_key_as(r, r->s[BCSV_PATTERN] ? r->s[BCSV_PATTERN] : "", buf, cap);
 }
 
 /* Lines are values of one kernel.  The line's comparable cost: median_us when
@@ -947,8 +952,6 @@ static double beside_eval(const void *model, size_t i, const double *p, double *
     return fit_beside_eval(p, ((const double *)model)[i], grad);
 }
 
-/* Whether two numeric cells hold the same value (both empty counts). */
-static int same_num(double a, double b) { return (isnan(a) && isnan(b)) || a == b; }
 static int same_str(const char *a, const char *b) { return !strcmp(a ? a : "", b ? b : ""); }
 
 /* The "+beside_hbm" lines among the selected, checked fetch lines, each against its partner
@@ -956,7 +959,6 @@ static int same_str(const char *a, const char *b) { return !strcmp(a ? a : "", b
 static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section *s, int *found, FILE *msg)
 {
     static const char suffix[] = "+beside_hbm";
-    static const int same_cols[] = {BCSV_ROW_BYTES, BCSV_ROWS, BCSV_SMS, BCSV_POOL_BYTES, BCSV_CTX, BCSV_K};
     *found = 0;
     size_t n = 0, other = 0;
     double *rho = malloc((t->n + 1) * sizeof *rho), *y = malloc((t->n + 1) * sizeof *y);
@@ -973,18 +975,18 @@ static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section 
         if (!use || !bcsv_row_checked(r)) continue;
         if (strcmp(at, suffix)) { other++; continue; }   /* beside=alu and the like: reported */
         const size_t base_len = (size_t)(at - pat);
+        char base[64], want[512], key[512];
+        snprintf(base, sizeof base, "%.*s", (int)base_len, pat);
+        /* The partner: every input the same, the pattern without the suffix (config_key). */
+        config_key_as(r, base, want, sizeof want);
         const bcsv_row *a = NULL;
         for (size_t j = 0; j < t->n && !a; j++) {
             const bcsv_row *c = &t->rows[j];
-            const char *cp = c->s[BCSV_PATTERN] ? c->s[BCSV_PATTERN] : "";
-            if (c->file != r->file || strlen(cp) != base_len || strncmp(cp, pat, base_len) || !bcsv_row_checked(c) ||
-                !same_str(c->s[BCSV_KERNEL], r->s[BCSV_KERNEL]) || !same_str(c->s[BCSV_VERSION], r->s[BCSV_VERSION]) ||
-                !same_str(c->s[BCSV_TIMING], r->s[BCSV_TIMING]))
+            if (c->file != r->file || !bcsv_row_checked(c) || !same_str(c->s[BCSV_KERNEL], r->s[BCSV_KERNEL]) ||
+                !same_str(c->s[BCSV_VERSION], r->s[BCSV_VERSION]) || !same_str(c->s[BCSV_TIMING], r->s[BCSV_TIMING]))
                 continue;
-            int same = 1;
-            for (size_t k = 0; k < sizeof same_cols / sizeof same_cols[0]; k++)
-                same &= same_num(c->v[same_cols[k]], r->v[same_cols[k]]);
-            if (same) a = c;
+            config_key(c, key, sizeof key);
+            if (!strcmp(key, want)) a = c;
         }
         if (!a) {
             rc = dh_err("%s line %ld: a fetch line beside the memory system (%s) without its partner timed alone "
@@ -997,8 +999,6 @@ static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section 
                         "needs [gather] region_bytes", t->files[r->file], r->line);
             break;
         }
-        char base[64];
-        snprintf(base, sizeof base, "%.*s", (int)base_len, pat);
         if ((rc = fit_fetch_density(base, a->v[BCSV_ROWS], a->v[BCSV_ROW_BYTES], a->v[BCSV_POOL_BYTES], a->v[BCSV_CTX],
                                     a->v[BCSV_K], o->region_bytes, &rho[n])) < 0) {
             rc = dh_err_prefix("%s line %ld: ", t->files[a->file], a->line);
