@@ -53,17 +53,29 @@ static int fetch_launches(const step_mb *m, int32_t g, double rows[2], double pa
     return n;
 }
 
-double step_fetch_s(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes)
+/* step_fetch_s, and in *weight (when not NULL) the fetch's weight under compute_interference:
+ * its launches' beside_slowdown at their densities, weighted by their times (hw.h). */
+static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes, double *weight)
 {
     const model_kind *k = &cx->model->layer[l];
     int32_t g = cx->model->layer_group[l];
     *bytes = 0;
+    if (weight) *weight = 0;
     if (g < 0 || !k->kv_own || m->miss[g] <= 0) return 0;
     *bytes = m->miss[g] * k->row_bytes;
-    double rows[2], pages[2], regions[2], t = 0;
-    for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++)
-        t += hw_fetch_time(cx->hw, rows[i], k->row_bytes, pages[i], regions[i]);
+    double rows[2], pages[2], regions[2], t = 0, ts = 0;
+    for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
+        const double d = hw_fetch_time(cx->hw, rows[i], k->row_bytes, pages[i], regions[i]);
+        t += d;
+        if (weight) ts += d * hw_fetch_beside(cx->hw, rows[i], regions[i]);
+    }
+    if (weight && t > 0) *weight = ts / t;
     return t;
+}
+
+double step_fetch_s(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes)
+{
+    return fetch_cost(cx, m, l, bytes, NULL);
 }
 
 double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
@@ -136,35 +148,20 @@ typedef struct {
     uint32_t layer;        /* the layer being worked on */
     int idx_done, comp_running;
     uint8_t *fetch_done;   /* [layers] */
+    double *fetch_w;       /* [layers] each queued fetch's weight under compute_interference */
     int done;
 } mb_state;
 
-/* The weight of a queued fetch (micro-batch a, layer b) under compute_interference: its
- * slowdown beside a saturated memory system at its density (hw_fetch_beside). */
-typedef struct { const step_ctx *cx; const step_mb *mb; } fetch_weight_ctx;
+/* The weight of a queued fetch (micro-batch a, layer b), set when it was queued; ctx is the
+ * micro-batches' states. */
+static double fetch_weight(const void *ctx, uint32_t a, uint32_t b) { return ((const mb_state *)ctx)[a].fetch_w[b]; }
 
-static double fetch_weight(const void *ctx, uint32_t a, uint32_t b)
-{
-    const fetch_weight_ctx *w = ctx;
-    const step_mb *m = &w->mb[a];
-    const int32_t g = w->cx->model->layer_group[b];
-    const double row_bytes = w->cx->model->layer[b].row_bytes;
-    double rows[2], pages[2], regions[2], t = 0, ts = 0;
-    /* Two launches: their slowdowns weighted by their times. */
-    for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
-        const double d = hw_fetch_time(w->cx->hw, rows[i], row_bytes, pages[i], regions[i]);
-        t += d;
-        ts += d * hw_fetch_beside(w->cx->hw, rows[i], regions[i]);
-    }
-    return t > 0 ? ts / t : 0;
-}
-
-/* A compute task of d seconds of micro-batch mi (m = &mb[mi]) submitted at now, run beside the
+/* A compute task of d seconds of micro-batch mi (s = its state in the step's array) submitted at now, run beside the
  * fetch queue (h2d) where they overlap (hw.h): the task lengthens by hw.fetch_interference x
  * the time the fetch queue stays busy into it, and the queued fetch work inside the task's
  * span by hw.compute_interference x each fetch's beside_slowdown x its own time there (the
  * fetch events move later, evq_stretch_weighted). Returns the task's length. */
-static double beside_fetch(const step_ctx *cx, const step_mb *m, uint32_t mi, const res_server *gpu, res_server *h2d,
+static double beside_fetch(const step_ctx *cx, const mb_state *s, uint32_t mi, const res_server *gpu, res_server *h2d,
                            evq *q, step_stats *st, double now, double d)
 {
     if (!h2d) return d;
@@ -173,8 +170,7 @@ static double beside_fetch(const step_ctx *cx, const step_mb *m, uint32_t mi, co
     if (cx->hw->fetch_interference > 0) d += cx->hw->fetch_interference * (overlap < d ? overlap : d);
     double beta = cx->hw->compute_interference;
     if (beta > 0) {
-        const fetch_weight_ctx w = { cx, m - mi };
-        double push = evq_stretch_weighted(q, EV_FETCH, start, d, beta, fetch_weight, &w);
+        double push = evq_stretch_weighted(q, EV_FETCH, start, d, beta, fetch_weight, s - mi);
         h2d->free_at += push;
         h2d->busy += push;
         st->fetch_busy += push;
@@ -199,7 +195,7 @@ static void try_compute(const step_ctx *cx, const step_mb *m, mb_state *s, uint3
     uint32_t l = s->layer;
     if (s->comp_running || !s->idx_done || !s->fetch_done[l]) return;
     note_compute_inputs(cx, m, l, st);
-    double d = beside_fetch(cx, m, mi, gpu, h2d, q, st, now, step_compute_s(cx, m, l));
+    double d = beside_fetch(cx, s, mi, gpu, h2d, q, st, now, step_compute_s(cx, m, l));
     double end = res_submit(gpu, now, d, 0);
     st->compute_busy += d;
     s->comp_running = 1;
@@ -214,7 +210,7 @@ static void submit_group_fetches(const step_ctx *cx, const step_mb *m, mb_state 
     for (uint32_t j = l; j < md->n_layers; j++) {
         if (md->layer_group[j] != g) continue;
         if (j > l && md->layer[j].select == MODEL_SELECT_OWN) break;
-        double bytes, d = step_fetch_s(cx, m, j, &bytes);
+        double bytes, d = fetch_cost(cx, m, j, &bytes, &s->fetch_w[j]);
         if (d <= 0) { s->fetch_done[j] = 1; continue; }
         /* The inputs of the gather's cost tables, against the fitted ranges. */
         hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_ROW_BYTES, md->layer[j].row_bytes);
@@ -249,7 +245,7 @@ static void start_layer(const step_ctx *cx, const step_mb *m, mb_state *s, uint3
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_CTX, m->idx_rows[g] / m->n_req);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_BATCH, m->n_req);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_QUERIES, m->tokens / m->n_req);
-        double d = beside_fetch(cx, m, mi, gpu, h2d, q, st, now, step_indexer_s(cx, m, l));
+        double d = beside_fetch(cx, s, mi, gpu, h2d, q, st, now, step_indexer_s(cx, m, l));
         double end = res_submit(gpu, now, d, 0);
         st->compute_busy += d;
         evq_push(q, end, EV_IDX, mi, l);
@@ -266,10 +262,12 @@ double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
     const model_cfg *md = cx->model;
     mb_state *s = calloc(n_mb, sizeof *s);
     uint8_t *flags = calloc((size_t)n_mb * md->n_layers, 1);
-    if (!s || !flags) abort();
+    double *weights = calloc((size_t)n_mb * md->n_layers, sizeof *weights);
+    if (!s || !flags || !weights) abort();
     uint32_t running = 0;
     for (uint32_t i = 0; i < n_mb; i++) {
         s[i].fetch_done = flags + (size_t)i * md->n_layers;
+        s[i].fetch_w = weights + (size_t)i * md->n_layers;
         if (mb[i].n_req <= 0) { s[i].done = 1; continue; }
         running++;
     }
@@ -322,6 +320,7 @@ double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
         }
     }
     free(flags);
+    free(weights);
     free(s);
     return end;
 }
