@@ -140,8 +140,10 @@ void indexer_v5_launch(int heads, int queries, const uint8_t *q, const float *w,
                        int batch, int ctx, float *scores, int tiles, cudaStream_t st);
 /* Top-k (topk.cu) version 1-TK_MAX_VERSION of batch requests of ctx finite scores, 1 <= k <= ctx: ascending
  * row indices of each request's k largest, ties to the lower row. */
-#define TK_MAX_VERSION 5
+#define TK_MAX_VERSION 6
 void topk_launch(int version, const float *scores, int batch, int ctx, int k, int32_t *out, cudaStream_t st);
+/* The top-k blocks that run at once (SMs x resident blocks per SM), after a topk_launch. */
+long long topk_concurrent_blocks(int version, const cudaDeviceProp &prop);
 /* Fetch version 2 (8 rows in flight per warp) on the given SMs, for the paths that stage
  * misses (verification); pool is a device pointer of a mapped host pool. */
 void fetch_launch(const uint8_t *pool, size_t pool_stride, const int64_t *rows, const int32_t *slots,

@@ -19,7 +19,7 @@
  *   5  wgmma with FP8 operands (sm_90a, indexer_wgmma.cu): one warpgroup per block, 64-token
  *      tiles in a four-stage cp.async ring, scales in the ring; also several query tokens per
  *      request (`queries`, a speculative step's gamma + 1), which share the keys' reads.
- * The benchmark runs the top-k (topk.cu, version `topk`, default 5) on the scores it made and
+ * The benchmark runs the top-k (topk.cu, version `topk`, default 6) on the scores it made and
  * checks it against kref_topk. */
 #include "kernels/bench.cuh"
 #include "kernels/block_scan.cuh"
@@ -310,7 +310,7 @@ void indexer_launch(int version, int heads, const uint8_t *q, const float *w, co
 int bench_indexer_check(const bench_params &p)
 {
     const long long batch = p.num("batch", 16), ctx = p.num("ctx", 100000), heads = p.num("heads", 64),
-                    k = p.num("k", 2048), version = p.num("version", 2), tk_version = p.num("topk", 5),
+                    k = p.num("k", 2048), version = p.num("version", 2), tk_version = p.num("topk", 6),
                     tiles = p.num("tiles", 0), queries = p.num("queries", 1);
     if (version < 1 || version > IX_MAX_VERSION) {
         fprintf(stderr, "dhbench: indexer: version %lld is not 1 to %d\n", version, IX_MAX_VERSION);
@@ -350,7 +350,7 @@ int bench_indexer(bench_env *env, const bench_params &p)
     const int heads = (int)p.num("heads", 64);
     const int k = (int)p.num("k", 2048);
     const int version = (int)p.num("version", 2);
-    const int tk_version = (int)p.num("topk", 5);
+    const int tk_version = (int)p.num("topk", 6);
     const int tiles = (int)p.num("tiles", 0);
     const int nq = (int)p.num("queries", 1);   /* query tokens per request */
     bench_rng rng(0x1de7 ^ (uint64_t)heads << 4 ^ (uint64_t)ctx << 12);
@@ -451,6 +451,7 @@ int bench_indexer(bench_env *env, const bench_params &p)
         r.dtype = v == 0 ? "fp8" : "fp32";
         if (v == 1) r.pattern = "indexer";   /* top-k of the indexer's own scores */
         r.batch = batch; r.queries = nq; r.ctx = ctx; r.k = k; r.heads = v == 0 ? heads : -1;
+        if (v == 1) r.sms = topk_concurrent_blocks(tk_version, env->prop);
         /* The keys are read once per request whatever the queries; top-k: the scores read once. */
         r.bytes = v == 0 ? (double)nkeys * (IX_DIM + 4) : (double)nrows * ctx * 4;
         r.flops = v == 0 ? (double)nkeys * nq * heads * IX_DIM * 2 : -1;

@@ -302,6 +302,17 @@ static int cmp_scored(const void *a, const void *b)
     return x->row < y->row ? -1 : x->row > y->row;
 }
 
+long long kref_topk_sample_rank(long long ctx, long long k, int sample, double z)
+{
+    long long r = ((long long)sample * (5 * k / 4 + 512) + ctx - 1) / ctx;
+    if (z > 0) {
+        const double x = (double)k * sample / (double)ctx, root = (z + sqrt(z * z + 4 * x)) / 2;
+        const long long rmin = (long long)ceil(root * root - 1e-9);
+        if (rmin > r) r = rmin;
+    }
+    return r;
+}
+
 int kref_topk(const float *scores, int n, int k, int32_t *out_rows)
 {
     if (k > n || k < 0) return dh_err("topk: k %d outside [0, %d]", k, n);

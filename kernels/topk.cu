@@ -2,7 +2,7 @@
  * (k = 2048 of ~100K), as ascending row indices with ties at the threshold going to the lower
  * row: the rule of the CPU reference kref_topk. Scores must be finite.
  *
- * Versions (one block of 1024 threads per request; 2-5 keep a request's candidates, 64 KB of
+ * Versions (one block of 1024 threads per request; 2-6 keep a request's candidates, 64 KB of
  * keys and 64 KB of rows, and its output bitmaps in 180 KB of shared memory):
  *   1  a radix select of the k-th largest score in 4 passes of 8 bits over the request's
  *      scores in global memory (a 256-bin shared histogram, one plain atomic per score), then
@@ -25,7 +25,14 @@
  *      ~1.25 k + 512 scores lie above it, checked by the count (fewer than k, or more than
  *      TK2_CAND, fall back to version 3's passes): 1 pass over the scores and a sample. The
  *      candidates go in with one shared atomic per thread that holds any (version 4: a warp
- *      vote per score). Version 4 falls back the same way when k > 4096 or too many tie. */
+ *      vote per score). Version 4 falls back the same way when k > 4096 or too many tie.
+ *   6  = 5 with the sample's rank also bounded by its noise (kref_topk_sample_rank): at long
+ *      contexts few sampled scores lie above version 5's guess, and fewer than k scores of the
+ *      context lie above it in ~1-2 % of requests at 1M (2 % at k 2048, 1 % at 512; 0.1-0.3 %
+ *      at 500K): such a block takes the radix passes, 3-6x longer, and a wave of blocks waits
+ *      for it. Version 6 keeps that below ~1e-6 per request by taking more candidates (e.g.
+ *      ~5,600 instead of ~3,100 at 1M, k 2048); identical to 5 where 5's guess is safe (to
+ *      ~200K at k 2048). */
 #include "kernels/bench.cuh"
 #include "kernels/block_scan.cuh"
 #include "kernels/kref.h"
@@ -33,7 +40,9 @@
 #include <string.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #define TK_THREADS 1024
@@ -41,7 +50,8 @@
 #define TK2_BINS 4096         /* the first digit's 12 bits; the later ones have 10 */
 #define TK2_CAND 16384        /* candidate keys (and, version 4, rows) kept in shared memory */
 #define TK4_M 4               /* version 4: keys each thread keeps for the lower bound */
-#define TK5_SAMPLE 8192       /* version 5: the sample, a run of 8 scores per thread */
+#define TK5_SAMPLE 8192       /* versions 5, 6: the sample, a run of 8 scores per thread */
+#define TK6_Z 4.3             /* version 6: the guess's margin in standard deviations of the sample */
 static_assert(TK5_SAMPLE == 8 * TK_THREADS, "version 5 samples 8 scores per thread");
 #define TK2_SEG 131072        /* scores per output segment: two bitmaps of TK2_SEG bits */
 
@@ -264,7 +274,7 @@ __device__ __forceinline__ void tk_append(uint32_t *keys, int32_t *rows, int *co
 /* Versions 2-5. V = 2: warp-aggregated histogram counts; 4 and 5: a lower bound first (below). */
 template <int V>
 __global__ void __launch_bounds__(TK_THREADS) topk2_kernel(const float *__restrict__ scores, int ctx, int k,
-                                                           int32_t *__restrict__ out)
+                                                           int32_t *__restrict__ out, long long sample_rank)
 {
     constexpr bool AGG = V == 2;
     extern __shared__ uint32_t tk_smem[];
@@ -318,13 +328,15 @@ __global__ void __launch_bounds__(TK_THREADS) topk2_kernel(const float *__restri
             tk_append(cand, crow, &s_ncand, TK2_CAND, score_key(v.w), i + 3, i + 3 < ctx && v.w >= Lf);
         });
     }
-    if (V == 5) {
+    if (V >= 5) {
         /* A guess of L from a sample, checked after: the key ranked r-th from the top among
-         * 1024 runs of 8 scores spread evenly over the context, r such that ~1.25 k + 512
-         * scores lie above it. Too few (< k) or too many (> TK2_CAND) scores >= L fall back to
-         * the radix passes below, so the guess costs speed, never the result. A context that
-         * fits the candidates whole is taken whole (L = -inf). */
-        const long long r = ((long long)TK5_SAMPLE * (5LL * k / 4 + 512) + ctx - 1) / ctx;
+         * 1024 runs of 8 scores spread evenly over the context, r = sample_rank
+         * (kref_topk_sample_rank: version 5 aims at ~1.25 k + 512 scores above it, version 6
+         * also keeps fewer than k above it rare at long contexts). Too few (< k) or too many
+         * (> TK2_CAND) scores >= L fall back to the radix passes below, so the guess costs
+         * speed, never the result. A context that fits the candidates whole is taken whole
+         * (L = -inf). */
+        const long long r = sample_rank;
         float Lf = -INFINITY;
         if (ctx > TK2_CAND && r <= TK5_SAMPLE) {
             /* Thread t takes the run of 8 at t / 1023 of the way (one 32-byte sector). */
@@ -479,7 +491,7 @@ __global__ void __launch_bounds__(TK_THREADS) topk2_kernel(const float *__restri
     }
 }
 
-/* Launches top-k version 1-5 for batch requests of ctx scores each (1 <= k <= ctx). */
+/* Launches top-k version 1-6 for batch requests of ctx scores each (1 <= k <= ctx). */
 void topk_launch(int version, const float *scores, int batch, int ctx, int k, int32_t *out, cudaStream_t st)
 {
     static bool attr_done = false;
@@ -488,14 +500,33 @@ void topk_launch(int version, const float *scores, int batch, int ctx, int k, in
         cudaCheck(cudaFuncSetAttribute(topk2_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tk2_smem_bytes));
         cudaCheck(cudaFuncSetAttribute(topk2_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tk2_smem_bytes));
         cudaCheck(cudaFuncSetAttribute(topk2_kernel<5>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tk2_smem_bytes));
+        cudaCheck(cudaFuncSetAttribute(topk2_kernel<6>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tk2_smem_bytes));
         attr_done = true;
     }
     if (version == 1) topk_kernel<<<batch, TK_THREADS, 0, st>>>(scores, ctx, k, out);
-    else if (version == 2) topk2_kernel<2><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out);
-    else if (version == 3) topk2_kernel<3><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out);
-    else if (version == 4) topk2_kernel<4><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out);
-    else topk2_kernel<5><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out);
+    else if (version == 2) topk2_kernel<2><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out, 0);
+    else if (version == 3) topk2_kernel<3><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out, 0);
+    else if (version == 4) topk2_kernel<4><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out, 0);
+    else if (version == 5)
+        topk2_kernel<5><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out,
+                                                                   kref_topk_sample_rank(ctx, k, TK5_SAMPLE, 0));
+    else
+        topk2_kernel<6><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out,
+                                                                   kref_topk_sample_rank(ctx, k, TK5_SAMPLE, TK6_Z));
     CUDA_LAUNCH_CHECK();
+}
+
+/* The top-k blocks (one per request or verified query) that run at once: SMs x resident blocks
+ * per SM. A launch of more runs in waves (analysis/fitcost.h's topk form); dhbench records it
+ * as the top-k lines' sms. Call after topk_launch has set the kernels' shared-memory limit. */
+long long topk_concurrent_blocks(int version, const cudaDeviceProp &prop)
+{
+    int per_sm = 0;
+    if (version == 1)
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, topk_kernel, TK_THREADS, 0));
+    else
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, topk2_kernel<5>, TK_THREADS, tk2_smem_bytes));
+    return (long long)per_sm * prop.multiProcessorCount;
 }
 
 static const char *const topk_dists[] = {"normal", "narrow", "uniform", "ties", "binary", "sorted"};
@@ -554,22 +585,38 @@ int bench_topk(bench_env *env, const bench_params &p)
     cudaCheck(cudaMemset(top_d, 0xff, (size_t)batch * k * 4));
     topk_launch(version, sc_d, batch, ctx, k, top_d, 0);
     cudaCheck(cudaDeviceSynchronize());
-    std::vector<int32_t> top_h((size_t)batch * k), ref((size_t)k);
+    std::vector<int32_t> top_h((size_t)batch * k);
     cudaCheck(cudaMemcpy(top_h.data(), top_d, top_h.size() * 4, cudaMemcpyDeviceToHost));
-    int ok = 1;
-    for (int b = 0; b < batch && ok; b++) {
-        kref_topk(&sc_h[(size_t)b * ctx], ctx, k, ref.data());
-        if (memcmp(ref.data(), &top_h[(size_t)b * k], 4 * (size_t)k)) {
-            fprintf(stderr, "dhbench: topk v%d %s: request %d differs from the reference\n", version, dist.c_str(), b);
-            ok = 0;
+    /* Every request against the reference, on the host's cores (a sort of each context: the
+     * scaling grid's 264 x 1M scores would take minutes on one); the first differing request
+     * is reported. */
+    std::atomic<int> next(0), first_bad(batch);
+    auto check = [&] {
+        std::vector<int32_t> ref((size_t)k);
+        for (int b; (b = next.fetch_add(1)) < batch && b < first_bad.load();) {
+            kref_topk(&sc_h[(size_t)b * ctx], ctx, k, ref.data());
+            if (memcmp(ref.data(), &top_h[(size_t)b * k], 4 * (size_t)k)) {
+                int cur = first_bad.load();
+                while (b < cur && !first_bad.compare_exchange_weak(cur, b)) { }
+            }
         }
-    }
+    };
+    const int nthreads = (int)std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), (unsigned)batch);
+    std::vector<std::thread> pool;
+    for (int t = 1; t < nthreads; t++) pool.emplace_back(check);
+    check();
+    for (auto &t : pool) t.join();
+    const int ok = first_bad.load() == batch;
+    if (!ok)
+        fprintf(stderr, "dhbench: topk v%d %s: request %d differs from the reference\n", version, dist.c_str(),
+                first_bad.load());
     bench_record r;
     r.kernel = "topk";
     r.version = std::to_string(version);
     r.dtype = "fp32";
     r.pattern = dist;
     r.batch = batch; r.ctx = ctx; r.k = k;
+    r.sms = topk_concurrent_blocks(version, env->prop);
     r.bytes = (double)n * 4;   /* the scores read once: the floor, whatever passes a version makes */
     r.ceiling_name = "hbm_d2d";
     r.ceiling_value = env->hbm_gbps;

@@ -25,7 +25,7 @@ bad gather_version "gather: version 5" --kernel gather version=5
 bad gather_row_bytes "row_bytes 700" --kernel gather row_bytes=700
 bad gather_warps "warps=1 rows=" --kernel gather version=4 warps=1
 bad gather_pool "need rows <= slots" --kernel gather rows=1000 pool_gb=0.0001
-bad topk_version "topk: version 6 is not 1 to 5" --kernel topk version=1,6
+bad topk_version "topk: version 7 is not 1 to 6" --kernel topk version=1,7
 bad topk_k_over_ctx "batch=16 ctx=100 k=200" --kernel topk ctx=100 k=200
 bad topk_k_zero "k=0: need" --kernel topk k=0
 bad topk_dist "dist 'zipf'" --kernel topk dist=normal,zipf
@@ -35,7 +35,7 @@ bad indexer_tiles_negative "tiles=-1" --kernel indexer version=5 tiles=-1
 bad indexer_queries_version "more than one query needs version 5" --kernel indexer version=4 queries=2
 bad indexer_queries_wide "queries=8 heads=64" --kernel indexer version=5 heads=64 queries=8
 bad indexer_queries_odd "queries=3 heads=32" --kernel indexer version=5 heads=32 queries=3
-bad indexer_topk "topk version 9 is not 1 to 5" --kernel indexer topk=9
+bad indexer_topk "topk version 9 is not 1 to 6" --kernel indexer topk=9
 bad indexer_heads "heads 48 is not 32 or 64" --kernel indexer heads=48
 bad indexer_k "ctx=1000 k=2048" --kernel indexer ctx=1000
 bad fetch_version "version 11 is not 1 to 10" --kernel fetch version=5,11

@@ -362,6 +362,44 @@ static void test_topk_matches_repeated_max(void **state)
     assert_int_equal(kref_topk(s, 3, 4, o), -1);
 }
 
+/* P(Poisson(lam) >= r), summed term by term in logs: the chance that a sample's r-th largest of
+ * 8192 scores has fewer than k = lam ctx / 8192 scores of the context above it (the r-th
+ * arrival of a Poisson process of rate 8192 / ctx per score comes after k scores). */
+static double poisson_upper(double lam, long long r)
+{
+    double s = 0;
+    for (long long i = r; i < r + 100000; i++) {
+        const double t = exp(-lam + (double)i * log(lam) - lgamma((double)i + 1));
+        s += t;
+        if (i > lam && t < 1e-30 * s) break;
+    }
+    return s;
+}
+
+/* Top-k versions 5 and 6's threshold guess (kref_topk_sample_rank): version 6's rank leaves
+ * fewer than k scores above the guess in at most ~1e-6 of requests at every context up to
+ * 2M and k up to 4096, never takes a lower rank than version 5, equals it where version 5 is
+ * already that safe (100K, k 2048: the replay's), and keeps the expected candidates within
+ * the kernel's 16K (TK2_CAND) with room; version 5 at 1M, k 2048, falls back in > 1 %. */
+static void test_topk_sample_rank(void **state)
+{
+    (void)state;
+    enum { SAMPLE = 8192 };
+    static const long long ctxs[] = {20000, 100000, 250000, 500000, 1000000, 2000000}, ks[] = {512, 2048, 4096};
+    for (size_t i = 0; i < sizeof ctxs / sizeof ctxs[0]; i++)
+        for (size_t j = 0; j < sizeof ks / sizeof ks[0]; j++) {
+            const long long ctx = ctxs[i], k = ks[j];
+            const long long r5 = kref_topk_sample_rank(ctx, k, SAMPLE, 0), r6 = kref_topk_sample_rank(ctx, k, SAMPLE, 4.3);
+            const double lam = (double)k * SAMPLE / (double)ctx;
+            assert_true(r5 == (SAMPLE * (5 * k / 4 + 512) + ctx - 1) / ctx);
+            assert_true(r6 >= r5);
+            assert_true(poisson_upper(lam, r6) <= 1e-6);
+            if (ctx <= 1000000) assert_true((double)r6 * ctx / SAMPLE <= 16384 / 1.4);
+        }
+    assert_true(kref_topk_sample_rank(100000, 2048, SAMPLE, 4.3) == kref_topk_sample_rank(100000, 2048, SAMPLE, 0));
+    assert_true(poisson_upper(2048.0 * SAMPLE / 1e6, kref_topk_sample_rank(1000000, 2048, SAMPLE, 0)) > 0.01);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_ring_slot),
         cmocka_unit_test(test_indexer_scores),
         cmocka_unit_test(test_topk_matches_repeated_max),
+        cmocka_unit_test(test_topk_sample_rank),
     };
     return cmocka_run_group_tests_name("kernels_ref", tests, NULL, NULL);
 }

@@ -5,13 +5,13 @@
  *   dhreplay --run ID:POLICY:BUDGET:HELDOUT[:SEED] [--run ...] [--model models/glm53.ini]
  *            [--preset glm51-longbench] [--seed 1] [--keyframe 64] [--requests 16]
  *            [--prompt-len 100000] [--steps 32] [--attention-dp 8] [--moe-ep 8]
- *            [--fetch-sms 8] [--attention-version 8] [--topk-version 5] [--indexer-version 5]
+ *            [--fetch-sms 8] [--attention-version 8] [--topk-version 6] [--indexer-version 5]
  *            [--out FILE.csv] [--dry-run] [--fetch-only] [--fetch-times] [--timeline FILE.csv]
  *            [--fetch-priority default|high]
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
  *   if l runs g's indexer: indexer scoring (indexer.cu, indexer_wgmma.cu; --indexer-version,
- *     default 5) over every request's context and top-k (topk.cu, --topk-version, default 5)
+ *     default 5) over every request's context and top-k (topk.cu, --topk-version, default 6)
  *     -- their output is discarded: the trace's selection stands in for it, since top-k of
  *     random keys carries nothing --
  *     then the hot-buffer classification of g for all requests (one block per request,
@@ -445,7 +445,7 @@ int main(int argc, char **argv)
 {
     const char *model = "models/glm53.ini", *preset = "glm51-longbench", *out = NULL;
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
-    long attn_version = 8, topk_version = 5, indexer_version = 5;
+    long attn_version = 8, topk_version = 6, indexer_version = 5;
     std::vector<rp_run> runs;
     int dry_run = 0, skip = 0;   /* skip: RP_SKIP_* parts left out of every step (diagnostics) */
     int fetch_times = 0;         /* --fetch-times: each step's fetch kernels timed on their stream */
