@@ -22,7 +22,12 @@
 #        fetch fit itself (a check on another machine instance's run);
 #      cuBLASLt GEMMs per dtype at the decode batch m = 16; m = 128 held out; FP8 is the
 #        deployment's dtype (weight_bw, layer_fixed_s, mma_efficiency), BF16 is reported;
-#      indexer v5 (scoring rate) and top-k v5 on the indexer's own scores (select_s).
+#      indexer v5 (scoring rate and the keys' rate: default-indexer.csv, 4-16 requests x 25K-200K
+#        tokens, and indexer-scale.csv, 64-128 requests x 250K-500K, DeepSeek-V4.1-Flash's shape;
+#        timed isolated); top-k v6 over the scores per request, the top-ks per launch
+#        (waves of 132 blocks) and k (topk-scale-b2b20.csv: select_s's top-k part and the
+#        topk_* waves), its lines on the indexer's own scores (16 requests x 1-8 queries,
+#        indexer-topk6-b2b20.csv) held out.
 #    layer_fixed_s starts as 8 GEMM launches per layer (q_a, q_b, kv_a, o_proj, shared
 #    expert x 2, routed experts x 2 strided-batched, as bin/dhreplay runs them) x the GEMM's
 #    fixed cost.
@@ -53,12 +58,14 @@ STAGE1="$T/$(basename "$OUTP")"
 
 bin/dhcal fit --bench "$BENCH/attention-attention-b2b20.csv" "$BENCH/fetch-calib-b2b20.csv" \
     "$BENCH/fetch-beside-b2b20.csv" "$BENCH/default-gemm.csv" "$BENCH/default-indexer.csv" \
+    "$BENCH/topk-scale-b2b20.csv" "$BENCH/indexer-topk6-b2b20.csv" "$BENCH/indexer-scale.csv" \
     --select kernel=attention,version=8,pattern=hits,timing=b2b20 --select kernel=fetch,version=5,timing=b2b20 \
-    --select kernel=gemm --select kernel=indexer,version=5 --select 'kernel=topk,version=5,pattern=indexer,queries=1,ctx>=100000,ctx<=100001' \
+    --select kernel=gemm --select kernel=indexer,version=5,timing=isolated --select 'kernel=topk,version=6,timing=b2b20' \
     --holdout kernel=attention,dtype=bf16 --holdout 'kernel=fetch,sms>=66' --holdout 'kernel=fetch,ctx<=25000' \
+    --holdout 'kernel=topk,pattern=indexer' \
     --holdout 'kernel=fetch,suite=fetch-beside-b2b20' --holdout 'kernel=gemm,m>=128' \
     --weight-dtype fp8 --layer-gemms 8 --base "$BASE" -o "$STAGE1" \
-    --command "sh analysis/calibrate.sh (bin/dhcal fit on $BENCH/attention-attention-b2b20.csv, $BENCH/fetch-calib-b2b20.csv, $BENCH/fetch-beside-b2b20.csv and $BENCH/default-{gemm,indexer}.csv, then bin/dhcal refit of layer_fixed_s on $REPLAY)" \
+    --command "sh analysis/calibrate.sh (bin/dhcal fit on $BENCH/attention-attention-b2b20.csv, $BENCH/fetch-calib-b2b20.csv, $BENCH/fetch-beside-b2b20.csv, $BENCH/default-{gemm,indexer}.csv, $BENCH/topk-scale-b2b20.csv, $BENCH/indexer-topk6-b2b20.csv and $BENCH/indexer-scale.csv, then bin/dhcal refit of layer_fixed_s on $REPLAY)" \
     > "$T/fit.txt" 2> "$T/fit.err" || { cat "$T/fit.err" >&2; exit 1; }
 grep -v '^dhcal: [0-9]* lines match no --select\|^dhcal: warning: pool\|^dhcal: fitted but not used' "$T/fit.err" >&2 || true
 

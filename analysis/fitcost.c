@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const form_names[] = {"fetch", "hbm", "indexer", "gemm", "const", "beside", "none"};
+static const char *const form_names[] = {"fetch", "hbm", "indexer", "gemm", "const", "beside", "topk", "none"};
 
 const char *fit_form_name(fit_form f) { return form_names[f]; }
 
@@ -30,7 +30,7 @@ fit_form fit_form_for_kernel(const char *kernel)
     if (strstr(kernel, "fetch")) return FIT_FORM_FETCH;
     if (strstr(kernel, "indexer")) return FIT_FORM_INDEXER;
     if (strstr(kernel, "gemm")) return FIT_FORM_GEMM;
-    if (strstr(kernel, "topk")) return FIT_FORM_CONST;
+    if (strstr(kernel, "topk")) return FIT_FORM_TOPK;
     if (strstr(kernel, "attn") || strstr(kernel, "attention") || strstr(kernel, "verif"))
         return FIT_FORM_HBM;
     return FIT_FORM_NONE;
@@ -885,6 +885,236 @@ out:
     return rc;
 }
 
+/* ---- top-k: waves of blocks, each a roofline ---------------------------------- */
+
+/* t0 (us), per wave (us), us per score of one block (its SM's pass), us per selected row,
+ * us per score of a whole wave (the scores of all its blocks through the memory system), the
+ * steepness q of the soft maximum of the last two. */
+enum { TK_T0, TK_WAVE, TK_ROW, TK_K, TK_SCORE, TK_Q, TK_NPAR };
+
+typedef struct { const double *topks, *ctx, *k; double slots; } tk_model;
+
+/* (a^q + b^q)^(1/q) for a, b >= 0 and q >= 1, with its derivatives by a, b and q. */
+static double soft_max(double a, double b, double q, double *da, double *db, double *dq)
+{
+    if (a <= 0 || b <= 0) {
+        *da = a >= b; *db = a < b; *dq = 0;
+        return a > b ? a : b;
+    }
+    const double big = a > b ? a : b, ra = a / big, rb = b / big;   /* scaled: no overflow */
+    const double sa = pow(ra, q), sb = pow(rb, q), sum = sa + sb, m = big * pow(sum, 1 / q);
+    *da = pow(a / m, q - 1);
+    *db = pow(b / m, q - 1);
+    *dq = m * ((sa * log(ra) + sb * log(rb)) / (q * sum) - log(sum) / (q * q));
+    return m;
+}
+
+double fit_topk_time_us(const double *p, double topks, double ctx, double k, double slots, double *g)
+{
+    const double full = floor(topks / slots + 1e-9), rem = topks - full * slots;
+    double t = p[TK_T0], nw = 0, grow = 0, gscore = 0, gq = 0;
+    for (int j = 0; j < 2; j++) {
+        const double waves = j ? (rem > 1e-9) : full, n = j ? rem : slots;
+        if (waves == 0) continue;
+        double da, db, dq;
+        const double m = soft_max(ctx * p[TK_ROW], n * ctx * p[TK_SCORE], p[TK_Q], &da, &db, &dq);
+        t += waves * (p[TK_WAVE] + k * p[TK_K] + m);
+        nw += waves;
+        grow += waves * da * ctx;
+        gscore += waves * db * n * ctx;
+        gq += waves * dq;
+    }
+    if (g) {
+        g[TK_T0] = 1;
+        g[TK_WAVE] = nw;
+        g[TK_ROW] = grow;
+        g[TK_K] = nw * k;
+        g[TK_SCORE] = gscore;
+        g[TK_Q] = gq;
+    }
+    return t;
+}
+
+static double tk_eval(const void *model, size_t i, const double *p, double *grad)
+{
+    const tk_model *m = model;
+    return fit_topk_time_us(p, m->topks[i], m->ctx[i], m->k[i], m->slots, grad);
+}
+
+/* One candidate: the roofline terms not in `terms` (bits TK_ROW, TK_SCORE) held at 0, from
+ * p0; a fixed cost (t0, per wave, per selected row) below zero inside the noise is held at 0
+ * and the fit repeated, below it beyond the noise fails the candidate. */
+typedef struct {
+    fit_result r;
+    int terms, zero[TK_NPAR];
+    double fit_value[TK_NPAR], fit_se[TK_NPAR];
+} tk_cand;
+
+static int tk_try(const fit_model *m, const double *y, const double *w, size_t n, int terms, const double *p0, tk_cand *c,
+                  char *why, size_t whycap)
+{
+    static const char *const name[TK_NPAR] = {"t0_us", "wave_us", "row_ns", "k_ns", "score", "steepness"};
+    double p[TK_NPAR];
+    int fixed[TK_NPAR] = {0};
+    memcpy(p, p0, sizeof p);
+    memset(c, 0, sizeof *c);
+    c->terms = terms;
+    for (int j = TK_ROW; j <= TK_SCORE; j += TK_SCORE - TK_ROW)
+        if (!(terms & (1 << j))) { fixed[j] = 1; p[j] = 0; }
+    /* One term alone: the soft maximum is that term, whatever q. */
+    if ((terms & (1 << TK_ROW | 1 << TK_SCORE)) != (1 << TK_ROW | 1 << TK_SCORE)) { fixed[TK_Q] = 1; p[TK_Q] = 1; }
+    for (int round = 0; round < TK_NPAR; round++) {
+        if (fit_nonlinear(m, y, w, n, p, fixed, &c->r) < 0) { snprintf(why, whycap, "%s", dh_errmsg()); return -1; }
+        for (int j = TK_ROW; j <= TK_SCORE; j += TK_SCORE - TK_ROW)
+            if (!fixed[j] && !(c->r.p[j] > 0)) { snprintf(why, whycap, "a per-score time came out <= 0"); return -1; }
+        if (!fixed[TK_Q] && !(c->r.p[TK_Q] >= 1)) {
+            snprintf(why, whycap, "steepness %g below 1 (slower than the two terms added)", c->r.p[TK_Q]);
+            return -1;
+        }
+        int again = 0;
+        for (int j = 0; j < TK_NPAR; j++) {
+            if (fixed[j] || j == TK_ROW || j == TK_SCORE || j == TK_Q || c->r.p[j] >= 0) continue;
+            if (c->r.p[j] < -2 * c->r.se[j]) {
+                snprintf(why, whycap, "%s = %g (+- %g) is below zero beyond the noise", name[j], c->r.p[j], c->r.se[j]);
+                return -1;
+            }
+            c->zero[j] = 1;
+            c->fit_value[j] = c->r.p[j];
+            c->fit_se[j] = c->r.se[j];
+            fixed[j] = 1;
+            again = 1;
+        }
+        if (!again) return 0;
+        memcpy(p, c->r.p, sizeof p);
+        for (int j = 0; j < TK_NPAR; j++)
+            if (c->zero[j]) p[j] = 0;
+    }
+    return 0;
+}
+
+static int fit_topk(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                    const fit_opts *o, fit_section *s)
+{
+    (void)o;
+    double *topks = malloc((n + nhold + 1) * sizeof *topks), *ctx = malloc((n + nhold + 1) * sizeof *ctx);
+    double *k = malloc((n + nhold + 1) * sizeof *k), *y = malloc((n + nhold + 1) * sizeof *y);
+    double *w = malloc((n + 1) * sizeof *w);
+    if (!topks || !ctx || !k || !y || !w) abort();
+    int rc = 0;
+    for (size_t i = 0; i < n + nhold; i++) {
+        const bcsv_row *r = i < n ? rows[i] : hold[i - n];
+        const double batch = isnan(r->v[BCSV_BATCH]) ? 1 : r->v[BCSV_BATCH], q = isnan(r->v[BCSV_QUERIES]) ? 1 : r->v[BCSV_QUERIES];
+        topks[i] = batch * q;
+        ctx[i] = r->v[BCSV_CTX];
+        k[i] = r->v[BCSV_K];
+        y[i] = r->v[BCSV_MEDIAN_US];
+        if (!(r->v[BCSV_SMS] >= 1) || !(ctx[i] > 0) || !(k[i] > 0)) {
+            rc = dh_err("file '%s' line %ld: topk line lacks ctx, k or sms (the blocks that run at once, recorded by dhbench "
+                        "since the topk form)", t->files[r->file], r->line);
+            goto out;
+        }
+        if (i == 0) s->slots = r->v[BCSV_SMS];
+        else if (r->v[BCSV_SMS] != s->slots) {
+            rc = dh_err("file '%s' line %ld: topk line ran %g blocks at once (sms), another line %g: one device and version per fit",
+                        t->files[r->file], r->line, r->v[BCSV_SMS], s->slots);
+            goto out;
+        }
+        if (!(y[i] > 0)) { rc = dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line); goto out; }
+        if (i >= n) continue;
+        w[i] = 1.0 / (y[i] * y[i]);
+        /* batch: the top-ks of a launch (requests x queries). */
+        range_add(s, "batch", topks[i]); range_add(s, "ctx", ctx[i]); range_add(s, "k", k[i]);
+    }
+    tk_model tm = {topks, ctx, k, s->slots};
+    fit_model fm = {TK_NPAR, tk_eval, &tm};
+    /* Start values: a fixed cost under the fastest line, the per-score times through the
+     * slowest points per score of a block and of a wave. */
+    double ymin = y[0], per_row = INFINITY, per_score = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        const double waves = ceil(topks[i] / s->slots - 1e-9), full = fmin(topks[i], s->slots);
+        if (y[i] < ymin) ymin = y[i];
+        per_row = fmin(per_row, y[i] / (waves * ctx[i]));
+        per_score = fmin(per_score, y[i] / (waves * full * ctx[i]));
+    }
+    enum { ROW = 1 << TK_ROW, SCORE = 1 << TK_SCORE };
+    tk_cand cand[7], *best = NULL;
+    size_t nc = 0;
+    char why[256] = "no candidate converged";
+    const double p0[TK_NPAR] = {0.3 * ymin, 0.3 * ymin, 0.5 * per_row, 0, 0.5 * per_score, 1};
+    const int have_row = tk_try(&fm, y, w, n, ROW, p0, &cand[nc], why, sizeof why) == 0;
+    if (have_row) nc++;
+    const int have_score = tk_try(&fm, y, w, n, SCORE, p0, &cand[nc], why, sizeof why) == 0;
+    if (have_score) nc++;
+    {
+        /* Both terms, from the single-term fits that converged (as the indexer's roofline), or
+         * for a term whose fit alone failed (a fixed cost below zero, say) from the guess. */
+        const double *pr = have_row ? cand[0].r.p : p0, *ps = have_score ? cand[have_row].r.p : p0;
+        const double starts[4][3] = {{1, 1, 1.5}, {1, 0.5, 2}, {0.5, 1, 2}, {0.7, 0.7, 3}};
+        for (int j = 0; j < 4; j++) {
+            double pb[TK_NPAR] = {fmax(0, fmin(pr[TK_T0], ps[TK_T0])), fmax(0, fmin(pr[TK_WAVE], ps[TK_WAVE])),
+                                  starts[j][0] * pr[TK_ROW], fmax(0, fmax(pr[TK_K], ps[TK_K])), starts[j][1] * ps[TK_SCORE],
+                                  starts[j][2]};
+            tk_cand c;
+            if (tk_try(&fm, y, w, n, ROW | SCORE, pb, &c, why, sizeof why) < 0) continue;
+            size_t nrow = 0;   /* points whose every wave is bound by the block's pass */
+            for (size_t i = 0; i < n; i++) nrow += ctx[i] * c.r.p[TK_ROW] >= fmin(topks[i], s->slots) * ctx[i] * c.r.p[TK_SCORE];
+            if (nrow == 0 || nrow == n) continue;
+            cand[nc++] = c;
+        }
+    }
+    for (size_t j = 0; j < nc; j++)
+        if (!best || cand[j].r.chisq < best->r.chisq * (1 - 1e-9)) best = &cand[j];
+    if (!best) {
+        rc = dh_err("kernel '%s' version '%s': topk fit failed: %s", s->kernel, s->version, why);
+        goto out;
+    }
+    s->res = best->r;
+    size_t free_par = 0;
+    for (int j = 0; j < TK_NPAR; j++)
+        free_par += !best->zero[j] && (j == TK_ROW ? !!(best->terms & ROW) : j == TK_SCORE ? !!(best->terms & SCORE) : 1);
+    s->res.npar = free_par;
+    const double *p = best->r.p, *se = best->r.se;
+    coef_add(s, "t0_us", p[TK_T0], se[TK_T0], best->zero[TK_T0], best->fit_value[TK_T0], best->fit_se[TK_T0]);
+    coef_add(s, "wave_us", p[TK_WAVE], se[TK_WAVE], best->zero[TK_WAVE], best->fit_value[TK_WAVE], best->fit_se[TK_WAVE]);
+    /* A term the chosen fit leaves out is bounded by the points: the slowest per-score time at
+     * which every wave would still be bound by the other term. */
+    double prow = p[TK_ROW], pscore = p[TK_SCORE];
+    if (!(best->terms & ROW)) {
+        prow = INFINITY;
+        for (size_t i = 0; i < n; i++) {
+            const double rem = topks[i] - floor(topks[i] / s->slots + 1e-9) * s->slots;
+            prow = fmin(prow, (rem > 1e-9 ? rem : fmin(topks[i], s->slots)) * pscore);
+        }
+    }
+    if (!(best->terms & SCORE)) {
+        pscore = INFINITY;
+        for (size_t i = 0; i < n; i++) pscore = fmin(pscore, prow / fmin(topks[i], s->slots));
+    }
+    coef_add(s, "row_ns", prow * 1e3, best->terms & ROW ? se[TK_ROW] * 1e3 : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & ROW);
+    coef_add(s, "k_ns", p[TK_K] * 1e3, se[TK_K] * 1e3, best->zero[TK_K], best->fit_value[TK_K] * 1e3, best->fit_se[TK_K] * 1e3);
+    coef_add(s, "score_gps", 1e-3 / pscore, best->terms & SCORE ? 1e-3 * se[TK_SCORE] / (pscore * pscore) : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & SCORE);
+    /* With one term the steepness is not determined: 1 (a plain maximum). */
+    coef_add(s, "steepness", p[TK_Q], se[TK_Q], 0, 0, 0);
+    s->coef[s->ncoef - 1].undetermined = best->terms != (ROW | SCORE);
+    if (nhold) {
+        const double pe[TK_NPAR] = {p[TK_T0], p[TK_WAVE], prow, p[TK_K], pscore, p[TK_Q]};
+        double *pred = malloc(nhold * sizeof *pred);
+        if (!pred) abort();
+        for (size_t i = 0; i < nhold; i++) pred[i] = fit_topk_time_us(pe, topks[n + i], ctx[n + i], k[n + i], s->slots, NULL);
+        fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
+        free(pred);
+    }
+out:
+    free(topks);
+    free(ctx);
+    free(k);
+    free(y);
+    free(w);
+    return rc;
+}
+
 /* ---- driver ------------------------------------------------------------------ */
 
 static int form_of(const char *kernel, const fit_opts *o, fit_form *f)
@@ -1139,6 +1369,7 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
             s->held_out = nh;
             rc = form == FIT_FORM_FETCH     ? fit_fetch(rows, m, hold, nh, t, o, s)
                  : form == FIT_FORM_INDEXER ? fit_indexer(rows, m, hold, nh, t, o, s)
+                 : form == FIT_FORM_TOPK    ? fit_topk(rows, m, hold, nh, t, o, s)
                                             : fit_lin(rows, m, hold, nh, t, o, s);
             if (rc == 0 && form != FIT_FORM_CONST && !(s->res.r2 >= o->min_r2))
                 rc = dh_err("kernel '%s' version '%s': %s fit R^2 %.4f is below the threshold %.4f (relative rms %.1f %%)",

@@ -42,8 +42,22 @@
  *           GEMMs (a few to a hundred tokens) stream their weights, so the bytes
  *           set the time, not the flops; the largest rate the run measured
  *           (ceiling_value of a "*gemm*" ceiling, TFLOP/s) is recorded apart.
- * const:    time = t0_us (a cost measured at one working point, e.g. top-k of
- *           one context length); R^2 is not defined for it and not checked.
+ * topk:     one block per top-k (a request's, or a verified query's: batch * queries of
+ *           them), sms blocks at once (dhbench records the device's resident blocks as the
+ *           line's sms; every line of a fit must agree: the section's slots), so the launch
+ *           runs full waves of sms blocks and a last one of the rest; each wave of n blocks
+ *           takes wave_us + k * k_ns / 1000 + (a^q + b^q)^(1/q), a soft maximum of
+ *             a = ctx * row_ns / 1000               a block's pass over its scores on one SM
+ *             b = n * ctx / (score_gps * 1e3)       all n blocks' scores through the memory
+ *           (q = steepness >= 1: 1 adds them, a large q is the plain roofline; the blocks of a
+ *           wave near the knee slow each other before memory saturates), and time = t0_us +
+ *           the waves' sum. Fitted as the indexer's roofline (each term alone, then both with
+ *           q; the least residual, a term left out written as its bound). The range "batch"
+ *           is the top-ks per launch. Measured on the H200 (version 5, 132 at once,
+ *           suites/topk-scale.suite): a block's pass ~0.07 ns per score, a full wave at
+ *           ~1,200 G scores/s, q ~1.6.
+ * const:    time = t0_us (a cost measured at one working point); R^2 is not defined for it
+ *           and not checked.
  * beside (not a kernel's form: the fetch's slowdown beside a saturated memory system,
  *           from fetch lines whose pattern ends "+beside_hbm", each against its partner
  *           without the suffix, same file and parameters; dhbench fetch beside=):
@@ -67,7 +81,7 @@
 #include <stdio.h>
 
 typedef enum { FIT_FORM_FETCH, FIT_FORM_HBM, FIT_FORM_INDEXER, FIT_FORM_GEMM, FIT_FORM_CONST, FIT_FORM_BESIDE,
-               FIT_FORM_NONE } fit_form;
+               FIT_FORM_TOPK, FIT_FORM_NONE } fit_form;
 
 const char *fit_form_name(fit_form f);
 int fit_form_parse(const char *name, fit_form *out);
@@ -139,6 +153,7 @@ typedef struct {
     char dtype[16];           /* gemm: the dtype of the section's lines */
     double ceiling;           /* gemm: largest "*gemm*" ceiling_value of its lines (TFLOP/s), NAN if none */
     char ceiling_name[48];
+    double slots;             /* topk: the blocks that ran at once (the lines' sms) */
 } fit_section;
 
 /* Options for fit_bench(). */
@@ -165,6 +180,10 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
 
 /* Whether a row matches one hold-out spec ("col=v,col<=v,col>=v"; all must hold). */
 int fit_holdout_match(const bcsv_row *r, const char *spec, int *match);
+
+/* The topk form for p = {t0_us, wave_us, us per score of a block, us per selected row, us per
+ * score of a wave, steepness}; g (may be NULL) gets d/dp. */
+double fit_topk_time_us(const double *p, double topks, double ctx, double k, double slots, double *g);
 
 /* Evaluate the fetch form for given coefficients (used by tests and by the
  * range checker's report).  p follows the parameter order of fit_bench's

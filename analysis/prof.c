@@ -24,7 +24,7 @@ typedef struct {
     int append; /* an optional key: added at the end of its section when the base lacks it */
 } repl;
 
-#define MAX_REPL 32
+#define MAX_REPL 48
 
 static int load_cfg_hw(const char *path, cfg **c, hw_profile *hw)
 {
@@ -334,7 +334,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         else if (s->form == FIT_FORM_GEMM && !strcmp(s->dtype, o->weight_dtype)) gemm = s;
         else if (s->form == FIT_FORM_GEMM) snprintf(unused + l, sizeof unused - l, " %s (not the weights' dtype %s)", s->section, o->weight_dtype);
         else if (s->form == FIT_FORM_INDEXER) indexer = s;
-        else if (s->form == FIT_FORM_CONST && strstr(s->kernel, "topk")) topk = s;
+        else if ((s->form == FIT_FORM_TOPK || s->form == FIT_FORM_CONST) && strstr(s->kernel, "topk")) topk = s;
         else if (s->form == FIT_FORM_BESIDE) beside = s;
         else snprintf(unused + l, sizeof unused - l, " %s", s->section);
     }
@@ -458,8 +458,35 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
                      indexer->section);
         }
         snprintf(b->value, sizeof b->value, "%.6g", (it0->value + kt0->value) * 1e-6);
-        snprintf(b->comment, sizeof b->comment, "%s; dhcal: select_s = t0_us of the indexer (%.4g us) + the top-k (%.5g +- %.2g us)\n", prov2,
-                 it0->value, kt0->value, kt0->se);
+        snprintf(b->comment, sizeof b->comment, "%s; dhcal: select_s = t0_us of the indexer (%.4g us) + the top-k (%.5g +- %.2g us)%s\n", prov2,
+                 it0->value, kt0->value, kt0->se,
+                 topk->form == FIT_FORM_TOPK ? ", the launch's fixed part; its waves are topk_*" : "");
+        if (topk->form == FIT_FORM_TOPK) {
+            /* The top-k's waves (hw_topk_time, sim/hw.h). A per-score term the points only
+             * bound (every point in the other regime) is written 0, so that the simulator's
+             * soft maximum is the other term alone, as fitted. */
+            if (!(topk->slots >= 1))
+                return dh_err("kernel '%s': the topk fit has no blocks-at-once count (the lines' sms)", topk->kernel);
+            static const struct { const char *coef, *key; double scale; } w[] = {
+                {"wave_us", "topk_wave_s", 1e-6}, {"row_ns", "topk_row_s", 1e-9}, {"k_ns", "topk_k_s", 1e-9},
+                {"score_gps", "topk_score_rate", 1e9}, {"steepness", "topk_steepness", 1}};
+            for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+                const fit_coef *fc = coef(topk, w[i].coef);
+                repl *x = &r[nr++];
+                *x = (repl){.section = "hw", .key = w[i].key, .append = 1};
+                snprintf(x->value, sizeof x->value, "%.6g", fc->bound ? 0 : fc->value * w[i].scale);
+                snprintf(x->comment, sizeof x->comment, "; dhcal: %s = %s of the %s fit above (%.5g +- %.2g)%s\n", w[i].key, w[i].coef,
+                         topk->section, fc->value, fc->se,
+                         fc->bound          ? "; every fitted point is limited by the other term, which only bounds this one: 0, the term left out"
+                         : fc->undetermined ? "; not determined by the points (one term alone)"
+                                            : "");
+            }
+            repl *x = &r[nr++];
+            *x = (repl){.section = "hw", .key = "topk_slots", .append = 1};
+            snprintf(x->value, sizeof x->value, "%.6g", topk->slots);
+            snprintf(x->comment, sizeof x->comment, "; dhcal: topk_slots = the top-k blocks that ran at once in the %s lines (their sms: SMs x resident blocks per SM)\n",
+                     topk->section);
+        }
     }
     if (unused[0] && log) fprintf(log, "dhcal: fitted but not used by the simulator's profile schema:%s (coefficients in the fit report)\n", unused);
     if (nr <= 1) return dh_err("no fitted section maps to a profile key");

@@ -9,7 +9,8 @@
 
 const char *const hw_fit_name[HW_FIT_N] = { "fetch_row_bytes", "fetch_sms", "fetch_rows", "fetch_pages",
                                             "fetch_pool_bytes", "fetch_density", "attention_bytes", "attention_batch", "gemm_fp8_m",
-                                            "indexer_ctx", "indexer_batch", "indexer_queries" };
+                                            "indexer_ctx", "indexer_batch", "indexer_queries", "topk_batch", "topk_ctx",
+                                            "topk_k" };
 
 static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, hw_table *t, double ymin)
 {
@@ -138,6 +139,9 @@ int hw_load(cfg *c, hw_profile *hw)
         { "indexer_ops_s", &hw->indexer_ops_s, 1e20 }, { "select_s", &hw->select_s, 1 },
         { "indexer_bw", &hw->indexer_bw, 1e15 }, { "fetch_interference", &hw->fetch_interference, 10 },
         { "compute_interference", &hw->compute_interference, 10 },
+        { "topk_slots", &hw->topk_slots, 1e7 }, { "topk_wave_s", &hw->topk_wave_s, 1 },
+        { "topk_row_s", &hw->topk_row_s, 1e-3 }, { "topk_k_s", &hw->topk_k_s, 1e-3 },
+        { "topk_score_rate", &hw->topk_score_rate, 1e16 }, { "topk_steepness", &hw->topk_steepness, 1e3 },
     };
     const double zero = 0;
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
@@ -158,6 +162,14 @@ int hw_load(cfg *c, hw_profile *hw)
                           cfg_name(c));
     }
     if (load_fit_range(c, hw) < 0) return -1;
+    if (!(hw->topk_slots > 0) && (hw->topk_wave_s > 0 || hw->topk_row_s > 0 || hw->topk_k_s > 0 ||
+                                  hw->topk_score_rate > 0 || hw->topk_steepness > 0))
+        return dh_err("%s: [hw] topk_wave_s, topk_row_s, topk_k_s, topk_score_rate and topk_steepness need topk_slots "
+                      "(the top-k blocks that run at once)", cfg_name(c));
+    if (hw->topk_score_rate > 0 && !(hw->topk_steepness >= 1))
+        return dh_err("%s: [hw] topk_score_rate needs topk_steepness >= 1 (got %g)", cfg_name(c), hw->topk_steepness);
+    if (hw->topk_slots != floor(hw->topk_slots))
+        return dh_err("%s: [hw] topk_slots = %g is not a whole number of blocks", cfg_name(c), hw->topk_slots);
     if (hw->fetch_sms >= hw->sms)
         return dh_err("%s: [gather] fetch_sms = %g leaves no SM for compute (%g SMs)", cfg_name(c), hw->fetch_sms, hw->sms);
     if (hw->duplex_bw < hw->h2d_bw || hw->duplex_bw < hw->d2h_bw)
@@ -185,6 +197,26 @@ double hw_fetch_time(const hw_profile *hw, double rows, double row_bytes, double
     double page = hw->ref_row_bytes / hw_table_eval(&hw->gather_pages, pages) -
                   hw->ref_row_bytes / hw_table_eval(&hw->gather_row, hw->ref_row_bytes);
     return hw->gather_launch_s + rows * per_row + (page > 0 ? page * pages : 0);
+}
+
+double hw_topk_time(const hw_profile *hw, double topks, double rows, double k)
+{
+    if (!(hw->topk_slots > 0) || !(topks > 0)) return 0;
+    if (k > rows) k = rows;
+    const double full = floor(topks / hw->topk_slots + 1e-9), rem = topks - full * hw->topk_slots;
+    double t = 0;
+    for (int j = 0; j < 2; j++) {
+        const double waves = j ? (rem > 1e-9) : full, n = j ? rem : hw->topk_slots;
+        if (waves == 0) continue;
+        const double a = rows * hw->topk_row_s, b = hw->topk_score_rate > 0 ? n * rows / hw->topk_score_rate : 0;
+        /* The soft maximum (a^q + b^q)^(1/q), scaled by the larger so that no power overflows. */
+        const double big = a > b ? a : b;
+        const double m = a > 0 && b > 0 ? big * pow(pow(a / big, hw->topk_steepness) + pow(b / big, hw->topk_steepness),
+                                                    1 / hw->topk_steepness)
+                                        : big;
+        t += waves * (hw->topk_wave_s + k * hw->topk_k_s + m);
+    }
+    return t;
 }
 
 double hw_fetch_beside(const hw_profile *hw, double rows, double regions)

@@ -14,8 +14,9 @@
  *             mma_efficiency  achieved fraction of the tensor rates (0, 1]
  *             kernel_launch_s fixed cost of one kernel on the compute stream
  *             attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s,
- *             select_s, indexer_bw, fetch_interference,
- *             compute_interference                       optional (default 0 =
+ *             select_s, indexer_bw, fetch_interference, compute_interference,
+ *             topk_slots, topk_wave_s, topk_row_s, topk_k_s, topk_score_rate,
+ *             topk_steepness                             optional (default 0 =
  *                        unused): costs fitted to the project's kernels; see hw_profile below
  *   [pcie]    h2d_bw, d2h_bw  pinned-memcpy bandwidth each way
  *             duplex_bw       both directions at once (sum)
@@ -81,10 +82,11 @@
 
 /* The fitted inputs the simulator checks against [fit_range]: the fetch's, the attention's
  * (bytes of the selected rows and queries per launch), the GEMMs' tokens (m, the weights'
- * fp8 fit), and the indexer's context, requests and query tokens per request. */
+ * fp8 fit), the indexer's context, requests and query tokens per request, and the top-k's
+ * top-ks per launch, scores per request and k (with topk_slots only). */
 enum { HW_FIT_FETCH_ROW_BYTES = 0, HW_FIT_FETCH_SMS, HW_FIT_FETCH_ROWS, HW_FIT_FETCH_PAGES,
        HW_FIT_FETCH_POOL_BYTES, HW_FIT_FETCH_DENSITY, HW_FIT_ATTN_BYTES, HW_FIT_ATTN_BATCH, HW_FIT_GEMM_M, HW_FIT_IDX_CTX,
-       HW_FIT_IDX_BATCH, HW_FIT_IDX_QUERIES, HW_FIT_N };
+       HW_FIT_IDX_BATCH, HW_FIT_IDX_QUERIES, HW_FIT_TOPK_BATCH, HW_FIT_TOPK_CTX, HW_FIT_TOPK_K, HW_FIT_N };
 extern const char *const hw_fit_name[HW_FIT_N];
 
 typedef struct {
@@ -105,7 +107,17 @@ typedef struct {
      *   indexer_ops_s, select_s, indexer: max(key bytes / indexer_bw, queries x rows x
      *   indexer_bw               heads x dim / indexer_ops_s) + select_s (the fixed costs
      *                            of the selecting layer: the indexer's launch and the
-     *                            top-k); indexer_bw 0 = hbm_bw;
+     *                            top-k's) + the top-k's waves below; indexer_bw 0 = hbm_bw;
+     *   topk_slots, topk_wave_s, the top-k (hw_topk_time): one block per request and query
+     *   topk_row_s, topk_k_s,    token, topk_slots of them at once: full waves and a last one
+     *   topk_score_rate,         of the rest; a wave of n blocks takes topk_wave_s + k x
+     *   topk_steepness           topk_k_s + the soft maximum (a^q + b^q)^(1/q) of a block's
+     *                            pass, a = rows x topk_row_s, and the wave's scores through
+     *                            memory, b = n x rows / topk_score_rate (rows: the scores per
+     *                            request, its indexed context; k its group's, at most rows;
+     *                            q = topk_steepness >= 1; topk_score_rate 0: no memory term);
+     *                            topk_slots 0 (the default): no waves, the top-k is all in
+     *                            select_s, as measured at one working point;
      *   fetch_interference       a compute task that the miss fetch runs beside lengthens by
      *                            this x the overlap (the fetch's reads of host memory slow
      *                            the kernels beside it; measured 0.3-0.5 on the H200 replay,
@@ -121,6 +133,7 @@ typedef struct {
      * bin/dhcal fit writes them from the kernel benchmarks (analysis/README.md). */
     double attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s, select_s, indexer_bw;
     double fetch_interference, compute_interference;
+    double topk_slots, topk_wave_s, topk_row_s, topk_k_s, topk_score_rate, topk_steepness;
     double h2d_bw, d2h_bw, duplex_bw;
     hw_table gather_row, gather_pages, gather_sms;
     hw_table gather_density;   /* density -> issue_row_s; n = 0: no density term */
@@ -159,6 +172,9 @@ double hw_fetch_time(const hw_profile *hw, double rows, double row_bytes, double
 /* The weight of compute_interference for a fetch launch of rows over regions (rows per region,
  * 1 when the regions are not known): beside_slowdown at that density, 1 without the table. */
 double hw_fetch_beside(const hw_profile *hw, double rows, double regions);
+/* The top-k's waves for `topks` top-ks (requests x query tokens, may be a mean) of `rows`
+ * scores each selecting k (the [hw] topk_* keys above; 0 without topk_slots). */
+double hw_topk_time(const hw_profile *hw, double topks, double rows, double k);
 /* Expected distinct bins of bin_bytes touched by m rows drawn uniformly from a
  * window of window_rows rows of row_bytes each (balls in bins: the window spans
  * B = ceil(window bytes / bin_bytes) >= 1 bins, B (1 - (1 - 1/B)^m) of them

@@ -12,6 +12,13 @@
 
 enum { EV_IDX = 1, EV_FETCH, EV_COMP };
 
+/* The top-k's waves of group g (hw.h): one block per request and query token, each over a
+ * request's scores (its indexed rows) selecting the group's k. */
+static double topk_waves_s(const step_ctx *cx, const step_mb *m, int32_t g)
+{
+    return hw_topk_time(cx->hw, m->tokens, m->idx_rows[g] / m->n_req, cx->model->group[g].k);
+}
+
 double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
 {
     const model_kind *k = &cx->model->layer[l];
@@ -29,7 +36,7 @@ double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
          * launch and the top-k (hw.h). */
         double bw = cx->hw->indexer_bw > 0 ? cx->hw->indexer_bw : cx->hw->hbm_bw;
         double tb = bytes / bw, tf = flops / 2.0 / cx->hw->indexer_ops_s;
-        return (tb > tf ? tb : tf) + cx->hw->select_s;
+        return (tb > tf ? tb : tf) + cx->hw->select_s + topk_waves_s(cx, m, g);
     }
     return hw_kernel_time(cx->hw, bytes, flops, 1, cx->compute_sms);
 }
@@ -245,6 +252,12 @@ static void start_layer(const step_ctx *cx, const step_mb *m, mb_state *s, uint3
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_CTX, m->idx_rows[g] / m->n_req);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_BATCH, m->n_req);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_QUERIES, m->tokens / m->n_req);
+        if (cx->hw->topk_slots > 0) {
+            const double rows = m->idx_rows[g] / m->n_req, k = md->group[g].k;
+            hw_range_note(cx->hw, &st->ranges, HW_FIT_TOPK_BATCH, m->tokens);
+            hw_range_note(cx->hw, &st->ranges, HW_FIT_TOPK_CTX, rows);
+            hw_range_note(cx->hw, &st->ranges, HW_FIT_TOPK_K, k < rows ? k : rows);
+        }
         double d = beside_fetch(cx, s, mi, gpu, h2d, q, st, now, step_indexer_s(cx, m, l));
         double end = res_submit(gpu, now, d, 0);
         st->compute_busy += d;

@@ -19,7 +19,9 @@ then ok calibrate_reproduces_profile; else bad calibrate_reproduces_profile "$(t
 
 # Without the replay's diagnostics (fetch_interference's inputs): one error line, exit 1, no profile.
 mkdir -p "$T/bench"
-cp kernels/results/h200/default-*.csv kernels/results/h200/fetch-calib-b2b20.csv kernels/results/h200/fetch-beside-b2b20.csv kernels/results/h200/attention-attention-b2b20.csv "$T/bench/"
+cp kernels/results/h200/default-*.csv kernels/results/h200/fetch-calib-b2b20.csv kernels/results/h200/fetch-beside-b2b20.csv kernels/results/h200/attention-attention-b2b20.csv \
+   kernels/results/h200/topk-scale-b2b20.csv kernels/results/h200/indexer-topk6-b2b20.csv \
+   kernels/results/h200/indexer-scale.csv "$T/bench/"
 sh analysis/calibrate.sh "$T/nodiag.ini" "$T/bench" > "$T/nodiag.txt" 2>&1; rc=$?
 if [ $rc -eq 1 ] && [ ! -e "$T/nodiag.ini" ] && [ "$(grep -c 'calibrate.sh' "$T/nodiag.txt")" -eq 1 ] &&
    grep -q "fetch-beside.csv: cannot read the replay diagnostic" "$T/nodiag.txt"

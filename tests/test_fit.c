@@ -131,6 +131,49 @@ static int fit_file(const char *path, fit_section **secs, size_t *ns, const char
     return fit_file_opts(path, &o, secs, ns);
 }
 
+/* The top-k's truth (the topk form of fitcost.h): t0 + per wave of n blocks, wave_us + k x k_ns
+ * + (a^q + b^q)^(1/q), a = ctx x row_ns, b = n x ctx / score rate, full waves of 132 and a
+ * last of the rest, computed here without fitcost's scaling; top-ks = batch x queries
+ * (queries empty: 1, as dhbench's topk lines). */
+#define TK_WAVE_US 10.0
+#define TK_ROW_NS 0.07
+#define TK_K_NS 10.0
+#define TK_GPS 1200.0
+#define TK_Q 1.6
+#define TK_SLOTS 132.0
+static double tk_gps = TK_GPS;   /* INFINITY: no memory term (every point bound by its blocks' pass) */
+static double topk_truth(double t0, double topks, double ctx, double k)
+{
+    double t = t0;
+    for (double left = topks; left > 0; left -= TK_SLOTS) {
+        const double n = left < TK_SLOTS ? left : TK_SLOTS, a = ctx * TK_ROW_NS / 1000, b = n * ctx / (tk_gps * 1e3);
+        t += TK_WAVE_US + k * TK_K_NS / 1000 + pow(pow(a, TK_Q) + pow(b, TK_Q), 1 / TK_Q);
+    }
+    return t;
+}
+
+/* Top-k lines of fixed cost t0 on a grid of top-ks per launch (across the waves' edges),
+ * scores per request and k, sms = TK_SLOTS (sms_of(i), when given, sets line i's). */
+static void write_topk_grid(FILE *f, rng_stream *r, double t0, double (*sms_of)(int))
+{
+    static const double batch[] = {1, 66, 132, 133, 264, 400}, ctx[] = {25000, 100000, 500000}, kk[] = {512, 2048};
+    int i = 0;
+    for (size_t b = 0; b < 6; b++)
+        for (size_t c = 0; c < 3; c++)
+            for (size_t j = 0; j < 2; j++, i++) {
+                line_in l = blank("topk");
+                l.batch = batch[b]; l.ctx = ctx[c]; l.k = kk[j];
+                l.sms = sms_of ? sms_of(i) : TK_SLOTS;
+                l.median_us = topk_truth(t0, batch[b], ctx[c], kk[j]) * (1 + SIGMA * gauss(r));
+                write_line(f, &l);
+            }
+}
+
+static void write_topk(FILE *f, rng_stream *r, double t0)
+{
+    write_topk_grid(f, r, t0, NULL);
+}
+
 /* Attention form: t = t0 + bytes / bw + batch*queries * q + batch*union_rows * u. */
 static void test_hbm_recovers(void **state)
 {
@@ -181,7 +224,7 @@ static double gemm_bytes(int fp8, double m, double n, double kdim)
 static void test_gemm_indexer_versions(void **state)
 {
     (void)state;
-    const double t0 = 4.0, bw_bf16 = 4200.0, bw_fp8 = 4400.0, rate = 900.0, t0i = 7.0, topk = 199.0;
+    const double t0 = 4.0, bw_bf16 = 4200.0, bw_fp8 = 4400.0, rate = 900.0, t0i = 7.0, topk = 29.0;
     char path[256];
     FILE *f = open_csv("gemm.csv", path, sizeof path);
     rng_stream r;
@@ -212,12 +255,7 @@ static void test_gemm_indexer_versions(void **state)
                 l.median_us = (t0i + (double)b * ctx * h * 128 / (rate * 1e3)) * (1 + SIGMA * gauss(&r));
                 write_line(f, &l);
             }
-    for (int i = 0; i < 6; i++) {
-        line_in l = blank("topk");
-        l.batch = 16; l.ctx = 100000; l.k = 2048;
-        l.median_us = topk * (1 + SIGMA * gauss(&r));
-        write_line(f, &l);
-    }
+    write_topk(f, &r, topk);
     fclose(f);
     fit_section *s;
     size_t ns;
@@ -235,13 +273,101 @@ static void test_gemm_indexer_versions(void **state)
         if (!strcmp(s[i].section, "indexer")) { seen |= 4; assert_true(recovered(&s[i], "rate_gmacs", rate)); assert_true(recovered(&s[i], "t0_us", t0i)); }
         if (!strcmp(s[i].section, "topk")) {
             seen |= 8;
-            assert_int_equal(s[i].form, FIT_FORM_CONST);
-            /* The mean of 6 points: its standard error is sigma / sqrt(6). */
+            assert_int_equal(s[i].form, FIT_FORM_TOPK);
             assert_true(recovered(&s[i], "t0_us", topk));
-            assert_false(recovered(&s[i], "t0_us", topk * 1.1));
+            assert_true(recovered(&s[i], "wave_us", TK_WAVE_US));
+            assert_true(recovered(&s[i], "row_ns", TK_ROW_NS));
+            assert_true(recovered(&s[i], "k_ns", TK_K_NS));
+            assert_true(recovered(&s[i], "score_gps", TK_GPS));
+            assert_true(recovered(&s[i], "steepness", TK_Q));
+            assert_false(recovered(&s[i], "row_ns", TK_ROW_NS * 1.1)); /* planted */
+            assert_true(s[i].slots == TK_SLOTS);
+            /* batch: the top-ks per launch. */
+            assert_true(s[i].nrange >= 3 && !strcmp(s[i].range[0].name, "batch") && s[i].range[0].min == 1 &&
+                        s[i].range[0].max == 400);
         }
     }
     assert_int_equal(seen, 15);
+    free(s);
+}
+
+static double sms_mixed(int i) { return i == 7 ? 264 : TK_SLOTS; }
+static double sms_missing(int i) { return i == 3 ? NAN : TK_SLOTS; }
+
+/* The top-k form's inputs: a line that ran another count of blocks at once, or one without
+ * the count, is an error naming the line; a single working point fitted as a constant (the
+ * const form by --form) gives the mean; the indexer's top-k lines count batch x queries. */
+static void test_topk_form(void **state)
+{
+    (void)state;
+    char path[256];
+    fit_section *s;
+    size_t ns;
+    rng_stream r;
+    rng_init(&r, 42, 7, 0, 1);
+    for (int bad = 0; bad < 2; bad++) {
+        FILE *f = open_csv("topk-bad.csv", path, sizeof path);
+        write_topk_grid(f, &r, 30.0, bad ? sms_missing : sms_mixed);
+        fclose(f);
+        assert_int_equal(fit_file(path, &s, &ns, NULL), -1);
+        assert_non_null(strstr(dh_errmsg(), "topk-bad.csv"));
+        assert_non_null(strstr(dh_errmsg(), bad ? "lacks ctx, k or sms" : "blocks at once"));
+    }
+    /* Queries: 16 requests x 1-16 queries are 16-256 top-ks, past one wave at 132. */
+    FILE *f = open_csv("topk-q.csv", path, sizeof path);
+    for (int q = 1; q <= 16; q *= 2)
+        for (int ctx = 25000; ctx <= 400000; ctx *= 4)
+            for (int k = 512; k <= 2048; k *= 4) {
+                line_in l = blank("topk");
+                l.pattern = "indexer";
+                l.batch = 16; l.queries = q; l.ctx = ctx; l.k = k; l.sms = TK_SLOTS;
+                l.median_us = topk_truth(30.0, 16.0 * q, ctx, k) * (1 + SIGMA * gauss(&r));
+                write_line(f, &l);
+            }
+    fclose(f);
+    assert_int_equal(fit_file(path, &s, &ns, NULL), 0);
+    assert_true(recovered(s, "t0_us", 30.0) && recovered(s, "wave_us", TK_WAVE_US) && recovered(s, "row_ns", TK_ROW_NS));
+    assert_true(s->range[0].max == 256);
+    free(s);
+    /* The simulator's top-k (sim/hw.c) is the fitted form: against fit_topk_time_us on the
+     * same coefficients, across waves' edges, short contexts and both regimes. */
+    hw_profile hw;
+    memset(&hw, 0, sizeof hw);
+    hw.topk_slots = TK_SLOTS;
+    hw.topk_wave_s = TK_WAVE_US * 1e-6;
+    hw.topk_row_s = TK_ROW_NS * 1e-9;
+    hw.topk_k_s = TK_K_NS * 1e-9;
+    hw.topk_score_rate = TK_GPS * 1e9;
+    hw.topk_steepness = TK_Q;
+    const double pf[] = {0, TK_WAVE_US, TK_ROW_NS / 1000, TK_K_NS / 1000, 1 / (TK_GPS * 1e3), TK_Q};
+    for (double topks = 1; topks <= 1000; topks = topks * 2 + 1)
+        for (double ctx = 1000; ctx <= 1e6; ctx *= 10)
+            for (double k = 512; k <= 2048; k *= 4) {
+                const double want = fit_topk_time_us(pf, topks, ctx, k < ctx ? k : ctx, TK_SLOTS, NULL) * 1e-6;
+                assert_true(fabs(hw_topk_time(&hw, topks, ctx, k) - want) <= 1e-12 * want);
+                assert_true(fabs(want - (topk_truth(0, topks, ctx, k < ctx ? k : ctx)) * 1e-6) <= 1e-9 * want);
+            }
+    hw.topk_slots = 0;
+    assert_true(hw_topk_time(&hw, 100, 1e5, 2048) == 0);
+    /* One working point: as a constant, the mean weighted by 1 / time^2 (relative errors). */
+    f = open_csv("topk-one.csv", path, sizeof path);
+    double sum = 0, sumw = 0;
+    for (int i = 0; i < 6; i++) {
+        line_in l = blank("topk");
+        l.batch = 16; l.ctx = 100000; l.k = 2048;
+        l.median_us = 33.0 * (1 + SIGMA * gauss(&r));
+        sum += 1 / l.median_us;
+        sumw += 1 / (l.median_us * l.median_us);
+        write_line(f, &l);
+    }
+    fclose(f);
+    fit_opts o;
+    fit_opts_default(&o);
+    const char *const forms[] = {"topk=const", NULL};
+    o.forms = forms;
+    assert_int_equal(fit_file_opts(path, &o, &s, &ns), 0);
+    assert_int_equal(s->form, FIT_FORM_CONST);
+    assert_true(fabs(find_coef(s, "t0_us")->value - sum / sumw) < 1e-9);
     free(s);
 }
 
@@ -714,6 +840,10 @@ static void test_profile_check(void **state)
         {"launch_s = 5e-6", "launch_s = 5e-6\nregion_bytes = 2097152\ndensity = 10, 1\nissue_row_s = 3e-8, 2e-8",
          "strictly increasing"},
         {"hbm_bw = ", "compute_interference = -0.5\nhbm_bw = ", "compute_interference"},
+        /* The top-k's waves need the blocks at once, a whole number. */
+        {"hbm_bw = ", "topk_wave_s = 1e-5\nhbm_bw = ", "topk_slots"},
+        {"hbm_bw = ", "topk_slots = 13.5\nhbm_bw = ", "whole number"},
+        {"hbm_bw = ", "topk_slots = 132\ntopk_score_rate = 1e12\ntopk_steepness = 0.5\nhbm_bw = ", "topk_steepness"},
         /* The beside table likewise; its slowdowns are >= 0. */
         {"launch_s = 5e-6", "launch_s = 5e-6\nbeside_density = 1, 10\nbeside_slowdown = 0.6, 0.1", "region_bytes"},
         {"launch_s = 5e-6", "launch_s = 5e-6\nregion_bytes = 2097152\nbeside_density = 1, 10\nbeside_slowdown = 0.6",
@@ -744,15 +874,6 @@ static void test_profile_check(void **state)
 }
 
 /* n top-k lines (16 x 100K, k 2048) of us each, with the noise. */
-static void write_topk(FILE *f, rng_stream *r, double us, int n)
-{
-    for (int i = 0; i < n; i++) {
-        line_in l = blank("topk");
-        l.batch = 16; l.ctx = 100000; l.k = 2048;
-        l.median_us = us * (1 + SIGMA * gauss(r));
-        write_line(f, &l);
-    }
-}
 
 /* The fitted forms land in the simulator's keys: attention -> attn_bw,
  * attn_launch_s; the weights' GEMM dtype -> weight_bw, layer_fixed_s
@@ -794,7 +915,7 @@ static void write_fit_lines(const char *path, double ceiling_fp8, int with_topk)
             l.median_us = (4.0 + 16.0 * ctx * h * 128 / (50000.0 * 1e3)) * (1 + SIGMA * gauss(&r));
             write_line(f, &l);
         }
-    if (with_topk) write_topk(f, &r, 200.0, 4);
+    if (with_topk) write_topk(f, &r, 200.0);
     fclose(f);
 }
 
@@ -829,6 +950,32 @@ static void test_profile_write(void **state)
     assert_true(fabs(key_of(c, "mma_efficiency") - 1450.0 / 1979.0) < 1e-4);
     assert_true(fabs(key_of(c, "indexer_ops_s") / 50000e9 - 1) < 0.03);
     assert_true(fabs(key_of(c, "select_s") / (204e-6) - 1) < 0.02);
+    /* The top-k's waves (the topk form of write_topk): each key its coefficient, in SI. */
+    assert_true(key_of(c, "topk_slots") == TK_SLOTS);
+    const fit_section *tk = NULL;
+    for (size_t i = 0; i < ns; i++)
+        if (s[i].form == FIT_FORM_TOPK) tk = &s[i];
+    assert_non_null(tk);
+    static const struct { const char *key, *coef; double scale; } tkeys[] = {
+        {"topk_wave_s", "wave_us", 1e-6}, {"topk_row_s", "row_ns", 1e-9}, {"topk_k_s", "k_ns", 1e-9},
+        {"topk_score_rate", "score_gps", 1e9}, {"topk_steepness", "steepness", 1}};
+    for (size_t i = 0; i < sizeof tkeys / sizeof tkeys[0]; i++)
+        assert_true(fabs(key_of(c, tkeys[i].key) / (find_coef(tk, tkeys[i].coef)->value * tkeys[i].scale) - 1) < 1e-5);
+    assert_true(fabs(key_of(c, "topk_row_s") / (TK_ROW_NS * 1e-9) - 1) < 0.05);
+    cfg_free(c);
+    free(s);
+    /* Every top-k point bound by its blocks' pass: the memory term is only bounded, and is
+     * written 0 (the simulator's soft maximum is then the pass alone, as fitted). */
+    tk_gps = INFINITY;
+    write_fit_lines(csv, 1450.0, 1);
+    tk_gps = TK_GPS;
+    assert_int_equal(fit_file(csv, &s, &ns, NULL), 0);
+    for (size_t i = 0; i < ns; i++)
+        if (s[i].form == FIT_FORM_TOPK) assert_true(find_coef(&s[i], "score_gps")->bound);
+    assert_int_equal(prof_write(&po, s, ns, out, NULL), 0);
+    assert_int_equal(cfg_load(out, &c), 0);
+    assert_true(key_of(c, "topk_score_rate") == 0);
+    assert_true(fabs(key_of(c, "topk_row_s") / (TK_ROW_NS * 1e-9) - 1) < 0.05);
     assert_true(key_of(c, "hbm_bw") == 4266e9);
     assert_true(key_of(c, "kernel_launch_s") == 4e-6);
     cfg_free(c);
@@ -881,7 +1028,7 @@ static void write_roofline(const char *path, double t0, double gbps, double gmac
                 l.median_us = (t0 + (tb > tc ? tb : tc)) * (1 + SIGMA * gauss(&r));
                 write_line(f, &l);
             }
-    if (with_topk) write_topk(f, &r, 33.0, 4);
+    if (with_topk) write_topk(f, &r, 33.0);
     fclose(f);
 }
 
@@ -1004,6 +1151,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hbm_recovers),
         cmocka_unit_test(test_gemm_indexer_versions),
+        cmocka_unit_test(test_topk_form),
         cmocka_unit_test(test_fetch_recovers),
         cmocka_unit_test(test_fetch_density_recovers),
         cmocka_unit_test(test_fetch_beside_recovers),

@@ -309,6 +309,56 @@ static void test_density(void **state)
     assert_true(hw_window_regions(&f->hw, 50, 100, rb) == 1);   /* a window inside one region */
 }
 
+/* The top-k's waves (hw.h: topk_*): a selecting layer's indexer cost grows by the top-k's
+ * waves over the constant select_s: full waves of topk_slots blocks and a last of the rest,
+ * each topk_wave_s + min(k, rows) x topk_k_s + (a^q + b^q)^(1/q) with a = rows x topk_row_s,
+ * b = blocks x rows / topk_score_rate, counted here wave by wave; topk_slots 0 is the constant
+ * select_s, to the bit; a context shorter than k selects all its rows. */
+static void test_topk_waves(void **state)
+{
+    fixture *f = *state;
+    enum { G = 64 };
+    const uint32_t ng = f->model.n_groups;
+    double sel[G], zero[G] = {0}, idx[G];
+    uint32_t l = 0;
+    while (l < f->model.n_layers && f->model.layer[l].select != MODEL_SELECT_OWN) l++;
+    assert_true(l < f->model.n_layers);
+    const int32_t g = f->model.layer_group[l];
+    const double k = f->model.group[g].k, q = 1.6, rate = 1.2e12;
+    hw_profile flat = f->hw, waves = f->hw;
+    flat.topk_slots = flat.topk_wave_s = flat.topk_row_s = flat.topk_k_s = flat.topk_score_rate = flat.topk_steepness = 0;
+    waves.topk_slots = 132;
+    waves.topk_wave_s = 10e-6;
+    waves.topk_row_s = 0.07e-9;
+    waves.topk_k_s = 10e-9;
+    waves.topk_score_rate = rate;
+    waves.topk_steepness = q;
+    for (double rows = 1000; rows <= 1000000; rows *= 10) {
+        for (uint32_t j = 0; j < ng; j++) sel[j] = 0, idx[j] = 16 * rows;
+        static const int tokens[] = {1, 16, 131, 132, 133, 264, 265, 1000};
+        for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
+            step_mb m = {.n_req = 16, .tokens = tokens[i], .sel = sel, .miss = zero, .pages = zero, .idx_rows = idx,
+                         .written = zero};
+            step_ctx cx = {.model = &f->model, .hw = &flat, .attention_dp = 8, .moe_ep = 8,
+                           .compute_sms = f->hw.sms - f->hw.fetch_sms};
+            const double base = step_indexer_s(&cx, &m, l);
+            cx.hw = &waves;
+            const double with = step_indexer_s(&cx, &m, l);
+            double want = 0;
+            for (int left = tokens[i]; left > 0; left -= 132) {
+                const double n = left < 132 ? left : 132, a = rows * 0.07e-9, b = n * rows / rate;
+                want += 10e-6 + (k < rows ? k : rows) * 10e-9 + pow(pow(a, q) + pow(b, q), 1 / q);
+            }
+            assert_true(fabs((with - base) - want) <= 1e-9 * want);
+            /* A profile without the keys: no waves in the constant form. */
+            if (f->hw.topk_slots == 0) {
+                cx.hw = &f->hw;
+                assert_true(step_indexer_s(&cx, &m, l) == base);
+            }
+        }
+    }
+}
+
 /* The step's inputs outside the profile's [fit_range] are noted, each once: 16 requests of
  * one query are inside every fitted range of the attention, GEMM and indexer (16 tokens,
  * 1-8 queries); 128 tokens (8 queries) lie outside the GEMM fit's m = 16 only; 9 queries also
@@ -343,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_stage_launches),
         cmocka_unit_test(test_density),
         cmocka_unit_test(test_fit_ranges_noted),
+        cmocka_unit_test(test_topk_waves),
     };
     return cmocka_run_group_tests_name("sim_comm", tests, setup, teardown);
 }
