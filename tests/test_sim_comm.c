@@ -362,7 +362,7 @@ static void test_topk_waves(void **state)
 /* The step's inputs outside the profile's [fit_range] are noted, each once: 16 requests of
  * one query are inside every fitted range of the attention, GEMM and indexer (16 tokens,
  * 1-8 queries); 128 tokens (8 queries) lie outside the GEMM fit's m = 16 only; 9 queries also
- * outside the indexer's 1-8. */
+ * outside the indexer's 1-8; the top-k's top-ks per launch, scores and k likewise. */
 static int noted(const step_out *o, const char *key)
 {
     for (uint32_t i = 0; i < o->ranges.n; i++)
@@ -380,6 +380,13 @@ static void test_fit_ranges_noted(void **state)
     for (uint32_t i = 0; i < b.ranges.n; i++)
         if (!strcmp(b.ranges.e[i].key, "gemm_fp8_m")) assert_true(b.ranges.e[i].first == 128);
     assert_true(noted(&c, "indexer_queries") && noted(&c, "gemm_fp8_m"));
+    /* The top-k's inputs (with the profile's topk form): 16-144 top-ks of 100K scores at k 2048
+     * lie inside its range; 125 requests x 8 queries = 1000 top-ks per launch do not. */
+    assert_true(f->hw.topk_slots > 0);
+    assert_false(noted(&a, "topk_batch") || noted(&a, "topk_ctx") || noted(&a, "topk_k") || noted(&b, "topk_batch") ||
+                 noted(&c, "topk_batch"));
+    const step_out d = step_of(f, 0, 0, 0, 125, 8);
+    assert_true(noted(&d, "topk_batch") && !noted(&d, "topk_ctx") && !noted(&d, "topk_k"));
 }
 
 int main(void)
