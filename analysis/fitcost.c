@@ -1099,7 +1099,9 @@ static int fit_topk(const bcsv_row **rows, size_t n, const bcsv_row **hold, size
     coef_add(s, "steepness", p[TK_Q], se[TK_Q], 0, 0, 0);
     s->coef[s->ncoef - 1].undetermined = best->terms != (ROW | SCORE);
     if (nhold) {
-        const double pe[TK_NPAR] = {p[TK_T0], p[TK_WAVE], prow, p[TK_K], pscore, p[TK_Q]};
+        /* As the profile will: a term the fit left out is absent (prof.c writes it 0). */
+        const double pe[TK_NPAR] = {p[TK_T0], p[TK_WAVE], best->terms & ROW ? prow : 0, p[TK_K],
+                                    best->terms & SCORE ? pscore : 0, p[TK_Q]};
         double *pred = malloc(nhold * sizeof *pred);
         if (!pred) abort();
         for (size_t i = 0; i < nhold; i++) pred[i] = fit_topk_time_us(pe, topks[n + i], ctx[n + i], k[n + i], s->slots, NULL);

@@ -271,7 +271,8 @@ __device__ __forceinline__ void tk_append(uint32_t *keys, int32_t *rows, int *co
     }
 }
 
-/* Versions 2-5. V = 2: warp-aggregated histogram counts; 4 and 5: a lower bound first (below). */
+/* Versions 2-6. V = 2: warp-aggregated histogram counts; 4-6: a lower bound first (below; 5 and 6 guess it
+ * from a sample at rank sample_rank, kref_topk_sample_rank). */
 template <int V>
 __global__ void __launch_bounds__(TK_THREADS) topk2_kernel(const float *__restrict__ scores, int ctx, int k,
                                                            int32_t *__restrict__ out, long long sample_rank)
