@@ -40,6 +40,8 @@ dry_matches dry_run_verify_adaptive_matches_gpu_replay kernels/results/h200/repl
   --run sa6k:adaptive+dflash2:6144:1
 dry_matches dry_run_verify_r64_matches_gpu_replay kernels/results/h200/replay-glm53-64x25k-verify.csv sa6k-r64 \
   --requests 64 --prompt-len 25000 --run sa6k-r64:adaptive+dflash2:6144:1
+dry_matches dry_run_r64_matches_gpu_replay kernels/results/h200/replay-glm53-64x25k.csv hs4k-r64 \
+  --requests 64 --prompt-len 25000 --run hs4k-r64:hisparse:4096:1
 if sh kernels/replay/simrun.sh models/hw/h200.ini "$tmp/sim" sp2k >/dev/null 2>&1; then
   awk -F'\t' 'NR > 2 && $1 < 6 {print "sp2k," $1 "," $9}' "$tmp/sim/sp2k.tsv" > "$tmp/simv"
   awk -F, '{print $1 "," $2 "," $3}' "$tmp/dry_run_verify_matches_gpu_replay" > "$tmp/gotv3"

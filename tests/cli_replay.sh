@@ -29,9 +29,12 @@ then ok calibrate_needs_diagnostics; else bad calibrate_needs_diagnostics "rc=$r
 
 if sh kernels/replay/validate.sh models/hw/h200.ini $R "$T/a" > "$T/a.txt" 2>&1 &&
    grep -q "ALL held-out configurations" "$T/a.txt"; then ok replay_validate_default; else bad replay_validate_default; cat "$T/a.txt"; fi
-# Verification steps at 512 tokens (64 requests x 25K x 8 queries): the targets hold there too.
-if sh kernels/replay/validate.sh models/hw/h200.ini kernels/results/h200/replay-glm53-64x25k-verify.csv "$T/r64" > "$T/r64.txt" 2>&1 &&
-   grep -q "sa6k-r64/adaptive+dflash2/verify (held out)" "$T/r64.txt"; then ok replay_validate_r64; else bad replay_validate_r64; cat "$T/r64.txt"; fi
+# 64 requests x 25K, plain steps and verification steps of 512 tokens (x 8 queries): the targets
+# hold there too.
+for f in replay-glm53-64x25k.csv:hs4k-r64/hisparse/plain replay-glm53-64x25k-verify.csv:sa6k-r64/adaptive+dflash2/verify; do
+  if sh kernels/replay/validate.sh models/hw/h200.ini "kernels/results/h200/${f%%:*}" "$T/r64" > "$T/r64.txt" 2>&1 &&
+     grep -q "${f#*:} (held out)" "$T/r64.txt"; then ok "replay_validate ${f%%:*}"; else bad "replay_validate ${f%%:*}"; cat "$T/r64.txt"; fi
+done
 
 # Planted fault: one step's miss count off by one row (same simulator runs).
 awk -F, 'BEGIN{OFS=","} $1=="hs3k" && $4=="5" {$6=$6+1} {print}' $R > "$T/planted.csv"

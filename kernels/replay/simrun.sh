@@ -4,7 +4,7 @@
 #   sh kernels/replay/simrun.sh PROFILE OUTDIR CONFIG... [-- DHSIM_OPTION...]
 # The simulator's settings match bin/dhreplay's run (its log prints weights_per_gpu_bytes):
 # 16 requests per GPU (concurrency 128 over attention_dp 8), 100K-token prompts, 32 steps
-# (sa6k-r64: 64 requests, 25K tokens, 12 steps),
+# (sa6k-r64, hs4k-r64: 64 requests, 25K tokens, 12 steps),
 # no step overhead and no all-to-all (one GPU has no expert-parallel peers); verification runs
 # (sp*: hisparse+dflash2, sa*: adaptive+dflash2) with streams of 32 x (gamma + 1) + 1 = 257 positions, as bin/dhreplay
 # gives them (its draft is models/drafts/glm53-dflash2.ini, gamma 7). Options after
@@ -33,6 +33,7 @@ for c in $CONFIGS; do
     # --prompt-len 25000 --steps 12 (streams of 12 x 8 + 1 positions; the same weights_per_gpu_bytes).
     sa6k-r64) p="--policy adaptive+dflash2 --set policy.adaptive_max_optional_k=2"; out_len=97 req=64 prompt=25000
               steps=12 ;;
+    hs4k-r64) p="--policy hisparse --set policy.hisparse_budget_k=2"; out_len=12 req=64 prompt=25000 steps=12 ;;
     *) echo "simrun.sh: unknown replay configuration '$c'" >&2; exit 1 ;;
   esac
   bin/dhsim --concurrency $((req * 8)) --steps $steps --set workload.requests=$req --set workload.output_len=$out_len \
