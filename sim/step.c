@@ -33,7 +33,7 @@ double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     if (cx->hw->indexer_ops_s > 0) {
         /* Kernel-fitted: the keys at the kernel's own rate (else the HBM's), the
          * scoring rate in multiply-adds, then one fixed cost for the indexer's
-         * launch and the top-k (hw.h). */
+         * launch and the top-k's, and the top-k's waves (hw.h). */
         double bw = cx->hw->indexer_bw > 0 ? cx->hw->indexer_bw : cx->hw->hbm_bw;
         double tb = bytes / bw, tf = flops / 2.0 / cx->hw->indexer_ops_s;
         return (tb > tf ? tb : tf) + cx->hw->select_s + topk_waves_s(cx, m, g);
