@@ -741,41 +741,69 @@ static double ix_eval(const void *model, size_t i, const double *p, double *grad
     return ix_eval_pt(m->bytes[i], m->macs[i], p, grad);
 }
 
-/* One candidate of the roofline fit: the terms not in `terms` (bit IX_BYTE, IX_MAC) held at
- * 0, from start p0; a fixed cost below zero inside the noise is refitted at 0. */
+/* One candidate of a roofline fit (the indexer's, the top-k's), npar parameters: the rate
+ * terms in `rates` that are not in `terms` (bits by parameter index) are held at 0 and those
+ * in `hold` at their start value p0; a free rate term must come out > 0 and a free parameter
+ * in `min_one` at least 1; a fixed cost (`costs`) below zero beyond two standard errors fails
+ * the candidate, inside the noise it is held at 0 (its fit value kept) and the fit repeated. */
 typedef struct {
     fit_result r;
-    int terms, t0_zero;
-    double t0_fit, t0_fit_se;
-} ix_cand;
+    unsigned terms;
+    int zero[FIT_MAX_PAR];
+    double fit_value[FIT_MAX_PAR], fit_se[FIT_MAX_PAR];
+} nl_cand;
 
-static int ix_try(const fit_model *m, const double *y, const double *w, size_t n, int terms, const double *p0, ix_cand *c,
+static int nl_try(const fit_model *m, const double *y, const double *w, size_t n, const double *p0, unsigned rates,
+                  unsigned terms, unsigned hold, unsigned costs, unsigned min_one, const char *const *name, nl_cand *c,
                   char *why, size_t whycap)
 {
-    double p[IX_NPAR];
-    int fixed[IX_NPAR] = {0};
-    memcpy(p, p0, sizeof p);
-    for (int j = IX_BYTE; j <= IX_MAC; j++)
-        if (!(terms & (1 << j))) { fixed[j] = 1; p[j] = 0; }
+    const size_t np = m->npar;
+    double p[FIT_MAX_PAR];
+    int fixed[FIT_MAX_PAR] = {0};
+    memcpy(p, p0, np * sizeof *p);
     memset(c, 0, sizeof *c);
     c->terms = terms;
-    if (fit_nonlinear(m, y, w, n, p, fixed, &c->r) < 0) { snprintf(why, whycap, "%s", dh_errmsg()); return -1; }
-    for (int j = IX_BYTE; j <= IX_MAC; j++)
-        if (!fixed[j] && !(c->r.p[j] > 0)) { snprintf(why, whycap, "a rate came out <= 0"); return -1; }
-    if (c->r.p[IX_T0] < 0) {
-        if (c->r.p[IX_T0] < -2 * c->r.se[IX_T0]) {
-            snprintf(why, whycap, "t0_us = %g (+- %g) is below zero beyond the noise", c->r.p[IX_T0], c->r.se[IX_T0]);
-            return -1;
-        }
-        c->t0_zero = 1;
-        c->t0_fit = c->r.p[IX_T0];
-        c->t0_fit_se = c->r.se[IX_T0];
-        memcpy(p, c->r.p, sizeof p);
-        p[IX_T0] = 0;
-        fixed[IX_T0] = 1;
+    for (size_t j = 0; j < np; j++) {
+        if ((rates >> j & 1) && !(terms >> j & 1)) fixed[j] = 1, p[j] = 0;
+        if (hold >> j & 1) fixed[j] = 1;
+    }
+    for (size_t round = 0; round <= np; round++) {
         if (fit_nonlinear(m, y, w, n, p, fixed, &c->r) < 0) { snprintf(why, whycap, "%s", dh_errmsg()); return -1; }
+        for (size_t j = 0; j < np; j++) {
+            if (fixed[j]) continue;
+            if ((rates >> j & 1) && !(c->r.p[j] > 0)) { snprintf(why, whycap, "a rate term came out <= 0"); return -1; }
+            if ((min_one >> j & 1) && !(c->r.p[j] >= 1)) {
+                snprintf(why, whycap, "%s %g below 1", name[j], c->r.p[j]);
+                return -1;
+            }
+        }
+        int again = 0;
+        for (size_t j = 0; j < np; j++) {
+            if (fixed[j] || !(costs >> j & 1) || c->r.p[j] >= 0) continue;
+            if (c->r.p[j] < -2 * c->r.se[j]) {
+                snprintf(why, whycap, "%s = %g (+- %g) is below zero beyond the noise", name[j], c->r.p[j], c->r.se[j]);
+                return -1;
+            }
+            c->zero[j] = 1;
+            c->fit_value[j] = c->r.p[j];
+            c->fit_se[j] = c->r.se[j];
+            fixed[j] = 1;
+            again = 1;
+        }
+        if (!again) return 0;
+        memcpy(p, c->r.p, np * sizeof *p);
+        for (size_t j = 0; j < np; j++)
+            if (c->zero[j]) p[j] = 0;
     }
     return 0;
+}
+
+/* The indexer's candidates: the roofline terms not in `terms` (bits IX_BYTE, IX_MAC) left out. */
+static int ix_try(const fit_model *m, const double *y, const double *w, size_t n, unsigned terms, const double *p0,
+                  nl_cand *c, char *why, size_t whycap)
+{
+    static const char *const name[IX_NPAR] = {"t0_us", "key time", "multiply-add time"};
+    return nl_try(m, y, w, n, p0, 1u << IX_BYTE | 1u << IX_MAC, terms, 0, 1u << IX_T0, 0, name, c, why, whycap);
 }
 
 static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
@@ -815,7 +843,7 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
         if (y[i] / macs[i] < per_mac) per_mac = y[i] / macs[i];
     }
     enum { MEM = 1 << IX_BYTE, COMP = 1 << IX_MAC };
-    ix_cand cand[5], *best = NULL;
+    nl_cand cand[5], *best = NULL;
     size_t nc = 0;
     char why[256] = "no candidate converged";
     double p0[IX_NPAR] = {0.5 * ymin, 0.5 * per_byte, 0.5 * per_mac};
@@ -831,7 +859,7 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
         for (int k = 0; k < 3; k++) {
             double pb[IX_NPAR] = {fmin(rm->p[IX_T0], rcp->p[IX_T0]), starts[k][0] * rm->p[IX_BYTE], starts[k][1] * rcp->p[IX_MAC]};
             if (pb[IX_T0] < 0) pb[IX_T0] = 0;
-            ix_cand c;
+            nl_cand c;
             if (ix_try(&fm, y, w, n, MEM | COMP, pb, &c, why, sizeof why) < 0) continue;
             /* Every point in one regime: the same model as that term alone. */
             size_t nmem = 0;
@@ -850,9 +878,9 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
         goto out;
     }
     s->res = best->r;
-    s->res.npar = (size_t)(!best->t0_zero + !!(best->terms & MEM) + !!(best->terms & COMP));   /* the free ones */
+    s->res.npar = (size_t)(!best->zero[IX_T0] + !!(best->terms & MEM) + !!(best->terms & COMP));   /* the free ones */
     const double *p = best->r.p, *se = best->r.se;
-    coef_add(s, "t0_us", p[IX_T0], se[IX_T0], best->t0_zero, best->t0_fit, best->t0_fit_se);
+    coef_add(s, "t0_us", p[IX_T0], se[IX_T0], best->zero[IX_T0], best->fit_value[IX_T0], best->fit_se[IX_T0]);
     /* A term the chosen fit leaves out is bounded by the points: the slowest rate at which
      * every point would still be limited by the other term. */
     double bpb = p[IX_BYTE], bpm = p[IX_MAC];
@@ -941,55 +969,19 @@ static double tk_eval(const void *model, size_t i, const double *p, double *grad
     return fit_topk_time_us(p, m->topks[i], m->ctx[i], m->k[i], m->slots, grad);
 }
 
-/* One candidate: the roofline terms not in `terms` (bits TK_ROW, TK_SCORE) held at 0, from
- * p0; a fixed cost (t0, per wave, per selected row) below zero inside the noise is held at 0
- * and the fit repeated, below it beyond the noise fails the candidate. */
-typedef struct {
-    fit_result r;
-    int terms, zero[TK_NPAR];
-    double fit_value[TK_NPAR], fit_se[TK_NPAR];
-} tk_cand;
-
-static int tk_try(const fit_model *m, const double *y, const double *w, size_t n, int terms, const double *p0, tk_cand *c,
-                  char *why, size_t whycap)
+/* The top-k's candidates: the roofline terms not in `terms` (bits TK_ROW, TK_SCORE) left out;
+ * with one term the soft maximum is that term whatever q, so q is held at 1. The fixed costs
+ * (t0, per wave, per selected row) may not go below zero beyond the noise. */
+static int tk_try(const fit_model *m, const double *y, const double *w, size_t n, unsigned terms, const double *p0,
+                  nl_cand *c, char *why, size_t whycap)
 {
     static const char *const name[TK_NPAR] = {"t0_us", "wave_us", "row_ns", "k_ns", "score", "steepness"};
+    const unsigned rates = 1u << TK_ROW | 1u << TK_SCORE, both = (terms & rates) == rates;
     double p[TK_NPAR];
-    int fixed[TK_NPAR] = {0};
     memcpy(p, p0, sizeof p);
-    memset(c, 0, sizeof *c);
-    c->terms = terms;
-    for (int j = TK_ROW; j <= TK_SCORE; j += TK_SCORE - TK_ROW)
-        if (!(terms & (1 << j))) { fixed[j] = 1; p[j] = 0; }
-    /* One term alone: the soft maximum is that term, whatever q. */
-    if ((terms & (1 << TK_ROW | 1 << TK_SCORE)) != (1 << TK_ROW | 1 << TK_SCORE)) { fixed[TK_Q] = 1; p[TK_Q] = 1; }
-    for (int round = 0; round < TK_NPAR; round++) {
-        if (fit_nonlinear(m, y, w, n, p, fixed, &c->r) < 0) { snprintf(why, whycap, "%s", dh_errmsg()); return -1; }
-        for (int j = TK_ROW; j <= TK_SCORE; j += TK_SCORE - TK_ROW)
-            if (!fixed[j] && !(c->r.p[j] > 0)) { snprintf(why, whycap, "a per-score time came out <= 0"); return -1; }
-        if (!fixed[TK_Q] && !(c->r.p[TK_Q] >= 1)) {
-            snprintf(why, whycap, "steepness %g below 1 (slower than the two terms added)", c->r.p[TK_Q]);
-            return -1;
-        }
-        int again = 0;
-        for (int j = 0; j < TK_NPAR; j++) {
-            if (fixed[j] || j == TK_ROW || j == TK_SCORE || j == TK_Q || c->r.p[j] >= 0) continue;
-            if (c->r.p[j] < -2 * c->r.se[j]) {
-                snprintf(why, whycap, "%s = %g (+- %g) is below zero beyond the noise", name[j], c->r.p[j], c->r.se[j]);
-                return -1;
-            }
-            c->zero[j] = 1;
-            c->fit_value[j] = c->r.p[j];
-            c->fit_se[j] = c->r.se[j];
-            fixed[j] = 1;
-            again = 1;
-        }
-        if (!again) return 0;
-        memcpy(p, c->r.p, sizeof p);
-        for (int j = 0; j < TK_NPAR; j++)
-            if (c->zero[j]) p[j] = 0;
-    }
-    return 0;
+    if (!both) p[TK_Q] = 1;
+    return nl_try(m, y, w, n, p, rates, terms, both ? 0 : 1u << TK_Q, 1u << TK_T0 | 1u << TK_WAVE | 1u << TK_K,
+                  both ? 1u << TK_Q : 0, name, c, why, whycap);
 }
 
 static int fit_topk(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
@@ -1037,7 +1029,7 @@ static int fit_topk(const bcsv_row **rows, size_t n, const bcsv_row **hold, size
         per_score = fmin(per_score, y[i] / (waves * full * ctx[i]));
     }
     enum { ROW = 1 << TK_ROW, SCORE = 1 << TK_SCORE };
-    tk_cand cand[7], *best = NULL;
+    nl_cand cand[7], *best = NULL;
     size_t nc = 0;
     char why[256] = "no candidate converged";
     const double p0[TK_NPAR] = {0.3 * ymin, 0.3 * ymin, 0.5 * per_row, 0, 0.5 * per_score, 1};
@@ -1054,7 +1046,7 @@ static int fit_topk(const bcsv_row **rows, size_t n, const bcsv_row **hold, size
             double pb[TK_NPAR] = {fmax(0, fmin(pr[TK_T0], ps[TK_T0])), fmax(0, fmin(pr[TK_WAVE], ps[TK_WAVE])),
                                   starts[j][0] * pr[TK_ROW], fmax(0, fmax(pr[TK_K], ps[TK_K])), starts[j][1] * ps[TK_SCORE],
                                   starts[j][2]};
-            tk_cand c;
+            nl_cand c;
             if (tk_try(&fm, y, w, n, ROW | SCORE, pb, &c, why, sizeof why) < 0) continue;
             size_t nrow = 0;   /* points whose every wave is bound by the block's pass */
             for (size_t i = 0; i < n; i++) nrow += ctx[i] * c.r.p[TK_ROW] >= fmin(topks[i], s->slots) * ctx[i] * c.r.p[TK_SCORE];
