@@ -368,9 +368,10 @@ int main(int argc, char **argv)
             char *plus = strchr(tok, '+');
             if (plus) *plus++ = 0;
             if (add_column(&spec, tok, plus ? plus : NULL) < 0) dh_die_last("dhsim");
-            if (!strcmp(tok, "hisparse-spec") && !cfg_mode) {
+            if (!strcmp(tok, "hisparse-spec") && !cfg_mode && !plus) {
                 /* Speculation needs a draft: the default mode's when none is configured. */
                 column *c = &spec.cols[spec.n_pol - 1];
+                if (c->n_sets == 4) dh_die("dhsim", "--policy '%s': too many overrides", tok);
                 snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.mode=%s", spec_mode);
             }
         }
