@@ -19,7 +19,7 @@
  * thousands of lines at most.
  *
  *   bcsv_table t; bcsv_init(&t);
- *   if (bcsv_load(&t, "kernels/results/h200") < 0) dh_die_last("dhcal");
+ *   if (bcsv_load(&t, "measurements/h200") < 0) dh_die_last("dhcal");
  *   for (size_t i = 0; i < t.n; i++) use(t.rows[i].v[BCSV_MEDIAN_US]);
  *   bcsv_release(&t); */
 #ifndef DH_BCSV_H

@@ -2,7 +2,7 @@
 # The H200 calibration, one command (about 25 s): fits the simulator's cost model to the
 # recorded kernel benchmarks and the GPU replay and writes the complete hardware profile.
 #   sh analysis/calibrate.sh [OUT.ini] [BENCH_DIR] [REPLAY.csv] [BASE.ini]
-# defaults: models/hw/h200.ini kernels/results/h200 kernels/results/h200/replay-glm53-16x100k.csv
+# defaults: models/hw/h200.ini measurements/h200 measurements/h200/replay-glm53-16x100k.csv
 #           models/hw/h200-datasheet.ini
 # Deterministic: the same inputs give the same bytes (tests/cli_replay.sh checks that the
 # committed models/hw/h200.ini is this script's output).
@@ -47,8 +47,8 @@
 #    until the solution repeats at 4 significant digits (analysis/refit.h).
 set -e
 OUTP=${1:-models/hw/h200.ini}
-BENCH=${2:-kernels/results/h200}
-REPLAY=${3:-kernels/results/h200/replay-glm53-16x100k.csv}
+BENCH=${2:-measurements/h200}
+REPLAY=${3:-measurements/h200/replay-glm53-16x100k.csv}
 BASE=${4:-models/hw/h200-datasheet.ini}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT

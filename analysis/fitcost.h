@@ -23,7 +23,7 @@
  *   entered (>= 1), fit_fetch_density(): rows that enter a new 2 MB region pay
  *   an upper-level walk, shared by the rows that follow in the same region
  *   (measured: 656 B rows, 8 SMs, launches back to back: ~16 ns/row at rho 9,
- *   ~14 at rho 100 and above; kernels/results/h200/fetch-calib-b2b20.csv). The
+ *   ~14 at rho 100 and above; measurements/h200/fetch-calib-b2b20.csv). The
  *   exponent is empirical (walks of rows in flight overlap); the link path
  *   (large rows) hides it.
  * hbm (sparse attention, verification; HBM-bound):

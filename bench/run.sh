@@ -8,7 +8,7 @@
 #      DeepSeek-V4.1-Flash at 500K context, concurrency 512 (fits in 24 GiB)
 #   3. speculative decoding: DFlash2 within 2x the wall time of plain decoding
 #   4. kernels, where a CUDA GPU is present: the default dhbench suite (make gpubench),
-#      CSVs to kernels/results/local/ (recorded H200 figures: kernels/results/h200/)
+#      CSVs to measurements/local/ (recorded H200 figures: measurements/h200/)
 set -e
 make -s build/bench/trace_bench
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -19,8 +19,8 @@ sh bench/sim_bench.sh 1000
 echo "== speculative decoding (sh bench/spec_bench.sh 200)"
 sh bench/spec_bench.sh 200
 if [ -x bin/dhbench ] && nvidia-smi -L >/dev/null 2>&1; then
-  echo "== kernels (sh kernels/gpubench.sh kernels/results/local)"
-  sh kernels/gpubench.sh kernels/results/local
+  echo "== kernels (sh kernels/gpubench.sh measurements/local)"
+  sh kernels/gpubench.sh measurements/local
 else
   echo "== kernels: no CUDA GPU here (or bin/dhbench not built); on a GPU machine: make gpubench"
 fi

@@ -2,11 +2,11 @@
 # attention-check.sh: one run that checks and times the sparse decode attention's newer
 # versions (kernels/NOTES.md, "Version 7 and back-to-back timing", "Version 8"), within ~6 minutes on an
 # H200. Writes DIR/*.csv and DIR/sanitizers-vV.txt; prints the attention table last.
-#   sh kernels/attention-check.sh [DIR [V]]      (default kernels/results/local, version 8)
+#   sh kernels/attention-check.sh [DIR [V]]      (default measurements/local, version 8)
 # 1. compute-sanitizer memcheck and racecheck on version V (small shapes; skipped where
 #    compute-sanitizer is not on PATH);
 # 2. suites/attention.suite with each launch timed on its own, then 20 back to back.
-dir=${1:-kernels/results/local}
+dir=${1:-measurements/local}
 v=${2:-8}
 [ -x bin/dhbench ] || sh kernels/build.sh || exit 1
 mkdir -p "$dir"

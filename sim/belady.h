@@ -8,7 +8,7 @@
  * buffer is over budget, the unselected resident row whose next use is
  * furthest away (never used again = infinitely far; ties evict the larger row
  * index, as traces/stats.h does). The same rules as the LRU hot buffer
- * (hb.h) apply otherwise: the selection is protected, rows new in the context
+ * (hotbuf.h) apply otherwise: the selection is protected, rows new in the context
  * are written on the GPU and enter residency, position 0 starts empty.
  *
  * Cost: memory O(rows changed over the stream + context rows) for the one

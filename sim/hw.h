@@ -68,7 +68,7 @@
  * flat beyond their ends.
  * So the fetch cost depends on row size, rows, pages and density per launch and
  * SMs, not on bytes alone (measurements: README, pool_probe,
- * kernels/results/h200/fetch-locality.csv). */
+ * measurements/h200/fetch-locality.csv). */
 #ifndef DH_HW_H
 #define DH_HW_H
 

@@ -41,10 +41,10 @@ int out_table(FILE *f, const sim_result *r, int n)
     ROW("PCIe D2H GB written through", "%12.2f", x->write_bytes / 1e9);
     ROW("GPU compute utilisation", "%12.3f", x->compute_util);
     ROW("HBM peak (GB)", "%12.2f", x->hbm_peak_total / 1e9);
-    ROW("  weights+workspace (GB)", "%12.2f", (x->hbm_peak[HBM_WEIGHTS] + x->hbm_peak[HBM_WORKSPACE]) / 1e9);
-    ROW("  indexer keys peak (GB)", "%12.2f", x->hbm_peak[HBM_INDEXER] / 1e9);
-    ROW("  protected rows peak (GB)", "%12.2f", x->hbm_peak[HBM_PROTECTED] / 1e9);
-    ROW("  optional rows peak (GB)", "%12.2f", x->hbm_peak[HBM_OPTIONAL] / 1e9);
+    ROW("  weights+workspace (GB)", "%12.2f", (x->hbm_peak[MEM_WEIGHTS] + x->hbm_peak[MEM_WORKSPACE]) / 1e9);
+    ROW("  indexer keys peak (GB)", "%12.2f", x->hbm_peak[MEM_INDEXER] / 1e9);
+    ROW("  protected rows peak (GB)", "%12.2f", x->hbm_peak[MEM_PROTECTED] / 1e9);
+    ROW("  optional rows peak (GB)", "%12.2f", x->hbm_peak[MEM_OPTIONAL] / 1e9);
     ROW("hot budget rows/(req,grp) mean", "%12.0f", x->mean_budget_rows);
     ROW("mean optional rows/(req,grp)", "%12.0f", x->mean_optional_rows);
     if (spec) {
@@ -68,8 +68,8 @@ int out_table(FILE *f, const sim_result *r, int n)
         SROW("  fetched rows/(req,grp) per-q", "%12.1f", x->fetched_per_query_rows);
         SROW("  draft time share", "%12.3f", x->draft_share);
         SROW("  verify time share", "%12.3f", x->verify_share);
-        SROW("  draft KV peak (GB)", "%12.3f", x->hbm_peak[HBM_DRAFT] / 1e9);
-        SROW("  staging reserved peak (GB)", "%12.3f", x->hbm_peak[HBM_STAGING] / 1e9);
+        SROW("  draft KV peak (GB)", "%12.3f", x->hbm_peak[MEM_DRAFT] / 1e9);
+        SROW("  staging reserved peak (GB)", "%12.3f", x->hbm_peak[MEM_STAGING] / 1e9);
         SROW("  staging used peak (GB)", "%12.3f", x->staging_used_peak / 1e9);
     }
     ROW("steps (measured)", "%12u", x->measured_steps);
@@ -108,9 +108,9 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
         fprintf(f, "   \"fetch_bytes\": %.17g, \"write_bytes\": %.17g, \"h2d_util\": %.17g, \"d2h_util\": %.17g, \"h2d_gbps\": %.17g, \"compute_util\": %.17g,\n",
                 x->fetch_bytes, x->write_bytes, x->h2d_util, x->d2h_util, x->h2d_gbps, x->compute_util);
         fprintf(f, "   \"hbm_capacity\": %.17g, \"hbm_peak\": %.17g, \"hbm_peak_by_category\": {", x->hbm_capacity, x->hbm_peak_total);
-        for (int c = 0; c < HBM_N_CATEGORIES; c++) fprintf(f, "%s\"%s\": %.17g", c ? ", " : "", hbm_category_name[c], x->hbm_peak[c]);
+        for (int c = 0; c < MEM_N_CATEGORIES; c++) fprintf(f, "%s\"%s\": %.17g", c ? ", " : "", ledger_category_name[c], x->hbm_peak[c]);
         fprintf(f, "},\n   \"hbm_mean_by_category\": {");
-        for (int c = 0; c < HBM_N_CATEGORIES; c++) fprintf(f, "%s\"%s\": %.17g", c ? ", " : "", hbm_category_name[c], x->hbm_mean[c]);
+        for (int c = 0; c < MEM_N_CATEGORIES; c++) fprintf(f, "%s\"%s\": %.17g", c ? ", " : "", ledger_category_name[c], x->hbm_mean[c]);
         fprintf(f, "},\n   \"mean_active\": %.17g, \"admitted\": %u, \"completed\": %u, \"unfinished\": %u, \"never_admitted\": %u,\n",
                 x->mean_active, x->admitted, x->completed, x->unfinished, x->never_admitted);
         fprintf(f, "   \"budget_rows\": %u, \"mean_budget_rows\": %.17g, \"mean_optional_rows\": %.17g", x->budget_rows,
@@ -123,7 +123,7 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
             fprintf(f, "    \"union_rows\": %.17g, \"union_rows_k\": %.17g, \"fetched_shared_rows\": %.17g, \"fetched_per_query_rows\": %.17g,\n",
                     x->union_rows, x->union_rows_k, x->fetched_shared_rows, x->fetched_per_query_rows);
             fprintf(f, "    \"draft_share\": %.17g, \"verify_share\": %.17g, \"draft_peak\": %.17g, \"staging_peak\": %.17g, \"staging_used_peak\": %.17g}",
-                    x->draft_share, x->verify_share, x->hbm_peak[HBM_DRAFT], x->hbm_peak[HBM_STAGING], x->staging_used_peak);
+                    x->draft_share, x->verify_share, x->hbm_peak[MEM_DRAFT], x->hbm_peak[MEM_STAGING], x->staging_used_peak);
         }
         fprintf(f, ",\n   \"fit_range_exceeded\": [");
         for (uint32_t j = 0; j < x->ranges.n; j++)
@@ -144,18 +144,18 @@ static const char *col_name(int c)
     static const char *fixed[N_FIXED] = { "step", "t_start_s", "t_end_s", "active", "tokens", "admitted_total",
                                           "tok_s", "selected_rows", "missed_rows", "fetch_fraction",
                                           "fetch_bytes", "pcie_h2d_util", "write_bytes" };
-    static char buf[HBM_N_CATEGORIES + 1][32];
+    static char buf[MEM_N_CATEGORIES + 1][32];
     if (c < N_FIXED) return fixed[c];
-    if (c < N_FIXED + HBM_N_CATEGORIES) {
-        snprintf(buf[c - N_FIXED], sizeof buf[0], "hbm_%s", hbm_category_name[c - N_FIXED]);
+    if (c < N_FIXED + MEM_N_CATEGORIES) {
+        snprintf(buf[c - N_FIXED], sizeof buf[0], "hbm_%s", ledger_category_name[c - N_FIXED]);
         return buf[c - N_FIXED];
     }
-    if (c == N_FIXED + HBM_N_CATEGORIES) return "optional_rows";
+    if (c == N_FIXED + MEM_N_CATEGORIES) return "optional_rows";
     /* Speculative decoding (zero in plain runs). */
     static const char *spec[] = { "accepted", "verified", "union_rows", "fetched_union_rows", "draft_s", "staging_bytes" };
-    return spec[c - N_FIXED - HBM_N_CATEGORIES - 1];
+    return spec[c - N_FIXED - MEM_N_CATEGORIES - 1];
 }
-#define N_COLS (N_FIXED + HBM_N_CATEGORIES + 1 + 6)
+#define N_COLS (N_FIXED + MEM_N_CATEGORIES + 1 + 6)
 
 static double col_value(const sim_tl_row *t, int c)
 {
@@ -175,8 +175,8 @@ static double col_value(const sim_tl_row *t, int c)
     case 11: return dt > 0 ? t->fetch_busy / dt : 0;
     case 12: return t->write_bytes;
     default:
-        if (c < N_FIXED + HBM_N_CATEGORIES) return t->hbm[c - N_FIXED];
-        switch (c - N_FIXED - HBM_N_CATEGORIES) {
+        if (c < N_FIXED + MEM_N_CATEGORIES) return t->hbm[c - N_FIXED];
+        switch (c - N_FIXED - MEM_N_CATEGORIES) {
         case 0: return t->optional_rows;
         case 1: return t->accepted;
         case 2: return t->verified;

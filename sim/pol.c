@@ -35,8 +35,8 @@ int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_
         if (rc < 0) return dh_err_prefix("request %u, group %u: ", req, group);
         return 0;
     }
-    hb_init(&ps->buf, budget);
-    hb_set_regions(&ps->buf, rows_per_region);
+    hotbuf_init(&ps->buf, budget);
+    hotbuf_set_regions(&ps->buf, rows_per_region);
     if (kind == POL_HISPARSE) {
         /* A fixed budget makes the miss sequence a pure function of the
          * stream: compute the whole horizon now, while this stream's state
@@ -54,9 +54,9 @@ int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_
             int rc = sel_next(ps->st, &d);
             if (rc < 0) return dh_err_prefix("request %u, group %u: ", req, group);
             if (rc > 0) break;
-            hb_result r;
+            hotbuf_result r;
             if (d.pos != p) return dh_err("request %u, group %u: position %u arrives as %u", req, group, p, d.pos);
-            if (hb_step(&ps->buf, &d, &r) < 0) return dh_err_prefix("request %u, group %u: ", req, group);
+            if (hotbuf_step(&ps->buf, &d, &r) < 0) return dh_err_prefix("request %u, group %u: ", req, group);
             q->n_sel[p] = d.n_sel;
             q->misses[p] = r.misses;
             q->written[p] = r.written;
@@ -66,7 +66,7 @@ int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_
         }
         sel_close(ps->st);
         ps->st = NULL;
-        hb_release(&ps->buf);
+        hotbuf_release(&ps->buf);
     }
     return 0;
 }
@@ -138,8 +138,8 @@ int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *o)
         if (d.pos != pos || d.nrows != o->nrows)
             return dh_err("request %u, group %u: position %u has %u rows, the shape implies position %u with %u rows",
                           ps->req, ps->group, d.pos, d.nrows, pos, o->nrows);
-        hb_result r;
-        if (hb_step(&ps->buf, &d, &r) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
+        hotbuf_result r;
+        if (hotbuf_step(&ps->buf, &d, &r) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
         o->n_sel = d.n_sel;
         o->hits = d.n_sel - r.misses; /* rows that stayed selected are hits too */
         o->misses = r.misses;
@@ -156,7 +156,7 @@ void pol_stream_close(pol_stream *ps)
 {
     if (ps->st) sel_close(ps->st);
     free(ps->ahead.rows);
-    if (ps->kind == POL_ADAPTIVE || ps->kind == POL_HISPARSE) hb_release(&ps->buf); /* safe when already released */
+    if (ps->kind == POL_ADAPTIVE || ps->kind == POL_HISPARSE) hotbuf_release(&ps->buf); /* safe when already released */
     belady_seq_release(&ps->seq);
     memset(ps, 0, sizeof *ps);
 }

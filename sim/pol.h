@@ -4,7 +4,7 @@
  *             fetched or written through (there is no host tier); the
  *             stream is not even read, since n_sel = min(k, rows) is known.
  *   hisparse  LRU hot buffer with one fixed budget B per (request, layer)
- *             (hb.h); the host holds every row. The miss sequence is a pure
+ *             (hotbuf.h); the host holds every row. The miss sequence is a pure
  *             function of the stream, so it is computed ahead for the
  *             request's horizon when the request is admitted (cache-hot).
  *   adaptive  the same LRU hot buffer, but its budget is k + E where E, the
@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "sim/belady.h"
-#include "sim/hb.h"
+#include "sim/hotbuf.h"
 #include "traces/sel.h"
 
 typedef enum { POL_RESIDENT = 0, POL_HISPARSE, POL_ADAPTIVE, POL_ORACLE, POL_N } pol_kind;
@@ -58,13 +58,13 @@ typedef struct {
     uint32_t pos;             /* next position */
     sel_stream *st;           /* adaptive */
     pol_ahead ahead;          /* adaptive: positions read ahead */
-    hb buf;                   /* adaptive (hisparse only while computing ahead) */
+    hotbuf buf;                   /* adaptive (hisparse only while computing ahead) */
     belady_seq seq;           /* hisparse, oracle: per-position results */
 } pol_stream;
 
 /* Open the stream of (req, group). For hisparse and oracle, npos positions
  * are computed at once (oracle with scratch w). budget is in rows;
- * rows_per_region > 0 counts the misses' host regions (hb_set_regions; not for the oracle). */
+ * rows_per_region > 0 counts the misses' host regions (hotbuf_set_regions; not for the oracle). */
 int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_shape *sh,
                     uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w,
                     double rows_per_region);

@@ -2,7 +2,7 @@
  * invariants; see sim.h.
  *
  * Cost per step: O(requests x groups) bookkeeping plus the policy's work,
- * which is O(rows that changed) per (request, group) (hb.h), plus
+ * which is O(rows that changed) per (request, group) (hotbuf.h), plus
  * O(layers x micro-batches) events for the timing (step.h). IndexShare layers
  * are never simulated apart: one stream per (request, group). */
 #include "sim/sim.h"
@@ -225,7 +225,7 @@ typedef struct {
     double res_indexer, res_protected, res_optional; /* ledger reservations */
     double res_draft, res_staging;                   /* speculative: draft ring, staging */
     pol_stream *ps;            /* [groups] */
-    sunion_ahead *ahead;       /* [groups] speculative: positions read beyond the committed one */
+    union_ahead *ahead;       /* [groups] speculative: positions read beyond the committed one */
 } req_state;
 
 typedef struct {
@@ -234,7 +234,7 @@ typedef struct {
     sel_source *src;
     const trace_shape *sh;
     uint32_t G, M;
-    hbm_ledger hbm;
+    mem_ledger hbm;
     req_state *req;
     uint32_t *active, n_active, next_req;
     uint32_t admitted, completed;
@@ -248,7 +248,7 @@ typedef struct {
     uint32_t *sp_req, *sp_pos, *sp_left, *sp_L, *sp_a; /* [requests] by active slot */
     uint64_t *sp_ctx;
     double *sp_urows, *sp_rowb; /* [groups] union rows this step; bytes per union row */
-    sunion u;
+    union_set u;
 } run;
 
 /* Speculative totals over the measured steps. */
@@ -306,7 +306,7 @@ static double optional_bytes_now(const run *R)
 static int adaptive_rebalance(run *R, double extra_bytes, uint32_t extra_req)
 {
     const model_cfg *m = &R->sc->model;
-    double others = R->hbm.total - R->hbm.bytes[HBM_OPTIONAL];
+    double others = R->hbm.total - R->hbm.bytes[MEM_OPTIONAL];
     double avail = R->hbm.capacity - others - extra_bytes;
     double per_req = 0;
     for (uint32_t g = 0; g < R->G; g++) per_req += m->group[g].kv_bytes_per_row;
@@ -320,10 +320,10 @@ static int adaptive_rebalance(run *R, double extra_bytes, uint32_t extra_req)
             double cap = R->sc->adaptive_max_optional_k > 0 ? floor(R->sc->adaptive_max_optional_k * m->group[g].k) : 4e9;
             double eg = e < cap ? e : cap;
             double b = m->group[g].k + eg;
-            hb_set_budget(&q->ps[g].buf, b > 4e9 ? 4000000000u : (uint32_t)b);
+            hotbuf_set_budget(&q->ps[g].buf, b > 4e9 ? 4000000000u : (uint32_t)b);
         }
     }
-    return hbm_set(&R->hbm, HBM_OPTIONAL, optional_bytes_now(R));
+    return ledger_set(&R->hbm, MEM_OPTIONAL, optional_bytes_now(R));
 }
 
 static int try_admit(run *R, uint32_t r, int *admitted)
@@ -333,14 +333,14 @@ static int try_admit(run *R, uint32_t r, int *admitted)
     specrun_reservation(&R->sc->spec, &R->sc->model, (uint64_t)R->sh->prompt_len[r] + R->sh->output_len[r], &drf, &stg);
     if (R->policy == POL_RESIDENT) stg = 0; /* every row is on the GPU: verification reads in place */
     double need = idx + prot + opt + drf + stg;
-    double others = R->hbm.total - (R->policy == POL_ADAPTIVE ? R->hbm.bytes[HBM_OPTIONAL] : 0);
+    double others = R->hbm.total - (R->policy == POL_ADAPTIVE ? R->hbm.bytes[MEM_OPTIONAL] : 0);
     *admitted = 0;
     if (others + need > R->hbm.capacity) return 0;
     if (R->policy == POL_ADAPTIVE && adaptive_rebalance(R, need, 1) < 0) return -1;
     req_state *q = &R->req[r];
-    if (hbm_charge(&R->hbm, HBM_INDEXER, idx) < 0 || hbm_charge(&R->hbm, HBM_PROTECTED, prot) < 0 ||
-        hbm_charge(&R->hbm, HBM_OPTIONAL, opt) < 0 || hbm_charge(&R->hbm, HBM_DRAFT, drf) < 0 ||
-        hbm_charge(&R->hbm, HBM_STAGING, stg) < 0)
+    if (ledger_charge(&R->hbm, MEM_INDEXER, idx) < 0 || ledger_charge(&R->hbm, MEM_PROTECTED, prot) < 0 ||
+        ledger_charge(&R->hbm, MEM_OPTIONAL, opt) < 0 || ledger_charge(&R->hbm, MEM_DRAFT, drf) < 0 ||
+        ledger_charge(&R->hbm, MEM_STAGING, stg) < 0)
         return -1;
     q->res_draft = drf;
     q->res_staging = stg;
@@ -360,7 +360,7 @@ static int try_admit(run *R, uint32_t r, int *admitted)
     if (R->sc->spec.mode && R->policy != POL_RESIDENT) {
         q->ahead = calloc(R->G, sizeof *q->ahead);
         if (!q->ahead) abort();
-        for (uint32_t g = 0; g < R->G; g++) sunion_ahead_init(&q->ahead[g], R->sc->spec.draft->gamma + 1);
+        for (uint32_t g = 0; g < R->G; g++) union_ahead_init(&q->ahead[g], R->sc->spec.draft->gamma + 1);
     }
     for (uint32_t g = 0; g < R->G; g++) {
         uint32_t b = R->policy == POL_ADAPTIVE ? R->sc->model.group[g].k + R->optional_rows : R->budget[g];
@@ -389,15 +389,15 @@ static int finish_request(run *R, uint32_t r)
     free(q->ps);
     q->ps = NULL;
     if (q->ahead) {
-        for (uint32_t g = 0; g < R->G; g++) sunion_ahead_release(&q->ahead[g]);
+        for (uint32_t g = 0; g < R->G; g++) union_ahead_release(&q->ahead[g]);
         free(q->ahead);
         q->ahead = NULL;
     }
     q->state = 2;
     R->completed++;
-    if (hbm_charge(&R->hbm, HBM_INDEXER, -q->res_indexer) < 0 || hbm_charge(&R->hbm, HBM_PROTECTED, -q->res_protected) < 0 ||
-        hbm_charge(&R->hbm, HBM_OPTIONAL, -q->res_optional) < 0 || hbm_charge(&R->hbm, HBM_DRAFT, -q->res_draft) < 0 ||
-        hbm_charge(&R->hbm, HBM_STAGING, -q->res_staging) < 0)
+    if (ledger_charge(&R->hbm, MEM_INDEXER, -q->res_indexer) < 0 || ledger_charge(&R->hbm, MEM_PROTECTED, -q->res_protected) < 0 ||
+        ledger_charge(&R->hbm, MEM_OPTIONAL, -q->res_optional) < 0 || ledger_charge(&R->hbm, MEM_DRAFT, -q->res_draft) < 0 ||
+        ledger_charge(&R->hbm, MEM_STAGING, -q->res_staging) < 0)
         return -1;
     return 0;
 }
@@ -489,7 +489,7 @@ static int spec_classify(run *R, step_ctx *cx, step_mb *mb, double *step_sel, do
         *tokens += a + 1.0;
     }
     row->staging_bytes = R->policy == POL_RESIDENT ? 0 :
-        sunion_staging_bytes(R->sp_urows, R->sp_rowb, R->G, sp->staging_reuse);
+        union_staging_bytes(R->sp_urows, R->sp_rowb, R->G, sp->staging_reuse);
     return 0;
 }
 
@@ -530,7 +530,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     R.G = m->n_groups;
     R.M = sc->micro_batches;
     R.steps = sc->wl.steps;
-    hbm_init(&R.hbm, sc->hw.hbm_bytes);
+    ledger_init(&R.hbm, sc->hw.hbm_bytes);
     int rc = -1;
     R.req = calloc(sh->n_requests, sizeof *R.req);
     R.active = calloc(sh->n_requests, sizeof *R.active);
@@ -553,7 +553,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         R.budget[g] = (uint32_t)b;
     }
     if (sc->wl.mode == WL_OPEN) wl_arrivals(&sc->wl, sc->seed, sc->attention_dp, sh->n_requests, R.arrival);
-    if (hbm_charge(&R.hbm, HBM_WEIGHTS, sc->weights_per_gpu) < 0 || hbm_charge(&R.hbm, HBM_WORKSPACE, sc->workspace) < 0)
+    if (ledger_charge(&R.hbm, MEM_WEIGHTS, sc->weights_per_gpu) < 0 || ledger_charge(&R.hbm, MEM_WORKSPACE, sc->workspace) < 0)
         goto out;
     if (sp->mode) {
         size_t n = sh->n_requests ? sh->n_requests : 1;
@@ -565,9 +565,9 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         R.sp_pos = R.sp_req + n; R.sp_left = R.sp_req + 2 * n; R.sp_L = R.sp_req + 3 * n; R.sp_a = R.sp_req + 4 * n;
         R.sp_rowb = R.sp_urows + R.G;
         for (uint32_t g = 0; g < R.G; g++) R.sp_rowb[g] = m->group[g].kv_bytes_per_row;
-        sunion_init(&R.u);
+        union_init(&R.u);
         /* The draft's weights live on every GPU that drafts (its shard). */
-        if (hbm_charge(&R.hbm, HBM_WEIGHTS, spec_weight_bytes_per_gpu(sp->draft)) < 0)
+        if (ledger_charge(&R.hbm, MEM_WEIGHTS, spec_weight_bytes_per_gpu(sp->draft)) < 0)
             { dh_err_prefix("draft '%s' weights: ", sp->draft->name); goto out; }
     }
     spec_tally spt;
@@ -599,7 +599,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     memset(&st, 0, sizeof st);
 
     double t = 0, sel_total = 0, miss_total = 0, miss_bytes = 0, active_sum = 0, opt_sum = 0;
-    double hbm_sum[HBM_N_CATEGORIES] = { 0 };
+    double hbm_sum[MEM_N_CATEGORIES] = { 0 };
     double m_tokens = 0, m_time = 0, m_sel = 0, m_miss = 0;
     uint32_t n_durs = 0;
     for (R.step = 0; R.step < R.steps; R.step++) {
@@ -626,7 +626,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
                 double idx, prot, opt;
                 reservations(&R, r, &idx, &prot, &opt);
                 dh_err("%s: request %u cannot be admitted on an idle GPU: it needs %.3g GB, %.3g GB are free",
-                       pol_name[policy], r, (idx + prot + opt) / 1e9, hbm_free(&R.hbm) / 1e9);
+                       pol_name[policy], r, (idx + prot + opt) / 1e9, ledger_free(&R.hbm) / 1e9);
                 goto out_q;
             }
         }
@@ -673,7 +673,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
             }
             budget_sum += bsum / R.G;
         }
-        if (policy == POL_ADAPTIVE && hbm_set(&R.hbm, HBM_OPTIONAL, optional_bytes_now(&R)) < 0) goto out_q;
+        if (policy == POL_ADAPTIVE && ledger_set(&R.hbm, MEM_OPTIONAL, optional_bytes_now(&R)) < 0) goto out_q;
         double fb0 = st.fetch_bytes, wb0 = st.write_bytes, fbusy0 = st.fetch_busy;
         if (policy != POL_RESIDENT && sc->hw.fit_idx[HW_FIT_FETCH_POOL_BYTES] >= 0) {
             /* The host history the gathers read from, for the [fit_range] check. */
@@ -699,7 +699,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         row->write_bytes = st.write_bytes - wb0;
         row->fetch_busy = st.fetch_busy - fbusy0;
         row->optional_rows = policy == POL_ADAPTIVE ? R.optional_rows : 0;
-        for (int c = 0; c < HBM_N_CATEGORIES; c++) { row->hbm[c] = R.hbm.bytes[c]; hbm_sum[c] += R.hbm.bytes[c]; }
+        for (int c = 0; c < MEM_N_CATEGORIES; c++) { row->hbm[c] = R.hbm.bytes[c]; hbm_sum[c] += R.hbm.bytes[c]; }
         sel_total += step_sel;
         miss_total += step_miss;
         active_sum += R.n_active;
@@ -797,7 +797,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     res->h2d_gbps = t_final > 0 ? h2d.bytes / t_final / 1e9 : 0;
     res->hbm_capacity = R.hbm.capacity;
     res->hbm_peak_total = R.hbm.peak_total;
-    for (int c = 0; c < HBM_N_CATEGORIES; c++) {
+    for (int c = 0; c < MEM_N_CATEGORIES; c++) {
         res->hbm_peak[c] = R.hbm.peak[c];
         res->hbm_mean[c] = res->n_tl ? hbm_sum[c] / res->n_tl : 0;
     }
@@ -842,11 +842,11 @@ out:
             free(R.req[i].ps);
         }
         if (R.req[i].ahead) {
-            for (uint32_t g = 0; g < R.G; g++) sunion_ahead_release(&R.req[i].ahead[g]);
+            for (uint32_t g = 0; g < R.G; g++) union_ahead_release(&R.req[i].ahead[g]);
             free(R.req[i].ahead);
         }
     }
-    if (R.adv) sunion_release(&R.u);
+    if (R.adv) union_release(&R.u);
     free(R.adv); free(R.sp_req); free(R.sp_ctx); free(R.sp_urows);
     free(R.req); free(R.active); free(R.budget); free(R.arrival);
     belady_work_free(R.bw);

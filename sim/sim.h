@@ -37,7 +37,7 @@
 #include <stdint.h>
 
 #include "common/cfg.h"
-#include "sim/hbm.h"
+#include "sim/ledger.h"
 #include "sim/hw.h"
 #include "sim/model.h"
 #include "sim/pol.h"
@@ -92,7 +92,7 @@ typedef struct {
     double fetched_rows;               /* speculative: rows fetched summed over (request, group) */
     double fetched_pq;                 /* speculative, shared retrieval off: per-query fetch count */
     double draft_s, staging_bytes;     /* speculative: draft pass seconds; union rows staged (bytes) */
-    double hbm[HBM_N_CATEGORIES];
+    double hbm[MEM_N_CATEGORIES];
 } sim_tl_row;
 
 typedef struct {
@@ -109,7 +109,7 @@ typedef struct {
                                                      * accepted + 1 on average speculative), weighted by tokens */
     double selected_rows, missed_rows, fetch_fraction;
     double fetch_bytes, write_bytes, h2d_util, d2h_util, compute_util, h2d_gbps;
-    double hbm_capacity, hbm_peak_total, hbm_peak[HBM_N_CATEGORIES], hbm_mean[HBM_N_CATEGORIES];
+    double hbm_capacity, hbm_peak_total, hbm_peak[MEM_N_CATEGORIES], hbm_mean[MEM_N_CATEGORIES];
     double mean_active;
     uint32_t admitted, completed, unfinished, never_admitted;
     uint32_t budget_rows;              /* hisparse/oracle B of group 0 */

@@ -85,8 +85,8 @@
  *   3. The draft pass, spec_draft_time(d, hw, sms, n, sum_r spec_ring_rows),
  *      runs on the compute server before the verification's layer graph.
  *   4. The request advances by a[r] + 1 tokens.
- * Memory: spec_weight_bytes_per_gpu once (HBM_WEIGHTS), spec_ring_bytes at the
- * request's final context per request (HBM_DRAFT). */
+ * Memory: spec_weight_bytes_per_gpu once (MEM_WEIGHTS), spec_ring_bytes at the
+ * request's final context per request (MEM_DRAFT). */
 #ifndef DH_SPEC_H
 #define DH_SPEC_H
 

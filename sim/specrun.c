@@ -156,10 +156,10 @@ double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, 
 
 /* ---- verification ------------------------------------------------------ */
 
-static int in_sel(const void *user, uint32_t row) { return hb_selected(user, row); }
-static int is_res(const void *user, uint32_t row) { return hb_resident(user, row); }
+static int in_sel(const void *user, uint32_t row) { return hotbuf_selected(user, row); }
+static int is_res(const void *user, uint32_t row) { return hotbuf_resident(user, row); }
 
-int specrun_verify(pol_stream *ps, const trace_shape *sh, sunion_ahead *ahead, sunion *u, uint32_t L,
+int specrun_verify(pol_stream *ps, const trace_shape *sh, union_ahead *ahead, union_set *u, uint32_t L,
                    uint32_t a, int shared, const specrun_hooks *hk, specrun_out *o)
 {
     memset(o, 0, sizeof *o);
@@ -176,49 +176,49 @@ int specrun_verify(pol_stream *ps, const trace_shape *sh, sunion_ahead *ahead, s
         return 0;
     }
     DH_BUG_ON(!ps->st);
-    hb *h = &ps->buf;
-    while (sunion_ahead_count(ahead) < L + 1) {
+    hotbuf *h = &ps->buf;
+    while (union_ahead_count(ahead) < L + 1) {
         sel_delta d;
-        uint32_t want = p + sunion_ahead_count(ahead);
+        uint32_t want = p + union_ahead_count(ahead);
         int rc = sel_next(ps->st, &d);
         if (rc < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
         if (rc > 0) return dh_err("request %u, group %u: the stream ends at position %u", ps->req, ps->group, want);
         if (d.pos != want || d.nrows != sel_rows_at(sh, ps->req, ps->group, want))
             return dh_err("request %u, group %u: position %u has %u rows, the shape implies position %u with %u rows",
                           ps->req, ps->group, d.pos, d.nrows, want, sel_rows_at(sh, ps->req, ps->group, want));
-        if (sunion_ahead_push(ahead, &d) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
+        if (union_ahead_push(ahead, &d) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
     }
     sel_delta d;
-    hb_result r;
-    sunion_ahead_peek(ahead, 0, &d);
+    hotbuf_result r;
+    union_ahead_peek(ahead, 0, &d);
     DH_BUG_ON(d.pos != p);
-    if (hb_step(h, &d, &r) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
+    if (hotbuf_step(h, &d, &r) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
     if (hk && hk->base && hk->base(hk->user, &d, &r, h)) return -1;
-    /* hb_step leaves the base position's missed rows in its scratch list. */
-    sunion_begin(u, h->n_sel, in_sel, h, h->scratch, r.misses, is_res, h, !shared);
+    /* hotbuf_step leaves the base position's missed rows in its scratch list. */
+    union_begin(u, h->n_sel, in_sel, h, h->scratch, r.misses, is_res, h, !shared);
     o->sel_sum = d.n_sel;
     o->written = r.written;
     o->base_misses = r.misses;
     for (uint32_t t = 1; t <= L; t++) {
-        sunion_ahead_peek(ahead, t, &d);
-        if (sunion_add(u, d.added, d.n_added, d.removed, d.n_removed) < 0)
+        union_ahead_peek(ahead, t, &d);
+        if (union_add(u, d.added, d.n_added, d.removed, d.n_removed) < 0)
             return dh_err_prefix("request %u, group %u, position %u: ", ps->req, ps->group, d.pos);
         if (hk && hk->query && hk->query(hk->user, t, &d)) return -1;
         o->sel_sum += d.n_sel;
     }
     if (hk && hk->unioned && hk->unioned(hk->user, u, h)) return -1;
-    o->union_rows = sunion_size(u);
-    o->fetched = sunion_fetched(u, shared);
-    o->fetched_per_query = shared ? 0 : sunion_missed_per_query(u);
-    sunion_ahead_pop(ahead);
+    o->union_rows = union_size(u);
+    o->fetched = union_fetched(u, shared);
+    o->fetched_per_query = shared ? 0 : union_missed_per_query(u);
+    union_ahead_pop(ahead);
     /* Commit the accepted drafts: their rows were staged by this verification. */
     for (uint32_t t = 1; t <= a; t++) {
-        sunion_ahead_peek(ahead, 0, &d);
-        if (hb_step(h, &d, &r) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
+        union_ahead_peek(ahead, 0, &d);
+        if (hotbuf_step(h, &d, &r) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
         if (hk && hk->commit && hk->commit(hk->user, t, &d, &r, h)) return -1;
         o->written += r.written;
         o->staged_misses += r.misses;
-        sunion_ahead_pop(ahead);
+        union_ahead_pop(ahead);
     }
     ps->pos += a + 1;
     return 0;

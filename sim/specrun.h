@@ -101,10 +101,10 @@ typedef struct {
  * stops the verification (-1, with the observer's dh_err()). */
 typedef struct {
     void *user;
-    int (*base)(void *user, const sel_delta *d, const hb_result *r, const hb *h);
+    int (*base)(void *user, const sel_delta *d, const hotbuf_result *r, const hotbuf *h);
     int (*query)(void *user, uint32_t t, const sel_delta *d);
-    int (*unioned)(void *user, const sunion *u, const hb *h);
-    int (*commit)(void *user, uint32_t t, const sel_delta *d, const hb_result *r, const hb *h);
+    int (*unioned)(void *user, const union_set *u, const hotbuf *h);
+    int (*commit)(void *user, uint32_t t, const sel_delta *d, const hotbuf_result *r, const hotbuf *h);
 } specrun_hooks;
 
 /* Verify and commit one (request, group) stream: base position ps->pos, L
@@ -113,7 +113,7 @@ typedef struct {
  * ahead holds the positions read beyond the base. Advances ps->pos by a+1.
  * hk (may be NULL) observes the steps of a hot-buffer stream. -1 with dh_err()
  * naming request and group on a bad stream. */
-int specrun_verify(pol_stream *ps, const trace_shape *sh, sunion_ahead *ahead, sunion *u, uint32_t L,
+int specrun_verify(pol_stream *ps, const trace_shape *sh, union_ahead *ahead, union_set *u, uint32_t L,
                    uint32_t a, int shared, const specrun_hooks *hk, specrun_out *o);
 
 #endif

@@ -38,7 +38,7 @@ static inline uint32_t hash32(uint32_t x)
     return x;
 }
 
-void sunion_init(sunion *u)
+void union_init(union_set *u)
 {
     memset(u, 0, sizeof *u);
     u->hmask = 1023;
@@ -47,7 +47,7 @@ void sunion_init(sunion *u)
     if (!u->hkey || !u->hflag) abort();
 }
 
-void sunion_release(sunion *u)
+void union_release(union_set *u)
 {
     free(u->hkey);
     free(u->hflag);
@@ -56,7 +56,7 @@ void sunion_release(sunion *u)
     memset(u, 0, sizeof *u);
 }
 
-static void grow(sunion *u)
+static void grow(union_set *u)
 {
     uint32_t old_cap = u->hmask + 1, cap = old_cap * 2;
     uint32_t *okey = u->hkey;
@@ -78,7 +78,7 @@ static void grow(sunion *u)
 }
 
 /* The flags of row, inserting it (flags 0) when absent. */
-static uint8_t *slot(sunion *u, uint32_t row)
+static uint8_t *slot(union_set *u, uint32_t row)
 {
     uint32_t key = row + 1, j = hash32(key) & u->hmask;
     while (u->hkey[j]) {
@@ -100,7 +100,7 @@ static uint8_t *slot(sunion *u, uint32_t row)
 }
 
 /* The flags of row, or NULL when the union never touched it. */
-static uint8_t *find(const sunion *u, uint32_t row)
+static uint8_t *find(const union_set *u, uint32_t row)
 {
     uint32_t key = row + 1, j = hash32(key) & u->hmask;
     while (u->hkey[j]) {
@@ -110,8 +110,8 @@ static uint8_t *find(const sunion *u, uint32_t row)
     return NULL;
 }
 
-void sunion_begin(sunion *u, uint32_t n_base, sunion_member_fn in_base, const void *base_user,
-                  const uint32_t *missed, uint32_t n_missed, sunion_member_fn resident, const void *res_user,
+void union_begin(union_set *u, uint32_t n_base, union_member_fn in_base, const void *base_user,
+                  const uint32_t *missed, uint32_t n_missed, union_member_fn resident, const void *res_user,
                   int per_query)
 {
     for (uint32_t i = 0; i < u->n_slots_used; i++) {
@@ -142,7 +142,7 @@ void sunion_begin(sunion *u, uint32_t n_base, sunion_member_fn in_base, const vo
 
 static int in_sorted(const void *user, uint32_t row)
 {
-    const sunion *u = user;
+    const union_set *u = user;
     const uint32_t *a = u->base_sorted;
     uint32_t lo = 0, hi = u->n_base;
     while (lo < hi) {
@@ -153,15 +153,15 @@ static int in_sorted(const void *user, uint32_t row)
     return lo < u->n_base && a[lo] == row;
 }
 
-void sunion_begin_sorted(sunion *u, const uint32_t *base, uint32_t n_base, const uint32_t *missed,
-                         uint32_t n_missed, sunion_member_fn resident, const void *res_user, int per_query)
+void union_begin_sorted(union_set *u, const uint32_t *base, uint32_t n_base, const uint32_t *missed,
+                         uint32_t n_missed, union_member_fn resident, const void *res_user, int per_query)
 {
     u->base_sorted = base;
     u->n_base = n_base; /* in_sorted reads it while begin checks the missed rows */
-    sunion_begin(u, n_base, in_sorted, u, missed, n_missed, resident, res_user, per_query);
+    union_begin(u, n_base, in_sorted, u, missed, n_missed, resident, res_user, per_query);
 }
 
-static void add_union_only(sunion *u, const uint32_t *added, uint32_t n_added)
+static void add_union_only(union_set *u, const uint32_t *added, uint32_t n_added)
 {
     for (uint32_t i = 0; i < n_added; i++) {
         uint32_t x = added[i];
@@ -178,7 +178,7 @@ static void add_union_only(sunion *u, const uint32_t *added, uint32_t n_added)
     }
 }
 
-int sunion_add(sunion *u, const uint32_t *added, uint32_t n_added, const uint32_t *removed, uint32_t n_removed)
+int union_add(union_set *u, const uint32_t *added, uint32_t n_added, const uint32_t *removed, uint32_t n_removed)
 {
     if (!u->per_query) {
         /* The union grows only by added rows; removals change no count kept here. */
@@ -251,7 +251,7 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-uint32_t sunion_rows(sunion *u, const uint32_t *base_sorted, uint32_t n_base, uint32_t *out)
+uint32_t union_rows(union_set *u, const uint32_t *base_sorted, uint32_t n_base, uint32_t *out)
 {
     DH_BUG_ON(n_base != u->n_base);
     uint32_t *x = xrealloc(NULL, (size_t)u->n_extra * sizeof *x);
@@ -267,7 +267,7 @@ uint32_t sunion_rows(sunion *u, const uint32_t *base_sorted, uint32_t n_base, ui
     return n;
 }
 
-void sunion_diff(const uint32_t *prev, uint32_t n_prev, const uint32_t *cur, uint32_t n_cur,
+void union_diff(const uint32_t *prev, uint32_t n_prev, const uint32_t *cur, uint32_t n_cur,
                  uint32_t *added, uint32_t *n_added, uint32_t *removed, uint32_t *n_removed)
 {
     uint32_t i = 0, j = 0, na = 0, nr = 0;
@@ -280,7 +280,7 @@ void sunion_diff(const uint32_t *prev, uint32_t n_prev, const uint32_t *cur, uin
     *n_removed = nr;
 }
 
-double sunion_staging_bytes(const double *union_rows, const double *row_bytes, uint32_t n_groups, int reuse)
+double union_staging_bytes(const double *union_rows, const double *row_bytes, uint32_t n_groups, int reuse)
 {
     double sum = 0, max = 0;
     for (uint32_t g = 0; g < n_groups; g++) {
@@ -293,7 +293,7 @@ double sunion_staging_bytes(const double *union_rows, const double *row_bytes, u
 
 /* ---- lookahead -------------------------------------------------------- */
 
-void sunion_ahead_init(sunion_ahead *a, uint32_t cap)
+void union_ahead_init(union_ahead *a, uint32_t cap)
 {
     DH_BUG_ON(cap == 0);
     a->q = calloc(cap, sizeof *a->q);
@@ -302,17 +302,17 @@ void sunion_ahead_init(sunion_ahead *a, uint32_t cap)
     a->head = a->n = 0;
 }
 
-void sunion_ahead_release(sunion_ahead *a)
+void union_ahead_release(union_ahead *a)
 {
     for (uint32_t i = 0; i < a->cap; i++) free(a->q[i].rows);
     free(a->q);
     memset(a, 0, sizeof *a);
 }
 
-int sunion_ahead_push(sunion_ahead *a, const sel_delta *d)
+int union_ahead_push(union_ahead *a, const sel_delta *d)
 {
     if (a->n == a->cap) return dh_err("lookahead of %u positions is full at position %u", a->cap, d->pos);
-    sunion_pos *p = &a->q[(a->head + a->n) % a->cap];
+    union_pos *p = &a->q[(a->head + a->n) % a->cap];
     uint32_t need = d->n_added + d->n_removed;
     if (need > p->cap) {
         p->cap = need;
@@ -329,10 +329,10 @@ int sunion_ahead_push(sunion_ahead *a, const sel_delta *d)
     return 0;
 }
 
-void sunion_ahead_peek(const sunion_ahead *a, uint32_t i, sel_delta *d)
+void union_ahead_peek(const union_ahead *a, uint32_t i, sel_delta *d)
 {
     DH_BUG_ON(i >= a->n);
-    const sunion_pos *p = &a->q[(a->head + i) % a->cap];
+    const union_pos *p = &a->q[(a->head + i) % a->cap];
     memset(d, 0, sizeof *d);
     d->pos = p->pos;
     d->nrows = p->nrows;
@@ -343,7 +343,7 @@ void sunion_ahead_peek(const sunion_ahead *a, uint32_t i, sel_delta *d)
     d->removed = p->rows + p->n_added;
 }
 
-void sunion_ahead_pop(sunion_ahead *a)
+void union_ahead_pop(union_ahead *a)
 {
     DH_BUG_ON(a->n == 0);
     a->head = (a->head + 1) % a->cap;

@@ -9,7 +9,7 @@
  * share most rows, so the union is
  *     U = S_0  +  X,   X = (S_1 u ... u S_{q-1}) \ S_0,
  * and only X -- the rows the drafts add -- is ever touched: S_0 is known by a
- * membership callback (e.g. hb_selected on the hot buffer that applied S_0)
+ * membership callback (e.g. hotbuf_selected on the hot buffer that applied S_0)
  * and its size. Cost per query: O(changed rows) expected hash operations and
  * one membership and at most one residency call per added row; never O(k).
  *
@@ -31,12 +31,12 @@
  * group while that group computes, and is reused by the next group (reuse on),
  * so it is sized by the largest group; without reuse every group keeps its own.
  *
- *   sunion u; sunion_init(&u);
- *   sunion_begin(&u, hb.n_sel, in_sel, &hb, missed0, n_missed0, is_resident, &hb, !shared);
- *   for (t = 1; t <= L; t++) sunion_add(&u, d[t].added, d[t].n_added, d[t].removed, d[t].n_removed);
- *   fetched = shared ? sunion_missed_shared(&u) : sunion_missed_per_query(&u);
- *   union_rows = sunion_size(&u);
- *   sunion_release(&u); */
+ *   union_set u; union_init(&u);
+ *   union_begin(&u, buf.n_sel, in_sel, &buf, missed0, n_missed0, is_resident, &buf, !shared);
+ *   for (t = 1; t <= L; t++) union_add(&u, d[t].added, d[t].n_added, d[t].removed, d[t].n_removed);
+ *   fetched = shared ? union_missed_shared(&u) : union_missed_per_query(&u);
+ *   union_rows = union_size(&u);
+ *   union_release(&u); */
 #ifndef DH_UNION_H
 #define DH_UNION_H
 
@@ -46,7 +46,7 @@
 #include "traces/sel.h"
 
 /* Is row a member (of S_0, or resident)? */
-typedef int (*sunion_member_fn)(const void *user, uint32_t row);
+typedef int (*union_member_fn)(const void *user, uint32_t row);
 
 typedef struct {
     /* Hash of the rows touched this union: key = row + 1 (0 empty), flags. */
@@ -59,10 +59,10 @@ typedef struct {
     uint32_t n_extra, cap_extra;
     /* The base S_0. */
     uint32_t n_base;
-    sunion_member_fn in_base;
+    union_member_fn in_base;
     const void *base_user;
-    const uint32_t *base_sorted;  /* for sunion_begin_sorted */
-    sunion_member_fn resident;
+    const uint32_t *base_sorted;  /* for union_begin_sorted */
+    union_member_fn resident;
     const void *res_user;
     /* Counters. */
     int per_query;            /* keep the per-query counts (and check removals) */
@@ -73,59 +73,59 @@ typedef struct {
     uint32_t d_size, d_missed;/* |S_t \ S_0|, |(S_t \ S_0) \ R| */
     uint32_t extra_missed;    /* |X \ R| */
     uint64_t query_missed;    /* sum over folded queries of |S_t \ R| */
-} sunion;
+} union_set;
 
-void sunion_init(sunion *u);
-void sunion_release(sunion *u);
+void union_init(union_set *u);
+void union_release(union_set *u);
 /* Start a union with S_0 of n_base rows: in_base(row) tells membership,
  * missed[0..n_missed) are S_0's rows not resident before the step (any order),
  * resident(row) tells residency of rows outside S_0; per_query = 1 keeps the
- * per-query miss counts (sunion_missed_per_query), 0 keeps only the union.
+ * per-query miss counts (union_missed_per_query), 0 keeps only the union.
  * Reuses memory of earlier unions; costs O(rows touched by the previous union
  * + n_missed). */
-void sunion_begin(sunion *u, uint32_t n_base, sunion_member_fn in_base, const void *base_user,
-                  const uint32_t *missed, uint32_t n_missed, sunion_member_fn resident, const void *res_user,
+void union_begin(union_set *u, uint32_t n_base, union_member_fn in_base, const void *base_user,
+                  const uint32_t *missed, uint32_t n_missed, union_member_fn resident, const void *res_user,
                   int per_query);
 /* The same with S_0 as a sorted array (membership by binary search, O(log k));
  * base must stay valid until the next begin. */
-void sunion_begin_sorted(sunion *u, const uint32_t *base, uint32_t n_base, const uint32_t *missed,
-                         uint32_t n_missed, sunion_member_fn resident, const void *res_user, int per_query);
+void union_begin_sorted(union_set *u, const uint32_t *base, uint32_t n_base, const uint32_t *missed,
+                         uint32_t n_missed, union_member_fn resident, const void *res_user, int per_query);
 /* Fold in the next query position as a delta against the previous one (sorted
  * or not). With per_query, -1 with dh_err() if the delta contradicts the state
  * (removing a row the previous query did not select, adding one it did). */
-int sunion_add(sunion *u, const uint32_t *added, uint32_t n_added, const uint32_t *removed, uint32_t n_removed);
+int union_add(union_set *u, const uint32_t *added, uint32_t n_added, const uint32_t *removed, uint32_t n_removed);
 
-static inline uint32_t sunion_size(const sunion *u) { return u->n_base + u->n_extra; }
-static inline uint32_t sunion_queries(const sunion *u) { return u->queries; }
+static inline uint32_t union_size(const union_set *u) { return u->n_base + u->n_extra; }
+static inline uint32_t union_queries(const union_set *u) { return u->queries; }
 /* X: rows of the union outside S_0, in the order they entered. */
-static inline const uint32_t *sunion_extra(const sunion *u, uint32_t *n) { *n = u->n_extra; return u->extra; }
+static inline const uint32_t *union_extra(const union_set *u, uint32_t *n) { *n = u->n_extra; return u->extra; }
 /* Rows fetched with shared missing-row retrieval: the union's misses. */
-static inline uint64_t sunion_missed_shared(const sunion *u) { return (uint64_t)u->base_missed + u->extra_missed; }
+static inline uint64_t union_missed_shared(const union_set *u) { return (uint64_t)u->base_missed + u->extra_missed; }
 /* Rows fetched when every query retrieves its own misses (the ablation; the
  * union must have been begun with per_query = 1). */
-static inline uint64_t sunion_missed_per_query(const sunion *u)
+static inline uint64_t union_missed_per_query(const union_set *u)
 {
     DH_BUG_ON(!u->per_query);
     return u->query_missed;
 }
-static inline uint64_t sunion_fetched(const sunion *u, int shared)
+static inline uint64_t union_fetched(const union_set *u, int shared)
 {
-    return shared ? sunion_missed_shared(u) : sunion_missed_per_query(u);
+    return shared ? union_missed_shared(u) : union_missed_per_query(u);
 }
-/* The whole union, sorted, into out[sunion_size()]: merges the sorted S_0 with
+/* The whole union, sorted, into out[union_size()]: merges the sorted S_0 with
  * X sorted; O(k + |X| log |X|), for reports and tests, not the step. */
-uint32_t sunion_rows(sunion *u, const uint32_t *base_sorted, uint32_t n_base, uint32_t *out);
+uint32_t union_rows(union_set *u, const uint32_t *base_sorted, uint32_t n_base, uint32_t *out);
 
 /* Delta between two sorted selections (a sorted merge, O(|prev| + |cur|)):
  * for selections that arrive whole (keyframes, tests). added and removed need
  * room for |cur| and |prev| rows. */
-void sunion_diff(const uint32_t *prev, uint32_t n_prev, const uint32_t *cur, uint32_t n_cur,
+void union_diff(const uint32_t *prev, uint32_t n_prev, const uint32_t *cur, uint32_t n_cur,
                  uint32_t *added, uint32_t *n_added, uint32_t *removed, uint32_t *n_removed);
 
 /* Staging bytes: union_rows[g] (summed over the batch's requests) x
  * row_bytes[g] (bytes per union row of group g, all its kv-owning layers); with
  * reuse the largest group's, without reuse the sum over groups. */
-double sunion_staging_bytes(const double *union_rows, const double *row_bytes, uint32_t n_groups, int reuse);
+double union_staging_bytes(const double *union_rows, const double *row_bytes, uint32_t n_groups, int reuse);
 
 /* Lookahead: a FIFO of copied stream positions of one (request, group). A
  * verification reads positions beyond the committed one; those that are not
@@ -136,23 +136,23 @@ typedef struct {
     uint32_t pos, nrows, n_sel, n_added, n_removed;
     uint32_t *rows;           /* added[0..n_added) then removed[0..n_removed) */
     uint32_t cap;
-} sunion_pos;
+} union_pos;
 
 typedef struct {
-    sunion_pos *q;
+    union_pos *q;
     uint32_t cap, head, n;
-} sunion_ahead;
+} union_ahead;
 
-void sunion_ahead_init(sunion_ahead *a, uint32_t cap);
-void sunion_ahead_release(sunion_ahead *a);
+void union_ahead_init(union_ahead *a, uint32_t cap);
+void union_ahead_release(union_ahead *a);
 /* Forget every queued position (keeps memory). */
-static inline void sunion_ahead_clear(sunion_ahead *a) { a->head = a->n = 0; }
-static inline uint32_t sunion_ahead_count(const sunion_ahead *a) { return a->n; }
+static inline void union_ahead_clear(union_ahead *a) { a->head = a->n = 0; }
+static inline uint32_t union_ahead_count(const union_ahead *a) { return a->n; }
 /* Copy d to the tail. -1 with dh_err() when full. */
-int sunion_ahead_push(sunion_ahead *a, const sel_delta *d);
+int union_ahead_push(union_ahead *a, const sel_delta *d);
 /* The i-th queued position (0 = oldest), as a delta whose arrays stay valid
  * until that entry is popped. */
-void sunion_ahead_peek(const sunion_ahead *a, uint32_t i, sel_delta *d);
-void sunion_ahead_pop(sunion_ahead *a);
+void union_ahead_peek(const union_ahead *a, uint32_t i, sel_delta *d);
+void union_ahead_pop(union_ahead *a);
 
 #endif

@@ -29,18 +29,18 @@ dry_matches() {
     echo "FAIL $name ($(diff "$tmp/$name" "$tmp/$name.want" | head -3 | tr '\n' ' ') $(head -c 200 "$tmp/err"))"
   fi
 }
-dry_matches dry_run_matches_gpu_replay kernels/results/h200/replay-glm53-16x100k.csv "hs2k hs4k-seed2" \
+dry_matches dry_run_matches_gpu_replay measurements/h200/replay-glm53-16x100k.csv "hs2k hs4k-seed2" \
   --run hs2k:hisparse:2048:0 --run hs4k-seed2:hisparse:4096:1:2
 # Verification steps: the host side (the simulator's verification and commit, sim/specrun.h)
 # reproduces the committed GPU replay's fetched rows (base misses + staged union rows), and
 # the simulator's own timeline of the same run step for step.
-dry_matches dry_run_verify_matches_gpu_replay kernels/results/h200/replay-glm53-16x100k-verify.csv sp2k \
+dry_matches dry_run_verify_matches_gpu_replay measurements/h200/replay-glm53-16x100k-verify.csv sp2k \
   --run sp2k:hisparse+dflash2:2048:1
-dry_matches dry_run_verify_adaptive_matches_gpu_replay kernels/results/h200/replay-glm53-16x100k-verify-adaptive.csv sa6k \
+dry_matches dry_run_verify_adaptive_matches_gpu_replay measurements/h200/replay-glm53-16x100k-verify-adaptive.csv sa6k \
   --run sa6k:adaptive+dflash2:6144:1
-dry_matches dry_run_verify_r64_matches_gpu_replay kernels/results/h200/replay-glm53-64x25k-verify.csv sa6k-r64 \
+dry_matches dry_run_verify_r64_matches_gpu_replay measurements/h200/replay-glm53-64x25k-verify.csv sa6k-r64 \
   --requests 64 --prompt-len 25000 --run sa6k-r64:adaptive+dflash2:6144:1
-dry_matches dry_run_r64_matches_gpu_replay kernels/results/h200/replay-glm53-64x25k.csv hs4k-r64 \
+dry_matches dry_run_r64_matches_gpu_replay measurements/h200/replay-glm53-64x25k.csv hs4k-r64 \
   --requests 64 --prompt-len 25000 --run hs4k-r64:hisparse:4096:1
 if sh kernels/replay/simrun.sh models/hw/h200.ini "$tmp/sim" sp2k >/dev/null 2>&1; then
   awk -F'\t' 'NR > 2 && $1 < 6 {print "sp2k," $1 "," $9}' "$tmp/sim/sp2k.tsv" > "$tmp/simv"

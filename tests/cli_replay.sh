@@ -10,7 +10,7 @@
 #   leaves the refitted value unchanged, scaling a fitted one moves it.
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-R=kernels/results/h200/replay-glm53-16x100k.csv
+R=measurements/h200/replay-glm53-16x100k.csv
 ok() { echo "PASS $1"; }
 bad() { echo "FAIL $1${2:+: $2}"; }
 
@@ -19,9 +19,9 @@ then ok calibrate_reproduces_profile; else bad calibrate_reproduces_profile "$(t
 
 # Without the replay's diagnostics (fetch_interference's inputs): one error line, exit 1, no profile.
 mkdir -p "$T/bench"
-cp kernels/results/h200/default-*.csv kernels/results/h200/fetch-calib-b2b20.csv kernels/results/h200/fetch-beside-b2b20.csv kernels/results/h200/attention-attention-b2b20.csv \
-   kernels/results/h200/topk-scale-b2b20.csv kernels/results/h200/indexer-topk6-b2b20.csv \
-   kernels/results/h200/indexer-scale.csv "$T/bench/"
+cp measurements/h200/default-*.csv measurements/h200/fetch-calib-b2b20.csv measurements/h200/fetch-beside-b2b20.csv measurements/h200/attention-attention-b2b20.csv \
+   measurements/h200/topk-scale-b2b20.csv measurements/h200/indexer-topk6-b2b20.csv \
+   measurements/h200/indexer-scale.csv "$T/bench/"
 sh analysis/calibrate.sh "$T/nodiag.ini" "$T/bench" > "$T/nodiag.txt" 2>&1; rc=$?
 if [ $rc -eq 1 ] && [ ! -e "$T/nodiag.ini" ] && [ "$(grep -c 'calibrate.sh' "$T/nodiag.txt")" -eq 1 ] &&
    grep -q "fetch-beside.csv: cannot read the replay diagnostic" "$T/nodiag.txt"
@@ -32,7 +32,7 @@ if sh kernels/replay/validate.sh models/hw/h200.ini $R "$T/a" > "$T/a.txt" 2>&1 
 # 64 requests x 25K, plain steps and verification steps of 512 tokens (x 8 queries): the targets
 # hold there too.
 for f in replay-glm53-64x25k.csv:hs4k-r64/hisparse/plain replay-glm53-64x25k-verify.csv:sa6k-r64/adaptive+dflash2/verify; do
-  if sh kernels/replay/validate.sh models/hw/h200.ini "kernels/results/h200/${f%%:*}" "$T/r64" > "$T/r64.txt" 2>&1 &&
+  if sh kernels/replay/validate.sh models/hw/h200.ini "measurements/h200/${f%%:*}" "$T/r64" > "$T/r64.txt" 2>&1 &&
      grep -q "${f#*:} (held out)" "$T/r64.txt"; then ok "replay_validate ${f%%:*}"; else bad "replay_validate ${f%%:*}"; cat "$T/r64.txt"; fi
 done
 

@@ -1,5 +1,5 @@
-/* test_sim_tiny.h: the tiny simulator fixture shared by tests/test_sim_run.c
- * and tests/test_sim_spec.c: a scratch directory, a 4-layer model with one
+/* test_sim_tiny.h: the tiny simulator fixture shared by tests/test_sim.c
+ * and tests/test_specrun.c: a scratch directory, a 4-layer model with one
  * selection group (one indexer layer, three reusing it, no MoE) and a
  * hardware profile on which compute and HBM are effectively free and the
  * gather runs at one flat bandwidth with no fixed costs, so that fetch-bound

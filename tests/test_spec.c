@@ -507,34 +507,34 @@ static void test_union_identical_and_disjoint(void **state)
     (void)state;
     uint32_t s0[100], s1[100], s2[100], out[300];
     for (uint32_t i = 0; i < 100; i++) { s0[i] = 3 * i; s1[i] = 3 * i + 1; s2[i] = 3 * i + 2; }
-    sunion u;
-    sunion_init(&u);
+    union_set u;
+    union_init(&u);
     /* Identical selections: the union is one selection, nothing fetched beyond it. */
-    sunion_begin_sorted(&u, s0, 100, NULL, 0, none_resident, NULL, 1);
-    for (int t = 0; t < 7; t++) assert_int_equal(sunion_add(&u, NULL, 0, NULL, 0), 0);
-    assert_int_equal(sunion_size(&u), 100);
-    assert_int_equal(sunion_queries(&u), 8);
-    assert_int_equal(sunion_rows(&u, s0, 100, out), 100);
+    union_begin_sorted(&u, s0, 100, NULL, 0, none_resident, NULL, 1);
+    for (int t = 0; t < 7; t++) assert_int_equal(union_add(&u, NULL, 0, NULL, 0), 0);
+    assert_int_equal(union_size(&u), 100);
+    assert_int_equal(union_queries(&u), 8);
+    assert_int_equal(union_rows(&u, s0, 100, out), 100);
     assert_memory_equal(out, s0, sizeof s0);
     /* Disjoint selections: the union is their sum. */
-    sunion_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 1);
-    assert_int_equal(sunion_add(&u, s1, 100, s0, 100), 0);
-    assert_int_equal(sunion_add(&u, s2, 100, s1, 100), 0);
-    assert_int_equal(sunion_size(&u), 300);
-    assert_int_equal(sunion_rows(&u, s0, 100, out), 300);
+    union_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 1);
+    assert_int_equal(union_add(&u, s1, 100, s0, 100), 0);
+    assert_int_equal(union_add(&u, s2, 100, s1, 100), 0);
+    assert_int_equal(union_size(&u), 300);
+    assert_int_equal(union_rows(&u, s0, 100, out), 300);
     for (uint32_t i = 0; i < 300; i++) assert_int_equal(out[i], i);
-    sunion_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 0);
-    assert_int_equal(sunion_add(&u, s1, 100, s0, 100), 0);
-    assert_int_equal(sunion_add(&u, s2, 100, s1, 100), 0);
-    assert_int_equal(sunion_size(&u), 300);
+    union_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 0);
+    assert_int_equal(union_add(&u, s1, 100, s0, 100), 0);
+    assert_int_equal(union_add(&u, s2, 100, s1, 100), 0);
+    assert_int_equal(union_size(&u), 300);
     /* A delta that contradicts the previous query is an error. */
-    sunion_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 1);
-    assert_int_equal(sunion_add(&u, NULL, 0, s1, 1), -1);
+    union_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 1);
+    assert_int_equal(union_add(&u, NULL, 0, s1, 1), -1);
     assert_non_null(strstr(dh_errmsg(), "did not select"));
-    sunion_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 1);
-    assert_int_equal(sunion_add(&u, s0 + 5, 1, NULL, 0), -1);
+    union_begin_sorted(&u, s0, 100, NULL, 0, all_resident, NULL, 1);
+    assert_int_equal(union_add(&u, s0 + 5, 1, NULL, 0), -1);
     assert_non_null(strstr(dh_errmsg(), "already selected"));
-    sunion_release(&u);
+    union_release(&u);
 }
 
 static void test_shared_retrieval_by_hand(void **state)
@@ -549,16 +549,16 @@ static void test_shared_retrieval_by_hand(void **state)
     bitset R = {bits};
     uint32_t s0[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, missed[2] = {3, 4};
     uint32_t add1[3] = {100, 101, 102}, rem1[3] = {0, 1, 3};
-    sunion u;
-    sunion_init(&u);
-    sunion_begin_sorted(&u, s0, 10, missed, 2, bit_member, &R, 1);
-    assert_int_equal(sunion_add(&u, add1, 3, rem1, 3), 0);
-    assert_int_equal(sunion_add(&u, NULL, 0, NULL, 0), 0);
-    assert_int_equal(sunion_size(&u), 13);
+    union_set u;
+    union_init(&u);
+    union_begin_sorted(&u, s0, 10, missed, 2, bit_member, &R, 1);
+    assert_int_equal(union_add(&u, add1, 3, rem1, 3), 0);
+    assert_int_equal(union_add(&u, NULL, 0, NULL, 0), 0);
+    assert_int_equal(union_size(&u), 13);
     /* Shared: the union's misses, 3, 4 and 101. Per query: S_0 {3, 4}, S_1 {4, 101}, S_2 {4, 101}. */
-    assert_int_equal(sunion_fetched(&u, 1), 3);
-    assert_int_equal(sunion_fetched(&u, 0), 6);
-    sunion_release(&u);
+    assert_int_equal(union_fetched(&u, 1), 3);
+    assert_int_equal(union_fetched(&u, 0), 6);
+    union_release(&u);
 }
 
 static void test_union_differential(void **state)
@@ -574,8 +574,8 @@ static void test_union_differential(void **state)
     uint8_t *in = calloc(NROWS, 1);
     rng_stream rs;
     rng_init(&rs, 5, 0, 0, 1);
-    sunion u;
-    sunion_init(&u);
+    union_set u;
+    union_init(&u);
     for (int trial = 0; trial < 60; trial++) {
         for (uint32_t i = 0; i < NROWS / 8; i++) bits[i] = (uint8_t)rng_u32(&rs);
         uint32_t q = 1 + rng_below(&rs, Q), churn = 1 + rng_below(&rs, K / 2);
@@ -602,39 +602,39 @@ static void test_union_differential(void **state)
             (void)n;
             qsort(sets[t], K, sizeof(uint32_t), cmp_u32);
             nset[t] = K;
-            sunion_diff(sets[t - 1], K, sets[t], K, added[t], &na[t], removed[t], &nr[t]);
+            union_diff(sets[t - 1], K, sets[t], K, added[t], &na[t], removed[t], &nr[t]);
         }
         uint32_t nm = 0;
         for (uint32_t i = 0; i < K; i++)
             if (!bit_member(&R, sets[0][i])) missed[nm++] = sets[0][i];
         uint32_t nref = ref_union(sets, nset, q, ref, tmp);
         /* The union-only mode (shared retrieval) gives the same union and misses. */
-        sunion_begin_sorted(&u, sets[0], K, missed, nm, bit_member, &R, 0);
-        for (uint32_t t = 1; t < q; t++) assert_int_equal(sunion_add(&u, added[t], na[t], removed[t], nr[t]), 0);
-        uint32_t ngot = sunion_rows(&u, sets[0], K, got);
+        union_begin_sorted(&u, sets[0], K, missed, nm, bit_member, &R, 0);
+        for (uint32_t t = 1; t < q; t++) assert_int_equal(union_add(&u, added[t], na[t], removed[t], nr[t]), 0);
+        uint32_t ngot = union_rows(&u, sets[0], K, got);
         assert_true(same_rows(got, ngot, ref, nref));
-        uint64_t shared_fast = sunion_missed_shared(&u);
-        sunion_begin_sorted(&u, sets[0], K, missed, nm, bit_member, &R, 1);
-        for (uint32_t t = 1; t < q; t++) assert_int_equal(sunion_add(&u, added[t], na[t], removed[t], nr[t]), 0);
-        ngot = sunion_rows(&u, sets[0], K, got);
-        assert_int_equal(sunion_size(&u), nref);
+        uint64_t shared_fast = union_missed_shared(&u);
+        union_begin_sorted(&u, sets[0], K, missed, nm, bit_member, &R, 1);
+        for (uint32_t t = 1; t < q; t++) assert_int_equal(union_add(&u, added[t], na[t], removed[t], nr[t]), 0);
+        ngot = union_rows(&u, sets[0], K, got);
+        assert_int_equal(union_size(&u), nref);
         assert_true(same_rows(got, ngot, ref, nref));
-        assert_int_equal(shared_fast, sunion_missed_shared(&u));
+        assert_int_equal(shared_fast, union_missed_shared(&u));
         /* Missing rows against the plain definitions. */
         uint64_t shared = 0, per_query = 0;
         for (uint32_t i = 0; i < nref; i++) shared += !bit_member(&R, ref[i]);
         for (uint32_t t = 0; t < q; t++)
             for (uint32_t i = 0; i < K; i++) per_query += !bit_member(&R, sets[t][i]);
-        assert_int_equal(sunion_missed_shared(&u), shared);
-        assert_int_equal(sunion_missed_per_query(&u), per_query);
-        assert_true(sunion_missed_per_query(&u) >= sunion_missed_shared(&u));
+        assert_int_equal(union_missed_shared(&u), shared);
+        assert_int_equal(union_missed_per_query(&u), per_query);
+        assert_true(union_missed_per_query(&u) >= union_missed_shared(&u));
         /* Planted fault: one wrong row makes the comparison fail. */
         if (ngot) {
             got[ngot / 2] ^= 1u << 20;
             assert_false(same_rows(got, ngot, ref, nref));
         }
     }
-    sunion_release(&u);
+    union_release(&u);
     for (int t = 0; t < Q; t++) free(sets[t]);
     free(ref);
     free(tmp);
@@ -648,12 +648,12 @@ static void test_staging_and_ring_bytes(void **state)
     /* Three groups with the same union rows: reuse charges one group, no reuse all three. */
     double rows[3] = {4096, 4096, 4096}, bytes[3] = {4 * 656, 4 * 656, 4 * 656};
     double one = rows[0] * bytes[0];
-    assert_true(sunion_staging_bytes(rows, bytes, 3, 1) == one);
-    assert_true(sunion_staging_bytes(rows, bytes, 3, 0) == 3 * one);
+    assert_true(union_staging_bytes(rows, bytes, 3, 1) == one);
+    assert_true(union_staging_bytes(rows, bytes, 3, 0) == 3 * one);
     /* Unequal groups: reuse is sized by the largest. */
     rows[1] = 9000;
-    assert_true(sunion_staging_bytes(rows, bytes, 3, 1) == 9000 * bytes[1]);
-    assert_true(sunion_staging_bytes(rows, bytes, 3, 0) == (4096 + 9000 + 4096) * bytes[0]);
+    assert_true(union_staging_bytes(rows, bytes, 3, 1) == 9000 * bytes[1]);
+    assert_true(union_staging_bytes(rows, bytes, 3, 0) == (4096 + 9000 + 4096) * bytes[0]);
 
     spec_draft *d;
     assert_int_equal(spec_draft_load("models/drafts/glm53-dflash2.ini", &d), 0);
@@ -677,30 +677,30 @@ static void test_staging_and_ring_bytes(void **state)
 static void test_lookahead_queue(void **state)
 {
     (void)state;
-    sunion_ahead a;
-    sunion_ahead_init(&a, 3);
+    union_ahead a;
+    union_ahead_init(&a, 3);
     uint32_t rows[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     for (uint32_t round = 0; round < 4; round++) {
-        while (sunion_ahead_count(&a) < 3) {
-            uint32_t pos = round * 10 + sunion_ahead_count(&a);
+        while (union_ahead_count(&a) < 3) {
+            uint32_t pos = round * 10 + union_ahead_count(&a);
             sel_delta d = {.pos = pos, .nrows = 100 + pos, .n_sel = 50, .n_added = 1 + pos % 3,
                            .n_removed = pos % 2, .added = rows, .removed = rows + 4};
-            assert_int_equal(sunion_ahead_push(&a, &d), 0);
+            assert_int_equal(union_ahead_push(&a, &d), 0);
         }
         sel_delta d = {.pos = 99, .added = rows};
-        assert_int_equal(sunion_ahead_push(&a, &d), -1);
+        assert_int_equal(union_ahead_push(&a, &d), -1);
         assert_non_null(strstr(dh_errmsg(), "full"));
         sel_delta p;
-        sunion_ahead_peek(&a, 0, &p);
+        union_ahead_peek(&a, 0, &p);
         assert_int_equal(p.nrows, 100 + p.pos);
         assert_int_equal(p.n_added, 1 + p.pos % 3);
         assert_memory_equal(p.added, rows, p.n_added * sizeof *rows);
         assert_memory_equal(p.removed, rows + 4, p.n_removed * sizeof *rows);
         /* Pop one or two (accepted + 1 positions committed), keep the rest. */
-        sunion_ahead_pop(&a);
-        if (round % 2) sunion_ahead_pop(&a);
+        union_ahead_pop(&a);
+        if (round % 2) union_ahead_pop(&a);
     }
-    sunion_ahead_release(&a);
+    union_ahead_release(&a);
 }
 
 int main(void)

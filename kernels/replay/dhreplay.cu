@@ -30,7 +30,7 @@
  *
  * Residency: the classification keeps one state per (request, group) -- layers that share
  * a selection share its slot map, and each layer has its own hot buffer with those slots --
- * and implements the simulator's policy (sim/hb.h) exactly, including the rows a decode step
+ * and implements the simulator's policy (sim/hotbuf.h) exactly, including the rows a decode step
  * writes: they enter residency without a fetch (kernels/residency.cu leaves them out). The
  * host runs the simulator's own hot buffer on the same deltas (rp_host.h) and every step's
  * GPU miss count of every pair must equal it; two pairs' resident sets are compared row by row
@@ -105,7 +105,7 @@ __device__ __forceinline__ uint64_t rp_lru_key(int32_t slot, int32_t row, int32_
     return (1ull << 62) | ((uint64_t)(uint32_t)last << 24) | (uint64_t)row;
 }
 
-/* ---- residency: the simulator's policy (sim/hb.h) with the written rows ----
+/* ---- residency: the simulator's policy (sim/hotbuf.h) with the written rows ----
  *
  * Per pair p (one block): the slots 0..B-1 of the pair's hot buffer, slot_row/slot_last per
  * slot, row_slot per context row. Eviction key per slot as kref_lru_key(): free slots first

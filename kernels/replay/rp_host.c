@@ -2,7 +2,7 @@
 #include "kernels/replay/rp_host.h"
 #include "common/cfg.h"
 #include "common/dh_err.h"
-#include "sim/hb.h"
+#include "sim/hotbuf.h"
 #include "sim/model.h"
 #include "sim/pol.h"
 #include "sim/spec.h"
@@ -20,7 +20,7 @@ struct rp_host {
     sel_source *src;
     uint32_t R, G, k, steps, step;
     sel_stream **st;   /* [G * R] */
-    hb *buf;           /* [G * R] */
+    hotbuf *buf;           /* [G * R] */
     int32_t *cur;      /* [G * R * k] full selection of each pair */
     uint32_t *ncur;    /* [G * R] its size */
     int32_t *tmp;      /* merge scratch, k + added */
@@ -30,14 +30,14 @@ struct rp_host {
     uint32_t gamma;
     uint64_t seed;
     pol_stream *ps;        /* [G * R] */
-    sunion_ahead *ahead;   /* [G * R] */
-    sunion u;
+    union_ahead *ahead;   /* [G * R] */
+    union_set u;
     int u_init;
     uint32_t *sel_scratch; /* k + added: one query's set while it is built */
 };
 
 /* The hot buffer of pair p in either mode. */
-static const hb *pair_hb(const rp_host *h, size_t p) { return h->draft ? &h->ps[p].buf : &h->buf[p]; }
+static const hotbuf *pair_hb(const rp_host *h, size_t p) { return h->draft ? &h->ps[p].buf : &h->buf[p]; }
 
 int rp_host_open(const rp_host_cfg *c, rp_host **out)
 {
@@ -116,12 +116,12 @@ int rp_host_open(const rp_host_cfg *c, rp_host **out)
         h->ahead = calloc(P, sizeof *h->ahead);
         h->sel_scratch = malloc(2 * (size_t)h->k * sizeof *h->sel_scratch + 16);
         if (!h->ps || !h->ahead || !h->sel_scratch) abort();
-        sunion_init(&h->u);
+        union_init(&h->u);
         h->u_init = 1;
         for (uint32_t g = 0; g < h->G; g++)
             for (uint32_t r = 0; r < h->R; r++) {
                 size_t p = (size_t)g * h->R + r;
-                sunion_ahead_init(&h->ahead[p], h->gamma + 1);
+                union_ahead_init(&h->ahead[p], h->gamma + 1);
                 if (pol_stream_open(&h->ps[p], POL_ADAPTIVE, h->src, &h->shape, r, g, c->budget_rows, 0, NULL, 0) < 0)
                     goto fail;
             }
@@ -135,7 +135,7 @@ int rp_host_open(const rp_host_cfg *c, rp_host **out)
     for (uint32_t g = 0; g < h->G; g++)
         for (uint32_t r = 0; r < h->R; r++) {
             size_t p = (size_t)g * h->R + r;
-            hb_init(&h->buf[p], c->budget_rows);
+            hotbuf_init(&h->buf[p], c->budget_rows);
             if (sel_open(h->src, r, g, &h->st[p]) < 0) goto fail;
         }
     *out = h;
@@ -154,13 +154,13 @@ void rp_host_close(rp_host *h)
     if (h->st)
         for (size_t p = 0; p < P; p++) sel_close(h->st[p]);
     if (h->buf)
-        for (size_t p = 0; p < P; p++) hb_release(&h->buf[p]);
+        for (size_t p = 0; p < P; p++) hotbuf_release(&h->buf[p]);
     if (h->ps)
         for (size_t p = 0; p < P; p++) pol_stream_close(&h->ps[p]);
     if (h->ahead)
         for (size_t p = 0; p < P; p++)
-            if (h->ahead[p].q) sunion_ahead_release(&h->ahead[p]);
-    if (h->u_init) sunion_release(&h->u);
+            if (h->ahead[p].q) union_ahead_release(&h->ahead[p]);
+    if (h->u_init) union_release(&h->u);
     spec_draft_free(h->draft);
     free(h->ps); free(h->ahead); free(h->sel_scratch);
     sel_source_free(h->src);
@@ -234,8 +234,8 @@ int rp_host_step(rp_host *h, int32_t *sel, int32_t *wfirst, int32_t *wcnt, uint3
             if (apply_delta(h, p, &d) < 0) return dh_err_prefix("request %u group %u: ", r, g);
             memcpy(sel + p * h->k, h->cur + p * h->k, h->k * sizeof *sel);
             uint32_t before = h->buf[p].nrows_seen;
-            hb_result res;
-            if (hb_step(&h->buf[p], &d, &res) < 0) return dh_err_prefix("request %u group %u: ", r, g);
+            hotbuf_result res;
+            if (hotbuf_step(&h->buf[p], &d, &res) < 0) return dh_err_prefix("request %u group %u: ", r, g);
             miss[p] = res.misses;
             wfirst[p] = (int32_t)before;
             wcnt[p] = (int32_t)res.written;
@@ -247,7 +247,7 @@ int rp_host_step(rp_host *h, int32_t *sel, int32_t *wfirst, int32_t *wcnt, uint3
     return 0;
 }
 
-int rp_host_resident(const rp_host *h, uint32_t pair, uint32_t row) { return hb_resident(pair_hb(h, pair), row); }
+int rp_host_resident(const rp_host *h, uint32_t pair, uint32_t row) { return hotbuf_resident(pair_hb(h, pair), row); }
 uint32_t rp_host_n_resident(const rp_host *h, uint32_t pair) { return pair_hb(h, pair)->n_resident; }
 
 uint32_t rp_host_gamma(const rp_host *h) { return h->gamma; }
@@ -262,7 +262,7 @@ typedef struct {
     int32_t *q_prev;   /* the previous query's set while the queries are built */
 } spec_obs;
 
-static int obs_base(void *user, const sel_delta *d, const hb_result *r, const hb *b)
+static int obs_base(void *user, const sel_delta *d, const hotbuf_result *r, const hotbuf *b)
 {
     spec_obs *s = user;
     rp_host *h = s->h;
@@ -294,15 +294,15 @@ static int cmp_i32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int obs_unioned(void *user, const sunion *u, const hb *b)
+static int obs_unioned(void *user, const union_set *u, const hotbuf *b)
 {
     spec_obs *s = user;
     rp_host *h = s->h;
     uint32_t nx, n = 0;
-    const uint32_t *x = sunion_extra(u, &nx);
+    const uint32_t *x = union_extra(u, &nx);
     int32_t *xr = s->o->xr + s->p * (size_t)h->gamma * h->k;
     for (uint32_t i = 0; i < nx; i++)
-        if (!hb_resident(b, x[i])) {
+        if (!hotbuf_resident(b, x[i])) {
             if (n == h->gamma * h->k) return dh_err("more than gamma x k = %u union rows to stage", h->gamma * h->k);
             xr[n++] = (int32_t)x[i];
         }
@@ -311,7 +311,7 @@ static int obs_unioned(void *user, const sunion *u, const hb *b)
     return 0;
 }
 
-static int obs_commit(void *user, uint32_t t, const sel_delta *d, const hb_result *r, const hb *b)
+static int obs_commit(void *user, uint32_t t, const sel_delta *d, const hotbuf_result *r, const hotbuf *b)
 {
     spec_obs *s = user;
     rp_host *h = s->h;

@@ -1,5 +1,5 @@
 /* rp_host.h: the host side of the GPU replay (bin/dhreplay): the selections of a
- * generated trace and the simulator's own hot buffer (sim/hb.h) per (request,
+ * generated trace and the simulator's own hot buffer (sim/hotbuf.h) per (request,
  * selection group), advanced one decode position at a time.
  *
  * The replay's GPU residency kernel must classify exactly as the simulator does;

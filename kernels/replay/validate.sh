@@ -5,7 +5,7 @@
 # Targets: held-out configurations median <= 5 %, p95 <= 10 %; misses equal on every step.
 set -e
 PROFILE=${1:-models/hw/h200.ini}
-REPLAY=${2:-kernels/results/h200/replay-glm53-16x100k.csv}
+REPLAY=${2:-measurements/h200/replay-glm53-16x100k.csv}
 OUT=${3:-out/replay-validate}
 CONFIGS=$(awk -F, '!/^#/ && $1 != "config_id" && !seen[$1]++ {print $1}' "$REPLAY")
 sh kernels/replay/simrun.sh "$PROFILE" "$OUT" $CONFIGS

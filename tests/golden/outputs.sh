@@ -35,5 +35,5 @@ bin/dhsim --trace "$T/small.h5" --policy hisparse,adaptive,oracle --steps 30 --c
     --json - | sed "s|$T/||g" > "$D/trace-replay.json"
 # The replay validation tables (simulator against the committed GPU replays).
 for r in replay-glm53-16x100k replay-glm53-16x100k-verify-adaptive replay-glm53-64x25k replay-glm53-64x25k-verify; do
-  sh kernels/replay/validate.sh models/hw/h200.ini kernels/results/h200/$r.csv "$T/v-$r" > "$D/validate-$r.txt" 2>&1 || true
+  sh kernels/replay/validate.sh models/hw/h200.ini measurements/h200/$r.csv "$T/v-$r" > "$D/validate-$r.txt" 2>&1 || true
 done

@@ -1,4 +1,4 @@
-/* test_sim_run.c: whole simulations on small hand-built configurations.
+/* test_sim.c: whole simulations on small hand-built configurations.
  *   - fetch-bound: with compute made free, tokens/s per GPU equals the gather
  *     bandwidth divided by the bytes fetched per token, computed by hand;
  *   - adaptive with HBM to spare behaves like a fixed budget covering the

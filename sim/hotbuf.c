@@ -1,4 +1,4 @@
-/* hb.c: the LRU hot buffer of one (request, selection group); see hb.h.
+/* hotbuf.c: the LRU hot buffer of one (request, selection group); see hotbuf.h.
  *
  * row_state[row] holds HB_RES (resident), HB_SEL (selected) and the number
  * of the row's entries in the queue. The queue holds rows in the order they
@@ -11,7 +11,7 @@
  * Every loop over a sorted delta or the queue prefetches the bytes a few rows
  * ahead: under the adaptive policy hundreds of buffers advance in lockstep
  * and their bytes are not in cache. */
-#include "sim/hb.h"
+#include "sim/hotbuf.h"
 #include "common/dh_err.h"
 
 #include <stdlib.h>
@@ -29,21 +29,21 @@ static void *xrealloc(void *p, size_t n)
     return p;
 }
 
-void hb_init(hb *h, uint32_t budget)
+void hotbuf_init(hotbuf *h, uint32_t budget)
 {
     memset(h, 0, sizeof *h);
     h->budget = budget;
 }
 
-void hb_set_regions(hb *h, double rows_per_region) { h->rows_per_region = rows_per_region > 0 ? rows_per_region : 0; }
+void hotbuf_set_regions(hotbuf *h, double rows_per_region) { h->rows_per_region = rows_per_region > 0 ? rows_per_region : 0; }
 
-void hb_release(hb *h)
+void hotbuf_release(hotbuf *h)
 {
     free(h->row_state); free(h->q); free(h->scratch);
     memset(h, 0, sizeof *h);
 }
 
-void hb_clear(hb *h)
+void hotbuf_clear(hotbuf *h)
 {
     if (h->row_state) memset(h->row_state, 0, h->cap_rows);
     h->n_resident = h->n_sel = h->nrows_seen = 0;
@@ -51,7 +51,7 @@ void hb_clear(hb *h)
 }
 
 /* Make row_state[] cover rows [0, n). */
-static void rows_reserve(hb *h, uint32_t n)
+static void rows_reserve(hotbuf *h, uint32_t n)
 {
     if (n <= h->cap_rows) return;
     uint32_t cap = h->cap_rows ? h->cap_rows : 1024;
@@ -61,10 +61,10 @@ static void rows_reserve(hb *h, uint32_t n)
     h->cap_rows = cap;
 }
 
-static inline uint32_t state_of(const hb *h, uint32_t row) { return row < h->cap_rows ? h->row_state[row] : 0; }
+static inline uint32_t state_of(const hotbuf *h, uint32_t row) { return row < h->cap_rows ? h->row_state[row] : 0; }
 
 /* Is the entry being popped for row the live one? Drops the entry's count. */
-static inline int pop_entry(hb *h, uint32_t row)
+static inline int pop_entry(hotbuf *h, uint32_t row)
 {
     uint8_t st = (uint8_t)(h->row_state[row] - HB_CNT_ONE);
     h->row_state[row] = st;
@@ -72,7 +72,7 @@ static inline int pop_entry(hb *h, uint32_t row)
 }
 
 /* Keep only live entries. */
-static void queue_compact(hb *h)
+static void queue_compact(hotbuf *h)
 {
     uint32_t n = 0;
     for (uint32_t i = h->q_head; i < h->q_tail; i++) {
@@ -87,7 +87,7 @@ static void queue_compact(hb *h)
 }
 
 /* Append row (unselected, resident) at the tail. */
-static inline void queue_push(hb *h, uint32_t row)
+static inline void queue_push(hotbuf *h, uint32_t row)
 {
     if (__builtin_expect(h->q_tail == h->q_cap || (h->row_state[row] >> HB_CNT_SHIFT) == HB_CNT_MAX, 0)) {
         uint32_t live = h->n_resident - h->n_sel, len = h->q_tail - h->q_head;
@@ -109,7 +109,7 @@ static inline void queue_push(hb *h, uint32_t row)
 }
 
 /* Evict least recent unselected rows until at most target are resident. */
-static uint32_t evict_down_to(hb *h, uint32_t target)
+static uint32_t evict_down_to(hotbuf *h, uint32_t target)
 {
     uint32_t ev = 0;
     while (h->n_resident > target && h->q_head < h->q_tail) {
@@ -127,14 +127,14 @@ static uint32_t evict_down_to(hb *h, uint32_t target)
     return ev;
 }
 
-uint32_t hb_set_budget(hb *h, uint32_t budget)
+uint32_t hotbuf_set_budget(hotbuf *h, uint32_t budget)
 {
     DH_BUG_ON(budget < h->n_sel);
     h->budget = budget;
     return evict_down_to(h, budget);
 }
 
-int hb_step(hb *h, const sel_delta *d, hb_result *res)
+int hotbuf_step(hotbuf *h, const sel_delta *d, hotbuf_result *res)
 {
     memset(res, 0, sizeof *res);
     if (d->nrows < h->nrows_seen)

@@ -1,4 +1,4 @@
-/* test_sim_spec.c: speculative decoding through the whole simulator
+/* test_specrun.c: speculative decoding through the whole simulator
  * (sim/specrun.h), the profile's [fit_range] report, and the workload modes.
  *   - acceptance all zero: one token per step, slower than plain decoding;
  *     all one: gamma + 1 tokens per step;
@@ -249,13 +249,13 @@ static void test_staging_and_ring_in_the_ledger(void **state)
     run(&noring, POL_HISPARSE, src, &c);
     /* Worst case per request: (gamma + 1) k union rows of 4 layers' rows, one group or both. */
     double group = (GAMMA + 1.0) * K * LAYERS * ROW_BYTES;
-    assert_true(a.hbm_peak[HBM_STAGING] == REQS * group);
-    assert_true(b.hbm_peak[HBM_STAGING] == REQS * 2 * group);
+    assert_true(a.hbm_peak[MEM_STAGING] == REQS * group);
+    assert_true(b.hbm_peak[MEM_STAGING] == REQS * 2 * group);
     /* The rows staged at once: one group's union, or both groups'. */
     assert_true(a.staging_used_peak > 0 && b.staging_used_peak == 2 * a.staging_used_peak);
     /* The draft KV: W rows per request with the ring, the final context without. */
-    assert_true(a.hbm_peak[HBM_DRAFT] == REQS * (double)WINDOW * DRAFT_ROW_BYTES);
-    assert_true(c.hbm_peak[HBM_DRAFT] == REQS * (PROMPT + 48.0) * DRAFT_ROW_BYTES);
+    assert_true(a.hbm_peak[MEM_DRAFT] == REQS * (double)WINDOW * DRAFT_ROW_BYTES);
+    assert_true(c.hbm_peak[MEM_DRAFT] == REQS * (PROMPT + 48.0) * DRAFT_ROW_BYTES);
     /* The draft pass reads its KV: longer without the ring. */
     assert_true(c.draft_share > a.draft_share);
     sim_result_release(&a); sim_result_release(&b); sim_result_release(&c);

@@ -1,4 +1,4 @@
-/* test_sim_belady.c: the oracle's MIN replacement (sim/belady.c) against a
+/* test_belady.c: the oracle's MIN replacement (sim/belady.c) against a
  * plain implementation that, whenever the buffer is over budget, scans every
  * unselected resident row for the one whose next selection lies furthest
  * ahead (never = infinitely far; the larger row on a tie), on random walks

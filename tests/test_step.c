@@ -1,4 +1,4 @@
-/* test_sim_comm.c: a decode step's cost terms on GLM-5.3 and the calibrated H200 profile: the
+/* test_step.c: a decode step's cost terms on GLM-5.3 and the calibrated H200 profile: the
  * expert-parallel all-to-all term of a MoE layer's cost, the miss fetch's interference with
  * compute (hw.fetch_interference, sim/step.c), and the step inputs checked against the
  * profile's [fit_range].

@@ -1,4 +1,4 @@
-/* test_sim_evq.c: the event queue against a naive sorted list on random
+/* test_evq.c: the event queue against a naive sorted list on random
  * event streams with many equal times, with and without evq_stretch of one
  * kind's events, plus a planted fault (ties broken the wrong way) that the
  * comparison must catch. */

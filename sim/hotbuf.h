@@ -1,4 +1,4 @@
-/* hb.h: the hot buffer -- which rows of one (request, selection group) have a
+/* hotbuf.h: the hot buffer -- which rows of one (request, selection group) have a
  * GPU copy -- under LRU replacement with a budget of B rows.
  *
  * Layers that share one selection (IndexShare) and run under the same policy
@@ -21,7 +21,7 @@
  * of chasing hash slots and list links, and hundreds of buffers stepped in
  * lockstep stay small enough for the last-level cache.
  *
- * One position (hb_step) is applied from the stream's delta, in this order:
+ * One position (hotbuf_step) is applied from the stream's delta, in this order:
  *   1. removed rows leave S and go to the list tail (ascending);
  *   2. rows new in the context since the last position are WRITTEN: a decode
  *      step produces the newest token's KV on the GPU, so it enters residency
@@ -33,12 +33,12 @@
  *      buffer is then over budget, rows are evicted from the list head.
  * This is exactly LRU that, at every position, touches the new rows and then
  * every selected row in ascending order and evicts the least recent
- * unselected rows down to B (tests/test_sim_hb.c checks it against that plain
+ * unselected rows down to B (tests/test_hotbuf.c checks it against that plain
  * formulation). Cost: O(changed rows) amortised per position, never O(k);
  * memory: 1 byte per context row plus the queue (4 bytes per entry, at most
  * about twice the unselected resident rows). */
-#ifndef DH_HB_H
-#define DH_HB_H
+#ifndef DH_HOTBUF_H
+#define DH_HOTBUF_H
 
 #include <stdint.h>
 
@@ -46,10 +46,10 @@
 
 typedef struct {
     uint32_t hits, misses;  /* added rows found resident / fetched */
-    uint32_t miss_regions;  /* distinct regions the misses fall in (hb_set_regions; else 0) */
+    uint32_t miss_regions;  /* distinct regions the misses fall in (hotbuf_set_regions; else 0) */
     uint32_t evicted;       /* rows dropped (clean copies: free) */
     uint32_t written;       /* new rows produced on the GPU this position */
-} hb_result;
+} hotbuf_result;
 
 typedef struct {
     uint32_t budget;       /* most rows resident (S included) */
@@ -63,29 +63,29 @@ typedef struct {
     uint32_t q_head, q_tail, q_cap;
     uint32_t *scratch;     /* misses of the current position (ascending) */
     uint32_t cap_scratch;
-    double rows_per_region; /* > 0: count the misses' regions of this many rows (hb_set_regions) */
-} hb;
+    double rows_per_region; /* > 0: count the misses' regions of this many rows (hotbuf_set_regions) */
+} hotbuf;
 
-void hb_init(hb *h, uint32_t budget);
+void hotbuf_init(hotbuf *h, uint32_t budget);
 /* Count, with every step's misses, the distinct regions of rows_per_region consecutive rows
  * (the host pool's 2 MB translation regions: region_bytes / row_bytes rows, a window taken to
- * start on a region boundary) they fall in: hb_result.miss_regions. 0 turns it off. */
-void hb_set_regions(hb *h, double rows_per_region);
-void hb_release(hb *h);
+ * start on a region boundary) they fall in: hotbuf_result.miss_regions. 0 turns it off. */
+void hotbuf_set_regions(hotbuf *h, double rows_per_region);
+void hotbuf_release(hotbuf *h);
 /* Forget every row (a new request in the same slot); keeps the memory. */
-void hb_clear(hb *h);
+void hotbuf_clear(hotbuf *h);
 /* Apply one position. -1 with dh_err() if the delta contradicts the state
  * (removing an unselected row, adding a selected one) or the selection
  * outgrows the budget. */
-int hb_step(hb *h, const sel_delta *d, hb_result *res);
+int hotbuf_step(hotbuf *h, const sel_delta *d, hotbuf_result *res);
 /* Change the budget; shrinking evicts least-recent unselected rows at once.
  * Returns the rows evicted. The budget may not drop below the selection. */
-uint32_t hb_set_budget(hb *h, uint32_t budget);
+uint32_t hotbuf_set_budget(hotbuf *h, uint32_t budget);
 /* Row states (row_state[]): resident, selected, entries in the queue above. */
 #define HB_RES 1u
 #define HB_SEL 2u
-static inline int hb_resident(const hb *h, uint32_t row) { return row < h->cap_rows && (h->row_state[row] & HB_RES); }
-static inline int hb_selected(const hb *h, uint32_t row) { return row < h->cap_rows && (h->row_state[row] & HB_SEL); }
-static inline uint32_t hb_unselected(const hb *h) { return h->n_resident - h->n_sel; }
+static inline int hotbuf_resident(const hotbuf *h, uint32_t row) { return row < h->cap_rows && (h->row_state[row] & HB_RES); }
+static inline int hotbuf_selected(const hotbuf *h, uint32_t row) { return row < h->cap_rows && (h->row_state[row] & HB_SEL); }
+static inline uint32_t hotbuf_unselected(const hotbuf *h) { return h->n_resident - h->n_sel; }
 
 #endif

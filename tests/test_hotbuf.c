@@ -1,4 +1,4 @@
-/* test_sim_hb.c: the hot buffer (sim/hb.c) against a plain set-and-list LRU
+/* test_hotbuf.c: the hot buffer (sim/hotbuf.c) against a plain set-and-list LRU
  * that touches every selected row at every position; a planted fault in the
  * reference proves the comparison can fail. Then properties on generated
  * traces: LRU inclusion (misses never rise with the budget), Belady MIN never
@@ -15,7 +15,7 @@
 
 #include "common/dh_err.h"
 #include "sim/belady.h"
-#include "sim/hb.h"
+#include "sim/hotbuf.h"
 #include "traces/gen.h"
 #include "test_sim_src.h"
 
@@ -68,7 +68,7 @@ static void ref_step(ref_lru *r, const sel_delta *d, uint32_t maxrows, int fault
     *ev = ref_evict(r);
 }
 
-/* Drive hb and the reference over a random walk; budget changes at random
+/* Drive hotbuf and the reference over a random walk; budget changes at random
  * positions. Returns the number of positions where they disagree. */
 static int compare_with_reference(uint64_t seed, int fault)
 {
@@ -78,8 +78,8 @@ static int compare_with_reference(uint64_t seed, int fault)
     assert_non_null(src);
     uint32_t maxrows = sel_rows_at(&sh, 0, 0, 299) + 1;
     ref_lru r = { malloc(maxrows * sizeof(uint32_t)), 0, calloc(maxrows, 1), 96, 0 };
-    hb h;
-    hb_init(&h, 96);
+    hotbuf h;
+    hotbuf_init(&h, 96);
     sel_stream *st;
     assert_int_equal(sel_open(src, 0, 0, &st), 0);
     rng_stream rs;
@@ -89,19 +89,19 @@ static int compare_with_reference(uint64_t seed, int fault)
     while (sel_next(st, &d) == 0) {
         if (rng_uniform(&rs) < 0.05) {
             uint32_t b = 48 + rng_below(&rs, 120);
-            hb_set_budget(&h, b);
+            hotbuf_set_budget(&h, b);
             r.budget = b;
             ref_evict(&r);
         }
-        hb_result hr;
-        assert_int_equal(hb_step(&h, &d, &hr), 0);
+        hotbuf_result hr;
+        assert_int_equal(hotbuf_step(&h, &d, &hr), 0);
         uint32_t miss, ev;
         ref_step(&r, &d, maxrows, fault, &miss, &ev);
         if (hr.misses != miss || h.n_resident != r.n) bad++;
-        for (uint32_t i = 0; i < r.n; i++) if (!hb_resident(&h, r.list[i])) { bad++; break; }
+        for (uint32_t i = 0; i < r.n; i++) if (!hotbuf_resident(&h, r.list[i])) { bad++; break; }
     }
     sel_close(st);
-    hb_release(&h);
+    hotbuf_release(&h);
     sel_source_free(src);
     trace_shape_release(&sh);
     free(r.list);
@@ -124,17 +124,17 @@ static void test_planted_fault_in_reference_is_caught(void **state)
 static void test_hb_rejects_inconsistent_delta(void **state)
 {
     (void)state;
-    hb h;
-    hb_init(&h, 8);
+    hotbuf h;
+    hotbuf_init(&h, 8);
     uint32_t rows[3] = { 1, 2, 3 }, bad[1] = { 7 };
     sel_delta d = { .pos = 0, .nrows = 10, .n_sel = 3, .n_added = 3, .added = rows };
-    hb_result r;
-    assert_int_equal(hb_step(&h, &d, &r), 0);
+    hotbuf_result r;
+    assert_int_equal(hotbuf_step(&h, &d, &r), 0);
     assert_int_equal(r.misses, 3);
     sel_delta e = { .pos = 1, .nrows = 10, .n_sel = 2, .n_removed = 1, .removed = bad };
-    assert_int_equal(hb_step(&h, &e, &r), -1);
+    assert_int_equal(hotbuf_step(&h, &e, &r), -1);
     assert_non_null(strstr(dh_errmsg(), "not selected"));
-    hb_release(&h);
+    hotbuf_release(&h);
 }
 
 /* ---- properties on generated traces ---- */
@@ -154,16 +154,16 @@ static uint64_t lru_misses(sel_source *src, uint32_t r, uint32_t g, uint32_t bud
 {
     sel_stream *st;
     assert_int_equal(sel_open(src, r, g, &st), 0);
-    hb h;
-    hb_init(&h, budget);
+    hotbuf h;
+    hotbuf_init(&h, budget);
     sel_delta d;
     uint64_t m = 0;
     while (sel_next(st, &d) == 0) {
-        hb_result hr;
-        assert_int_equal(hb_step(&h, &d, &hr), 0);
+        hotbuf_result hr;
+        assert_int_equal(hotbuf_step(&h, &d, &hr), 0);
         m += hr.misses;
     }
-    hb_release(&h);
+    hotbuf_release(&h);
     sel_close(st);
     return m;
 }
@@ -174,7 +174,7 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The misses' regions (hb_set_regions) against the obvious count: before each step, the added
+/* The misses' regions (hotbuf_set_regions) against the obvious count: before each step, the added
  * rows neither resident nor new are the misses; their region indices, sorted and made unique. Fractional
  * rows per region (656-byte rows in 2 MB) and a region smaller than the gaps between rows. */
 static void test_miss_regions_match_naive(void **state)
@@ -186,9 +186,9 @@ static void test_miss_regions_match_naive(void **state)
     for (size_t v = 0; v < sizeof rprs / sizeof rprs[0]; v++) {
         sel_stream *st;
         assert_int_equal(sel_open(src, 0, 0, &st), 0);
-        hb h;
-        hb_init(&h, 600);
-        hb_set_regions(&h, rprs[v]);
+        hotbuf h;
+        hotbuf_init(&h, 600);
+        hotbuf_set_regions(&h, rprs[v]);
         sel_delta d;
         uint64_t *reg = NULL;
         size_t cap = 0, total = 0;
@@ -197,20 +197,20 @@ static void test_miss_regions_match_naive(void **state)
             size_t n = 0;
             /* Rows produced since the last position are written, resident before the check. */
             for (uint32_t i = 0; i < d.n_added; i++)
-                if (!hb_resident(&h, d.added[i]) && !(h.nrows_seen && d.added[i] >= h.nrows_seen))
+                if (!hotbuf_resident(&h, d.added[i]) && !(h.nrows_seen && d.added[i] >= h.nrows_seen))
                     reg[n++] = (uint64_t)((double)d.added[i] / rprs[v]);
             qsort(reg, n, sizeof *reg, cmp_u64);
             size_t distinct = 0;
             for (size_t i = 0; i < n; i++) distinct += i == 0 || reg[i] != reg[i - 1];
-            hb_result hr;
-            assert_int_equal(hb_step(&h, &d, &hr), 0);
+            hotbuf_result hr;
+            assert_int_equal(hotbuf_step(&h, &d, &hr), 0);
             assert_int_equal(hr.misses, n);
             assert_int_equal(hr.miss_regions, distinct);
             total += distinct;
         }
         assert_true(total > 0);
         free(reg);
-        hb_release(&h);
+        hotbuf_release(&h);
         sel_close(st);
     }
     sel_source_free(src);
@@ -262,8 +262,8 @@ static void test_budget_covering_context_misses_once(void **state)
     uint8_t *seen = calloc(maxrows, 1);
     sel_stream *st;
     assert_int_equal(sel_open(src, 0, 0, &st), 0);
-    hb h;
-    hb_init(&h, maxrows);
+    hotbuf h;
+    hotbuf_init(&h, maxrows);
     sel_delta d;
     uint32_t last_rows = 0;
     uint64_t total = 0;
@@ -273,14 +273,14 @@ static void test_budget_covering_context_misses_once(void **state)
         last_rows = d.nrows;
         uint32_t expect = 0;
         for (uint32_t i = 0; i < d.n_added; i++) if (!seen[d.added[i]]) { expect++; seen[d.added[i]] = 1; }
-        hb_result hr;
-        assert_int_equal(hb_step(&h, &d, &hr), 0);
+        hotbuf_result hr;
+        assert_int_equal(hotbuf_step(&h, &d, &hr), 0);
         assert_int_equal(hr.misses, expect);
         assert_int_equal(hr.evicted, 0);
         total += hr.misses;
     }
     assert_true(total > 0);
-    hb_release(&h);
+    hotbuf_release(&h);
     sel_close(st);
     free(seen);
     sel_source_free(src);
