@@ -3,6 +3,7 @@
  * Configs are small (tens to a few hundred keys) and read once at start-up, so
  * lookups are linear scans: O(entries) each, which keeps the code obvious. */
 #include "common/cfg.h"
+#include "common/mem.h"
 #include "common/dh_err.h"
 
 #include <errno.h>
@@ -29,9 +30,9 @@ struct cfg {
 
 static char *xstrdup(const char *s)
 {
-    char *d = strdup(s ? s : "");
-    if (!d) { fprintf(stderr, "out of memory\n"); abort(); }
-    return d;
+    if (!s) s = "";
+    size_t n = strlen(s) + 1;
+    return memcpy(dh_malloc(n), s, n);
 }
 
 static cfg_entry *find(const cfg *c, const char *sec, const char *key)

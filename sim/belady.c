@@ -11,6 +11,7 @@
  * kept sorted ascending, rows pushed since are sorted and merged in when it
  * is next evicted from (rows pushed at one position already come ascending).
  * Pushes are O(1); memory is the live candidates, not every removal. */
+#include "common/mem.h"
 #include "sim/belady.h"
 #include "common/dh_err.h"
 
@@ -46,15 +47,8 @@ struct belady_work {
     uint64_t cap_merge;
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-    p = realloc(p, n ? n : 1);
-    if (!p) abort();
-    return p;
-}
-
 #define GROW(arr, cap, need) do { if ((need) > (cap)) { (cap) = (need) > 2 * (cap) ? (need) : 2 * (cap); \
-        (arr) = xrealloc((arr), (cap) * sizeof *(arr)); } } while (0)
+        (arr) = dh_realloc((arr), (cap) * sizeof *(arr)); } } while (0)
 
 belady_work *belady_work_new(void)
 {
@@ -84,7 +78,7 @@ static inline void bucket_push(belady_work *w, uint32_t key, uint32_t row)
     bel_bucket *b = &w->bucket[key];
     if (b->n == b->cap) {
         b->cap = b->cap ? 2 * b->cap : 64;
-        b->row = xrealloc(b->row, (size_t)b->cap * sizeof *b->row);
+        b->row = dh_realloc(b->row, (size_t)b->cap * sizeof *b->row);
     }
     b->row[b->n++] = row;
     w->nonempty[key >> 6] |= 1ull << (key & 63);
@@ -131,9 +125,9 @@ int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, b
     memset(out, 0, sizeof *out);
     w->n_add = w->n_rem = 0;
     GROW(w->add_off, w->cap_pos, (uint64_t)npos + 1);
-    w->rem_off = xrealloc(w->rem_off, w->cap_pos * sizeof *w->rem_off);
-    w->nrows = xrealloc(w->nrows, w->cap_pos * sizeof *w->nrows);
-    w->wr_off = xrealloc(w->wr_off, w->cap_pos * sizeof *w->wr_off);
+    w->rem_off = dh_realloc(w->rem_off, w->cap_pos * sizeof *w->rem_off);
+    w->nrows = dh_realloc(w->nrows, w->cap_pos * sizeof *w->nrows);
+    w->wr_off = dh_realloc(w->wr_off, w->cap_pos * sizeof *w->wr_off);
     uint32_t *n_sel_pos = malloc(((size_t)npos + 1) * sizeof *n_sel_pos);
     if (!n_sel_pos) abort();
     /* Read the stream. */
@@ -161,8 +155,8 @@ int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, b
     w->rem_off[n] = w->n_rem;
     uint64_t rows = n ? w->nrows[n - 1] : 0;
     GROW(w->next_use, w->cap_rows, rows);
-    w->resident = xrealloc(w->resident, w->cap_rows);
-    w->rem_key = xrealloc(w->rem_key, w->n_rem * sizeof *w->rem_key);
+    w->resident = dh_realloc(w->resident, w->cap_rows);
+    w->rem_key = dh_realloc(w->rem_key, w->n_rem * sizeof *w->rem_key);
     /* Written rows: positions t >= 1 whose context grew. */
     w->n_wr = 0;
     for (uint32_t p = 0; p < n; p++) {
@@ -170,7 +164,7 @@ int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, b
         if (p > 0) w->n_wr += w->nrows[p] - w->nrows[p - 1];
     }
     w->wr_off[n] = w->n_wr;
-    w->wr_key = xrealloc(w->wr_key, w->n_wr * sizeof *w->wr_key);
+    w->wr_key = dh_realloc(w->wr_key, w->n_wr * sizeof *w->wr_key);
     /* Backward pass: next use of every removed and written row. */
     for (uint64_t r = 0; r < rows; r++) w->next_use[r] = NEVER;
     for (uint32_t p = n; p-- > 0;) {
@@ -197,12 +191,12 @@ int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, b
     /* Buckets 0 .. n-1 by next use, bucket n for never. */
     uint32_t nb = n + 1;
     if (nb > w->cap_bucket) {
-        w->bucket = xrealloc(w->bucket, (size_t)nb * sizeof *w->bucket);
+        w->bucket = dh_realloc(w->bucket, (size_t)nb * sizeof *w->bucket);
         memset(w->bucket + w->cap_bucket, 0, (size_t)(nb - w->cap_bucket) * sizeof *w->bucket);
         w->cap_bucket = nb;
     }
     for (uint32_t i = 0; i < nb; i++) w->bucket[i].n = w->bucket[i].sorted = 0;
-    w->nonempty = xrealloc(w->nonempty, (((size_t)nb + 63) / 64) * 8);
+    w->nonempty = dh_realloc(w->nonempty, (((size_t)nb + 63) / 64) * 8);
     memset(w->nonempty, 0, (((size_t)nb + 63) / 64) * 8);
     uint64_t n_res = 0, n_sel = 0;
     for (uint32_t p = 0; p < n; p++) {

@@ -1,6 +1,7 @@
 /* dhsim: the trace-driven simulator of hierarchical sparse KV residency on a
  * decode GPU (sim/sim.h). Usage: dhsim --help. */
 #include "common/dh_err.h"
+#include "common/path.h"
 #include "sim/out.h"
 #include "sim/sim.h"
 
@@ -227,10 +228,8 @@ static int print_headline(FILE *f, const sim_result *r, int n)
     }
     /* The seed's headline is about DFlash2; other modes get the table only. */
     if (!hs || !ad || !sp) return 0;
-    char path[600];
-    const char *root = getenv("DHSPARSE_ROOT");
-    snprintf(path, sizeof path, "%s", SEED_RESULTS);
-    if (access(path, R_OK) != 0 && root) snprintf(path, sizeof path, "%s/%s", root, SEED_RESULTS);
+    char path[4096];
+    if (dh_path_find(SEED_RESULTS, path, sizeof path) < 0) return -1;
     cfg *c;
     if (cfg_load(path, &c) < 0) return -1;
     double tok, vs_hs, vs_ad;
@@ -346,11 +345,10 @@ int main(int argc, char **argv)
     snprintf(spec_mode, sizeof spec_mode, "%s", cfg_mode ? cfg_mode : "dflash2");
     if (!cfg_mode) {
         /* No configured mode: DFlash2 where the model has a DFlash2 draft, else DSpark. */
-        char p1[600], p2[700];
-        const char *root = getenv("DHSPARSE_ROOT");
+        char p1[600], p2[4096];
         snprintf(p1, sizeof p1, "models/drafts/%s-dflash2.ini", sc.model.name);
-        snprintf(p2, sizeof p2, "%s/%s", root ? root : ".", p1);
-        if (access(p1, R_OK) != 0 && access(p2, R_OK) != 0) snprintf(spec_mode, sizeof spec_mode, "dspark");
+        if (dh_path_find(p1, p2, sizeof p2) < 0) dh_die_last("dhsim");
+        if (access(p2, R_OK) != 0) snprintf(spec_mode, sizeof spec_mode, "dspark");
     }
     int headline = 0;
     if (compare) {

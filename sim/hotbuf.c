@@ -11,6 +11,7 @@
  * Every loop over a sorted delta or the queue prefetches the bytes a few rows
  * ahead: under the adaptive policy hundreds of buffers advance in lockstep
  * and their bytes are not in cache. */
+#include "common/mem.h"
 #include "sim/hotbuf.h"
 #include "common/dh_err.h"
 
@@ -21,13 +22,6 @@
 #define HB_CNT_ONE (1u << HB_CNT_SHIFT)
 #define HB_CNT_MAX 63u
 #define HB_PREFETCH 32 /* rows ahead: enough to cover a DRAM access */
-
-static void *xrealloc(void *p, size_t n)
-{
-    p = realloc(p, n ? n : 1);
-    if (!p) abort();
-    return p;
-}
 
 void hotbuf_init(hotbuf *h, uint32_t budget)
 {
@@ -56,7 +50,7 @@ static void rows_reserve(hotbuf *h, uint32_t n)
     if (n <= h->cap_rows) return;
     uint32_t cap = h->cap_rows ? h->cap_rows : 1024;
     while (cap < n) cap = cap > 0x7FFFFFFFu ? n : 2 * cap;
-    h->row_state = xrealloc(h->row_state, cap);
+    h->row_state = dh_realloc(h->row_state, cap);
     memset(h->row_state + h->cap_rows, 0, cap - h->cap_rows);
     h->cap_rows = cap;
 }
@@ -101,7 +95,7 @@ static inline void queue_push(hotbuf *h, uint32_t row)
         }
         if (h->q_tail == h->q_cap) {
             h->q_cap = h->q_cap ? 2 * h->q_cap : 1024;
-            h->q = xrealloc(h->q, (size_t)h->q_cap * sizeof *h->q);
+            h->q = dh_realloc(h->q, (size_t)h->q_cap * sizeof *h->q);
         }
     }
     h->row_state[row] += HB_CNT_ONE;
@@ -166,7 +160,7 @@ int hotbuf_step(hotbuf *h, const sel_delta *d, hotbuf_result *res)
     /* 3. Hits leave the queue (their entries go stale); misses are collected for step 4. */
     if (d->n_added > h->cap_scratch) {
         h->cap_scratch = d->n_added;
-        h->scratch = xrealloc(h->scratch, h->cap_scratch * sizeof *h->scratch);
+        h->scratch = dh_realloc(h->scratch, h->cap_scratch * sizeof *h->scratch);
     }
     uint32_t n_miss = 0, hits = 0;
     for (uint32_t i = 0; i < d->n_added; i++) {

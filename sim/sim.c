@@ -5,6 +5,7 @@
  * which is O(rows that changed) per (request, group) (hotbuf.h), plus
  * O(layers x micro-batches) events for the timing (step.h). IndexShare layers
  * are never simulated apart: one stream per (request, group). */
+#include "common/path.h"
 #include "sim/sim.h"
 #include "common/dh_err.h"
 #include "sim/evq.h"
@@ -22,18 +23,6 @@
 
 /* ---------------------------------------------------------------- config */
 
-static int resolve_path(const char *rel, char *out, size_t cap)
-{
-    if (rel[0] == '/' || access(rel, R_OK) == 0) { snprintf(out, cap, "%s", rel); return 0; }
-    const char *root = getenv("DHSPARSE_ROOT");
-    if (root) {
-        snprintf(out, cap, "%s/%s", root, rel);
-        if (access(out, R_OK) == 0) return 0;
-    }
-    snprintf(out, cap, "%s", rel);
-    return 0;
-}
-
 static int section_in(cfg *c, const char *sec) { return c && cfg_has_section(c, sec); }
 
 /* The expert-parallel all-to-all cost: a bin/dha2a measurement for moe_ep
@@ -49,7 +38,7 @@ static int a2a_resolve(sim_config *sc, const char *path)
     snprintf(sc->a2a_source, sizeof sc->a2a_source, "assumed ([instance] moe_comm_s, moe_comm_gbps)");
     if (!*path || sc->moe_ep <= 1) return 0;
     char full[512];
-    resolve_path(path, full, sizeof full);
+    if (dh_path_find(path, full, sizeof full) < 0) return -1;
     cfg *a;
     if (cfg_load(full, &a) < 0) return -1;
     static const char *phase[2] = { "dispatch", "combine" };
@@ -78,7 +67,7 @@ static int a2a_resolve(sim_config *sc, const char *path)
 int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc)
 {
     memset(sc, 0, sizeof *sc);
-    resolve_path(instance_path, sc->inst_path, sizeof sc->inst_path);
+    if (dh_path_find(instance_path, sc->inst_path, sizeof sc->inst_path) < 0) return -1;
     if (cfg_load(sc->inst_path, &sc->inst) < 0) return -1;
     cfg *c = sc->inst;
     /* Instance-file overrides first: they may change which model or hw file is used. */
@@ -91,9 +80,9 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     char buf[512];
     if (cfg_get_string(c, "instance", "model", &mpath, CFG_REQUIRED) < 0) return -1;
     if (cfg_get_string(c, "instance", "hw", &hpath, CFG_REQUIRED) < 0) return -1;
-    resolve_path(mpath, buf, sizeof buf);
+    if (dh_path_find(mpath, buf, sizeof buf) < 0) return -1;
     if (cfg_load(buf, &sc->model_cfgf) < 0) return -1;
-    resolve_path(hpath, buf, sizeof buf);
+    if (dh_path_find(hpath, buf, sizeof buf) < 0) return -1;
     if (cfg_load(buf, &sc->hw_cfgf) < 0) return -1;
     for (int i = 0; i < n_sets; i++) {
         if (!strncmp(sets[i], "instance.", 9)) continue;
@@ -195,7 +184,7 @@ int sim_open_source(const sim_config *sc, sel_source **out)
 {
     if (*sc->trace_path) {
         char path[512];
-        resolve_path(sc->trace_path, path, sizeof path);
+        if (dh_path_find(sc->trace_path, path, sizeof path) < 0) return -1;
         if (trace_open(path, out) < 0) return -1;
         char what[600];
         snprintf(what, sizeof what, "trace '%s'", path);

@@ -1,5 +1,6 @@
 /* specrun.c: speculative decoding in the simulator's step loop; see
  * specrun.h for the step and spec.h / union.h for the models. */
+#include "common/path.h"
 #include "sim/specrun.h"
 #include "common/dh_err.h"
 
@@ -15,20 +16,6 @@ int specrun_parse_mode(const char *name, int *mode)
     else if (!strcmp(name, "dspark")) *mode = SPEC_DSPARK;
     else return dh_err("unknown speculative mode '%s' (expected none, dflash2 or dspark)", name);
     return 0;
-}
-
-/* Paths are relative to the current directory, else to $DHSPARSE_ROOT (as
- * the instance's model and hw paths). */
-static void resolve(const char *rel, char *out, size_t cap)
-{
-    if (rel[0] != '/' && access(rel, R_OK) != 0) {
-        const char *root = getenv("DHSPARSE_ROOT");
-        if (root) {
-            snprintf(out, cap, "%s/%s", root, rel);
-            if (access(out, R_OK) == 0) return;
-        }
-    }
-    snprintf(out, cap, "%s", rel);
 }
 
 int specrun_config_load(cfg *c, const model_cfg *m, specrun_cfg *s)
@@ -47,7 +34,7 @@ int specrun_config_load(cfg *c, const model_cfg *m, specrun_cfg *s)
     char rel[512];
     if (*draft) snprintf(rel, sizeof rel, "%s", draft);
     else snprintf(rel, sizeof rel, "models/drafts/%s-%s.ini", m->name, spec_kind_name((spec_kind)s->mode));
-    resolve(rel, s->draft_path, sizeof s->draft_path);
+    if (dh_path_find(rel, s->draft_path, sizeof s->draft_path) < 0) return -1;
     if (spec_draft_load(s->draft_path, &s->draft) < 0)
         return dh_err_prefix("%s: [spec] %s: ", cfg_name(c), *draft ? "draft" : "mode's default draft");
     if (!*mode) s->mode = s->draft->kind;

@@ -7,6 +7,7 @@
  * or left the selection. Entries are never deleted during a union; a new union
  * clears only the slots the previous one used, so a union costs O(rows it
  * touched), independent of k. */
+#include "common/mem.h"
 #include "sim/union.h"
 #include "common/dh_err.h"
 
@@ -20,13 +21,6 @@ enum {
     F_D = 8,       /* in S_t \ S_0 for the latest query t */
     F_NONRES = 16  /* a row of X that was not resident */
 };
-
-static void *xrealloc(void *p, size_t n)
-{
-    p = realloc(p, n ? n : 1);
-    if (!p) abort();
-    return p;
-}
 
 static inline uint32_t hash32(uint32_t x)
 {
@@ -91,7 +85,7 @@ static uint8_t *slot(union_set *u, uint32_t row)
     }
     if (u->n_slots_used == u->cap_used) {
         u->cap_used = u->cap_used ? 2 * u->cap_used : 256;
-        u->used = xrealloc(u->used, u->cap_used * sizeof *u->used);
+        u->used = dh_realloc(u->used, u->cap_used * sizeof *u->used);
     }
     u->used[u->n_slots_used++] = j;
     u->hkey[j] = key;
@@ -171,7 +165,7 @@ static void add_union_only(union_set *u, const uint32_t *added, uint32_t n_added
         *f |= F_X;
         if (u->n_extra == u->cap_extra) {
             u->cap_extra = u->cap_extra ? 2 * u->cap_extra : 256;
-            u->extra = xrealloc(u->extra, u->cap_extra * sizeof *u->extra);
+            u->extra = dh_realloc(u->extra, u->cap_extra * sizeof *u->extra);
         }
         u->extra[u->n_extra++] = x;
         if (!u->resident(u->res_user, x)) u->extra_missed++;
@@ -227,7 +221,7 @@ int union_add(union_set *u, const uint32_t *added, uint32_t n_added, const uint3
             *f |= F_X;
             if (u->n_extra == u->cap_extra) {
                 u->cap_extra = u->cap_extra ? 2 * u->cap_extra : 256;
-                u->extra = xrealloc(u->extra, u->cap_extra * sizeof *u->extra);
+                u->extra = dh_realloc(u->extra, u->cap_extra * sizeof *u->extra);
             }
             u->extra[u->n_extra++] = x;
             if (!u->resident(u->res_user, x)) {
@@ -254,7 +248,7 @@ static int cmp_u32(const void *a, const void *b)
 uint32_t union_rows(union_set *u, const uint32_t *base_sorted, uint32_t n_base, uint32_t *out)
 {
     DH_BUG_ON(n_base != u->n_base);
-    uint32_t *x = xrealloc(NULL, (size_t)u->n_extra * sizeof *x);
+    uint32_t *x = dh_realloc(NULL, (size_t)u->n_extra * sizeof *x);
     memcpy(x, u->extra, (size_t)u->n_extra * sizeof *x);
     qsort(x, u->n_extra, sizeof *x, cmp_u32);
     /* X and S_0 are disjoint by construction: a plain two-way merge. */
@@ -316,7 +310,7 @@ int union_ahead_push(union_ahead *a, const sel_delta *d)
     uint32_t need = d->n_added + d->n_removed;
     if (need > p->cap) {
         p->cap = need;
-        p->rows = xrealloc(p->rows, (size_t)need * sizeof *p->rows);
+        p->rows = dh_realloc(p->rows, (size_t)need * sizeof *p->rows);
     }
     memcpy(p->rows, d->added, (size_t)d->n_added * sizeof *p->rows);
     memcpy(p->rows + d->n_added, d->removed, (size_t)d->n_removed * sizeof *p->rows);

@@ -57,6 +57,8 @@
  * re-references and the records not yet replayed by every group; per source
  * three 256 KB sampling tables.
  */
+#include "common/mem.h"
+#include "common/path.h"
 #include "traces/gen.h"
 #include "common/cfg.h"
 #include "common/dh_err.h"
@@ -67,6 +69,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define GEN_MAX_GROUPS_SPEC 1024 /* parts in a group_sizes list */
 
@@ -86,13 +89,6 @@ struct gen_params {
     char substitute_spec[512], overlap_spec[512];
     double substitute;
 };
-
-static void *xcalloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz);
-    if (!p) { fprintf(stderr, "out of memory\n"); abort(); }
-    return p;
-}
 
 /* ---------------------------------------------------------------- params */
 
@@ -124,7 +120,7 @@ static int parse_group_sizes(gen_params *p, const char *v)
         else if (*s) return dh_err("%s: [shape] group_sizes = '%s': expected ','", cfg_name(p->c), v);
     }
     free(p->group_sizes);
-    p->group_sizes = xcalloc(n, sizeof(uint32_t));
+    p->group_sizes = dh_calloc(n, sizeof(uint32_t));
     memcpy(p->group_sizes, tmp, n * sizeof(uint32_t));
     p->n_group_sizes = n;
     return 0;
@@ -264,18 +260,15 @@ static int params_parse(gen_params *p)
 static int find_preset(const char *preset, char *path, size_t cap)
 {
     if (strchr(preset, '/') || strstr(preset, ".ini")) {
-        snprintf(path, cap, "%s", preset);
+        if (snprintf(path, cap, "%s", preset) >= (int)cap) return dh_err("preset path '%s' is too long", preset);
         return 0;
     }
+    char rel[512];
+    if (snprintf(rel, sizeof rel, "traces/presets/%s.ini", preset) >= (int)sizeof rel)
+        return dh_err("preset name '%s' is too long", preset);
+    if (dh_path_find(rel, path, cap) < 0) return -1;
+    if (access(path, R_OK) == 0) return 0;
     const char *root = getenv("DHSPARSE_ROOT");
-    snprintf(path, cap, "traces/presets/%s.ini", preset);
-    FILE *f = fopen(path, "r");
-    if (f) { fclose(f); return 0; }
-    if (root) {
-        snprintf(path, cap, "%s/traces/presets/%s.ini", root, preset);
-        f = fopen(path, "r");
-        if (f) { fclose(f); return 0; }
-    }
     return dh_err("preset '%s': no traces/presets/%s.ini here%s", preset, preset,
                   root ? " nor under DHSPARSE_ROOT" : " (set DHSPARSE_ROOT to the source tree)");
 }
@@ -285,7 +278,7 @@ int gen_params_load(const char *preset, gen_params **out)
     char path[4096];
     *out = NULL;
     if (find_preset(preset, path, sizeof path) < 0) return -1;
-    gen_params *p = xcalloc(1, sizeof *p);
+    gen_params *p = dh_calloc(1, sizeof *p);
     if (cfg_load(path, &p->c) < 0) { free(p); return -1; }
     if (params_parse(p) < 0) { gen_params_free(p); return -1; }
     *out = p;
@@ -321,11 +314,11 @@ int gen_params_default_shape(const gen_params *p, trace_shape *sh)
     sh->n_requests = p->n_requests;
     sh->n_layers = p->n_layers;
     sh->n_groups = p->n_group_sizes;
-    sh->layer_group = xcalloc(p->n_layers, sizeof(uint32_t));
-    sh->group_k = xcalloc(sh->n_groups, sizeof(uint32_t));
-    sh->group_compress = xcalloc(sh->n_groups, sizeof(uint32_t));
-    sh->prompt_len = xcalloc(sh->n_requests, sizeof(uint32_t));
-    sh->output_len = xcalloc(sh->n_requests, sizeof(uint32_t));
+    sh->layer_group = dh_calloc(p->n_layers, sizeof(uint32_t));
+    sh->group_k = dh_calloc(sh->n_groups, sizeof(uint32_t));
+    sh->group_compress = dh_calloc(sh->n_groups, sizeof(uint32_t));
+    sh->prompt_len = dh_calloc(sh->n_requests, sizeof(uint32_t));
+    sh->output_len = dh_calloc(sh->n_requests, sizeof(uint32_t));
     uint32_t l = 0;
     for (uint32_t g = 0; g < sh->n_groups; g++) {
         for (uint32_t i = 0; i < p->group_sizes[g]; i++) sh->layer_group[l++] = g;
@@ -428,9 +421,9 @@ static inline uint32_t table_draw(rng_stream *r, const uint32_t *table) { return
 static void build_tables(gen_src *gs)
 {
     const gen_params *p = &gs->prm;
-    gs->vol_return = xcalloc(GEN_TABLE, sizeof(uint32_t));
-    gs->heavy_return = xcalloc(GEN_TABLE, sizeof(uint32_t));
-    gs->run_len = xcalloc(GEN_TABLE, sizeof(uint32_t));
+    gs->vol_return = dh_calloc(GEN_TABLE, sizeof(uint32_t));
+    gs->heavy_return = dh_calloc(GEN_TABLE, sizeof(uint32_t));
+    gs->run_len = dh_calloc(GEN_TABLE, sizeof(uint32_t));
     double far_log = log((double)p->reuse_far_max + 1.0);
     for (uint32_t i = 0; i < GEN_TABLE; i++) {
         double u = (i + 0.5) / GEN_TABLE;
@@ -628,7 +621,7 @@ static void lat_step(lat_proc *L, uint32_t nrows)
 static lat_proc *lat_new(const gen_src *gs, const trace_shape *sh, uint64_t seed, uint32_t req, uint32_t latent)
 {
     const gen_params *p = &gs->prm;
-    lat_proc *L = xcalloc(1, sizeof *L);
+    lat_proc *L = dh_calloc(1, sizeof *L);
     uint32_t g = gs->latent_group[latent];
     L->src = gs;
     L->p = p;
@@ -642,13 +635,13 @@ static lat_proc *lat_new(const gen_src *gs, const trace_shape *sh, uint64_t seed
     uint32_t latent_id = 0x80000000u | (uint32_t)(mix64(((uint64_t)L->k << 32) | sh->group_compress[g]) & 0x7FFFFFFF);
     rng_init(&L->rng, seed, req, latent_id, 1);
     size_t words = (max_rows + 63) / 64;
-    L->occ = xcalloc(words, 8);
-    L->mark = xcalloc(words, 8);
-    L->heavy = xcalloc(L->k, sizeof(uint32_t));
-    L->vol = xcalloc(L->k, sizeof(uint32_t));
+    L->occ = dh_calloc(words, 8);
+    L->mark = dh_calloc(words, 8);
+    L->heavy = dh_calloc(L->k, sizeof(uint32_t));
+    L->vol = dh_calloc(L->k, sizeof(uint32_t));
     L->horizon = 1;
     while (L->horizon <= p->reuse_far_max) L->horizon <<= 1;
-    L->cal = xcalloc(L->horizon, sizeof(u32vec));
+    L->cal = dh_calloc(L->horizon, sizeof(u32vec));
     uint32_t dyn = L->k - p->sinks - p->window;
     L->heavy_target = (uint32_t)floor(p->heavy_fraction * dyn + 0.5);
     L->vol_churn_mean = (1.0 - p->step_overlap) * L->k - (p->window ? 1.0 : 0.0);
@@ -1020,7 +1013,7 @@ static lat_rec stream_record(gen_stream *s)
                 return s->own_rec;
             }
             uint32_t cap = sh->ring_cap ? 2 * sh->ring_cap : 4;
-            lat_rec *ring = xcalloc(cap, sizeof *ring);
+            lat_rec *ring = dh_calloc(cap, sizeof *ring);
             /* The log is full, so every old slot holds a record (and its buffer). */
             for (uint64_t i = sh->base; i < sh->end; i++) ring[i & (cap - 1)] = sh->ring[i & (sh->ring_cap - 1)];
             free(sh->ring);
@@ -1111,7 +1104,7 @@ static int gen_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **
     if (rows0 < p->sinks + p->window + 1)
         return dh_err("generator: request %u starts with %u rows in group %u; the preset needs more than sinks + window = %u",
                       req, rows0, group, p->sinks + p->window);
-    gen_stream *s = xcalloc(1, sizeof *s);
+    gen_stream *s = dh_calloc(1, sizeof *s);
     s->head.ops = &gen_ops;
     s->src = gs;
     s->p = p;
@@ -1133,28 +1126,28 @@ static int gen_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **
     s->remap_rate = gs->overlap[group] < p->step_overlap
                         ? (p->step_overlap - gs->overlap[group]) * s->k / (double)dyn : 0;
     size_t words = (s->max_rows + 63) / 64;
-    s->sel = xcalloc(2 * words, 8);
-    s->dirty = xcalloc((words + 63) / 64, 8);
+    s->sel = dh_calloc(2 * words, 8);
+    s->dirty = dh_calloc((words + 63) / 64, 8);
     gen_pop *pops[2] = {&s->heavy, &s->vol};
     for (int i = 0; i < 2; i++) {
-        pops[i]->img = xcalloc(s->k, sizeof(uint32_t));
+        pops[i]->img = dh_calloc(s->k, sizeof(uint32_t));
         if (s->remap_rate > 0) {
-            pops[i]->x = xcalloc(s->k, sizeof(uint32_t));
-            pops[i]->mark = xcalloc(s->k, sizeof(uint32_t));
+            pops[i]->x = dh_calloc(s->k, sizeof(uint32_t));
+            pops[i]->mark = dh_calloc(s->k, sizeof(uint32_t));
         }
     }
-    s->added = xcalloc(s->k + 4, sizeof(uint32_t));
-    s->removed = xcalloc(s->k + 4, sizeof(uint32_t));
-    s->full = xcalloc(s->k + 4, sizeof(uint32_t));
+    s->added = dh_calloc(s->k + 4, sizeof(uint32_t));
+    s->removed = dh_calloc(s->k + 4, sizeof(uint32_t));
+    s->full = dh_calloc(s->k + 4, sizeof(uint32_t));
     /* Join the request's share if it still holds the log from the start. */
     pthread_mutex_lock(&gs->mu);
     s->slot = (uint32_t)((size_t)req * gs->n_latents + s->latent);
     gen_share *shr = gs->share[s->slot];
     if (!shr && gs->share_limit > 0 && gs->share_state[s->slot] != SHARE_EVICTED) {
-        shr = xcalloc(1, sizeof *shr);
+        shr = dh_calloc(1, sizeof *shr);
         shr->n_members = gs->latent_members[s->latent];
-        shr->at = xcalloc(shr->n_members, sizeof *shr->at);
-        shr->state = xcalloc(shr->n_members, 1);
+        shr->at = dh_calloc(shr->n_members, sizeof *shr->at);
+        shr->state = dh_calloc(shr->n_members, 1);
         /* After a first pass every group of the process is done with it: the
          * others are not waited for again. */
         if (gs->share_state[s->slot] == SHARE_RETIRED) memset(shr->state, M_DONE, shr->n_members);
@@ -1288,12 +1281,12 @@ int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
                 return dh_err("generator: request %u reaches %u rows in group %u; the generator handles at most %u",
                               r, sel_rows_at(sh, r, g, sh->output_len[r] - 1), g, GEN_MAX_ROWS);
         }
-    gen_src *gs = xcalloc(1, sizeof *gs);
+    gen_src *gs = dh_calloc(1, sizeof *gs);
     gs->prm = *p;
     gs->prm.c = NULL;
     gs->prm.group_sizes = NULL;
-    gs->substitute = xcalloc(sh->n_groups, sizeof(double));
-    gs->overlap = xcalloc(sh->n_groups, sizeof(double));
+    gs->substitute = dh_calloc(sh->n_groups, sizeof(double));
+    gs->overlap = dh_calloc(sh->n_groups, sizeof(double));
     if (resolve_profile(cfg_name(p->c), "substitute_profile", p->substitute_spec, p->substitute, 0, 1, sh->n_groups, gs->substitute) < 0 ||
         resolve_profile(cfg_name(p->c), "overlap_profile", p->overlap_spec, p->step_overlap, 0, p->step_overlap, sh->n_groups, gs->overlap) < 0) {
         gen_src_free(gs);
@@ -1301,10 +1294,10 @@ int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
     }
     build_tables(gs);
     /* Groups with the same (k, compress) share one latent process. */
-    gs->group_latent = xcalloc(sh->n_groups, sizeof(uint32_t));
-    gs->group_member = xcalloc(sh->n_groups, sizeof(uint32_t));
-    gs->latent_members = xcalloc(sh->n_groups, sizeof(uint32_t));
-    gs->latent_group = xcalloc(sh->n_groups, sizeof(uint32_t));
+    gs->group_latent = dh_calloc(sh->n_groups, sizeof(uint32_t));
+    gs->group_member = dh_calloc(sh->n_groups, sizeof(uint32_t));
+    gs->latent_members = dh_calloc(sh->n_groups, sizeof(uint32_t));
+    gs->latent_group = dh_calloc(sh->n_groups, sizeof(uint32_t));
     for (uint32_t g = 0; g < sh->n_groups; g++) {
         uint32_t l = 0;
         while (l < gs->n_latents && !(sh->group_k[gs->latent_group[l]] == sh->group_k[g] &&
@@ -1315,11 +1308,11 @@ int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
         gs->group_member[g] = gs->latent_members[l]++;
     }
     gs->n_slots = (size_t)sh->n_requests * gs->n_latents;
-    gs->share = xcalloc(gs->n_slots, sizeof *gs->share);
-    gs->share_state = xcalloc(gs->n_slots, 1);
+    gs->share = dh_calloc(gs->n_slots, sizeof *gs->share);
+    gs->share_state = dh_calloc(gs->n_slots, 1);
     gs->share_limit = GEN_SHARE_LIMIT_DEFAULT;
     pthread_mutex_init(&gs->mu, NULL);
-    sel_source *src = xcalloc(1, sizeof *src);
+    sel_source *src = dh_calloc(1, sizeof *src);
     src->ops = &gen_ops;
     src->impl = gs;
     src->meta.format_version = TRACE_FORMAT_VERSION;
@@ -1537,7 +1530,7 @@ static int memo_open(sel_source *src, uint32_t req, uint32_t group, sel_stream *
     if (req >= sh->n_requests || group >= sh->n_groups)
         return dh_err("generator: no stream (request %u, group %u) in a trace of %u requests and %u groups",
                       req, group, sh->n_requests, sh->n_groups);
-    memo_cursor *c = xcalloc(1, sizeof *c);
+    memo_cursor *c = dh_calloc(1, sizeof *c);
     c->head.ops = &memo_ops;
     c->gs = gs;
     c->e = &gs->entry[(size_t)req * sh->n_groups + group];
@@ -1546,11 +1539,11 @@ static int memo_open(sel_source *src, uint32_t req, uint32_t group, sel_stream *
     c->out_len = sh->output_len[req];
     c->kf = gs->kf;
     uint32_t k = sh->group_k[group];
-    c->added = xcalloc(k + 4, sizeof(uint32_t));
-    c->removed = xcalloc(k + 4, sizeof(uint32_t));
-    c->full = xcalloc(k + 4, sizeof(uint32_t));
+    c->added = dh_calloc(k + 4, sizeof(uint32_t));
+    c->removed = dh_calloc(k + 4, sizeof(uint32_t));
+    c->full = dh_calloc(k + 4, sizeof(uint32_t));
     pthread_mutex_lock(&c->e->mu);
-    if (!c->e->rec) c->e->rec = xcalloc(c->out_len ? c->out_len : 1, sizeof *c->e->rec);
+    if (!c->e->rec) c->e->rec = dh_calloc(c->out_len ? c->out_len : 1, sizeof *c->e->rec);
     pthread_mutex_unlock(&c->e->mu);
     *out = (sel_stream *)c;
     return 0;
@@ -1674,7 +1667,7 @@ int gen_source_new_shared(const gen_params *p, const trace_shape *sh, uint64_t s
             free(params);
             return -1;
         }
-        gs = xcalloc(1, sizeof *gs);
+        gs = dh_calloc(1, sizeof *gs);
         gs->params = params;
         params = NULL;
         gs->seed = seed;
@@ -1683,7 +1676,7 @@ int gen_source_new_shared(const gen_params *p, const trace_shape *sh, uint64_t s
         gs->gen = gen;
         gs->limit = MEMO_LIMIT_DEFAULT;
         size_t n = (size_t)sh->n_requests * sh->n_groups;
-        gs->entry = xcalloc(n, sizeof *gs->entry);
+        gs->entry = dh_calloc(n, sizeof *gs->entry);
         for (size_t i = 0; i < n; i++) pthread_mutex_init(&gs->entry[i].mu, NULL);
         gs->next = registry;
         registry = gs;
@@ -1691,7 +1684,7 @@ int gen_source_new_shared(const gen_params *p, const trace_shape *sh, uint64_t s
     gs->refs++;
     pthread_mutex_unlock(&registry_mu);
     free(params);
-    sel_source *src = xcalloc(1, sizeof *src);
+    sel_source *src = dh_calloc(1, sizeof *src);
     src->ops = &memo_ops;
     src->impl = gs;
     const trace_meta *m = sel_meta(gs->gen);

@@ -1,4 +1,5 @@
 /* memsrc.c: selections held in memory, delivered as deltas; see memsrc.h. */
+#include "common/mem.h"
 #include "traces/memsrc.h"
 #include "common/dh_err.h"
 
@@ -24,20 +25,13 @@ typedef struct {
     size_t cap;
 } memsrc_stream;
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    DH_BUG_ON(!p);
-    return p;
-}
-
 static int memsrc_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **out)
 {
     const trace_shape *sh = &src->meta.shape;
     if (req >= sh->n_requests || group >= sh->n_groups)
         return dh_err("memory source: no stream for request %u, group %u", req, group);
     memsrc *m = src->impl;
-    memsrc_stream *s = xcalloc(1, sizeof *s);
+    memsrc_stream *s = dh_calloc(1, sizeof *s);
     s->head.ops = src->ops;
     s->sels = m->streams[(size_t)req * sh->n_groups + group];
     s->n_pos = sh->output_len[req];
@@ -61,8 +55,8 @@ static int memsrc_next(sel_stream *st, sel_delta *d)
         free(s->added);
         free(s->removed);
         s->cap = need;
-        s->added = xcalloc(need, sizeof *s->added);
-        s->removed = xcalloc(need, sizeof *s->removed);
+        s->added = dh_calloc(need, sizeof *s->added);
+        s->removed = dh_calloc(need, sizeof *s->removed);
     }
     /* A merge of two sorted lists: O(k) per position, which is fine for the
      * small hand-built workloads this source exists for. */
@@ -117,8 +111,8 @@ int memsrc_new(const trace_shape *sh, uint32_t keyframe_interval, uint64_t seed,
 {
     if (trace_shape_validate(sh) < 0) return -1;
     if (keyframe_interval == 0) return dh_err("memory source: keyframe interval must be at least 1");
-    sel_source *src = xcalloc(1, sizeof *src);
-    memsrc *m = xcalloc(1, sizeof *m);
+    sel_source *src = dh_calloc(1, sizeof *src);
+    memsrc *m = dh_calloc(1, sizeof *m);
     src->ops = &memsrc_ops;
     src->impl = m;
     src->meta.format_version = TRACE_FORMAT_VERSION;
@@ -126,10 +120,10 @@ int memsrc_new(const trace_shape *sh, uint32_t keyframe_interval, uint64_t seed,
     src->meta.keyframe_interval = keyframe_interval;
     src->meta.seed = seed;
     strcpy(src->meta.generator, "memsrc");
-    m->streams = xcalloc((size_t)sh->n_requests * sh->n_groups, sizeof *m->streams);
+    m->streams = dh_calloc((size_t)sh->n_requests * sh->n_groups, sizeof *m->streams);
     for (uint32_t r = 0; r < sh->n_requests; r++)
         for (uint32_t g = 0; g < sh->n_groups; g++)
-            m->streams[(size_t)r * sh->n_groups + g] = xcalloc(sh->output_len[r], sizeof(memsrc_sel));
+            m->streams[(size_t)r * sh->n_groups + g] = dh_calloc(sh->output_len[r], sizeof(memsrc_sel));
     *out = src;
     return 0;
 }
@@ -141,7 +135,7 @@ void memsrc_put(sel_source *src, uint32_t req, uint32_t group, uint32_t pos, con
     DH_BUG_ON(req >= sh->n_requests || group >= sh->n_groups || pos >= sh->output_len[req]);
     memsrc_sel *sel = &((memsrc *)src->impl)->streams[(size_t)req * sh->n_groups + group][pos];
     free(sel->rows);
-    sel->rows = xcalloc(n, sizeof *sel->rows);
+    sel->rows = dh_calloc(n, sizeof *sel->rows);
     if (n) memcpy(sel->rows, rows, (size_t)n * sizeof *rows);
     sel->n = n;
 }

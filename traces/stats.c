@@ -71,6 +71,7 @@
  * with the tie rule of stats.h (tests/test_stats.c compares them with a
  * plain implementation that uses the rule). O(1) per leaving row, shared;
  * O(buckets touched + positions / 64) per budget and position. */
+#include "common/mem.h"
 #include "traces/stats.h"
 #include "common/dh_err.h"
 #include "common/rng.h"
@@ -87,13 +88,6 @@
 /* For the functions holding the hot loops: inlined into one large caller,
  * their loop variables would be spilled to the stack. */
 #define HOT __attribute__((noinline))
-
-static void *xcalloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz);
-    if (!p) { fprintf(stderr, "out of memory\n"); abort(); }
-    return p;
-}
 
 void stats_options_init(stats_options *o)
 {
@@ -345,9 +339,9 @@ static void sstate_init(sstate *s, uint32_t max_rows)
     memset(s, 0, sizeof *s);
     s->max_rows = max_rows;
     s->words = ((size_t)max_rows + 63) / 64;
-    s->sel = xcalloc(s->words, 8);
-    s->prev_sel = xcalloc(s->words, 8);
-    s->row = xcalloc(max_rows, sizeof *s->row);
+    s->sel = dh_calloc(s->words, 8);
+    s->prev_sel = dh_calloc(s->words, 8);
+    s->row = dh_calloc(max_rows, sizeof *s->row);
     byte_select_init(s->select);
 }
 
@@ -1226,15 +1220,15 @@ int stats_run(sel_source *src, const stats_options *o, stats_report **out)
                 return dh_err("stats: budget %u rows is below group %u's k = %u (the selection must fit)",
                               budget_rows(&o->budgets[b], sh->group_k[g]), g, sh->group_k[g]);
 
-    stats_report *r = xcalloc(1, sizeof *r);
+    stats_report *r = dh_calloc(1, sizeof *r);
     r->opt = *o;
     snprintf(r->model, sizeof r->model, "%s", sh->model);
     snprintf(r->preset, sizeof r->preset, "%s", m->preset);
     r->seed = m->seed;
     r->n_requests = sh->n_requests;
     r->n_groups = sh->n_groups;
-    r->group = xcalloc(sh->n_groups, sizeof *r->group);
-    r->group_used = xcalloc(sh->n_groups, sizeof *r->group_used);
+    r->group = dh_calloc(sh->n_groups, sizeof *r->group);
+    r->group_used = dh_calloc(sh->n_groups, sizeof *r->group_used);
 
     uint32_t reqs[sh->n_requests ? sh->n_requests : 1], groups[sh->n_groups];
     uint32_t nreq = 0, ngrp = 0;
@@ -1256,7 +1250,7 @@ int stats_run(sel_source *src, const stats_options *o, stats_report **out)
     for (uint32_t i = 0; i < nreq && o->max_positions; i++)
         if (sh->output_len[reqs[i]] > o->max_positions) r->sampled = 1;
     r->mrc_len = (uint32_t)(((uint64_t)max_rows * STATS_MRC_RES + min_k - 1) / min_k + 2);
-    r->mrc_hist = xcalloc(r->mrc_len, sizeof(uint64_t));
+    r->mrc_hist = dh_calloc(r->mrc_len, sizeof(uint64_t));
 
     sstate s;
     sstate_init(&s, max_rows);

@@ -26,6 +26,7 @@
  *
  * HDF5 here is the serial build, not thread-safe: every HDF5 call of this file
  * runs under one mutex, so streams may still be read from several threads. */
+#include "common/mem.h"
 #include "traces/trace.h"
 #include "common/dh_err.h"
 #include "common/h5det.h"
@@ -51,20 +52,6 @@ typedef struct {
 static pthread_mutex_t trace_h5_lock = PTHREAD_MUTEX_INITIALIZER;
 #define H5_LOCK() pthread_mutex_lock(&trace_h5_lock)
 #define H5_UNLOCK() pthread_mutex_unlock(&trace_h5_lock)
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    DH_BUG_ON(!p);
-    return p;
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    DH_BUG_ON(!p);
-    return p;
-}
 
 /* ---- HDF5 helpers ---------------------------------------------------- */
 
@@ -365,9 +352,9 @@ static int write_stream(trace_writer *w, sel_source *src, uint32_t r, uint32_t g
     stream_writer sw = { .index_ds = -1, .rows_ds = -1 };
     selset set;
     DH_BUG_ON(selset_init(&set, stream_rows_max(sh, r, g)) < 0);
-    uint32_t *full = xmalloc((size_t)sh->group_k[g] * sizeof *full);
-    sw.ix = xmalloc(TRACE_INDEX_CHUNK * sizeof *sw.ix);
-    sw.rows = xmalloc(TRACE_ROWS_CHUNK * sizeof *sw.rows);
+    uint32_t *full = dh_malloc((size_t)sh->group_k[g] * sizeof *full);
+    sw.ix = dh_malloc(TRACE_INDEX_CHUNK * sizeof *sw.ix);
+    sw.rows = dh_malloc(TRACE_ROWS_CHUNK * sizeof *sw.rows);
     sel_stream *st = NULL;
     int rc = -1;
 
@@ -503,7 +490,7 @@ int trace_write(const char *path, sel_source *src, trace_progress_fn progress, v
 
     /* A temporary name in the same directory, so the final rename is atomic. */
     size_t tlen = strlen(path) + 32;
-    char *tmp = xmalloc(tlen);
+    char *tmp = dh_malloc(tlen);
     snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
 
     H5_LOCK();
@@ -632,7 +619,7 @@ static const uint32_t *stream_rows(trace_stream *s, uint64_t off, uint64_t n)
     if (hi - lo > s->rb_cap) {
         free(s->rb);
         s->rb_cap = hi - lo;
-        s->rb = xmalloc(s->rb_cap * sizeof *s->rb);
+        s->rb = dh_malloc(s->rb_cap * sizeof *s->rb);
     }
     s->rb_n = 0;
     H5_LOCK();
@@ -785,7 +772,7 @@ static int trace_stream_open(sel_source *src, uint32_t req, uint32_t group, sel_
     if (req >= sh->n_requests || group >= sh->n_groups)
         return dh_err("trace '%s': no stream for request %u, group %u (%u requests, %u groups)", ts->path, req,
                       group, sh->n_requests, sh->n_groups);
-    trace_stream *s = xcalloc(1, sizeof *s);
+    trace_stream *s = dh_calloc(1, sizeof *s);
     s->head.ops = src->ops;
     s->ts = ts;
     s->shape = sh;
@@ -832,7 +819,7 @@ static int trace_stream_open(sel_source *src, uint32_t req, uint32_t group, sel_
      * sizes come from the file, so a failed allocation is an error, not a crash. */
     uint32_t rows_max = stream_rows_max(sh, req, group);
     size_t sel_max = s->k < rows_max ? s->k : rows_max;
-    s->ix = xmalloc(s->ix_chunk * sizeof *s->ix);
+    s->ix = dh_malloc(s->ix_chunk * sizeof *s->ix);
     s->added = malloc((sel_max + 1) * sizeof *s->added);
     s->removed = malloc((sel_max + 1) * sizeof *s->removed);
     s->full = malloc((sel_max + 1) * sizeof *s->full);
@@ -922,7 +909,7 @@ static int read_attr_str(trace_src *ts, const char *name, char **out)
             if (mt >= 0) H5Tclose(mt);
         } else {
             size_t n = H5Tget_size(t);
-            char *v = xcalloc(n + 1, 1);
+            char *v = dh_calloc(n + 1, 1);
             hid_t mt = H5Tcopy(t);
             if (mt >= 0 && H5Aread(a, mt, v) >= 0) {
                 *out = v;
@@ -964,7 +951,7 @@ static int read_shape_u32(trace_src *ts, const char *name, uint32_t n, uint32_t 
     hid_t t = H5Dget_type(d);
     int is_signed = t >= 0 && H5Tget_sign(t) == H5T_SGN_2;
     if (t >= 0) H5Tclose(t);
-    int64_t *wide = xcalloc(n, sizeof *wide);
+    int64_t *wide = dh_calloc(n, sizeof *wide);
     int rc = n && H5Dread(d, is_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                           wide) < 0 ? -1 : 0;
     if (rc < 0) h5_capture();
@@ -973,7 +960,7 @@ static int read_shape_u32(trace_src *ts, const char *name, uint32_t n, uint32_t 
         free(wide);
         return dh_err("trace '%s': cannot read dataset '%s' (HDF5: %s)", ts->path, name, h5_reason());
     }
-    *out = xcalloc(n, sizeof **out);
+    *out = dh_calloc(n, sizeof **out);
     for (uint32_t i = 0; i < n; i++) {
         uint64_t v = (uint64_t)wide[i];
         if ((is_signed && wide[i] < 0) || v > UINT32_MAX) {
@@ -1033,8 +1020,8 @@ static int read_meta(trace_src *ts, trace_meta *m)
 
 int trace_open(const char *path, sel_source **out)
 {
-    sel_source *src = xcalloc(1, sizeof *src);
-    trace_src *ts = xcalloc(1, sizeof *ts);
+    sel_source *src = dh_calloc(1, sizeof *src);
+    trace_src *ts = dh_calloc(1, sizeof *ts);
     src->ops = &trace_ops;
     src->impl = ts;
     ts->path = strdup(path);
