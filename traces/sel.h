@@ -3,7 +3,7 @@
  * reader, trace.h) and their consumers (the simulator, dhtrace stats, the GPU
  * replay).
  *
- * Vocabulary (DESIGN.md section 2). A trace describes n_requests requests of
+ * Vocabulary (docs/DESIGN.md section 2). A trace describes n_requests requests of
  * one model. The model's n_layers layers fall into n_groups *selection groups*:
  * layers of one group share one top-k selection (GLM-5.x IndexShare: one
  * indexer per 4 layers). Group g selects group_k[g] rows per query token; its
@@ -20,7 +20,7 @@
  * (and at pos 0) the delta is a *keyframe* and also carries the full set.
  *
  * Consumers do work proportional to the rows that change, never to k: rows
- * that persist need no attention from a residency policy (DESIGN.md 4).
+ * that persist need no attention from a residency policy (docs/DESIGN.md section 4).
  *
  * Determinism: a stream's content depends only on (source, r, g); streams may
  * be opened and read in any order and on any thread. */
