@@ -2,7 +2,7 @@
 # load and is released when the load rises. Inputs (written by make-figs.sh):
 #   data/loadstep-fetch.tsv   blocks: adaptive, hisparse; columns t_s, fetch % (10-step window)
 #   data/loadstep-hbm.tsv     adaptive: t_s, cumulative GB of weights+workspace, +indexer, +protected, +optional
-#   data/loadstep-marks.tsv   the step time and the seed's figures (from paper-figs/seed.ini)
+#   data/loadstep-marks.tsv   the step time and the paper's figures (from models/seed-results.ini)
 set terminal pngcairo size 1000,760 font ",11"
 set output "fig4-loadstep.png"
 set datafile separator "\t"
