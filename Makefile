@@ -2,6 +2,7 @@
 #
 #   make          build bin/dhtrace, bin/dhsim, bin/dhcal (and bin/dhbench when nvcc exists)
 #   make run      the built-in default: GLM-5.3, 100K context, concurrency 128, all policies
+#                 (builds bin/dhsim only)
 #   make test     unit and differential tests (no GPU needed); ends with "N passed, N failed"
 #   make bench    CPU benchmarks of the trace tools and the simulator (figures in bench/)
 #   make gpubench kernel microbenchmarks on the local CUDA GPU (bin/dhbench)
@@ -127,7 +128,8 @@ $(BUILD)/bench/%: bench/%.c $(TRACES_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-run: all
+# make run builds only the simulator it runs (seconds), not the GPU tools (minutes with nvcc).
+run: deps-check bin/dhsim
 	./bin/dhsim --compare
 
 test: all $(TEST_BINS)
