@@ -1,7 +1,7 @@
-# Result 1 of the seed: output tokens/s per decode GPU, GLM-5.3, 100K context,
+# Result 1 of the paper: output tokens/s per decode GPU, GLM-5.3, 100K context,
 # concurrency 128 (8 x H200). Inputs written by make-figs.sh.
-set terminal pngcairo size 1000,560 font ",11"
-set output "fig1-headline.png"
+name = "fig1-headline"; w = 1000; h = 560
+load "term.gp"
 set datafile separator "\t"
 mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/headline-marks.tsv"))
 set title "GLM-5.3, 100K context, concurrency 128: output per decode GPU (simulated)"

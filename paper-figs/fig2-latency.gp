@@ -1,7 +1,7 @@
-# Result 2 of the seed: under the same per-token latency bound (TPOT p90), the
+# Result 2 of the paper: under the same per-token latency bound (TPOT p90), the
 # largest concurrency and the output of Adaptive + DFlash2 over HiSparse.
-set terminal pngcairo size 1000,480 font ",11"
-set output "fig2-latency.png"
+name = "fig2-latency"; w = 1000; h = 480
+load "term.gp"
 set datafile separator "\t"
 mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/latency-marks.tsv"))
 set multiplot layout 1,2 title "GLM-5.3, 100K context: Adaptive + DFlash2 over HiSparse at equal TPOT p90 bound"

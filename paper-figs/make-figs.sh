@@ -2,7 +2,7 @@
 # make-figs.sh: regenerate the seed's four results as figures (make figs).
 #
 # Each figure runs bin/dhsim on its configuration, keeps the figures it reads
-# under paper-figs/data/ (JSON from dhsim, TSV for gnuplot) and draws a PNG
+# under paper-figs/data/ (JSON from dhsim, TSV for gnuplot) and draws a PNG and a PDF
 # with gnuplot. Run from the repository root; FIGS="1 4" picks figures.
 # Every run is deterministic: the same seed gives the same data files.
 set -eu
@@ -16,6 +16,8 @@ seed() { # seed SECTION KEY: a published figure from models/seed-results.ini
         in_s && $1 == k { print $3; found = 1 } END { exit !found }' ../models/seed-results.ini
 }
 run() { echo "make-figs: dhsim $*" >&2; (cd .. && ./bin/dhsim "$@"); }
+# draw NAME: NAME.png and NAME.pdf from NAME.gp (term.gp picks the terminal).
+draw() { gnuplot -e "fmt='png'" "$1.gp" && gnuplot -e "fmt='pdf'" "$1.gp"; echo "make-figs: $1.png, $1.pdf" >&2; }
 
 fig1() {
     # Result 1: throughput per decode GPU at 100K context, concurrency 128.
@@ -40,8 +42,7 @@ fig1() {
         printf 'seed_vs_hisparse_tok\t%s\n' "$(awk -v h="$hs" -v r="$(seed headline ratio_vs_hisparse)" 'BEGIN { print h * r }')"
         printf 'seed_vs_adaptive_tok\t%s\n' "$(awk -v a="$ad" -v r="$(seed headline ratio_vs_adaptive_plain)" 'BEGIN { print a * r }')"
     } > data/headline-marks.tsv
-    gnuplot fig1-headline.gp
-    echo "make-figs: fig1-headline.png" >&2
+    draw fig1-headline
 }
 
 fig2() {
@@ -61,8 +62,7 @@ fig2() {
         printf 'seed_out_low\t%s\n' "$(seed result2 output_ratio_low)"
         printf 'seed_out_high\t%s\n' "$(seed result2 output_ratio_high)"
     } > data/latency-marks.tsv
-    gnuplot fig2-latency.gp
-    echo "make-figs: fig2-latency.png" >&2
+    draw fig2-latency
 }
 
 fig3() {
@@ -88,16 +88,16 @@ fig3() {
         done
     } > data/dsv41.tsv
     printf 'seed_ratio\t%s\n' "$(seed result3 ratio_vs_resident_dspark)" > data/dsv41-marks.tsv
-    gnuplot fig3-dsv41.gp
-    echo "make-figs: fig3-dsv41.png" >&2
+    draw fig3-dsv41
 }
 
 fig4() {
     # Low load (2 requests per GPU) long enough for optional residency to
     # fill, then the instance steps to concurrency 128 (16 per GPU), then to
     # 960 (120 per GPU), where admission needs the memory optional rows hold.
-    levels="16,128,960"; times="0,6,12"
-    run --policy adaptive,hisparse --steps 700 --quiet \
+    # Both policies run for the same simulated time (their steps differ in length).
+    levels="16,128,960"; times="0,6,12"; end_s=30
+    run --policy adaptive,hisparse --steps 2000 --set workload.max_time_s=$end_s --quiet \
         --set workload.mode=step --set workload.step_times=$times \
         --set workload.step_concurrency=$levels --set workload.output_len=2000 \
         --set workload.output_len_max=2000 \
@@ -110,17 +110,20 @@ fig4() {
               if (NR >= 10 && S > 0) printf "%.4f\t%.4f\n", t[NR], 100 * M / S }'
         printf '\n\n'
     done > data/loadstep-fetch.tsv
+    for p in adaptive hisparse; do
+        ./tlcols.sh data/loadstep.tsv $p t_start_s active
+        printf '\n\n'
+    done > data/loadstep-active.tsv
     ./tlcols.sh data/loadstep.tsv adaptive t_start_s hbm_weights hbm_workspace hbm_indexer hbm_protected hbm_optional |
         awk -F'\t' '{ a = ($2 + $3) / 1e9; b = a + $4 / 1e9; c = b + $5 / 1e9; d = c + $6 / 1e9
                       printf "%.4f\t%.3f\t%.3f\t%.3f\t%.3f\n", $1, a, b, c, d }' > data/loadstep-hbm.tsv
     {
-        printf 'levels\t%s\ntimes\t%s\n' "$levels" "$times"
+        printf 'levels\t%s\ntimes\t%s\nend_s\t%s\n' "$levels" "$times" "$end_s"
         echo "$times" | tr ',' '\n' | awk 'NR > 1 { printf "step%d_s\t%s\n", NR - 1, $1 }'
         printf 'seed_hisparse_pct\t%s\n' "$(seed result4 hisparse_budget_fetch_pct)"
         printf 'seed_adaptive_pct\t%s\n' "$(seed result4 adaptive_low_load_fetch_pct)"
     } > data/loadstep-marks.tsv
-    gnuplot fig4-loadstep.gp
-    echo "make-figs: fig4-loadstep.png" >&2
+    draw fig4-loadstep
 }
 
 for f in $FIGS; do
