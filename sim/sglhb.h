@@ -102,15 +102,19 @@
  *      the main stream between the indexer and the attention, one block per
  *      request, not overlapped with compute; the policy using hotbuf overlaps it.
  *
- * Cost: sglhb_step_topk does what the kernel does, O(B + k) per position (it
+ * Cost. SGLHB_IMPL_SCAN does what the kernel does, O(B + k) per position (it
  * scans every slot), plus O(k log k) to put a delta's selection in hashed order
- * (sglhb_step). An exact O(changed rows) version is possible: unselected rows
- * are ordered by the position at which they left the selection and, within
- * one, by their tail order, which is a per-row key (entry position descending,
- * then misses in top-k order before re-referenced hits); so departures can be
- * sorted by key and queued, like hotbuf's FIFO. This file implements the exact
- * O(B) version, the reference for any faster one. Memory: 8 bytes per slot and
- * 8 bytes per context row. */
+ * (sglhb_step); it is the reference. The simulator can do better and stay
+ * exact: after a long position the LRU is [empty][unselected][selected], the
+ * unselected rows ordered by the position at which they left the selection
+ * and, within one, by their place in the tail, and the tail ordered by a key
+ * fixed when a row enters it (entry position descending, then misses in top-k
+ * order before re-referenced hits). So SGLHB_IMPL_QUEUE keeps the unselected
+ * rows in a FIFO (like hotbuf's) and the tail as per-row keys, and touches only
+ * the rows that join or leave the selection and the previous newest row:
+ * O(changed · log changed) per position. tests/test_sglhb.c checks both against
+ * the plain reference at every position (counts, miss plan, full LRU order).
+ * Memory: 16 bytes per slot, 8 bytes per context row (scan) or 25 (queue). */
 #ifndef DH_SGLHB_H
 #define DH_SGLHB_H
 
@@ -128,6 +132,11 @@ typedef enum {
     SGLHB_ORDER_HASHED         /* a deterministic pseudo-random order per position */
 } sglhb_order;
 
+typedef enum {
+    SGLHB_IMPL_SCAN = 0, /* the kernel's algorithm: every slot scanned, O(B + k) per position */
+    SGLHB_IMPL_QUEUE     /* the same result from the delta, O(changed rows · log) per position */
+} sglhb_impl;
+
 typedef struct {
     uint32_t device_buffer_size; /* B: LRU slots, rows (SGLang's name and unit) */
     uint32_t page_size;          /* the extra page of padded_buffer_size (slot B used) */
@@ -135,6 +144,7 @@ typedef struct {
     sglhb_order order;
     uint64_t order_seed;         /* SGLHB_ORDER_HASHED: with req and group, keys the order */
     uint32_t req, group;
+    sglhb_impl impl;             /* SGLHB_IMPL_QUEUE: sglhb_step only */
 } sglhb_config;
 
 typedef struct {
@@ -168,8 +178,19 @@ typedef struct {
     uint32_t *sel, *sel_next; /* the current selection, ascending (sglhb_step) */
     uint32_t n_sel, cap_sel;
     uint32_t *topk;           /* [cap_sel] the selection in top-k order (sglhb_step) */
-    uint64_t *keys;           /* [2 cap_sel] (key, row) pairs of the hashed order */
+    uint64_t *keys, *keys2;   /* [cap_sel] sort keys (keys2: queue only) */
+    uint64_t *sort_k;         /* [cap_sel] scratch of sort_by_key */
+    uint32_t *sort_v;
     uint32_t *miss_rows;      /* [cap_sel] */
+    /* SGLHB_IMPL_QUEUE (see sglhb.c): per row a state byte, the sequence
+     * number of its live queue entry and its key in the tail. */
+    uint8_t *row_state;
+    uint64_t *row_seq, *row_tkey;
+    struct sglhb_qent { uint64_t seq; uint32_t row; } *q;
+    uint32_t q_head, q_tail, q_cap, n_queued;
+    uint64_t next_seq;
+    uint32_t long_steps;      /* long positions so far: the tail keys' epoch */
+    uint32_t *cand, *departed; /* [cap_sel] scratch */
 } sglhb;
 
 #define SGLHB_EMPTY UINT32_MAX
@@ -179,7 +200,7 @@ int sglhb_init(sglhb *h, const sglhb_config *cfg);
 void sglhb_release(sglhb *h);
 /* Forget the request (SGLang's request_finished resets lru_slots); keeps the memory. */
 void sglhb_clear(sglhb *h);
-/* One position from the selection in top-k output order (topk[0 .. n), distinct
+/* One position from the selection in top-k output order (SGLHB_IMPL_SCAN only) (topk[0 .. n), distinct
  * rows < nrows). -1 with dh_err() if the rows repeat or leave the context, the
  * context shrinks, or n > B (SGLang asserts hot_buffer_size >= num_top_k). */
 int sglhb_step_topk(sglhb *h, uint32_t pos, uint32_t nrows, const uint32_t *topk, uint32_t n,
@@ -189,7 +210,8 @@ int sglhb_step_topk(sglhb *h, uint32_t pos, uint32_t nrows, const uint32_t *topk
  * delta contradicts the selection. */
 int sglhb_step(sglhb *h, const sel_delta *d, sglhb_result *res);
 /* The order key of row at pos under SGLHB_ORDER_HASHED: the top-k order is
- * ascending key (ties by row). */
+ * ascending key. The key is a 32-bit counter-based hash above the row, so
+ * keys are distinct and equal hashes fall back to ascending row. */
 uint64_t sglhb_order_key(const sglhb_config *cfg, uint32_t pos, uint32_t row);
 /* The rows of the LRU slots, least recent first (SGLHB_EMPTY for an empty
  * slot), into out[0 .. B). Before the first long position: rows 0 .. B-1 (what

@@ -1,4 +1,5 @@
-/* test_sglhb.c: the SGLang hot buffer (sim/sglhb.c) against a plain
+/* test_sglhb.c: the SGLang hot buffer (sim/sglhb.c), both the kernel's scan
+ * (SGLHB_IMPL_SCAN) and the O(changed) queue (SGLHB_IMPL_QUEUE), against a plain
  * re-implementation written from the description in sim/sglhb.h: the LRU as
  * an array of rows (least recent first, -1 for an empty slot), rebuilt at
  * every long position from three lists (untouched evictables, misses in top-k
@@ -172,8 +173,11 @@ static int compare_stream(sel_source *src, const trace_shape *sh, uint32_t req, 
     uint32_t maxrows = sel_rows_at(sh, req, g, npos - 1) + 1;
     sglhb_config cfg = { .device_buffer_size = B, .page_size = 64, .cold = cold, .order = order,
                          .order_seed = 42, .req = req, .group = g };
-    sglhb h;
+    sglhb h, q; /* the kernel's scan and the O(changed) queue, both against the reference */
     assert_int_equal(sglhb_init(&h, &cfg), 0);
+    sglhb_config qcfg = cfg;
+    qcfg.impl = SGLHB_IMPL_QUEUE;
+    assert_int_equal(sglhb_init(&q, &qcfg), 0);
     ref_hb r;
     ref_init(&r, B, cold == SGLHB_COLD_STAGING, maxrows);
     ref_out ro = { .miss_rows = malloc(B * sizeof(uint32_t)) };
@@ -185,16 +189,20 @@ static int compare_stream(sel_source *src, const trace_shape *sh, uint32_t req, 
     int bad = 0;
     uint64_t misses = 0;
     while (sel_next(st, &d) == 0) {
-        sglhb_result hr;
+        sglhb_result hr, qr;
         if (sglhb_step(&h, &d, &hr) < 0) fail_msg("%s", dh_errmsg());
+        if (sglhb_step(&q, &d, &qr) < 0) fail_msg("%s", dh_errmsg());
         uint32_t n = test_order(flags, &d, &cfg, topk);
         ref_step(&r, d.nrows, topk, n, fault, &ro);
-        bad += differs(&h, &hr, &r, &ro);
+        int bh = differs(&h, &hr, &r, &ro), bq = differs(&q, &qr, &r, &ro);
+        if (!fault && bh + bq) fail_msg("position %u: %s differs from the reference", d.pos, bh ? "scan" : "queue");
+        bad += bh + bq;
         misses += hr.misses;
     }
     if (misses_out) *misses_out = misses;
     sel_close(st);
     sglhb_release(&h);
+    sglhb_release(&q);
     ref_free(&r);
     free(ro.miss_rows);
     free(flags);
