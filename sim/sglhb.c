@@ -135,6 +135,14 @@ void sglhb_lru_rows(const sglhb *h, uint32_t *out)
     for (uint32_t i = 0; i < h->B; i++) out[i] = filled ? i : SGLHB_EMPTY;
 }
 
+uint64_t sglhb_device_slots(const sglhb_config *cfg, uint32_t nrows)
+{
+    uint64_t B = cfg->device_buffer_size, page = cfg->page_size;
+    uint64_t slots = (nrows + page - 1) / page * page;
+    if (slots >= B) return B + page;
+    return slots;
+}
+
 uint64_t sglhb_order_key(const sglhb_config *cfg, uint32_t pos, uint32_t row)
 {
     /* One Philox block per (position, row) under the key (seed, request,

@@ -213,6 +213,12 @@ int sglhb_step(sglhb *h, const sel_delta *d, sglhb_result *res);
  * ascending key. The key is a 32-bit counter-based hash above the row, so
  * keys are distinct and equal hashes fall back to ascending row. */
 uint64_t sglhb_order_key(const sglhb_config *cfg, uint32_t pos, uint32_t row);
+/* Device slots allocated per layer for a context of nrows rows, as the
+ * generic (MLA) path allocates them (alloc_device_buffer, _grow_device_buffers):
+ * page-aligned growth while short, capped at B, and B + page_size (the padded
+ * buffer) from the moment it reaches B. The DeepSeek-V4 path allocates
+ * B + page_size at admission. For the HBM ledger. */
+uint64_t sglhb_device_slots(const sglhb_config *cfg, uint32_t nrows);
 /* The rows of the LRU slots, least recent first (SGLHB_EMPTY for an empty
  * slot), into out[0 .. B). Before the first long position: rows 0 .. B-1 (what
  * the slots will hold) or, for a direct long start, empty. For tests. */

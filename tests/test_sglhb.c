@@ -512,6 +512,62 @@ static void test_newest_row_is_missed_once_later(void **state)
     sglhb_release(&h);
 }
 
+/* A cleared buffer (a new request in the same slot: request_finished) behaves
+ * as a fresh one, under both implementations. */
+static void test_clear_restarts(void **state)
+{
+    (void)state;
+    trace_shape sh;
+    assert_int_equal(trace_shape_uniform(&sh, "t", 1, 1, 1, 48, 60, 200), 0);
+    sel_source *src = ts_source(&sh, 0.3, 11);
+    for (int impl = 0; impl < 2; impl++) {
+        sglhb_config cfg = { .device_buffer_size = 64, .page_size = 16, .cold = SGLHB_COLD_DIRECT,
+                             .order = SGLHB_ORDER_HASHED, .impl = impl };
+        sglhb h, fresh;
+        assert_int_equal(sglhb_init(&h, &cfg), 0);
+        uint64_t first = 0, again = 0;
+        for (int run = 0; run < 2; run++) {
+            if (run) { sglhb_clear(&h); assert_int_equal(sglhb_init(&fresh, &cfg), 0); }
+            sel_stream *st;
+            assert_int_equal(sel_open(src, 0, 0, &st), 0);
+            sel_delta d;
+            uint32_t a[64], b[64];
+            while (sel_next(st, &d) == 0) {
+                sglhb_result r, rf;
+                if (sglhb_step(&h, &d, &r) < 0) fail_msg("%s", dh_errmsg());
+                if (!run) { first += r.misses + r.preloaded; continue; }
+                if (sglhb_step(&fresh, &d, &rf) < 0) fail_msg("%s", dh_errmsg());
+                again += r.misses + r.preloaded;
+                assert_int_equal(r.misses, rf.misses);
+                sglhb_lru_rows(&h, a);
+                sglhb_lru_rows(&fresh, b);
+                assert_memory_equal(a, b, sizeof a);
+            }
+            sel_close(st);
+        }
+        assert_true(first > 0);
+        assert_int_equal(first, again);
+        sglhb_release(&h);
+        sglhb_release(&fresh);
+    }
+    sel_source_free(src);
+    trace_shape_release(&sh);
+}
+
+/* The slots allocated per layer: page-aligned growth while short, then the padded buffer. */
+static void test_device_slots(void **state)
+{
+    (void)state;
+    sglhb_config cfg = { .device_buffer_size = 4096, .page_size = 64 };
+    assert_int_equal(sglhb_device_slots(&cfg, 1), 64);
+    assert_int_equal(sglhb_device_slots(&cfg, 65), 128);
+    assert_int_equal(sglhb_device_slots(&cfg, 4032), 4032);
+    assert_int_equal(sglhb_device_slots(&cfg, 4033), 4096 + 64);
+    assert_int_equal(sglhb_device_slots(&cfg, 100000), 4096 + 64);
+    cfg.device_buffer_size = 100; /* not a page multiple: capped, then padded */
+    assert_int_equal(sglhb_device_slots(&cfg, 90), 100 + 64);
+}
+
 static void test_rejects_bad_input(void **state)
 {
     (void)state;
@@ -534,6 +590,11 @@ static void test_rejects_bad_input(void **state)
     assert_int_equal(sglhb_step(&h, &e, &r), -1);
     assert_non_null(strstr(dh_errmsg(), "not selected"));
     sglhb_release(&h);
+    cfg.impl = SGLHB_IMPL_QUEUE; /* the queue is stepped from deltas only */
+    assert_int_equal(sglhb_init(&h, &cfg), 0);
+    assert_int_equal(sglhb_step_topk(&h, 0, 10, (uint32_t[]){ 1 }, 1, &r), -1);
+    assert_non_null(strstr(dh_errmsg(), "deltas"));
+    sglhb_release(&h);
     cfg.device_buffer_size = 0;
     assert_int_equal(sglhb_init(&h, &cfg), -1);
 }
@@ -549,6 +610,8 @@ int main(void)
         cmocka_unit_test(test_matches_plain_reference_on_shuffled_topk),
         cmocka_unit_test(test_matches_plain_reference_on_generated),
         cmocka_unit_test(test_group_state_matches_every_layer),
+        cmocka_unit_test(test_clear_restarts),
+        cmocka_unit_test(test_device_slots),
         cmocka_unit_test(test_rejects_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
