@@ -90,20 +90,25 @@
  *      one row per position (the previous newest), a fetch at every step.
  *   2. Ties in recency: both evict the unselected row that left the selection
  *      earliest; rows leaving at the same position are ordered by ascending row
- *      in hotbuf, and here by their place in the tail (this step's misses in
- *      top-k order before the hits, hits in their old order: longest-selected
- *      most recent).
+ *      in hotbuf, and here by their place in the tail: rows that entered it
+ *      later are less recent (a position's misses, in top-k order, before its
+ *      re-referenced hits), so the longest-selected rows are the most recent.
  *   3. The budget: B slots hold selected and unselected rows; the newest row is
  *      in slot B on top of them (hotbuf's budget counts every resident row).
  *   4. The start: hotbuf starts empty with nothing resident; here a short
  *      context needs no fetch at all (staging) or a preload of the whole context
  *      (direct), and a staging start begins with rows 0 .. B-1 resident.
  *   5. The fetch (for the step model, not this module): SGLang's swap-in runs on
- *      the main stream between the indexer and the attention, one block per
- *      request, not overlapped with compute; the policy using hotbuf overlaps it.
+ *      the main stream between the indexer and the attention (the attention
+ *      backend calls swap_in_selected_pages on the indexer's top-k), one block
+ *      of swap_in_block_size threads per request, not overlapped with compute;
+ *      only IndexShare replays overlap (above). The policy using hotbuf
+ *      overlaps every fetch.
+ *   Not modelled: speculative (multi-position) steps; the commit read swaps in
+ *   one position per call.
  *
  * Cost. SGLHB_IMPL_SCAN does what the kernel does, O(B + k) per position (it
- * scans every slot), plus O(k log k) to put a delta's selection in hashed order
+ * scans every slot), plus a radix sort of the selection for the hashed order
  * (sglhb_step); it is the reference. The simulator can do better and stay
  * exact: after a long position the LRU is [empty][unselected][selected], the
  * unselected rows ordered by the position at which they left the selection
@@ -112,7 +117,7 @@
  * order before re-referenced hits). So SGLHB_IMPL_QUEUE keeps the unselected
  * rows in a FIFO (like hotbuf's) and the tail as per-row keys, and touches only
  * the rows that join or leave the selection and the previous newest row:
- * O(changed · log changed) per position. tests/test_sglhb.c checks both against
+ * O(changed rows) per position (radix sorts of the rows that move). tests/test_sglhb.c checks both against
  * the plain reference at every position (counts, miss plan, full LRU order).
  * Memory: 16 bytes per slot, 8 bytes per context row (scan) or 25 (queue). */
 #ifndef DH_SGLHB_H
