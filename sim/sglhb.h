@@ -17,8 +17,12 @@
  *       _grow_device_buffers (the newest token's slot), _eager_backup_previous_token,
  *       request_finished (lru_slots reset), _run_swap_in_kernel,
  *       _run_copy_only_kernel, swap_in_selected_pages.
- * Defaults (SparseConfig, python/sglang/srt/mem_cache/sparsity/core/sparse_coordinator.py):
- * top_k 2048, device_buffer_size 4096, host_to_device_ratio 2, swap_in_block_size 960.
+ * Defaults: host_to_device_ratio 2 and swap_in_block_size 960 (HiSparseCoordinator.__init__
+ * at that commit); top_k 2048 and device_buffer_size 4096 (SparseConfig in
+ * python/sglang/srt/mem_cache/sparsity/core/sparse_coordinator.py, a version not
+ * checked against that commit). The staging start's filled slots follow
+ * admit_request_direct's docstring ("in the staging path this is correct
+ * (prefill filled the buffer)"); the allocator's alloc_device_buffer was not read.
  *
  * Units. SGLang counts tokens of the (compressed) KV the indexer selects from
  * (the kernel is called with compressed_seq_lens); that is this project's row.
