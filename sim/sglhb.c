@@ -1,0 +1,572 @@
+/* sglhb.c: the SGLang hot buffer of one (request, selection group); see sglhb.h.
+ *
+ * The slots mirror the kernel's arrays: slot_row[] is device_buffer_tokens
+ * (SGLHB_EMPTY for its -1), lru[] is lru_slots. Where the kernel finds a
+ * slot's row in a shared-memory hash of the top-k, this file stamps the rows
+ * of the current top-k in row_mark[] (one stamp per position, so nothing is
+ * cleared between positions); row_slot[] answers the other direction (is a
+ * selected row in a slot?). Both are exact replacements for the hash. */
+#include "sim/sglhb.h"
+
+#include "common/dh_err.h"
+#include "common/mem.h"
+
+#include <Random123/philox.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sglhb_init(sglhb *h, const sglhb_config *cfg)
+{
+    memset(h, 0, sizeof *h);
+    if (cfg->device_buffer_size == 0) return dh_err("hot buffer: device_buffer_size must be at least 1");
+    if (cfg->page_size == 0) return dh_err("hot buffer: page_size must be at least 1");
+    h->cfg = *cfg;
+    h->B = cfg->device_buffer_size;
+    h->slot_row = dh_malloc((size_t)h->B * sizeof *h->slot_row);
+    h->lru = dh_malloc((size_t)h->B * sizeof *h->lru);
+    h->hit_slots = dh_malloc((size_t)h->B * sizeof *h->hit_slots);
+    h->evict_slots = dh_malloc((size_t)h->B * sizeof *h->evict_slots);
+    h->next_seq = 1;
+    return 0;
+}
+
+void sglhb_release(sglhb *h)
+{
+    free(h->slot_row); free(h->lru); free(h->hit_slots); free(h->evict_slots);
+    free(h->row_slot); free(h->row_mark);
+    free(h->sel); free(h->sel_next); free(h->topk); free(h->keys); free(h->miss_rows);
+    free(h->row_state); free(h->row_seq); free(h->row_tkey); free(h->q);
+    free(h->cand); free(h->departed); free(h->keys2); free(h->sort_k); free(h->sort_v);
+    memset(h, 0, sizeof *h);
+}
+
+void sglhb_clear(sglhb *h)
+{
+    if (h->row_slot) memset(h->row_slot, 0, (size_t)h->cap_rows * sizeof *h->row_slot);
+    if (h->row_mark) memset(h->row_mark, 0, (size_t)h->cap_rows * sizeof *h->row_mark);
+    h->started = h->lru_ready = 0;
+    h->first_nrows = h->nrows_seen = h->last_pos = 0;
+    h->n_empty = 0;
+    h->stamp = 0;
+    h->n_sel = 0;
+    if (h->row_state) memset(h->row_state, 0, h->cap_rows);
+    h->q_head = h->q_tail = h->n_queued = 0;
+    h->next_seq = 1;
+    h->long_steps = 0;
+}
+
+/* Make the per-row arrays cover rows [0, n). */
+static void rows_reserve(sglhb *h, uint32_t n)
+{
+    if (n <= h->cap_rows) return;
+    uint32_t cap = h->cap_rows ? h->cap_rows : 1024;
+    while (cap < n) cap = cap > 0x7FFFFFFFu ? n : 2 * cap;
+    h->row_slot = dh_reallocarray(h->row_slot, cap, sizeof *h->row_slot);
+    h->row_mark = dh_reallocarray(h->row_mark, cap, sizeof *h->row_mark);
+    memset(h->row_slot + h->cap_rows, 0, (size_t)(cap - h->cap_rows) * sizeof *h->row_slot);
+    memset(h->row_mark + h->cap_rows, 0, (size_t)(cap - h->cap_rows) * sizeof *h->row_mark);
+    if (h->cfg.impl == SGLHB_IMPL_QUEUE) {
+        h->row_state = dh_realloc(h->row_state, cap);
+        h->row_seq = dh_reallocarray(h->row_seq, cap, sizeof *h->row_seq);
+        h->row_tkey = dh_reallocarray(h->row_tkey, cap, sizeof *h->row_tkey);
+        memset(h->row_state + h->cap_rows, 0, cap - h->cap_rows);
+        memset(h->row_seq + h->cap_rows, 0, (size_t)(cap - h->cap_rows) * sizeof *h->row_seq);
+    }
+    h->cap_rows = cap;
+}
+
+static void sel_reserve(sglhb *h, uint32_t n)
+{
+    if (n <= h->cap_sel) return;
+    uint32_t cap = h->cap_sel ? h->cap_sel : 256;
+    while (cap < n) cap = cap > 0x7FFFFFFFu ? n : 2 * cap;
+    h->sel = dh_reallocarray(h->sel, cap, sizeof *h->sel);
+    h->sel_next = dh_reallocarray(h->sel_next, cap, sizeof *h->sel_next);
+    h->topk = dh_reallocarray(h->topk, cap, sizeof *h->topk);
+    h->keys = dh_reallocarray(h->keys, cap, sizeof *h->keys);
+    h->sort_k = dh_reallocarray(h->sort_k, cap, sizeof *h->sort_k);
+    h->sort_v = dh_reallocarray(h->sort_v, cap, sizeof *h->sort_v);
+    h->miss_rows = dh_reallocarray(h->miss_rows, cap, sizeof *h->miss_rows);
+    if (h->cfg.impl == SGLHB_IMPL_QUEUE) {
+        h->cand = dh_reallocarray(h->cand, cap, sizeof *h->cand);
+        h->departed = dh_reallocarray(h->departed, cap, sizeof *h->departed);
+        h->keys2 = dh_reallocarray(h->keys2, cap, sizeof *h->keys2);
+    }
+    h->cap_sel = cap;
+}
+
+/* Does the stream start (or did it start) with rows 0 .. B-1 in their slots?
+ * A short first context always does: staging left the prefill KV there, the
+ * direct path preloaded it, and the fast path wrote every later row to the
+ * slot of its position. A long first context does only under staging. */
+static int starts_filled(const sglhb *h)
+{
+    return h->cfg.cold == SGLHB_COLD_STAGING || (h->started && h->first_nrows <= h->B);
+}
+
+/* The LRU slots at the first long position: lru_slots = arange(B) (__init__,
+ * request_finished), device_buffer_tokens = arange(B) or all -1. */
+static void lru_init(sglhb *h)
+{
+    int filled = starts_filled(h);
+    if (filled) rows_reserve(h, h->B);
+    for (uint32_t s = 0; s < h->B; s++) {
+        h->lru[s] = s;
+        h->slot_row[s] = filled ? s : SGLHB_EMPTY;
+        if (filled) h->row_slot[s] = s + 1;
+    }
+    h->n_empty = filled ? 0 : h->B;
+    h->lru_ready = 1;
+}
+
+static void queue_lru_rows(const sglhb *h, uint32_t *out);
+
+void sglhb_lru_rows(const sglhb *h, uint32_t *out)
+{
+    if (h->lru_ready && h->cfg.impl == SGLHB_IMPL_QUEUE) {
+        queue_lru_rows(h, out);
+        return;
+    }
+    if (h->lru_ready) {
+        for (uint32_t i = 0; i < h->B; i++) out[i] = h->slot_row[h->lru[i]];
+        return;
+    }
+    int filled = starts_filled(h);
+    for (uint32_t i = 0; i < h->B; i++) out[i] = filled ? i : SGLHB_EMPTY;
+}
+
+uint64_t sglhb_device_slots(const sglhb_config *cfg, uint32_t nrows)
+{
+    uint64_t B = cfg->device_buffer_size, page = cfg->page_size;
+    uint64_t slots = (nrows + page - 1) / page * page;
+    if (slots >= B) return B + page;
+    return slots;
+}
+
+uint64_t sglhb_order_key(const sglhb_config *cfg, uint32_t pos, uint32_t row)
+{
+    /* One Philox block per (position, row) under the key (seed, request,
+     * group): any row's key is computed alone, so the order of a set does
+     * not depend on how the set was built. */
+    philox4x32_key_t key = { { (uint32_t)cfg->order_seed ^ (cfg->group * 0x9E3779B9u),
+                               (uint32_t)(cfg->order_seed >> 32) ^ (cfg->req * 0x85EBCA6Bu) } };
+    philox4x32_ctr_t ctr = { { row, pos, cfg->req, cfg->group ^ 0x5347u } };
+    philox4x32_ctr_t out = philox4x32(ctr, key);
+    return ((uint64_t)out.v[0] << 32) | row; /* distinct keys: ties by row, by construction */
+}
+
+/* Sort key[0 .. n) ascending, carrying val[] along (stable): an LSD radix
+ * sort over the bytes in which the keys differ (tail keys share their epoch's
+ * high bytes, sequences their high bytes), insertion sort for short runs.
+ * O(n · bytes that vary); tk, tv: scratch of n. libc's qsort, with its
+ * indirect comparisons, cost more than the rest of a position. */
+static void sort_by_key(uint64_t *key, uint32_t *val, uint32_t n, uint64_t *tk, uint32_t *tv)
+{
+    if (n < 48) {
+        for (uint32_t i = 1; i < n; i++) {
+            uint64_t k = key[i];
+            uint32_t v = val[i], j = i;
+            for (; j > 0 && key[j - 1] > k; j--) { key[j] = key[j - 1]; val[j] = val[j - 1]; }
+            key[j] = k;
+            val[j] = v;
+        }
+        return;
+    }
+    uint64_t all_or = 0, all_and = ~0ull;
+    for (uint32_t i = 0; i < n; i++) { all_or |= key[i]; all_and &= key[i]; }
+    uint64_t varies = all_or ^ all_and;
+    uint64_t *k0 = key, *k1 = tk;
+    uint32_t *v0 = val, *v1 = tv;
+    for (int shift = 0; shift < 64; shift += 8) {
+        if (!((varies >> shift) & 0xFF)) continue;
+        uint32_t count[257] = { 0 };
+        for (uint32_t i = 0; i < n; i++) count[((k0[i] >> shift) & 0xFF) + 1]++;
+        for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t at = count[(k0[i] >> shift) & 0xFF]++;
+            k1[at] = k0[i];
+            v1[at] = v0[i];
+        }
+        uint64_t *tkp = k0; k0 = k1; k1 = tkp;
+        uint32_t *tvp = v0; v0 = v1; v1 = tvp;
+    }
+    if (k0 != key) {
+        memcpy(key, k0, (size_t)n * sizeof *key);
+        memcpy(val, v0, (size_t)n * sizeof *val);
+    }
+}
+
+int sglhb_step_topk(sglhb *h, uint32_t pos, uint32_t nrows, const uint32_t *topk, uint32_t n,
+                    sglhb_result *res)
+{
+    memset(res, 0, sizeof *res);
+    if (h->started && nrows < h->nrows_seen)
+        return dh_err("position %u: the context shrank from %u to %u rows", pos, h->nrows_seen, nrows);
+    if (n > h->B)
+        return dh_err("position %u selects %u rows, more than device_buffer_size %u (SGLang requires "
+                      "device_buffer_size >= top-k)", pos, n, h->B);
+    if (n > nrows) return dh_err("position %u selects %u rows of a context of %u", pos, n, nrows);
+    if (h->cfg.impl != SGLHB_IMPL_SCAN)
+        return dh_err("position %u: the queue hot buffer is stepped from deltas (sglhb_step)", pos);
+    rows_reserve(h, nrows);
+    sel_reserve(h, n);
+    /* Stamp this position's top-k (the kernel's hash insert); a repeated or
+     * out-of-context row is an input error. */
+    if (++h->stamp == 0) { /* wrapped: old stamps could collide */
+        memset(h->row_mark, 0, (size_t)h->cap_rows * sizeof *h->row_mark);
+        h->stamp = 1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t row = topk[i];
+        if (row >= nrows) return dh_err("position %u selects row %u beyond the context (%u rows)", pos, row, nrows);
+        if (h->row_mark[row] == h->stamp) return dh_err("position %u selects row %u twice", pos, row);
+        h->row_mark[row] = h->stamp;
+    }
+    /* Host traffic of the newest row and of the admission. */
+    if (!h->started) {
+        h->started = 1;
+        h->first_nrows = nrows;
+        if (h->cfg.cold == SGLHB_COLD_STAGING) res->backed_up = nrows;        /* the staging DMA */
+        else if (nrows <= h->B) res->preloaded = nrows;                      /* _preload_to_device_buffer */
+    } else {
+        res->backed_up = nrows - h->nrows_seen; /* the rows that stopped being the newest */
+    }
+    h->nrows_seen = nrows;
+    h->last_pos = pos;
+    uint32_t newest = nrows - 1;
+    res->newest_hit = nrows > 0 && h->row_mark[newest] == h->stamp;
+    res->miss_rows = h->miss_rows;
+
+    if (nrows <= h->B) {
+        /* Fast path: slot = row position, everything is on the device. */
+        res->fast = 1;
+        res->hits = n;
+        res->resident = nrows;
+        res->fetched = res->preloaded;
+        return 0;
+    }
+    if (!h->lru_ready) lru_init(h);
+
+    /* Scan the slots least recent first: a slot whose row is selected (and
+     * is not the newest row, which the kernel binds to slot B and leaves out
+     * of the hash) is a hit, every other slot is evictable. Cost O(B), as in
+     * the kernel. */
+    uint32_t n_hit = 0, n_evict = 0;
+    for (uint32_t i = 0; i < h->B; i++) {
+        uint32_t s = h->lru[i], row = h->slot_row[s];
+        int hit = row != SGLHB_EMPTY && row != newest && h->row_mark[row] == h->stamp;
+        if (hit) h->hit_slots[n_hit++] = s;
+        else h->evict_slots[n_evict++] = s;
+    }
+    /* Misses in top-k order; the m-th takes the m-th least recent evictable
+     * slot. A selected row is in a slot iff it was a hit above. */
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t row = topk[i];
+        if (row == newest || h->row_slot[row]) continue;
+        DH_BUG_ON(m >= n_evict); /* n <= B: the evictable slots always suffice */
+        uint32_t s = h->evict_slots[m];
+        uint32_t old = h->slot_row[s];
+        if (old == SGLHB_EMPTY) h->n_empty--;
+        else { h->row_slot[old] = 0; res->evicted++; }
+        h->slot_row[s] = row;
+        h->row_slot[row] = s + 1;
+        h->miss_rows[m++] = row;
+    }
+    /* The new order (the kernel's write-back): untouched evictable slots in
+     * their old order, then the misses' slots in top-k order (which is the
+     * order of evict_slots[0 .. m)), then the hits in their old order. */
+    uint32_t o = 0;
+    for (uint32_t i = m; i < n_evict; i++) h->lru[o++] = h->evict_slots[i];
+    for (uint32_t i = 0; i < m; i++) h->lru[o++] = h->evict_slots[i];
+    for (uint32_t i = 0; i < n_hit; i++) h->lru[o++] = h->hit_slots[i];
+    DH_BUG_ON(o != h->B);
+    res->misses = m;
+    res->hits = n_hit + res->newest_hit;
+    res->fetched = m + res->preloaded;
+    res->resident = h->B - h->n_empty + 1;
+    return 0;
+}
+
+/* Put sel[0 .. n) in hashed top-k order into topk[]. O(n · key bytes). */
+static void order_hashed(sglhb *h, uint32_t pos, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        h->keys[i] = sglhb_order_key(&h->cfg, pos, h->sel[i]);
+        h->topk[i] = h->sel[i];
+    }
+    sort_by_key(h->keys, h->topk, n, h->sort_k, h->sort_v);
+}
+
+static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res);
+
+int sglhb_step(sglhb *h, const sel_delta *d, sglhb_result *res)
+{
+    if (h->cfg.impl == SGLHB_IMPL_QUEUE) return queue_step(h, d, res);
+    /* The selection after the delta: a merge of the sorted selection, the
+     * sorted removed rows and the sorted added rows, O(k), checking that the
+     * delta agrees with the selection. */
+    uint32_t n_old = h->started ? h->n_sel : 0;
+    sel_reserve(h, n_old + d->n_added);
+    uint32_t i = 0, r = 0, a = 0, o = 0;
+    while (i < n_old) {
+        uint32_t x = h->sel[i];
+        if (r < d->n_removed && d->removed[r] < x)
+            return dh_err("selection at position %u removes row %u, which is not selected", d->pos, d->removed[r]);
+        if (r < d->n_removed && d->removed[r] == x) { r++; i++; continue; }
+        while (a < d->n_added && d->added[a] < x) h->sel_next[o++] = d->added[a++];
+        if (a < d->n_added && d->added[a] == x)
+            return dh_err("selection at position %u adds row %u, which is already selected", d->pos, x);
+        h->sel_next[o++] = x;
+        i++;
+    }
+    if (r < d->n_removed)
+        return dh_err("selection at position %u removes row %u, which is not selected", d->pos, d->removed[r]);
+    while (a < d->n_added) h->sel_next[o++] = d->added[a++];
+    if (o != d->n_sel)
+        return dh_err("position %u: deltas give %u selected rows, the stream says %u", d->pos, o, d->n_sel);
+    uint32_t *t = h->sel; h->sel = h->sel_next; h->sel_next = t;
+    h->n_sel = o;
+    if (h->cfg.order == SGLHB_ORDER_HASHED) order_hashed(h, d->pos, o);
+    else memcpy(h->topk, h->sel, (size_t)o * sizeof *h->topk);
+    return sglhb_step_topk(h, d->pos, d->nrows, h->topk, o, res);
+}
+
+/* ---- SGLHB_IMPL_QUEUE: the same hot buffer in O(changed rows) ----
+ *
+ * Why it is exact. After a long position the LRU is, least recent first,
+ * [empty slots][unselected rows][selected rows] (the tail): every selected row
+ * but the newest is a hit or has just been loaded, and the write-back puts
+ * hits and misses behind every evictable slot. Empty slots stay in front (they
+ * are evictable and only leave by being taken). So the kernel's update reads:
+ *   tail' = misses (top-k order) ++ re-referenced rows (hits from the
+ *           unselected part, in its order) ++ the old tail's rows still
+ *           selected (in the old tail's order);
+ *   unselected' = unselected minus re-referenced minus the first
+ *           (misses - empties used) rows, ++ the rows that left the tail (in
+ *           the old tail's order).
+ * The tail is therefore ordered by a key fixed when a row enters it: the
+ * position's epoch, DEcreasing with time (newer entrants come first), then its
+ * rank (misses before re-referenced rows). The unselected part is a FIFO. Only
+ * rows that join or leave the selection (and the previous newest row, which
+ * leaves slot B for the host) change place.
+ *
+ * The FIFO holds (sequence, row) entries; an entry is live iff its row is
+ * resident and unselected and the row's live sequence is the entry's (a row
+ * re-referenced and later unselected again has a newer entry). Stale entries
+ * are dropped when they reach the head, or by compaction once they outnumber
+ * the live ones. Per row: the state byte, the live sequence, the tail key. */
+#define Q_RES 1u /* in an LRU slot */
+#define Q_SEL 2u /* selected */
+
+static inline int queue_entry_live(const sglhb *h, const struct sglhb_qent *e)
+{
+    return (h->row_state[e->row] & (Q_RES | Q_SEL)) == Q_RES && h->row_seq[e->row] == e->seq;
+}
+
+/* Drop stale entries; keeps the live ones in order. O(queue length). */
+static void queue_compact(sglhb *h)
+{
+    uint32_t n = 0;
+    for (uint32_t i = h->q_head; i < h->q_tail; i++)
+        if (queue_entry_live(h, &h->q[i])) h->q[n++] = h->q[i];
+    h->q_head = 0;
+    h->q_tail = n;
+}
+
+static void queue_push(sglhb *h, uint32_t row)
+{
+    if (h->q_tail == h->q_cap) {
+        uint32_t len = h->q_tail - h->q_head;
+        if (len > 2 * h->n_queued + 1024) queue_compact(h);
+        else if (h->q_head >= h->q_cap / 2) {
+            memmove(h->q, h->q + h->q_head, (size_t)len * sizeof *h->q);
+            h->q_head = 0;
+            h->q_tail = len;
+        }
+        if (h->q_tail == h->q_cap) {
+            h->q_cap = h->q_cap ? 2 * h->q_cap : 1024;
+            h->q = dh_reallocarray(h->q, h->q_cap, sizeof *h->q);
+        }
+    }
+    h->row_seq[row] = h->next_seq;
+    h->q[h->q_tail].seq = h->next_seq++;
+    h->q[h->q_tail++].row = row;
+    h->n_queued++;
+}
+
+/* The least recent unselected row (the FIFO's first live entry), removed. */
+static uint32_t queue_pop(sglhb *h)
+{
+    while (h->q_head < h->q_tail) {
+        const struct sglhb_qent *e = &h->q[h->q_head++];
+        if (queue_entry_live(h, e)) {
+            h->n_queued--;
+            return e->row;
+        }
+    }
+    DH_BUG_ON(1); /* the caller counted enough unselected rows */
+    return 0;
+}
+
+static int cmp_tkey(const void *a, const void *b, void *ctx);
+
+static void queue_lru_rows(const sglhb *h, uint32_t *out)
+{
+    /* For tests: O(context rows · log), not for the simulation's hot loop. */
+    uint32_t o = 0;
+    for (uint32_t i = 0; i < h->n_empty; i++) out[o++] = SGLHB_EMPTY;
+    for (uint32_t i = h->q_head; i < h->q_tail; i++)
+        if (queue_entry_live(h, &h->q[i])) out[o++] = h->q[i].row;
+    uint32_t t0 = o;
+    for (uint32_t r = 0; r < h->cap_rows && o < h->B; r++)
+        if ((h->row_state[r] & (Q_RES | Q_SEL)) == (Q_RES | Q_SEL)) out[o++] = r;
+    qsort_r(out + t0, o - t0, sizeof *out, cmp_tkey, (void *)h);
+    DH_BUG_ON(o != h->B);
+}
+
+static int cmp_tkey(const void *a, const void *b, void *ctx)
+{
+    const sglhb *h = ctx;
+    uint64_t x = h->row_tkey[*(const uint32_t *)a], y = h->row_tkey[*(const uint32_t *)b];
+    return (x > y) - (x < y);
+}
+
+/* Sort misses[0 .. m) into top-k order. */
+static void queue_order_misses(sglhb *h, uint32_t pos, uint32_t *misses, uint32_t m)
+{
+    int hashed = h->cfg.order == SGLHB_ORDER_HASHED;
+    for (uint32_t i = 0; i < m; i++) h->keys[i] = hashed ? sglhb_order_key(&h->cfg, pos, misses[i]) : misses[i];
+    sort_by_key(h->keys, misses, m, h->sort_k, h->sort_v);
+}
+
+static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
+{
+    memset(res, 0, sizeof *res);
+    uint32_t pos = d->pos, nrows = d->nrows;
+    if (h->started && nrows < h->nrows_seen)
+        return dh_err("position %u: the context shrank from %u to %u rows", pos, h->nrows_seen, nrows);
+    if (d->n_sel > h->B)
+        return dh_err("position %u selects %u rows, more than device_buffer_size %u (SGLang requires "
+                      "device_buffer_size >= top-k)", pos, d->n_sel, h->B);
+    rows_reserve(h, nrows);
+    uint32_t need = d->n_added + 1 > d->n_removed ? d->n_added + 1 : d->n_removed;
+    if (!h->lru_ready && d->n_sel > need) need = d->n_sel;
+    sel_reserve(h, need);
+    uint32_t prev_nrows = h->nrows_seen;
+    int was_started = h->started;
+
+    /* 1. The selection. Rows leaving it from the tail are collected, to
+     *    join the FIFO in tail order. */
+    uint32_t n_dep = 0;
+    for (uint32_t i = 0; i < d->n_removed; i++) {
+        uint32_t row = d->removed[i];
+        if (row >= h->cap_rows || !(h->row_state[row] & Q_SEL))
+            return dh_err("selection at position %u removes row %u, which is not selected", pos, row);
+        h->row_state[row] &= (uint8_t)~Q_SEL;
+        if (h->row_state[row] & Q_RES) h->departed[n_dep++] = row;
+    }
+    for (uint32_t i = 0; i < d->n_added; i++) {
+        uint32_t row = d->added[i];
+        if (row >= nrows)
+            return dh_err("selection at position %u adds row %u beyond the context (%u rows)", pos, row, nrows);
+        if (h->row_state[row] & Q_SEL)
+            return dh_err("selection at position %u adds row %u, which is already selected", pos, row);
+        h->row_state[row] |= Q_SEL;
+    }
+    h->n_sel = (h->started ? h->n_sel : 0) + d->n_added - d->n_removed;
+    if (h->n_sel != d->n_sel)
+        return dh_err("position %u: deltas give %u selected rows, the stream says %u", pos, h->n_sel, d->n_sel);
+
+    /* 2. Host traffic, as in sglhb_step_topk. */
+    if (!was_started) {
+        h->started = 1;
+        h->first_nrows = nrows;
+        if (h->cfg.cold == SGLHB_COLD_STAGING) res->backed_up = nrows;
+        else if (nrows <= h->B) res->preloaded = nrows;
+    } else {
+        res->backed_up = nrows - prev_nrows;
+    }
+    h->nrows_seen = nrows;
+    h->last_pos = pos;
+    uint32_t newest = nrows - 1;
+    res->newest_hit = nrows > 0 && (h->row_state[newest] & Q_SEL);
+    res->miss_rows = h->miss_rows;
+    if (nrows <= h->B) {
+        res->fast = 1;
+        res->hits = d->n_sel;
+        res->resident = nrows;
+        res->fetched = res->preloaded;
+        return 0;
+    }
+
+    /* 3. The rows whose place may change: at the first long position every
+     *    selected row (rows 0 .. B-1 enter the FIFO first, in slot order);
+     *    later the added rows and the previous newest row, if still selected
+     *    (it left slot B for the host). */
+    uint32_t n_cand = 0;
+    if (!h->lru_ready) {
+        int filled = starts_filled(h);
+        if (filled)
+            for (uint32_t r = 0; r < h->B; r++) { h->row_state[r] |= Q_RES; queue_push(h, r); }
+        h->n_empty = filled ? 0 : h->B;
+        h->lru_ready = 1;
+        n_dep = 0; /* nothing was in a tail */
+        for (uint32_t r = 0; r < nrows; r++) if (h->row_state[r] & Q_SEL) h->cand[n_cand++] = r;
+    } else {
+        /* Rows leaving the tail, in tail order, become the most recent unselected rows. */
+        for (uint32_t i = 0; i < n_dep; i++) h->keys[i] = h->row_tkey[h->departed[i]];
+        sort_by_key(h->keys, h->departed, n_dep, h->sort_k, h->sort_v);
+        for (uint32_t i = 0; i < n_dep; i++) queue_push(h, h->departed[i]);
+        memcpy(h->cand, d->added, (size_t)d->n_added * sizeof *h->cand);
+        n_cand = d->n_added;
+        uint32_t p = prev_nrows - 1;
+        if (nrows > prev_nrows && (h->row_state[p] & (Q_SEL | Q_RES)) == Q_SEL) {
+            /* Unless the delta added it (then it is a candidate already). */
+            int added = 0;
+            for (uint32_t lo = 0, hi = d->n_added; lo < hi;) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (d->added[mid] == p) { added = 1; break; }
+                if (d->added[mid] < p) lo = mid + 1; else hi = mid;
+            }
+            if (!added) h->cand[n_cand++] = p;
+        }
+    }
+    /* 4. Candidates: the newest row stays in slot B; a resident one is a
+     *    re-referenced hit (it leaves the FIFO: its entry goes stale); any
+     *    other is a miss. */
+    uint32_t m = 0, n_ahit = 0;
+    for (uint32_t i = 0; i < n_cand; i++) {
+        uint32_t row = h->cand[i];
+        if (row == newest) continue;
+        if (h->row_state[row] & Q_RES) {
+            h->keys2[n_ahit] = h->row_seq[row];
+            h->departed[n_ahit++] = row; /* the departed rows are queued: room for these */
+            h->row_seq[row] = 0;
+            h->n_queued--;
+        } else {
+            h->miss_rows[m++] = row;
+        }
+    }
+    queue_order_misses(h, pos, h->miss_rows, m);
+    sort_by_key(h->keys2, h->departed, n_ahit, h->sort_k, h->sort_v);
+    /* 5. The misses take the empty slots, then the least recent unselected rows. */
+    uint32_t from_empty = m < h->n_empty ? m : h->n_empty;
+    h->n_empty -= from_empty;
+    DH_BUG_ON(m - from_empty > h->n_queued);
+    for (uint32_t i = from_empty; i < m; i++) h->row_state[queue_pop(h)] &= (uint8_t)~Q_RES;
+    res->evicted = m - from_empty;
+    /* 6. Tail keys: this position's entrants go before every older tail row. */
+    uint64_t epoch = (uint64_t)(UINT32_MAX - ++h->long_steps) << 32;
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t row = h->miss_rows[i];
+        h->row_state[row] |= Q_RES;
+        h->row_tkey[row] = epoch | i;
+    }
+    for (uint32_t j = 0; j < n_ahit; j++) h->row_tkey[h->departed[j]] = epoch | (m + j);
+    res->misses = m;
+    res->hits = d->n_sel - m;
+    res->fetched = m + res->preloaded;
+    res->resident = h->B - h->n_empty + 1;
+    return 0;
+}
