@@ -118,9 +118,11 @@ bin/dha2a: kernels/a2a/dha2a.cu kernels/a2a/a2a_plan.h $(BUILD)/kernels/a2a/a2a_
 	$(NVCC) $(NVCCFLAGS) -I. -I$(NCCL_INC) -o $@ $< $(BUILD)/kernels/a2a/a2a_plan.o \
 	  $(BUILD)/common/dh_err.o -L$(dir $(NCCL_LIB)) -l:$(notdir $(NCCL_LIB)) -Xlinker -rpath=$(dir $(NCCL_LIB))
 
+# Only the sources and objects are linked: -MMD adds the headers a test includes to its
+# prerequisites, which must not reach the compiler's command line.
 $(BUILD)/tests/%: tests/%.c $(LIBS_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 # Benchmark and calibration programs of the traces library (bench/*.c).
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
