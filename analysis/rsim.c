@@ -25,6 +25,23 @@ static int split_sets(const char *list, char *buf, size_t cap, char **sets, int 
     return 0;
 }
 
+/* The file states the budget twice, as the replay's rows and as the simulator's policy
+ * settings, and the stream length that bin/dhreplay derives from the draft: they must agree,
+ * or the simulator would not run what the replay ran. */
+static int rsim_check(const rcfg_config *c, const sim_config *sc, pol_kind kind)
+{
+    const double k = sc->model.n_groups ? sc->model.group[0].k : 0;
+    const double rows = kind == POL_ADAPTIVE ? (1 + sc->adaptive_max_optional_k) * k : sc->hisparse_budget_k * k;
+    if (rows != c->budget)
+        return dh_err("replay configuration '%s': budget %u rows, but its simulator settings give %g (k = %g)", c->id,
+                      c->budget, rows, k);
+    const uint32_t want = c->spec && sc->spec.draft ? c->steps * (sc->spec.draft->gamma + 1) + 1 : c->steps;
+    if (c->output_len != want)
+        return dh_err("replay configuration '%s': output_len %u, but %u steps%s need %u", c->id, c->output_len, c->steps,
+                      c->spec ? " of gamma + 1 positions and one more" : "", want);
+    return 0;
+}
+
 int rsim_run(const rcfg_set *s, const rcfg_config *c, const char *profile, char *const *extra, int n_extra,
              sim_result *res)
 {
@@ -61,6 +78,10 @@ int rsim_run(const rcfg_set *s, const rcfg_config *c, const char *profile, char 
     if (sim_config_load(s->instance, sets, n, &sc) < 0) {
         sim_config_release(&sc);
         return dh_err_prefix("replay configuration '%s': ", c->id);
+    }
+    if (rsim_check(c, &sc, kind) < 0) {
+        sim_config_release(&sc);
+        return -1;
     }
     sel_source *src;
     if (sim_open_source(&sc, &src) < 0) {

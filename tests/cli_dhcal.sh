@@ -105,3 +105,9 @@ if [ $rc -eq 1 ] && echo "$out" | grep -q "go with --simulate PROFILE" && [ ! -e
 { sed -n '/^\[replay\]/,/^$/p' kernels/replay/configs.ini; printf '[a]\npolicy = hisparse\nbudget = 4096\nheldout = 0\nseed = 1\nrequests = 16\nprompt_len = 100000\nsteps = 32\noutput_len = 32\nsim = policy.hisparse_budget_k=2\nbudgte = 1\n'; } > "$tmp/cfg.ini"
 out=$($dhcal simulate --profile models/hw/h200.ini --out "$tmp/sim" --configs "$tmp/cfg.ini" a 2>&1); rc=$?
 if [ $rc -eq 1 ] && echo "$out" | grep -q "budgte" && [ ! -e "$tmp/sim" ]; then pass configs_unknown_key; else fail configs_unknown_key "rc=$rc out=$out"; fi
+# The budget in rows and the simulator's policy settings must agree (planted: 3000 rows
+# against hisparse_budget_k = 2, i.e. 4096).
+sed 's/^budgte = 1$//; s/^budget = 4096$/budget = 3000/' "$tmp/cfg.ini" > "$tmp/cfg2.ini"
+out=$($dhcal simulate --profile models/hw/h200.ini --out "$tmp/sim" --configs "$tmp/cfg2.ini" a 2>&1); rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q "budget 3000 rows, but its simulator settings give 4096" && [ ! -e "$tmp/sim" ]
+then pass configs_budget_mismatch; else fail configs_budget_mismatch "rc=$rc out=$out"; fi
