@@ -443,10 +443,11 @@ static int cal_profile_line(const char *path, const char *prefix, char *out, siz
     return rc;
 }
 
-static int cal_steps(cal_state *st, FILE *report, FILE *log)
+/* 1. The fit, into a profile named after the output (dhcal fit names a profile after its
+ * file) in a temporary directory. */
+static int cal_stage_fit(cal_state *st, FILE *report, FILE *log)
 {
     const cal_opts *o = st->o;
-    /* 1. The fit, into a profile named after the output (dhcal fit names a profile after its file). */
     const char *tmpdir = getenv("TMPDIR");
     snprintf(st->dir, sizeof st->dir, "%s/dhcal-calibrate.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
     if (!mkdtemp(st->dir)) { st->dir[0] = 0; return dh_err("calibrate: cannot create a temporary directory: %s", strerror(errno)); }
@@ -457,6 +458,7 @@ static int cal_steps(cal_state *st, FILE *report, FILE *log)
         snprintf(files[i], sizeof files[i], "%s/%s", o->bench_dir, cal_bench_files[i]);
         bench[i] = files[i];
     }
+    /* The profile's header records how to redo it, under the name the calibration had. */
     const char *b = o->bench_dir;
     char command[4096];
     snprintf(command, sizeof command,
@@ -470,43 +472,45 @@ static int cal_steps(cal_state *st, FILE *report, FILE *log)
     fo.holdout = cal_holdout;
     prof_opts po = {.base_path = o->base_path, .fetch_pattern = "serving", .pool_bytes = NAN, .command = command,
                     .weight_dtype = "fp8", .layer_gemms = CAL_LAYER_GEMMS};
-    /* The fit's notes, less those the calibration expects (lines outside its selection, the
-     * pool's default, coefficients the profile has no key for). */
-    char *notes = NULL;
-    size_t notes_len = 0;
-    FILE *nf = open_memstream(&notes, &notes_len);
-    if (!nf) abort();
-    char *fit_text = NULL;
-    size_t fit_len = 0;
-    FILE *fr = open_memstream(&fit_text, &fit_len);
-    if (!fr) abort();
+    char *notes = NULL, *fit_text = NULL;
+    size_t notes_len = 0, fit_len = 0;
+    FILE *nf = open_memstream(&notes, &notes_len), *fr = open_memstream(&fit_text, &fit_len);
+    if (!nf || !fr) abort();
     int rc = cal_fit(bench, CAL_NBENCH, &fo, &po, st->stage1, fr, nf);
     fclose(nf);
     fclose(fr);
+    /* The fit's notes, less those the calibration expects: lines outside its selection and
+     * the pool outside the fitted pool sizes, coefficients the profile has no key for. On an
+     * error every note is shown. */
     for (char *p = notes; p && *p;) {
         size_t l = strcspn(p, "\n");
-        const char *q = p + 7;
         int expected = 0;
         if (!strncmp(p, "dhcal: ", 7)) {
-            q += strspn(q, "0123456789");
+            const char *q = p + 7 + strspn(p + 7, "0123456789");
             expected = !strncmp(q, " lines match no --select", 24) || !strncmp(p + 7, "warning: pool", 13) ||
                        !strncmp(p + 7, "fitted but not used", 19);
         }
         if (!expected || rc < 0) fprintf(log, "%.*s\n", (int)l, p);
         p += l + (p[l] == '\n');
     }
-    free(notes);
     if (fit_text) fputs(fit_text, report);
+    free(notes);
     free(fit_text);
-    if (rc < 0) return -1;
+    return rc;
+}
 
-    /* The replay's fitted configurations (heldout = 0), as its file orders them. */
+/* The replay's fitted configurations (heldout = 0), as its file orders them; each must be
+ * defined in the configurations file. */
+static int cal_stage_fitted(cal_state *st)
+{
     val_set v;
     val_init(&v);
     val_config *vc = NULL;
     size_t nvc = 0;
-    if (val_load_replay(&v, o->replay_path) < 0 || val_configs(&v, &vc, &nvc) < 0) { val_release(&v); return -1; }
+    int rc = val_load_replay(&v, st->o->replay_path);
+    if (rc == 0) rc = val_configs(&v, &vc, &nvc);
     val_release(&v);
+    if (rc < 0) return -1;
     st->fitted = dh_calloc(nvc ? nvc : 1, sizeof *st->fitted);
     st->fitted_ids = dh_calloc(nvc ? nvc : 1, sizeof *st->fitted_ids);
     for (size_t i = 0; i < nvc && rc == 0; i++) {
@@ -516,73 +520,89 @@ static int cal_steps(cal_state *st, FILE *report, FILE *log)
         else { st->fitted[st->nf] = c; st->fitted_ids[st->nf++] = c->id; }
     }
     free(vc);
-    if (rc < 0) return -1;
-    if (!st->nf) return dh_err("calibrate: %s has no fitted configuration (heldout = 0)", o->replay_path);
+    if (rc == 0 && !st->nf) rc = dh_err("calibrate: %s has no fitted configuration (heldout = 0)", st->o->replay_path);
+    return rc;
+}
 
-    /* 2. fetch_interference from the diagnostics. */
-    char beside[700], fonly[700], busy[700];
-    snprintf(beside, sizeof beside, "%s/%s", b, CAL_BESIDE);
-    snprintf(fonly, sizeof fonly, "%s/%s", b, CAL_FONLY);
-    snprintf(busy, sizeof busy, "%s/%s", b, CAL_BUSY);
-    const char *diag[3] = {beside, fonly, busy};
-    for (int i = 0; i < 3; i++)
-        if (access(diag[i], R_OK) != 0)
-            return dh_err("calibrate: %s: cannot read the replay diagnostic (kernels/replay/README.md)", diag[i]);
-    cal_accs ta = {0};
+/* 2. fetch_interference (st->alpha) from the diagnostics: per fitted configuration (its step -
+ * the step without the fetch) / the fetch alone, steps 4-11, then the mean; per lists them. */
+static int cal_stage_alpha(cal_state *st, const char *beside, const char *fonly, char *per, size_t cap)
+{
+    cal_accs t = {0};
     static const char *const m_full[] = {"plain"}, *const m_nof[] = {"plain-skip-fetch"}, *const m_fo[] = {"plain-fetch-only"};
     static const int s0[] = {0}, s1[] = {1}, s2[] = {2};
-    if (cal_scan(st, o->replay_path, m_full, 1, s0, &ta) < 0 || cal_scan(st, beside, m_nof, 1, s1, &ta) < 0 ||
-        cal_scan(st, fonly, m_fo, 1, s2, &ta) < 0) { free(ta.a); return -1; }
-    char per[1024] = "";
+    if (cal_scan(st, st->o->replay_path, m_full, 1, s0, &t) < 0 || cal_scan(st, beside, m_nof, 1, s1, &t) < 0 ||
+        cal_scan(st, fonly, m_fo, 1, s2, &t) < 0) { free(t.a); return -1; }
     double sum = 0;
     int n = 0;
-    for (size_t i = 0; i < ta.n; i++) {
-        const cal_acc *x = &ta.a[i];
+    per[0] = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        const cal_acc *x = &t.a[i];
         if (!x->n[0] || !x->n[1] || !x->n[2]) continue;
         double a = (x->sum[0] / x->n[0] - x->sum[1] / x->n[1]) / (x->sum[2] / x->n[2]);
         sum += a;
         n++;
         size_t l = strlen(per);
-        snprintf(per + l, sizeof per - l, "%s%s %.3g", per[0] ? ", " : "", x->id, a);
+        snprintf(per + l, cap - l, "%s%s %.3g", per[0] ? ", " : "", x->id, a);
     }
-    free(ta.a);
+    free(t.a);
     if (!n) return dh_err("calibrate: no fitted configuration in both %s and %s", beside, fonly);
     snprintf(st->alpha, sizeof st->alpha, "%.4g", sum / n);
+    return 0;
+}
 
-    /* The measured fetch kernels' time per step (ms, steps 4-11), each fitted configuration's
-     * mean, summed; and the ratio to the fetch alone per configuration (reported). */
-    cal_accs tb = {0};
-    static const char *const m_busy[] = {"plain-fetch-busy", "plain-fetch-only-fetch-busy"};
-    static const int s01[] = {0, 1};
-    if (cal_scan(st, busy, m_busy, 2, s01, &tb) < 0) { free(tb.a); return -1; }
-    char cper[1024] = "";
-    double csum = 0;
-    n = 0;
-    for (size_t i = 0; i < tb.n; i++) {
-        const cal_acc *x = &tb.a[i];
+/* The measured fetch kernels' time per step (ms, steps 4-11), each fitted configuration's
+ * mean, summed (fmeas, as written, and st->fmeas); and per configuration the ratio to the
+ * fetch alone (cper, reported). */
+static int cal_stage_measured(cal_state *st, const char *busy, char *fmeas, size_t fcap, char *cper, size_t cap)
+{
+    cal_accs t = {0};
+    static const char *const modes[] = {"plain-fetch-busy", "plain-fetch-only-fetch-busy"};
+    static const int slots[] = {0, 1};
+    if (cal_scan(st, busy, modes, 2, slots, &t) < 0) { free(t.a); return -1; }
+    double sum = 0;
+    int n = 0;
+    cper[0] = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        const cal_acc *x = &t.a[i];
         if (!x->n[0] || !x->n[1]) continue;
-        csum += x->sum[0] / x->n[0] / 1000;
+        sum += x->sum[0] / x->n[0] / 1000;
         n++;
         size_t l = strlen(cper);
-        snprintf(cper + l, sizeof cper - l, "%s%s %.3g", cper[0] ? ", " : "", x->id, (x->sum[0] / x->n[0]) / (x->sum[1] / x->n[1]));
+        snprintf(cper + l, cap - l, "%s%s %.3g", cper[0] ? ", " : "", x->id, (x->sum[0] / x->n[0]) / (x->sum[1] / x->n[1]));
     }
-    free(tb.a);
+    free(t.a);
     if (!n) return dh_err("calibrate: no fitted configuration in %s", busy);
-    char fmeas[32];
-    snprintf(fmeas, sizeof fmeas, "%.6g", csum);
+    snprintf(fmeas, fcap, "%.6g", sum);
     st->fmeas = strtod(fmeas, NULL);
-    char unused[64];
+    return 0;
+}
+
+static int cal_steps(cal_state *st, FILE *report, FILE *log)
+{
+    if (cal_stage_fit(st, report, log) < 0 || cal_stage_fitted(st) < 0) return -1;
+    char beside[700], fonly[700], busy[700];
+    snprintf(beside, sizeof beside, "%s/%s", st->o->bench_dir, CAL_BESIDE);
+    snprintf(fonly, sizeof fonly, "%s/%s", st->o->bench_dir, CAL_FONLY);
+    snprintf(busy, sizeof busy, "%s/%s", st->o->bench_dir, CAL_BUSY);
+    const char *diag[3] = {beside, fonly, busy};
+    for (int i = 0; i < 3; i++)
+        if (access(diag[i], R_OK) != 0)
+            return dh_err("calibrate: %s: cannot read the replay diagnostic (kernels/replay/README.md)", diag[i]);
+    char per[1024], cper[1024], fmeas[32], unused[64];
+    if (cal_stage_alpha(st, beside, fonly, per, sizeof per) < 0 ||
+        cal_stage_measured(st, busy, fmeas, sizeof fmeas, cper, sizeof cper) < 0)
+        return -1;
     if (cal_profile_line(st->stage1, "beside_slowdown", unused, sizeof unused) < 0)
         return dh_err("calibrate: the fit wrote no [gather] beside_slowdown (fetch-beside-b2b20.csv)");
 
     /* 3-4. compute_interference, the refit of layer_fixed_s, both again. */
-    char l0[64], beta1[32], beta[32], a[32], bb[32], a2[32], b2[32];
+    char l0[64], beta1[32], beta[32], a[32], b[32], a2[32], b2[32];
     if (cal_profile_line(st->stage1, "layer_fixed_s = ", l0, sizeof l0) < 0)
         return dh_err("calibrate: the fit wrote no [hw] layer_fixed_s");
-    if (cal_solve_beta(st, l0, beta1, sizeof beta1) < 0) return -1;
-    if (cal_refit_layer(st, beta1, l0, a, bb, sizeof a) < 0) return -1;
-    if (cal_solve_beta(st, bb, beta, sizeof beta) < 0) return -1;
-    if (cal_refit_layer(st, beta, bb, a2, b2, sizeof a2) < 0) return -1;
+    if (cal_solve_beta(st, l0, beta1, sizeof beta1) < 0 || cal_refit_layer(st, beta1, l0, a, b, sizeof a) < 0 ||
+        cal_solve_beta(st, b, beta, sizeof beta) < 0 || cal_refit_layer(st, beta, b, a2, b2, sizeof a2) < 0)
+        return -1;
 
     /* 5. The keys with their provenance, then the refit written into the output. */
     char l[6][1400];
@@ -606,7 +626,7 @@ static int cal_steps(cal_state *st, FILE *report, FILE *log)
     fprintf(report, "compute_interference %s (%s before the refit of layer_fixed_s; measured fetch %s ms per step; in the step / alone: %s)\n",
             beta, beta1, fmeas, cper);
     char value[32];
-    return cal_refit_at(st, beta, a2, b2, st->stage1, o->out_path, report, value, sizeof value);
+    return cal_refit_at(st, beta, a2, b2, st->stage1, st->o->out_path, report, value, sizeof value);
 }
 
 int cal_calibrate(const cal_opts *o, FILE *report, FILE *log)
