@@ -62,7 +62,7 @@ int cal_fit(const char *const *bench, size_t nbench, fit_opts *fo, prof_opts *po
     return rc;
 }
 
-int cal_refit_join(val_set *v, const char *replay, const char *const *ids, const sim_result *results, size_t n)
+int cal_refit_join(val_set *v, const char *replay, cal_join_fn add, void *ctx)
 {
     val_init(v);
     if (val_load_replay(v, replay) < 0) return -1;
@@ -73,13 +73,11 @@ int cal_refit_join(val_set *v, const char *replay, const char *const *ids, const
         for (size_t j = 0; j < i && !seen; j++)
             seen = !v->s[j].heldout && !strcmp(v->s[j].config, x->config) && !strcmp(v->s[j].mode, x->mode);
         if (seen) continue;
-        size_t k = 0;
-        while (k < n && strcmp(ids[k], x->config)) k++;
-        if (k == n) return dh_err("refit: no simulator run of fitted configuration '%s'", x->config);
+        /* Copies: the join writes into v->s. */
         char config[64], mode[32];
         snprintf(config, sizeof config, "%s", x->config);
         snprintf(mode, sizeof mode, "%s", x->mode);
-        if (val_add_sim_result(v, &results[k], config, mode) < 0) return -1;
+        if (add(v, config, mode, ctx) < 0) return -1;
     }
     return 0;
 }
@@ -284,6 +282,20 @@ static int cal_solve_beta(cal_state *st, const char *layer, char *beta, size_t c
     return 0;
 }
 
+/* One run of the fitted configurations joined with the replay (cal_join_fn). */
+typedef struct {
+    const cal_state *st;
+    const sim_result *res;
+} cal_join_ctx;
+
+static int cal_join_run(val_set *v, const char *config, const char *mode, void *ctx)
+{
+    const cal_join_ctx *j = ctx;
+    for (size_t k = 0; k < j->st->nf; k++)
+        if (!strcmp(j->st->fitted_ids[k], config)) return val_add_sim_result(v, &j->res[k], config, mode);
+    return dh_err("refit: no simulator run of fitted configuration '%s'", config);
+}
+
 /* The refit of layer_fixed_s from the runs at (beta, a) and (beta, b): the solution as
  * printed; with out, the profile written from in. */
 static int cal_refit_at(cal_state *st, const char *beta, const char *a, const char *b, const char *in, const char *out,
@@ -292,9 +304,10 @@ static int cal_refit_at(cal_state *st, const char *beta, const char *a, const ch
     const sim_result *ra = cal_runs_at(st, beta, a), *rb = cal_runs_at(st, beta, b);
     if (!ra || !rb) return -1;
     val_set va, vb;
-    int rc = cal_refit_join(&va, st->o->replay_path, st->fitted_ids, ra, st->nf);
-    if (rc == 0) rc = cal_refit_join(&vb, st->o->replay_path, st->fitted_ids, rb, st->nf);
-    else val_init(&vb);
+    cal_join_ctx ja = {st, ra}, jb = {st, rb};
+    val_init(&vb);
+    int rc = cal_refit_join(&va, st->o->replay_path, cal_join_run, &ja);
+    if (rc == 0) rc = cal_refit_join(&vb, st->o->replay_path, cal_join_run, &jb);
     const double at[2] = {strtod(a, NULL), strtod(b, NULL)};
     const char *where[2] = {"in-process", "in-process"};
     char *text = NULL;

@@ -48,10 +48,12 @@ void cal_print_section(FILE *f, const fit_section *s);
 int cal_fit(const char *const *bench, size_t nbench, fit_opts *fo, prof_opts *po, const char *out, FILE *report,
             FILE *log);
 
-/* The replay joined with one simulator run of each fitted configuration
- * (heldout = 0; held-out ones are not needed): results[i] is configuration
- * ids[i]'s run. 0, or -1 with dh_err(). */
-int cal_refit_join(val_set *v, const char *replay, const char *const *ids, const sim_result *results, size_t n);
+/* The replay loaded into v and joined with one simulator run of each fitted
+ * configuration (heldout = 0; held-out ones are not needed and not joined):
+ * add(v, config, mode, ctx) joins the run of each (config, mode), once. 0, or
+ * -1 with dh_err(). */
+typedef int (*cal_join_fn)(val_set *v, const char *config, const char *mode, void *ctx);
+int cal_refit_join(val_set *v, const char *replay, cal_join_fn add, void *ctx);
 
 /* Refit SECTION.KEY (key) from joins a and b at values at[0] and at[1] (runs
  * described by where[0], where[1] in the report); print the report; with out,

@@ -335,25 +335,19 @@ static int cmd_validate(int argc, char **argv)
     return fail ? 2 : 0;
 }
 
+/* A fitted configuration's simulator run from its timeline file, DIR/CONFIG.tsv (cal_join_fn). */
+static int join_timeline(val_set *v, const char *config, const char *mode, void *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.tsv", (const char *)dir, config);
+    return val_add_dhsim_timeline(v, path, config, mode);
+}
+
 /* The replay joined with one simulator run: DIR/CONFIG.tsv for each fitted
  * configuration (held-out ones are not needed and not read). */
 static void refit_join(val_set *v, const char *replay, const char *dir)
 {
-    val_init(v);
-    if (val_load_replay(v, replay) < 0) dh_die_last("dhcal");
-    for (size_t i = 0; i < v->n; i++) {
-        const val_step *x = &v->s[i];
-        if (x->heldout) continue;
-        int seen = 0;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = !v->s[j].heldout && !strcmp(v->s[j].config, x->config) && !strcmp(v->s[j].mode, x->mode);
-        if (seen) continue;
-        char path[1024], config[64], mode[32];
-        snprintf(path, sizeof path, "%s/%s.tsv", dir, x->config);
-        snprintf(config, sizeof config, "%s", x->config);
-        snprintf(mode, sizeof mode, "%s", x->mode);
-        if (val_add_dhsim_timeline(v, path, config, mode) < 0) dh_die_last("dhcal");
-    }
+    if (cal_refit_join(v, replay, join_timeline, (void *)dir) < 0) dh_die_last("dhcal");
 }
 
 static int cmd_refit(int argc, char **argv)
