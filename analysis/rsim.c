@@ -13,13 +13,14 @@
 
 #define RSIM_MAX_SETS 96
 
-/* Append the space-separated overrides of list to sets (storage in buf). */
+/* Append the space-separated overrides of list to sets (storage in buf), leaving room for
+ * the few rsim_run adds after them. */
 static int split_sets(const char *list, char *buf, size_t cap, char **sets, int *n)
 {
     if (strlen(list) >= cap) return dh_err("replay overrides '%s' are too long", list);
     snprintf(buf, cap, "%s", list);
     for (char *save, *t = strtok_r(buf, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
-        if (*n >= RSIM_MAX_SETS) return dh_err("replay configuration: more than %d overrides", RSIM_MAX_SETS);
+        if (*n >= RSIM_MAX_SETS - 8) return dh_err("replay configuration: more than %d overrides", RSIM_MAX_SETS);
         sets[(*n)++] = t;
     }
     return 0;
@@ -58,7 +59,8 @@ int rsim_run(const rcfg_set *s, const rcfg_config *c, const char *profile, char 
     snprintf(shape[5], sizeof shape[5], "trace.seed=%llu", (unsigned long long)c->seed);
     for (int i = 0; i < 5; i++) sets[n++] = shape[i];
     if (split_sets(s->sim, shared, sizeof shared, sets, &n) < 0) return -1;
-    snprintf(hw, sizeof hw, "instance.hw=%s", profile);
+    if ((size_t)snprintf(hw, sizeof hw, "instance.hw=%s", profile) >= sizeof hw)
+        return dh_err("replay configuration '%s': profile path '%s' is too long", c->id, profile);
     sets[n++] = hw;
     if (split_sets(c->sim, own, sizeof own, sets, &n) < 0) return -1;
     sets[n++] = shape[5];
