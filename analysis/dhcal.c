@@ -14,17 +14,29 @@
  *       refit one coefficient on the replay's fitted configurations from two
  *       simulator runs (DIR/CONFIG.tsv timelines) at two values of it (refit.h);
  *       prints the solution; with -o writes IN with it (only once converged)
- *   dhcal validate --replay CSV [--sim FILE...] [--sim-timeline TSV:CONFIG:MODE]... [--steps]
+ *   dhcal validate --replay CSV [--sim FILE...] [--sim-timeline TSV:CONFIG:MODE]...
+ *                  [--simulate PROFILE [--configs FILE] [--timelines DIR]] [--steps]
  *                  [--max-median F] [--max-p95 F] [--exact-misses]
- *       compare replay step times and miss counts with the simulator's
+ *       compare replay step times and miss counts with the simulator's; with
+ *       --simulate, the simulator runs every configuration of the replay itself
+ *       (kernels/replay/configs.ini), optionally writing DIR/CONFIG.tsv
+ *   dhcal simulate --profile PROFILE --out DIR [--configs FILE] [--set SEC.KEY=VAL]... CONFIG...
+ *       the simulator on replay configurations, one timeline DIR/CONFIG.tsv each
+ *   dhcal calibrate [OUT.ini [BENCH_DIR [REPLAY.csv [BASE.ini]]]] [--configs FILE]
+ *       the whole calibration (calibrate.h); defaults models/hw/h200.ini,
+ *       measurements/h200, measurements/h200/replay-glm53-16x100k.csv,
+ *       models/hw/h200-datasheet.ini
  *
  * Exit status 0 on success, 1 on any error (one line "dhcal: ..."), 2 when
  * check-range finds a value outside or validate misses a stated target. */
 #include "analysis/bcsv.h"
+#include "analysis/calibrate.h"
 #include "analysis/fitcost.h"
 #include "analysis/probe.h"
 #include "analysis/prof.h"
+#include "analysis/rcfg.h"
 #include "analysis/refit.h"
+#include "analysis/rsim.h"
 #include "analysis/valid.h"
 #include "common/cfg.h"
 #include "common/dh_err.h"
@@ -46,8 +58,11 @@ static void usage(void)
           "       dhcal check-range FILE NAME=VALUE...\n"
           "       dhcal import-probe FILE... -o CSV\n"
           "       dhcal refit --replay CSV --key SECTION.KEY --at VALUE DIR --at VALUE DIR [--profile IN -o OUT]\n"
-          "       dhcal validate --replay CSV [--sim FILE...] [--sim-timeline TSV:CONFIG:MODE]... [--steps]\n"
-          "                      [--max-median F] [--max-p95 F] [--exact-misses]\n",
+          "       dhcal validate --replay CSV [--sim FILE...] [--sim-timeline TSV:CONFIG:MODE]...\n"
+          "                      [--simulate PROFILE [--configs FILE] [--timelines DIR]] [--steps]\n"
+          "                      [--max-median F] [--max-p95 F] [--exact-misses]\n"
+          "       dhcal simulate --profile PROFILE --out DIR [--configs FILE] [--set SEC.KEY=VAL]... CONFIG...\n"
+          "       dhcal calibrate [OUT.ini [BENCH_DIR [REPLAY.csv [BASE.ini]]]] [--configs FILE]\n",
           stderr);
     exit(1);
 }
@@ -69,31 +84,6 @@ static void push(strlist *l, const char *s)
     if (!l->v) abort();
     l->v[l->n++] = s;
     l->v[l->n] = NULL;
-}
-
-static void print_section(const fit_section *s)
-{
-    printf("[%s] kernel %s version %s (%s; versions: %s)\n", s->section, s->kernel, s->version, s->selection, s->versions_seen);
-    if (s->form == FIT_FORM_BESIDE)   /* slowdowns near 0: an absolute residual */
-        printf("  form %s: %zu points, rms %.3f (slowdown), R^2 %.5f\n", fit_form_name(s->form), s->res.npoints,
-               s->res.rms_abs, s->res.r2);
-    else
-        printf("  form %s: %zu points, rms %.2f %%, weighted R^2 %.5f%s\n", fit_form_name(s->form), s->res.npoints,
-               100 * s->res.rms_rel, s->res.r2, s->skipped_unchecked ? " (unchecked lines left out)" : "");
-    for (size_t i = 0; i < s->ncoef; i++) {
-        const fit_coef *c = &s->coef[i];
-        printf("  %-28s %14.6g +- %-10.3g", c->key, c->value, c->se);
-        if (c->fixed_zero) printf("  (fit gave %.3g +- %.2g, below 0 inside the noise: held at 0)", c->fit_value, c->fit_se);
-        if (c->undetermined) printf("  (not determined by the data: left out)");
-        if (c->bound) printf("  (a lower bound: every point is limited by the other term)");
-        putchar('\n');
-    }
-    for (size_t i = 0; i < s->nrange; i++)
-        printf("  range %-22s %14.6g .. %-14.6g\n", s->range[i].name, s->range[i].min, s->range[i].max);
-    if (s->held_out)
-        printf("  held out: %zu lines, error median %.2f %% p95 %.2f %% max %.2f %%\n", s->held_out,
-               100 * s->holdout_err.median, 100 * s->holdout_err.p95, 100 * s->holdout_err.max);
-    printf("  files: %s\n", s->files);
 }
 
 static int cmd_fit(int argc, char **argv)
@@ -125,36 +115,22 @@ static int cmd_fit(int argc, char **argv)
     if (!bench.n) dh_die("dhcal", "fit: --bench needs at least one directory or CSV file");
     if (out && !base) base = access(out, R_OK) == 0 ? out : NULL;
     if (out && !base) dh_die("dhcal", "fit: '%s' does not exist; give --base PROFILE for the keys the fit does not set", out);
-    /* Pages and regions must be counted with the sizes the simulator uses. */
-    if (base && prof_base_page_bytes(base, &fo.page_bytes, &fo.region_bytes) < 0) dh_die_last("dhcal");
     fo.holdout = hold.v;
     fo.versions = vers.v;
     fo.forms = forms.v;
     fo.select = sel.v;
 
-    bcsv_table t;
-    bcsv_init(&t);
-    for (size_t i = 0; i < bench.n; i++)
-        if (bcsv_load(&t, bench.v[i]) < 0) dh_die_last("dhcal");
-    fit_section *secs;
-    size_t ns;
-    if (fit_bench(&t, &fo, &secs, &ns, stderr) < 0) dh_die_last("dhcal");
-    for (size_t i = 0; i < ns; i++) print_section(&secs[i]);
-    if (out) {
-        /* The command as given, so the profile says how to redo it. */
-        char cmd[4096] = "dhcal";
-        for (int i = 0; i < argc && !command; i++) {
-            size_t l = strlen(cmd);
-            snprintf(cmd + l, sizeof cmd - l, " %s", argv[i]);
-        }
-        if (command) snprintf(cmd, sizeof cmd, "%s", command);
-        po.base_path = base;
-        po.command = cmd;
-        if (prof_write(&po, secs, ns, out, stderr) < 0) dh_die_last("dhcal");
-        printf("wrote %s\n", out);
+    /* The command as given, so the profile says how to redo it. */
+    char cmd[4096] = "dhcal";
+    for (int i = 0; i < argc && !command; i++) {
+        size_t l = strlen(cmd);
+        snprintf(cmd + l, sizeof cmd - l, " %s", argv[i]);
     }
-    free(secs);
-    bcsv_release(&t);
+    if (command) snprintf(cmd, sizeof cmd, "%s", command);
+    po.base_path = base;
+    po.command = cmd;
+    if (cal_fit(bench.v, bench.n, &fo, &po, out, stdout, stderr) < 0) dh_die_last("dhcal");
+    if (out) printf("wrote %s\n", out);
     free(bench.v); free(hold.v); free(vers.v); free(forms.v); free(sel.v);
     return 0;
 }
@@ -216,9 +192,93 @@ static int cmd_import_probe(int argc, char **argv)
     return 0;
 }
 
+/* Simulator runs per hardware thread the tools use by default (results do not depend on it). */
+#define DHCAL_THREADS 2
+
+/* Every configuration of the replay in v simulated with profile and joined, each with the
+ * mode of its first line in the replay file; timelines written to tl_dir when given. */
+static void simulate_replay(val_set *v, const char *profile, const char *configs, const char *tl_dir)
+{
+    rcfg_set rs;
+    if (rcfg_load(configs, &rs) < 0) dh_die_last("dhcal");
+    val_config *vc;
+    size_t n;
+    if (val_configs(v, &vc, &n) < 0) dh_die_last("dhcal");
+    const rcfg_config **c = calloc(n ? n : 1, sizeof *c);
+    sim_result *res = calloc(n ? n : 1, sizeof *res);
+    if (!c || !res) abort();
+    for (size_t i = 0; i < n; i++)
+        if (!(c[i] = rcfg_find(&rs, vc[i].config))) dh_die_last("dhcal");
+    if (rsim_run_many(&rs, c, n, profile, NULL, 0, DHCAL_THREADS, res) < 0) dh_die_last("dhcal");
+    for (size_t i = 0; i < n; i++) {
+        if (tl_dir && rsim_write_timeline(tl_dir, c[i]->id, &res[i]) < 0) dh_die_last("dhcal");
+        if (val_add_sim_result(v, &res[i], vc[i].config, vc[i].mode) < 0) dh_die_last("dhcal");
+        sim_result_release(&res[i]);
+    }
+    free(res);
+    free(c);
+    free(vc);
+    rcfg_release(&rs);
+}
+
+static int cmd_simulate(int argc, char **argv)
+{
+    const char *profile = NULL, *out = NULL, *configs = NULL;
+    strlist ids = {0}, sets = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--profile") && more) profile = argv[++i];
+        else if (!strcmp(a, "--out") && more) out = argv[++i];
+        else if (!strcmp(a, "--configs") && more) configs = argv[++i];
+        else if (!strcmp(a, "--set") && more) push(&sets, argv[++i]);
+        else if (!strcmp(a, "--")) continue;   /* simrun.sh's separator before the overrides */
+        else if (a[0] == '-') dh_die("dhcal", "simulate: unknown or incomplete option '%s'", a);
+        else push(&ids, a);
+    }
+    if (!profile || !out || !ids.n) usage();
+    rcfg_set rs;
+    if (rcfg_load(configs, &rs) < 0) dh_die_last("dhcal");
+    const rcfg_config **c = calloc(ids.n, sizeof *c);
+    sim_result *res = calloc(ids.n, sizeof *res);
+    if (!c || !res) abort();
+    for (size_t i = 0; i < ids.n; i++)
+        if (!(c[i] = rcfg_find(&rs, ids.v[i]))) dh_die_last("dhcal");
+    if (rsim_run_many(&rs, c, ids.n, profile, (char *const *)sets.v, (int)sets.n, DHCAL_THREADS, res) < 0) dh_die_last("dhcal");
+    for (size_t i = 0; i < ids.n; i++) {
+        if (rsim_write_timeline(out, c[i]->id, &res[i]) < 0) dh_die_last("dhcal");
+        sim_result_release(&res[i]);
+    }
+    free(res);
+    free(c);
+    rcfg_release(&rs);
+    free(ids.v);
+    free(sets.v);
+    return 0;
+}
+
+static int cmd_calibrate(int argc, char **argv)
+{
+    const char *pos[4] = {"models/hw/h200.ini", "measurements/h200", "measurements/h200/replay-glm53-16x100k.csv",
+                          "models/hw/h200-datasheet.ini"};
+    cal_opts o = {.threads = DHCAL_THREADS};
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--configs") && i + 1 < argc) o.configs_path = argv[++i];
+        else if (argv[i][0] == '-' || np == 4) dh_die("dhcal", "calibrate: unknown or extra argument '%s'", argv[i]);
+        else pos[np++] = argv[i];
+    }
+    o.out_path = pos[0];
+    o.bench_dir = pos[1];
+    o.replay_path = pos[2];
+    o.base_path = pos[3];
+    if (cal_calibrate(&o, stdout, stderr) < 0) dh_die_last("dhcal");
+    return 0;
+}
+
 static int cmd_validate(int argc, char **argv)
 {
-    const char *replay = NULL;
+    const char *replay = NULL, *profile = NULL, *configs = NULL, *tl_dir = NULL;
     strlist sims = {0}, timelines = {0};
     int steps = 0, exact = 0;
     double max_med = NAN, max_p95 = NAN;
@@ -228,16 +288,21 @@ static int cmd_validate(int argc, char **argv)
         if (!strcmp(a, "--replay") && more) replay = argv[++i];
         else if (!strcmp(a, "--sim") && more) { while (i + 1 < argc && argv[i + 1][0] != '-') push(&sims, argv[++i]); }
         else if (!strcmp(a, "--sim-timeline") && more) push(&timelines, argv[++i]);
+        else if (!strcmp(a, "--simulate") && more) profile = argv[++i];
+        else if (!strcmp(a, "--configs") && more) configs = argv[++i];
+        else if (!strcmp(a, "--timelines") && more) tl_dir = argv[++i];
         else if (!strcmp(a, "--steps")) steps = 1;
         else if (!strcmp(a, "--exact-misses")) exact = 1;
         else if (!strcmp(a, "--max-median") && more) max_med = parse_num(a, argv[++i]);
         else if (!strcmp(a, "--max-p95") && more) max_p95 = parse_num(a, argv[++i]);
         else dh_die("dhcal", "validate: unknown or incomplete option '%s'", a);
     }
-    if (!replay || (!sims.n && !timelines.n)) usage();
+    if (!replay || (!sims.n && !timelines.n && !profile)) usage();
+    if ((configs || tl_dir) && !profile) dh_die("dhcal", "validate: --configs and --timelines go with --simulate PROFILE");
     val_set v;
     val_init(&v);
     if (val_load_replay(&v, replay) < 0) dh_die_last("dhcal");
+    if (profile) simulate_replay(&v, profile, configs, tl_dir);
     for (size_t i = 0; i < sims.n; i++)
         if (val_add_predictions(&v, sims.v[i]) < 0) dh_die_last("dhcal");
     for (size_t i = 0; i < timelines.n; i++) {
@@ -270,25 +335,19 @@ static int cmd_validate(int argc, char **argv)
     return fail ? 2 : 0;
 }
 
+/* A fitted configuration's simulator run from its timeline file, DIR/CONFIG.tsv (cal_join_fn). */
+static int join_timeline(val_set *v, const char *config, const char *mode, void *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.tsv", (const char *)dir, config);
+    return val_add_dhsim_timeline(v, path, config, mode);
+}
+
 /* The replay joined with one simulator run: DIR/CONFIG.tsv for each fitted
  * configuration (held-out ones are not needed and not read). */
 static void refit_join(val_set *v, const char *replay, const char *dir)
 {
-    val_init(v);
-    if (val_load_replay(v, replay) < 0) dh_die_last("dhcal");
-    for (size_t i = 0; i < v->n; i++) {
-        const val_step *x = &v->s[i];
-        if (x->heldout) continue;
-        int seen = 0;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = !v->s[j].heldout && !strcmp(v->s[j].config, x->config) && !strcmp(v->s[j].mode, x->mode);
-        if (seen) continue;
-        char path[1024], config[64], mode[32];
-        snprintf(path, sizeof path, "%s/%s.tsv", dir, x->config);
-        snprintf(config, sizeof config, "%s", x->config);
-        snprintf(mode, sizeof mode, "%s", x->mode);
-        if (val_add_dhsim_timeline(v, path, config, mode) < 0) dh_die_last("dhcal");
-    }
+    if (cal_refit_join(v, replay, join_timeline, (void *)dir) < 0) dh_die_last("dhcal");
 }
 
 static int cmd_refit(int argc, char **argv)
@@ -309,57 +368,11 @@ static int cmd_refit(int argc, char **argv)
         } else dh_die("dhcal", "refit: unknown or incomplete option '%s'", a);
     }
     if (!replay || !key || nat != 2 || (!in) != (!out)) usage();
-    char section[64], name[64];
-    const char *dot = strchr(key, '.');
-    if (!dot || dot == key || !dot[1] || (size_t)(dot - key) >= sizeof section || strlen(dot + 1) >= sizeof name)
-        dh_die("dhcal", "refit: --key '%s': expected SECTION.KEY", key);
-    snprintf(section, sizeof section, "%.*s", (int)(dot - key), key);
-    snprintf(name, sizeof name, "%s", dot + 1);
     val_set a, b;
     refit_join(&a, replay, dir[0]);
     refit_join(&b, replay, dir[1]);
-    refit_result r;
-    if (refit_solve(&a, at[0], &b, at[1], &r) < 0) dh_die_last("dhcal");
-    char value[64], latest[64];
-    snprintf(value, sizeof value, "%.*g", REFIT_DIGITS, r.value);
-    snprintf(latest, sizeof latest, "%.*g", REFIT_DIGITS, at[1]);
-    char held[256] = "";
-    for (size_t i = 0; i < a.n; i++)
-        if (a.s[i].heldout && !strstr(held, a.s[i].config) && strlen(held) + strlen(a.s[i].config) + 2 < sizeof held) {
-            if (held[0]) strcat(held, " ");
-            strcat(held, a.s[i].config);
-        }
-    int converged = !strcmp(value, latest);
-    printf("refit %s on %s: fitted configurations %s (%zu steps; held out, not used: %s)\n", key, replay, r.config_list,
-           r.steps, held[0] ? held : "none");
-    printf("  from simulator runs at %g (%s) and %g (%s); d(step)/d(%s) %.6g us per unit\n", at[0], dir[0], at[1], dir[1], name,
-           r.mean_slope);
-    printf("  %s = %s +- %.2g; rms %.2f %%, weighted R^2 %.4f; error median %.2f %% p95 %.2f %% max %.2f %%%s\n", name, value,
-           r.se, 100 * r.rms_rel, r.r2, 100 * r.err.median, 100 * r.err.p95, 100 * r.err.max,
-           converged ? "" : " (linearised: not yet run at this value)");
-    printf("value %s%s\n", value, converged ? " converged" : "");
-    if (out) {
-        if (!converged)
-            dh_die("dhcal", "refit: %s = %s is not the latest simulated value %s: run the simulator at %s and refit from it", key, value, latest, value);
-        cfg *c;
-        double old;
-        if (cfg_load(in, &c) < 0) dh_die_last("dhcal");
-        if (cfg_get_double(c, section, name, &old, CFG_REQUIRED, -1e300, 1e300) < 0) dh_die_last("dhcal");
-        cfg_free(c);
-        char comment[2048];
-        snprintf(comment, sizeof comment,
-                 "%s refitted on the GPU replay %s,\n"
-                 "fitted configurations only (%s; held out, not used: %s): %zu steps,\n"
-                 "relative least squares on whole step times; the kernel benchmarks gave %.6g (above).\n"
-                 "%s = %s +- %.2g; residual rms %.2f %%, weighted R^2 %.4f;\n"
-                 "error median %.2f %% p95 %.2f %% max %.2f %%; measured steps %.1f..%.1f us (mean %.1f, predicted %.1f).\n"
-                 "Range: the replay's configurations (bin/dhreplay, analysis/VALIDATION.md).",
-                 name, replay, r.config_list, held[0] ? held : "none", r.steps, old, name, value, r.se, 100 * r.rms_rel, r.r2,
-                 100 * r.err.median, 100 * r.err.p95, 100 * r.err.max, r.meas_min_us, r.meas_max_us, r.mean_meas_us, r.mean_pred_us);
-        if (!(r.value >= 0)) dh_die("dhcal", "refit: %s = %s is negative: non-physical", key, value);
-        if (refit_write(in, out, section, name, value, comment) < 0) dh_die_last("dhcal");
-        printf("wrote %s\n", out);
-    }
+    char value[64];
+    if (cal_refit(replay, key, at, dir, &a, &b, in, out, stdout, value, sizeof value) < 0) dh_die_last("dhcal");
     val_release(&a);
     val_release(&b);
     return 0;
@@ -375,5 +388,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "import-probe")) return cmd_import_probe(argc - 1, argv + 1);
     if (!strcmp(cmd, "validate")) return cmd_validate(argc - 1, argv + 1);
     if (!strcmp(cmd, "refit")) return cmd_refit(argc - 1, argv + 1);
+    if (!strcmp(cmd, "simulate")) return cmd_simulate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "calibrate")) return cmd_calibrate(argc - 1, argv + 1);
     usage();
 }

@@ -1,6 +1,7 @@
 /* valid.c: replay-versus-simulator comparison; see valid.h. */
 #include "analysis/valid.h"
 #include "common/dh_err.h"
+#include "common/mem.h"
 
 #include <errno.h>
 #include <math.h>
@@ -286,6 +287,64 @@ int val_add_dhsim_timeline(val_set *v, const char *path, const char *config, con
     free(line);
     fclose(f);
     return rc;
+}
+
+double val_timeline_value(double x)
+{
+    char b[40];
+    snprintf(b, sizeof b, "%.*g", VAL_TIMELINE_DIGITS, x);
+    return strtod(b, NULL);
+}
+
+int val_add_sim_result(val_set *v, const sim_result *r, const char *config, const char *mode)
+{
+    char what[160];
+    snprintf(what, sizeof what, "simulator run of '%s'", config);
+    const int verify = !strcmp(mode, "verify");
+    for (uint32_t i = 0; i < r->n_tl; i++) {
+        const sim_tl_row *t = &r->tl[i];
+        double t0 = val_timeline_value(t->t_start), t1 = val_timeline_value(t->t_end);
+        double miss = val_timeline_value(t->missed), draft = verify ? val_timeline_value(t->draft_s) : 0;
+        if (!(t1 >= t0) || miss < 0) return dh_err("%s step %u: bad step", what, t->step);
+        if (!(draft >= 0) || draft > t1 - t0) return dh_err("%s step %u: bad draft_s", what, t->step);
+        val_step k;
+        memset(&k, 0, sizeof k);
+        snprintf(k.config, sizeof k.config, "%s", config);
+        snprintf(k.policy, sizeof k.policy, "%s", r->policy);
+        snprintf(k.mode, sizeof k.mode, "%s", mode);
+        k.step = (long)t->step;
+        if (join_one(v, what, (long)i + 1, &k, (t1 - t0 - draft) * 1e6, (long)miss) < 0) return -1;
+    }
+    return 0;
+}
+
+int val_configs(const val_set *v, val_config **out, size_t *n)
+{
+    /* v->s is sorted by key; the file order is in each step's line. O(steps x configurations). */
+    val_config *c = dh_calloc(v->n ? v->n : 1, sizeof *c);
+    long *first = dh_calloc(v->n ? v->n : 1, sizeof *first);
+    size_t k = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        const val_step *x = &v->s[i];
+        size_t j = 0;
+        while (j < k && strcmp(c[j].config, x->config)) j++;
+        if (j == k) { snprintf(c[k].config, sizeof c[k].config, "%s", x->config); first[k++] = x->line + 1; }
+        if (x->line < first[j]) {
+            first[j] = x->line;
+            snprintf(c[j].mode, sizeof c[j].mode, "%s", x->mode);
+            c[j].heldout = x->heldout;
+        }
+    }
+    /* Insertion sort by first line: a replay has a handful of configurations. */
+    for (size_t i = 1; i < k; i++)
+        for (size_t j = i; j > 0 && first[j] < first[j - 1]; j--) {
+            val_config t = c[j]; c[j] = c[j - 1]; c[j - 1] = t;
+            long f = first[j]; first[j] = first[j - 1]; first[j - 1] = f;
+        }
+    free(first);
+    *out = c;
+    *n = k;
+    return 0;
 }
 
 int val_check_complete(const val_set *v)

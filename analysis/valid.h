@@ -15,6 +15,7 @@
 #define DH_VALID_H
 
 #include "analysis/fit.h"
+#include "sim/sim.h"
 
 #include <stdio.h>
 
@@ -33,6 +34,13 @@ typedef struct {
     char replay_path[512];
 } val_set;
 
+/* A replay configuration in the order of the file: the mode and heldout of its
+ * first line. */
+typedef struct {
+    char config[64], mode[32];
+    int heldout;
+} val_config;
+
 void val_init(val_set *v);
 void val_release(val_set *v);
 int val_load_replay(val_set *v, const char *path);
@@ -45,6 +53,18 @@ int val_add_predictions(val_set *v, const char *path);
  * runs no draft model). The timeline does not name the configuration or the
  * decode mode: the caller gives them (dhcal validate --sim-timeline FILE:CONFIG:MODE). */
 int val_add_dhsim_timeline(val_set *v, const char *path, const char *config, const char *mode);
+/* Join a simulator run's per-step timeline as val_add_dhsim_timeline joins
+ * the file dhsim writes for it: the times and counts are taken at the
+ * precision the file prints them (VAL_TIMELINE_DIGITS significant digits), so
+ * that a comparison made in-process and one made from the files give the same
+ * bytes. The policy is the run's (r->policy). */
+int val_add_sim_result(val_set *v, const sim_result *r, const char *config, const char *mode);
+/* A timeline value as dhsim's timeline file holds it (sim/out.h prints %.10g). */
+#define VAL_TIMELINE_DIGITS 10
+double val_timeline_value(double x);
+/* The configurations of a loaded replay in the order they first appear in its
+ * file (*out is allocated; free() it). */
+int val_configs(const val_set *v, val_config **out, size_t *n);
 /* Error naming the first replay step without a prediction. */
 int val_check_complete(const val_set *v);
 

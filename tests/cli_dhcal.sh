@@ -95,3 +95,19 @@ if [ -n "$c" ] && [ "$c" = "$d" ]; then pass validate_verify_draft; else fail va
 cut -f1-4 "$tmp/tl_b.tsv" > "$tmp/tl_nodraft.tsv"
 out=$($dhcal validate --replay "$tmp/replay_v.csv" --sim-timeline tests/data/timeline_small.tsv:a:plain --sim-timeline "$tmp/tl_nodraft.tsv:b:verify" 2>&1); rc=$?
 if [ $rc -eq 1 ] && echo "$out" | grep -q "needs the draft_s column"; then pass validate_verify_needs_draft; else fail validate_verify_needs_draft "$out"; fi
+
+# calibrate takes at most four paths; --configs and --timelines belong to validate --simulate.
+out=$($dhcal calibrate a.ini b c.csv d.ini e 2>&1); rc=$?
+if [ $rc -eq 1 ] && [ "$out" = "dhcal: calibrate: unknown or extra argument 'e'" ]; then pass calibrate_extra_argument; else fail calibrate_extra_argument "rc=$rc out=$out"; fi
+out=$($dhcal validate --replay tests/data/replay_small.csv --sim tests/data/sim_small.tsv --timelines "$tmp/tl" 2>&1); rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q "go with --simulate PROFILE" && [ ! -e "$tmp/tl" ]; then pass validate_timelines_need_simulate; else fail validate_timelines_need_simulate "rc=$rc out=$out"; fi
+# A configurations file with a key the reader does not know is an error naming it.
+{ sed -n '/^\[replay\]/,/^$/p' kernels/replay/configs.ini; printf '[a]\npolicy = hisparse\nbudget = 4096\nheldout = 0\nseed = 1\nrequests = 16\nprompt_len = 100000\nsteps = 32\noutput_len = 32\nsim = policy.hisparse_budget_k=2\nbudgte = 1\n'; } > "$tmp/cfg.ini"
+out=$($dhcal simulate --profile models/hw/h200.ini --out "$tmp/sim" --configs "$tmp/cfg.ini" a 2>&1); rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q "budgte" && [ ! -e "$tmp/sim" ]; then pass configs_unknown_key; else fail configs_unknown_key "rc=$rc out=$out"; fi
+# The budget in rows and the simulator's policy settings must agree (planted: 3000 rows
+# against hisparse_budget_k = 2, i.e. 4096).
+sed 's/^budgte = 1$//; s/^budget = 4096$/budget = 3000/' "$tmp/cfg.ini" > "$tmp/cfg2.ini"
+out=$($dhcal simulate --profile models/hw/h200.ini --out "$tmp/sim" --configs "$tmp/cfg2.ini" a 2>&1); rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q "budget 3000 rows, but its simulator settings give 4096" && [ ! -e "$tmp/sim" ]
+then pass configs_budget_mismatch; else fail configs_budget_mismatch "rc=$rc out=$out"; fi

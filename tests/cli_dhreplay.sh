@@ -6,12 +6,22 @@ bin=./bin/dhreplay
 . tests/gpu_tool.sh
 gpu_tool_present || exit 0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# cfgfile NAME POLICY HELDOUT: a configurations file in kernels/replay/configs.ini's format
+# ($tmp/NAME.ini, its [replay] section) holding one configuration, 'a'.
+cfgfile() {
+  { sed -n '/^\[replay\]/,/^$/p' kernels/replay/configs.ini
+    printf '[a]\npolicy = %s\nbudget = 4096\nheldout = %s\nseed = 1\nrequests = 16\nprompt_len = 100000\n' "$2" "$3"
+    printf 'steps = 32\noutput_len = 257\nsim = policy.hisparse_budget_k=2\n'; } > "$tmp/$1.ini"
+}
+cfgfile lru lru 0; cfgfile held2 hisparse 2; cfgfile dspark adaptive+dspark 0
 # bad NAME WANT ARGS...: exit 2 and exactly one stderr line containing WANT.
-bad attention_version "--attention-version '11'" --attention-version 11 --run a:hisparse:4096:0
-bad topk_version "--topk-version '0'" --topk-version 0 --run a:hisparse:4096:0
-bad indexer_version "--indexer-version '6'" --indexer-version 6 --run a:hisparse:4096:0
-bad run_policy "policy 'lru'" --run a:lru:4096:0
-bad run_heldout "is not ID:POLICY:BUDGET:HELDOUT" --run a:hisparse:4096:2
+bad attention_version "--attention-version '11'" --attention-version 11 --run hs4k
+bad topk_version "--topk-version '0'" --topk-version 0 --run hs4k
+bad indexer_version "--indexer-version '6'" --indexer-version 6 --run hs4k
+bad run_policy "policy 'lru'" --configs "$tmp/lru.ini" --run a
+bad run_heldout "heldout = 2 is outside" --configs "$tmp/held2.ini" --run a
+bad run_unknown "no replay configuration 'nosuch'" --run nosuch
+bad run_batches "configurations of different batches" --run hs4k --run hs4k-r64
 # The host side reproduces the GPU's miss counts of the committed replay (every step's counts
 # were checked equal on the GPU): the first 6 steps of a fitted and a held-out configuration.
 # dry_matches NAME REPLAY CONFIGS RUN...: the dry run's first 6 steps of RUN... (config, step,
@@ -30,34 +40,32 @@ dry_matches() {
   fi
 }
 dry_matches dry_run_matches_gpu_replay measurements/h200/replay-glm53-16x100k.csv "hs2k hs4k-seed2" \
-  --run hs2k:hisparse:2048:0 --run hs4k-seed2:hisparse:4096:1:2
+  --run hs2k --run hs4k-seed2
 # Verification steps: the host side (the simulator's verification and commit, sim/specrun.h)
 # reproduces the committed GPU replay's fetched rows (base misses + staged union rows), and
 # the simulator's own timeline of the same run step for step.
-dry_matches dry_run_verify_matches_gpu_replay measurements/h200/replay-glm53-16x100k-verify.csv sp2k \
-  --run sp2k:hisparse+dflash2:2048:1
+dry_matches dry_run_verify_matches_gpu_replay measurements/h200/replay-glm53-16x100k-verify.csv sp2k --run sp2k
 dry_matches dry_run_verify_adaptive_matches_gpu_replay measurements/h200/replay-glm53-16x100k-verify-adaptive.csv sa6k \
-  --run sa6k:adaptive+dflash2:6144:1
-dry_matches dry_run_verify_r64_matches_gpu_replay measurements/h200/replay-glm53-64x25k-verify.csv sa6k-r64 \
-  --requests 64 --prompt-len 25000 --run sa6k-r64:adaptive+dflash2:6144:1
-dry_matches dry_run_r64_matches_gpu_replay measurements/h200/replay-glm53-64x25k.csv hs4k-r64 \
-  --requests 64 --prompt-len 25000 --run hs4k-r64:hisparse:4096:1
-if sh kernels/replay/simrun.sh models/hw/h200.ini "$tmp/sim" sp2k >/dev/null 2>&1; then
+  --run sa6k
+# 64 requests x 25K: the batch comes from the configuration (kernels/replay/configs.ini).
+dry_matches dry_run_verify_r64_matches_gpu_replay measurements/h200/replay-glm53-64x25k-verify.csv sa6k-r64 --run sa6k-r64
+dry_matches dry_run_r64_matches_gpu_replay measurements/h200/replay-glm53-64x25k.csv hs4k-r64 --run hs4k-r64
+if bin/dhcal simulate --profile models/hw/h200.ini --out "$tmp/sim" sp2k >/dev/null 2>&1; then
   awk -F'\t' 'NR > 2 && $1 < 6 {print "sp2k," $1 "," $9}' "$tmp/sim/sp2k.tsv" > "$tmp/simv"
   awk -F, '{print $1 "," $2 "," $3}' "$tmp/dry_run_verify_matches_gpu_replay" > "$tmp/gotv3"
   if [ "$(wc -l < "$tmp/simv")" -eq 6 ] && cmp -s "$tmp/simv" "$tmp/gotv3"; then echo "PASS dry_run_verify_matches_simulator"
   else echo "FAIL dry_run_verify_matches_simulator ($(diff "$tmp/simv" "$tmp/gotv3" | head -3 | tr '\n' ' '))"; fi
 else
-  echo "FAIL dry_run_verify_matches_simulator (simrun.sh failed)"
+  echo "FAIL dry_run_verify_matches_simulator (dhcal simulate failed)"
 fi
-bad draft_policy "policy 'adaptive+dspark'" --run a:adaptive+dspark:4096:0
-bad verify_indexer "need --indexer-version 5" --indexer-version 3 --run a:hisparse+dflash2:4096:0
-bad skip_part "'gemm' is not indexer, attention, dense, experts or fetch" --skip attention,gemm --run a:hisparse:4096:0
-bad fetch_priority "--fetch-priority 'highest' is not default or high" --fetch-priority highest --run a:hisparse:4096:0
-bad out_unwritable "--out: cannot write '$tmp/no/such/dir/a.csv'" --out "$tmp/no/such/dir/a.csv" --run a:hisparse:4096:0
-bad timeline_unwritable "--timeline: cannot write '$tmp/no/such/dir/tl.csv'" --timeline "$tmp/no/such/dir/tl.csv" --run a:hisparse:4096:0
-"$bin" --dry-run --steps 6 --run hs2k:hisparse:2048:0 --run hs4k-seed2:hisparse:4096:1:2 > "$tmp/dry2.csv" 2>/dev/null
+bad draft_policy "policy 'adaptive+dspark'" --configs "$tmp/dspark.ini" --run a
+bad verify_indexer "need --indexer-version 5" --indexer-version 3 --run sp4k
+bad skip_part "'gemm' is not indexer, attention, dense, experts or fetch" --skip attention,gemm --run hs4k
+bad fetch_priority "--fetch-priority 'highest' is not default or high" --fetch-priority highest --run hs4k
+bad out_unwritable "--out: cannot write '$tmp/no/such/dir/a.csv'" --out "$tmp/no/such/dir/a.csv" --run hs4k
+bad timeline_unwritable "--timeline: cannot write '$tmp/no/such/dir/tl.csv'" --timeline "$tmp/no/such/dir/tl.csv" --run hs4k
+"$bin" --dry-run --steps 6 --run hs2k --run hs4k-seed2 > "$tmp/dry2.csv" 2>/dev/null
 if cmp -s "$tmp/dry_run_matches_gpu_replay.csv" "$tmp/dry2.csv"; then echo "PASS dry_run_deterministic"; else echo "FAIL dry_run_deterministic"; fi
 # --fetch-times is a flag (no value): the dry run, which times nothing, is the same with it.
-"$bin" --dry-run --fetch-times --steps 6 --run hs2k:hisparse:2048:0 --run hs4k-seed2:hisparse:4096:1:2 > "$tmp/dry3.csv" 2>/dev/null
+"$bin" --dry-run --fetch-times --steps 6 --run hs2k --run hs4k-seed2 > "$tmp/dry3.csv" 2>/dev/null
 if cmp -s "$tmp/dry_run_matches_gpu_replay.csv" "$tmp/dry3.csv"; then echo "PASS dry_run_fetch_times_flag"; else echo "FAIL dry_run_fetch_times_flag"; fi

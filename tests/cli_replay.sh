@@ -1,6 +1,6 @@
 #!/bin/sh
 # GPU replay calibration and validation on the committed H200 data (no GPU needed):
-# - the calibration (analysis/calibrate.sh) re-run on the committed CSVs reproduces
+# - the calibration (bin/dhcal calibrate) re-run on the committed CSVs reproduces
 #   models/hw/h200.ini byte for byte, so the committed profile is the output of the data;
 # - with that profile the simulator reproduces every step's misses exactly and meets the
 #   latency targets on the held-out configurations (kernels/replay/validate.sh);
@@ -14,7 +14,7 @@ R=measurements/h200/replay-glm53-16x100k.csv
 ok() { echo "PASS $1"; }
 bad() { echo "FAIL $1${2:+: $2}"; }
 
-if sh analysis/calibrate.sh "$T/h200.ini" > "$T/cal.txt" 2>&1 && cmp -s "$T/h200.ini" models/hw/h200.ini
+if bin/dhcal calibrate "$T/h200.ini" > "$T/cal.txt" 2>&1 && cmp -s "$T/h200.ini" models/hw/h200.ini
 then ok calibrate_reproduces_profile; else bad calibrate_reproduces_profile "$(tail -3 "$T/cal.txt")"; fi
 
 # Without the replay's diagnostics (fetch_interference's inputs): one error line, exit 1, no profile.
@@ -22,8 +22,8 @@ mkdir -p "$T/bench"
 cp measurements/h200/default-*.csv measurements/h200/fetch-calib-b2b20.csv measurements/h200/fetch-beside-b2b20.csv measurements/h200/attention-attention-b2b20.csv \
    measurements/h200/topk-scale-b2b20.csv measurements/h200/indexer-topk6-b2b20.csv \
    measurements/h200/indexer-scale.csv "$T/bench/"
-sh analysis/calibrate.sh "$T/nodiag.ini" "$T/bench" > "$T/nodiag.txt" 2>&1; rc=$?
-if [ $rc -eq 1 ] && [ ! -e "$T/nodiag.ini" ] && [ "$(grep -c 'calibrate.sh' "$T/nodiag.txt")" -eq 1 ] &&
+bin/dhcal calibrate "$T/nodiag.ini" "$T/bench" > "$T/nodiag.txt" 2>&1; rc=$?
+if [ $rc -eq 1 ] && [ ! -e "$T/nodiag.ini" ] && [ "$(grep -c '^dhcal: calibrate: ' "$T/nodiag.txt")" -eq 1 ] &&
    grep -q "fetch-beside.csv: cannot read the replay diagnostic" "$T/nodiag.txt"
 then ok calibrate_needs_diagnostics; else bad calibrate_needs_diagnostics "rc=$rc $(tail -2 "$T/nodiag.txt")"; fi
 
@@ -35,6 +35,18 @@ for f in replay-glm53-64x25k.csv:hs4k-r64/hisparse/plain replay-glm53-64x25k-ver
   if sh kernels/replay/validate.sh models/hw/h200.ini "measurements/h200/${f%%:*}" "$T/r64" > "$T/r64.txt" 2>&1 &&
      grep -q "${f#*:} (held out)" "$T/r64.txt"; then ok "replay_validate ${f%%:*}"; else bad "replay_validate ${f%%:*}"; cat "$T/r64.txt"; fi
 done
+
+# The simulator run in-process (dhcal validate --simulate) and its timeline files joined
+# afterwards (--sim-timeline) give the same table: the in-process join reads the values at the
+# files' precision.
+TL=
+for c in hs4k hs2k hs3k ad6k hs4k-seed2; do TL="$TL --sim-timeline $T/a/$c.tsv:$c:plain"; done
+bin/dhcal validate --replay $R $TL --exact-misses --max-median 0.05 --max-p95 0.10 > "$T/a2.txt" 2>&1
+if cmp -s "$T/a.txt" "$T/a2.txt"; then ok replay_inprocess_equals_files; else bad replay_inprocess_equals_files "$(diff "$T/a.txt" "$T/a2.txt" | head -3)"; fi
+# A configuration that kernels/replay/configs.ini does not define: one error line naming it.
+out=$(bin/dhcal simulate --profile models/hw/h200.ini --out "$T/u" hs2k nosuch 2>&1); rc=$?
+if [ $rc -eq 1 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "no replay configuration 'nosuch'" && [ ! -e "$T/u" ]
+then ok replay_unknown_config; else bad replay_unknown_config "rc=$rc $out"; fi
 
 # Planted fault: one step's miss count off by one row (same simulator runs).
 awk -F, 'BEGIN{OFS=","} $1=="hs3k" && $4=="5" {$6=$6+1} {print}' $R > "$T/planted.csv"

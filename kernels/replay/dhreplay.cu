@@ -2,12 +2,17 @@
  * residency policy, run through the project's real kernels at a scale one GPU holds, with
  * every step timed (CUDA events) and its misses counted.
  *
- *   dhreplay --run ID:POLICY:BUDGET:HELDOUT[:SEED] [--run ...] [--model models/glm53.ini]
- *            [--preset glm51-longbench] [--seed 1] [--keyframe 64] [--requests 16]
- *            [--prompt-len 100000] [--steps 32] [--attention-dp 8] [--moe-ep 8]
+ *   dhreplay --run ID [--run ...] [--configs kernels/replay/configs.ini] [--model models/glm53.ini]
+ *            [--preset glm51-longbench] [--seed S] [--keyframe 64] [--requests R]
+ *            [--prompt-len P] [--steps N] [--attention-dp 8] [--moe-ep 8]
  *            [--fetch-sms 8] [--attention-version 8] [--topk-version 6] [--indexer-version 5]
  *            [--out FILE.csv] [--dry-run] [--fetch-only] [--fetch-times] [--timeline FILE.csv]
  *            [--fetch-priority default|high]
+ *
+ * A run is a configuration of kernels/replay/configs.ini (analysis/rcfg.h), the file the
+ * simulator's side reads too: its policy, budget, held-out flag, seed and batch (requests,
+ * prompt length, steps; the runs of one call share the batch). --seed, --requests,
+ * --prompt-len and --steps override the file's values for every run (diagnostics, dry runs).
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
  *   if l runs g's indexer: indexer scoring (indexer.cu, indexer_wgmma.cu; --indexer-version,
@@ -38,7 +43,7 @@
  *
  * Verification steps (POLICY hisparse+dflash2 or adaptive+dflash2, CSV mode "verify"; like
  * plain adaptive, adaptive runs at the fixed budget BUDGET, which the simulator's adaptive
- * reaches when HBM holds every optional row, kernels/replay/simrun.sh): the simulator's speculative
+ * reaches when HBM holds every optional row, kernels/replay/configs.ini): the simulator's speculative
  * step (sim/specrun.h) with the model's DFlash2 draft (models/drafts/MODEL-dflash2.ini), every
  * request verifying gamma drafts, Q = gamma + 1 queries; the host runs the simulator's own
  * verification, union and acceptance (rp_host_spec_step) and the GPU repeats them: the base
@@ -51,7 +56,7 @@
  * to the hot buffers (rp_residency_kernel on the pairs that accepted that many; their misses
  * checked against the simulator's) -- untimed, as the simulator charges nothing for it -- and
  * the draft pass is not run (dhcal validate takes the simulator's draft_s out). The streams
- * hold steps x Q + 1 positions (kernels/replay/simrun.sh gives the simulator the same).
+ * hold steps x Q + 1 positions (kernels/replay/configs.ini gives the simulator the same).
  *
  * --fetch-only (a diagnostic; CSV mode "plain-fetch-only" / "verify-fetch-only"): the same
  * steps with only the classification, the map and the fetches, the compute stream waiting for
@@ -87,6 +92,7 @@ extern "C" {
 #include "common/dh_err.h"
 #include "kernels/replay/rp_host.h"
 }
+#include "analysis/rcfg.h"
 
 #include <math.h>
 #include <string.h>
@@ -420,12 +426,12 @@ struct rp_spec_host {
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: dhreplay --run ID:POLICY:BUDGET:HELDOUT[:SEED] [--run ...] [--model FILE] [--preset NAME]\n"
+            "usage: dhreplay --run ID [--run ...] [--configs FILE] [--model FILE] [--preset NAME]\n"
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
             "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--attention-version V]\n"
             "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run] [--fetch-only] [--fetch-times]\n"
             "                [--timeline FILE.csv] [--fetch-priority default|high] [--skip indexer,attention,dense,experts,fetch]\n"
-            "  POLICY: hisparse or adaptive (plain steps), hisparse+dflash2 or adaptive+dflash2 (verification steps)\n");
+            "  ID: a configuration of FILE (default " RCFG_DEFAULT_PATH ")\n");
     exit(2);
 }
 
@@ -447,6 +453,9 @@ int main(int argc, char **argv)
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
     long attn_version = 8, topk_version = 6, indexer_version = 5;
     std::vector<rp_run> runs;
+    std::vector<std::string> run_ids;
+    const char *configs = NULL;
+    int given_seed = 0, given_R = 0, given_prompt = 0, given_steps = 0; /* overrides of the file's values */
     int dry_run = 0, skip = 0;   /* skip: RP_SKIP_* parts left out of every step (diagnostics) */
     int fetch_times = 0;         /* --fetch-times: each step's fetch kernels timed on their stream */
     const char *timeline = NULL; /* --timeline: every layer's events on both streams */
@@ -462,11 +471,12 @@ int main(int argc, char **argv)
         if (a == "--model") model = v;
         else if (a == "--preset") preset = v;
         else if (a == "--out") out = v;
-        else if (a == "--seed") seed = parse_long("--seed", v, 0, 1L << 62);
+        else if (a == "--seed") seed = parse_long("--seed", v, 0, 1L << 62), given_seed = 1;
         else if (a == "--keyframe") keyframe = parse_long("--keyframe", v, 1, 1 << 20);
-        else if (a == "--requests") R = parse_long("--requests", v, 1, 1024);
-        else if (a == "--prompt-len") prompt = parse_long("--prompt-len", v, 1, 1 << 23);
-        else if (a == "--steps") steps = parse_long("--steps", v, 1, 1 << 20);
+        else if (a == "--requests") R = parse_long("--requests", v, 1, 1024), given_R = 1;
+        else if (a == "--prompt-len") prompt = parse_long("--prompt-len", v, 1, 1 << 23), given_prompt = 1;
+        else if (a == "--steps") steps = parse_long("--steps", v, 1, 1 << 20), given_steps = 1;
+        else if (a == "--configs") configs = v;
         else if (a == "--attention-dp") dp = parse_long("--attention-dp", v, 1, 1024);
         else if (a == "--moe-ep") ep = parse_long("--moe-ep", v, 1, 1024);
         else if (a == "--fetch-sms") fetch_sms = parse_long("--fetch-sms", v, 1, 1024);
@@ -506,30 +516,42 @@ int main(int argc, char **argv)
                 pos = e + 1;
             }
         }
-        else if (a == "--run") {
-            rp_run r;
-            char id[128], pol[64];
-            int b, h;
-            long sd = -1;
-            int nf = sscanf(v, "%127[^:]:%63[^:]:%d:%d:%ld", id, pol, &b, &h, &sd);
-            if (nf < 4 || (h != 0 && h != 1) || b < 1 || (nf == 5 && sd < 0)) {
-                fprintf(stderr, "dhreplay: --run '%s' is not ID:POLICY:BUDGET:HELDOUT[:SEED] (HELDOUT 0 or 1)\n", v);
-                exit(2);
-            }
-            r.id = id; r.policy = pol; r.budget = b; r.heldout = h; r.seed = sd;
-            r.spec = r.policy == "hisparse+dflash2" || r.policy == "adaptive+dflash2";
-            if (r.policy != "hisparse" && r.policy != "adaptive" && !r.spec) {
-                fprintf(stderr, "dhreplay: policy '%s' is not hisparse, adaptive, hisparse+dflash2 or adaptive+dflash2\n", pol);
-                exit(2);
-            }
-            runs.push_back(r);
-        } else usage();
+        else if (a == "--run") run_ids.push_back(v);
+        else usage();
     }
-    if (runs.empty()) usage();
-    for (auto &r : runs)
-        if (r.seed < 0) r.seed = seed;
+    if (run_ids.empty()) usage();
+    /* The runs from the configurations file; a bad file or an unknown ID is an option error. */
+    rcfg_set rs;
+    if (rcfg_load(configs, &rs) < 0) {
+        fprintf(stderr, "dhreplay: %s\n", dh_errmsg());
+        exit(2);
+    }
+    for (size_t i = 0; i < run_ids.size(); i++) {
+        const rcfg_config *c = rcfg_find(&rs, run_ids[i].c_str());
+        if (!c) {
+            fprintf(stderr, "dhreplay: --run: %s\n", dh_errmsg());
+            exit(2);
+        }
+        const rcfg_config *c0 = rcfg_find(&rs, run_ids[0].c_str());
+        if ((!given_R && c->requests != c0->requests) || (!given_prompt && c->prompt_len != c0->prompt_len) ||
+            (!given_steps && c->steps != c0->steps)) {
+            fprintf(stderr, "dhreplay: --run %s and %s: configurations of different batches run in separate calls\n",
+                    c0->id, c->id);
+            exit(2);
+        }
+        rp_run r;
+        r.id = c->id; r.policy = c->policy; r.budget = (int)c->budget; r.heldout = c->heldout;
+        r.seed = given_seed ? seed : (long)c->seed; r.spec = c->spec != 0;
+        runs.push_back(r);
+        if (i == 0) {
+            if (!given_R) R = c->requests;
+            if (!given_prompt) prompt = c->prompt_len;
+            if (!given_steps) steps = c->steps;
+        }
+    }
+    rcfg_release(&rs);
     /* Verification steps: each request's stream must hold gamma + 1 positions per step (the
-     * simulator's workload.output_len of the same run, kernels/replay/simrun.sh). */
+     * simulator's workload.output_len of the same run, kernels/replay/configs.ini). */
     const std::string draft = rp_draft_path(model);
     long gamma = 0;
     for (auto &r : runs)
