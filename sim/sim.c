@@ -222,6 +222,9 @@ typedef struct {
     uint32_t M;               /* micro-batches */
     mbatch mb;                /* this step's micro-batch tallies */
     step_ctx cx;
+    res_server gpu, h2d, d2h; /* the servers the layer graph runs on */
+    evq q;
+    step_stats st;
     /* Speculative decoding (unused when plain): the plan, the union, the
      * union rows of this step and the bytes of a union row, per group. */
     specrun_slot *slot;       /* [requests] by active index; NULL: plain decoding */
@@ -271,6 +274,10 @@ static int run_init(run *R, const sim_config *sc, const pol_ops *pol, sel_source
     uint32_t G = sc->model.n_groups;
     mbatch_init(&R->mb, R->M, G);
     step_setup(&R->cx, sc, pol);
+    res_init(&R->gpu, "gpu compute");
+    res_init(&R->h2d, "fetch path (h2d)");
+    res_init(&R->d2h, "write-through (d2h)");
+    evq_init(&R->q);
     if (admit_init(&R->adm, sc, pol, src) < 0) return -1;
     if (sc->spec.mode) {
         R->slot = dh_calloc(R->adm.sh->n_requests, sizeof *R->slot);
@@ -286,6 +293,7 @@ static void run_release(run *R)
 {
     admit_release(&R->adm);
     mbatch_release(&R->mb);
+    evq_release(&R->q);
     if (R->slot) union_release(&R->u);
     free(R->slot);
     free(R->urows);
@@ -466,70 +474,71 @@ static int fill(run *R, double *t, uint32_t step)
     return 1;
 }
 
+/* One step from time t, once its requests are admitted: budgets, the
+ * classification, the layer graph, and the record of it all in *rec (the
+ * step's end in rec->row.t_end). 0 or -1. */
+static int run_step(run *R, uint32_t step, double t, metrics_step *rec)
+{
+    const sim_config *sc = R->sc;
+    admit_state *a = &R->adm;
+    memset(rec, 0, sizeof *rec);
+    if (admit_rebalance(a) < 0 || classify(R, rec) < 0) return -1;
+    for (uint32_t g = 0; g < a->G; g++) rec->budget_rows += R->pol->budget(&a->env, g);
+    rec->budget_rows /= a->G;
+    if (admit_settle(a) < 0) return -1;
+    R->cx.pool_bytes = pool_bytes(R);
+    step_stats *st = &R->st;
+    double fb0 = st->fetch_bytes, wb0 = st->write_bytes, fbusy0 = st->fetch_busy;
+    double t_end = step_run(&R->cx, R->mb.mb, R->M, t + sc->step_overhead_s, &R->gpu, &R->h2d, &R->d2h, &R->q, st);
+    sim_tl_row *row = &rec->row;
+    row->step = step;
+    row->t_start = t;
+    row->t_end = t_end;
+    row->active = a->n_active;
+    row->admitted = a->admitted;
+    row->fetch_bytes = st->fetch_bytes - fb0;
+    row->write_bytes = st->write_bytes - wb0;
+    row->fetch_busy = st->fetch_busy - fbusy0;
+    row->optional_rows = a->env.optional_rows;
+    memcpy(row->hbm, a->hbm.bytes, sizeof row->hbm);
+    rec->overhead_s = sc->step_overhead_s;
+    return 0;
+}
+
 int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *res)
 {
     memset(res, 0, sizeof *res);
-    const trace_shape *sh = &sel_meta(src)->shape;
     const pol_ops *pol = pol_ops_of(policy);
     if (!pol) return dh_err("no policy of index %d is registered", (int)policy);
-    if (model_check_shape(&sc->model, sh, "the selection source") < 0) return -1;
+    if (model_check_shape(&sc->model, &sel_meta(src)->shape, "the selection source") < 0) return -1;
     if (sc->spec.mode && pol->no_spec)
         return dh_err("policy %s does not run with speculative decoding (%s); use [spec] mode = none", pol->name, pol->no_spec);
     metrics mt;
     metrics_init(&mt, sc->wl.steps, sc->wl.warmup_steps, sc->model.n_groups);
     run R;
-    res_server gpu, h2d, d2h;
-    res_init(&gpu, "gpu compute");
-    res_init(&h2d, "fetch path (h2d)");
-    res_init(&d2h, "write-through (d2h)");
-    evq q;
-    evq_init(&q);
-    step_stats st;
-    memset(&st, 0, sizeof st);
     int rc = -1;
     if (run_init(&R, sc, pol, src) < 0) goto out;
-    admit_state *a = &R.adm;
     double t = 0;
     for (uint32_t step = 0; step < sc->wl.steps;) {
         if (sc->wl.max_time_s > 0 && t >= sc->wl.max_time_s) break;
         int go = fill(&R, &t, step);
         if (go < 0) goto out;
         if (go == 0) break;
-        if (go == 2) continue;
-        if (admit_rebalance(a) < 0) goto out;
+        if (go == 2) continue; /* idle until t: the same step again */
         metrics_step rec;
-        memset(&rec, 0, sizeof rec);
-        if (classify(&R, &rec) < 0) goto out;
-        for (uint32_t g = 0; g < a->G; g++) rec.budget_rows += pol->budget(&a->env, g);
-        rec.budget_rows /= a->G;
-        if (admit_settle(a) < 0) goto out;
-        R.cx.pool_bytes = pool_bytes(&R);
-        double fb0 = st.fetch_bytes, wb0 = st.write_bytes, fbusy0 = st.fetch_busy;
-        double t_end = step_run(&R.cx, R.mb.mb, R.M, t + sc->step_overhead_s, &gpu, &h2d, &d2h, &q, &st);
-        sim_tl_row *row = &rec.row;
-        row->step = step;
-        row->t_start = t;
-        row->t_end = t_end;
-        row->active = a->n_active;
-        row->admitted = a->admitted;
-        row->fetch_bytes = st.fetch_bytes - fb0;
-        row->write_bytes = st.write_bytes - wb0;
-        row->fetch_busy = st.fetch_busy - fbusy0;
-        row->optional_rows = a->env.optional_rows;
-        memcpy(row->hbm, a->hbm.bytes, sizeof row->hbm);
-        rec.overhead_s = sc->step_overhead_s;
+        if (run_step(&R, step, t, &rec) < 0) goto out;
         metrics_add(&mt, &rec);
-        t = t_end;
+        t = rec.row.t_end;
         if (advance(&R) < 0) goto out;
         step++;
     }
-    metrics_end end = { .sc = sc, .pol = pol, .t = t, .hbm = &a->hbm, .gpu = &gpu, .h2d = &h2d, .d2h = &d2h,
-                        .st = &st, .admitted = a->admitted, .completed = a->completed, .unfinished = a->n_active,
-                        .requests = sh->n_requests,
+    const admit_state *a = &R.adm;
+    metrics_end end = { .sc = sc, .pol = pol, .t = t, .hbm = &a->hbm, .gpu = &R.gpu, .h2d = &R.h2d, .d2h = &R.d2h,
+                        .st = &R.st, .admitted = a->admitted, .completed = a->completed, .unfinished = a->n_active,
+                        .requests = a->sh->n_requests,
                         .budget_rows = pol->rebalance ? 0 : (uint32_t)pol->budget(&a->env, 0) };
     rc = metrics_finish(&mt, &end, res);
 out:
-    evq_release(&q);
     run_release(&R);
     metrics_release(&mt);
     return rc;
