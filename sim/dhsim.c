@@ -384,8 +384,9 @@ int main(int argc, char **argv)
         for (int j = 0; j < spec.n_sets; j++) sets[n++] = spec.sets[j];
         for (int j = 0; j < spec.cols[i].n_sets; j++) sets[n++] = spec.cols[i].sets[j];
         if (sim_config_load(spec.config, sets, n, &c2) < 0) dh_die_last("dhsim");
-        if (c2.spec.mode && spec.cols[i].pol == POL_ORACLE)
-            dh_die("dhsim", "policy oracle does not run with speculative decoding (use --spec none or another policy)");
+        if (c2.spec.mode && pol_ops_of(spec.cols[i].pol)->no_spec)
+            dh_die("dhsim", "policy %s does not run with speculative decoding (use --spec none or another policy)",
+                   pol_name_of(spec.cols[i].pol));
         if (compare && c2.spec.mode) {
             /* The speculative column decodes about as many tokens per request as
              * the plain columns: steps / E[tokens per step] steps (the table's
