@@ -103,12 +103,11 @@ int pol_stream_open(pol_stream *ps, pol_mode mode, sel_source *src, const trace_
          * is hot in cache, instead of one position per step across hundreds
          * of interleaved streams (several times faster). */
         belady_seq *q = &ps->seq;
-        q->n_sel = malloc(((size_t)npos + 1) * sizeof *q->n_sel);
-        q->misses = malloc(((size_t)npos + 1) * sizeof *q->misses);
-        q->written = malloc(((size_t)npos + 1) * sizeof *q->written);
-        q->evicted = malloc(((size_t)npos + 1) * sizeof *q->evicted);
-        q->miss_regions = rows_per_region > 0 ? malloc(((size_t)npos + 1) * sizeof *q->miss_regions) : NULL;
-        if (!q->n_sel || !q->misses || !q->written || !q->evicted || (rows_per_region > 0 && !q->miss_regions)) abort();
+        q->n_sel = dh_calloc((size_t)npos + 1, sizeof *q->n_sel);
+        q->misses = dh_calloc((size_t)npos + 1, sizeof *q->misses);
+        q->written = dh_calloc((size_t)npos + 1, sizeof *q->written);
+        q->evicted = dh_calloc((size_t)npos + 1, sizeof *q->evicted);
+        q->miss_regions = rows_per_region > 0 ? dh_calloc((size_t)npos + 1, sizeof *q->miss_regions) : NULL;
         for (uint32_t p = 0; p < npos; p++) {
             sel_delta d;
             int rc = sel_next(ps->st, &d);
@@ -149,8 +148,7 @@ static int read_ahead(pol_stream *ps, const trace_shape *sh, uint32_t pos)
         size_t need = used + d.n_added + d.n_removed;
         if (need > a->cap) {
             a->cap = need > 2 * a->cap ? need : 2 * a->cap;
-            a->rows = realloc(a->rows, a->cap * sizeof *a->rows);
-            if (!a->rows) abort();
+            a->rows = dh_reallocarray(a->rows, a->cap, sizeof *a->rows);
         }
         memcpy(a->rows + used, d.added, d.n_added * sizeof *d.added);
         off[2 * i] = used;

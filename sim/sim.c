@@ -25,8 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 /* ---------------------------------------------------------------- config */
 
@@ -180,9 +178,8 @@ int sim_shape(const sim_config *sc, trace_shape *sh)
     uint32_t conc = sim_per_gpu(sc, sc->wl.concurrency);
     uint32_t n = wl_requests_needed(&sc->wl, conc, sc->attention_dp);
     sh->n_requests = n;
-    sh->prompt_len = malloc(n * sizeof(uint32_t));
-    sh->output_len = malloc(n * sizeof(uint32_t));
-    if (!sh->prompt_len || !sh->output_len) abort();
+    sh->prompt_len = dh_calloc(n, sizeof *sh->prompt_len);
+    sh->output_len = dh_calloc(n, sizeof *sh->output_len);
     wl_lengths(&sc->wl, sc->seed, n, sh->prompt_len, sh->output_len);
     return trace_shape_validate(sh);
 }
