@@ -8,6 +8,7 @@
  *   - a policy registered through the ops table (pol_register) runs, and only
  *     through its operations: an LRU buffer of exactly k rows, written here,
  *     gives hisparse's figures at B = k (and not at B = 2k);
+ *   - open loop: a request too large for an idle GPU is an error naming it;
  *   - bad config keys and values are rejected with a message naming them. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -271,6 +272,30 @@ static void test_registered_policy_runs(void **state)
     sim_config_release(&sc2);
 }
 
+/* Open loop: a request that cannot fit even on an idle GPU is an error naming
+ * it and the bytes (closed loop simply never admits it). */
+static void test_unadmittable_request_is_an_error(void **state)
+{
+    (void)state;
+    char *sets[] = { "hw.hbm_bytes=2e9", "workload.prompt_len=1000000", "workload.mode=open", "workload.rate=100",
+                     "workload.output_len=10", "workload.steps=10" };
+    sim_config sc;
+    load(&sc, sets, 6);
+    trace_shape sh;
+    assert_int_equal(sim_shape(&sc, &sh), 0);
+    sel_source *src = ts_source(&sh, 0.3, 3);
+    sim_result r;
+    assert_int_equal(sim_run(&sc, POL_RESIDENT, src, &r), -1);
+    /* Resident reserves every row: 1,000,010 rows x (4 layers x 1000 B + 16 B of indexer key);
+     * 2e9 B less 1e6 B of weights and 1e9 B of workspace are free. */
+    if (!strstr(dh_errmsg(), "resident: request 0 cannot be admitted on an idle GPU: it needs 4.02 GB, 0.999 GB are free"))
+        fail_msg("%s", dh_errmsg());
+    assert_null(r.tl);
+    sel_source_free(src);
+    trace_shape_release(&sh);
+    sim_config_release(&sc);
+}
+
 static void expect_config_error(char *set, const char *needle)
 {
     sim_config sc;
@@ -302,6 +327,7 @@ int main(void)
         cmocka_unit_test(test_adaptive_with_spare_hbm_is_a_large_fixed_budget),
         cmocka_unit_test(test_same_inputs_same_bytes),
         cmocka_unit_test(test_registered_policy_runs),
+        cmocka_unit_test(test_unadmittable_request_is_an_error),
         cmocka_unit_test(test_bad_config_is_rejected),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
