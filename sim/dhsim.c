@@ -89,7 +89,7 @@ static int run_one(const run_spec *spec, const column *col, sim_result *res)
     if (rc == 0) {
         /* The column's name: its label, or the policy with its speculative mode. */
         if (col->label[0]) snprintf(res->policy, sizeof res->policy, "%s", col->label);
-        else if (res->spec[0]) snprintf(res->policy, sizeof res->policy, "%s+%s", pol_name[col->pol], res->spec);
+        else if (res->spec[0]) snprintf(res->policy, sizeof res->policy, "%s+%s", pol_name_of(col->pol), res->spec);
     }
     sel_source_free(src);
     sim_config_release(&sc);
@@ -384,8 +384,9 @@ int main(int argc, char **argv)
         for (int j = 0; j < spec.n_sets; j++) sets[n++] = spec.sets[j];
         for (int j = 0; j < spec.cols[i].n_sets; j++) sets[n++] = spec.cols[i].sets[j];
         if (sim_config_load(spec.config, sets, n, &c2) < 0) dh_die_last("dhsim");
-        if (c2.spec.mode && spec.cols[i].pol == POL_ORACLE)
-            dh_die("dhsim", "policy oracle does not run with speculative decoding (use --spec none or another policy)");
+        if (c2.spec.mode && pol_ops_of(spec.cols[i].pol)->no_spec)
+            dh_die("dhsim", "policy %s does not run with speculative decoding (use --spec none or another policy)",
+                   pol_name_of(spec.cols[i].pol));
         if (compare && c2.spec.mode) {
             /* The speculative column decodes about as many tokens per request as
              * the plain columns: steps / E[tokens per step] steps (the table's
@@ -409,7 +410,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < spec.n_pol; i++) {
             uint32_t best;
             if (search(&spec, &spec.cols[i], search_ms / 1e3, search_stat, dp, &best, &res[i]) < 0) dh_die_last("dhsim");
-            const char *name = spec.cols[i].label[0] ? spec.cols[i].label : pol_name[spec.cols[i].pol];
+            const char *name = spec.cols[i].label[0] ? spec.cols[i].label : pol_name_of(spec.cols[i].pol);
             if (best == 0) snprintf(res[i].policy, sizeof res[i].policy, "%s", name);
             printf("%-10s %12.0f %12u %16.1f %12.2f\n", res[i].policy, best * dp, best, res[i].tok_s_gpu,
                    stat_of(&res[i], search_stat) * 1e3);

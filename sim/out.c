@@ -62,10 +62,10 @@ int out_table(FILE *f, const sim_result *r, int n)
         SROW("  accepted length (+1 token)", "%12.3f", x->tokens_per_step);
         SROW("  mean accepted drafts", "%12.3f", x->mean_accepted);
         SROW("  mean verify length", "%12.3f", x->mean_verify_len);
-        SROW("  union rows/(req,grp)", "%12.0f", x->union_rows);
-        SROW("  union rows / k", "%12.3f", x->union_rows_k);
-        SROW("  fetched rows/(req,grp) shared", "%12.1f", x->fetched_shared_rows);
-        SROW("  fetched rows/(req,grp) per-q", "%12.1f", x->fetched_per_query_rows);
+        SROW("  union rows/(req,grp)", "%12.0f", sim_opt_or(x->union_rows, -1));
+        SROW("  union rows / k", "%12.3f", sim_opt_or(x->union_rows_k, -1));
+        SROW("  fetched rows/(req,grp) shared", "%12.1f", sim_opt_or(x->fetched_shared_rows, -1));
+        SROW("  fetched rows/(req,grp) per-q", "%12.1f", sim_opt_or(x->fetched_per_query_rows, -1));
         SROW("  draft time share", "%12.3f", x->draft_share);
         SROW("  verify time share", "%12.3f", x->verify_share);
         SROW("  draft KV peak (GB)", "%12.3f", x->hbm_peak[MEM_DRAFT] / 1e9);
@@ -121,7 +121,8 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
             fprintf(f, "    \"mean_accepted\": %.17g, \"tokens_per_step\": %.17g, \"mean_verify_len\": %.17g,\n",
                     x->mean_accepted, x->tokens_per_step, x->mean_verify_len);
             fprintf(f, "    \"union_rows\": %.17g, \"union_rows_k\": %.17g, \"fetched_shared_rows\": %.17g, \"fetched_per_query_rows\": %.17g,\n",
-                    x->union_rows, x->union_rows_k, x->fetched_shared_rows, x->fetched_per_query_rows);
+                    sim_opt_or(x->union_rows, -1), sim_opt_or(x->union_rows_k, -1), sim_opt_or(x->fetched_shared_rows, -1),
+                    sim_opt_or(x->fetched_per_query_rows, -1));
             fprintf(f, "    \"draft_share\": %.17g, \"verify_share\": %.17g, \"draft_peak\": %.17g, \"staging_peak\": %.17g, \"staging_used_peak\": %.17g}",
                     x->draft_share, x->verify_share, x->hbm_peak[MEM_DRAFT], x->hbm_peak[MEM_STAGING], x->staging_used_peak);
         }

@@ -1,34 +1,94 @@
-/* pol.c: the four residency policies over one stream; see pol.h. */
+/* pol.c: the policy registry, the policies' environment and the four ways
+ * of following a stream; see pol.h. The policies themselves are in
+ * pol_<name>.c. */
 #include "sim/pol.h"
 #include "common/dh_err.h"
+#include "common/mem.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char *const pol_name[POL_N] = { "resident", "hisparse", "adaptive", "oracle" };
+/* ---- the registry ------------------------------------------------------ */
+
+/* The built-in policies in pol_kind order, then the registered ones. */
+static const pol_ops *registry[POL_MAX] = { &pol_resident_ops, &pol_hisparse_ops, &pol_adaptive_ops, &pol_oracle_ops };
+static int n_registered = POL_N;
+
+const pol_ops *pol_ops_of(pol_kind kind)
+{
+    return (int)kind >= 0 && (int)kind < n_registered ? registry[kind] : NULL;
+}
+
+const char *pol_name_of(pol_kind kind)
+{
+    const pol_ops *o = pol_ops_of(kind);
+    return o ? o->name : "?";
+}
 
 int pol_parse(const char *name, pol_kind *out)
 {
-    for (int i = 0; i < POL_N; i++)
-        if (!strcmp(name, pol_name[i])) { *out = (pol_kind)i; return 0; }
+    for (int i = 0; i < n_registered; i++)
+        if (!strcmp(name, registry[i]->name)) { *out = (pol_kind)i; return 0; }
     return dh_err("unknown policy '%s' (expected resident, hisparse, adaptive or oracle)", name);
 }
 
-int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_shape *sh,
+int pol_register(const pol_ops *ops, pol_kind *kind)
+{
+    for (int i = 0; i < n_registered; i++)
+        if (!strcmp(ops->name, registry[i]->name)) return dh_err("policy '%s' is already registered", ops->name);
+    if (n_registered == POL_MAX) return dh_err("policy '%s': the registry holds %d policies at most", ops->name, POL_MAX);
+    if (!ops->reserve || !ops->budget || !ops->open || !ops->next || !ops->close || (ops->rebalance && !ops->optional_bytes))
+        return dh_err("policy '%s': reserve, budget, open, next and close are required (optional_bytes with rebalance)", ops->name);
+    registry[n_registered] = ops;
+    *kind = (pol_kind)n_registered++;
+    return 0;
+}
+
+/* ---- the environment --------------------------------------------------- */
+
+void pol_env_init(pol_env *e, const model_cfg *m, double budget_k, double max_optional_k)
+{
+    memset(e, 0, sizeof *e);
+    e->model = m;
+    e->budget_k = budget_k;
+    e->max_optional_k = max_optional_k;
+    e->budget = dh_calloc(m->n_groups ? m->n_groups : 1, sizeof *e->budget);
+    for (uint32_t g = 0; g < m->n_groups; g++) e->budget[g] = (uint32_t)ceil(budget_k * m->group[g].k);
+}
+
+void pol_env_release(pol_env *e)
+{
+    free(e->budget);
+    memset(e, 0, sizeof *e);
+}
+
+void pol_reserve_fixed(const pol_env *e, uint32_t g, double rows, double *prot, double *opt)
+{
+    const model_group *mg = &e->model->group[g];
+    *prot += mg->kv_bytes_per_row * mg->k;
+    *opt += mg->kv_bytes_per_row * (double)(e->budget[g] - mg->k);
+}
+
+double pol_budget_fixed(const pol_env *e, uint32_t g) { return e->budget[g]; }
+
+/* ---- streams ----------------------------------------------------------- */
+
+int pol_stream_open(pol_stream *ps, pol_mode mode, sel_source *src, const trace_shape *sh,
                     uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w,
                     double rows_per_region)
 {
     memset(ps, 0, sizeof *ps);
-    ps->kind = kind;
+    ps->mode = mode;
     ps->req = req;
     ps->group = group;
     ps->k = sh->group_k[group];
     ps->compress = sh->group_compress[group];
     ps->prompt_len = sh->prompt_len[req];
-    if (kind == POL_RESIDENT) return 0;
+    if (mode == POL_COUNT) return 0;
     if (sel_open(src, req, group, &ps->st) < 0)
         return dh_err_prefix("request %u, group %u: ", req, group);
-    if (kind == POL_ORACLE) {
+    if (mode == POL_AHEAD_MIN) {
         int rc = belady_run(w, ps->st, npos, budget, &ps->seq);
         sel_close(ps->st);
         ps->st = NULL;
@@ -37,18 +97,17 @@ int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_
     }
     hotbuf_init(&ps->buf, budget);
     hotbuf_set_regions(&ps->buf, rows_per_region);
-    if (kind == POL_HISPARSE) {
+    if (mode == POL_AHEAD_LRU) {
         /* A fixed budget makes the miss sequence a pure function of the
          * stream: compute the whole horizon now, while this stream's state
          * is hot in cache, instead of one position per step across hundreds
          * of interleaved streams (several times faster). */
         belady_seq *q = &ps->seq;
-        q->n_sel = malloc(((size_t)npos + 1) * sizeof *q->n_sel);
-        q->misses = malloc(((size_t)npos + 1) * sizeof *q->misses);
-        q->written = malloc(((size_t)npos + 1) * sizeof *q->written);
-        q->evicted = malloc(((size_t)npos + 1) * sizeof *q->evicted);
-        q->miss_regions = rows_per_region > 0 ? malloc(((size_t)npos + 1) * sizeof *q->miss_regions) : NULL;
-        if (!q->n_sel || !q->misses || !q->written || !q->evicted || (rows_per_region > 0 && !q->miss_regions)) abort();
+        q->n_sel = dh_calloc((size_t)npos + 1, sizeof *q->n_sel);
+        q->misses = dh_calloc((size_t)npos + 1, sizeof *q->misses);
+        q->written = dh_calloc((size_t)npos + 1, sizeof *q->written);
+        q->evicted = dh_calloc((size_t)npos + 1, sizeof *q->evicted);
+        q->miss_regions = rows_per_region > 0 ? dh_calloc((size_t)npos + 1, sizeof *q->miss_regions) : NULL;
         for (uint32_t p = 0; p < npos; p++) {
             sel_delta d;
             int rc = sel_next(ps->st, &d);
@@ -89,8 +148,7 @@ static int read_ahead(pol_stream *ps, const trace_shape *sh, uint32_t pos)
         size_t need = used + d.n_added + d.n_removed;
         if (need > a->cap) {
             a->cap = need > 2 * a->cap ? need : 2 * a->cap;
-            a->rows = realloc(a->rows, a->cap * sizeof *a->rows);
-            if (!a->rows) abort();
+            a->rows = dh_reallocarray(a->rows, a->cap, sizeof *a->rows);
         }
         memcpy(a->rows + used, d.added, d.n_added * sizeof *d.added);
         off[2 * i] = used;
@@ -114,13 +172,13 @@ int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *o)
     memset(o, 0, sizeof *o);
     uint32_t pos = ps->pos++;
     o->nrows = sel_rows_at(sh, ps->req, ps->group, pos);
-    switch (ps->kind) {
-    case POL_RESIDENT:
+    switch (ps->mode) {
+    case POL_COUNT:
         o->n_sel = o->nrows < ps->k ? o->nrows : ps->k;
         o->hits = o->n_sel;
         return 0;
-    case POL_ORACLE:
-    case POL_HISPARSE:
+    case POL_AHEAD_MIN:
+    case POL_AHEAD_LRU:
         if (pos >= ps->seq.npos)
             return dh_err("request %u, group %u: the stream ends at position %u", ps->req, ps->group, ps->seq.npos);
         o->n_sel = ps->seq.n_sel[pos];
@@ -130,6 +188,7 @@ int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *o)
         o->miss_regions = ps->seq.miss_regions ? ps->seq.miss_regions[pos] : 0;
         o->hits = o->n_sel - o->misses;
         return 0;
+    case POL_LIVE_LRU:
     default: {
         pol_ahead *a = &ps->ahead;
         if (a->next == a->n && read_ahead(ps, sh, pos) < 0) return -1;
@@ -156,7 +215,7 @@ void pol_stream_close(pol_stream *ps)
 {
     if (ps->st) sel_close(ps->st);
     free(ps->ahead.rows);
-    if (ps->kind == POL_ADAPTIVE || ps->kind == POL_HISPARSE) hotbuf_release(&ps->buf); /* safe when already released */
+    if (ps->mode == POL_LIVE_LRU || ps->mode == POL_AHEAD_LRU) hotbuf_release(&ps->buf); /* safe when already released */
     belady_seq_release(&ps->seq);
     memset(ps, 0, sizeof *ps);
 }

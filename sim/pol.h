@@ -1,5 +1,15 @@
-/* pol.h: residency policies over one (request, selection group) stream.
+/* pol.h: residency policies, behind one table of operations, and the
+ * streams they follow, one per (request, selection group).
  *
+ * A policy (pol_ops) decides what a request reserves in the HBM ledger when
+ * it is admitted, how many rows its hot buffers may hold, whether that budget
+ * follows spare HBM, and how each of its streams is opened and stepped. The
+ * run loop (sim.c), the admission (admit.c) and the classification only call
+ * these operations and read the policy's properties; adding a policy is one
+ * file (see pol_hisparse.c for the shortest) plus its line in pol.c's
+ * registry, or pol_register() at run time.
+ *
+ * The built-in policies:
  *   resident  every row on GPU: all selected rows are hits, nothing is
  *             fetched or written through (there is no host tier); the
  *             stream is not even read, since n_sel = min(k, rows) is known.
@@ -8,12 +18,17 @@
  *             function of the stream, so it is computed ahead for the
  *             request's horizon when the request is admitted (cache-hot).
  *   adaptive  the same LRU hot buffer, but its budget is k + E where E, the
- *             optional rows, is set every step by the simulator from spare
- *             HBM (and cut first when a new request needs memory).
+ *             optional rows, is set every step from spare HBM (and cut first
+ *             when a new request needs memory).
  *   oracle    Belady MIN at the hisparse budget (belady.h), computed ahead
  *             from the whole stream when the request is admitted.
  * All four apply the same rules (new rows produced on the GPU enter
- * residency; position 0 starts with nothing resident except under resident). */
+ * residency; position 0 starts with nothing resident except under resident).
+ *
+ * A stream is followed in one of four modes (pol_mode), whichever policy
+ * opened it: counted only, LRU or MIN computed ahead, or a live LRU buffer
+ * stepped one position at a time (which speculative verification and the GPU
+ * replay need, as they look inside the buffer). */
 #ifndef DH_POL_H
 #define DH_POL_H
 
@@ -21,13 +36,22 @@
 
 #include "sim/belady.h"
 #include "sim/hotbuf.h"
+#include "sim/model.h"
 #include "traces/sel.h"
 
+/* A policy's index in the registry. The built-in ones come first, in this
+ * order; pol_register() hands out the indices after them. */
 typedef enum { POL_RESIDENT = 0, POL_HISPARSE, POL_ADAPTIVE, POL_ORACLE, POL_N } pol_kind;
+/* Most policies the registry holds (built-in and registered). */
+#define POL_MAX 16
 
-extern const char *const pol_name[POL_N];
-/* Parse a policy name; -1 with dh_err() if unknown. */
-int pol_parse(const char *name, pol_kind *out);
+/* How a stream is followed. */
+typedef enum {
+    POL_COUNT = 0,   /* nothing is read: n_sel = min(k, rows), every row a hit */
+    POL_AHEAD_LRU,   /* LRU misses at a fixed budget, computed for the horizon at open */
+    POL_AHEAD_MIN,   /* Belady MIN at a fixed budget, computed for the horizon at open */
+    POL_LIVE_LRU     /* a live LRU hot buffer (buf), stepped position by position */
+} pol_mode;
 
 typedef struct {
     uint32_t nrows;    /* context rows at this position */
@@ -38,7 +62,7 @@ typedef struct {
                             * rows_per_region 0) */
 } pol_out;
 
-/* Adaptive reads its stream a few positions ahead of the simulation: the
+/* A live stream reads its stream a few positions ahead of the simulation: the
  * selections do not depend on the policy, and generating several positions
  * of one stream in a row keeps the generator's state in cache, where one
  * position per stream per step across hundreds of streams does not. */
@@ -52,24 +76,94 @@ typedef struct {
 } pol_ahead;
 
 typedef struct {
-    pol_kind kind;
+    pol_mode mode;
     uint32_t req, group, k, compress;
     uint32_t prompt_len;
     uint32_t pos;             /* next position */
-    sel_stream *st;           /* adaptive */
-    pol_ahead ahead;          /* adaptive: positions read ahead */
-    hotbuf buf;                   /* adaptive (hisparse only while computing ahead) */
-    belady_seq seq;           /* hisparse, oracle: per-position results */
+    sel_stream *st;           /* live */
+    pol_ahead ahead;          /* live: positions read ahead */
+    hotbuf buf;               /* live (ahead LRU only while computing ahead) */
+    belady_seq seq;           /* ahead: per-position results */
 } pol_stream;
 
-/* Open the stream of (req, group). For hisparse and oracle, npos positions
- * are computed at once (oracle with scratch w). budget is in rows;
- * rows_per_region > 0 counts the misses' host regions (hotbuf_set_regions; not for the oracle). */
-int pol_stream_open(pol_stream *ps, pol_kind kind, sel_source *src, const trace_shape *sh,
+/* Open the stream of (req, group) in the given mode. The ahead modes compute
+ * npos positions at once (MIN with scratch w). budget is in rows;
+ * rows_per_region > 0 counts the misses' host regions (hotbuf_set_regions;
+ * not for MIN). */
+int pol_stream_open(pol_stream *ps, pol_mode mode, sel_source *src, const trace_shape *sh,
                     uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w,
                     double rows_per_region);
 /* The next position. -1 with dh_err() (the message names request and group). */
 int pol_stream_next(pol_stream *ps, const trace_shape *sh, pol_out *out);
 void pol_stream_close(pol_stream *ps);
+
+/* ---- policies ---------------------------------------------------------- */
+
+/* What a policy sees of the run: the model, the [policy] settings, the fixed
+ * budget they imply and, for a policy whose budget follows spare HBM, the
+ * optional rows it last chose. */
+typedef struct {
+    const model_cfg *model;
+    double budget_k;            /* [policy] hisparse_budget_k */
+    double max_optional_k;      /* [policy] adaptive_max_optional_k (0: no cap) */
+    uint32_t *budget;           /* [groups] the fixed budget B = ceil(budget_k x k) */
+    uint32_t optional_rows;     /* E, set by rebalance (0 for a fixed budget) */
+} pol_env;
+
+/* How one stream is to be opened (pol_ops.open). */
+typedef struct {
+    sel_source *src;
+    const trace_shape *sh;
+    uint32_t req, group;
+    uint32_t horizon;           /* positions the run can still use of it */
+    belady_work *bw;            /* scratch for MIN */
+    double rows_per_region;     /* > 0: count the misses' host regions */
+    int live;                   /* 1: a live buffer is needed (speculative verification) */
+} pol_open_args;
+
+typedef struct {
+    const char *name;
+    /* 1: rows live on the host and misses are fetched (the fetch kernel holds
+     * its SMs, rows are written through, verification stages its union);
+     * 0: every row is on the GPU. */
+    int host_tier;
+    /* Why the policy does not run with speculative decoding (NULL: it does). */
+    const char *no_spec;
+    /* Ledger bytes of group g of a request whose final context has rows rows:
+     * added to the protected and optional categories. */
+    void (*reserve)(const pol_env *e, uint32_t g, double rows, double *prot, double *opt);
+    /* The hot budget in rows of one (request, group g) now; 0 without a hot buffer. */
+    double (*budget)(const pol_env *e, uint32_t g);
+    /* A budget that follows spare HBM (NULL: fixed): share spare_bytes over
+     * n_req requests (the n active ones, whose streams are ps[0..n), and
+     * those about to be admitted), setting every active buffer's budget. */
+    int (*rebalance)(pol_env *e, double spare_bytes, uint32_t n_req, pol_stream *const *ps, uint32_t n);
+    /* With rebalance: the bytes the active buffers hold beyond the protected k rows. */
+    double (*optional_bytes)(const pol_env *e, pol_stream *const *ps, uint32_t n);
+    int (*open)(const pol_env *e, pol_stream *ps, const pol_open_args *a);
+    int (*next)(pol_stream *ps, const trace_shape *sh, pol_out *o);
+    void (*close)(pol_stream *ps);
+} pol_ops;
+
+/* The registered policy of that index, or NULL. */
+const pol_ops *pol_ops_of(pol_kind kind);
+/* Its name ("?" for an index with no policy). */
+const char *pol_name_of(pol_kind kind);
+/* Parse a policy name; -1 with dh_err() if unknown. */
+int pol_parse(const char *name, pol_kind *out);
+/* Add a policy (before any run: the registry is not locked); *kind is its
+ * index. -1 with dh_err() when the name is taken or the registry is full. */
+int pol_register(const pol_ops *ops, pol_kind *kind);
+
+/* pol_env over model with the given [policy] settings (B computed per group). */
+void pol_env_init(pol_env *e, const model_cfg *m, double budget_k, double max_optional_k);
+void pol_env_release(pol_env *e);
+
+/* Shared pieces the built-in policies are made of. */
+/* Reserve k protected rows and the fixed budget's B - k further slots. */
+void pol_reserve_fixed(const pol_env *e, uint32_t g, double rows, double *prot, double *opt);
+double pol_budget_fixed(const pol_env *e, uint32_t g);
+
+extern const pol_ops pol_resident_ops, pol_hisparse_ops, pol_adaptive_ops, pol_oracle_ops;
 
 #endif

@@ -12,7 +12,8 @@
  *               latency and bandwidth replace moe_comm_s and moe_comm_gbps
  *               where status = measured)
  *   [workload]  see wl.h
- *   [policy]    name (resident|hisparse|adaptive|oracle; default hisparse),
+ *   [policy]    name (resident|hisparse|adaptive|oracle, or a registered one, pol.h;
+ *               default hisparse),
  *               hisparse_budget_k (B as a multiple of k, >= 1; oracle uses
  *               the same B), adaptive_max_optional_k (cap on optional rows
  *               per (request, group) as a multiple of k; 0 = none)
@@ -95,6 +96,17 @@ typedef struct {
     double hbm[MEM_N_CATEGORIES];
 } sim_tl_row;
 
+/* A figure that some configurations do not compute: union rows under a
+ * policy without a host tier (it reads no union), the shared or the
+ * per-query fetch count under the other retrieval mode. */
+typedef struct {
+    double value;
+    int known;
+} sim_opt;
+static inline sim_opt sim_opt_of(double v) { return (sim_opt){ v, 1 }; }
+/* Its value, or `missing` when not computed (the reports print -1 or "-"). */
+static inline double sim_opt_or(sim_opt o, double missing) { return o.known ? o.value : missing; }
+
 typedef struct {
     char policy[32], model[64], hw[64], source[256];
     char a2a[192];                     /* where the all-to-all cost came from */
@@ -121,9 +133,11 @@ typedef struct {
     double mean_accepted;              /* accepted drafts per (request, step) */
     double tokens_per_step;            /* emitted tokens per (request, step): accepted + 1 */
     double mean_verify_len;            /* drafts verified per (request, step) (DSpark chooses) */
-    double union_rows, union_rows_k;   /* union rows per (request, group, step), and / k (-1 under resident: not read) */
-    double fetched_shared_rows;        /* rows fetched per (request, group, step), shared retrieval */
-    double fetched_per_query_rows;     /* the same if every query fetched its own (-1: not computed) */
+    sim_opt union_rows, union_rows_k;  /* union rows per (request, group, step), and / k (not
+                                        * computed without a host tier: not read) */
+    sim_opt fetched_shared_rows;       /* rows fetched per (request, group, step), shared retrieval */
+    sim_opt fetched_per_query_rows;    /* the same if every query fetched its own (per-query
+                                        * retrieval only) */
     double draft_share, verify_share;  /* of the measured step time */
     double staging_used_peak;          /* bytes of union rows staged at once, largest step */
     hw_range_log ranges;               /* cost tables used outside the profile's [fit_range] */

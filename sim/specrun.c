@@ -3,6 +3,8 @@
 #include "common/path.h"
 #include "sim/specrun.h"
 #include "common/dh_err.h"
+#include "common/mem.h"
+#include "sim/mbatch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,54 +90,55 @@ static double est_time(double verified, void *user)
 }
 
 double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, uint64_t seed, uint32_t n,
-                    const uint32_t *req, const uint32_t *pos, const uint64_t *ctx, const uint32_t *left,
-                    uint32_t *L, uint32_t *a)
+                    specrun_slot *sl)
 {
     const spec_draft *d = s->draft;
     const model_cfg *m = cx->model;
     uint32_t G = m->n_groups, gam = d->gamma;
-    spec_conf *cf = malloc((n ? n : 1) * sizeof *cf);
-    if (!cf) abort();
+    spec_conf *cf = dh_malloc((n ? n : 1) * sizeof *cf);
     double ring_rows = 0;
     for (uint32_t i = 0; i < n; i++) {
-        spec_confidence(d, ctx[i], seed, req[i], pos[i], &cf[i]);
-        ring_rows += spec_ring_rows(d, ctx[i], s->draft_ring);
+        spec_confidence(d, sl[i].ctx, seed, sl[i].req, sl[i].pos, &cf[i]);
+        ring_rows += spec_ring_rows(d, sl[i].ctx, s->draft_ring);
     }
     /* The draft pass drafts the whole block whatever is verified afterwards. */
     cx->pre_s = spec_draft_time(d, cx->hw, cx->compute_sms, n, ring_rows);
     if (d->kind == SPEC_DSPARK && n > 0) {
-        double *pred = calloc((size_t)n * gam, sizeof *pred);
-        double *buf = calloc((STEP_MB_ARRAYS + 1) * (size_t)G, sizeof *buf);
-        if (!pred || !buf) abort();
+        double *pred = dh_calloc((size_t)n * gam, sizeof *pred);
+        double *k_eff = dh_calloc(G ? G : 1, sizeof *k_eff);
+        uint32_t *L = dh_calloc(n, sizeof *L);
         for (uint32_t i = 0; i < n; i++)
-            for (uint32_t j = 0; j < gam && j < left[i]; j++) pred[(size_t)i * gam + j] = cf[i].predicted[j];
+            for (uint32_t j = 0; j < gam && j < sl[i].left; j++) pred[(size_t)i * gam + j] = cf[i].predicted[j];
         est_ctx e;
         memset(&e, 0, sizeof e);
+        mbatch one;
+        mbatch_init(&one, 1, G);
         e.cx = cx;
         e.overhead = step_overhead_s;
-        e.mb.sel = buf; e.mb.miss = buf + G; e.mb.pages = buf + 2 * G;
-        e.mb.idx_rows = buf + 3 * G; e.mb.written = buf + 4 * G; e.mb.regions = buf + 5 * G;
-        double *k_eff = buf + STEP_MB_ARRAYS * G;
+        e.mb = one.mb[0];
         e.k_eff = k_eff;
         e.mb.n_req = n;
         for (uint32_t i = 0; i < n; i++) {
             for (uint32_t g = 0; g < G; g++) {
                 uint32_t c = m->group[g].compress;
-                double rows = (double)((ctx[i] + c - 1) / c);
+                double rows = (double)((sl[i].ctx + c - 1) / c);
                 e.mb.idx_rows[g] += rows;
                 k_eff[g] += (rows < m->group[g].k ? rows : m->group[g].k) / n;
             }
-            e.mb.window_rows += ctx[i] < m->max_window ? (double)ctx[i] : m->max_window;
+            e.mb.window_rows += sl[i].ctx < m->max_window ? (double)sl[i].ctx : m->max_window;
         }
         spec_choose_verify(pred, n, gam, gam, est_time, &e, L);
+        for (uint32_t i = 0; i < n; i++) sl[i].L = L[i];
+        mbatch_release(&one);
+        free(L);
         free(pred);
-        free(buf);
+        free(k_eff);
     } else {
-        for (uint32_t i = 0; i < n; i++) L[i] = gam;
+        for (uint32_t i = 0; i < n; i++) sl[i].L = gam;
     }
     for (uint32_t i = 0; i < n; i++) {
-        if (L[i] > left[i]) L[i] = left[i];
-        a[i] = spec_accept(&cf[i], L[i], seed, req[i], pos[i]);
+        if (sl[i].L > sl[i].left) sl[i].L = sl[i].left;
+        sl[i].a = spec_accept(&cf[i], sl[i].L, seed, sl[i].req, sl[i].pos);
     }
     free(cf);
     return cx->pre_s;
@@ -153,7 +156,7 @@ int specrun_verify(pol_stream *ps, const trace_shape *sh, union_ahead *ahead, un
     uint32_t p = ps->pos;
     DH_BUG_ON(a > L);
     o->nrows = sel_rows_at(sh, ps->req, ps->group, p);
-    if (ps->kind == POL_RESIDENT) {
+    if (ps->mode == POL_COUNT) {
         /* Every row is on the GPU: only the attention reads matter. */
         for (uint32_t t = 0; t <= L; t++) {
             uint32_t rows = sel_rows_at(sh, ps->req, ps->group, p + t);

@@ -69,15 +69,20 @@ int specrun_parse_mode(const char *name, int *mode);
 void specrun_reservation(const specrun_cfg *s, const model_cfg *m, uint64_t final_ctx, double *draft,
                          double *staging);
 
-/* The per-step plan of n requests. ctx[i] is the context at the committed
- * position, left[i] the positions after it in the request's stream
- * (output_len - pos - 1). Fills L[i] and a[i] and returns the draft pass's
- * seconds (in cx->pre_s as well). cx must be set up for the batch except
- * pre_s. DSpark's choice uses step_estimate_s on one micro-batch holding the
- * whole batch (fetch assumed hidden). */
+/* One request of a speculative step's plan. */
+typedef struct {
+    uint32_t req, pos;           /* the request and its committed position */
+    uint64_t ctx;                /* its context at that position */
+    uint32_t left;               /* positions after it in its stream (output_len - pos - 1) */
+    uint32_t L, a;               /* the plan: drafts verified, drafts accepted */
+} specrun_slot;
+
+/* The per-step plan of n requests: fills every slot's L and a and returns the
+ * draft pass's seconds (in cx->pre_s as well). cx must be set up for the
+ * batch except pre_s. DSpark's choice uses step_estimate_s on one
+ * micro-batch holding the whole batch (fetch assumed hidden). */
 double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, uint64_t seed, uint32_t n,
-                    const uint32_t *req, const uint32_t *pos, const uint64_t *ctx, const uint32_t *left,
-                    uint32_t *L, uint32_t *a);
+                    specrun_slot *sl);
 
 /* What one (request, group) verification brought. */
 typedef struct {
@@ -109,7 +114,7 @@ typedef struct {
 
 /* Verify and commit one (request, group) stream: base position ps->pos, L
  * drafts, a accepted. ps must be a live hot-buffer stream (pol_stream opened
- * with kind POL_ADAPTIVE: st and buf), or POL_RESIDENT (no stream is read).
+ * in mode POL_LIVE_LRU: st and buf), or POL_COUNT (no stream is read).
  * ahead holds the positions read beyond the base. Advances ps->pos by a+1.
  * hk (may be NULL) observes the steps of a hot-buffer stream. -1 with dh_err()
  * naming request and group on a bad stream. */

@@ -142,3 +142,10 @@ double wl_target(const wl_cfg *w, double t)
         if (t >= w->load_time[i]) c = w->load_conc[i];
     return c;
 }
+
+double wl_next_change(const wl_cfg *w, double t)
+{
+    for (uint32_t i = 0; i < w->n_load; i++)
+        if (w->load_time[i] > t) return w->load_time[i];
+    return -1;
+}

@@ -51,5 +51,7 @@ void wl_lengths(const wl_cfg *w, uint64_t seed, uint32_t n, uint32_t *prompt, ui
 void wl_arrivals(const wl_cfg *w, uint64_t seed, double gpus, uint32_t n, double *t);
 /* Target concurrency for the instance at time t (closed: constant). */
 double wl_target(const wl_cfg *w, double t);
+/* Step mode: the first load change after time t, or -1 when none is left. */
+double wl_next_change(const wl_cfg *w, double t);
 
 #endif

@@ -5,6 +5,10 @@
  *     whole context (identical misses);
  *   - resident fetches nothing; a policy's fetched bytes are its misses x row bytes;
  *   - determinism: two runs give byte-identical JSON;
+ *   - a policy registered through the ops table (pol_register) runs, and only
+ *     through its operations: an LRU buffer of exactly k rows, written here,
+ *     gives hisparse's figures at B = k (and not at B = 2k);
+ *   - open loop: a request too large for an idle GPU is an error naming it;
  *   - bad config keys and values are rejected with a message naming them. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -188,6 +192,110 @@ static void test_same_inputs_same_bytes(void **state)
     sim_config_release(&sc);
 }
 
+/* A policy written outside the simulator: an LRU hot buffer of exactly k rows
+ * per (request, group), whatever [policy] says. Its operations count their calls. */
+static int lruk_reserved, lruk_opened, lruk_stepped;
+
+static void lruk_reserve(const pol_env *e, uint32_t g, double rows, double *prot, double *opt)
+{
+    lruk_reserved++;
+    *prot += e->model->group[g].kv_bytes_per_row * e->model->group[g].k;
+}
+
+static double lruk_budget(const pol_env *e, uint32_t g) { return e->model->group[g].k; }
+
+static int lruk_open(const pol_env *e, pol_stream *ps, const pol_open_args *a)
+{
+    lruk_opened++;
+    return pol_stream_open(ps, POL_AHEAD_LRU, a->src, a->sh, a->req, a->group, e->model->group[a->group].k,
+                           a->horizon, a->bw, a->rows_per_region);
+}
+
+static int lruk_next(pol_stream *ps, const trace_shape *sh, pol_out *o)
+{
+    lruk_stepped++;
+    return pol_stream_next(ps, sh, o);
+}
+
+static const pol_ops lruk_ops = {
+    .name = "lru-k", .host_tier = 1, .no_spec = "not written for it",
+    .reserve = lruk_reserve, .budget = lruk_budget, .open = lruk_open, .next = lruk_next, .close = pol_stream_close,
+};
+
+static void test_registered_policy_runs(void **state)
+{
+    (void)state;
+    pol_kind kind, again;
+    if (pol_register(&lruk_ops, &kind) < 0) fail_msg("%s", dh_errmsg());
+    assert_true(kind >= POL_N && pol_ops_of(kind) == &lruk_ops);
+    assert_int_equal(pol_parse("lru-k", &again), 0);
+    assert_int_equal(again, kind);
+    assert_string_equal(pol_name_of(kind), "lru-k");
+    assert_int_equal(pol_register(&lruk_ops, &again), -1); /* the name is taken */
+    assert_int_equal(pol_register(&pol_hisparse_ops, &again), -1);
+
+    sim_config sc, sc2;
+    char *sets[] = { "workload.output_len=40", "workload.steps=40", "policy.hisparse_budget_k=1" };
+    load(&sc, sets, 3);
+    trace_shape sh;
+    assert_int_equal(sim_shape(&sc, &sh), 0);
+    sel_source *src = ts_source(&sh, 0.3, 17);
+    sim_result a, h, h2;
+    if (sim_run(&sc, kind, src, &a) < 0) fail_msg("%s", dh_errmsg());
+    assert_true(a.admitted > 0);
+    assert_int_equal(lruk_reserved, a.admitted); /* one group per request */
+    assert_int_equal(lruk_opened, a.admitted);
+    assert_true(lruk_stepped == a.tokens);
+    if (sim_run(&sc, POL_HISPARSE, src, &h) < 0) fail_msg("%s", dh_errmsg());
+    assert_string_equal(a.policy, "lru-k");
+    assert_true(a.missed_rows > 0);
+    /* The same run but for the name. */
+    snprintf(a.policy, sizeof a.policy, "hisparse");
+    char *ja = json_of(&a), *jh = json_of(&h);
+    assert_string_equal(ja, jh);
+    free(ja); free(jh);
+    /* Planted: hisparse at B = 2k misses less, so the comparison can fail. */
+    char *wide[] = { "workload.output_len=40", "workload.steps=40", "policy.hisparse_budget_k=2" };
+    load(&sc2, wide, 3);
+    if (sim_run(&sc2, POL_HISPARSE, src, &h2) < 0) fail_msg("%s", dh_errmsg());
+    assert_true(h2.missed_rows < a.missed_rows);
+    /* Its no_spec reason is what a speculative run reports. */
+    sim_config sc3 = sc; /* a shallow copy, not released: the refusal comes before the draft is read */
+    sc3.spec.mode = SPEC_DFLASH2;
+    sim_result x;
+    assert_int_equal(sim_run(&sc3, kind, src, &x), -1);
+    assert_non_null(strstr(dh_errmsg(), "not written for it"));
+    sim_result_release(&a); sim_result_release(&h); sim_result_release(&h2);
+    sel_source_free(src);
+    trace_shape_release(&sh);
+    sim_config_release(&sc);
+    sim_config_release(&sc2);
+}
+
+/* Open loop: a request that cannot fit even on an idle GPU is an error naming
+ * it and the bytes (closed loop simply never admits it). */
+static void test_unadmittable_request_is_an_error(void **state)
+{
+    (void)state;
+    char *sets[] = { "hw.hbm_bytes=2e9", "workload.prompt_len=1000000", "workload.mode=open", "workload.rate=100",
+                     "workload.output_len=10", "workload.steps=10" };
+    sim_config sc;
+    load(&sc, sets, 6);
+    trace_shape sh;
+    assert_int_equal(sim_shape(&sc, &sh), 0);
+    sel_source *src = ts_source(&sh, 0.3, 3);
+    sim_result r;
+    assert_int_equal(sim_run(&sc, POL_RESIDENT, src, &r), -1);
+    /* Resident reserves every row: 1,000,010 rows x (4 layers x 1000 B + 16 B of indexer key);
+     * 2e9 B less 1e6 B of weights and 1e9 B of workspace are free. */
+    if (!strstr(dh_errmsg(), "resident: request 0 cannot be admitted on an idle GPU: it needs 4.02 GB, 0.999 GB are free"))
+        fail_msg("%s", dh_errmsg());
+    assert_null(r.tl);
+    sel_source_free(src);
+    trace_shape_release(&sh);
+    sim_config_release(&sc);
+}
+
 static void expect_config_error(char *set, const char *needle)
 {
     sim_config sc;
@@ -218,6 +326,8 @@ int main(void)
         cmocka_unit_test(test_resident_fetches_nothing),
         cmocka_unit_test(test_adaptive_with_spare_hbm_is_a_large_fixed_budget),
         cmocka_unit_test(test_same_inputs_same_bytes),
+        cmocka_unit_test(test_registered_policy_runs),
+        cmocka_unit_test(test_unadmittable_request_is_an_error),
         cmocka_unit_test(test_bad_config_is_rejected),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -224,10 +224,12 @@ static void test_shared_retrieval_by_hand(void **state)
     assert_true(a.fetch_bytes == shared * ROW_BYTES && b.fetch_bytes == per_q * ROW_BYTES);
     /* Planted fault: each switch's total is not the other's. */
     assert_true(a.missed_rows != per_q && b.missed_rows != shared);
-    assert_true(b.fetched_shared_rows < 0 && b.fetched_per_query_rows == per_q / LAYERS / (REQS * 12.0));
-    assert_true(a.fetched_per_query_rows < 0 && a.fetched_shared_rows == shared / LAYERS / (REQS * 12.0));
+    assert_true(!b.fetched_shared_rows.known && b.fetched_per_query_rows.known);
+    assert_true(b.fetched_per_query_rows.value == per_q / LAYERS / (REQS * 12.0));
+    assert_true(!a.fetched_per_query_rows.known && a.fetched_shared_rows.known);
+    assert_true(a.fetched_shared_rows.value == shared / LAYERS / (REQS * 12.0));
     /* The union: 160 rows (steps are alike after the first). */
-    assert_true(a.union_rows == (3.0 * H + K));
+    assert_true(a.union_rows.known && a.union_rows.value == (3.0 * H + K));
     sim_result_release(&a); sim_result_release(&b);
     sel_source_free(src);
     sim_config_release(&on); sim_config_release(&off);

@@ -122,7 +122,7 @@ int rp_host_open(const rp_host_cfg *c, rp_host **out)
             for (uint32_t r = 0; r < h->R; r++) {
                 size_t p = (size_t)g * h->R + r;
                 union_ahead_init(&h->ahead[p], h->gamma + 1);
-                if (pol_stream_open(&h->ps[p], POL_ADAPTIVE, h->src, &h->shape, r, g, c->budget_rows, 0, NULL, 0) < 0)
+                if (pol_stream_open(&h->ps[p], POL_LIVE_LRU, h->src, &h->shape, r, g, c->budget_rows, 0, NULL, 0) < 0)
                     goto fail;
             }
         *out = h;

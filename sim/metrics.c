@@ -1,0 +1,193 @@
+/* metrics.c: tallies, quantiles, invariants and the result of a run; see
+ * metrics.h. */
+#include "sim/metrics.h"
+#include "common/dh_err.h"
+#include "common/mem.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void metrics_init(metrics *mt, uint32_t max_steps, uint32_t warmup, uint32_t n_groups)
+{
+    memset(mt, 0, sizeof *mt);
+    clock_gettime(CLOCK_MONOTONIC, &mt->wall0);
+    mt->warmup = warmup;
+    mt->n_groups = n_groups;
+    mt->cap = max_steps;
+    mt->tl = dh_calloc(max_steps, sizeof *mt->tl);
+    mt->durs = dh_calloc(max_steps, sizeof *mt->durs);
+}
+
+void metrics_release(metrics *mt)
+{
+    free(mt->tl);
+    free(mt->durs);
+    memset(mt, 0, sizeof *mt);
+}
+
+void metrics_add(metrics *mt, const metrics_step *s)
+{
+    DH_BUG_ON(mt->n_tl == mt->cap);
+    const sim_tl_row *row = &s->row;
+    mt->tl[mt->n_tl++] = *row;
+    double dt = row->t_end - row->t_start;
+    for (int c = 0; c < MEM_N_CATEGORIES; c++) mt->hbm[c] += row->hbm[c];
+    mt->sel += row->selected;
+    mt->miss += row->missed;
+    mt->miss_bytes += s->miss_bytes;
+    mt->active += row->active;
+    mt->optional += row->optional_rows;
+    mt->tokens += row->tokens;
+    mt->budget += s->budget_rows;
+    if (row->step >= mt->warmup) {
+        mt->m_tokens += row->tokens;
+        mt->m_time += dt;
+        mt->m_sel += row->selected;
+        mt->m_miss += row->missed;
+        /* Per-token latency: the step over the tokens each request emitted in it
+         * (one in plain decoding; accepted + 1 on average when speculative). */
+        mt->durs[mt->n_durs].s_per_token = dt * row->active / row->tokens;
+        mt->durs[mt->n_durs].tokens = row->tokens;
+        mt->n_durs++;
+        metrics_spec *sp = &mt->spec;
+        sp->req_steps += row->active;
+        sp->accepted += row->accepted;
+        sp->verified += row->verified;
+        sp->union_rows += row->union_rows;
+        sp->union_n += (double)row->active * mt->n_groups;
+        sp->fetched += row->fetched_rows;
+        sp->fetched_pq += row->fetched_pq;
+        sp->draft_s += row->draft_s;
+        sp->step_s += dt;
+        sp->overhead_s += s->overhead_s;
+    }
+    if (row->staging_bytes > mt->staging_peak) mt->staging_peak = row->staging_bytes;
+}
+
+static int cmp_dur(const void *a, const void *b)
+{
+    const metrics_dur *x = a, *y = b;
+    return (x->s_per_token > y->s_per_token) - (x->s_per_token < y->s_per_token);
+}
+
+void metrics_sort_durs(metrics_dur *d, uint32_t n) { qsort(d, n, sizeof *d, cmp_dur); }
+
+double metrics_quantile(const metrics_dur *d, uint32_t n, double total, double q)
+{
+    double want = q * total, acc = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        acc += d[i].tokens;
+        if (acc >= want) return d[i].s_per_token;
+    }
+    return n ? d[n - 1].s_per_token : 0;
+}
+
+/* The invariants of a finished run at its end t_final. */
+static int check(const metrics *mt, const metrics_end *e, double t_final)
+{
+    const mem_ledger *h = e->hbm;
+    if (h->peak_total > h->capacity)
+        return dh_err("invariant: HBM peak %.0f B above capacity %.0f B", h->peak_total, h->capacity);
+    if (fabs(e->h2d->bytes - mt->miss_bytes) > 1e-9 * (mt->miss_bytes + 1))
+        return dh_err("invariant: %.0f bytes fetched but missed rows x row bytes = %.0f", e->h2d->bytes, mt->miss_bytes);
+    if (res_check(e->gpu, t_final) < 0 || res_check(e->h2d, t_final) < 0 || res_check(e->d2h, t_final) < 0) return -1;
+    if (e->admitted != e->completed + e->unfinished)
+        return dh_err("invariant: %u requests admitted, %u completed, %u unfinished", e->admitted, e->completed, e->unfinished);
+    if (!e->pol->host_tier && mt->miss != 0) return dh_err("invariant: %s fetched %.0f rows", e->pol->name, mt->miss);
+    return 0;
+}
+
+/* The speculative figures, per (request, step) and per (request, group, step). */
+static void spec_result(const metrics *mt, const metrics_end *e, sim_result *res)
+{
+    const specrun_cfg *sp = &e->sc->spec;
+    const metrics_spec *t = &mt->spec;
+    snprintf(res->spec, sizeof res->spec, "%s", spec_kind_name((spec_kind)sp->mode));
+    res->shared_retrieval = sp->shared_retrieval;
+    res->draft_ring = sp->draft_ring;
+    res->staging_reuse = sp->staging_reuse;
+    double n = t->req_steps > 0 ? t->req_steps : 1, nu = t->union_n > 0 ? t->union_n : 1;
+    res->mean_accepted = t->accepted / n;
+    res->tokens_per_step = (t->accepted + t->req_steps) / n;
+    res->mean_verify_len = t->verified / n;
+    /* Without a host tier nothing is staged or fetched: the union is not read. */
+    if (e->pol->host_tier) {
+        res->union_rows = sim_opt_of(t->union_rows / nu);
+        res->union_rows_k = sim_opt_of(res->union_rows.value / e->sc->model.group[0].k);
+    }
+    /* Each retrieval mode keeps its own count only. */
+    if (sp->shared_retrieval) res->fetched_shared_rows = sim_opt_of(t->fetched / nu);
+    else res->fetched_per_query_rows = sim_opt_of(t->fetched_pq / nu);
+    res->draft_share = t->step_s > 0 ? t->draft_s / t->step_s : 0;
+    res->verify_share = t->step_s > 0 ? (t->step_s - t->draft_s - t->overhead_s) / t->step_s : 0;
+    res->staging_used_peak = mt->staging_peak;
+}
+
+int metrics_finish(metrics *mt, const metrics_end *e, sim_result *res)
+{
+    const sim_config *sc = e->sc;
+    /* The run ends when the last write-through has landed. */
+    double t_final = e->t;
+    if (e->d2h->free_at > t_final) t_final = e->d2h->free_at;
+    if (e->h2d->free_at > t_final) t_final = e->h2d->free_at;
+    if (e->gpu->free_at > t_final) t_final = e->gpu->free_at;
+    if (check(mt, e, t_final) < 0) return -1;
+
+    snprintf(res->policy, sizeof res->policy, "%s", e->pol->name);
+    snprintf(res->model, sizeof res->model, "%s", sc->model.name);
+    snprintf(res->hw, sizeof res->hw, "%s", sc->hw.name);
+    snprintf(res->source, sizeof res->source, "%s", *sc->trace_path ? sc->trace_path : sc->preset);
+    snprintf(res->a2a, sizeof res->a2a, "%s", sc->a2a_source);
+    res->concurrency = sc->wl.concurrency;
+    res->per_gpu = sim_per_gpu(sc, sc->wl.concurrency);
+    res->steps = mt->n_tl;
+    res->measured_steps = mt->n_durs;
+    res->sim_time = t_final;
+    res->measured_time = mt->m_time;
+    res->tokens = mt->tokens;
+    res->measured_tokens = mt->m_tokens;
+    res->tok_s_gpu = mt->m_time > 0 ? mt->m_tokens / mt->m_time : 0;
+    metrics_sort_durs(mt->durs, mt->n_durs);
+    res->tpot_p50 = metrics_quantile(mt->durs, mt->n_durs, mt->m_tokens, 0.50);
+    res->tpot_p90 = metrics_quantile(mt->durs, mt->n_durs, mt->m_tokens, 0.90);
+    res->tpot_p99 = metrics_quantile(mt->durs, mt->n_durs, mt->m_tokens, 0.99);
+    double wsum = 0;
+    for (uint32_t i = 0; i < mt->n_durs; i++) wsum += mt->durs[i].s_per_token * mt->durs[i].tokens;
+    res->tpot_mean = mt->m_tokens > 0 ? wsum / mt->m_tokens : 0;
+    res->selected_rows = mt->m_sel;
+    res->missed_rows = mt->m_miss;
+    res->fetch_fraction = mt->m_sel > 0 ? mt->m_miss / mt->m_sel : 0;
+    res->fetch_bytes = e->h2d->bytes;
+    res->write_bytes = e->d2h->bytes;
+    res->h2d_util = t_final > 0 ? e->h2d->busy / t_final : 0;
+    res->d2h_util = t_final > 0 ? e->d2h->busy / t_final : 0;
+    res->compute_util = t_final > 0 ? e->gpu->busy / t_final : 0;
+    res->h2d_gbps = t_final > 0 ? e->h2d->bytes / t_final / 1e9 : 0;
+    res->hbm_capacity = e->hbm->capacity;
+    res->hbm_peak_total = e->hbm->peak_total;
+    for (int c = 0; c < MEM_N_CATEGORIES; c++) {
+        res->hbm_peak[c] = e->hbm->peak[c];
+        res->hbm_mean[c] = mt->n_tl ? mt->hbm[c] / mt->n_tl : 0;
+    }
+    res->mean_active = mt->n_tl ? mt->active / mt->n_tl : 0;
+    res->admitted = e->admitted;
+    res->completed = e->completed;
+    res->unfinished = e->unfinished;
+    res->never_admitted = e->requests - e->admitted;
+    res->budget_rows = e->budget_rows;
+    res->mean_optional_rows = mt->n_tl ? mt->optional / mt->n_tl : 0;
+    res->mean_budget_rows = mt->n_tl ? mt->budget / mt->n_tl : 0;
+    res->ranges = e->st->ranges;
+    if (sc->spec.mode) spec_result(mt, e, res);
+    struct timespec w1;
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    res->wall_s = (double)(w1.tv_sec - mt->wall0.tv_sec) + 1e-9 * (double)(w1.tv_nsec - mt->wall0.tv_nsec);
+    res->rows_per_wall_s = res->wall_s > 0 ? mt->sel / res->wall_s : 0;
+    res->tl = mt->tl;
+    res->n_tl = mt->n_tl;
+    mt->tl = NULL;
+    mt->n_tl = 0;
+    return 0;
+}
