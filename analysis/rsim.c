@@ -91,7 +91,7 @@ int rsim_run(const rcfg_set *s, const rcfg_config *c, const char *profile, char 
         return dh_err_prefix("replay configuration '%s': ", c->id);
     }
     int rc = sim_run(&sc, kind, src, res);
-    if (rc == 0 && res->spec[0]) snprintf(res->policy, sizeof res->policy, "%s+%s", pol_name[kind], res->spec);
+    if (rc == 0 && res->spec[0]) snprintf(res->policy, sizeof res->policy, "%s+%s", pol_name_of(kind), res->spec);
     if (rc < 0) dh_err_prefix("replay configuration '%s': ", c->id);
     sel_source_free(src);
     sim_config_release(&sc);
