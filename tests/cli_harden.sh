@@ -92,3 +92,8 @@ sed 's/^a\thisparse\tplain\t0\t110\t10$/a\thisparse\tplain\t0\t0\t10/' tests/dat
 err1 dhcal_predicted_zero "predicted_us = 0 is outside" $DHC validate --replay tests/data/replay_small.csv --sim "$T/zero.tsv"
 sed 's/^a\thisparse\tplain\t0\t110\t10$/a\thisparse\tplain\t0\t1e308\t10/' tests/data/sim_small.tsv >"$T/huge.tsv"
 err1 dhcal_predicted_huge "predicted_us = 1e+308 is outside" $DHC validate --replay tests/data/replay_small.csv --sim "$T/huge.tsv"
+
+# A top-k that covers the whole context is rejected, not generated for hours.
+sed 's|^topk = 2048$|topk = 200000|' models/glm53.ini >"$T/topk.ini"
+sed "s|^model = .*|model = $T/topk.ini|" models/instances/glm53-h200x8.ini >"$T/inst_topk.ini"
+err1 topk_above_context "has k = 200000, not below the" $DHS --config "$T/inst_topk.ini" --steps 3 --concurrency 2 --policy hisparse --quiet
