@@ -147,7 +147,7 @@ sanitize: deps-check
 	@rm -rf build-san/tree && mkdir -p build-san/tree && \
 	  for e in * .[!.]*; do case "$$e" in bin|build*|.git) ;; *) ln -s "$(CURDIR)/$$e" build-san/tree/;; esac; done && \
 	  ln -s "$(CURDIR)/build-san/bin" build-san/tree/bin
-	cd build-san/tree && $(SAN_ENV) sh tests/run.sh $(patsubst tests/%.c,$(CURDIR)/build-san/tests/%,$(TEST_SRC))
+	cd build-san/tree && CUDA=0 $(SAN_ENV) sh tests/run.sh $(patsubst tests/%.c,$(CURDIR)/build-san/tests/%,$(TEST_SRC))
 
 # make fuzz: libFuzzer harnesses (tests/fuzz/) of the trace reader, the INI loader with --set and
 # dhcal's CSV reader, built with clang (the one target that needs it; `make fuzz` installs it as
