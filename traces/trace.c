@@ -47,6 +47,8 @@
 #define TRACE_INDEX_CHUNK 1024u    /* positions per index chunk (17 KiB raw) */
 #define TRACE_ROWS_CHUNK 16384u    /* u32 rows per rows chunk (64 KiB raw) */
 #define TRACE_DEFLATE_LEVEL 4      /* zlib level: 1..9; 4 is near level 9's size at a third of its time */
+#define TRACE_MAX_REQUESTS (1u << 24) /* requests in one trace */
+#define TRACE_MAX_LAYERS (1u << 16)   /* layers (and selection groups) of a model */
 #define TRACE_ATTR_STR_MAX 65536u  /* longest string attribute read (generator_params is a few KiB) */
 
 typedef struct {
@@ -1066,11 +1068,14 @@ static int read_meta(trace_src *ts, trace_meta *m)
     m->format_version = (uint32_t)v;
     trace_shape *sh = &m->shape;
     if (read_attr_name(ts, "model", sh->model, sizeof sh->model) < 0) return -1;
-    if (read_attr_uint(ts, "n_requests", &v, UINT32_MAX) < 0) return -1;
+    /* The counts size the shape arrays, read whole: bounded far above any
+     * workload (16M requests, 64K layers) so that a file claiming 2^32 of them
+     * over sparse chunked datasets cannot make us allocate gigabytes. */
+    if (read_attr_uint(ts, "n_requests", &v, TRACE_MAX_REQUESTS) < 0) return -1;
     sh->n_requests = (uint32_t)v;
-    if (read_attr_uint(ts, "n_layers", &v, UINT32_MAX) < 0) return -1;
+    if (read_attr_uint(ts, "n_layers", &v, TRACE_MAX_LAYERS) < 0) return -1;
     sh->n_layers = (uint32_t)v;
-    if (read_attr_uint(ts, "n_groups", &v, UINT32_MAX) < 0) return -1;
+    if (read_attr_uint(ts, "n_groups", &v, TRACE_MAX_LAYERS) < 0) return -1;
     sh->n_groups = (uint32_t)v;
     if (read_attr_uint(ts, "keyframe_interval", &v, UINT32_MAX) < 0) return -1;
     if (v == 0) return dh_err("trace '%s': attribute 'keyframe_interval' is 0", ts->path);
