@@ -31,6 +31,6 @@ for src in tests/fuzz/fuzz_*.c; do
   else echo "FAIL fuzz_$n: exit $rc, $(grep -m1 -E 'ERROR|SUMMARY|deadly' "$tmp/log" | head -c 300)"; fi
 done
 if [ "$ran" = 0 ]; then
-  echo "note: clang not found, the fuzz harnesses were not built (make fuzz)"
+  echo "note: the fuzz harnesses are not built here (make fuzz; they need clang)"
   echo "SKIP fuzz"
 fi
