@@ -4,6 +4,8 @@
 #   make run      the built-in default: GLM-5.3, 100K context, concurrency 128, all policies
 #                 (builds bin/dhsim only)
 #   make test     unit and differential tests (no GPU needed); ends with "N passed, N failed"
+#   make sanitize the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
+#   make fuzz     libFuzzer harnesses of the input readers (build-fuzz/; tests/fuzz/RESULTS.md)
 #   make bench    CPU benchmarks of the trace tools and the simulator (figures in bench/)
 #   make gpubench kernel microbenchmarks on the local CUDA GPU (bin/dhbench)
 #   make figs     regenerate paper-figs/ with gnuplot
@@ -36,6 +38,7 @@ else
 endif
 
 BUILD := build
+BIN   := bin
 # A tool main is dh<name>.c; dh_<name>.c (e.g. common/dh_err.c) is library code.
 lib_src = $(filter-out $(filter-out $(1)/dh_%.c,$(wildcard $(1)/dh*.c)),$(wildcard $(1)/*.c))
 lib_obj = $(patsubst %.c,$(BUILD)/%.o,$(call lib_src,$(1)))
@@ -47,7 +50,7 @@ ANALYSIS_OBJ := $(call lib_obj,analysis)
 KREF_OBJ     := $(call lib_obj,kernels)
 LIBS_OBJ     := $(ANALYSIS_OBJ) $(SIM_OBJ) $(TRACES_OBJ) $(KREF_OBJ) $(COMMON_OBJ)
 
-TOOLS := bin/dhtrace bin/dhsim bin/dhcal
+TOOLS := $(BIN)/dhtrace $(BIN)/dhsim $(BIN)/dhcal
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
@@ -91,15 +94,15 @@ $(BUILD)/%.o: %.c | deps-check
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-bin/dhtrace: $(BUILD)/traces/dhtrace.o $(TRACES_OBJ) $(COMMON_OBJ)
-	@mkdir -p bin
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
-bin/dhsim: $(BUILD)/sim/dhsim.o $(SIM_OBJ) $(TRACES_OBJ) $(COMMON_OBJ)
-	@mkdir -p bin
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
-bin/dhcal: $(BUILD)/analysis/dhcal.o $(LIBS_OBJ)
-	@mkdir -p bin
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+$(BIN)/dhtrace: $(BUILD)/traces/dhtrace.o $(TRACES_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
+$(BIN)/dhsim: $(BUILD)/sim/dhsim.o $(SIM_OBJ) $(TRACES_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
+$(BIN)/dhcal: $(BUILD)/analysis/dhcal.o $(LIBS_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 
 # Kernels: one nvcc link of every .cu file; CPU references (kernels/*.c) are plain C and tested in CI.
 # dhbench needs only the CUDA toolkit and libc (it runs where no Debian package is installed), so
@@ -128,13 +131,57 @@ $(BUILD)/tests/%: tests/%.c $(LIBS_OBJ)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 $(BUILD)/bench/%: bench/%.c $(TRACES_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 # make run builds only the simulator it runs (seconds), not the GPU tools (minutes with nvcc).
 run: deps-check bin/dhsim
 	./bin/dhsim --compare
 
-test: all $(TEST_BINS)
+# make sanitize: the whole `make test` under AddressSanitizer and UndefinedBehaviorSanitizer,
+# halting on the first report, leaks included. The sanitized build lives in build-san/ (tools
+# in build-san/bin); the command-line tests name bin/..., so they run in build-san/tree, a
+# tree of links to this one whose bin is build-san/bin.
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_ENV   := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
+             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp
+.PHONY: sanitize
+sanitize: deps-check
+	$(MAKE) CUDA=0 BUILD=build-san BIN=build-san/bin CFLAGS="$(CFLAGS) -O1 $(SAN_FLAGS)" \
+	  build-san/bin/dhtrace build-san/bin/dhsim build-san/bin/dhcal \
+	  $(patsubst tests/%.c,build-san/tests/%,$(TEST_SRC))
+	@rm -rf build-san/tree && mkdir -p build-san/tree && \
+	  for e in * .[!.]*; do case "$$e" in bin|build*|.git) ;; *) ln -s "$(CURDIR)/$$e" build-san/tree/;; esac; done && \
+	  ln -s "$(CURDIR)/build-san/bin" build-san/tree/bin
+	cd build-san/tree && CUDA=0 $(SAN_ENV) sh tests/run.sh $(patsubst tests/%.c,$(CURDIR)/build-san/tests/%,$(TEST_SRC))
+
+# make fuzz: libFuzzer harnesses (tests/fuzz/) of the trace reader, the INI loader with --set and
+# dhcal's CSV reader, built with clang (the one target that needs it; `make fuzz` installs it as
+# root like the other packages). `make test` runs each for a few seconds when clang is there;
+# FUZZ_SECONDS=N make fuzz-run runs each for N seconds on the committed corpus.
+FUZZ_DEB_PKGS := clang libclang-rt-dev
+CLANG     ?= $(shell command -v clang 2>/dev/null)
+FUZZ_DIR  := build-fuzz
+FUZZ_FLAGS := -O1 -g -std=c11 -D_GNU_SOURCE -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS  := $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZ_NAMES))
+FUZZ_OBJ   := $(patsubst %.c,$(FUZZ_DIR)/%.o,$(foreach d,common traces sim analysis kernels,$(call lib_src,$(d))))
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz fuzz-run fuzz-if-clang
+fuzz:
+	@$(MAKE) --no-print-directory deps-check DEB_PKGS="$(FUZZ_DEB_PKGS)"
+	$(MAKE) CLANG=clang $(FUZZ_BINS)
+fuzz-if-clang: $(if $(CLANG),$(FUZZ_BINS))
+$(FUZZ_DIR)/%.o: %.c | deps-check
+	@mkdir -p $(dir $@)
+	$(CLANG) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+$(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	$(CLANG) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+fuzz-run: fuzz
+	for n in $(FUZZ_NAMES); do mkdir -p $(FUZZ_DIR)/corpus/$$n && \
+	  $(FUZZ_DIR)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus/$$n tests/fuzz/corpus/$$n || exit 1; done
+
+test: all $(TEST_BINS) fuzz-if-clang
 	@sh tests/run.sh $(TEST_BINS)
 
 bench: all
@@ -160,6 +207,6 @@ print-%:
 	@echo '$($*)'
 
 clean:
-	rm -rf $(BUILD) bin
+	rm -rf $(BUILD) bin build-san $(FUZZ_DIR)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) $(if $(CLANG),$(FUZZ_DIR)) -name '*.d' 2>/dev/null)

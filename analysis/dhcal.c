@@ -40,6 +40,7 @@
 #include "analysis/valid.h"
 #include "common/cfg.h"
 #include "common/dh_err.h"
+#include "common/ofile.h"
 
 #include <errno.h>
 #include <math.h>
@@ -172,16 +173,16 @@ static int cmd_import_probe(int argc, char **argv)
         else push(&in, argv[i]);
     }
     if (!out || !in.n) usage();
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", out, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) dh_die("dhcal", "cannot create '%s': %s", tmp, strerror(errno));
+    /* Written under a temporary name, renamed when complete (common/ofile.h). */
+    ofile of;
+    if (ofile_check(out) < 0 || ofile_open(&of, out) < 0) dh_die_last("dhcal");
+    FILE *f = of.f;
     fprintf(f, "# converted by: dhcal import-probe");
     for (size_t i = 0; i < in.n; i++) fprintf(f, " %s", in.v[i]);
     fprintf(f, " -o %s\n%s\n", out, bcsv_header());
     for (size_t i = 0; i < in.n; i++)
-        if (probe_convert(in.v[i], f) < 0) { fclose(f); unlink(tmp); dh_die_last("dhcal"); }
-    if (fclose(f) != 0 || rename(tmp, out) < 0) { unlink(tmp); dh_die("dhcal", "cannot write '%s'", out); }
+        if (probe_convert(in.v[i], f) < 0) { ofile_discard(&of); dh_die_last("dhcal"); }
+    if (ofile_close(&of) < 0) dh_die_last("dhcal");
     /* Read it back: the converter's lines must pass the same reader as dhbench's. */
     bcsv_table t;
     bcsv_init(&t);

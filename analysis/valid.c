@@ -97,6 +97,11 @@ static int dtext_columns(dtext *d, const char *const *names, int n, int *idx)
     return 0;
 }
 
+#define VAL_COUNT_MAX 9007199254740992.0 /* 2^53 */
+/* A step takes more than nothing and less than 1000 s: a predicted or
+ * measured time outside that range is a broken file, not a figure. */
+#define VAL_TIME_MAX_US 1e9
+
 static int cell_num(dtext *d, int col, const char *name, double *out)
 {
     char *end;
@@ -112,7 +117,10 @@ static int cell_count(dtext *d, int col, const char *name, long *out)
 {
     double x;
     if (cell_num(d, col, name, &x) < 0) return -1;
-    if (x < 0 || x != floor(x)) return dh_err("file '%s' line %ld: column '%s' is not a count", d->path, d->lineno, name);
+    /* Above 2^53 a double no longer holds every integer, and the cast to long
+     * would overflow: such a count is an error, not a wrapped number. */
+    if (x < 0 || x != floor(x) || x > VAL_COUNT_MAX)
+        return dh_err("file '%s' line %ld: column '%s' is not a count in 0 .. 2^53", d->path, d->lineno, name);
     *out = (long)x;
     return 0;
 }
@@ -159,8 +167,11 @@ int val_load_replay(val_set *v, const char *path)
             cell_num(&d, idx[3], names[3], &step) < 0 || cell_num(&d, idx[4], names[4], &s.measured_us) < 0 ||
             cell_count(&d, idx[5], names[5], &s.misses_meas) < 0 || cell_count(&d, idx[6], names[6], &s.selected) < 0 ||
             cell_count(&d, idx[7], names[7], &held) < 0) { rc = -1; break; }
-        if (step < 0 || step != floor(step)) { rc = dh_err("file '%s' line %ld: column 'step' is not a count", path, d.lineno); break; }
-        if (!(s.measured_us > 0)) { rc = dh_err("file '%s' line %ld: measured_us must be > 0", path, d.lineno); break; }
+        if (step < 0 || step != floor(step) || step > VAL_COUNT_MAX) { rc = dh_err("file '%s' line %ld: column 'step' is not a count", path, d.lineno); break; }
+        if (!(s.measured_us > 0 && s.measured_us <= VAL_TIME_MAX_US)) {
+            rc = dh_err("file '%s' line %ld: measured_us = %g is outside (0, %g]", path, d.lineno, s.measured_us, VAL_TIME_MAX_US);
+            break;
+        }
         if (held > 1) { rc = dh_err("file '%s' line %ld: heldout must be 0 or 1", path, d.lineno); break; }
         if (s.misses_meas > s.selected) { rc = dh_err("file '%s' line %ld: misses %ld exceed selected %ld", path, d.lineno, s.misses_meas, s.selected); break; }
         s.step = (long)step;
@@ -205,7 +216,14 @@ int val_add_predictions(val_set *v, const char *path)
             cell_str(&d, idx[2], names[2], k.mode, sizeof k.mode) < 0 ||
             cell_num(&d, idx[3], names[3], &step) < 0 || cell_num(&d, idx[4], names[4], &pred) < 0 ||
             cell_count(&d, idx[5], names[5], &misses) < 0) { rc = -1; break; }
-        if (!(pred >= 0)) { rc = dh_err("file '%s' line %ld: predicted_us must be >= 0", path, d.lineno); break; }
+        if (!(pred > 0 && pred <= VAL_TIME_MAX_US)) {
+            rc = dh_err("file '%s' line %ld: predicted_us = %g is outside (0, %g]", path, d.lineno, pred, VAL_TIME_MAX_US);
+            break;
+        }
+        if (step < 0 || step != floor(step) || step > VAL_COUNT_MAX) {
+            rc = dh_err("file '%s' line %ld: column 'step' is not a count in 0 .. 2^53", path, d.lineno);
+            break;
+        }
         k.step = (long)step;
         rc = join_one(v, path, d.lineno, &k, pred, misses);
     }
@@ -270,7 +288,11 @@ int val_add_dhsim_timeline(val_set *v, const char *path, const char *config, con
         char *e1, *e2, *e3, *e4;
         double step = strtod(cells[c_step], &e1), t0 = strtod(cells[c_start], &e2), t1 = strtod(cells[c_end], &e3);
         double miss = strtod(cells[c_miss], &e4), draft = 0;
-        if (*e1 || *e2 || *e3 || *e4 || !(t1 >= t0) || miss < 0) { rc = dh_err("file '%s' line %ld: bad step line", path, lineno); break; }
+        if (*e1 || *e2 || *e3 || *e4 || !(t1 >= t0) || !(miss >= 0 && miss <= VAL_COUNT_MAX && miss == floor(miss)) ||
+            !(step >= 0 && step <= VAL_COUNT_MAX && step == floor(step)) || !(t1 - t0 <= VAL_TIME_MAX_US * 1e-6)) {
+            rc = dh_err("file '%s' line %ld: bad step line", path, lineno);
+            break;
+        }
         if (verify) {
             char *e5;
             draft = strtod(cells[c_draft], &e5);

@@ -97,26 +97,70 @@ static cfg *cfg_new(const char *name)
     return c;
 }
 
+/* Debian's libinih is built with a fixed line buffer of INI_MAX_LINE (200)
+ * bytes on the stack; its run-time ini_max_line is not honoured, so the limit
+ * cannot be raised. A longer line would be split silently and its tail parsed
+ * as a line of its own (the end of a long comment could set a key), so every
+ * line is measured before parsing and an overlong one is an error. */
+#define CFG_MAX_LINE (INI_MAX_LINE - 3) /* characters, without '\r', '\n' and '\0' */
+
+static int check_lines(const char *name, const char *text)
+{
+    unsigned line = 1;
+    for (const char *p = text; *p; line++) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (n && p[n - 1] == '\r') n--;
+        if (n > CFG_MAX_LINE)
+            return dh_err("config '%s': line %u is longer than %d characters", name, line, CFG_MAX_LINE);
+        if (!nl) break;
+        p = nl + 1;
+    }
+    return 0;
+}
+
+/* Configs are small text files: read whole, at most CFG_MAX_BYTES. */
+#define CFG_MAX_BYTES (16u << 20)
+
 int cfg_load(const char *path, cfg **out)
 {
     *out = NULL;
     FILE *f = fopen(path, "r");
     if (!f) return dh_err("unable to open config '%s': %s", path, strerror(errno));
-    cfg *c = cfg_new(path);
-    int rc = ini_parse_file(f, handler, c);
-    fclose(f);
-    if (c->parse_error) { cfg_free(c); return -1; }
-    if (rc != 0) {
-        cfg_free(c);
-        return dh_err("config '%s': syntax error at line %d", path, rc);
+    size_t cap = 4096, n = 0;
+    char *text = dh_malloc(cap);
+    for (;;) {
+        size_t got = fread(text + n, 1, cap - n - 1, f);
+        n += got;
+        if (n < cap - 1) break;
+        if (cap >= CFG_MAX_BYTES) {
+            fclose(f);
+            free(text);
+            return dh_err("config '%s': larger than %u bytes", path, CFG_MAX_BYTES);
+        }
+        cap *= 2;
+        text = dh_realloc(text, cap);
     }
-    *out = c;
-    return 0;
+    int bad = ferror(f);
+    fclose(f);
+    text[n] = 0;
+    if (bad) {
+        free(text);
+        return dh_err("config '%s': read error", path);
+    }
+    if (memchr(text, 0, n)) {
+        free(text);
+        return dh_err("config '%s': contains a NUL byte (not a text file)", path);
+    }
+    int rc = cfg_load_string(path, text, out);
+    free(text);
+    return rc;
 }
 
 int cfg_load_string(const char *name, const char *text, cfg **out)
 {
     *out = NULL;
+    if (check_lines(name, text) < 0) return -1;
     cfg *c = cfg_new(name);
     int rc = ini_parse_string(text, handler, c);
     if (c->parse_error) { cfg_free(c); return -1; }
@@ -177,6 +221,14 @@ const char *cfg_str(cfg *c, const char *section, const char *key)
     return e->value;
 }
 
+/* A value of spaces only (or nothing) is no value: strtod would read it as
+ * 0 with end == v only when nothing is skipped, so it is caught here. */
+static int blank(const char *v)
+{
+    while (*v == ' ' || *v == '\t' || *v == '\r' || *v == '\n' || *v == '\f' || *v == '\v') v++;
+    return *v == 0;
+}
+
 static int missing(const cfg *c, const char *sec, const char *key)
 {
     return dh_err("%s: missing key '%s' in [%s]", c->name, key, sec);
@@ -195,7 +247,7 @@ int cfg_get_double(cfg *c, const char *sec, const char *key, double *out,
     errno = 0;
     double x = strtod(v, &end);
     while (*end == ' ' || *end == '\t') end++;
-    if (end == v || *end || errno || !isfinite(x))
+    if (blank(v) || end == v || *end || errno || !isfinite(x))
         return dh_err("%s: [%s] %s = '%s' is not a number", c->name, sec, key, v);
     if (x < min || x > max)
         return dh_err("%s: [%s] %s = %g is outside [%g, %g]", c->name, sec, key, x, min, max);
@@ -216,7 +268,7 @@ int cfg_get_int(cfg *c, const char *sec, const char *key, long *out,
     errno = 0;
     long x = strtol(v, &end, 10);
     while (*end == ' ' || *end == '\t') end++;
-    if (end == v || *end || errno)
+    if (blank(v) || end == v || *end || errno)
         return dh_err("%s: [%s] %s = '%s' is not an integer", c->name, sec, key, v);
     if (x < min || x > max)
         return dh_err("%s: [%s] %s = %ld is outside [%ld, %ld]", c->name, sec, key, x, min, max);

@@ -10,7 +10,9 @@
 static int put(char *out, size_t cap, const char *a, const char *b, const char *c)
 {
     int n = snprintf(out, cap, "%s%s%s", a, b, c);
-    if (n < 0 || (size_t)n >= cap) return dh_err("path '%s%s%s' is longer than %zu bytes", a, b, c, cap - 1);
+    /* The message shows the path's start only: the whole of it would not fit in one. */
+    if (n < 0 || (size_t)n >= cap)
+        return dh_err("path '%.60s%s%.60s...' is longer than %zu bytes", a, b, c, cap - 1);
     return 0;
 }
 

@@ -141,8 +141,9 @@ int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, b
         w->rem_off[t] = w->n_rem;
         GROW(w->add, w->cap_add, w->n_add + d.n_added);
         GROW(w->rem, w->cap_rem, w->n_rem + d.n_removed);
-        memcpy(w->add + w->n_add, d.added, d.n_added * sizeof *d.added);
-        memcpy(w->rem + w->n_rem, d.removed, d.n_removed * sizeof *d.removed);
+        /* An empty delta may carry NULL arrays: memcpy of zero bytes from NULL is undefined. */
+        if (d.n_added) memcpy(w->add + w->n_add, d.added, d.n_added * sizeof *d.added);
+        if (d.n_removed) memcpy(w->rem + w->n_rem, d.removed, d.n_removed * sizeof *d.removed);
         w->n_add += d.n_added;
         w->n_rem += d.n_removed;
         w->nrows[t] = d.nrows;

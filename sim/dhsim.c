@@ -1,6 +1,7 @@
 /* dhsim: the trace-driven simulator of hierarchical sparse KV residency on a
  * decode GPU (sim/sim.h). Usage: dhsim --help. */
 #include "common/dh_err.h"
+#include "common/ofile.h"
 #include "common/path.h"
 #include "sim/out.h"
 #include "sim/sim.h"
@@ -307,7 +308,10 @@ int main(int argc, char **argv)
         case O_TL: timeline = optarg; break;
         case O_SEARCH:
             search_ms = strtod(optarg, &end);
-            if (end == optarg || *end || !(search_ms > 0)) dh_die("dhsim", "--search-latency '%s': expected a positive number of milliseconds", optarg);
+            /* A bound is a TPOT target: above 1e6 ms (1000 s a token) it is no
+             * target at all, and inf would make every concurrency meet it. */
+            if (end == optarg || *end || !(search_ms > 0) || !(search_ms <= 1e6))
+                dh_die("dhsim", "--search-latency '%s': expected milliseconds in (0, 1e6]", optarg);
             break;
         case O_STAT:
             search_stat = optarg;
@@ -336,6 +340,13 @@ int main(int argc, char **argv)
     }
     if (optind < argc) dh_die("dhsim", "unexpected argument '%s' (see --help)", argv[optind]);
     if (compare && policy_list) dh_die("dhsim", "--compare and --policy exclude each other");
+    /* Outputs are checked before the run, which can take minutes. */
+    if (json && strcmp(json, "-") && ofile_check(json) < 0) dh_die_last("dhsim");
+    if (timeline) {
+        char p[4096];
+        if (snprintf(p, sizeof p, "%s.tsv", timeline) >= (int)sizeof p) dh_die("dhsim", "--timeline: path is too long");
+        if (ofile_check(p) < 0) dh_die_last("dhsim");
+    }
     /* Validate the configuration once before any run (and take the config's policy and mode). */
     sim_config sc;
     if (sim_config_load(spec.config, spec.sets, spec.n_sets, &sc) < 0) dh_die_last("dhsim");
@@ -420,18 +431,32 @@ int main(int argc, char **argv)
         if (!quiet && out_table(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
         if (!quiet && headline && print_headline(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
     }
-    if (json) {
-        FILE *f = strcmp(json, "-") ? fopen(json, "w") : stdout;
-        if (!f) dh_die("dhsim", "unable to write '%s'", json);
-        if (out_json(f, res, spec.n_pol, wall) < 0) dh_die_last("dhsim");
-        if (f != stdout && fclose(f) != 0) dh_die("dhsim", "write error on '%s'", json);
+    /* Every output goes to a temporary name first; all are renamed into place
+     * only when all are complete (common/ofile.h). */
+    ofile js = { 0 };
+    char *tl_tmp[2] = { NULL, NULL }, tl_path[2][4096];
+    int orc = 0;
+    if (json && !strcmp(json, "-")) orc = out_json(stdout, res, spec.n_pol, wall);
+    else if (json) {
+        orc = ofile_open(&js, json);
+        if (orc == 0 && out_json(js.f, res, spec.n_pol, wall) < 0) orc = dh_err("write error on '%s'", json);
     }
-    if (timeline) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s.tsv", timeline);
-        if (out_tsv(path, res, spec.n_pol) < 0) dh_die_last("dhsim");
-        snprintf(path, sizeof path, "%s.h5", timeline);
-        if (out_h5(path, res, spec.n_pol) < 0) dh_die_last("dhsim");
+    if (orc == 0 && timeline) {
+        snprintf(tl_path[0], sizeof tl_path[0], "%s.tsv", timeline);
+        snprintf(tl_path[1], sizeof tl_path[1], "%s.h5", timeline);
+        orc = ofile_begin(tl_path[0], &tl_tmp[0]) < 0 || ofile_begin(tl_path[1], &tl_tmp[1]) < 0 ||
+                      out_tsv(tl_tmp[0], res, spec.n_pol) < 0 || out_h5(tl_tmp[1], res, spec.n_pol) < 0
+                  ? -1 : 0;
+    }
+    if (orc == 0 && js.f) orc = ofile_close(&js);
+    for (int i = 0; i < 2 && orc == 0 && tl_tmp[i]; i++) {
+        orc = ofile_commit(tl_tmp[i], tl_path[i]);
+        tl_tmp[i] = NULL;
+    }
+    if (orc < 0) {
+        ofile_discard(&js);
+        for (int i = 0; i < 2; i++) ofile_abort(tl_tmp[i]);
+        dh_die_last("dhsim");
     }
     for (int i = 0; i < spec.n_pol; i++) sim_result_release(&res[i]);
     for (int i = 0; i < spec.n_sets; i++) free(spec.sets[i]);

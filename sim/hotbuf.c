@@ -89,7 +89,7 @@ static inline void queue_push(hotbuf *h, uint32_t row)
             queue_compact(h);
         } else if (h->q_head >= h->q_cap / 2) {
             /* Drop the popped front. */
-            memmove(h->q, h->q + h->q_head, (size_t)len * sizeof *h->q);
+            if (len) memmove(h->q, h->q + h->q_head, (size_t)len * sizeof *h->q); /* q may be NULL when empty */
             h->q_head = 0;
             h->q_tail = len;
         }

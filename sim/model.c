@@ -75,8 +75,11 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
         /* Only a layer running its own indexer holds keys; reject them elsewhere. */
         if (cfg_get_double(c, sec, "indexer_key_bytes", &d, &zero, 0, 0) < 0) return -1;
         k.indexer_key_bytes = 0;
-        cfg_get_double(c, sec, "indexer_heads", &d, &k.indexer_heads, 0, 1e5);
-        cfg_get_double(c, sec, "indexer_dim", &d, &k.indexer_dim, 0, 1e6);
+        /* A reusing kind may still state its indexer's shape (it documents
+         * the layer); the values are unused but must be valid numbers. */
+        if (cfg_get_double(c, sec, "indexer_heads", &d, &k.indexer_heads, 0, 1e5) < 0 ||
+            cfg_get_double(c, sec, "indexer_dim", &d, &k.indexer_dim, 0, 1e6) < 0)
+            return -1;
     }
     DBL("attn_heads", attn_heads, 1, 1e5);
     DBL("attn_qk_dim", attn_qk_dim, 1, 1e6);

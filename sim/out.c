@@ -2,7 +2,10 @@
 #include "sim/out.h"
 #include "common/dh_err.h"
 #include "common/h5det.h"
+#include "common/h5init.h"
+#include "common/json.h"
 
+#include <errno.h>
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +98,18 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
     fprintf(f, "{\"runs\": [");
     for (int i = 0; i < n; i++) {
         const sim_result *x = &r[i];
-        fprintf(f, "%s\n  {\"policy\": \"%s\", \"model\": \"%s\", \"hw\": \"%s\", \"source\": \"%s\", \"a2a\": \"%s\",\n", i ? "," : "",
-                x->policy, x->model, x->hw, x->source, x->a2a);
+        /* Names and paths come from configs and traces: escaped (common/json.h). */
+        fprintf(f, "%s\n  {\"policy\": ", i ? "," : "");
+        json_str(f, x->policy);
+        fputs(", \"model\": ", f);
+        json_str(f, x->model);
+        fputs(", \"hw\": ", f);
+        json_str(f, x->hw);
+        fputs(", \"source\": ", f);
+        json_str(f, x->source);
+        fputs(", \"a2a\": ", f);
+        json_str(f, x->a2a);
+        fputs(",\n", f);
         fprintf(f, "   \"concurrency\": %.17g, \"per_gpu\": %u, \"steps\": %u, \"measured_steps\": %u,\n", x->concurrency,
                 x->per_gpu, x->steps, x->measured_steps);
         fprintf(f, "   \"sim_time_s\": %.17g, \"measured_time_s\": %.17g, \"tokens\": %.17g, \"measured_tokens\": %.17g,\n",
@@ -116,8 +129,10 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
         fprintf(f, "   \"budget_rows\": %u, \"mean_budget_rows\": %.17g, \"mean_optional_rows\": %.17g", x->budget_rows,
                 x->mean_budget_rows, x->mean_optional_rows);
         if (x->spec[0]) {
-            fprintf(f, ",\n   \"spec\": {\"mode\": \"%s\", \"shared_retrieval\": %s, \"draft_ring\": %s, \"staging_reuse\": %s,\n",
-                    x->spec, x->shared_retrieval ? "true" : "false", x->draft_ring ? "true" : "false", x->staging_reuse ? "true" : "false");
+            fputs(",\n   \"spec\": {\"mode\": ", f);
+            json_str(f, x->spec);
+            fprintf(f, ", \"shared_retrieval\": %s, \"draft_ring\": %s, \"staging_reuse\": %s,\n",
+                    x->shared_retrieval ? "true" : "false", x->draft_ring ? "true" : "false", x->staging_reuse ? "true" : "false");
             fprintf(f, "    \"mean_accepted\": %.17g, \"tokens_per_step\": %.17g, \"mean_verify_len\": %.17g,\n",
                     x->mean_accepted, x->tokens_per_step, x->mean_verify_len);
             fprintf(f, "    \"union_rows\": %.17g, \"union_rows_k\": %.17g, \"fetched_shared_rows\": %.17g, \"fetched_per_query_rows\": %.17g,\n",
@@ -128,8 +143,11 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
         }
         fprintf(f, ",\n   \"fit_range_exceeded\": [");
         for (uint32_t j = 0; j < x->ranges.n; j++)
-            fprintf(f, "%s{\"input\": \"%s\", \"first\": %.17g, \"min\": %.17g, \"max\": %.17g, \"evaluations\": %.17g}", j ? ", " : "",
-                    x->ranges.e[j].key, x->ranges.e[j].first, x->ranges.e[j].lo, x->ranges.e[j].hi, x->ranges.e[j].count);
+        {
+            fprintf(f, "%s{\"input\": ", j ? ", " : "");
+            json_str(f, x->ranges.e[j].key);
+            fprintf(f, ", \"first\": %.17g, \"min\": %.17g, \"max\": %.17g, \"evaluations\": %.17g}", x->ranges.e[j].first, x->ranges.e[j].lo, x->ranges.e[j].hi, x->ranges.e[j].count);
+        }
         fprintf(f, "]");
         if (with_wall) fprintf(f, ",\n   \"wall_s\": %.6g, \"rows_per_wall_s\": %.6g", x->wall_s, x->rows_per_wall_s);
         fprintf(f, "}");
@@ -191,10 +209,8 @@ static double col_value(const sim_tl_row *t, int c)
 
 int out_tsv(const char *path, const sim_result *r, int n)
 {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return dh_err("unable to write '%s'", tmp);
+    FILE *f = fopen(path, "w");
+    if (!f) return dh_err("unable to write '%s': %s", path, strerror(errno));
     for (int i = 0; i < n; i++) {
         fprintf(f, "# policy %s\n", r[i].policy);
         for (int c = 0; c < N_COLS; c++) fprintf(f, "%s%s", c ? "\t" : "", col_name(c));
@@ -206,16 +222,14 @@ int out_tsv(const char *path, const sim_result *r, int n)
         if (i + 1 < n) fprintf(f, "\n\n");
     }
     int bad = ferror(f);
-    if (fclose(f) != 0 || bad) { unlink(tmp); return dh_err("write error on '%s'", tmp); }
-    if (rename(tmp, path) != 0) { unlink(tmp); return dh_err("unable to rename '%s' to '%s'", tmp, path); }
+    if (fclose(f) != 0 || bad) return dh_err("write error on '%s'", path);
     return 0;
 }
 
 int out_h5(const char *path, const sim_result *r, int n)
 {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    const char *tmp = path; /* the caller's temporary name (common/ofile.h) */
+    h5_init();
     /* No object times: the same run writes the same bytes. */
     hid_t fcpl = h5_untimed_fcpl(), gcpl = h5_untimed(H5P_GROUP_CREATE), dcpl = h5_untimed(H5P_DATASET_CREATE);
     hid_t file = fcpl < 0 || gcpl < 0 || dcpl < 0 ? -1 : H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
@@ -252,8 +266,6 @@ int out_h5(const char *path, const sim_result *r, int n)
     rc = 0;
 done:
     if (H5Fclose(file) < 0 && rc == 0) rc = dh_err("'%s': HDF5 close failed", tmp);
-    if (rc == 0 && rename(tmp, path) != 0) rc = dh_err("unable to rename '%s' to '%s'", tmp, path);
-    if (rc < 0) unlink(tmp);
 props:
     if (fcpl >= 0) H5Pclose(fcpl);
     if (gcpl >= 0) H5Pclose(gcpl);

@@ -249,7 +249,7 @@ uint32_t union_rows(union_set *u, const uint32_t *base_sorted, uint32_t n_base, 
 {
     DH_BUG_ON(n_base != u->n_base);
     uint32_t *x = dh_realloc(NULL, (size_t)u->n_extra * sizeof *x);
-    memcpy(x, u->extra, (size_t)u->n_extra * sizeof *x);
+    if (u->n_extra) memcpy(x, u->extra, (size_t)u->n_extra * sizeof *x); /* extra is NULL when empty */
     qsort(x, u->n_extra, sizeof *x, cmp_u32);
     /* X and S_0 are disjoint by construction: a plain two-way merge. */
     uint32_t i = 0, j = 0, n = 0;

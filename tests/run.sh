@@ -13,7 +13,8 @@ for t in "$@" tests/cli_*.sh; do
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
   p=$((p + $(grep -c '^PASS ' "$log"))); f=$((f + $(grep -c '^FAIL ' "$log")))
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "FAIL $t exited with status $rc"; f=1; fi
-  if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then echo "FAIL $t ran no test"; f=1; fi
+  # A script that can only skip here (a tool this machine lacks) says "SKIP name".
+  if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && ! grep -q '^SKIP ' "$log"; then echo "FAIL $t ran no test"; f=1; fi
   passed=$((passed + p)); failed=$((failed + f))
 done
 echo "$passed passed, $failed failed"

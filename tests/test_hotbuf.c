@@ -214,6 +214,7 @@ static void test_miss_regions_match_naive(void **state)
         sel_close(st);
     }
     sel_source_free(src);
+    trace_shape_release(&sh); /* the shape was leaked here (LeakSanitizer) */
 }
 
 static uint64_t min_misses(sel_source *src, uint32_t r, uint32_t g, uint32_t budget, uint32_t npos)

@@ -1277,6 +1277,15 @@ int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
             if (sel_rows_at(sh, r, g, 0) <= p->sinks + p->window)
                 return dh_err("generator: request %u has %u rows in group %u at position 0; preset '%s' needs more than sinks + window = %u",
                               r, sel_rows_at(sh, r, g, 0), g, p->name, p->sinks + p->window);
+            /* A k that covers the whole context to the last position selects
+             * every row throughout: the latent process would refill by scanning
+             * the context at every step, for hours on a long one. Such a shape
+             * is not a sparse workload. (A k above the first positions' context
+             * only is fine: the context grows past it.) */
+            uint32_t last_rows = sel_rows_at(sh, r, g, sh->output_len[r] ? sh->output_len[r] - 1 : 0);
+            if (sh->group_k[g] >= last_rows)
+                return dh_err("generator: group %u has k = %u, not below the %u rows of request %u's largest context",
+                              g, sh->group_k[g], last_rows, r);
             if (sh->output_len[r] && sel_rows_at(sh, r, g, sh->output_len[r] - 1) > GEN_MAX_ROWS)
                 return dh_err("generator: request %u reaches %u rows in group %u; the generator handles at most %u",
                               r, sel_rows_at(sh, r, g, sh->output_len[r] - 1), g, GEN_MAX_ROWS);

@@ -133,9 +133,14 @@ int stats_parse_budgets(stats_options *o, const char *list)
     return 0;
 }
 
+/* Budgets are computed in double and 64 bits: k_mult * k overflows 32 bits
+ * for a k near 2^32. A budget that large holds every context (a context has
+ * at most 2^32 - 1 rows), so it is capped there and stays exact in effect. */
 static uint32_t budget_rows(const stats_budget *b, uint32_t k)
 {
-    return b->k_mult > 0 ? (uint32_t)ceil(b->k_mult * k - 1e-9) : b->rows;
+    if (!(b->k_mult > 0)) return b->rows;
+    double rows = ceil(b->k_mult * (double)k - 1e-9);
+    return rows >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)rows;
 }
 
 
@@ -939,10 +944,12 @@ static inline uint32_t child16_32(const uint32_t *e, uint32_t j, uint32_t *value
         __m128i gt = _mm_cmpgt_epi32(v[i], m);
         m = _mm_or_si128(_mm_and_si128(gt, v[i]), _mm_andnot_si128(gt, m));
     }
-    for (int sh = 0; sh < 2; sh++) {
-        __m128i o = _mm_shuffle_epi32(m, sh ? 0xB1 : 0x4E), gt = _mm_cmpgt_epi32(o, m);
-        m = _mm_or_si128(_mm_and_si128(gt, o), _mm_andnot_si128(gt, m));
-    }
+    /* Two steps written out: the shuffle's control must be a constant (clang insists). */
+    __m128i o = _mm_shuffle_epi32(m, 0x4E), gt = _mm_cmpgt_epi32(o, m);
+    m = _mm_or_si128(_mm_and_si128(gt, o), _mm_andnot_si128(gt, m));
+    o = _mm_shuffle_epi32(m, 0xB1);
+    gt = _mm_cmpgt_epi32(o, m);
+    m = _mm_or_si128(_mm_and_si128(gt, o), _mm_andnot_si128(gt, m));
     *value = (uint32_t)_mm_cvtsi128_si32(m);
     __m128i w = _mm_packs_epi16(_mm_packs_epi32(g[0], g[1]), _mm_packs_epi32(g[2], g[3]));
     return (uint32_t)__builtin_ctz((uint32_t)_mm_movemask_epi8(w) | 0x10000) - 1;
@@ -1220,6 +1227,16 @@ int stats_run(sel_source *src, const stats_options *o, stats_report **out)
                 return dh_err("stats: budget %u rows is below group %u's k = %u (the selection must fit)",
                               budget_rows(&o->budgets[b], sh->group_k[g]), g, sh->group_k[g]);
 
+    /* Every sampled stream is opened (and so checked against its dataset
+     * lengths, as 'check' does) before anything is sized by the shape: a file
+     * that claims a huge output length is rejected here in milliseconds. */
+    for (uint32_t q = 0, nq = 0; q < sh->n_requests && (!o->max_requests || nq < o->max_requests); q += o->request_step, nq++)
+        for (uint32_t g = 0, ng = 0; g < sh->n_groups && (!o->max_groups || ng < o->max_groups); g += o->group_step, ng++) {
+            sel_stream *st;
+            if (sel_open(src, q, g, &st) < 0) return -1;
+            sel_close(st);
+        }
+
     stats_report *r = dh_calloc(1, sizeof *r);
     r->opt = *o;
     snprintf(r->model, sizeof r->model, "%s", sh->model);
@@ -1230,7 +1247,8 @@ int stats_run(sel_source *src, const stats_options *o, stats_report **out)
     r->group = dh_calloc(sh->n_groups, sizeof *r->group);
     r->group_used = dh_calloc(sh->n_groups, sizeof *r->group_used);
 
-    uint32_t reqs[sh->n_requests ? sh->n_requests : 1], groups[sh->n_groups];
+    /* Heap, not the stack: both counts come from the file. */
+    uint32_t *reqs = dh_calloc(sh->n_requests, sizeof *reqs), *groups = dh_calloc(sh->n_groups, sizeof *groups);
     uint32_t nreq = 0, ngrp = 0;
     for (uint32_t q = 0; q < sh->n_requests && (!o->max_requests || nreq < o->max_requests); q += o->request_step) reqs[nreq++] = q;
     for (uint32_t g = 0; g < sh->n_groups && (!o->max_groups || ngrp < o->max_groups); g += o->group_step) groups[ngrp++] = g;
@@ -1249,7 +1267,15 @@ int stats_run(sel_source *src, const stats_options *o, stats_report **out)
     r->sampled = nreq < sh->n_requests || ngrp < sh->n_groups;
     for (uint32_t i = 0; i < nreq && o->max_positions; i++)
         if (sh->output_len[reqs[i]] > o->max_positions) r->sampled = 1;
-    r->mrc_len = (uint32_t)(((uint64_t)max_rows * STATS_MRC_RES + min_k - 1) / min_k + 2);
+    uint64_t mrc_len = ((uint64_t)max_rows * STATS_MRC_RES + min_k - 1) / min_k + 2;
+    if (mrc_len > STATS_MRC_MAX) {
+        free(reqs);
+        free(groups);
+        stats_report_free(r);
+        return dh_err("stats: a context of %u rows over k = %u needs an LRU curve of %llu bins, at most %u", max_rows,
+                      min_k, (unsigned long long)mrc_len, STATS_MRC_MAX);
+    }
+    r->mrc_len = (uint32_t)mrc_len;
     r->mrc_hist = dh_calloc(r->mrc_len, sizeof(uint64_t));
 
     sstate s;
@@ -1277,6 +1303,8 @@ int stats_run(sel_source *src, const stats_options *o, stats_report **out)
             if (o->progress) o->progress(done, total, o->progress_arg);
         }
     }
+    free(reqs);
+    free(groups);
     sstate_free(&s);
     slog_free(&logs[0]);
     slog_free(&logs[1]);

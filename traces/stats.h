@@ -54,6 +54,7 @@
 #define STATS_MAX_Q 8
 #define STATS_REUSE_BUCKETS 32 /* bucket b counts distances in [2^b, 2^(b+1)) */
 #define STATS_MRC_RES 64       /* the LRU curve is exact at every budget that is a multiple of k/64 */
+#define STATS_MRC_MAX (1u << 24) /* LRU curve bins (128 MiB): contexts up to 2^18 times k */
 
 enum { STATS_LRU = 0, STATS_FIFO, STATS_RANDOM, STATS_BELADY, STATS_N_POLICIES };
 

@@ -30,6 +30,8 @@
 #include "traces/trace.h"
 #include "common/dh_err.h"
 #include "common/h5det.h"
+#include "common/h5init.h"
+#include "common/ofile.h"
 
 #include <hdf5.h>
 #include <pthread.h>
@@ -37,11 +39,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TRACE_INDEX_CHUNK 1024u    /* positions per index chunk (17 KiB raw) */
 #define TRACE_ROWS_CHUNK 16384u    /* u32 rows per rows chunk (64 KiB raw) */
 #define TRACE_DEFLATE_LEVEL 4      /* zlib level: 1..9; 4 is near level 9's size at a third of its time */
+#define TRACE_MAX_REQUESTS (1u << 24) /* requests in one trace */
+#define TRACE_MAX_LAYERS (1u << 16)   /* layers (and selection groups) of a model */
+#define TRACE_ATTR_STR_MAX 65536u  /* longest string attribute read (generator_params is a few KiB) */
 
 typedef struct {
     uint64_t offset;
@@ -56,7 +64,7 @@ static pthread_mutex_t trace_h5_lock = PTHREAD_MUTEX_INITIALIZER;
 /* ---- HDF5 helpers ---------------------------------------------------- */
 
 /* HDF5 prints its error stack by default; we report one line ourselves. */
-static void h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+static void h5_quiet(void) { h5_init(); }
 
 static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data)
 {
@@ -488,10 +496,10 @@ int trace_write(const char *path, sel_source *src, trace_progress_fn progress, v
     if (trace_shape_validate(&m->shape) < 0) return dh_err_prefix("trace '%s': ", path);
     if (m->keyframe_interval == 0) return dh_err("trace '%s': keyframe interval must be at least 1", path);
 
-    /* A temporary name in the same directory, so the final rename is atomic. */
-    size_t tlen = strlen(path) + 32;
-    char *tmp = dh_malloc(tlen);
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+    /* A temporary name in the same directory, so the final rename is atomic
+     * (and a signal removes it). */
+    char *tmp;
+    if (ofile_begin(path, &tmp) < 0) return dh_err_prefix("trace '%s': ", path);
 
     H5_LOCK();
     h5_quiet();
@@ -530,9 +538,8 @@ out:
     if (w.file >= 0 && H5Fclose(w.file) < 0 && rc == 0)
         rc = dh_err("trace '%s': cannot finish '%s' (HDF5: %s)", path, tmp, h5_reason());
     H5_UNLOCK();
-    if (rc == 0 && rename(tmp, path) != 0) rc = dh_err("trace '%s': cannot rename '%s' to it", path, tmp);
-    if (rc < 0) remove(tmp);
-    free(tmp);
+    if (rc < 0) ofile_abort(tmp);
+    else if (ofile_commit(tmp, path) < 0) rc = dh_err_prefix("trace '%s': ", path);
     return rc;
 }
 
@@ -606,6 +613,33 @@ static hid_t open_1d(trace_src *ts, const char *name, H5T_class_t cls, uint64_t 
         if (dcpl >= 0) H5Pclose(dcpl);
     }
     return d;
+}
+
+/* The index's compound type must have exactly the four fields of the
+ * format, each an unsigned integer no wider than the field it is read into:
+ * HDF5 converts a compound by field name, so a missing field would leave our
+ * buffer unwritten and a wider or signed one would be clamped, both silently. */
+static int check_index_type(trace_src *ts, hid_t d, const char *stream)
+{
+    static const struct { const char *name; size_t max; } fields[] = {
+        { "offset", 8 }, { "n_added", 4 }, { "n_removed", 4 }, { "keyframe", 1 },
+    };
+    hid_t t = H5Dget_type(d);
+    int n = t < 0 ? -1 : H5Tget_nmembers(t), rc = 0;
+    if (n != 4) rc = dh_err("trace '%s': %s/index has %d fields, expected offset, n_added, n_removed, keyframe", ts->path, stream, n);
+    for (unsigned i = 0; rc == 0 && i < 4; i++) {
+        int m = H5Tget_member_index(t, fields[i].name);
+        hid_t mt = m < 0 ? -1 : H5Tget_member_type(t, (unsigned)m);
+        size_t size = mt < 0 ? 0 : H5Tget_size(mt);
+        if (m < 0) rc = dh_err("trace '%s': %s/index has no field '%s'", ts->path, stream, fields[i].name);
+        else if (mt < 0 || H5Tget_class(mt) != H5T_INTEGER || H5Tget_sign(mt) != H5T_SGN_NONE || size == 0 ||
+                 size > fields[i].max)
+            rc = dh_err("trace '%s': %s/index field '%s' is not an unsigned integer of at most %zu bits", ts->path,
+                        stream, fields[i].name, 8 * fields[i].max);
+        if (mt >= 0) H5Tclose(mt);
+    }
+    if (t >= 0) H5Tclose(t);
+    return rc;
 }
 
 /* Rows [off, off + n) into the window; returns a pointer into it. */
@@ -744,6 +778,11 @@ static int trace_stream_next(sel_stream *st, sel_delta *d)
     d->n_sel = s->set.n_sel;
     s->next_offset += n_stored;
     s->pos++;
+    /* Rows stored after the last position are an error even for a consumer
+     * that never asks past it (the simulator reads exactly output_len). */
+    if (s->pos == s->n_pos && s->next_offset != s->rows_total)
+        return dh_err("trace '%s': %s/rows has %llu entries, its index accounts for %llu", s->ts->path, s->stream,
+                      (unsigned long long)s->rows_total, (unsigned long long)s->next_offset);
     s->failed = 0;
     return 0;
 }
@@ -793,15 +832,16 @@ static int trace_stream_open(sel_source *src, uint32_t req, uint32_t group, sel_
         snprintf(name, sizeof name, "%s/rows", s->stream);
         s->rows_ds = open_1d(ts, name, H5T_INTEGER, &s->rows_total, &s->rows_chunk);
     }
+    int index_ok = s->index_ds < 0 || check_index_type(ts, s->index_ds, s->stream) == 0;
     /* Rows are read as u32: a wider or signed type could lose values silently. */
     int rows_ok = 1;
-    if (s->rows_ds >= 0) {
+    if (index_ok && s->rows_ds >= 0) {
         hid_t t = H5Dget_type(s->rows_ds);
         rows_ok = t >= 0 && H5Tget_sign(t) == H5T_SGN_NONE && H5Tget_size(t) <= 4;
         if (t >= 0) H5Tclose(t);
     }
     H5_UNLOCK();
-    if (s->index_ds < 0 || s->rows_ds < 0) goto fail;
+    if (s->index_ds < 0 || s->rows_ds < 0 || !index_ok) goto fail;
     if (!rows_ok) {
         dh_err("trace '%s': dataset '%s/rows' is not an unsigned integer of at most 32 bits", ts->path, s->stream);
         goto fail;
@@ -809,6 +849,11 @@ static int trace_stream_open(sel_source *src, uint32_t req, uint32_t group, sel_
     if (n_index != s->n_pos) {
         dh_err("trace '%s': %s/index has %llu positions, expected output_len %u", ts->path, s->stream,
                (unsigned long long)n_index, s->n_pos);
+        goto fail;
+    }
+    if (s->n_pos == 0 && s->rows_total != 0) {
+        dh_err("trace '%s': %s/rows has %llu entries after the stream's last position", ts->path, s->stream,
+               (unsigned long long)s->rows_total);
         goto fail;
     }
     /* Chunk sizes come from the file; cap them so a hostile file cannot make
@@ -852,15 +897,46 @@ static void trace_src_free(sel_source *src)
 
 static const sel_source_ops trace_ops = { trace_stream_open, trace_stream_next, trace_stream_close, trace_src_free };
 
-/* Open a scalar attribute; -1 with an error naming it when missing. */
-static hid_t open_attr(trace_src *ts, const char *name)
+/* The one way an attribute is read: it must exist, be of the expected type
+ * class and hold exactly one value (a scalar, or an array of one), and an
+ * integer must be at most 64 bits wide, all checked before anything is read,
+ * so that no file can make HDF5 write more than one value into our buffer.
+ * Returns the open attribute and its type (both to be closed), or -1. */
+static hid_t open_attr(trace_src *ts, const char *name, H5T_class_t cls, hid_t *type)
 {
+    const char *what = cls == H5T_INTEGER ? "an integer" : "a string";
+    *type = -1;
     if (H5Aexists(ts->file, name) <= 0) {
         dh_err("trace '%s': attribute '%s' is missing", ts->path, name);
         return -1;
     }
     hid_t a = H5Aopen(ts->file, name, H5P_DEFAULT);
-    if (a < 0) dh_err("trace '%s': cannot open attribute '%s' (HDF5: %s)", ts->path, name, h5_reason());
+    if (a < 0) {
+        dh_err("trace '%s': cannot open attribute '%s' (HDF5: %s)", ts->path, name, h5_reason());
+        return -1;
+    }
+    hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
+    H5S_class_t sc = sp < 0 ? H5S_NO_CLASS : H5Sget_simple_extent_type(sp);
+    hssize_t npoints = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
+    if (sp >= 0) H5Sclose(sp);
+    int bad_class = t < 0 || H5Tget_class(t) != cls;
+    size_t size = t < 0 ? 0 : H5Tget_size(t);
+    int rc = 0;
+    if (bad_class) rc = dh_err("trace '%s': attribute '%s' is not %s", ts->path, name, what);
+    else if ((sc != H5S_SCALAR && sc != H5S_SIMPLE) || npoints != 1)
+        rc = dh_err("trace '%s': attribute '%s' holds %lld values, expected one", ts->path, name,
+                    (long long)(sc == H5S_SCALAR || sc == H5S_SIMPLE ? npoints : 0));
+    else if (cls == H5T_INTEGER && (size == 0 || size > 8))
+        rc = dh_err("trace '%s': attribute '%s' is an integer of %zu bytes, at most 8 allowed", ts->path, name, size);
+    else if (cls == H5T_STRING && H5Tis_variable_str(t) <= 0 && (size == 0 || size > TRACE_ATTR_STR_MAX))
+        rc = dh_err("trace '%s': attribute '%s' is a string of %zu bytes, at most %u allowed", ts->path, name, size,
+                    TRACE_ATTR_STR_MAX);
+    if (rc < 0) {
+        if (t >= 0) H5Tclose(t);
+        H5Aclose(a);
+        return -1;
+    }
+    *type = t;
     return a;
 }
 
@@ -868,21 +944,20 @@ static hid_t open_attr(trace_src *ts, const char *name)
  * not fit (negative, above max) is an error, never clamped. */
 static int read_attr_uint(trace_src *ts, const char *name, uint64_t *out, uint64_t max)
 {
-    hid_t a = open_attr(ts, name);
+    hid_t t, a = open_attr(ts, name, H5T_INTEGER, &t);
     if (a < 0) return -1;
-    hid_t t = H5Aget_type(a);
-    int ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER, negative = 0;
-    if (ok && H5Tget_sign(t) == H5T_SGN_2) {
+    int ok, negative = 0;
+    if (H5Tget_sign(t) == H5T_SGN_2) {
         int64_t v = 0;
         ok = H5Aread(a, H5T_NATIVE_INT64, &v) >= 0;
         negative = v < 0;
         *out = (uint64_t)v;
-    } else if (ok) {
+    } else {
         ok = H5Aread(a, H5T_NATIVE_UINT64, out) >= 0;
     }
-    if (t >= 0) H5Tclose(t);
+    H5Tclose(t);
     H5Aclose(a);
-    if (!ok) return dh_err("trace '%s': attribute '%s' is not an integer", ts->path, name);
+    if (!ok) return dh_err("trace '%s': cannot read attribute '%s' (HDF5: %s)", ts->path, name, h5_reason());
     if (negative) return dh_err("trace '%s': attribute '%s' is negative", ts->path, name);
     if (*out > max) return dh_err("trace '%s': attribute '%s' is %llu, at most %llu allowed", ts->path, name,
                                   (unsigned long long)*out, (unsigned long long)max);
@@ -892,36 +967,40 @@ static int read_attr_uint(trace_src *ts, const char *name, uint64_t *out, uint64
 /* A string attribute, fixed or variable length; *out malloc'd. */
 static int read_attr_str(trace_src *ts, const char *name, char **out)
 {
-    hid_t a = open_attr(ts, name);
+    hid_t t, a = open_attr(ts, name, H5T_STRING, &t);
     if (a < 0) return -1;
-    hid_t t = H5Aget_type(a);
     int ok = 0;
-    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
-        if (H5Tis_variable_str(t) > 0) {
-            char *v = NULL;
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            if (mt >= 0 && H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Tset_cset(mt, H5Tget_cset(t)) >= 0 &&
-                H5Aread(a, mt, &v) >= 0) {
-                *out = strdup(v ? v : "");
+    *out = NULL;
+    if (H5Tis_variable_str(t) > 0) {
+        char *v = NULL;
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        if (mt >= 0 && H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Tset_cset(mt, H5Tget_cset(t)) >= 0 &&
+            H5Aread(a, mt, &v) >= 0) {
+            size_t n = v ? strnlen(v, TRACE_ATTR_STR_MAX + 1) : 0;
+            if (n <= TRACE_ATTR_STR_MAX) {
+                *out = dh_malloc(n + 1);
+                memcpy(*out, v ? v : "", n);
+                (*out)[n] = 0;
                 ok = 1;
-            }
-            if (v) H5free_memory(v);
-            if (mt >= 0) H5Tclose(mt);
-        } else {
-            size_t n = H5Tget_size(t);
-            char *v = dh_calloc(n + 1, 1);
-            hid_t mt = H5Tcopy(t);
-            if (mt >= 0 && H5Aread(a, mt, v) >= 0) {
-                *out = v;
-                ok = 1;
-            } else free(v);
-            if (mt >= 0) H5Tclose(mt);
+            } else ok = -1;
         }
+        if (v) H5free_memory(v);
+        if (mt >= 0) H5Tclose(mt);
+    } else {
+        /* The size was bounded by open_attr; one value of it is read. */
+        size_t n = H5Tget_size(t);
+        char *v = dh_calloc(n + 1, 1);
+        hid_t mt = H5Tcopy(t);
+        if (mt >= 0 && H5Aread(a, mt, v) >= 0) {
+            *out = v;
+            ok = 1;
+        } else free(v);
+        if (mt >= 0) H5Tclose(mt);
     }
-    if (t >= 0) H5Tclose(t);
+    H5Tclose(t);
     H5Aclose(a);
-    if (!ok) return dh_err("trace '%s': attribute '%s' is not a string", ts->path, name);
-    DH_BUG_ON(!*out);
+    if (ok < 0) return dh_err("trace '%s': attribute '%s' is longer than %u characters", ts->path, name, TRACE_ATTR_STR_MAX);
+    if (!ok) return dh_err("trace '%s': cannot read attribute '%s' (HDF5: %s)", ts->path, name, h5_reason());
     return 0;
 }
 
@@ -950,7 +1029,13 @@ static int read_shape_u32(trace_src *ts, const char *name, uint32_t n, uint32_t 
     }
     hid_t t = H5Dget_type(d);
     int is_signed = t >= 0 && H5Tget_sign(t) == H5T_SGN_2;
+    size_t width = t >= 0 ? H5Tget_size(t) : 0;
     if (t >= 0) H5Tclose(t);
+    /* Wider than 64 bits would be clamped by HDF5's conversion. */
+    if (width == 0 || width > 8) {
+        H5Dclose(d);
+        return dh_err("trace '%s': dataset '%s' is an integer of %zu bytes, at most 8 allowed", ts->path, name, width);
+    }
     int64_t *wide = dh_calloc(n, sizeof *wide);
     int rc = n && H5Dread(d, is_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                           wide) < 0 ? -1 : 0;
@@ -983,11 +1068,14 @@ static int read_meta(trace_src *ts, trace_meta *m)
     m->format_version = (uint32_t)v;
     trace_shape *sh = &m->shape;
     if (read_attr_name(ts, "model", sh->model, sizeof sh->model) < 0) return -1;
-    if (read_attr_uint(ts, "n_requests", &v, UINT32_MAX) < 0) return -1;
+    /* The counts size the shape arrays, read whole: bounded far above any
+     * workload (16M requests, 64K layers) so that a file claiming 2^32 of them
+     * over sparse chunked datasets cannot make us allocate gigabytes. */
+    if (read_attr_uint(ts, "n_requests", &v, TRACE_MAX_REQUESTS) < 0) return -1;
     sh->n_requests = (uint32_t)v;
-    if (read_attr_uint(ts, "n_layers", &v, UINT32_MAX) < 0) return -1;
+    if (read_attr_uint(ts, "n_layers", &v, TRACE_MAX_LAYERS) < 0) return -1;
     sh->n_layers = (uint32_t)v;
-    if (read_attr_uint(ts, "n_groups", &v, UINT32_MAX) < 0) return -1;
+    if (read_attr_uint(ts, "n_groups", &v, TRACE_MAX_LAYERS) < 0) return -1;
     sh->n_groups = (uint32_t)v;
     if (read_attr_uint(ts, "keyframe_interval", &v, UINT32_MAX) < 0) return -1;
     if (v == 0) return dh_err("trace '%s': attribute 'keyframe_interval' is 0", ts->path);
@@ -1018,6 +1106,67 @@ static int read_meta(trace_src *ts, trace_meta *m)
     return 0;
 }
 
+/* HDF5 1.10 keeps variable-length strings (the model, generator and preset
+ * attributes) in global heap collections, and it walks a collection's
+ * objects without bounds checks: an object of size 0 makes it loop forever,
+ * one larger than its collection makes it copy past the end (a crash). Both
+ * were found by fuzzing (tests/fuzz/RESULTS.md). So before HDF5 sees a file,
+ * every collection in it ("GCOL", version 1) is walked here the way HDF5
+ * walks it, and a file whose walk would not end inside the collection is
+ * rejected. O(file size), a memmem over the mapped file (about a second per
+ * GB); a file whose superblock is not at byte 0 or whose lengths are not 8
+ * bytes wide is left to HDF5. */
+static uint64_t le_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static int check_global_heaps(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return dh_err("trace '%s': cannot read the file", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < 64) {
+        close(fd);
+        return 0; /* too small to hold a collection; HDF5 reports what it is */
+    }
+    size_t size = (size_t)st.st_size;
+    const unsigned char *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return 0;
+    int rc = 0;
+    static const unsigned char sig[8] = { 0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n' };
+    unsigned sb = m[8];
+    unsigned len_size = sb <= 1 ? m[14] : m[10];
+    if (memcmp(m, sig, 8) == 0 && sb <= 3 && len_size == 8) {
+        const unsigned char *p = m, *end_file = m + size;
+        while (rc == 0 && (p = memmem(p, (size_t)(end_file - p), "GCOL", 4)) != NULL) {
+            const unsigned char *c = p;
+            p += 4;
+            if (end_file - c < 16 || c[4] != 1) continue;
+            uint64_t csize = le_u64(c + 8);
+            if (csize < 16 || csize > (uint64_t)(end_file - c)) continue; /* HDF5 fails the read itself */
+            const unsigned char *q = c + 16, *end = c + csize;
+            while (q < end && end - q >= 16) {
+                unsigned idx = (unsigned)q[0] | (unsigned)q[1] << 8;
+                uint64_t osize = le_u64(q + 8), room = (uint64_t)(end - q);
+                uint64_t need = idx ? 16 + ((osize + 7) & ~(uint64_t)7) : osize;
+                if (osize > room || need == 0 || need > room) {
+                    rc = dh_err("trace '%s': damaged HDF5 global heap at byte %llu (object %u of %llu bytes in a "
+                                "collection of %llu)", path, (unsigned long long)(c - m), idx,
+                                (unsigned long long)osize, (unsigned long long)csize);
+                    break;
+                }
+                q += need;
+            }
+        }
+    }
+    munmap((void *)m, size);
+    return rc;
+}
+
 int trace_open(const char *path, sel_source **out)
 {
     sel_source *src = dh_calloc(1, sizeof *src);
@@ -1035,6 +1184,7 @@ int trace_open(const char *path, sel_source **out)
         dh_err("trace '%s': cannot read the file", path);
         goto out;
     }
+    if (check_global_heaps(path) < 0) goto out;
     htri_t is = H5Fis_hdf5(path);
     if (is <= 0) {
         dh_err("trace '%s': not an HDF5 file", path);

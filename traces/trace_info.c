@@ -3,6 +3,8 @@
 #include "traces/trace_info.h"
 #include "common/dh_err.h"
 
+#include "common/h5init.h"
+
 #include <hdf5.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,7 +36,7 @@ int trace_sizes_get(const char *path, const trace_meta *m, trace_sizes *out)
     struct stat st;
     if (stat(path, &st) != 0) return dh_err("trace '%s': cannot stat the file", path);
     out->file_bytes = (uint64_t)st.st_size;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    h5_init();
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return dh_err("trace '%s': cannot open", path);
     int rc = 0;
