@@ -140,7 +140,7 @@ bench: all
 # Built with the other GPU tools so that CI (nvcc, no GPU) keeps it compiling.
 replay: bin/dhreplay
 bin/dhreplay: kernels/replay/dhreplay.cu kernels/replay/rp_host.c $(wildcard kernels/*.cu kernels/*.cuh kernels/*.h) \
-              sim/hotbuf.c sim/model.c sim/pol.c sim/belady.c sim/spec.c sim/specrun.c sim/union.c sim/hw.c sim/step.c \
+              sim/hotbuf.c sim/model.c sim/pol.c sim/belady.c sim/spec.c sim/specrun.c sim/union.c sim/hw.c sim/cost.c sim/step.c \
               sim/res.c sim/evq.c traces/gen.c traces/sel.c common/cfg.c common/dh_err.c common/mem.c common/path.c kernels/kref.c
 	sh kernels/replay/build.sh
 

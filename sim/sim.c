@@ -574,7 +574,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         cx.a2a_lat_s[p] = sc->a2a_lat_s[p];
         cx.a2a_gbps[p] = sc->a2a_gbps[p];
     }
-    cx.a2a_ranks_per_token = a2a_ranks_per_token(m->experts, m->experts_per_token, sc->moe_ep);
+    cx.a2a_ranks_per_token = cost_a2a_ranks(m->experts, m->experts_per_token, sc->moe_ep);
     /* The fetch kernel holds its SMs whenever a host tier exists. */
     cx.compute_sms = policy == POL_RESIDENT ? sc->hw.sms : sc->hw.sms - sc->hw.fetch_sms;
     cx.queries = 1;

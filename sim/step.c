@@ -12,13 +12,6 @@
 
 enum { EV_IDX = 1, EV_FETCH, EV_COMP };
 
-/* The top-k's waves of group g (hw.h): one block per request and query token, each over a
- * request's scores (its indexed rows) selecting the group's k. */
-static double topk_waves_s(const step_ctx *cx, const step_mb *m, int32_t g)
-{
-    return hw_topk_time(cx->hw, m->tokens, m->idx_rows[g] / m->n_req, cx->model->group[g].k);
-}
-
 double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
 {
     const model_kind *k = &cx->model->layer[l];
@@ -27,18 +20,13 @@ double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     double rows = m->idx_rows[g];
     double bytes = rows * k->indexer_key_bytes;
     /* Keys are read once per request and shared by its query tokens; FLOPs
-     * scale with the queries (the micro-batch's mean per request). */
+     * scale with the queries (the micro-batch's mean per request). The top-k runs one
+     * block per request and query token, each over a request's scores (its indexed rows)
+     * selecting the group's k. */
     double queries = m->tokens / m->n_req;
     double flops = 2.0 * queries * rows * k->indexer_heads * k->indexer_dim;
-    if (cx->hw->indexer_ops_s > 0) {
-        /* Kernel-fitted: the keys at the kernel's own rate (else the HBM's), the
-         * scoring rate in multiply-adds, then one fixed cost for the indexer's
-         * launch and the top-k's, and the top-k's waves (hw.h). */
-        double bw = cx->hw->indexer_bw > 0 ? cx->hw->indexer_bw : cx->hw->hbm_bw;
-        double tb = bytes / bw, tf = flops / 2.0 / cx->hw->indexer_ops_s;
-        return (tb > tf ? tb : tf) + cx->hw->select_s + topk_waves_s(cx, m, g);
-    }
-    return hw_kernel_time(cx->hw, bytes, flops, 1, cx->compute_sms);
+    return cost_indexer_time(&cx->hw->cost, bytes, flops, m->tokens, m->idx_rows[g] / m->n_req, cx->model->group[g].k,
+                             cx->compute_sms);
 }
 
 /* Group g's fetch launches per layer (the misses, and a verification's staged rows when it has
@@ -72,9 +60,9 @@ static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, doubl
     *bytes = m->miss[g] * k->row_bytes;
     double rows[2], pages[2], regions[2], t = 0, ts = 0;
     for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
-        const double d = hw_fetch_time(cx->hw, rows[i], k->row_bytes, pages[i], regions[i]);
+        const double d = cost_fetch_time(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], cx->hw->fetch_sms);
         t += d;
-        if (weight) ts += d * hw_fetch_beside(cx->hw, rows[i], regions[i]);
+        if (weight) ts += d * cost_fetch_beside(&cx->hw->cost.fetch, rows[i], regions[i]);
     }
     if (weight && t > 0) *weight = ts / t;
     return t;
@@ -94,13 +82,7 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     double rows = g < 0 ? m->window_rows : m->sel[g];
     double attn_bytes = rows * k->row_bytes;
     double attn_flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
-    double t = hw_kernel_time(cx->hw, attn_bytes, attn_flops, k->attn_fp8, cx->compute_sms);
-    if (cx->hw->attn_bw > 0) {
-        /* Kernel-fitted attention: fixed cost + the selected rows at the attention
-         * kernel's own rate, unless the tensor work takes longer (hw.h). */
-        double ta = attn_bytes / cx->hw->attn_bw, tf = t - cx->hw->kernel_launch_s;
-        t = cx->hw->attn_launch_s + (ta > tf ? ta : tf);
-    }
+    double t = cost_attention_time(&cx->hw->cost, attn_bytes, attn_flops, k->attn_fp8, cx->compute_sms);
     /* Projections and MLP: every layer reads its dense weights; an MoE layer also
      * reads each local expert that at least one token of the whole instance routes
      * to: 1 - (1 - e/E)^T of them for T tokens across the data-parallel ranks. */
@@ -112,36 +94,13 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
         w_bytes += touched * md->expert_bytes;
     }
     double flops = 2.0 * md->active_params / md->n_layers * m->tokens;
-    if (cx->hw->weight_bw > 0) {
-        /* Kernel-fitted GEMMs: the layer's launches + its weights at the decode GEMMs'
-         * streaming rate, unless the tensor work takes longer (hw.h). */
-        double tw = w_bytes / cx->hw->weight_bw;
-        double tf = hw_kernel_time(cx->hw, 0, flops, 1, cx->compute_sms) - cx->hw->kernel_launch_s;
-        t += cx->hw->layer_fixed_s + (tw > tf ? tw : tf);
-    } else {
-        t += hw_kernel_time(cx->hw, w_bytes, flops, 1, cx->compute_sms);
-    }
+    t += cost_gemm_time(&cx->hw->cost, w_bytes, flops, cx->compute_sms);
     if (k->moe) {
-        /* Expert-parallel dispatch and combine, each a latency plus the bytes
-         * this GPU sends (one message per token and destination GPU) at the
-         * all-to-all bandwidth: linear in tokens, so a verification step pays
-         * for every query token it routes. */
+        /* Expert-parallel dispatch and combine, one message per token and destination GPU. */
         const double msg[2] = { md->moe_dispatch_bytes, md->moe_combine_bytes };
-        for (int p = 0; p < 2; p++) {
-            t += cx->a2a_lat_s[p];
-            if (cx->a2a_gbps[p] > 0)
-                t += m->tokens * cx->a2a_ranks_per_token * msg[p] / (cx->a2a_gbps[p] * 1e9);
-        }
+        t = cost_a2a_add(t, cx->a2a_lat_s, cx->a2a_gbps, cx->a2a_ranks_per_token, m->tokens, msg);
     }
     return t;
-}
-
-double a2a_ranks_per_token(double experts, double topk, double ep)
-{
-    if (ep <= 1 || experts <= 0 || topk <= 0) return 1;
-    double none_here = 1, per_gpu = experts / ep;
-    for (double i = 0; i < topk; i++) none_here *= (experts - per_gpu - i) / (experts - i);
-    return ep * (1 - none_here);
 }
 
 double step_estimate_s(const step_ctx *cx, const step_mb *m)
@@ -174,8 +133,8 @@ static double beside_fetch(const step_ctx *cx, const mb_state *s, uint32_t mi, c
     if (!h2d) return d;
     double start = gpu->free_at > now ? gpu->free_at : now, overlap = h2d->free_at - start;
     if (overlap <= 0) return d;
-    if (cx->hw->fetch_interference > 0) d += cx->hw->fetch_interference * (overlap < d ? overlap : d);
-    double beta = cx->hw->compute_interference;
+    d = cost_compute_beside(&cx->hw->cost.inter, d, overlap);
+    double beta = cx->hw->cost.inter.compute;
     if (beta > 0) {
         double push = evq_stretch_weighted(q, EV_FETCH, start, d, beta, fetch_weight, s - mi);
         h2d->free_at += push;
@@ -225,7 +184,7 @@ static void submit_group_fetches(const step_ctx *cx, const step_mb *m, mb_state 
         for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
             hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_ROWS, rows[i]);
             hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_PAGES, pages[i]);
-            if (cx->hw->gather_density.n && regions[i] > 0)
+            if (cx->hw->cost.fetch.density.n && regions[i] > 0)
                 hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_DENSITY, rows[i] / regions[i]);
         }
         hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_SMS, cx->hw->fetch_sms);
@@ -252,7 +211,7 @@ static void start_layer(const step_ctx *cx, const step_mb *m, mb_state *s, uint3
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_CTX, m->idx_rows[g] / m->n_req);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_BATCH, m->n_req);
         hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_QUERIES, m->tokens / m->n_req);
-        if (cx->hw->topk_slots > 0) {
+        if (cx->hw->cost.topk.slots > 0) {
             const double rows = m->idx_rows[g] / m->n_req, k = md->group[g].k;
             hw_range_note(cx->hw, &st->ranges, HW_FIT_TOPK_BATCH, m->tokens);
             hw_range_note(cx->hw, &st->ranges, HW_FIT_TOPK_CTX, rows);

@@ -20,7 +20,7 @@ B=build/replay
 mkdir -p $B bin
 objs=""
 for c in kernels/replay/rp_host.c sim/hotbuf.c sim/model.c sim/pol.c sim/belady.c sim/spec.c sim/specrun.c sim/union.c \
-         sim/hw.c sim/step.c sim/res.c sim/evq.c traces/gen.c traces/sel.c common/cfg.c common/dh_err.c common/mem.c common/path.c \
+         sim/hw.c sim/cost.c sim/step.c sim/res.c sim/evq.c traces/gen.c traces/sel.c common/cfg.c common/dh_err.c common/mem.c common/path.c \
          kernels/kref.c; do
   o=$B/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')
   $CC -O2 -std=c11 -D_GNU_SOURCE -I. $INC -c "$c" -o "$o" &
