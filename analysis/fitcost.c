@@ -7,6 +7,7 @@
  * O(lines x versions) for the selection plus the fits, well under a second
  * for thousands of lines. */
 #include "analysis/fitcost.h"
+#include "sim/cost.h"
 #include "sim/hw.h"
 #include "common/dh_err.h"
 
@@ -939,27 +940,30 @@ static double soft_max(double a, double b, double q, double *da, double *db, dou
 
 double fit_topk_time_us(const double *p, double topks, double ctx, double k, double slots, double *g)
 {
+    /* The value is the simulator's form itself (sim/cost.c), in microseconds, with the
+     * per-score time of the memory term as its rate; the gradient is this fit's own, checked
+     * against that form on a grid (tests/test_cost.c). */
+    const cost_topk form = {slots, p[TK_WAVE], p[TK_ROW], p[TK_K], p[TK_SCORE] != 0 ? 1 / p[TK_SCORE] : 0, p[TK_Q]};
+    const double t = cost_topk_time(&form, p[TK_T0], topks, ctx, k);
+    if (!g) return t;
     const double full = floor(topks / slots + 1e-9), rem = topks - full * slots;
-    double t = p[TK_T0], nw = 0, grow = 0, gscore = 0, gq = 0;
+    double nw = 0, grow = 0, gscore = 0, gq = 0;
     for (int j = 0; j < 2; j++) {
         const double waves = j ? (rem > 1e-9) : full, n = j ? rem : slots;
         if (waves == 0) continue;
         double da, db, dq;
-        const double m = soft_max(ctx * p[TK_ROW], n * ctx * p[TK_SCORE], p[TK_Q], &da, &db, &dq);
-        t += waves * (p[TK_WAVE] + k * p[TK_K] + m);
+        soft_max(ctx * p[TK_ROW], n * ctx * p[TK_SCORE], p[TK_Q], &da, &db, &dq);
         nw += waves;
         grow += waves * da * ctx;
         gscore += waves * db * n * ctx;
         gq += waves * dq;
     }
-    if (g) {
-        g[TK_T0] = 1;
-        g[TK_WAVE] = nw;
-        g[TK_ROW] = grow;
-        g[TK_K] = nw * k;
-        g[TK_SCORE] = gscore;
-        g[TK_Q] = gq;
-    }
+    g[TK_T0] = 1;
+    g[TK_WAVE] = nw;
+    g[TK_ROW] = grow;
+    g[TK_K] = nw * (k < ctx ? k : ctx);   /* the form selects at most ctx */
+    g[TK_SCORE] = gscore;
+    g[TK_Q] = gq;
     return t;
 }
 

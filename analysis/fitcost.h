@@ -182,7 +182,9 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
 int fit_holdout_match(const bcsv_row *r, const char *spec, int *match);
 
 /* The topk form for p = {t0_us, wave_us, us per score of a block, us per selected row, us per
- * score of a wave, steepness}; g (may be NULL) gets d/dp. */
+ * score of a wave, steepness}: t0_us + the simulator's cost_topk_time (sim/cost.h) in
+ * microseconds, the wave's per-score time as its rate; g (may be NULL) gets d/dp (checked
+ * against that form in tests/test_cost.c). */
 double fit_topk_time_us(const double *p, double topks, double ctx, double k, double slots, double *g);
 
 /* Evaluate the fetch form for given coefficients (used by tests and by the
