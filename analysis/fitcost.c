@@ -725,21 +725,24 @@ enum { IX_T0, IX_BYTE, IX_MAC, IX_NPAR };   /* t0 (us), us per key byte, us per 
 
 typedef struct { const double *bytes, *macs; } ix_model;
 
-static double ix_eval_pt(double bytes, double macs, const double *p, double *g)
+/* The value is the simulator's scoring form (sim/cost.c: cost_scoring_time) in microseconds,
+ * its per-unit times as rates (a term held at 0 is a rate of infinity: no time); the
+ * gradient is the active term's. */
+double fit_indexer_time_us(const double *p, double bytes, double macs, double *g)
 {
-    const double tb = bytes * p[IX_BYTE], tc = macs * p[IX_MAC];
     if (g) {
+        const double tb = bytes * p[IX_BYTE], tc = macs * p[IX_MAC];
         g[IX_T0] = 1;
         g[IX_BYTE] = tb >= tc ? bytes : 0;
         g[IX_MAC] = tb >= tc ? 0 : macs;
     }
-    return p[IX_T0] + (tb >= tc ? tb : tc);
+    return p[IX_T0] + cost_scoring_time(bytes, 1 / p[IX_BYTE], macs, 1 / p[IX_MAC]);
 }
 
 static double ix_eval(const void *model, size_t i, const double *p, double *grad)
 {
     const ix_model *m = model;
-    return ix_eval_pt(m->bytes[i], m->macs[i], p, grad);
+    return fit_indexer_time_us(p, m->bytes[i], m->macs[i], grad);
 }
 
 /* One candidate of a roofline fit (the indexer's, the top-k's), npar parameters: the rate
@@ -902,7 +905,7 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
         const double pe[IX_NPAR] = {p[IX_T0], bpb, bpm};
         double *pred = malloc(nhold * sizeof *pred);
         if (!pred) abort();
-        for (size_t i = 0; i < nhold; i++) pred[i] = ix_eval_pt(bytes[n + i], macs[n + i], pe, NULL);
+        for (size_t i = 0; i < nhold; i++) pred[i] = fit_indexer_time_us(pe, bytes[n + i], macs[n + i], NULL);
         fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
         free(pred);
     }

@@ -63,14 +63,20 @@ double cost_topk_time(const cost_topk *p, double t0, double topks, double rows, 
     return t;
 }
 
+double cost_scoring_time(double bytes, double bw, double macs, double ops_s)
+{
+    double tb = bytes / bw, tf = macs / ops_s;
+    return tb > tf ? tb : tf;
+}
+
 double cost_indexer_time(const cost_model *c, double bytes, double flops, double topks, double rows, double k,
                          double compute_sms)
 {
     if (c->indexer.form != COST_FITTED) return cost_roofline_time(&c->roof, bytes, flops, 1, compute_sms);
     /* Fitted: the keys at the kernel's own rate, the scoring rate in multiply-adds, then one
      * fixed cost for the indexer's launch and the top-k's, and the top-k's waves. */
-    double tb = bytes / c->indexer.bw, tf = flops / 2.0 / c->indexer.ops_s;
-    return (tb > tf ? tb : tf) + c->indexer.select_s + cost_topk_time(&c->topk, 0, topks, rows, k);
+    return cost_scoring_time(bytes, c->indexer.bw, flops / 2.0, c->indexer.ops_s) + c->indexer.select_s +
+           cost_topk_time(&c->topk, 0, topks, rows, k);
 }
 
 double cost_a2a_ranks(double experts, double topk, double ep)

@@ -92,6 +92,8 @@ double cost_gemm_time(const cost_model *c, double weight_bytes, double flops, do
 /* The top-k's waves for topks top-ks (may be a mean) of rows scores each selecting k (at
  * most rows), added to t0 (the fit's fixed cost; 0 for the simulator's waves alone). */
 double cost_topk_time(const cost_topk *p, double t0, double topks, double rows, double k);
+/* The indexer's scoring, a roofline: its keys' bytes at bw, its multiply-adds at ops_s. */
+double cost_scoring_time(double bytes, double bw, double macs, double ops_s);
 /* The selecting layer's indexer over key bytes and flops (2 per multiply-add), with its
  * top-k of topks top-ks of rows scores selecting k (fitted form only). */
 double cost_indexer_time(const cost_model *c, double bytes, double flops, double topks, double rows, double k,

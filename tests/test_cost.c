@@ -1,9 +1,9 @@
 /* test_cost.c: the cost model's forms (sim/cost.h) as the profile loader chooses them, and
  * the fit's use of them: the datasheet profile is the roofline form of every kernel, the
  * calibrated one the fitted forms (each against its formula written out here); the top-k
- * fit (analysis/fitcost.c) evaluates the simulator's form itself, and its own gradient is
- * checked against central differences of that form on a grid, with a planted fault (one
- * component 1 % off) that the check must catch. */
+ * and indexer fits (analysis/fitcost.c) evaluate the simulator's forms, and their gradients are
+ * checked against central differences of those forms on a grid, with a planted fault (one
+ * component 1 % off) that each check must catch. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -125,12 +125,52 @@ static void test_topk_gradient_matches_form(void **state)
     assert_true(topk_gradient_error(1.01) > 1e-4);
 }
 
+/* The indexer fit's parameters (fitcost.h): t0_us, us per key byte, us per multiply-add. The
+ * fit's value is t0 + the simulator's scoring form bit for bit, and its gradient (the active
+ * term's) matches central differences of it away from the knee; a planted 1 % fault in the
+ * bytes' component is caught. */
+static double indexer_gradient_error(double fault)
+{
+    const double p[3] = {6.6, 1 / 3.9e6, 1 / 3.0e8};
+    double worst = 0;
+    for (double bytes = 1e5; bytes <= 1e9; bytes *= 10)
+        for (double ratio = 1e-2; ratio <= 1e3; ratio *= 10) {
+            const double macs = bytes * ratio;
+            double g[3];
+            const double t = fit_indexer_time_us(p, bytes, macs, g);
+            assert_true(t == p[0] + cost_scoring_time(bytes, 1 / p[1], macs, 1 / p[2]));
+            g[1] *= fault;
+            for (int j = 0; j < 3; j++) {
+                double hi[3], lo[3];
+                memcpy(hi, p, sizeof hi);
+                memcpy(lo, p, sizeof lo);
+                const double h = 1e-6 * p[j];
+                hi[j] += h;
+                lo[j] -= h;
+                const double fd = (fit_indexer_time_us(hi, bytes, macs, NULL) - fit_indexer_time_us(lo, bytes, macs, NULL)) / (2 * h);
+                const double e = fabs(fd - g[j]) * p[j] / t;
+                if (e > worst) worst = e;
+            }
+        }
+    return worst;
+}
+
+static void test_indexer_gradient_matches_form(void **state)
+{
+    (void)state;
+    const double e = indexer_gradient_error(1);
+    if (e >= 1e-6) print_message("  indexer gradient: worst relative difference %g\n", e);
+    assert_true(e < 1e-6);
+    assert_true(indexer_gradient_error(1.01) > 1e-4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_datasheet_is_roofline),
         cmocka_unit_test(test_calibrated_is_fitted),
         cmocka_unit_test(test_topk_gradient_matches_form),
+        cmocka_unit_test(test_indexer_gradient_matches_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
