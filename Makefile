@@ -192,7 +192,7 @@ bench: all
 replay: bin/dhreplay
 bin/dhreplay: kernels/replay/dhreplay.cu kernels/replay/rp_host.c analysis/rcfg.c $(wildcard kernels/*.cu kernels/*.cuh kernels/*.h) \
               sim/hotbuf.c sim/model.c sim/pol.c sim/pol_resident.c sim/pol_hisparse.c sim/pol_adaptive.c sim/pol_oracle.c \
-              sim/mbatch.c sim/belady.c sim/spec.c sim/specrun.c sim/union.c sim/hw.c sim/step.c \
+              sim/mbatch.c sim/belady.c sim/spec.c sim/specrun.c sim/union.c sim/hw.c sim/cost.c sim/step.c \
               sim/res.c sim/evq.c traces/gen.c traces/sel.c common/cfg.c common/dh_err.c common/mem.c common/path.c kernels/kref.c
 	sh kernels/replay/build.sh
 

@@ -7,6 +7,7 @@
  * O(lines x versions) for the selection plus the fits, well under a second
  * for thousands of lines. */
 #include "analysis/fitcost.h"
+#include "sim/cost.h"
 #include "sim/hw.h"
 #include "common/dh_err.h"
 
@@ -724,21 +725,24 @@ enum { IX_T0, IX_BYTE, IX_MAC, IX_NPAR };   /* t0 (us), us per key byte, us per 
 
 typedef struct { const double *bytes, *macs; } ix_model;
 
-static double ix_eval_pt(double bytes, double macs, const double *p, double *g)
+/* The value is the simulator's scoring form (sim/cost.c: cost_scoring_time) in microseconds,
+ * its per-unit times as rates (a term held at 0 is a rate of infinity: no time); the
+ * gradient is the active term's. */
+double fit_indexer_time_us(const double *p, double bytes, double macs, double *g)
 {
-    const double tb = bytes * p[IX_BYTE], tc = macs * p[IX_MAC];
     if (g) {
+        const double tb = bytes * p[IX_BYTE], tc = macs * p[IX_MAC];
         g[IX_T0] = 1;
         g[IX_BYTE] = tb >= tc ? bytes : 0;
         g[IX_MAC] = tb >= tc ? 0 : macs;
     }
-    return p[IX_T0] + (tb >= tc ? tb : tc);
+    return p[IX_T0] + cost_scoring_time(bytes, 1 / p[IX_BYTE], macs, 1 / p[IX_MAC]);
 }
 
 static double ix_eval(const void *model, size_t i, const double *p, double *grad)
 {
     const ix_model *m = model;
-    return ix_eval_pt(m->bytes[i], m->macs[i], p, grad);
+    return fit_indexer_time_us(p, m->bytes[i], m->macs[i], grad);
 }
 
 /* One candidate of a roofline fit (the indexer's, the top-k's), npar parameters: the rate
@@ -901,7 +905,7 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
         const double pe[IX_NPAR] = {p[IX_T0], bpb, bpm};
         double *pred = malloc(nhold * sizeof *pred);
         if (!pred) abort();
-        for (size_t i = 0; i < nhold; i++) pred[i] = ix_eval_pt(bytes[n + i], macs[n + i], pe, NULL);
+        for (size_t i = 0; i < nhold; i++) pred[i] = fit_indexer_time_us(pe, bytes[n + i], macs[n + i], NULL);
         fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
         free(pred);
     }
@@ -939,27 +943,30 @@ static double soft_max(double a, double b, double q, double *da, double *db, dou
 
 double fit_topk_time_us(const double *p, double topks, double ctx, double k, double slots, double *g)
 {
+    /* The value is the simulator's form itself (sim/cost.c), in microseconds, with the
+     * per-score time of the memory term as its rate; the gradient is this fit's own, checked
+     * against that form on a grid (tests/test_cost.c). */
+    const cost_topk form = {slots, p[TK_WAVE], p[TK_ROW], p[TK_K], p[TK_SCORE] != 0 ? 1 / p[TK_SCORE] : 0, p[TK_Q]};
+    const double t = cost_topk_time(&form, p[TK_T0], topks, ctx, k);
+    if (!g) return t;
     const double full = floor(topks / slots + 1e-9), rem = topks - full * slots;
-    double t = p[TK_T0], nw = 0, grow = 0, gscore = 0, gq = 0;
+    double nw = 0, grow = 0, gscore = 0, gq = 0;
     for (int j = 0; j < 2; j++) {
         const double waves = j ? (rem > 1e-9) : full, n = j ? rem : slots;
         if (waves == 0) continue;
         double da, db, dq;
-        const double m = soft_max(ctx * p[TK_ROW], n * ctx * p[TK_SCORE], p[TK_Q], &da, &db, &dq);
-        t += waves * (p[TK_WAVE] + k * p[TK_K] + m);
+        soft_max(ctx * p[TK_ROW], n * ctx * p[TK_SCORE], p[TK_Q], &da, &db, &dq);
         nw += waves;
         grow += waves * da * ctx;
         gscore += waves * db * n * ctx;
         gq += waves * dq;
     }
-    if (g) {
-        g[TK_T0] = 1;
-        g[TK_WAVE] = nw;
-        g[TK_ROW] = grow;
-        g[TK_K] = nw * k;
-        g[TK_SCORE] = gscore;
-        g[TK_Q] = gq;
-    }
+    g[TK_T0] = 1;
+    g[TK_WAVE] = nw;
+    g[TK_ROW] = grow;
+    g[TK_K] = nw * (k < ctx ? k : ctx);   /* the form selects at most ctx */
+    g[TK_SCORE] = gscore;
+    g[TK_Q] = gq;
     return t;
 }
 

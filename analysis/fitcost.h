@@ -181,8 +181,15 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
 /* Whether a row matches one hold-out spec ("col=v,col<=v,col>=v"; all must hold). */
 int fit_holdout_match(const bcsv_row *r, const char *spec, int *match);
 
+/* The indexer form for p = {t0_us, us per key byte, us per multiply-add}: t0_us + the
+ * simulator's cost_scoring_time (sim/cost.h) in microseconds, the per-unit times as rates;
+ * g (may be NULL) gets d/dp (checked against that form in tests/test_cost.c). */
+double fit_indexer_time_us(const double *p, double bytes, double macs, double *g);
+
 /* The topk form for p = {t0_us, wave_us, us per score of a block, us per selected row, us per
- * score of a wave, steepness}; g (may be NULL) gets d/dp. */
+ * score of a wave, steepness}: t0_us + the simulator's cost_topk_time (sim/cost.h) in
+ * microseconds, the wave's per-score time as its rate; g (may be NULL) gets d/dp (checked
+ * against that form in tests/test_cost.c). */
 double fit_topk_time_us(const double *p, double topks, double ctx, double k, double slots, double *g);
 
 /* Evaluate the fetch form for given coefficients (used by tests and by the

@@ -178,7 +178,7 @@ static int fetch_repls(const fit_section *s, const prof_opts *o, const hw_profil
     const double *p = s->res.p;
     const fit_range *rb = range_of(s, "row_bytes");
     if (!rb) return dh_err("fetch fit has no row_bytes range");
-    double ref = base->ref_row_bytes;
+    double ref = base->cost.fetch.ref_row_bytes;
     if (ref < rb->min || ref > rb->max)
         return dh_err("[gather] ref_row_bytes = %g lies outside the fitted row sizes %g..%g", ref, rb->min, rb->max);
     char prov[2048];
@@ -265,7 +265,7 @@ static int fetch_repls(const fit_section *s, const prof_opts *o, const hw_profil
     }
     repl *l = &r[(*nr)++];
     *l = (repl){.section = "gather", .key = "launch_s"};
-    fixed_cost(coef(s, "t0_us"), base->gather_launch_s, "gather", l);
+    fixed_cost(coef(s, "t0_us"), base->cost.fetch.launch_s, "gather", l);
     return 0;
 }
 
@@ -397,7 +397,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         *b = (repl){.section = "hw", .key = "attn_launch_s", .append = 1};
         snprintf(a->value, sizeof a->value, "%.6g", coef(attn, "hbm_gbps")->value * 1e9);
         snprintf(a->comment, sizeof a->comment, "%s; dhcal: attn_bw = hbm_gbps (selected rows' bytes the kernel reads per second); per-query and per-union-row terms are not in the simulator's form\n", prov);
-        fixed_cost(coef(attn, "t0_us"), base.attn_launch_s, attn->section, b);
+        fixed_cost(coef(attn, "t0_us"), base.cost.attn.launch_s, attn->section, b);
     }
     if (gemm) {
         /* Projections and experts: launches x the GEMM's fixed cost, plus the
@@ -418,7 +418,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         snprintf(b->comment, sizeof b->comment, "; dhcal: layer_fixed_s = %g GEMM launches per layer x t0_us %.4g us of the %s fit above\n",
                  o->layer_gemms, t0->value, gemm->section);
         if (!isnan(gemm->ceiling)) {
-            double peak = !strcmp(gemm->dtype, "fp8") ? base.fp8_flops : !strcmp(gemm->dtype, "bf16") ? base.bf16_flops : NAN;
+            double peak = !strcmp(gemm->dtype, "fp8") ? base.cost.roof.fp8_flops : !strcmp(gemm->dtype, "bf16") ? base.cost.roof.bf16_flops : NAN;
             if (isnan(peak)) return dh_err("GEMM dtype '%s' has no peak rate in [hw] (fp8_flops, bf16_flops)", gemm->dtype);
             double eff = gemm->ceiling * 1e12 / peak;
             if (!(eff > 0 && eff <= 1))
@@ -462,7 +462,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
                  it0->value, kt0->value, kt0->se,
                  topk->form == FIT_FORM_TOPK ? ", the launch's fixed part; its waves are topk_*" : "");
         if (topk->form == FIT_FORM_TOPK) {
-            /* The top-k's waves (hw_topk_time, sim/hw.h). A per-score term the points only
+            /* The top-k's waves (cost_topk_time, sim/cost.h). A per-score term the points only
              * bound (every point in the other regime) is written 0, so that the simulator's
              * soft maximum is the other term alone, as fitted. */
             if (!(topk->slots >= 1))
@@ -573,14 +573,14 @@ int prof_check(const char *path)
     int rc = 0;
     /* hw_load range-checks each value; these are the relations between them
      * that make a profile physical. */
-    for (size_t i = 0; i < hw.gather_sms.n && rc == 0; i++)
-        if (hw.gather_sms.y[i] > 1.0 + 1e-9)
-            rc = dh_err("profile '%s': [gather] sms_factor %g at %g SMs is above 1 (a multiplier of the saturated bandwidth)", path, hw.gather_sms.y[i], hw.gather_sms.x[i]);
-    for (size_t i = 0; i < hw.gather_row.n && rc == 0; i++)
-        if (hw.gather_row.y[i] > hw.duplex_bw)
-            rc = dh_err("profile '%s': [gather] row_bw %g at %g bytes exceeds the link's duplex_bw %g", path, hw.gather_row.y[i], hw.gather_row.x[i], hw.duplex_bw);
-    if (rc == 0 && (hw.ref_row_bytes < hw.gather_row.x[0] || hw.ref_row_bytes > hw.gather_row.x[hw.gather_row.n - 1]))
-        rc = dh_err("profile '%s': [gather] ref_row_bytes %g outside the row_bytes table", path, hw.ref_row_bytes);
+    for (size_t i = 0; i < hw.cost.fetch.sms.n && rc == 0; i++)
+        if (hw.cost.fetch.sms.y[i] > 1.0 + 1e-9)
+            rc = dh_err("profile '%s': [gather] sms_factor %g at %g SMs is above 1 (a multiplier of the saturated bandwidth)", path, hw.cost.fetch.sms.y[i], hw.cost.fetch.sms.x[i]);
+    for (size_t i = 0; i < hw.cost.fetch.row.n && rc == 0; i++)
+        if (hw.cost.fetch.row.y[i] > hw.duplex_bw)
+            rc = dh_err("profile '%s': [gather] row_bw %g at %g bytes exceeds the link's duplex_bw %g", path, hw.cost.fetch.row.y[i], hw.cost.fetch.row.x[i], hw.duplex_bw);
+    if (rc == 0 && (hw.cost.fetch.ref_row_bytes < hw.cost.fetch.row.x[0] || hw.cost.fetch.ref_row_bytes > hw.cost.fetch.row.x[hw.cost.fetch.row.n - 1]))
+        rc = dh_err("profile '%s': [gather] ref_row_bytes %g outside the row_bytes table", path, hw.cost.fetch.ref_row_bytes);
     if (rc == 0) {
         /* Every [fit_range] entry must be "min, max" with min <= max.  cfg
          * has no per-section key listing, so the keys come from its text form. */

@@ -3,42 +3,56 @@
  * The heap lives in one growable array (children of i at 2i+1, 2i+2). The
  * simulator keeps at most a few events per micro-batch and resource in flight,
  * so the heap stays small and cache-resident; the cost per event is
- * O(log n) comparisons. */
+ * O(log n) comparisons, plus one store per level into the handle table (slot), which
+ * is what makes cancel and reschedule O(log n) instead of a scan. */
 #include "sim/evq.h"
+#include "common/dh_err.h"
+#include "common/mem.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-void evq_init(evq *q) { memset(q, 0, sizeof *q); }
+#define NO_HANDLE UINT32_MAX
+
+void evq_init(evq *q)
+{
+    memset(q, 0, sizeof *q);
+    q->free_handle = NO_HANDLE;
+}
 
 void evq_release(evq *q)
 {
     free(q->heap);
+    free(q->slot);
     memset(q, 0, sizeof *q);
+    q->free_handle = NO_HANDLE;
 }
 
-void evq_clear(evq *q) { q->n = 0; }
-
-void evq_push(evq *q, double time, uint32_t kind, uint32_t a, uint32_t b)
+void evq_clear(evq *q)
 {
-    if (q->n == q->cap) {
-        q->cap = q->cap ? 2 * q->cap : 64;
-        q->heap = realloc(q->heap, q->cap * sizeof *q->heap);
-        if (!q->heap) abort();
-    }
-    evq_event e = { time, q->next_seq++, kind, a, b };
-    size_t i = q->n++;
-    /* Sift up: move parents that come after e down one level. */
+    q->n = 0;
+    q->n_handles = 0;
+    q->free_handle = NO_HANDLE;
+}
+
+/* Put e at heap index i and record where its handle now points. */
+static inline void place(evq *q, size_t i, evq_event e)
+{
+    q->heap[i] = e;
+    q->slot[e.handle] = (uint32_t)i;
+}
+
+/* Place e at slot i of a heap whose part above i is ordered: move later parents down. */
+static void sift_up(evq *q, size_t i, evq_event e)
+{
     while (i > 0) {
         size_t p = (i - 1) / 2;
         if (!evq_before(&e, &q->heap[p])) break;
-        q->heap[i] = q->heap[p];
+        place(q, i, q->heap[p]);
         i = p;
     }
-    q->heap[i] = e;
+    place(q, i, e);
 }
-
-const evq_event *evq_peek(const evq *q) { return q->n ? &q->heap[0] : NULL; }
 
 /* Place e at slot i of a heap whose subtrees below i are heaps: move earlier children up. */
 static void sift_down(evq *q, size_t i, evq_event e)
@@ -49,61 +63,75 @@ static void sift_down(evq *q, size_t i, evq_event e)
         if (c >= n) break;
         if (c + 1 < n && evq_before(&q->heap[c + 1], &q->heap[c])) c++;
         if (!evq_before(&q->heap[c], &e)) break;
-        q->heap[i] = q->heap[c];
+        place(q, i, q->heap[c]);
         i = c;
     }
-    q->heap[i] = e;
+    place(q, i, e);
+}
+
+static void free_handle(evq *q, evq_handle h)
+{
+    q->slot[h] = q->free_handle;
+    q->free_handle = h;
+}
+
+evq_handle evq_push(evq *q, double time, uint32_t kind, uint32_t a, uint32_t b)
+{
+    if (q->n == q->cap) {
+        DH_BUG_ON(q->cap >= NO_HANDLE / 2);
+        q->cap = q->cap ? 2 * q->cap : 64;
+        q->heap = dh_reallocarray(q->heap, q->cap, sizeof *q->heap);
+        q->slot = dh_reallocarray(q->slot, q->cap, sizeof *q->slot);
+    }
+    /* Live handles never outnumber the events, so a new one fits in cap. */
+    evq_handle h;
+    if (q->free_handle != NO_HANDLE) {
+        h = q->free_handle;
+        q->free_handle = q->slot[h];
+    } else {
+        h = q->n_handles++;
+    }
+    evq_event e = { time, q->next_seq++, kind, a, b, h };
+    sift_up(q, q->n++, e);
+    return h;
+}
+
+const evq_event *evq_peek(const evq *q) { return q->n ? &q->heap[0] : NULL; }
+
+/* Take the event at heap index i out: the former last element fills the hole. */
+static void remove_at(evq *q, size_t i)
+{
+    free_handle(q, q->heap[i].handle);
+    evq_event last = q->heap[--q->n];
+    if (i == q->n) return;
+    if (i > 0 && evq_before(&last, &q->heap[(i - 1) / 2])) sift_up(q, i, last);
+    else sift_down(q, i, last);
 }
 
 int evq_pop(evq *q, evq_event *out)
 {
     if (!q->n) return 0;
     *out = q->heap[0];
-    evq_event last = q->heap[--q->n];
-    /* Sift down the former last element from the root. */
-    if (q->n) sift_down(q, 0, last);
+    remove_at(q, 0);
     return 1;
 }
 
-static int by_time_seq(const void *pa, const void *pb)
+/* The heap index of queued event h (a stale handle is a bug of the caller). */
+static size_t index_of(const evq *q, evq_handle h)
 {
-    const evq_event *a = *(const evq_event *const *)pa, *b = *(const evq_event *const *)pb;
-    if (a->time != b->time) return a->time < b->time ? -1 : 1;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
+    DH_BUG_ON(h >= q->n_handles);
+    size_t i = q->slot[h];
+    DH_BUG_ON(i >= q->n || q->heap[i].handle != h);
+    return i;
 }
 
-double evq_stretch_weighted(evq *q, uint32_t kind, double from, double span, double factor,
-                            double (*weight)(const void *ctx, uint32_t a, uint32_t b), const void *ctx)
-{
-    if (!(factor > 0) || !(span > 0)) return 0;
-    evq_event **ev = malloc((q->n ? q->n : 1) * sizeof *ev);
-    if (!ev) abort();
-    size_t n = 0;
-    for (size_t i = 0; i < q->n; i++)
-        if (q->heap[i].kind == kind && q->heap[i].time > from) ev[n++] = &q->heap[i];
-    qsort(ev, n, sizeof *ev, by_time_seq);
-    /* Event i's shift is factor x sum_j<=i w_j (c_j - c_j-1), c_j = min(t_j - from, span) (c_0
-     * = 0), summed by parts as w_i c_i + sum_j<i (w_j - w_j+1) c_j: with equal weights the
-     * second sum is exactly 0, so evq_stretch's result is t + factor x w x min(t - from, span)
-     * to the last bit. */
-    double shift = 0, parts = 0, w_prev = 0, c_prev = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double t = ev[i]->time, w = weight ? weight(ctx, ev[i]->a, ev[i]->b) : 1;
-        const double c = t - from < span ? t - from : span;
-        if (i) parts += (w_prev - w) * c_prev;
-        shift = factor * (w * c + parts);
-        ev[i]->time = t + shift;
-        w_prev = w;
-        c_prev = c;
-    }
-    free(ev);
-    /* Floyd's heap construction: O(n); the (time, seq) order makes the pops deterministic
-     * whatever layout results. */
-    for (size_t i = q->n / 2; i-- > 0;) sift_down(q, i, q->heap[i]);
-    return n ? shift : 0;
-}
+void evq_cancel(evq *q, evq_handle h) { remove_at(q, index_of(q, h)); }
 
-void evq_stretch(evq *q, uint32_t kind, double from, double span, double factor)
+void evq_reschedule(evq *q, evq_handle h, double time)
 {
-    evq_stretch_weighted(q, kind, from, span, factor, NULL, NULL);
+    size_t i = index_of(q, h);
+    evq_event e = q->heap[i];
+    e.time = time;
+    if (i > 0 && evq_before(&e, &q->heap[(i - 1) / 2])) sift_up(q, i, e);
+    else sift_down(q, i, e);
 }

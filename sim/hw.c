@@ -1,4 +1,5 @@
-/* hw.c: hardware profile loading and cost functions; see hw.h. */
+/* hw.c: hardware profile loading, the choice of each cost's form, and the fitted-range
+ * log; see hw.h. The forms themselves are sim/cost.c's. */
 #include "sim/hw.h"
 #include "common/dh_err.h"
 
@@ -12,11 +13,11 @@ const char *const hw_fit_name[HW_FIT_N] = { "fetch_row_bytes", "fetch_sms", "fet
                                             "indexer_ctx", "indexer_batch", "indexer_queries", "topk_batch", "topk_ctx",
                                             "topk_k" };
 
-static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, hw_table *t, double ymin)
+static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, cost_table *t, double ymin)
 {
     size_t nx, ny;
-    if (cfg_get_doubles(c, sec, kx, t->x, HW_TABLE_MAX, &nx, 1e-9, 1e15) < 0) return -1;
-    if (cfg_get_doubles(c, sec, ky, t->y, HW_TABLE_MAX, &ny, ymin, 1e16) < 0) return -1;
+    if (cfg_get_doubles(c, sec, kx, t->x, COST_TABLE_MAX, &nx, 1e-9, 1e15) < 0) return -1;
+    if (cfg_get_doubles(c, sec, ky, t->y, COST_TABLE_MAX, &ny, ymin, 1e16) < 0) return -1;
     if (nx != ny)
         return dh_err("%s: [%s] %s has %zu items but %s has %zu", cfg_name(c), sec, kx, nx, ky, ny);
     for (size_t i = 1; i < nx; i++)
@@ -24,16 +25,6 @@ static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, h
             return dh_err("%s: [%s] %s must be strictly increasing", cfg_name(c), sec, kx);
     t->n = nx;
     return 0;
-}
-
-double hw_table_eval(const hw_table *t, double x)
-{
-    if (x <= t->x[0]) return t->y[0];
-    if (x >= t->x[t->n - 1]) return t->y[t->n - 1];
-    size_t i = 1;
-    while (t->x[i] < x) i++;
-    double u = (log(x) - log(t->x[i - 1])) / (log(t->x[i]) - log(t->x[i - 1]));
-    return t->y[i - 1] + u * (t->y[i] - t->y[i - 1]);
 }
 
 /* [fit_range]: cfg lists no keys per section, so the names come from the
@@ -113,116 +104,78 @@ int hw_load(cfg *c, hw_profile *hw)
     const char *name;
     if (cfg_get_string(c, "hw", "name", &name, CFG_REQUIRED) < 0) return -1;
     snprintf(hw->name, sizeof hw->name, "%s", name);
+    cost_model *cm = &hw->cost;
     struct { const char *sec, *key; double *dst, min, max; } d[] = {
         { "hw", "hbm_bytes", &hw->hbm_bytes, 1e6, 1e15 },
-        { "hw", "hbm_bw", &hw->hbm_bw, 1e6, 1e15 },
+        { "hw", "hbm_bw", &cm->roof.hbm_bw, 1e6, 1e15 },
         { "hw", "sms", &hw->sms, 1, 100000 },
-        { "hw", "fp8_flops", &hw->fp8_flops, 1e6, 1e20 },
-        { "hw", "bf16_flops", &hw->bf16_flops, 1e6, 1e20 },
-        { "hw", "mma_efficiency", &hw->mma_efficiency, 1e-6, 1 },
-        { "hw", "kernel_launch_s", &hw->kernel_launch_s, 0, 1 },
+        { "hw", "fp8_flops", &cm->roof.fp8_flops, 1e6, 1e20 },
+        { "hw", "bf16_flops", &cm->roof.bf16_flops, 1e6, 1e20 },
+        { "hw", "mma_efficiency", &cm->roof.mma_efficiency, 1e-6, 1 },
+        { "hw", "kernel_launch_s", &cm->roof.launch_s, 0, 1 },
         { "pcie", "h2d_bw", &hw->h2d_bw, 1e3, 1e15 },
         { "pcie", "d2h_bw", &hw->d2h_bw, 1e3, 1e15 },
         { "pcie", "duplex_bw", &hw->duplex_bw, 1e3, 1e15 },
-        { "gather", "ref_row_bytes", &hw->ref_row_bytes, 1, 1e9 },
+        { "gather", "ref_row_bytes", &cm->fetch.ref_row_bytes, 1, 1e9 },
         { "gather", "fetch_sms", &hw->fetch_sms, 0, 100000 },
         { "gather", "page_bytes", &hw->page_bytes, 1, 1e12 },
-        { "gather", "launch_s", &hw->gather_launch_s, 0, 1 },
+        { "gather", "launch_s", &cm->fetch.launch_s, 0, 1 },
         { "host", "dram_bytes", &hw->host_dram_bytes, 1e6, 1e18 },
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (cfg_get_double(c, d[i].sec, d[i].key, d[i].dst, CFG_REQUIRED, d[i].min, d[i].max) < 0) return -1;
-    /* Optional kernel-fitted costs (hw.h); 0, the default, keeps the plain forms. */
+    cm->roof.sms = hw->sms;
+    cm->fetch.h2d_bw = hw->h2d_bw;
+    /* Optional kernel-fitted costs (hw.h); 0, the default, keeps the roofline forms. */
+    double indexer_bw;
     struct { const char *key; double *dst, max; } o[] = {
-        { "attn_bw", &hw->attn_bw, 1e15 }, { "attn_launch_s", &hw->attn_launch_s, 1 },
-        { "weight_bw", &hw->weight_bw, 1e15 }, { "layer_fixed_s", &hw->layer_fixed_s, 1 },
-        { "indexer_ops_s", &hw->indexer_ops_s, 1e20 }, { "select_s", &hw->select_s, 1 },
-        { "indexer_bw", &hw->indexer_bw, 1e15 }, { "fetch_interference", &hw->fetch_interference, 10 },
-        { "compute_interference", &hw->compute_interference, 10 },
-        { "topk_slots", &hw->topk_slots, 1e7 }, { "topk_wave_s", &hw->topk_wave_s, 1 },
-        { "topk_row_s", &hw->topk_row_s, 1e-3 }, { "topk_k_s", &hw->topk_k_s, 1e-3 },
-        { "topk_score_rate", &hw->topk_score_rate, 1e16 }, { "topk_steepness", &hw->topk_steepness, 1e3 },
+        { "attn_bw", &cm->attn.bw, 1e15 }, { "attn_launch_s", &cm->attn.launch_s, 1 },
+        { "weight_bw", &cm->gemm.bw, 1e15 }, { "layer_fixed_s", &cm->gemm.fixed_s, 1 },
+        { "indexer_ops_s", &cm->indexer.ops_s, 1e20 }, { "select_s", &cm->indexer.select_s, 1 },
+        { "indexer_bw", &indexer_bw, 1e15 }, { "fetch_interference", &cm->inter.fetch, 10 },
+        { "compute_interference", &cm->inter.compute, 10 },
+        { "topk_slots", &cm->topk.slots, 1e7 }, { "topk_wave_s", &cm->topk.wave_s, 1 },
+        { "topk_row_s", &cm->topk.row_s, 1e-3 }, { "topk_k_s", &cm->topk.k_s, 1e-3 },
+        { "topk_score_rate", &cm->topk.score_rate, 1e16 }, { "topk_steepness", &cm->topk.steepness, 1e3 },
     };
     const double zero = 0;
     for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
         if (cfg_get_double(c, "hw", o[i].key, o[i].dst, &zero, 0, o[i].max) < 0) return -1;
-    if (load_table(c, "gather", "row_bytes", "row_bw", &hw->gather_row, 1e3) < 0) return -1;
-    if (load_table(c, "gather", "pages", "pages_bw", &hw->gather_pages, 1e3) < 0) return -1;
-    if (load_table(c, "gather", "sms", "sms_factor", &hw->gather_sms, 1e-6) < 0) return -1;
+    /* The forms, chosen once: a kernel's fitted rate selects its fitted form; a profile
+     * without any is the datasheet roofline throughout. */
+    cm->attn.form = cm->attn.bw > 0 ? COST_FITTED : COST_ROOFLINE;
+    cm->gemm.form = cm->gemm.bw > 0 ? COST_FITTED : COST_ROOFLINE;
+    cm->indexer.form = cm->indexer.ops_s > 0 ? COST_FITTED : COST_ROOFLINE;
+    cm->indexer.bw = indexer_bw > 0 ? indexer_bw : cm->roof.hbm_bw;
+    if (load_table(c, "gather", "row_bytes", "row_bw", &cm->fetch.row, 1e3) < 0) return -1;
+    if (load_table(c, "gather", "pages", "pages_bw", &cm->fetch.pages, 1e3) < 0) return -1;
+    if (load_table(c, "gather", "sms", "sms_factor", &cm->fetch.sms, 1e-6) < 0) return -1;
     if (cfg_get_double(c, "gather", "region_bytes", &hw->region_bytes, &zero, 0, 1e15) < 0) return -1;
     if (cfg_has(c, "gather", "density") || cfg_has(c, "gather", "issue_row_s")) {
-        if (load_table(c, "gather", "density", "issue_row_s", &hw->gather_density, 1e-15) < 0) return -1;
+        if (load_table(c, "gather", "density", "issue_row_s", &cm->fetch.density, 1e-15) < 0) return -1;
         if (!(hw->region_bytes > 0))
             return dh_err("%s: [gather] density needs region_bytes (the size its densities were counted in)", cfg_name(c));
     }
     if (cfg_has(c, "gather", "beside_density") || cfg_has(c, "gather", "beside_slowdown")) {
-        if (load_table(c, "gather", "beside_density", "beside_slowdown", &hw->gather_beside, 0) < 0) return -1;
+        if (load_table(c, "gather", "beside_density", "beside_slowdown", &cm->fetch.beside, 0) < 0) return -1;
         if (!(hw->region_bytes > 0))
             return dh_err("%s: [gather] beside_density needs region_bytes (the size its densities were counted in)",
                           cfg_name(c));
     }
     if (load_fit_range(c, hw) < 0) return -1;
-    if (!(hw->topk_slots > 0) && (hw->topk_wave_s > 0 || hw->topk_row_s > 0 || hw->topk_k_s > 0 ||
-                                  hw->topk_score_rate > 0 || hw->topk_steepness > 0))
+    const cost_topk *tk = &cm->topk;
+    if (!(tk->slots > 0) && (tk->wave_s > 0 || tk->row_s > 0 || tk->k_s > 0 || tk->score_rate > 0 || tk->steepness > 0))
         return dh_err("%s: [hw] topk_wave_s, topk_row_s, topk_k_s, topk_score_rate and topk_steepness need topk_slots "
                       "(the top-k blocks that run at once)", cfg_name(c));
-    if (hw->topk_score_rate > 0 && !(hw->topk_steepness >= 1))
-        return dh_err("%s: [hw] topk_score_rate needs topk_steepness >= 1 (got %g)", cfg_name(c), hw->topk_steepness);
-    if (hw->topk_slots != floor(hw->topk_slots))
-        return dh_err("%s: [hw] topk_slots = %g is not a whole number of blocks", cfg_name(c), hw->topk_slots);
+    if (tk->score_rate > 0 && !(tk->steepness >= 1))
+        return dh_err("%s: [hw] topk_score_rate needs topk_steepness >= 1 (got %g)", cfg_name(c), tk->steepness);
+    if (tk->slots != floor(tk->slots))
+        return dh_err("%s: [hw] topk_slots = %g is not a whole number of blocks", cfg_name(c), tk->slots);
     if (hw->fetch_sms >= hw->sms)
         return dh_err("%s: [gather] fetch_sms = %g leaves no SM for compute (%g SMs)", cfg_name(c), hw->fetch_sms, hw->sms);
     if (hw->duplex_bw < hw->h2d_bw || hw->duplex_bw < hw->d2h_bw)
         return dh_err("%s: [pcie] duplex_bw = %g is below one direction's bandwidth", cfg_name(c), hw->duplex_bw);
     return 0;
-}
-
-double hw_gather_bw(const hw_profile *hw, double row_bytes, double pages)
-{
-    double bw = hw_table_eval(&hw->gather_row, row_bytes) / hw_table_eval(&hw->gather_row, hw->ref_row_bytes) *
-                hw_table_eval(&hw->gather_pages, pages) * hw_table_eval(&hw->gather_sms, hw->fetch_sms);
-    return bw < hw->h2d_bw ? bw : hw->h2d_bw;
-}
-
-double hw_fetch_time(const hw_profile *hw, double rows, double row_bytes, double pages, double regions)
-{
-    if (rows <= 0) return 0;
-    if (!hw->gather_density.n) return hw->gather_launch_s + rows * row_bytes / hw_gather_bw(hw, row_bytes, pages);
-    double bw = hw_table_eval(&hw->gather_row, row_bytes) * hw_table_eval(&hw->gather_sms, hw->fetch_sms);
-    if (bw > hw->h2d_bw) bw = hw->h2d_bw;
-    double issue = hw_table_eval(&hw->gather_density, regions > 0 ? rows / regions : 1);
-    double per_row = row_bytes / bw > issue ? row_bytes / bw : issue;
-    /* pages_bw holds one row per page: its extra time per row, times the pages, is the
-     * launch's page penalty whatever the rows per page. */
-    double page = hw->ref_row_bytes / hw_table_eval(&hw->gather_pages, pages) -
-                  hw->ref_row_bytes / hw_table_eval(&hw->gather_row, hw->ref_row_bytes);
-    return hw->gather_launch_s + rows * per_row + (page > 0 ? page * pages : 0);
-}
-
-double hw_topk_time(const hw_profile *hw, double topks, double rows, double k)
-{
-    if (!(hw->topk_slots > 0) || !(topks > 0)) return 0;
-    if (k > rows) k = rows;
-    const double full = floor(topks / hw->topk_slots + 1e-9), rem = topks - full * hw->topk_slots;
-    double t = 0;
-    for (int j = 0; j < 2; j++) {
-        const double waves = j ? (rem > 1e-9) : full, n = j ? rem : hw->topk_slots;
-        if (waves == 0) continue;
-        const double a = rows * hw->topk_row_s, b = hw->topk_score_rate > 0 ? n * rows / hw->topk_score_rate : 0;
-        /* The soft maximum (a^q + b^q)^(1/q), scaled by the larger so that no power overflows. */
-        const double big = a > b ? a : b;
-        const double m = a > 0 && b > 0 ? big * pow(pow(a / big, hw->topk_steepness) + pow(b / big, hw->topk_steepness),
-                                                    1 / hw->topk_steepness)
-                                        : big;
-        t += waves * (hw->topk_wave_s + k * hw->topk_k_s + m);
-    }
-    return t;
-}
-
-double hw_fetch_beside(const hw_profile *hw, double rows, double regions)
-{
-    if (!hw->gather_beside.n) return 1;
-    return hw_table_eval(&hw->gather_beside, regions > 0 && rows > 0 ? rows / regions : 1);
 }
 
 double hw_window_bins(double m, double window_rows, double row_bytes, double bin_bytes)
@@ -242,11 +195,4 @@ double hw_window_pages(const hw_profile *hw, double m, double window_rows, doubl
 double hw_window_regions(const hw_profile *hw, double m, double window_rows, double row_bytes)
 {
     return hw->region_bytes > 0 ? hw_window_bins(m, window_rows, row_bytes, hw->region_bytes) : 0;
-}
-
-double hw_kernel_time(const hw_profile *hw, double bytes, double flops, int fp8, double compute_sms)
-{
-    double rate = (fp8 ? hw->fp8_flops : hw->bf16_flops) * hw->mma_efficiency * compute_sms / hw->sms;
-    double tb = bytes / hw->hbm_bw, tf = flops / rate;
-    return hw->kernel_launch_s + (tb > tf ? tb : tf);
 }

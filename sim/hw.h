@@ -1,5 +1,5 @@
 /* hw.h: the hardware profile of one decode GPU and its host link
- * (models/hw/NAME.ini), and the cost functions the decode step uses.
+ * (models/hw/NAME.ini), read into the cost model's forms (sim/cost.h).
  *
  * Profile schema (every key required unless a default is given; units SI:
  * bytes, seconds, bytes/s, FLOP/s). A calibration tool may rewrite the file;
@@ -17,7 +17,8 @@
  *             select_s, indexer_bw, fetch_interference, compute_interference,
  *             topk_slots, topk_wave_s, topk_row_s, topk_k_s, topk_score_rate,
  *             topk_steepness                             optional (default 0 =
- *                        unused): costs fitted to the project's kernels; see hw_profile below
+ *                        unused): costs fitted to the project's kernels; they choose the
+ *                        fitted forms (hw_profile.cost below)
  *   [pcie]    h2d_bw, d2h_bw  pinned-memcpy bandwidth each way
  *             duplex_bw       both directions at once (sum)
  *   [gather]  (zero-copy fetch of missed rows straight from pinned host memory)
@@ -76,8 +77,8 @@
 #include <stdint.h>
 
 #include "common/cfg.h"
+#include "sim/cost.h"
 
-#define HW_TABLE_MAX 32
 #define HW_FIT_MAX 64
 
 /* The fitted inputs the simulator checks against [fit_range]: the fetch's, the attention's
@@ -90,57 +91,45 @@ enum { HW_FIT_FETCH_ROW_BYTES = 0, HW_FIT_FETCH_SMS, HW_FIT_FETCH_ROWS, HW_FIT_F
 extern const char *const hw_fit_name[HW_FIT_N];
 
 typedef struct {
-    size_t n;
-    double x[HW_TABLE_MAX], y[HW_TABLE_MAX];
-} hw_table;
-
-typedef struct {
     char name[64];
-    double hbm_bytes, hbm_bw;
-    double sms, fp8_flops, bf16_flops, mma_efficiency, kernel_launch_s;
-    /* Optional [hw] keys measured on the project's kernels (0 = not set: the
-     * plain HBM/tensor-rate forms above apply). step.c uses them:
-     *   attn_bw, attn_launch_s   sparse attention: attn_launch_s + bytes / attn_bw
-     *                            (the selected rows' bytes), or the tensor time if larger;
-     *   weight_bw, layer_fixed_s projections and experts: layer_fixed_s (the layer's
-     *                            GEMM launches) + weight bytes / weight_bw, or flops;
-     *   indexer_ops_s, select_s, indexer: max(key bytes / indexer_bw, queries x rows x
-     *   indexer_bw               heads x dim / indexer_ops_s) + select_s (the fixed costs
-     *                            of the selecting layer: the indexer's launch and the
-     *                            top-k's) + the top-k's waves below; indexer_bw 0 = hbm_bw;
-     *   topk_slots, topk_wave_s, the top-k (hw_topk_time): one block per request and query
-     *   topk_row_s, topk_k_s,    token, topk_slots of them at once: full waves and a last one
-     *   topk_score_rate,         of the rest; a wave of n blocks takes topk_wave_s + k x
-     *   topk_steepness           topk_k_s + the soft maximum (a^q + b^q)^(1/q) of a block's
-     *                            pass, a = rows x topk_row_s, and the wave's scores through
-     *                            memory, b = n x rows / topk_score_rate (rows: the scores per
-     *                            request, its indexed context; k its group's, at most rows;
-     *                            q = topk_steepness >= 1; topk_score_rate 0: no memory term);
-     *                            topk_slots 0 (the default): no waves, the top-k is all in
-     *                            select_s, as measured at one working point;
-     *   fetch_interference       a compute task that the miss fetch runs beside lengthens by
-     *                            this x the overlap (the fetch's reads of host memory slow
-     *                            the kernels beside it; measured 0.3-0.5 on the H200 replay,
-     *                            analysis/VALIDATION.md); 0 = independent resources.
-     *   compute_interference     and the fetch work queued inside such a task lengthens by
-     *                            this x s x its time there, s = the fetch's beside_slowdown at
-     *                            its density ([gather]; 1 without that table): the compute's
-     *                            memory traffic slows the zero-copy reads, sparse ones most
-     *                            (a saturated memory system: 1.5-1.9x at a few rows per 2 MB
-     *                            region, none at ~100; H200, suites/fetch-beside.suite), so
-     *                            with the table this is the share of a saturated memory
-     *                            system that a step's compute amounts to; 0 = none.
-     * bin/dhcal fit writes them from the kernel benchmarks (analysis/README.md). */
-    double attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s, select_s, indexer_bw;
-    double fetch_interference, compute_interference;
-    double topk_slots, topk_wave_s, topk_row_s, topk_k_s, topk_score_rate, topk_steepness;
+    double hbm_bytes, sms;
     double h2d_bw, d2h_bw, duplex_bw;
-    hw_table gather_row, gather_pages, gather_sms;
-    hw_table gather_density;   /* density -> issue_row_s; n = 0: no density term */
-    hw_table gather_beside;    /* density -> slowdown beside a saturated memory system; n = 0: 1 */
-    double ref_row_bytes, fetch_sms, page_bytes, gather_launch_s;
+    double fetch_sms, page_bytes;
     double region_bytes;       /* 0: not given (no density term) */
     double host_dram_bytes;
+    /* Every cost, its form chosen by hw_load from the keys given (sim/cost.h):
+     *   roof      [hw] hbm_bw, fp8_flops, bf16_flops, mma_efficiency, kernel_launch_s, sms;
+     *   attn      fitted when attn_bw is given: attn_launch_s + bytes / attn_bw (the selected
+     *             rows' bytes), or the tensor time if larger;
+     *   gemm      fitted when weight_bw is given: layer_fixed_s (the layer's GEMM launches) +
+     *             weight bytes / weight_bw, or the flops;
+     *   indexer   fitted when indexer_ops_s is given: max(key bytes / indexer_bw, queries x
+     *             rows x heads x dim / indexer_ops_s) + select_s (the fixed costs of the
+     *             selecting layer: the indexer's launch and the top-k's) + the top-k's waves;
+     *             indexer_bw not given = hbm_bw;
+     *   topk      topk_slots, topk_wave_s, topk_row_s, topk_k_s, topk_score_rate,
+     *             topk_steepness: one block per request and query token, topk_slots of them at
+     *             once: full waves and a last one of the rest; a wave of n blocks takes
+     *             topk_wave_s + k x topk_k_s + the soft maximum (a^q + b^q)^(1/q) of a block's
+     *             pass, a = rows x topk_row_s, and the wave's scores through memory, b = n x
+     *             rows / topk_score_rate (rows: the scores per request, its indexed context;
+     *             k its group's, at most rows; q = topk_steepness >= 1; topk_score_rate 0: no
+     *             memory term); topk_slots 0 (the default): no waves, the top-k is all in
+     *             select_s, as measured at one working point;
+     *   fetch     [gather]: the tables above, ref_row_bytes, launch_s, and [pcie] h2d_bw;
+     *   inter     fetch_interference: a compute task that the miss fetch runs beside
+     *             lengthens by this x the overlap (the fetch's reads of host memory slow the
+     *             kernels beside it; measured 0.3-0.5 on the H200 replay,
+     *             analysis/VALIDATION.md); 0 = independent resources.
+     *             compute_interference: the fetch work queued inside such a task lengthens by
+     *             this x s x its time there, s = the fetch's beside_slowdown at its density
+     *             ([gather]; 1 without that table): the compute's memory traffic slows the
+     *             zero-copy reads, sparse ones most (a saturated memory system: 1.5-1.9x at a
+     *             few rows per 2 MB region, none at ~100; H200, suites/fetch-beside.suite), so
+     *             with the table this is the share of a saturated memory system that a step's
+     *             compute amounts to; 0 = none.
+     * bin/dhcal fit writes the fitted keys from the kernel benchmarks (analysis/README.md). */
+    cost_model cost;
     /* [fit_range]: every entry, and the index of each input the simulator
      * checks (-1 when the profile has no range for it). */
     size_t n_fit;
@@ -161,20 +150,10 @@ void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double va
 /* Merge b into a (first values of a win). */
 void hw_range_merge(hw_range_log *a, const hw_range_log *b);
 
-/* Read the profile from c (every key must be known). 0 or -1 with dh_err(). */
+/* Read the profile from c (every key must be known) and choose the form of each cost from
+ * the keys given (hw_profile.cost). 0 or -1 with dh_err(). */
 int hw_load(cfg *c, hw_profile *hw);
-double hw_table_eval(const hw_table *t, double x);
-/* Bandwidth of one gather launch (bytes/s). */
-double hw_gather_bw(const hw_profile *hw, double row_bytes, double pages);
-/* Seconds for one gather launch of rows rows touching pages pages and regions
- * regions (0 rows: 0 s; regions <= 0 with a density table: one per row). */
-double hw_fetch_time(const hw_profile *hw, double rows, double row_bytes, double pages, double regions);
-/* The weight of compute_interference for a fetch launch of rows over regions (rows per region,
- * 1 when the regions are not known): beside_slowdown at that density, 1 without the table. */
-double hw_fetch_beside(const hw_profile *hw, double rows, double regions);
-/* The top-k's waves for `topks` top-ks (requests x query tokens, may be a mean) of `rows`
- * scores each selecting k (the [hw] topk_* keys above; 0 without topk_slots). */
-double hw_topk_time(const hw_profile *hw, double topks, double rows, double k);
+
 /* Expected distinct bins of bin_bytes touched by m rows drawn uniformly from a
  * window of window_rows rows of row_bytes each (balls in bins: the window spans
  * B = ceil(window bytes / bin_bytes) >= 1 bins, B (1 - (1 - 1/B)^m) of them
@@ -186,8 +165,5 @@ double hw_window_pages(const hw_profile *hw, double m, double window_rows, doubl
 /* The same for the profile's regions (at least one; 0 when m <= 0 or the
  * profile has no region_bytes). */
 double hw_window_regions(const hw_profile *hw, double m, double window_rows, double row_bytes);
-/* Seconds for a kernel reading bytes and doing flops at the FP8 or BF16 rate,
- * with the compute rate scaled by the SMs left to compute. */
-double hw_kernel_time(const hw_profile *hw, double bytes, double flops, int fp8, double compute_sms);
 
 #endif

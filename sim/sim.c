@@ -256,7 +256,7 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
         cx->a2a_lat_s[p] = sc->a2a_lat_s[p];
         cx->a2a_gbps[p] = sc->a2a_gbps[p];
     }
-    cx->a2a_ranks_per_token = a2a_ranks_per_token(m->experts, m->experts_per_token, sc->moe_ep);
+    cx->a2a_ranks_per_token = cost_a2a_ranks(m->experts, m->experts_per_token, sc->moe_ep);
     /* The fetch kernel holds its SMs whenever a host tier exists. */
     cx->compute_sms = pol->host_tier ? sc->hw.sms - sc->hw.fetch_sms : sc->hw.sms;
     cx->queries = 1;

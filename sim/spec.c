@@ -424,10 +424,10 @@ double spec_draft_time(const spec_draft *d, const hw_profile *hw, double compute
     if (n_req <= 0) return 0;
     spec_cost b, h;
     backbone_cost(d, n_req, ring_rows, &b);
-    double t = d->layers * hw_kernel_time(hw, b.bytes / d->layers, b.flops / d->layers, d->fp8, compute_sms);
+    double t = d->layers * cost_roofline_time(&hw->cost.roof, b.bytes / d->layers, b.flops / d->layers, d->fp8, compute_sms);
     if (d->kind == SPEC_DSPARK) {
         head_cost(d, n_req, &h);
-        t += hw_kernel_time(hw, h.bytes, h.flops, d->fp8, compute_sms);
+        t += cost_roofline_time(&hw->cost.roof, h.bytes, h.flops, d->fp8, compute_sms);
     }
     return t;
 }

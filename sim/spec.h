@@ -187,7 +187,7 @@ double spec_ring_bytes(const spec_draft *d, uint64_t ctx, int ring_on);
 typedef struct { double bytes, flops; } spec_cost;
 void spec_draft_cost(const spec_draft *d, double n_req, double ring_rows, spec_cost *c);
 /* Its time on one GPU: one kernel per draft layer (plus one for DSpark's bias
- * and head), each a roofline of its share of bytes and FLOPs (hw_kernel_time). */
+ * and head), each a roofline of its share of bytes and FLOPs (cost_roofline_time). */
 double spec_draft_time(const spec_draft *d, const hw_profile *hw, double compute_sms, double n_req,
                        double ring_rows);
 

@@ -5,19 +5,13 @@
  * indexer finishes). Per step there are O(layers x micro-batches) events, so
  * the engine's cost is independent of k and of the context length. */
 #include "sim/step.h"
+#include "common/mem.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { EV_IDX = 1, EV_FETCH, EV_COMP };
-
-/* The top-k's waves of group g (hw.h): one block per request and query token, each over a
- * request's scores (its indexed rows) selecting the group's k. */
-static double topk_waves_s(const step_ctx *cx, const step_mb *m, int32_t g)
-{
-    return hw_topk_time(cx->hw, m->tokens, m->idx_rows[g] / m->n_req, cx->model->group[g].k);
-}
 
 double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
 {
@@ -27,18 +21,13 @@ double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     double rows = m->idx_rows[g];
     double bytes = rows * k->indexer_key_bytes;
     /* Keys are read once per request and shared by its query tokens; FLOPs
-     * scale with the queries (the micro-batch's mean per request). */
+     * scale with the queries (the micro-batch's mean per request). The top-k runs one
+     * block per request and query token, each over a request's scores (its indexed rows)
+     * selecting the group's k. */
     double queries = m->tokens / m->n_req;
     double flops = 2.0 * queries * rows * k->indexer_heads * k->indexer_dim;
-    if (cx->hw->indexer_ops_s > 0) {
-        /* Kernel-fitted: the keys at the kernel's own rate (else the HBM's), the
-         * scoring rate in multiply-adds, then one fixed cost for the indexer's
-         * launch and the top-k's, and the top-k's waves (hw.h). */
-        double bw = cx->hw->indexer_bw > 0 ? cx->hw->indexer_bw : cx->hw->hbm_bw;
-        double tb = bytes / bw, tf = flops / 2.0 / cx->hw->indexer_ops_s;
-        return (tb > tf ? tb : tf) + cx->hw->select_s + topk_waves_s(cx, m, g);
-    }
-    return hw_kernel_time(cx->hw, bytes, flops, 1, cx->compute_sms);
+    return cost_indexer_time(&cx->hw->cost, bytes, flops, m->tokens, m->idx_rows[g] / m->n_req, cx->model->group[g].k,
+                             cx->compute_sms);
 }
 
 /* Group g's fetch launches per layer (the misses, and a verification's staged rows when it has
@@ -72,9 +61,9 @@ static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, doubl
     *bytes = m->miss[g] * k->row_bytes;
     double rows[2], pages[2], regions[2], t = 0, ts = 0;
     for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
-        const double d = hw_fetch_time(cx->hw, rows[i], k->row_bytes, pages[i], regions[i]);
+        const double d = cost_fetch_time(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], cx->hw->fetch_sms);
         t += d;
-        if (weight) ts += d * hw_fetch_beside(cx->hw, rows[i], regions[i]);
+        if (weight) ts += d * cost_fetch_beside(&cx->hw->cost.fetch, rows[i], regions[i]);
     }
     if (weight && t > 0) *weight = ts / t;
     return t;
@@ -94,13 +83,7 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     double rows = g < 0 ? m->window_rows : m->sel[g];
     double attn_bytes = rows * k->row_bytes;
     double attn_flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
-    double t = hw_kernel_time(cx->hw, attn_bytes, attn_flops, k->attn_fp8, cx->compute_sms);
-    if (cx->hw->attn_bw > 0) {
-        /* Kernel-fitted attention: fixed cost + the selected rows at the attention
-         * kernel's own rate, unless the tensor work takes longer (hw.h). */
-        double ta = attn_bytes / cx->hw->attn_bw, tf = t - cx->hw->kernel_launch_s;
-        t = cx->hw->attn_launch_s + (ta > tf ? ta : tf);
-    }
+    double t = cost_attention_time(&cx->hw->cost, attn_bytes, attn_flops, k->attn_fp8, cx->compute_sms);
     /* Projections and MLP: every layer reads its dense weights; an MoE layer also
      * reads each local expert that at least one token of the whole instance routes
      * to: 1 - (1 - e/E)^T of them for T tokens across the data-parallel ranks. */
@@ -112,36 +95,13 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
         w_bytes += touched * md->expert_bytes;
     }
     double flops = 2.0 * md->active_params / md->n_layers * m->tokens;
-    if (cx->hw->weight_bw > 0) {
-        /* Kernel-fitted GEMMs: the layer's launches + its weights at the decode GEMMs'
-         * streaming rate, unless the tensor work takes longer (hw.h). */
-        double tw = w_bytes / cx->hw->weight_bw;
-        double tf = hw_kernel_time(cx->hw, 0, flops, 1, cx->compute_sms) - cx->hw->kernel_launch_s;
-        t += cx->hw->layer_fixed_s + (tw > tf ? tw : tf);
-    } else {
-        t += hw_kernel_time(cx->hw, w_bytes, flops, 1, cx->compute_sms);
-    }
+    t += cost_gemm_time(&cx->hw->cost, w_bytes, flops, cx->compute_sms);
     if (k->moe) {
-        /* Expert-parallel dispatch and combine, each a latency plus the bytes
-         * this GPU sends (one message per token and destination GPU) at the
-         * all-to-all bandwidth: linear in tokens, so a verification step pays
-         * for every query token it routes. */
+        /* Expert-parallel dispatch and combine, one message per token and destination GPU. */
         const double msg[2] = { md->moe_dispatch_bytes, md->moe_combine_bytes };
-        for (int p = 0; p < 2; p++) {
-            t += cx->a2a_lat_s[p];
-            if (cx->a2a_gbps[p] > 0)
-                t += m->tokens * cx->a2a_ranks_per_token * msg[p] / (cx->a2a_gbps[p] * 1e9);
-        }
+        t = cost_a2a_add(t, cx->a2a_lat_s, cx->a2a_gbps, cx->a2a_ranks_per_token, m->tokens, msg);
     }
     return t;
-}
-
-double a2a_ranks_per_token(double experts, double topk, double ep)
-{
-    if (ep <= 1 || experts <= 0 || topk <= 0) return 1;
-    double none_here = 1, per_gpu = experts / ep;
-    for (double i = 0; i < topk; i++) none_here *= (experts - per_gpu - i) / (experts - i);
-    return ep * (1 - none_here);
 }
 
 double step_estimate_s(const step_ctx *cx, const step_mb *m)
@@ -155,33 +115,31 @@ typedef struct {
     uint32_t layer;        /* the layer being worked on */
     int idx_done, comp_running;
     uint8_t *fetch_done;   /* [layers] */
-    double *fetch_w;       /* [layers] each queued fetch's weight under compute_interference */
     int done;
 } mb_state;
 
-/* The weight of a queued fetch (micro-batch a, layer b), set when it was queued; ctx is the
- * micro-batches' states. */
-static double fetch_weight(const void *ctx, uint32_t a, uint32_t b) { return ((const mb_state *)ctx)[a].fetch_w[b]; }
+/* One step in progress: what its task handlers share. */
+typedef struct {
+    const step_ctx *cx;
+    const step_mb *mb;     /* [n_mb] */
+    mb_state *s;           /* [n_mb] */
+    res_server *gpu, *h2d, *d2h;
+    evq *q;
+    step_stats *st;
+} step_state;
 
-/* A compute task of d seconds of micro-batch mi (s = its state in the step's array) submitted at now, run beside the
- * fetch queue (h2d) where they overlap (hw.h): the task lengthens by hw.fetch_interference x
- * the time the fetch queue stays busy into it, and the queued fetch work inside the task's
- * span by hw.compute_interference x each fetch's beside_slowdown x its own time there (the
- * fetch events move later, evq_stretch_weighted). Returns the task's length. */
-static double beside_fetch(const step_ctx *cx, const mb_state *s, uint32_t mi, const res_server *gpu, res_server *h2d,
-                           evq *q, step_stats *st, double now, double d)
+/* A compute task of d seconds submitted at now, run beside the fetch path where they overlap
+ * (sim/cost.h: interference): the task lengthens by the fetch's interference over the time
+ * the fetch path stays busy into it, and the fetch path re-rates its work in flight inside
+ * the task's span (res_slow). Returns the task's length. */
+static double beside_fetch(step_state *r, double now, double d)
 {
-    if (!h2d) return d;
-    double start = gpu->free_at > now ? gpu->free_at : now, overlap = h2d->free_at - start;
+    if (!r->h2d) return d;
+    const cost_interference *in = &r->cx->hw->cost.inter;
+    double start = res_start_at(r->gpu, now), overlap = r->h2d->free_at - start;
     if (overlap <= 0) return d;
-    if (cx->hw->fetch_interference > 0) d += cx->hw->fetch_interference * (overlap < d ? overlap : d);
-    double beta = cx->hw->compute_interference;
-    if (beta > 0) {
-        double push = evq_stretch_weighted(q, EV_FETCH, start, d, beta, fetch_weight, s - mi);
-        h2d->free_at += push;
-        h2d->busy += push;
-        st->fetch_busy += push;
-    }
+    d = cost_compute_beside(in, d, overlap);
+    if (in->compute > 0) r->st->fetch_busy += res_slow(r->h2d, r->q, start, d, in->compute);
     return d;
 }
 
@@ -196,91 +154,125 @@ static void note_compute_inputs(const step_ctx *cx, const step_mb *m, uint32_t l
     hw_range_note(cx->hw, &st->ranges, HW_FIT_GEMM_M, m->tokens);
 }
 
-static void try_compute(const step_ctx *cx, const step_mb *m, mb_state *s, uint32_t mi, double now,
-                        res_server *gpu, res_server *h2d, evq *q, step_stats *st)
+/* The inputs of micro-batch m's fetch of layer j (group g) against the fitted ranges. */
+static void note_fetch_inputs(const step_ctx *cx, const step_mb *m, uint32_t j, int32_t g, step_stats *st)
 {
-    uint32_t l = s->layer;
-    if (s->comp_running || !s->idx_done || !s->fetch_done[l]) return;
-    note_compute_inputs(cx, m, l, st);
-    double d = beside_fetch(cx, s, mi, gpu, h2d, q, st, now, step_compute_s(cx, m, l));
-    double end = res_submit(gpu, now, d, 0);
-    st->compute_busy += d;
-    s->comp_running = 1;
-    evq_push(q, end, EV_COMP, mi, l);
+    const hw_profile *hw = cx->hw;
+    hw_range_note(hw, &st->ranges, HW_FIT_FETCH_ROW_BYTES, cx->model->layer[j].row_bytes);
+    double rows[2], pages[2], regions[2];
+    for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
+        hw_range_note(hw, &st->ranges, HW_FIT_FETCH_ROWS, rows[i]);
+        hw_range_note(hw, &st->ranges, HW_FIT_FETCH_PAGES, pages[i]);
+        if (hw->cost.fetch.density.n && regions[i] > 0)
+            hw_range_note(hw, &st->ranges, HW_FIT_FETCH_DENSITY, rows[i] / regions[i]);
+    }
+    hw_range_note(hw, &st->ranges, HW_FIT_FETCH_SMS, hw->fetch_sms);
+    if (cx->pool_bytes > 0) hw_range_note(hw, &st->ranges, HW_FIT_FETCH_POOL_BYTES, cx->pool_bytes);
 }
 
-static void submit_group_fetches(const step_ctx *cx, const step_mb *m, mb_state *s, uint32_t mi,
-                                 uint32_t l, double now, res_server *h2d, evq *q, step_stats *st)
+/* The inputs of micro-batch m's indexer and top-k of group g against the fitted ranges. */
+static void note_indexer_inputs(const step_ctx *cx, const step_mb *m, int32_t g, step_stats *st)
 {
+    hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_CTX, m->idx_rows[g] / m->n_req);
+    hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_BATCH, m->n_req);
+    hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_QUERIES, m->tokens / m->n_req);
+    if (cx->hw->cost.topk.slots > 0) {
+        const double rows = m->idx_rows[g] / m->n_req, k = cx->model->group[g].k;
+        hw_range_note(cx->hw, &st->ranges, HW_FIT_TOPK_BATCH, m->tokens);
+        hw_range_note(cx->hw, &st->ranges, HW_FIT_TOPK_CTX, rows);
+        hw_range_note(cx->hw, &st->ranges, HW_FIT_TOPK_K, k < rows ? k : rows);
+    }
+}
+
+/* A task of d seconds of micro-batch mi on the compute server, beside the fetch path, its
+ * completion the event (kind, mi, l). */
+static void submit_compute(step_state *r, uint32_t mi, uint32_t l, double now, double d, uint32_t kind)
+{
+    d = beside_fetch(r, now, d);
+    double end = res_submit(r->gpu, now, d, 0);
+    r->st->compute_busy += d;
+    evq_push(r->q, end, kind, mi, l);
+}
+
+static void try_compute(step_state *r, uint32_t mi, double now)
+{
+    mb_state *s = &r->s[mi];
+    uint32_t l = s->layer;
+    if (s->comp_running || !s->idx_done || !s->fetch_done[l]) return;
+    note_compute_inputs(r->cx, &r->mb[mi], l, r->st);
+    submit_compute(r, mi, l, now, step_compute_s(r->cx, &r->mb[mi], l), EV_COMP);
+    s->comp_running = 1;
+}
+
+/* IndexShare: once the group's selection is known (its first layer's indexer ran), every
+ * layer of the group is fetched, each on the fetch path with its beside weight. */
+static void submit_group_fetches(step_state *r, uint32_t mi, uint32_t l, double now)
+{
+    const step_ctx *cx = r->cx;
     const model_cfg *md = cx->model;
+    const step_mb *m = &r->mb[mi];
     int32_t g = md->layer_group[l];
     for (uint32_t j = l; j < md->n_layers; j++) {
         if (md->layer_group[j] != g) continue;
         if (j > l && md->layer[j].select == MODEL_SELECT_OWN) break;
-        double bytes, d = fetch_cost(cx, m, j, &bytes, &s->fetch_w[j]);
-        if (d <= 0) { s->fetch_done[j] = 1; continue; }
-        /* The inputs of the gather's cost tables, against the fitted ranges. */
-        hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_ROW_BYTES, md->layer[j].row_bytes);
-        double rows[2], pages[2], regions[2];
-        for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
-            hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_ROWS, rows[i]);
-            hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_PAGES, pages[i]);
-            if (cx->hw->gather_density.n && regions[i] > 0)
-                hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_DENSITY, rows[i] / regions[i]);
-        }
-        hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_SMS, cx->hw->fetch_sms);
-        if (cx->pool_bytes > 0) hw_range_note(cx->hw, &st->ranges, HW_FIT_FETCH_POOL_BYTES, cx->pool_bytes);
-        double end = res_submit(h2d, now, d, bytes);
-        st->fetch_busy += d;
-        st->fetch_bytes += bytes;
-        evq_push(q, end, EV_FETCH, mi, j);
+        double bytes, weight, d = fetch_cost(cx, m, j, &bytes, &weight);
+        if (d <= 0) { r->s[mi].fetch_done[j] = 1; continue; }
+        note_fetch_inputs(cx, m, j, g, r->st);
+        res_submit_event(r->h2d, r->q, now, d, bytes, weight, EV_FETCH, mi, j);
+        r->st->fetch_busy += d;
+        r->st->fetch_bytes += bytes;
     }
 }
 
-static void start_layer(const step_ctx *cx, const step_mb *m, mb_state *s, uint32_t mi, double now,
-                        res_server *gpu, res_server *h2d, evq *q, step_stats *st)
+static void start_layer(step_state *r, uint32_t mi, double now)
 {
-    const model_cfg *md = cx->model;
+    const model_cfg *md = r->cx->model;
+    mb_state *s = &r->s[mi];
     uint32_t l = s->layer;
     s->comp_running = 0;
+    s->idx_done = 1;
     if (md->layer_group[l] < 0) {            /* window layer: nothing to select or fetch */
         s->fetch_done[l] = 1;
-        s->idx_done = 1;
     } else if (md->layer[l].select == MODEL_SELECT_OWN) {
         s->idx_done = 0;
-        const int32_t g = md->layer_group[l];
-        hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_CTX, m->idx_rows[g] / m->n_req);
-        hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_BATCH, m->n_req);
-        hw_range_note(cx->hw, &st->ranges, HW_FIT_IDX_QUERIES, m->tokens / m->n_req);
-        if (cx->hw->topk_slots > 0) {
-            const double rows = m->idx_rows[g] / m->n_req, k = md->group[g].k;
-            hw_range_note(cx->hw, &st->ranges, HW_FIT_TOPK_BATCH, m->tokens);
-            hw_range_note(cx->hw, &st->ranges, HW_FIT_TOPK_CTX, rows);
-            hw_range_note(cx->hw, &st->ranges, HW_FIT_TOPK_K, k < rows ? k : rows);
-        }
-        double d = beside_fetch(cx, s, mi, gpu, h2d, q, st, now, step_indexer_s(cx, m, l));
-        double end = res_submit(gpu, now, d, 0);
-        st->compute_busy += d;
-        evq_push(q, end, EV_IDX, mi, l);
+        note_indexer_inputs(r->cx, &r->mb[mi], md->layer_group[l], r->st);
+        submit_compute(r, mi, l, now, step_indexer_s(r->cx, &r->mb[mi], l), EV_IDX);
         return;
-    } else {
-        s->idx_done = 1;
     }
-    try_compute(cx, m, s, mi, now, gpu, h2d, q, st);
+    try_compute(r, mi, now);
+}
+
+/* A layer's compute finished: its write-through (off the critical path), then the next
+ * layer; returns 1 when it was the micro-batch's last. */
+static int finish_layer(step_state *r, uint32_t mi, uint32_t l, double now)
+{
+    const model_cfg *md = r->cx->model;
+    const step_mb *m = &r->mb[mi];
+    int32_t g = md->layer_group[l];
+    const model_kind *k = &md->layer[l];
+    if (g >= 0 && k->kv_own && m->written[g] > 0) {
+        double bytes = m->written[g] * k->row_bytes;
+        double d = bytes / r->cx->hw->d2h_bw;
+        res_submit(r->d2h, now, d, bytes);
+        r->st->write_busy += d;
+        r->st->write_bytes += bytes;
+    }
+    if (l + 1 >= md->n_layers) return 1;
+    r->s[mi].layer = l + 1;
+    start_layer(r, mi, now);
+    return 0;
 }
 
 double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
                 res_server *gpu, res_server *h2d, res_server *d2h, evq *q, step_stats *st)
 {
     const model_cfg *md = cx->model;
-    mb_state *s = calloc(n_mb, sizeof *s);
-    uint8_t *flags = calloc((size_t)n_mb * md->n_layers, 1);
-    double *weights = calloc((size_t)n_mb * md->n_layers, sizeof *weights);
-    if (!s || !flags || !weights) abort();
+    mb_state *s = dh_calloc(n_mb, sizeof *s);
+    uint8_t *flags = dh_calloc((size_t)n_mb * md->n_layers, 1);
+    step_state r = { cx, mb, s, gpu, h2d, d2h, q, st };
     uint32_t running = 0;
     for (uint32_t i = 0; i < n_mb; i++) {
         s[i].fetch_done = flags + (size_t)i * md->n_layers;
-        s[i].fetch_w = weights + (size_t)i * md->n_layers;
         if (mb[i].n_req <= 0) { s[i].done = 1; continue; }
         running++;
     }
@@ -293,47 +285,33 @@ double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
         st->pre_busy += cx->pre_s;
     }
     for (uint32_t i = 0; i < n_mb; i++)
-        if (!s[i].done) start_layer(cx, &mb[i], &s[i], i, t0, gpu, h2d, q, st);
+        if (!s[i].done) start_layer(&r, i, t0);
+    /* Each event is one task's end: O(layers x micro-batches) of them per step. */
     evq_event e;
     while (running && evq_pop(q, &e)) {
         st->events++;
         mb_state *ms = &s[e.a];
-        const step_mb *m = &mb[e.a];
         switch (e.kind) {
         case EV_IDX:
             ms->idx_done = 1;
-            submit_group_fetches(cx, m, ms, e.a, e.b, e.time, h2d, q, st);
-            try_compute(cx, m, ms, e.a, e.time, gpu, h2d, q, st);
+            submit_group_fetches(&r, e.a, e.b, e.time);
+            try_compute(&r, e.a, e.time);
             break;
         case EV_FETCH:
+            res_complete(h2d, &e);
             ms->fetch_done[e.b] = 1;
-            if (ms->layer == e.b) try_compute(cx, m, ms, e.a, e.time, gpu, h2d, q, st);
+            if (ms->layer == e.b) try_compute(&r, e.a, e.time);
             break;
-        case EV_COMP: {
-            int32_t g = md->layer_group[e.b];
-            const model_kind *k = &md->layer[e.b];
-            if (g >= 0 && k->kv_own && m->written[g] > 0) {
-                /* Write-through of the new rows: off the critical path. */
-                double bytes = m->written[g] * k->row_bytes;
-                double d = bytes / cx->hw->d2h_bw;
-                res_submit(d2h, e.time, d, bytes);
-                st->write_busy += d;
-                st->write_bytes += bytes;
-            }
-            if (e.b + 1 < md->n_layers) {
-                ms->layer = e.b + 1;
-                start_layer(cx, m, ms, e.a, e.time, gpu, h2d, q, st);
-            } else {
+        case EV_COMP:
+            if (finish_layer(&r, e.a, e.b, e.time)) {
                 ms->done = 1;
                 running--;
                 if (e.time > end) end = e.time;
             }
             break;
         }
-        }
     }
     free(flags);
-    free(weights);
     free(s);
     return end;
 }

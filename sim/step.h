@@ -17,7 +17,7 @@
  * IDX and COMP share the compute server, FETCH the fetch server, WRITE the
  * write-through server; each server is FIFO. While one micro-batch computes
  * layer l, another's misses for layer l travel over PCIe. The step ends when
- * every micro-batch finished its last layer. Costs come from hw.h only. */
+ * every micro-batch finished its last layer. Costs come from sim/cost.h only. */
 #ifndef DH_STEP_H
 #define DH_STEP_H
 
@@ -58,7 +58,7 @@ typedef struct {
     double dense_bytes_per_layer;  /* weights every layer reads whatever the routing */
     double a2a_lat_s[2], a2a_gbps[2]; /* expert-parallel all-to-all per phase
                                        * (0 dispatch, 1 combine): latency, GB/s */
-    double a2a_ranks_per_token;       /* GPUs one token is sent to (a2a_ranks_per_token()) */
+    double a2a_ranks_per_token;       /* GPUs one token is sent to (cost_a2a_ranks()) */
     double compute_sms;            /* SMs left to compute (fetch kernels take the rest) */
     double queries;                /* unused: the indexer takes each micro-batch's mean
                                     * query tokens per request, tokens / n_req (1 plain,
@@ -87,13 +87,6 @@ double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
  * is assumed hidden. O(layers), no events: DSpark's verify-length rule calls
  * it once per candidate total. */
 double step_estimate_s(const step_ctx *cx, const step_mb *m);
-
-/* Expected number of distinct GPUs among a token's top-k experts when
- * experts are spread evenly over ep GPUs and the k are a uniform draw without
- * replacement: ep x (1 - prod_{i<k} (E - E/ep - i) / (E - i)). Messages are
- * sent once per (token, destination GPU), as bin/dha2a's default (DeepEP's
- * normal-mode dispatch) counts them, the GPU's own share included. */
-double a2a_ranks_per_token(double experts, double topk, double ep);
 
 /* Per-task costs, exposed for tests and for reports. */
 double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t layer);

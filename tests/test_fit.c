@@ -329,26 +329,26 @@ static void test_topk_form(void **state)
     assert_true(recovered(s, "t0_us", 30.0) && recovered(s, "wave_us", TK_WAVE_US) && recovered(s, "row_ns", TK_ROW_NS));
     assert_true(s->range[0].max == 256);
     free(s);
-    /* The simulator's top-k (sim/hw.c) is the fitted form: against fit_topk_time_us on the
+    /* The simulator's top-k (sim/cost.c) is the fitted form: against fit_topk_time_us on the
      * same coefficients, across waves' edges, short contexts and both regimes. */
     hw_profile hw;
     memset(&hw, 0, sizeof hw);
-    hw.topk_slots = TK_SLOTS;
-    hw.topk_wave_s = TK_WAVE_US * 1e-6;
-    hw.topk_row_s = TK_ROW_NS * 1e-9;
-    hw.topk_k_s = TK_K_NS * 1e-9;
-    hw.topk_score_rate = TK_GPS * 1e9;
-    hw.topk_steepness = TK_Q;
+    hw.cost.topk.slots = TK_SLOTS;
+    hw.cost.topk.wave_s = TK_WAVE_US * 1e-6;
+    hw.cost.topk.row_s = TK_ROW_NS * 1e-9;
+    hw.cost.topk.k_s = TK_K_NS * 1e-9;
+    hw.cost.topk.score_rate = TK_GPS * 1e9;
+    hw.cost.topk.steepness = TK_Q;
     const double pf[] = {0, TK_WAVE_US, TK_ROW_NS / 1000, TK_K_NS / 1000, 1 / (TK_GPS * 1e3), TK_Q};
     for (double topks = 1; topks <= 1000; topks = topks * 2 + 1)
         for (double ctx = 1000; ctx <= 1e6; ctx *= 10)
             for (double k = 512; k <= 2048; k *= 4) {
                 const double want = fit_topk_time_us(pf, topks, ctx, k < ctx ? k : ctx, TK_SLOTS, NULL) * 1e-6;
-                assert_true(fabs(hw_topk_time(&hw, topks, ctx, k) - want) <= 1e-12 * want);
+                assert_true(fabs(cost_topk_time(&hw.cost.topk, 0, topks, ctx, k) - want) <= 1e-12 * want);
                 assert_true(fabs(want - (topk_truth(0, topks, ctx, k < ctx ? k : ctx)) * 1e-6) <= 1e-9 * want);
             }
-    hw.topk_slots = 0;
-    assert_true(hw_topk_time(&hw, 100, 1e5, 2048) == 0);
+    hw.cost.topk.slots = 0;
+    assert_true(cost_topk_time(&hw.cost.topk, 0, 100, 1e5, 2048) == 0);
     /* One working point: as a constant, the mean weighted by 1 / time^2 (relative errors). */
     f = open_csv("topk-one.csv", path, sizeof path);
     double sum = 0, sumw = 0;
@@ -503,7 +503,7 @@ static void test_fetch_density_recovers(void **state)
     cfg *c;
     hw_profile hw;
     write_region_profile("density.ini", region, pool, s, ns, &c, &hw);
-    assert_true(hw.gather_density.n > 0 && hw.region_bytes == region);
+    assert_true(hw.cost.fetch.density.n > 0 && hw.region_bytes == region);
     double worst = 0;
     for (size_t a = 0; a < 3; a++)
         for (size_t b = 0; b < 9; b++) {
@@ -512,7 +512,7 @@ static void test_fetch_density_recovers(void **state)
             assert_int_equal(fit_fetch_pages("serving", rows[a], 656, pool, 100000, kpw[b], 4096, &pages), 0);
             assert_int_equal(fit_fetch_density("serving", rows[a], 656, pool, 100000, kpw[b], region, &rho), 0);
             double fit_us = fit_fetch_time_us(s->res.p, rows[a], 656, 8, pool, pages, rho, 0);
-            double sim_us = hw_fetch_time(&hw, rows[a], 656, pages, rows[a] / rho) * 1e6;
+            double sim_us = cost_fetch_time(&hw.cost.fetch, rows[a], 656, pages, rows[a] / rho, hw.fetch_sms) * 1e6;
             double e = fabs(sim_us / fit_us - 1);
             if (e > worst) worst = e;
         }
@@ -608,9 +608,9 @@ static void test_fetch_beside_recovers(void **state)
     cfg *c;
     hw_profile hw;
     write_region_profile("beside.ini", region, pool, s, ns, &c, &hw);
-    assert_true(hw.gather_beside.n > 0);
-    for (size_t i = 0; i < hw.gather_beside.n; i++)
-        assert_true(fabs(hw.gather_beside.y[i] - fit_beside_eval(b->res.p, hw.gather_beside.x[i], NULL)) < 1e-4);
+    assert_true(hw.cost.fetch.beside.n > 0);
+    for (size_t i = 0; i < hw.cost.fetch.beside.n; i++)
+        assert_true(fabs(hw.cost.fetch.beside.y[i] - fit_beside_eval(b->res.p, hw.cost.fetch.beside.x[i], NULL)) < 1e-4);
     cfg_free(c);
     free(s);
     free(s0);

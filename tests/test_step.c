@@ -1,6 +1,6 @@
 /* test_step.c: a decode step's cost terms on GLM-5.3 and the calibrated H200 profile: the
  * expert-parallel all-to-all term of a MoE layer's cost, the miss fetch's interference with
- * compute (hw.fetch_interference, sim/step.c), and the step inputs checked against the
+ * compute ([hw] fetch_interference, sim/cost.c), and the step inputs checked against the
  * profile's [fit_range].
  *
  * All-to-all:
@@ -70,7 +70,7 @@ static double layer_cost(fixture *f, const double lat[2], const double gbps[2], 
                  .idx_rows = zeros, .written = zeros};
     step_ctx cx = {.model = &f->model, .hw = &f->hw, .attention_dp = 8, .moe_ep = 8, .compute_sms = 132};
     for (int p = 0; p < 2; p++) { cx.a2a_lat_s[p] = lat[p]; cx.a2a_gbps[p] = gbps[p]; }
-    cx.a2a_ranks_per_token = a2a_ranks_per_token(f->model.experts, f->model.experts_per_token, 8);
+    cx.a2a_ranks_per_token = cost_a2a_ranks(f->model.experts, f->model.experts_per_token, 8);
     return step_compute_s(&cx, &m, layer);
 }
 
@@ -78,11 +78,11 @@ static void test_ranks_per_token(void **state)
 {
     (void)state;
     /* GLM-5.3 on 8 GPUs: 256 experts, top-8. */
-    assert_true(fabs(a2a_ranks_per_token(256, 8, 8) - ranks_by_binomials(256, 8, 8)) < 1e-9);
-    assert_true(fabs(a2a_ranks_per_token(384, 6, 4) - ranks_by_binomials(384, 6, 4)) < 1e-9);
+    assert_true(fabs(cost_a2a_ranks(256, 8, 8) - ranks_by_binomials(256, 8, 8)) < 1e-9);
+    assert_true(fabs(cost_a2a_ranks(384, 6, 4) - ranks_by_binomials(384, 6, 4)) < 1e-9);
     /* One GPU holds every expert; as many GPUs as experts: every expert is its own GPU. */
-    assert_true(a2a_ranks_per_token(256, 8, 1) == 1);
-    assert_true(fabs(a2a_ranks_per_token(256, 8, 256) - 8) < 1e-9);
+    assert_true(cost_a2a_ranks(256, 8, 1) == 1);
+    assert_true(fabs(cost_a2a_ranks(256, 8, 256) - 8) < 1e-9);
 }
 
 static void test_all_to_all_bytes_over_bandwidth(void **state)
@@ -151,8 +151,8 @@ static step_out step_full(fixture *f, double coef, double beta, double miss_rows
     step_mb m = {.n_req = n_req, .tokens = n_req * queries, .sel = sel, .miss = miss, .pages = pages,
                  .regions = regions < 0 ? NULL : reg, .idx_rows = idx, .written = wr};
     hw_profile hw = f->hw;
-    hw.fetch_interference = coef;
-    hw.compute_interference = beta;
+    hw.cost.inter.fetch = coef;
+    hw.cost.inter.compute = beta;
     step_ctx cx = {.model = &f->model, .hw = &hw, .attention_dp = 8, .moe_ep = 8, .compute_sms = hw.sms - hw.fetch_sms,
                    .dense_bytes_per_layer = 188e6};
     res_server srv[3];   /* compute, the fetch path, write-through */
@@ -169,7 +169,7 @@ static void test_interference(void **state)
 {
     fixture *f = *state;
     /* The profile's own coefficient is a measured, positive one. */
-    assert_true(f->hw.fetch_interference > 0 && f->hw.fetch_interference < 1);
+    assert_true(f->hw.cost.inter.fetch > 0 && f->hw.cost.inter.fetch < 1);
 
     const step_out none = one_step(f, 0, 20000), a = one_step(f, 0.25, 20000), b = one_step(f, 0.5, 20000);
     assert_true(none.fetch > 0);
@@ -201,8 +201,8 @@ static void test_compute_interference(void **state)
     fixture *f = *state;
     /* With the profile's beside_slowdown table (<= 1 everywhere) the coefficient is the share of
      * a saturated memory system, the loader's bound at most. */
-    assert_true(f->hw.compute_interference > 0 && f->hw.compute_interference <= 10 && f->hw.gather_beside.n > 0);
-    for (size_t i = 0; i < f->hw.gather_beside.n; i++) assert_true(f->hw.gather_beside.y[i] <= 1);
+    assert_true(f->hw.cost.inter.compute > 0 && f->hw.cost.inter.compute <= 10 && f->hw.cost.fetch.beside.n > 0);
+    for (size_t i = 0; i < f->hw.cost.fetch.beside.n; i++) assert_true(f->hw.cost.fetch.beside.y[i] <= 1);
     const step_out none = step_of(f, 0, 0, 20000, 16, 1), a = step_of(f, 0, 0.25, 20000, 16, 1),
                    b = step_of(f, 0, 0.5, 20000, 16, 1);
     assert_true(a.compute == none.compute && b.compute == none.compute);
@@ -236,13 +236,13 @@ static void test_beside_weight(void **state)
     assert_true(dense.fetch - dense0.fetch > 0);
     assert_true(sparse.fetch - sparse0.fetch > 2 * (dense.fetch - dense0.fetch));
     assert_true(fabs((none.fetch - none0.fetch) - (sparse.fetch - sparse0.fetch)) <= 1e-12 * none.fetch);
-    const hw_table keep = f->hw.gather_beside;
-    f->hw.gather_beside.n = 0;
+    const cost_table keep = f->hw.cost.fetch.beside;
+    f->hw.cost.fetch.beside.n = 0;
     const step_out flat0 = step_full(f, 0, 0, miss, 16, 1, miss), flat = step_full(f, 0, 0.5, miss, 16, 1, miss);
-    f->hw.gather_beside = keep;
+    f->hw.cost.fetch.beside = keep;
     assert_true(flat.fetch - flat0.fetch > sparse.fetch - sparse0.fetch);
-    assert_true(hw_fetch_beside(&f->hw, miss, miss) == f->hw.gather_beside.y[0]);
-    assert_true(hw_fetch_beside(&f->hw, miss, 0) == f->hw.gather_beside.y[0]);
+    assert_true(cost_fetch_beside(&f->hw.cost.fetch, miss, miss) == f->hw.cost.fetch.beside.y[0]);
+    assert_true(cost_fetch_beside(&f->hw.cost.fetch, miss, 0) == f->hw.cost.fetch.beside.y[0]);
 }
 
 /* A verification's layer fetch is two launches (sim/step.h: stage): the hot buffer's misses
@@ -272,17 +272,18 @@ static void test_stage_launches(void **state)
     const double rb = f->model.layer[l].row_bytes;
     double bytes;
     const double two = step_fetch_s(&cx, &m, l, &bytes);
-    const double want = hw_fetch_time(&f->hw, 5000, rb, 4500, 450) + hw_fetch_time(&f->hw, 25000, rb, 21000, 490);
+    const cost_fetch *cf = &f->hw.cost.fetch;
+    const double want = cost_fetch_time(cf, 5000, rb, 4500, 450, f->hw.fetch_sms) + cost_fetch_time(cf, 25000, rb, 21000, 490, f->hw.fetch_sms);
     assert_true(fabs(two - want) <= 1e-12 * want && bytes == 30000 * rb);
     m.stage = NULL;
     const double one = step_fetch_s(&cx, &m, l, &bytes);
-    assert_true(one == hw_fetch_time(&f->hw, 30000, rb, 4500, 450));
+    assert_true(one == cost_fetch_time(cf, 30000, rb, 4500, 450, f->hw.fetch_sms));
     m.stage = zero;
     assert_true(step_fetch_s(&cx, &m, l, &bytes) == one);
     /* Every fetched row staged: the staging launch alone. */
     for (uint32_t g = 0; g < ng; g++) stage[g] = miss[g];
     m.stage = stage;
-    assert_true(step_fetch_s(&cx, &m, l, &bytes) == hw_fetch_time(&f->hw, 30000, rb, 21000, 490));
+    assert_true(step_fetch_s(&cx, &m, l, &bytes) == cost_fetch_time(cf, 30000, rb, 21000, 490, f->hw.fetch_sms));
 }
 
 /* The fetch's density: the same misses in fewer 2 MB regions fetch faster; no regions given is
@@ -290,7 +291,7 @@ static void test_stage_launches(void **state)
 static void test_density(void **state)
 {
     fixture *f = *state;
-    assert_true(f->hw.gather_density.n > 0 && f->hw.region_bytes > 0);
+    assert_true(f->hw.cost.fetch.density.n > 0 && f->hw.region_bytes > 0);
     const double miss = 4700;   /* one layer's misses of 16 requests */
     const step_out none = step_full(f, 0, 0, miss, 16, 1, -1), sparse = step_full(f, 0, 0, miss, 16, 1, miss),
                    mid = step_full(f, 0, 0, miss, 16, 1, miss / 9), dense = step_full(f, 0, 0, miss, 16, 1, miss / 100);
@@ -326,13 +327,13 @@ static void test_topk_waves(void **state)
     const int32_t g = f->model.layer_group[l];
     const double k = f->model.group[g].k, q = 1.6, rate = 1.2e12;
     hw_profile flat = f->hw, waves = f->hw;
-    flat.topk_slots = flat.topk_wave_s = flat.topk_row_s = flat.topk_k_s = flat.topk_score_rate = flat.topk_steepness = 0;
-    waves.topk_slots = 132;
-    waves.topk_wave_s = 10e-6;
-    waves.topk_row_s = 0.07e-9;
-    waves.topk_k_s = 10e-9;
-    waves.topk_score_rate = rate;
-    waves.topk_steepness = q;
+    flat.cost.topk = (cost_topk){0};
+    waves.cost.topk.slots = 132;
+    waves.cost.topk.wave_s = 10e-6;
+    waves.cost.topk.row_s = 0.07e-9;
+    waves.cost.topk.k_s = 10e-9;
+    waves.cost.topk.score_rate = rate;
+    waves.cost.topk.steepness = q;
     for (double rows = 1000; rows <= 1000000; rows *= 10) {
         for (uint32_t j = 0; j < ng; j++) sel[j] = 0, idx[j] = 16 * rows;
         static const int tokens[] = {1, 16, 131, 132, 133, 264, 265, 1000};
@@ -377,7 +378,7 @@ static void test_fit_ranges_noted(void **state)
     assert_true(noted(&c, "indexer_queries") && noted(&c, "gemm_fp8_m"));
     /* The top-k's inputs (with the profile's topk form): 16-144 top-ks of 100K scores at k 2048
      * lie inside its range; 125 requests x 8 queries = 1000 top-ks per launch do not. */
-    assert_true(f->hw.topk_slots > 0);
+    assert_true(f->hw.cost.topk.slots > 0);
     assert_false(noted(&a, "topk_batch") || noted(&a, "topk_ctx") || noted(&a, "topk_k") || noted(&b, "topk_batch") ||
                  noted(&c, "topk_batch"));
     const step_out d = step_of(f, 0, 0, 0, 125, 8);

@@ -21,7 +21,7 @@ mkdir -p $B bin
 objs=""
 for c in kernels/replay/rp_host.c analysis/rcfg.c sim/hotbuf.c sim/model.c sim/pol.c sim/pol_resident.c sim/pol_hisparse.c sim/pol_adaptive.c \
          sim/pol_oracle.c sim/mbatch.c sim/belady.c sim/spec.c sim/specrun.c sim/union.c \
-         sim/hw.c sim/step.c sim/res.c sim/evq.c traces/gen.c traces/sel.c common/cfg.c common/dh_err.c common/mem.c common/path.c \
+         sim/hw.c sim/cost.c sim/step.c sim/res.c sim/evq.c traces/gen.c traces/sel.c common/cfg.c common/dh_err.c common/mem.c common/path.c \
          kernels/kref.c; do
   o=$B/$(echo "$c" | tr / _ | sed 's/\.c$/.o/')
   $CC -O2 -std=c11 -D_GNU_SOURCE -I. $INC -c "$c" -o "$o" &

@@ -1,0 +1,133 @@
+/* cost.c: the cost model's forms; see cost.h. */
+#include "sim/cost.h"
+
+#include <math.h>
+
+double cost_table_eval(const cost_table *t, double x)
+{
+    if (x <= t->x[0]) return t->y[0];
+    if (x >= t->x[t->n - 1]) return t->y[t->n - 1];
+    /* A linear scan: tables hold a few to COST_TABLE_MAX points, and a fetch evaluates four. */
+    size_t i = 1;
+    while (t->x[i] < x) i++;
+    double u = (log(x) - log(t->x[i - 1])) / (log(t->x[i]) - log(t->x[i - 1]));
+    return t->y[i - 1] + u * (t->y[i] - t->y[i - 1]);
+}
+
+double cost_roofline_time(const cost_roofline *r, double bytes, double flops, int fp8, double compute_sms)
+{
+    double rate = (fp8 ? r->fp8_flops : r->bf16_flops) * r->mma_efficiency * compute_sms / r->sms;
+    double tb = bytes / r->hbm_bw, tf = flops / rate;
+    return r->launch_s + (tb > tf ? tb : tf);
+}
+
+double cost_attention_time(const cost_model *c, double bytes, double flops, int fp8, double compute_sms)
+{
+    double t = cost_roofline_time(&c->roof, bytes, flops, fp8, compute_sms);
+    if (c->attn.form == COST_FITTED) {
+        /* Fitted: a fixed cost + the selected rows at the attention kernel's own rate, unless
+         * the tensor work takes longer. */
+        double ta = bytes / c->attn.bw, tf = t - c->roof.launch_s;
+        t = c->attn.launch_s + (ta > tf ? ta : tf);
+    }
+    return t;
+}
+
+double cost_gemm_time(const cost_model *c, double weight_bytes, double flops, double compute_sms)
+{
+    if (c->gemm.form != COST_FITTED) return cost_roofline_time(&c->roof, weight_bytes, flops, 1, compute_sms);
+    /* Fitted: the layer's launches + its weights at the decode GEMMs' streaming rate, unless
+     * the tensor work takes longer. */
+    double tw = weight_bytes / c->gemm.bw;
+    double tf = cost_roofline_time(&c->roof, 0, flops, 1, compute_sms) - c->roof.launch_s;
+    return c->gemm.fixed_s + (tw > tf ? tw : tf);
+}
+
+double cost_topk_time(const cost_topk *p, double t0, double topks, double rows, double k)
+{
+    if (!(p->slots > 0) || !(topks > 0)) return t0;
+    if (k > rows) k = rows;
+    const double full = floor(topks / p->slots + 1e-9), rem = topks - full * p->slots;
+    double t = t0;
+    for (int j = 0; j < 2; j++) {
+        const double waves = j ? (rem > 1e-9) : full, n = j ? rem : p->slots;
+        if (waves == 0) continue;
+        const double a = rows * p->row_s, b = p->score_rate > 0 ? n * rows / p->score_rate : 0;
+        /* The soft maximum (a^q + b^q)^(1/q), scaled by the larger so that no power overflows. */
+        const double big = a > b ? a : b;
+        const double m = a > 0 && b > 0 ? big * pow(pow(a / big, p->steepness) + pow(b / big, p->steepness),
+                                                    1 / p->steepness)
+                                        : big;
+        t += waves * (p->wave_s + k * p->k_s + m);
+    }
+    return t;
+}
+
+double cost_scoring_time(double bytes, double bw, double macs, double ops_s)
+{
+    double tb = bytes / bw, tf = macs / ops_s;
+    return tb > tf ? tb : tf;
+}
+
+double cost_indexer_time(const cost_model *c, double bytes, double flops, double topks, double rows, double k,
+                         double compute_sms)
+{
+    if (c->indexer.form != COST_FITTED) return cost_roofline_time(&c->roof, bytes, flops, 1, compute_sms);
+    /* Fitted: the keys at the kernel's own rate, the scoring rate in multiply-adds, then one
+     * fixed cost for the indexer's launch and the top-k's, and the top-k's waves. */
+    return cost_scoring_time(bytes, c->indexer.bw, flops / 2.0, c->indexer.ops_s) + c->indexer.select_s +
+           cost_topk_time(&c->topk, 0, topks, rows, k);
+}
+
+double cost_a2a_ranks(double experts, double topk, double ep)
+{
+    if (ep <= 1 || experts <= 0 || topk <= 0) return 1;
+    double none_here = 1, per_gpu = experts / ep;
+    for (double i = 0; i < topk; i++) none_here *= (experts - per_gpu - i) / (experts - i);
+    return ep * (1 - none_here);
+}
+
+double cost_a2a_add(double t, const double lat_s[2], const double gbps[2], double ranks, double tokens,
+                    const double msg_bytes[2])
+{
+    /* Linear in tokens: a verification step pays for every query token it routes. */
+    for (int p = 0; p < 2; p++) {
+        t += lat_s[p];
+        if (gbps[p] > 0) t += tokens * ranks * msg_bytes[p] / (gbps[p] * 1e9);
+    }
+    return t;
+}
+
+double cost_gather_bw(const cost_fetch *f, double row_bytes, double pages, double sms)
+{
+    double bw = cost_table_eval(&f->row, row_bytes) / cost_table_eval(&f->row, f->ref_row_bytes) *
+                cost_table_eval(&f->pages, pages) * cost_table_eval(&f->sms, sms);
+    return bw < f->h2d_bw ? bw : f->h2d_bw;
+}
+
+double cost_fetch_time(const cost_fetch *f, double rows, double row_bytes, double pages, double regions, double sms)
+{
+    if (rows <= 0) return 0;
+    if (!f->density.n) return f->launch_s + rows * row_bytes / cost_gather_bw(f, row_bytes, pages, sms);
+    double bw = cost_table_eval(&f->row, row_bytes) * cost_table_eval(&f->sms, sms);
+    if (bw > f->h2d_bw) bw = f->h2d_bw;
+    double issue = cost_table_eval(&f->density, regions > 0 ? rows / regions : 1);
+    double per_row = row_bytes / bw > issue ? row_bytes / bw : issue;
+    /* pages holds one row per page: its extra time per row, times the pages, is the launch's
+     * page penalty whatever the rows per page. */
+    double page = f->ref_row_bytes / cost_table_eval(&f->pages, pages) -
+                  f->ref_row_bytes / cost_table_eval(&f->row, f->ref_row_bytes);
+    return f->launch_s + rows * per_row + (page > 0 ? page * pages : 0);
+}
+
+double cost_fetch_beside(const cost_fetch *f, double rows, double regions)
+{
+    if (!f->beside.n) return 1;
+    return cost_table_eval(&f->beside, regions > 0 && rows > 0 ? rows / regions : 1);
+}
+
+double cost_compute_beside(const cost_interference *i, double d, double overlap)
+{
+    if (i->fetch > 0) d += i->fetch * (overlap < d ? overlap : d);
+    return d;
+}

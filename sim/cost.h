@@ -1,0 +1,124 @@
+/* cost.h: the cost model of one decode GPU, every formula the simulator charges and
+ * bin/dhcal fits, each a named form with its parameters (a struct) and its inputs (the
+ * arguments). Times in seconds, sizes in bytes, rates per second, unless a form says that it
+ * is unit-free (the top-k's waves are also evaluated by the fit in microseconds).
+ *
+ * Which form a cost takes is decided once, by the profile loader (sim/hw.c: hw_load), from
+ * the keys the profile gives: a datasheet profile is the roofline form of every kernel, a
+ * calibrated one the fitted forms. The step scheduler (sim/step.c) only calls these.
+ *
+ *   roofline   launch_s + max(bytes / hbm_bw, flops / (peak x mma_efficiency x compute_sms / sms))
+ *   attention  roofline, or fitted: launch_s + max(bytes / bw, the roofline's tensor time)
+ *   gemm       roofline, or fitted: fixed_s (the layer's fixed cost: its GEMM launches) +
+ *              max(weight bytes / bw, the roofline's tensor time)
+ *   indexer    roofline, or fitted: max(key bytes / bw, multiply-adds / ops_s) + select_s +
+ *              the top-k's waves
+ *   topk       full waves of slots blocks and a last one of the rest; a wave of n blocks takes
+ *              wave_s + k x k_s + (a^q + b^q)^(1/q), a = rows x row_s (a block's pass over its
+ *              scores), b = n x rows / score_rate (the wave's scores through memory; 0 without
+ *              a rate), q = steepness; slots 0: no waves
+ *   a2a        per phase (dispatch, combine): latency + tokens x ranks x message bytes / bandwidth
+ *   fetch      the zero-copy gather of missed rows from pinned host memory (the tables of
+ *              [gather], sim/hw.h): launch_s + rows x row_bytes / bw(row size, pages, SMs), or
+ *              with the density table the slower of the link-or-SM path and the issue path
+ *              per row plus a page penalty per page; and its slowdown beside a saturated
+ *              memory system (the beside table; 1 without)
+ *   interference  fetch: a compute task beside the fetch lengthens by fetch x the overlap;
+ *              compute: the fetch work inside a compute task runs 1 + compute x its beside
+ *              weight times slower (sim/res.h re-rates it)
+ *
+ * Every evaluation is O(1) but the tables' (linear in their points, at most COST_TABLE_MAX)
+ * and the top-k's (two waves). Operations are written in one order on purpose: the
+ * simulator's outputs are compared bit for bit with committed copies. */
+#ifndef DH_COST_H
+#define DH_COST_H
+
+#include <stddef.h>
+
+#define COST_TABLE_MAX 32
+
+/* The form a kernel's cost takes: the datasheet roofline or the one fitted to the project's
+ * kernels. */
+typedef enum { COST_ROOFLINE = 0, COST_FITTED } cost_form;
+
+/* A table interpolated linearly in log(x), held flat beyond its ends. */
+typedef struct {
+    size_t n;
+    double x[COST_TABLE_MAX], y[COST_TABLE_MAX];
+} cost_table;
+
+typedef struct {
+    double launch_s, hbm_bw, fp8_flops, bf16_flops, mma_efficiency, sms;
+} cost_roofline;
+
+typedef struct { cost_form form; double launch_s, bw; } cost_attention;
+typedef struct { cost_form form; double fixed_s, bw; } cost_gemm;
+typedef struct { cost_form form; double bw, ops_s, select_s; } cost_indexer;
+
+/* The top-k's waves; unit-free (the simulator holds seconds, the fit microseconds). */
+typedef struct { double slots, wave_s, row_s, k_s, score_rate, steepness; } cost_topk;
+
+typedef struct {
+    cost_table row;       /* row size -> bandwidth at a small host footprint */
+    cost_table pages;     /* distinct pages -> bandwidth at ref_row_bytes */
+    cost_table sms;       /* SMs -> bandwidth multiplier */
+    cost_table density;   /* rows per region -> per-row time of the issue path; n = 0: none */
+    cost_table beside;    /* rows per region -> slowdown beside a saturated memory system; n = 0: 1 */
+    double ref_row_bytes, launch_s, h2d_bw;
+} cost_fetch;
+
+typedef struct { double fetch, compute; } cost_interference;
+
+/* Every cost of one GPU, as the profile loader chose its forms. */
+typedef struct {
+    cost_roofline roof;
+    cost_attention attn;
+    cost_gemm gemm;
+    cost_indexer indexer;
+    cost_topk topk;
+    cost_fetch fetch;
+    cost_interference inter;
+} cost_model;
+
+double cost_table_eval(const cost_table *t, double x);
+
+/* A kernel reading bytes and doing flops at the FP8 or BF16 rate, the compute rate scaled
+ * by the SMs left to compute. */
+double cost_roofline_time(const cost_roofline *r, double bytes, double flops, int fp8, double compute_sms);
+/* Sparse attention over the selected rows' bytes. */
+double cost_attention_time(const cost_model *c, double bytes, double flops, int fp8, double compute_sms);
+/* A layer's projections and experts: their weight bytes and FP8 flops. */
+double cost_gemm_time(const cost_model *c, double weight_bytes, double flops, double compute_sms);
+/* The top-k's waves for topks top-ks (may be a mean) of rows scores each selecting k (at
+ * most rows), added to t0 (the fit's fixed cost; 0 for the simulator's waves alone). */
+double cost_topk_time(const cost_topk *p, double t0, double topks, double rows, double k);
+/* The indexer's scoring, a roofline: its keys' bytes at bw, its multiply-adds at ops_s. */
+double cost_scoring_time(double bytes, double bw, double macs, double ops_s);
+/* The selecting layer's indexer over key bytes and flops (2 per multiply-add), with its
+ * top-k of topks top-ks of rows scores selecting k (fitted form only). */
+double cost_indexer_time(const cost_model *c, double bytes, double flops, double topks, double rows, double k,
+                         double compute_sms);
+/* Expected distinct GPUs among a token's top-k experts when experts are spread evenly over
+ * ep GPUs and the k are a uniform draw without replacement: ep x (1 - prod_{i<k} (E - E/ep -
+ * i) / (E - i)). Messages are sent once per (token, destination GPU), as bin/dha2a's default
+ * (DeepEP's normal-mode dispatch) counts them, the GPU's own share included. */
+double cost_a2a_ranks(double experts, double topk, double ep);
+/* t plus the expert-parallel dispatch and combine of tokens tokens: per phase p a latency
+ * lat_s[p] and tokens x ranks x msg_bytes[p] at gbps[p] GB/s (0: no bandwidth term). The
+ * terms are added to t one by one, in the order the simulator always added them. */
+double cost_a2a_add(double t, const double lat_s[2], const double gbps[2], double ranks, double tokens,
+                    const double msg_bytes[2]);
+/* Bandwidth of one gather launch of rows of row_bytes touching pages pages with sms SMs
+ * (bytes/s; the form without the density table). */
+double cost_gather_bw(const cost_fetch *f, double row_bytes, double pages, double sms);
+/* Seconds for one gather launch of rows rows touching pages pages and regions regions
+ * (0 rows: 0 s; regions <= 0 with a density table: one per row) with sms SMs. */
+double cost_fetch_time(const cost_fetch *f, double rows, double row_bytes, double pages, double regions, double sms);
+/* The weight of compute interference for a fetch launch of rows over regions (rows per
+ * region, 1 when the regions are not known): the beside slowdown there, 1 without the table. */
+double cost_fetch_beside(const cost_fetch *f, double rows, double regions);
+/* A compute task of d seconds that the fetch keeps busy for overlap seconds of it (> 0):
+ * its length beside the fetch. */
+double cost_compute_beside(const cost_interference *i, double d, double overlap);
+
+#endif
