@@ -20,7 +20,7 @@
 extern "C" {
 #include "common/dh_err.h"
 }
-#include "kernels/block_scan.cuh"
+#include "kernels/lib/block_scan.cuh"
 
 #include <string.h>
 
