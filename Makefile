@@ -1,13 +1,15 @@
 # Adaptive DHiSparse: trace-driven simulator + reference CUDA kernels.
 #
-#   make          build bin/dhtrace, bin/dhsim, bin/dhcal (and bin/dhbench when nvcc exists)
+#   make          build bin/dhtrace, bin/dhsim, bin/dhcal (and bin/dhbench, bin/dhreplay when nvcc exists)
 #   make run      the built-in default: GLM-5.3, 100K context, concurrency 128, all policies
 #   make test     unit and differential tests (no GPU needed); ends with "N passed, N failed"
 #   make bench    CPU benchmarks of the trace tools and the simulator (figures in bench/)
 #   make gpubench kernel microbenchmarks on the local CUDA GPU (bin/dhbench)
 #   make figs     regenerate paper-figs/ with gnuplot
 #
-# Layering: common/ <- traces/ <- sim/ <- analysis/.  kernels/ uses common/ and traces/ only.
+# Layering: common/ <- traces/ <- sim/ <- analysis/.  The kernel library (kernels/lib/, kernels/dhk.h)
+# and the kernels' versions use nothing of them but common/dh_err; the GPU replay (kernels/replay/)
+# sits above both the kernels and sim/.
 # Each directory's *.c files form one static library; a file named dh*.c is a tool's main().
 
 # Debian packages the build needs; `make deps` installs them (run as root) or prints the command.

@@ -411,4 +411,10 @@ __global__ void __launch_bounds__(TK_THREADS) topk2_kernel(const float *__restri
     }
 }
 
+/* Inside the library (kernels/lib/topk.cu): version 5's launch, and the resident blocks per SM
+ * of versions 2-6 (one kernel, one shared-memory size), for kernels/versions/topk.cu; callers
+ * outside use dhk_topk_launch (kernels/dhk.h). */
+void dhk__topk5_launch(const float *scores, int batch, int ctx, int k, int32_t *out, cudaStream_t stream);
+int dhk__topk2_blocks_per_sm(void);
+
 #endif

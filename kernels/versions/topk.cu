@@ -35,7 +35,7 @@
  *      ~200K at k 2048). */
 #include "kernels/bench.cuh"
 #include "kernels/lib/block_scan.cuh"
-#include "kernels/lib/topk2.cuh"   // defines: topk2_kernel (versions 2-6), score_key, TK_* sizes
+#include "kernels/lib/topk2.cuh"   // defines: topk2_kernel (versions 2-4 here; 5, 6 in the library), score_key, TK_*
 #include "kernels/kref.h"
 
 #include <string.h>
@@ -101,18 +101,17 @@ void topk_launch(int version, const float *scores, int batch, int ctx, int k, in
         cudaCheck(cudaFuncSetAttribute(topk2_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tk2_smem_bytes));
         cudaCheck(cudaFuncSetAttribute(topk2_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tk2_smem_bytes));
         cudaCheck(cudaFuncSetAttribute(topk2_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tk2_smem_bytes));
-        cudaCheck(cudaFuncSetAttribute(topk2_kernel<5>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tk2_smem_bytes));
         attr_done = true;
     }
     if (version == 1) topk_kernel<<<batch, TK_THREADS, 0, st>>>(scores, ctx, k, out);
     else if (version == 2) topk2_kernel<2><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out, 0);
     else if (version == 3) topk2_kernel<3><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out, 0);
     else if (version == 4) topk2_kernel<4><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out, 0);
-    else if (version == 5)
-        topk2_kernel<5><<<batch, TK_THREADS, tk2_smem_bytes, st>>>(scores, ctx, k, out,
-                                                                   kref_topk_sample_rank(ctx, k, TK5_SAMPLE, 0));
-    else {
-        dhk_topk_launch(scores, batch, ctx, k, out, st);   /* version 6: the library's */
+    else if (version == 5) {
+        dhk__topk5_launch(scores, batch, ctx, k, out, st);   /* compiled beside version 6 (kernels/lib/topk.cu) */
+        return;
+    } else {
+        dhk_topk_launch(scores, batch, ctx, k, out, st);     /* version 6: the library's */
         return;
     }
     CUDA_LAUNCH_CHECK();
@@ -127,7 +126,7 @@ long long topk_concurrent_blocks(int version, const cudaDeviceProp &prop)
     if (version == 1)
         cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, topk_kernel, TK_THREADS, 0));
     else
-        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, topk2_kernel<5>, TK_THREADS, tk2_smem_bytes));
+        per_sm = dhk__topk2_blocks_per_sm();   /* versions 2-6: one kernel, one shared-memory size */
     return (long long)per_sm * prop.multiProcessorCount;
 }
 
