@@ -60,10 +60,12 @@ endif
 # NCCL_HOME when set, else beside nvcc, under /usr/local/cuda*, and in the Debian multiarch
 # directory (libnccl-dev). Without NCCL, bin/dha2a is skipped with a note: it is the one tool
 # that needs it, and a machine without NCCL has no multi-GPU all-to-all to measure anyway.
+# NCCL_LIB (the library file) and NCCL_INC (the folder of nccl.h) may also be given directly
+# (kernels/a2a/build.sh does, for NCCL from Python's nvidia-nccl wheel).
 NCCL_DIRS := $(if $(NCCL_HOME),$(NCCL_HOME),$(patsubst %/bin/nvcc,%,$(NVCC)) /usr/local/cuda /usr/local/cuda-* /usr)
-NCCL_LIB  := $(firstword $(foreach d,$(NCCL_DIRS),$(wildcard $(d)/lib64/libnccl.so $(d)/lib/libnccl.so \
+NCCL_LIB  ?= $(firstword $(foreach d,$(NCCL_DIRS),$(wildcard $(d)/lib64/libnccl.so $(d)/lib/libnccl.so \
                $(d)/lib/x86_64-linux-gnu/libnccl.so $(d)/lib/aarch64-linux-gnu/libnccl.so)))
-NCCL_INC  := $(firstword $(foreach d,$(NCCL_DIRS),$(patsubst %/nccl.h,%,$(wildcard $(d)/include/nccl.h))))
+NCCL_INC  ?= $(firstword $(foreach d,$(NCCL_DIRS),$(patsubst %/nccl.h,%,$(wildcard $(d)/include/nccl.h))))
 ifeq ($(BUILD_CUDA),1)
   ifneq ($(and $(NCCL_LIB),$(NCCL_INC)),)
     GPU_TOOLS += bin/dha2a

@@ -13,8 +13,9 @@ if [ -z "$cu_inc" ]; then echo "PASS kernels_no_cu_included"; else echo "FAIL ke
 lib_inc=$(grep -hE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' kernels/dhk.h kernels/lib/* |
   grep -vE '"kernels/(dhk\.h|kref\.h|lib/[a-z0-9_]+\.cuh)"')
 if [ -z "$lib_inc" ]; then echo "PASS kernels_lib_self_contained"; else echo "FAIL kernels_lib_self_contained ($lib_inc)"; fi
-compiles=$(grep -v '^[[:space:]]*#' kernels/build.sh kernels/replay/build.sh | grep -E -- ' -(c|o) ')
-if [ -z "$compiles" ] && grep -q '^exec make' kernels/build.sh && grep -q '^exec make' kernels/replay/build.sh; then
+compiles=$(grep -v '^[[:space:]]*#' kernels/build.sh kernels/replay/build.sh kernels/a2a/build.sh | grep -E -- ' -(c|o) ')
+if [ -z "$compiles" ] && grep -q '^exec make' kernels/build.sh && grep -q '^exec make' kernels/replay/build.sh &&
+   grep -q '^exec make' kernels/a2a/build.sh; then
   echo "PASS kernels_build_scripts_run_make"
 else echo "FAIL kernels_build_scripts_run_make ($compiles)"; fi
 . tests/gpu_tool.sh

@@ -29,6 +29,8 @@
  *      ring of swizzled 16-bit tiles behind mbarriers, two consumer warpgroups multiply on
  *      wgmma with Q, K, V and P read from shared memory and the softmax in registers.
  *   7  version 6 with each tile's softmax overlapped with the next tile's S multiplies.
+ *   8-10 see kernels/lib/attn6.cuh; version 8 is the library's (kernels/lib/attention.cu,
+ *      dhk_attention_launch).
  * Verification's union pass runs any version over the gamma+1 queries with the union's misses
  * staged once; a kernel that runs all queries of a request against each staged union row
  * with per-query masks was not built: at 70 % overlap it does U/k = 3x the multiply work of

@@ -1,7 +1,8 @@
 /* fetch.cu: miss fetch, hot[slot[i]] = pool[row[i]], from a pinned host pool into GPU hot-buffer
  * slots, on a given number of SMs. CPU reference: kref_gather_rows (kernels/kref.c).
  *
- * Versions (suite key versions=...):
+ * Versions (suite key versions=...; version 5 with 16-byte rows is the library's,
+ * kernels/lib/fetch.cu, dhk_fetch_launch):
  *   1  one warp per row, 16-byte loads (8-byte for 584 B rows), rows interleaved over warps:
  *      HiSparse's kernel; every load waits on its own PCIe round trip.
  *   2  each warp takes a contiguous run of the list and keeps 8 rows (up to 24 loads per lane)

@@ -16,9 +16,10 @@
  *      from global memory at the tile's end, a dependent load per tile that Nsight Compute
  *      found behind a quarter of its stalls): 16-byte copies when every request's scales
  *      start 16-byte aligned (the context a multiple of 4), else one 4-byte copy per token.
- *   5  wgmma with FP8 operands (sm_90a, indexer_wgmma.cu): one warpgroup per block, 64-token
- *      tiles in a four-stage cp.async ring, scales in the ring; also several query tokens per
- *      request (`queries`, a speculative step's gamma + 1), which share the keys' reads.
+ *   5  wgmma with FP8 operands (sm_90a; the library's, kernels/lib/indexer_wgmma.cu): one
+ *      warpgroup per block, 64-token tiles in a four-stage cp.async ring, scales in the ring;
+ *      also several query tokens per request (`queries`, a speculative step's gamma + 1),
+ *      which share the keys' reads.
  * The benchmark runs the top-k (topk.cu, version `topk`, default 6) on the scores it made and
  * checks it against kref_topk. */
 #include "kernels/bench.cuh"

@@ -2,7 +2,8 @@
  * (k = 2048 of ~100K), as ascending row indices with ties at the threshold going to the lower
  * row: the rule of the CPU reference kref_topk. Scores must be finite.
  *
- * Versions (one block of 1024 threads per request; 2-6 keep a request's candidates, 64 KB of
+ * Versions (versions 5 and 6 are compiled in the library, kernels/lib/topk.cu, 6 behind
+ * dhk_topk_launch; one block of 1024 threads per request; 2-6 keep a request's candidates, 64 KB of
  * keys and 64 KB of rows, and its output bitmaps in 180 KB of shared memory):
  *   1  a radix select of the k-th largest score in 4 passes of 8 bits over the request's
  *      scores in global memory (a 256-bin shared histogram, one plain atomic per score), then
