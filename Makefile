@@ -1,6 +1,6 @@
 # Adaptive DHiSparse: trace-driven simulator + reference CUDA kernels.
 #
-#   make          build bin/dhtrace, bin/dhsim, bin/dhcal (and bin/dhbench when nvcc exists)
+#   make          build bin/dhtrace, bin/dhsim, bin/dhcal (and bin/dhbench, bin/dhreplay when nvcc exists)
 #   make run      the built-in default: GLM-5.3, 100K context, concurrency 128, all policies
 #                 (builds bin/dhsim only)
 #   make test     unit and differential tests (no GPU needed); ends with "N passed, N failed"
@@ -10,7 +10,9 @@
 #   make gpubench kernel microbenchmarks on the local CUDA GPU (bin/dhbench)
 #   make figs     regenerate paper-figs/ with gnuplot
 #
-# Layering: common/ <- traces/ <- sim/ <- analysis/.  kernels/ uses common/ and traces/ only.
+# Layering: common/ <- traces/ <- sim/ <- analysis/.  The kernel library (kernels/lib/, kernels/dhk.h)
+# and the kernels' versions use nothing of them but common/dh_err; the GPU replay (kernels/replay/)
+# sits above both the kernels and sim/.
 # Each directory's *.c files form one static library; a file named dh*.c is a tool's main().
 
 # Debian packages the build needs; `make deps` installs them (run as root) or prints the command.
@@ -54,9 +56,6 @@ TOOLS := $(BIN)/dhtrace $(BIN)/dhsim $(BIN)/dhcal
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
-# kernels/*_wgmma.cu use wgmma, which only the sm_90a target has; the rest stays sm_90.
-CU_SM90A := kernels/attention_wgmma.cu kernels/indexer_wgmma.cu
-CU_SRC := $(filter-out $(CU_SM90A),$(wildcard kernels/*.cu))
 ifeq ($(BUILD_CUDA),1)
   GPU_TOOLS := bin/dhbench bin/dhreplay
 endif
@@ -65,10 +64,12 @@ endif
 # NCCL_HOME when set, else beside nvcc, under /usr/local/cuda*, and in the Debian multiarch
 # directory (libnccl-dev). Without NCCL, bin/dha2a is skipped with a note: it is the one tool
 # that needs it, and a machine without NCCL has no multi-GPU all-to-all to measure anyway.
+# NCCL_LIB (the library file) and NCCL_INC (the folder of nccl.h) may also be given directly
+# (kernels/a2a/build.sh does, for NCCL from Python's nvidia-nccl wheel).
 NCCL_DIRS := $(if $(NCCL_HOME),$(NCCL_HOME),$(patsubst %/bin/nvcc,%,$(NVCC)) /usr/local/cuda /usr/local/cuda-* /usr)
-NCCL_LIB  := $(firstword $(foreach d,$(NCCL_DIRS),$(wildcard $(d)/lib64/libnccl.so $(d)/lib/libnccl.so \
+NCCL_LIB  ?= $(firstword $(foreach d,$(NCCL_DIRS),$(wildcard $(d)/lib64/libnccl.so $(d)/lib/libnccl.so \
                $(d)/lib/x86_64-linux-gnu/libnccl.so $(d)/lib/aarch64-linux-gnu/libnccl.so)))
-NCCL_INC  := $(firstword $(foreach d,$(NCCL_DIRS),$(patsubst %/nccl.h,%,$(wildcard $(d)/include/nccl.h))))
+NCCL_INC  ?= $(firstword $(foreach d,$(NCCL_DIRS),$(patsubst %/nccl.h,%,$(wildcard $(d)/include/nccl.h))))
 ifeq ($(BUILD_CUDA),1)
   ifneq ($(and $(NCCL_LIB),$(NCCL_INC)),)
     GPU_TOOLS += bin/dha2a
@@ -104,22 +105,64 @@ $(BIN)/dhcal: $(BUILD)/analysis/dhcal.o $(LIBS_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 
-# Kernels: one nvcc link of every .cu file; CPU references (kernels/*.c) are plain C and tested in CI.
-# dhbench needs only the CUDA toolkit and libc (it runs where no Debian package is installed), so
-# it links common/dh_err.o alone; kernels/build.sh builds it with nvcc and cc only.
-CU_SM90A_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,$(CU_SM90A))
-$(BUILD)/kernels/%_wgmma.cu.o: kernels/%_wgmma.cu $(wildcard kernels/*.cuh kernels/*.h)
-	@mkdir -p $(dir $@)
-	$(NVCC) $(filter-out -arch=%,$(NVCCFLAGS)) -gencode=arch=compute_90a,code=sm_90a -I. -c $< -o $@
-bin/dhbench: $(CU_SRC) $(CU_SM90A_OBJ) $(wildcard kernels/*.cuh kernels/*.h) $(KREF_OBJ) $(BUILD)/common/dh_err.o
-	@mkdir -p bin
-	$(NVCC) $(NVCCFLAGS) -I. -o $@ $(CU_SRC) $(CU_SM90A_OBJ) $(KREF_OBJ) $(BUILD)/common/dh_err.o -lcublasLt -lpthread
+# ---- Kernels (kernels/README.md) ----
+# The library (kernels/lib/*.cu, API kernels/dhk.h) is built once into build/kernels/libdhk.a;
+# the numbered versions and their benchmarks (kernels/versions/*.cu) and the benchmarks'
+# helpers (kernels/bench.cu) into build/kernels/libdhkbench.a. bin/dhbench and bin/dhreplay
+# link both: each program pulls from an archive only the objects it needs. *_wgmma.cu files
+# use wgmma, which only the sm_90a target has; every other .cu file is built for CUDA_ARCH.
+# nvcc writes each object's header dependencies (-MMD), read back by the -include at the end.
+#
+# The GPU tools need no Debian package: their C objects (the kernels' CPU references, and for
+# the replay the host side and the simulator modules it runs) are built under build/gpu/ with
+# -I. alone, without pkg-config and without the deps-check, so that
+#   make bin/dhbench bin/dhreplay [INIH_INC=DIR INIH_LIB=DIR R123_INC=DIR]
+# works on a CUDA machine that has only nvcc, a C compiler, libinih and the Random123 headers
+# (DIR/ini.h and DIR/libinih.so, DIR/Random123/philox.h; by default the system's).
+KLIB_OBJ   := $(patsubst %.cu,$(BUILD)/%.cu.o,$(wildcard kernels/lib/*.cu))
+KBENCH_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,kernels/bench.cu $(wildcard kernels/versions/*.cu))
+NVCC_DEPS   = -MMD -MP -MF $(@:.o=.d)
 
-bin/dha2a: kernels/a2a/dha2a.cu kernels/a2a/a2a_plan.h $(BUILD)/kernels/a2a/a2a_plan.o $(BUILD)/common/dh_err.o
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -I. $(NVCC_DEPS) -c $< -o $@
+$(BUILD)/%_wgmma.cu.o: %_wgmma.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(filter-out -arch=%,$(NVCCFLAGS)) -gencode=arch=compute_90a,code=sm_90a -I. $(NVCC_DEPS) -c $< -o $@
+$(BUILD)/kernels/libdhk.a: $(KLIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/kernels/libdhkbench.a: $(KBENCH_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# C objects of the GPU tools (see above): plain C11 with libc, libinih and Random123 only.
+# The replay's host side is every library file of common/, traces/ and sim/ except those that
+# read or write HDF5 (GPU_C_NEEDS_HDF5): a module the simulator gains is in the replay's
+# archive with no edit here, and the linker takes from it what kernels/replay/rp_host.c uses.
+GPU_C_NEEDS_HDF5 := common/h5det.c traces/trace.c traces/trace_info.c sim/out.c
+GPU_C_INC   := -I. $(if $(INIH_INC),-I$(INIH_INC)) $(if $(R123_INC),-I$(R123_INC))
+KGPU_C_OBJ  := $(patsubst %.c,$(BUILD)/gpu/%.o,$(call lib_src,kernels) common/dh_err.c)
+REPLAY_C_SRC := kernels/replay/rp_host.c analysis/rcfg.c \
+                $(filter-out $(GPU_C_NEEDS_HDF5),$(call lib_src,sim) $(call lib_src,traces) $(call lib_src,common))
+REPLAY_C_OBJ := $(patsubst %.c,$(BUILD)/gpu/%.o,$(REPLAY_C_SRC))
+INIH_LIBS   := $(if $(INIH_LIB),-L$(INIH_LIB) -Xlinker -rpath -Xlinker $(INIH_LIB)) -linih
+$(BUILD)/gpu/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(GPU_C_INC) $(CFLAGS) -c $< -o $@
+$(BUILD)/gpu/libreplayhost.a: $(REPLAY_C_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+bin/dhbench: $(BUILD)/kernels/dhbench.cu.o $(BUILD)/kernels/libdhkbench.a $(BUILD)/kernels/libdhk.a $(KGPU_C_OBJ)
+	@mkdir -p bin
+	$(NVCC) $(NVCCFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) -lcublasLt -lpthread
+
+bin/dha2a: kernels/a2a/dha2a.cu kernels/a2a/a2a_plan.h $(BUILD)/gpu/kernels/a2a/a2a_plan.o $(BUILD)/gpu/common/dh_err.o
 	@test -n "$(NCCL_LIB)" -a -n "$(NCCL_INC)" || { echo "bin/dha2a: NCCL not found (libnccl.so and nccl.h); set NCCL_HOME"; exit 1; }
 	@mkdir -p bin
-	$(NVCC) $(NVCCFLAGS) -I. -I$(NCCL_INC) -o $@ $< $(BUILD)/kernels/a2a/a2a_plan.o \
-	  $(BUILD)/common/dh_err.o -L$(dir $(NCCL_LIB)) -l:$(notdir $(NCCL_LIB)) -Xlinker -rpath=$(dir $(NCCL_LIB))
+	$(NVCC) $(NVCCFLAGS) -I. -I$(NCCL_INC) -o $@ $< $(BUILD)/gpu/kernels/a2a/a2a_plan.o \
+	  $(BUILD)/gpu/common/dh_err.o -L$(dir $(NCCL_LIB)) -l:$(notdir $(NCCL_LIB)) -Xlinker -rpath=$(dir $(NCCL_LIB))
 
 # Only the sources and objects are linked: -MMD adds the headers a test includes to its
 # prerequisites, which must not reach the compiler's command line.
@@ -187,14 +230,14 @@ test: all $(TEST_BINS) fuzz-if-clang
 bench: all
 	sh bench/run.sh
 
-# GPU replay of decode steps (kernels/replay/README.md): nvcc, libinih, Random123.
+# GPU replay of decode steps (kernels/replay/README.md): the kernels, and the simulator's hot
+# buffer and trace generator on the host (nvcc, libinih, Random123; see the kernels above).
 # Built with the other GPU tools so that CI (nvcc, no GPU) keeps it compiling.
 replay: bin/dhreplay
-bin/dhreplay: kernels/replay/dhreplay.cu kernels/replay/rp_host.c analysis/rcfg.c $(wildcard kernels/*.cu kernels/*.cuh kernels/*.h) \
-              sim/hotbuf.c sim/model.c sim/pol.c sim/pol_resident.c sim/pol_hisparse.c sim/pol_adaptive.c sim/pol_oracle.c \
-              sim/mbatch.c sim/belady.c sim/spec.c sim/specrun.c sim/union.c sim/hw.c sim/cost.c sim/step.c \
-              sim/res.c sim/evq.c traces/gen.c traces/sel.c common/cfg.c common/dh_err.c common/mem.c common/path.c kernels/kref.c
-	sh kernels/replay/build.sh
+bin/dhreplay: $(BUILD)/kernels/replay/dhreplay.cu.o $(BUILD)/kernels/libdhkbench.a $(BUILD)/kernels/libdhk.a \
+              $(BUILD)/gpu/libreplayhost.a $(KGPU_C_OBJ)
+	@mkdir -p bin
+	$(NVCC) $(NVCCFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) -lcublasLt -lpthread -lm $(INIH_LIBS)
 
 gpubench: bin/dhbench
 	sh kernels/gpubench.sh measurements/local

@@ -1,12 +1,16 @@
-/* bench.cuh: what every benchmark file of bin/dhbench shares.
+/* bench.cuh: what every benchmark file of bin/dhbench (kernels/versions/) shares, and the
+ * version dispatch that bin/dhreplay's --attention-version, --topk-version and
+ * --indexer-version reach.
  *
- * cudaCheck() and CUDA_LAUNCH_CHECK() fail fast with file and line (every CUDA call and every
- * launch is checked); bench_params is one point of a parameter grid (read from a suite file);
+ * cudaCheck() and CUDA_LAUNCH_CHECK() (kernels/dhk.h) fail fast with file and line (every CUDA
+ * call and every launch is checked); bench_params is one point of a parameter grid (read from a suite file);
  * bench_record is one CSV line of the fixed schema the calibration tool parses; bench_time()
  * times a launch with CUDA events after a warm-up and returns the median and spread;
  * rel_l2() is the ||out - ref|| / ||ref|| check every kernel passes before it is timed. */
 #ifndef BENCH_CUH
 #define BENCH_CUH
+
+#include "kernels/dhk.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -16,11 +20,6 @@
 #include <functional>
 #include <string>
 #include <vector>
-
-#define cudaCheck(call) bench_cuda_check((call), #call, __FILE__, __LINE__)
-#define CUDA_LAUNCH_CHECK() bench_cuda_check(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
-
-void bench_cuda_check(cudaError_t err, const char *what, const char *file, int line);
 
 /* One grid point: every key of a suite line, each with one value. Missing keys read as the
  * given default; get() of a key that is not in the grid and has no default is a suite error. */
@@ -68,6 +67,10 @@ static inline void bench_take(bench_record &r, const bench_timing &t)
 }
 
 extern const char *bench_csv_header;
+/* Where bench_emit's CSV lines go: stdout (the human-readable lines then to stderr), or kept in
+ * bench_csv() for the driver to write at the end and appended to partial as they come. */
+void bench_csv_to(bool to_stdout, FILE *partial);
+std::string &bench_csv(void);
 /* Fills gbps/tflops/pct from bytes, flops and the ceiling, prints the CSV line and a short
  * human-readable line on stdout. */
 void bench_emit(bench_env *env, const bench_record &r);
@@ -126,24 +129,32 @@ int bench_gather_check(const bench_params &p);
 int bench_fetch_check(const bench_params &p);
 int bench_topk_check(const bench_params &p);
 int bench_indexer_check(const bench_params &p);
-/* Indexer scoring (indexer.cu) version 1-IX_MAX_VERSION of batch requests x ctx tokens, 32 or
- * 64 heads. Version 5 (indexer_wgmma.cu, sm_90a) also scores queries > 1 query tokens per
- * request against its keys (indexer_v5_supports: heads x queries <= 256, queries a power of
- * two) and takes tiles = 64-token tiles per block, 0 = chosen so the launch fills whole waves. */
+/* Indexer scoring (versions/indexer.cu) version 1-IX_MAX_VERSION of batch requests x ctx
+ * tokens, 32 or 64 heads. Version 5 (the library's, dhk_indexer_launch) also scores queries > 1
+ * query tokens per request against its keys (dhk_indexer_supports: heads x queries <= 256,
+ * queries a power of two) and takes tiles = 64-token tiles per block, 0 = chosen so the launch
+ * fills whole waves; the other versions take neither. */
 #define IX_MAX_VERSION 5
-int indexer_v5_supports(int heads, int queries);
+#define IX_DIM DHK_IX_DIM
 /* Version 5's tolerance on the scores' relative L2 error against the float64 reference: its
  * FP8 wgmma sums products in ~14 bits (2^-14 = 6e-5 per addition), so ~10x that, where a
  * wrong row, head or swizzle gives errors of order 1 (versions 1-4, summing in fp32: 1e-4). */
 #define IX5_REL_TOL 1e-3
-void indexer_v5_launch(int heads, int queries, const uint8_t *q, const float *w, const uint8_t *keys, const float *scales,
-                       int batch, int ctx, float *scores, int tiles, cudaStream_t st);
-/* Top-k (topk.cu) version 1-TK_MAX_VERSION of batch requests of ctx finite scores, 1 <= k <= ctx: ascending
+void indexer_launch(int version, int heads, const uint8_t *q, const float *w, const uint8_t *keys, const float *scales,
+                    int batch, int ctx, float *scores, cudaStream_t st, int tiles = 0, int queries = 1);
+/* Top-k (versions/topk.cu; version 6 is the library's) version 1-TK_MAX_VERSION of batch requests of ctx finite scores, 1 <= k <= ctx: ascending
  * row indices of each request's k largest, ties to the lower row. */
 #define TK_MAX_VERSION 6
 void topk_launch(int version, const float *scores, int batch, int ctx, int k, int32_t *out, cudaStream_t st);
 /* The top-k blocks that run at once (SMs x resident blocks per SM), after a topk_launch. */
 long long topk_concurrent_blocks(int version, const cudaDeviceProp &prop);
+/* Sparse decode attention (versions/attention.cu; version 8 is the library's) version
+ * 1-ATTN_MAX_VERSION. attn_setup allows every version's shared memory and allocates the scratch
+ * for max_q_heads query heads; attn_launch chooses the splits (a.splits <= 0) for sms SMs. */
+enum { ATTN_MAX_VERSION = 10 };
+typedef dhk_attn_scratch attn_scratch;
+void attn_setup(attn_scratch &sc, size_t max_q_heads);
+void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st);
 /* Fetch version 2 (8 rows in flight per warp) on the given SMs, for the paths that stage
  * misses (verification); pool is a device pointer of a mapped host pool. */
 void fetch_launch(const uint8_t *pool, size_t pool_stride, const int64_t *rows, const int32_t *slots,

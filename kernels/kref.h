@@ -96,7 +96,8 @@ void kref_indexer_scores(const uint8_t *q, const float *w, int heads, const uint
 /* Top-k of scores (largest first, ties to the lower index), written as ascending indices.
  * Cost O(n log n). Returns 0, or -1 with dh_err when k > n. */
 int kref_topk(const float *scores, int n, int k, int32_t *out_rows);
-/* The threshold guess of top-k versions 5 and 6 (kernels/topk.cu): the rank r, from the top,
+/* The threshold guess of top-k versions 5 and 6 (kernels/versions/topk.cu; version 6 is
+ * kernels/lib/topk.cu): the rank r, from the top,
  * of the sampled key taken as the threshold, among `sample` scores spread over a context of
  * ctx (> 0) selecting k. Version 5 (z = 0) aims at 1.25 k + 512 scores above it (room for the
  * select): r = ceil(sample (5k/4 + 512) / ctx). The scores above the sample's r-th largest

@@ -4,6 +4,20 @@
 # option or value gives one error line naming it and exit status 2, and no output file.
 # Prints PASS/FAIL per case.
 bin=./bin/dhbench
+# The kernels' layout (kernels/README.md), checked with or without nvcc: no .cu file includes
+# another; the library (kernels/lib/, kernels/dhk.h) includes nothing of the versions, the
+# benchmarks or the simulator; the stand-alone build scripts run the Makefile, which alone
+# lists the files.
+cu_inc=$(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*\.cu"' kernels 2>/dev/null)
+if [ -z "$cu_inc" ]; then echo "PASS kernels_no_cu_included"; else echo "FAIL kernels_no_cu_included ($cu_inc)"; fi
+lib_inc=$(grep -hE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' kernels/dhk.h kernels/lib/* |
+  grep -vE '"kernels/(dhk\.h|kref\.h|lib/[a-z0-9_]+\.cuh)"')
+if [ -z "$lib_inc" ]; then echo "PASS kernels_lib_self_contained"; else echo "FAIL kernels_lib_self_contained ($lib_inc)"; fi
+compiles=$(grep -v '^[[:space:]]*#' kernels/build.sh kernels/replay/build.sh kernels/a2a/build.sh | grep -E -- ' -(c|o) ')
+if [ -z "$compiles" ] && grep -q '^exec make' kernels/build.sh && grep -q '^exec make' kernels/replay/build.sh &&
+   grep -q '^exec make' kernels/a2a/build.sh; then
+  echo "PASS kernels_build_scripts_run_make"
+else echo "FAIL kernels_build_scripts_run_make ($compiles)"; fi
 . tests/gpu_tool.sh
 gpu_tool_present || exit 0
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

@@ -1,6 +1,6 @@
 #!/bin/sh
-# kernels/a2a/build.sh: build bin/dha2a with nvcc and cc alone, for CUDA machines without the
-# Debian packages `make` wants. Usage (from anywhere):
+# kernels/a2a/build.sh: build bin/dha2a with nvcc, cc and make alone, for CUDA machines without
+# the Debian packages `make` wants: it finds NCCL and runs the Makefile's rule. Usage (from anywhere):
 #   sh kernels/a2a/build.sh
 # NCCL is looked for, in order, in $NCCL_HOME, the CUDA toolkit beside nvcc, and Python's
 # nvidia-nccl wheel (under site-packages/nvidia/); NCCL_INCLUDE names a header directory to use
@@ -38,11 +38,8 @@ done
 [ -n "$inc" ] || { echo "build.sh: nccl.h not found (set NCCL_HOME or NCCL_INCLUDE)" >&2; exit 1; }
 [ -n "$lib" ] || { echo "build.sh: libnccl.so not found (set NCCL_HOME)" >&2; exit 1; }
 # A wheel ships libnccl.so.2 without the unversioned link name.
-if [ -e "$lib/libnccl.so" ]; then nccl=-lnccl; else nccl=-l:libnccl.so.2; fi
+if [ -e "$lib/libnccl.so" ]; then nccl=libnccl.so; else nccl=libnccl.so.2; fi
 echo "build.sh: nccl.h from $inc, libnccl from $lib" >&2
 
-mkdir -p build/a2a bin
-$CC -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-format-truncation -I. -c kernels/a2a/a2a_plan.c -o build/a2a/a2a_plan.o
-$CC -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-format-truncation -I. -c common/dh_err.c -o build/a2a/dh_err.o
-"$NVCC" -O3 -std=c++17 -arch="$CUDA_ARCH" -lineinfo -I. -I"$inc" -o bin/dha2a kernels/a2a/dha2a.cu \
-  build/a2a/a2a_plan.o build/a2a/dh_err.o -L"$lib" $nccl -Xlinker -rpath="$lib"
+# The Makefile's rule builds it (its file list and flags), with NCCL where it was found here.
+exec make bin/dha2a NVCC="$NVCC" CUDA_ARCH="$CUDA_ARCH" CC="$CC" NCCL_LIB="$lib/$nccl" NCCL_INC="$inc"

@@ -15,18 +15,22 @@
  * --prompt-len and --steps override the file's values for every run (diagnostics, dry runs).
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
- *   if l runs g's indexer: indexer scoring (indexer.cu, indexer_wgmma.cu; --indexer-version,
- *     default 5) over every request's context and top-k (topk.cu, --topk-version, default 6)
+ *   if l runs g's indexer: indexer scoring (--indexer-version, default 5: the library's,
+ *     kernels/lib/indexer.cu) over every request's context and top-k (--topk-version, default 6:
+ *     kernels/lib/topk.cu; other versions from kernels/versions/)
  *     -- their output is discarded: the trace's selection stands in for it, since top-k of
  *     random keys carries nothing --
  *     then the hot-buffer classification of g for all requests (one block per request,
- *     rp_residency_kernel below) and the compaction of the misses into one list;
+ *     the library's dhk_residency_launch, kernels/lib/residency.cu) and the compaction of the
+ *     misses into one list;
  *     the misses of every layer of g are then fetched on a second stream on fetch_sms SMs
- *     (fetch.cu version 5, zero-copy from the pinned host pool into the layer's hot buffer),
+ *     (dhk_fetch_launch: fetch version 5, zero-copy from the pinned host pool into the layer's
+ *     hot buffer),
  *     as the simulator's IndexShare prefetch does;
- *   q_a, q_b, kv_a projections (cuBLASLt FP8, gemm.cu);
+ *   q_a, q_b, kv_a projections (cuBLASLt FP8, dhk_gemm_*);
  *   sparse attention over the k selected rows of every request from the layer's hot buffer
- *     (--attention-version, default 8: attention_wgmma.cu; FP8 656-byte rows), after the
+ *     (--attention-version, default 8: the library's, kernels/lib/attention.cu; FP8 656-byte
+ *     rows), after the
  *     layer's fetch;
  *   o_proj, the shared expert (gate_up, down) and, in MoE layers, the local experts that the
  *     instance's tokens touch as one strided-batched GEMM each for gate_up and down.
@@ -36,7 +40,7 @@
  * Residency: the classification keeps one state per (request, group) -- layers that share
  * a selection share its slot map, and each layer has its own hot buffer with those slots --
  * and implements the simulator's policy (sim/hotbuf.h) exactly, including the rows a decode step
- * writes: they enter residency without a fetch (kernels/residency.cu leaves them out). The
+ * writes: they enter residency without a fetch (kernels/versions/residency.cu leaves them out). The
  * host runs the simulator's own hot buffer on the same deltas (rp_host.h) and every step's
  * GPU miss count of every pair must equal it; two pairs' resident sets are compared row by row
  * at every step. A difference stops the replay (exit 1).
@@ -53,7 +57,7 @@
  * rp_map_kernel gives every query's k rows their slots (hot buffer or staging; a row in
  * neither stops the replay); attention runs R x Q queries; the GEMMs run R x Q tokens, the
  * experts those tokens touch. After the timed step the accepted drafts' positions are applied
- * to the hot buffers (rp_residency_kernel on the pairs that accepted that many; their misses
+ * to the hot buffers (dhk_residency_launch on the pairs that accepted that many; their misses
  * checked against the simulator's) -- untimed, as the simulator charges nothing for it -- and
  * the draft pass is not run (dhcal validate takes the simulator's draft_s out). The streams
  * hold steps x Q + 1 positions (kernels/replay/configs.ini gives the simulator the same).
@@ -79,14 +83,12 @@
  * a comment. Not replayed: the new rows' KV write and its write-through to the host (the
  * simulator charges it off the critical path), the expert-parallel all-to-all (no peers on
  * one GPU: run the simulator with moe_comm_s = 0), the draft model's pass. */
-#include "kernels/fetch.cu"
-#include "kernels/attention.cu"
-#include "kernels/indexer.cu"
-#include "kernels/topk.cu"
-#include "kernels/gather.cu"
-#include "kernels/gemm.cu"
-#include "kernels/residency.cu"
-#include "kernels/block_scan.cuh"
+#include "kernels/dhk.h"     // defines: the library's kernels (dhk_residency_launch, dhk_fetch_launch, dhk_gemm_*, ...)
+#include "kernels/bench.cuh" // defines: attn_launch, topk_launch, indexer_launch (any version of kernels/versions/)
+#include "kernels/kref.h"
+
+#include <cuda_bf16.h>
+#include <errno.h>
 
 extern "C" {
 #include "common/dh_err.h"
@@ -97,160 +99,11 @@ extern "C" {
 #include <math.h>
 #include <string.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
-#define RP_THREADS 1024
-#define RP_WMAX 64        /* rows one step may write per request */
-
-/* The eviction key of kref_lru_key() (kernels/kref.h), as residency.cu computes it. */
-__device__ __forceinline__ uint64_t rp_lru_key(int32_t slot, int32_t row, int32_t last, bool prot)
-{
-    if (prot) return ~0ull;
-    if (row < 0) return (uint64_t)slot;
-    return (1ull << 62) | ((uint64_t)(uint32_t)last << 24) | (uint64_t)row;
-}
-
-/* ---- residency: the simulator's policy (sim/hotbuf.h) with the written rows ----
- *
- * Per pair p (one block): the slots 0..B-1 of the pair's hot buffer, slot_row/slot_last per
- * slot, row_slot per context row. Eviction key per slot as kref_lru_key(): free slots first
- * (by slot), then resident unselected rows by (last step selected, row); selected rows are
- * protected. The rows written at this step (w rows from wfirst, above every older row) enter
- * with last = step - 1, i.e. as the most recent unselected rows -- exactly the simulator's
- * list order (rows leaving at this position, ascending, then the written rows) -- or with
- * last = step when selected (a hit). The V = misses + surviving written rows smallest keys
- * are the victims; when the unprotected slots cannot hold them all, the lowest written
- * unselected rows are dropped, as the simulator evicts them from its list. Misses, in
- * ascending row order, take the victims in ascending slot order, then the written rows.
- * Outputs: sel_slot (global slot: pair * stride + slot), the misses (rows, slots) and their
- * count; n_miss = -1 if the selection does not fit the budget. active (NULL: every pair) skips
- * the pairs with active[pair] == 0 (a verification's commit: requests accept different counts
- * of drafts); step only has to grow from one call to the next for each pair. */
-__global__ void __launch_bounds__(RP_THREADS)
-rp_residency_kernel(int B, int stride, int k, int win, int32_t step, const int32_t *__restrict__ active,
-                    const int32_t *__restrict__ sel_all,
-                    const int32_t *__restrict__ wfirst, const int32_t *__restrict__ wcnt,
-                    int32_t *__restrict__ slot_row_all, int32_t *__restrict__ slot_last_all,
-                    int32_t *__restrict__ row_slot_all, int32_t *__restrict__ sel_slot_all,
-                    int32_t *__restrict__ miss_rows_all, int32_t *__restrict__ miss_slots_all,
-                    int32_t *__restrict__ n_miss_all)
-{
-    extern __shared__ __align__(16) uint8_t rp_smem[];
-    uint64_t *keys = (uint64_t *)rp_smem;
-    uint8_t *prot = rp_smem + (size_t)B * 8;
-    int32_t *victims = (int32_t *)(rp_smem + (size_t)B * 8 + (((size_t)B + 15) & ~(size_t)15));
-    __shared__ uint32_t hist[256];
-    __shared__ int32_t s_m, s_wsel, s_free, s_unprot, s_digit, s_need;
-    const size_t p = blockIdx.x;
-    if (active && !active[p]) return;
-    const int32_t *sel = sel_all + p * k;
-    int32_t *slot_row = slot_row_all + p * stride, *slot_last = slot_last_all + p * stride;
-    int32_t *row_slot = row_slot_all + p * (size_t)win;
-    int32_t *sel_slot = sel_slot_all + p * k;
-    const int tid = threadIdx.x;
-    const int w0 = wfirst[p], w = wcnt[p];
-
-    for (int s = tid; s < B; s += blockDim.x) prot[s] = 0;
-    if (tid == 0) s_m = 0, s_wsel = 0, s_free = 0, s_unprot = 0;
-    __syncthreads();
-    int my_miss = 0, my_wsel = 0;
-    for (int i = tid; i < k; i += blockDim.x) {
-        int32_t row = sel[i];
-        int32_t s = row >= w0 && row < w0 + w ? -2 : row_slot[row];
-        sel_slot[i] = s;  /* local for now: >= 0 hit, -1 miss, -2 written and selected */
-        if (s >= 0) prot[s] = 1;
-        else if (s == -1) my_miss++;
-        else my_wsel++;
-    }
-    if (my_miss) atomicAdd(&s_m, my_miss);
-    if (my_wsel) atomicAdd(&s_wsel, my_wsel);
-    __syncthreads();
-    int my_free = 0, my_unprot = 0;
-    for (int s = tid; s < B; s += blockDim.x) {
-        keys[s] = rp_lru_key(s, slot_row[s], slot_last[s], prot[s]);
-        my_free += slot_row[s] < 0;
-        my_unprot += slot_row[s] >= 0 && !prot[s];
-    }
-    if (my_free) atomicAdd(&s_free, my_free);
-    if (my_unprot) atomicAdd(&s_unprot, my_unprot);
-    __syncthreads();
-    const int m = s_m, wsel = s_wsel, avail = s_free + s_unprot;
-    if (m + wsel > avail) {  /* the selection outgrows the budget: the simulator refuses it too */
-        if (tid == 0) n_miss_all[p] = -1;
-        return;
-    }
-    const int drop = max(0, m + w - avail);
-    const int V = m + w - drop;
-
-    /* Radix select of the V-th smallest key (residency.cu version 1). */
-    uint64_t prefix = 0;
-    int need = V;
-    if (V > 0) {
-        for (int shift = 56; shift >= 0; shift -= 8) {
-            for (int b = tid; b < 256; b += blockDim.x) hist[b] = 0;
-            __syncthreads();
-            uint64_t hi_mask = shift == 56 ? 0 : (~0ull << (shift + 8));
-            for (int s = tid; s < B; s += blockDim.x)
-                if ((keys[s] & hi_mask) == prefix) atomicAdd(&hist[(keys[s] >> shift) & 255], 1u);
-            __syncthreads();
-            radix_select_digit(hist, need, &s_digit, &s_need);
-            prefix |= (uint64_t)s_digit << shift;
-            need = s_need;
-            __syncthreads();
-        }
-    }
-    const uint64_t threshold = prefix;
-    block_compact_le(keys, B, threshold, V > 0, victims);
-
-    /* Misses in ascending row order take the first m victims. */
-    const int kper = (k + blockDim.x - 1) / blockDim.x;
-    const int i0 = min(k, tid * kper), i1 = min(k, i0 + kper);
-    int mc = 0;
-    for (int i = i0; i < i1; i++) mc += sel_slot[i] == -1;
-    int mtotal;
-    int j = block_excl_scan(mc, &mtotal);
-    for (int i = i0; i < i1; i++) {
-        int32_t s = sel_slot[i];
-        if (s == -2) continue;  /* written and selected: placed below */
-        if (s == -1) {
-            s = victims[j];
-            int32_t old = slot_row[s];
-            if (old >= 0) row_slot[old] = -1;
-            slot_row[s] = sel[i];
-            row_slot[sel[i]] = s;
-            miss_rows_all[p * k + j] = sel[i];
-            miss_slots_all[p * k + j] = s;
-            j++;
-        }
-        slot_last[s] = step;
-        sel_slot[i] = (int32_t)(p * stride + s);
-    }
-    __syncthreads();
-    /* The written rows (a handful per step), ascending, take the remaining victims; the
-     * lowest unselected ones are dropped when there is no room. */
-    if (tid == 0) {
-        int v = m, dropped = 0;
-        for (int t = 0; t < w; t++) {
-            int32_t row = w0 + t;
-            int lo = 0, hi = k - 1, pos = -1;
-            while (lo <= hi) {
-                int mid = (lo + hi) >> 1;
-                if (sel[mid] == row) { pos = mid; break; }
-                if (sel[mid] < row) lo = mid + 1; else hi = mid - 1;
-            }
-            if (pos < 0 && dropped < drop) { dropped++; continue; }
-            int32_t s = victims[v++];
-            int32_t old = slot_row[s];
-            if (old >= 0) row_slot[old] = -1;
-            slot_row[s] = row;
-            row_slot[row] = s;
-            slot_last[s] = pos >= 0 ? step : step - 1;
-            if (pos >= 0) sel_slot[pos] = (int32_t)(p * stride + s);
-        }
-        n_miss_all[p] = m;
-    }
-}
+#define RP_WMAX DHK_RES_WMAX   /* rows one step may write per request */
 
 /* The per-pair miss lists of one group as one list for the fetch: pool row r * win + row
  * (request r's window in the layer's part of the pool), hot slot r * stride + slot. */
@@ -338,7 +191,7 @@ __global__ void rp_fill_f32(float *p, size_t n, uint64_t seed, float lo, float s
 /* ---- GEMMs ---- */
 
 struct rp_gemm {
-    gemm_plan plan;
+    dhk_gemm plan;
     int m, n, kdim, batch;
     size_t wbytes;  /* one weight matrix */
     uint8_t *w[2];  /* two copies, alternated by layer so that no layer reads another's from L2 */
@@ -348,7 +201,7 @@ static void rp_gemm_make(rp_gemm &g, int m, int n, int kdim, int batch, void *ws
 {
     g.m = m; g.n = n; g.kdim = kdim; g.batch = batch;
     g.wbytes = (size_t)n * kdim;
-    if (gemm_plan_make(g.plan, true, m, n, kdim, ws, ws_bytes)) {
+    if (dhk_gemm_make(g.plan, true, m, n, kdim, ws, ws_bytes)) {
         fprintf(stderr, "dhreplay: cuBLASLt has no fp8 algorithm for m %d n %d k %d\n", m, n, kdim);
         exit(1);
     }
@@ -385,7 +238,7 @@ static void rp_gemm_make(rp_gemm &g, int m, int n, int kdim, int batch, void *ws
 
 static void rp_gemm_run(rp_gemm &g, int layer, const void *x, void *y)
 {
-    gemm_run(g.plan, g.w[layer & 1], x, y);
+    dhk_gemm_run(g.plan, g.w[layer & 1], x, y);
 }
 
 /* ---- driver ---- */
@@ -646,7 +499,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "dhreplay: model '%s': the replay runs 656-byte FP8 rows and 32 or 64 indexer heads\n", model);
         return 1;
     }
-    if (gamma && !indexer_v5_supports(idx_heads, (int)gamma + 1)) {
+    if (gamma && !dhk_indexer_supports(idx_heads, (int)gamma + 1)) {
         fprintf(stderr, "dhreplay: model '%s': indexer version 5 has no build for %d heads x %ld queries\n", model,
                 idx_heads, gamma + 1);
         return 1;
@@ -657,13 +510,13 @@ int main(int argc, char **argv)
 
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
-    size_t smem_res = (size_t)Bmax * 8 + (((size_t)Bmax + 15) & ~(size_t)15) + 4 * (size_t)(k + RP_WMAX);
+    const size_t smem_res = dhk_residency_smem_bytes(Bmax, k);
     if (smem_res > prop.sharedMemPerBlockOptin - 4096) {
         fprintf(stderr, "dhreplay: budget %d needs %zu B of shared memory per block (limit %zu)\n", Bmax, smem_res,
                 (size_t)prop.sharedMemPerBlockOptin);
         return 1;
     }
-    cudaCheck(cudaFuncSetAttribute(rp_residency_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_res));
+    dhk_residency_setup(smem_res);
 
     /* Host pool: every row of every (layer, request) window, pinned and mapped. */
     size_t pool_bytes = (size_t)L * R * win * row_bytes;
@@ -720,14 +573,14 @@ int main(int argc, char **argv)
     uint8_t *ikeys, *iq;
     float *iscales, *iw, *scores;
     int32_t *top;
-    cudaCheck(cudaMalloc(&ikeys, (size_t)R * win * IX_DIM));
+    cudaCheck(cudaMalloc(&ikeys, (size_t)R * win * DHK_IX_DIM));
     cudaCheck(cudaMalloc(&iscales, (size_t)R * win * 4));
-    cudaCheck(cudaMalloc(&iq, (size_t)R * Q * idx_heads * IX_DIM));
+    cudaCheck(cudaMalloc(&iq, (size_t)R * Q * idx_heads * DHK_IX_DIM));
     cudaCheck(cudaMalloc(&iw, (size_t)R * Q * idx_heads * 4));
     cudaCheck(cudaMalloc(&scores, (size_t)R * Q * win * 4));
     cudaCheck(cudaMalloc(&top, (size_t)R * Q * k * 4));
-    rp_fill_e4m3<<<1024, 256>>>(ikeys, (size_t)R * win * IX_DIM, 0x1de7);
-    rp_fill_e4m3<<<64, 256>>>(iq, (size_t)R * Q * idx_heads * IX_DIM, 0x9e);
+    rp_fill_e4m3<<<1024, 256>>>(ikeys, (size_t)R * win * DHK_IX_DIM, 0x1de7);
+    rp_fill_e4m3<<<64, 256>>>(iq, (size_t)R * Q * idx_heads * DHK_IX_DIM, 0x9e);
     rp_fill_f32<<<1024, 256>>>(iscales, (size_t)R * win, 0x5c, 0.5f, 1.0f);
     rp_fill_f32<<<16, 256>>>(iw, (size_t)R * Q * idx_heads, 0x77, 0.01f, 0.02f);
     CUDA_LAUNCH_CHECK();
@@ -860,11 +713,9 @@ int main(int argc, char **argv)
                     indexer_launch((int)indexer_version, idx_heads, iq, iw, ikeys, iscales, (int)R, ctx, scores, 0, 0, Qn);
                     topk_launch((int)topk_version, scores, (int)R * Qn, ctx, k, top, 0);
                 }
-                rp_residency_kernel<<<(unsigned)R, RP_THREADS, smem_res>>>(
-                    run.budget, Bmax, k, win, stamp, nullptr, sel_d + gp * k, wfirst_d + gp, wcnt_d + gp,
-                    slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win, sel_slot + gp * k,
-                    miss_rows + gp * k, miss_slots + gp * k, n_miss + gp);
-                CUDA_LAUNCH_CHECK();
+                dhk_residency_launch((int)R, run.budget, Bmax, k, win, stamp, nullptr, sel_d + gp * k, wfirst_d + gp,
+                                     wcnt_d + gp, slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win,
+                                     sel_slot + gp * k, miss_rows + gp * k, miss_slots + gp * k, n_miss + gp, smem_res, 0);
                 rp_compact_kernel<<<1, 1024>>>((int)R, k, win, Bmax, n_miss + gp, miss_rows + gp * k,
                                                miss_slots + gp * k, flat_rows + gp * k, flat_slots + gp * k);
                 CUDA_LAUNCH_CHECK();
@@ -889,16 +740,12 @@ int main(int argc, char **argv)
                         fetch_timed[j] = 1;
                     }
                     if (group_miss[g] > 0 && !(skip & RP_SKIP_FETCH)) {
-                        fetch_rows_kernel<uint4, 4, false, 512><<<(unsigned)fetch_sms, 512, 0, fst>>>(
-                            pool_l, row_bytes, flat_rows + gp * k, flat_slots + gp * k, group_miss[g], row_bytes,
-                            hot_l, row_bytes);
-                        CUDA_LAUNCH_CHECK();
+                        dhk_fetch_launch(pool_l, row_bytes, flat_rows + gp * k, flat_slots + gp * k, group_miss[g],
+                                         row_bytes, hot_l, row_bytes, (int)fetch_sms, fst);
                     }
                     if (with_union && group_stage[g] > 0 && !(skip & RP_SKIP_FETCH)) {
-                        fetch_rows_kernel<uint4, 4, false, 512><<<(unsigned)fetch_sms, 512, 0, fst>>>(
-                            pool_l, row_bytes, xs_rows + group_stage_off[g], xs_slots + group_stage_off[g],
-                            group_stage[g], row_bytes, hot_l, row_bytes);
-                        CUDA_LAUNCH_CHECK();
+                        dhk_fetch_launch(pool_l, row_bytes, xs_rows + group_stage_off[g], xs_slots + group_stage_off[g],
+                                         group_stage[g], row_bytes, hot_l, row_bytes, (int)fetch_sms, fst);
                     }
                     if (fetch_timed[j]) cudaCheck(cudaEventRecord(ev_fe[j], fst));
                     fetch_rows[j] = any ? group_miss[g] + (with_union ? group_stage[g] : 0) : 0;
@@ -1133,11 +980,11 @@ int main(int argc, char **argv)
                     cudaCheck(cudaMemcpy(wcnt_d, cwc.data(), P * 4, cudaMemcpyHostToDevice));
                     for (int g = 0; g < G; g++) {
                         const size_t gp = (size_t)g * R;
-                        rp_residency_kernel<<<(unsigned)R, RP_THREADS, smem_res>>>(
-                            run.budget, Bmax, k, win, stamp, active_d + gp, sel_d + (size_t)t * P * k + gp * k,
-                            wfirst_d + gp, wcnt_d + gp, slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win,
-                            sel_slot + gp * k, miss_rows + gp * k, miss_slots + gp * k, n_miss + gp);
-                        CUDA_LAUNCH_CHECK();
+                        dhk_residency_launch((int)R, run.budget, Bmax, k, win, stamp, active_d + gp,
+                                             sel_d + (size_t)t * P * k + gp * k, wfirst_d + gp, wcnt_d + gp,
+                                             slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win,
+                                             sel_slot + gp * k, miss_rows + gp * k, miss_slots + gp * k, n_miss + gp,
+                                             smem_res, 0);
                     }
                     stamp++;
                     cudaCheck(cudaDeviceSynchronize());

@@ -1,7 +1,8 @@
 /* fetch.cu: miss fetch, hot[slot[i]] = pool[row[i]], from a pinned host pool into GPU hot-buffer
  * slots, on a given number of SMs. CPU reference: kref_gather_rows (kernels/kref.c).
  *
- * Versions (suite key versions=...):
+ * Versions (suite key versions=...; version 5 with 16-byte rows is the library's,
+ * kernels/lib/fetch.cu, dhk_fetch_launch):
  *   1  one warp per row, 16-byte loads (8-byte for 584 B rows), rows interleaved over warps:
  *      HiSparse's kernel; every load waits on its own PCIe round trip.
  *   2  each warp takes a contiguous run of the list and keeps 8 rows (up to 24 loads per lane)
@@ -60,6 +61,7 @@
  * to it, by locality (suites/fetch-beside.suite; the simulator's [hw] compute_interference). */
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
+#include "kernels/lib/fetch_rows.cuh"   // defines: fetch_rows_kernel (versions 1, 2, 3, 5), FETCH_CPL
 
 #include <cuda.h>
 #include <sys/mman.h>
@@ -78,61 +80,6 @@
 #endif
 
 /* ---- device kernels ---- */
-
-/* Largest lane chunk count any supported row needs: 1152 B / 16 B = 72 chunks = 3 per lane;
- * 584 B / 8 B = 73 chunks = 3 per lane; padded 768 / 16 = 48 = 2 per lane. */
-#define FETCH_CPL 3
-
-/* THREADS is the block size: one block per SM, so a launch of sms blocks uses sms SMs; version 1
- * uses 1024 threads, versions 2-3 use 512 so that 8 rows of 16-byte chunks fit in registers
- * (128 per thread) without spilling. */
-template <typename V, int R, bool CONTIG, int THREADS>
-__global__ void __launch_bounds__(THREADS, 1)
-fetch_rows_kernel(const uint8_t *__restrict__ pool, size_t pool_stride,
-                  const int64_t *__restrict__ rows, const int32_t *__restrict__ slots, int n,
-                  int row_bytes, uint8_t *__restrict__ hot, size_t hot_stride)
-{
-    const int lane = threadIdx.x & 31;
-    const int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
-    const int nwarps = (int)((gridDim.x * blockDim.x) >> 5);
-    const int nvec = row_bytes / (int)sizeof(V);
-    int begin, end, step;
-    if (CONTIG) {
-        int per = (n + nwarps - 1) / nwarps;
-        begin = warp * per;
-        end = min(n, begin + per);
-        step = R;
-    } else {
-        begin = warp * R;
-        end = n;
-        step = nwarps * R;
-    }
-    for (int i0 = begin; i0 < end; i0 += step) {
-        V buf[R][FETCH_CPL];
-        /* All loads of R rows are issued before the first store, so R * FETCH_CPL requests
-         * per lane are in flight at once. */
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            int i = i0 + r;
-            if (i < end) {
-                const V *src = (const V *)(pool + (size_t)rows[i] * pool_stride);
-#pragma unroll
-                for (int c = 0; c < FETCH_CPL; c++)
-                    if (lane + 32 * c < nvec) buf[r][c] = src[lane + 32 * c];
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            int i = i0 + r;
-            if (i < end) {
-                V *dst = (V *)(hot + (size_t)slots[i] * hot_stride);
-#pragma unroll
-                for (int c = 0; c < FETCH_CPL; c++)
-                    if (lane + 32 * c < nvec) dst[lane + 32 * c] = buf[r][c];
-            }
-        }
-    }
-}
 
 /* ---- version 8: a bounded window of rows in flight ---- */
 
@@ -1064,11 +1011,13 @@ int bench_fetch(bench_env *env, const bench_params &p)
             CUDA_LAUNCH_CHECK();
             break;
         case 5:
-            if (row_bytes % 16 == 0)
-                fetch_rows_kernel<uint4, 4, false, 512><<<sms, 512, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
-            else
+            /* 16-byte rows: the library's fetch (the replay's); 584 B rows take 8-byte words. */
+            if (row_bytes % 16 == 0) {
+                dhk_fetch_launch(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride, sms, stream);
+            } else {
                 fetch_rows_kernel<uint2, 4, false, 512><<<sms, 512, 0, stream>>>(pool_dev, stride, rr, ss, n, row_bytes, hot_d, stride);
-            CUDA_LAUNCH_CHECK();
+                CUDA_LAUNCH_CHECK();
+            }
             break;
         case 6:
         case 7: {

@@ -1,7 +1,8 @@
 /* residency.cu: hot-buffer residency on the GPU, HiSparse-style: for each (request, layer),
  * classify the k selected rows as hits or misses against its LRU hot buffer and give every
  * miss a slot. CPU reference: kref_lru_step (kernels/kref.c), which states the policy; the
- * GPU result must equal it slot for slot at every step.
+ * GPU result must equal it slot for slot at every step. The replay's classification, which
+ * also takes in the rows a step writes, is the library's (kernels/lib/residency.cu).
  *
  * Version 1: one block of 1024 threads per (request, layer), all pairs in one launch.
  *   hits:    a row -> slot table per pair (O(1) lookup per selected row, like HiSparse's);
@@ -20,7 +21,7 @@
 extern "C" {
 #include "common/dh_err.h"
 }
-#include "kernels/block_scan.cuh"
+#include "kernels/lib/block_scan.cuh"
 
 #include <string.h>
 

@@ -6,7 +6,8 @@
  * Version 1: cuBLASLt's first heuristic algorithm, 32 MB workspace.
  * Check: 256 sampled outputs against float64 dot products of the same (rounded) inputs;
  * bf16 output rounding bounds the error near 4e-3. The CPU reference here is that sampled dot
- * product: a full reference GEMM would take minutes at these shapes. */
+ * product: a full reference GEMM would take minutes at these shapes. The plans are the
+ * library's (kernels/lib/gemm.cu, dhk_gemm_*), which bin/dhreplay runs too. */
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
 
@@ -17,69 +18,6 @@
 #include <string.h>
 
 #include <algorithm>
-
-#define cublasCheck(call) bench_cublas_check((call), #call, __FILE__, __LINE__)
-
-static void bench_cublas_check(cublasStatus_t st, const char *what, const char *file, int line)
-{
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "dhbench: %s:%d: %s failed: cuBLAS status %d\n", file, line, what, (int)st);
-        exit(1);
-    }
-}
-
-struct gemm_plan {
-    cublasLtHandle_t lt;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulAlgo_t algo;
-    void *ws;
-    size_t ws_bytes;
-};
-
-static cublasLtHandle_t g_lt;
-
-/* Plans D (n x m column-major = Y row-major) = W^T(op T on k x n) . X (k x m). Returns -1 when
- * cuBLASLt has no algorithm for the shape. */
-static int gemm_plan_make(gemm_plan &g, bool fp8, int m, int n, int kdim, void *ws, size_t ws_bytes)
-{
-    if (!g_lt) cublasCheck(cublasLtCreate(&g_lt));
-    g.lt = g_lt;
-    g.ws = ws;
-    g.ws_bytes = ws_bytes;
-    cudaDataType_t in_t = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-    cublasCheck(cublasLtMatmulDescCreate(&g.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    cublasCheck(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    cublasCheck(cublasLtMatrixLayoutCreate(&g.la, in_t, kdim, n, kdim));
-    cublasCheck(cublasLtMatrixLayoutCreate(&g.lb, in_t, kdim, m, kdim));
-    cublasCheck(cublasLtMatrixLayoutCreate(&g.lc, CUDA_R_16BF, n, m, n));
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g.lt, g.op, g.la, g.lb, g.lc, g.lc, pref, 1, &res, &found);
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) return -1;
-    g.algo = res.algo;
-    return 0;
-}
-
-static void gemm_plan_release(gemm_plan &g)
-{
-    cublasCheck(cublasLtMatrixLayoutDestroy(g.la));
-    cublasCheck(cublasLtMatrixLayoutDestroy(g.lb));
-    cublasCheck(cublasLtMatrixLayoutDestroy(g.lc));
-    cublasCheck(cublasLtMatmulDescDestroy(g.op));
-}
-
-static void gemm_run(gemm_plan &g, const void *w, const void *x, void *y)
-{
-    const float one = 1.f, zero = 0.f;
-    cublasCheck(cublasLtMatmul(g.lt, g.op, &one, w, g.la, x, g.lb, &zero, y, g.lc, y, g.lc, &g.algo, g.ws, g.ws_bytes, 0));
-}
 
 /* Random inputs of the given type; host copies as floats for the sampled check. */
 static void gemm_inputs(bool fp8, size_t n, bench_rng &rng, std::vector<uint8_t> &dev_bytes, std::vector<float> &vals)
@@ -126,9 +64,9 @@ static int gemm_measure(bench_env *env, bool fp8, int m, int n, int kdim, const 
     for (int s = 0; s < nsets; s++)
         cudaCheck(cudaMemcpy((uint8_t *)w_d + wbytes * s, wb.data(), wbytes, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(x_d, xb.data(), xb.size(), cudaMemcpyHostToDevice));
-    gemm_plan g;
+    dhk_gemm g;
     int ok = 1;
-    if (gemm_plan_make(g, fp8, m, n, kdim, ws_d, ws_bytes)) {
+    if (dhk_gemm_make(g, fp8, m, n, kdim, ws_d, ws_bytes)) {
         fprintf(stderr, "dhbench: gemm %s: cuBLASLt has no %s algorithm for m %d n %d k %d\n", name.c_str(),
                 fp8 ? "fp8" : "bf16", m, n, kdim);
         ok = 0;
@@ -136,7 +74,7 @@ static int gemm_measure(bench_env *env, bool fp8, int m, int n, int kdim, const 
     bench_timing t = {0, 0, 0, 0};
     if (ok) {
         cudaCheck(cudaMemset(y_d, 0xff, (size_t)m * n * 2));
-        gemm_run(g, w_d, x_d, y_d);
+        dhk_gemm_run(g, w_d, x_d, y_d);
         cudaCheck(cudaDeviceSynchronize());
         std::vector<uint16_t> y((size_t)m * n);
         cudaCheck(cudaMemcpy(y.data(), y_d, y.size() * 2, cudaMemcpyDeviceToHost));
@@ -158,7 +96,7 @@ static int gemm_measure(bench_env *env, bool fp8, int m, int n, int kdim, const 
     }
     if (ok) {
         /* The ceiling GEMM (not emitted) takes one launch per sample whatever --b2b says. */
-        t = bench_time(env, [&](int rep) { gemm_run(g, (uint8_t *)w_d + wbytes * (rep % nsets), x_d, y_d); }, 3, emit ? 0 : 1);
+        t = bench_time(env, [&](int rep) { dhk_gemm_run(g, (uint8_t *)w_d + wbytes * (rep % nsets), x_d, y_d); }, 3, emit ? 0 : 1);
         if (tflops_out) *tflops_out = 2.0 * m * n * kdim / (t.median_us * 1e-6) / 1e12;
     }
     if (emit) {
@@ -176,7 +114,7 @@ static int gemm_measure(bench_env *env, bool fp8, int m, int n, int kdim, const 
         if (ok) { bench_take(r, t); }
         bench_emit(env, r);
     }
-    gemm_plan_release(g);
+    dhk_gemm_release(g);
     cudaCheck(cudaFree(w_d)); cudaCheck(cudaFree(x_d)); cudaCheck(cudaFree(y_d)); cudaCheck(cudaFree(ws_d));
     return ok ? 0 : -1;
 }

@@ -20,7 +20,7 @@
  *      way a producer with few threads could keep many rows moving. */
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
-#include "kernels/sync.cuh"
+#include "kernels/lib/sync.cuh"
 
 #include <algorithm>
 #include <string>

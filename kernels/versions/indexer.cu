@@ -16,15 +16,16 @@
  *      from global memory at the tile's end, a dependent load per tile that Nsight Compute
  *      found behind a quarter of its stalls): 16-byte copies when every request's scales
  *      start 16-byte aligned (the context a multiple of 4), else one 4-byte copy per token.
- *   5  wgmma with FP8 operands (sm_90a, indexer_wgmma.cu): one warpgroup per block, 64-token
- *      tiles in a four-stage cp.async ring, scales in the ring; also several query tokens per
- *      request (`queries`, a speculative step's gamma + 1), which share the keys' reads.
+ *   5  wgmma with FP8 operands (sm_90a; the library's, kernels/lib/indexer_wgmma.cu): one
+ *      warpgroup per block, 64-token tiles in a four-stage cp.async ring, scales in the ring;
+ *      also several query tokens per request (`queries`, a speculative step's gamma + 1),
+ *      which share the keys' reads.
  * The benchmark runs the top-k (topk.cu, version `topk`, default 6) on the scores it made and
  * checks it against kref_topk. */
 #include "kernels/bench.cuh"
-#include "kernels/block_scan.cuh"
+#include "kernels/lib/block_scan.cuh"
 #include "kernels/kref.h"
-#include "kernels/sync.cuh"
+#include "kernels/lib/sync.cuh"
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -34,7 +35,6 @@
 #include <cmath>
 #include <thread>
 
-#define IX_DIM 128
 #define IX_MAXH 64
 
 /* ---- version 1 ---- */
@@ -269,10 +269,10 @@ __global__ void __launch_bounds__(256) indexer_v3_kernel(const uint8_t *__restri
  * queries query tokens per request (q, w and scores request-major, then query), tiles =
  * 64-token tiles per block (0 = automatic). */
 void indexer_launch(int version, int heads, const uint8_t *q, const float *w, const uint8_t *keys, const float *scales,
-                    int batch, int ctx, float *scores, cudaStream_t st, int tiles = 0, int queries = 1)
+                    int batch, int ctx, float *scores, cudaStream_t st, int tiles, int queries)
 {
     if (version == 5) {
-        indexer_v5_launch(heads, queries, q, w, keys, scales, batch, ctx, scores, tiles, st);
+        dhk_indexer_launch(heads, queries, q, w, keys, scales, batch, ctx, scores, tiles, st);
         return;
     }
     static bool attr_done = false;
@@ -329,7 +329,7 @@ int bench_indexer_check(const bench_params &p)
         fprintf(stderr, "dhbench: indexer: heads %lld is not 32 or 64\n", heads);
         return -1;
     }
-    if (queries != 1 && (version != 5 || queries < 1 || queries > 8 || !indexer_v5_supports((int)heads, (int)queries))) {
+    if (queries != 1 && (version != 5 || queries < 1 || queries > 8 || !dhk_indexer_supports((int)heads, (int)queries))) {
         fprintf(stderr, "dhbench: indexer: queries=%lld heads=%lld version=%lld: more than one query needs version 5 "
                 "with heads x queries <= 256, queries 1, 2, 4 or 8\n", queries, heads, version);
         return -1;

@@ -1,8 +1,9 @@
-/* attention.cuh: what the sparse decode attention's two translation units share.
+/* attention.cuh: what the sparse decode attention's translation units share.
  *
- * attention.cu (versions 1-5, the combine kernels and the benchmarks, built for sm_90) and
- * attention_wgmma.cu (versions 6-10, built for sm_90a because wgmma exists only there) take the
- * same launch arguments and resolve a selected row to its bytes the same way: a hot-buffer
+ * kernels/versions/attention.cu (versions 1-5, their combine kernels and the benchmarks, built
+ * for sm_90), kernels/versions/attention_wgmma.cu and kernels/lib/attention_wgmma.cu (versions
+ * 6-10, built for sm_90a because wgmma exists only there) and the library's launch
+ * (kernels/lib/attention.cu, version 8 and its combine) take the same launch arguments and resolve a selected row to its bytes the same way: a hot-buffer
  * slot (id >= 0), a row of the mapped host pool (id < 0, row -id-1), or a ring position. */
 #ifndef ATTENTION_CUH
 #define ATTENTION_CUH
@@ -11,6 +12,11 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The MLA shape: 64 heads per block, 576-dim keys (512 latent + 64 RoPE), 512-dim values. */
+#define AT_H 64
+#define AT_QK 576
+#define AT_V 512
 
 struct attn_args {
     const uint8_t *hot;
@@ -50,5 +56,8 @@ enum { ATTN6_TILE_ROWS = 64 };
 /* Diagnostic variants of versions 8 and 10 (diag != A6_DIAG_NONE): one side of the pipeline alone. */
 enum { A6_DIAG_NONE = 0, A6_DIAG_PRODUCER = 1, A6_DIAG_CONSUMERS = 2 };
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
+/* Inside the library: version 8's main kernel alone (kernels/lib/attention_wgmma.cu); callers
+ * use dhk_attention_launch (kernels/dhk.h), which adds the splits and their combine. */
+void dhk__attn8_launch(const attn_args &a, float *out, cudaStream_t stream);
 
 #endif

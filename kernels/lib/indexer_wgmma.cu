@@ -1,6 +1,8 @@
-/* indexer_wgmma.cu: indexer version 5, the DSA indexer's key scoring (indexer.cu) on Hopper's
- * warpgroup matrix multiply with FP8 operands (wgmma e4m3 x e4m3 -> fp32), so this file alone
- * with attention_wgmma.cu is built for sm_90a. CPU reference: kref_indexer_scores.
+/* indexer_wgmma.cu: the library's indexer scoring (kernels/dhk.h: dhk_indexer_launch), indexer
+ * version 5 of kernels/versions/indexer.cu: the DSA indexer's key scoring on Hopper's warpgroup
+ * matrix multiply with FP8 operands (wgmma e4m3 x e4m3 -> fp32), so this file is built for
+ * sm_90a. CPU reference: kref_indexer_scores (kernels/kref.c); the check against it is
+ * bin/dhbench's (kernels/versions/indexer.cu).
  *
  * score(q, t) = scale_t * sum_h w_{q,h} * relu(q_h . k_t) for each of a request's Q query tokens
  * (Q > 1: the gamma + 1 tokens a speculative step verifies), which share the request's keys.
@@ -21,13 +23,15 @@
  * Accuracy: wgmma's FP8 products are exact, but its accumulation is narrower than fp32 (about
  * 14 bits are kept, DeepSeek-V3 technical report, section 3.3.2), so the scores match the
  * float64 reference less closely than versions 2-4 (which sum in fp32): the benchmark's
- * tolerance for this version is IX5_REL_TOL. */
-#include "kernels/bench.cuh"
-#include "kernels/sync.cuh"
-#include "kernels/wgmma.cuh"
+ * tolerance for this version is IX5_REL_TOL (kernels/bench.cuh). */
+#include "kernels/dhk.h"
+#include "kernels/lib/sync.cuh"
+#include "kernels/lib/wgmma.cuh"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #define IX5_TOK 64          /* tokens per tile: wgmma's M */
 #define IX5_STAGES 4        /* tiles in a block's ring: three in flight while one is scored */
@@ -198,13 +202,13 @@ static void ix5_launch(const uint8_t *q, const float *w, const uint8_t *keys, co
     indexer_v5_kernel<H, Q><<<g, 128, smem, st>>>(q, w, keys, scales, ctx, tpb, scores);
 }
 
-int indexer_v5_supports(int heads, int queries)
+int dhk_indexer_supports(int heads, int queries)
 {
     return (heads == 32 && (queries == 1 || queries == 2 || queries == 4 || queries == 8)) ||
            (heads == 64 && (queries == 1 || queries == 2 || queries == 4));
 }
 
-void indexer_v5_launch(int heads, int queries, const uint8_t *q, const float *w, const uint8_t *keys, const float *scales,
+void dhk_indexer_launch(int heads, int queries, const uint8_t *q, const float *w, const uint8_t *keys, const float *scales,
                        int batch, int ctx, float *scores, int tiles, cudaStream_t st)
 {
     switch (heads * 16 + queries) {
@@ -216,7 +220,7 @@ void indexer_v5_launch(int heads, int queries, const uint8_t *q, const float *w,
     case 64 * 16 + 2: ix5_launch<64, 2>(q, w, keys, scales, batch, ctx, scores, tiles, st); break;
     case 64 * 16 + 4: ix5_launch<64, 4>(q, w, keys, scales, batch, ctx, scores, tiles, st); break;
     default:
-        fprintf(stderr, "indexer_v5_launch: %d heads x %d queries is not built\n", heads, queries);
+        fprintf(stderr, "dhk_indexer_launch: %d heads x %d queries is not built\n", heads, queries);
         exit(1);
     }
     CUDA_LAUNCH_CHECK();

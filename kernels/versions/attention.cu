@@ -29,6 +29,8 @@
  *      ring of swizzled 16-bit tiles behind mbarriers, two consumer warpgroups multiply on
  *      wgmma with Q, K, V and P read from shared memory and the softmax in registers.
  *   7  version 6 with each tile's softmax overlapped with the next tile's S multiplies.
+ *   8-10 see kernels/lib/attn6.cuh; version 8 is the library's (kernels/lib/attention.cu,
+ *      dhk_attention_launch).
  * Verification's union pass runs any version over the gamma+1 queries with the union's misses
  * staged once; a kernel that runs all queries of a request against each staged union row
  * with per-query masks was not built: at 70 % overlap it does U/k = 3x the multiply work of
@@ -36,10 +38,10 @@
  * Bytes counted: the selected rows (nq * k * row_bytes); one row feeds all 64 heads, so the
  * arithmetic intensity is about 64 * 2 * 1088 / 656 = 212 FLOP/B for FP8 rows, at the
  * H200's bf16 ridge: reaching HBM speed needs the tensor cores near full rate. */
-#include "kernels/attention.cuh"
+#include "kernels/lib/attention.cuh"
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
-#include "kernels/sync.cuh"
+#include "kernels/lib/sync.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -52,10 +54,7 @@
 #include <algorithm>
 #include <thread>
 
-#define AT_H 64          /* heads per block */
 #define AT_THREADS 512
-#define AT_QK 576
-#define AT_V 512
 #define AT_KS 584        /* bf16 stride of a Q or K row in shared memory: 1168 B, conflict-free ldmatrix */
 #define AT_LOG2E 1.4426950408889634f
 
@@ -761,56 +760,6 @@ __global__ void attn4_combine_kernel(const __half *__restrict__ part_o, const fl
     o4[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
 }
 
-/* One merged output piece: value dims 4c .. 4c+3 of the (query, head) whose split 0 partial
- * row is base, from the fp16 partials of its splits weighted by their log-sum-exp. Each thread
- * keeps 8 splits' loads in flight with no branch between them; an empty split (log-sum-exp
- * -inf) wrote zeros, so its weight 0 needs no branch either. */
-__device__ __forceinline__ float4 attn8_merge4(const __half *__restrict__ part_o, const float *__restrict__ part_lse,
-                                               size_t base, int splits, int heads, int c)
-{
-    constexpr int U = 8;
-    float mx = -INFINITY;
-#pragma unroll 8
-    for (int s = 0; s < splits; s++) mx = fmaxf(mx, part_lse[base + (size_t)s * heads]);
-    float acc[4] = {0.f, 0.f, 0.f, 0.f}, den = 0.f;
-    for (int s0 = 0; s0 < splits; s0 += U) {
-        float lse[U];
-        uint2 v[U];
-#pragma unroll
-        for (int j = 0; j < U; j++) {
-            const bool in = s0 + j < splits;
-            const size_t r = base + (size_t)(in ? s0 + j : s0) * heads;
-            lse[j] = in ? part_lse[r] : -INFINITY;
-            v[j] = *(const uint2 *)(part_o + r * AT_V + c * 4);
-        }
-#pragma unroll
-        for (int j = 0; j < U; j++) {
-            const float w = mx == -INFINITY || lse[j] == -INFINITY ? 0.f : exp2f(lse[j] - mx);
-            const __half2 *h2 = (const __half2 *)&v[j];
-            const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
-            acc[0] += w * f0.x, acc[1] += w * f0.y, acc[2] += w * f1.x, acc[3] += w * f1.y;
-            den += w;
-        }
-    }
-    const float inv = den > 0 ? 1.f / den : 0.f;
-    return make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
-}
-
-/* Version 8's merge of the fp16 partials: one thread per (query, head, 4 value dims), twice
- * version 4's threads, each with 8 splits' loads in flight (attn8_merge4). attn4_combine_kernel
- * walks the splits one dependent load after another: 19 us for a single query's 32 splits in
- * an ncu profile, longer than the attention itself. */
-__global__ void attn8_combine_kernel(const __half *__restrict__ part_o, const float *__restrict__ part_lse, int nq,
-                                     int splits, int heads, float *__restrict__ out)
-{
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (size_t)nq * heads * (AT_V / 4)) return;
-    const int c = (int)(i % (AT_V / 4));
-    const size_t qh = i / (AT_V / 4);
-    const size_t base = (qh / heads) * splits * heads + qh % heads;
-    *(float4 *)(out + qh * AT_V + c * 4) = attn8_merge4(part_o, part_lse, base, splits, heads, c);
-}
-
 /* Merge the splits of every (query, head) by their log-sum-exp. */
 __global__ void attn_combine_kernel(const float *__restrict__ part_o, const float *__restrict__ part_lse,
                                     int splits, int heads, float *__restrict__ out)
@@ -831,18 +780,15 @@ __global__ void attn_combine_kernel(const float *__restrict__ part_o, const floa
     }
 }
 
-/* Scratch buffers sized for the largest launch of a benchmark. */
-struct attn_scratch {
-    float *part_o = nullptr, *part_lse = nullptr;
-    size_t cap_o = 0, cap_lse = 0;
-    unsigned *merge_cnt = nullptr;   /* version 9: two counts per (query, 64 heads), zeroed once */
-};
-
 /* Versions 4-10: at most one wave (one block per SM), so the splits fill the SMs once; fp16
  * partials and a combine only when there is more than one split. Versions 6-10 are in
  * attention_wgmma.cu (64-row tiles). */
 static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
+    if (version == 8 && a.diag == A6_DIAG_NONE) {   /* the library's version (kernels/dhk.h) */
+        dhk_attention_launch(a, sc, out, sms, st);
+        return;
+    }
     if (a.k < 1) {
         fprintf(stderr, "dhbench: attention: k = %d, need at least one row\n", a.k);
         exit(1);
@@ -883,10 +829,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     if (version == 9) {
         /* merged inside the kernel */
     } else if (a.splits > 1 && (version == 8 || version == 10)) {
-        const size_t items = (size_t)a.nq * a.heads * (AT_V / 4);
-        attn8_combine_kernel<<<(unsigned)((items + 127) / 128), 128, 0, st>>>((const __half *)sc.part_o, sc.part_lse,
-                                                                             a.nq, a.splits, a.heads, out);
-        CUDA_LAUNCH_CHECK();
+        dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
     } else if (a.splits > 1) {
         const size_t items = (size_t)a.nq * a.heads * (AT_V / 8);
         attn4_combine_kernel<<<(unsigned)((items + 255) / 256), 256, 0, st>>>((const __half *)sc.part_o, sc.part_lse,
@@ -895,8 +838,8 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
 }
 
-/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-10 (attention_wgmma.cu). */
-enum { ATTN_MAX_VERSION = 10 };
+/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-10 (attention_wgmma.cu; 8 the library's);
+ * ATTN_MAX_VERSION is in kernels/bench.cuh. */
 
 /* The grid point's attention version (default 2), or -1 after an error line naming the
  * benchmark when it is not one of the versions above. */
@@ -910,7 +853,7 @@ static int attn_version(const bench_params &p, const char *bench)
     return (int)v;
 }
 
-static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
+void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
     if (version >= 4 && version <= ATTN_MAX_VERSION) {
         attn4_launch(version, a, sc, out, sms, st);
@@ -951,7 +894,7 @@ static void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, 
     CUDA_LAUNCH_CHECK();
 }
 
-static void attn_setup(attn_scratch &sc, size_t max_q_heads)
+void attn_setup(attn_scratch &sc, size_t max_q_heads)
 {
     static bool attr_done = false;
     if (!attr_done) {
@@ -969,21 +912,12 @@ static void attn_setup(attn_scratch &sc, size_t max_q_heads)
         cudaCheck(cudaFuncSetAttribute(attn4_kernel<5, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s16));
         attr_done = true;
     }
-    /* At most 64 splits per (query, head): attn_launch caps them there. */
-    sc.cap_lse = max_q_heads * 64;
-    sc.cap_o = sc.cap_lse * AT_V;
-    cudaCheck(cudaMalloc(&sc.part_o, sc.cap_o * sizeof(float)));
-    cudaCheck(cudaMalloc(&sc.part_lse, sc.cap_lse * sizeof(float)));
-    const size_t groups = (max_q_heads + AT_H - 1) / AT_H;
-    cudaCheck(cudaMalloc(&sc.merge_cnt, 2 * groups * sizeof(unsigned)));
-    cudaCheck(cudaMemset(sc.merge_cnt, 0, 2 * groups * sizeof(unsigned)));
+    dhk_attn_scratch_alloc(sc, max_q_heads);
 }
 
 static void attn_scratch_free(attn_scratch &sc)
 {
-    cudaCheck(cudaFree(sc.part_o));
-    cudaCheck(cudaFree(sc.part_lse));
-    cudaCheck(cudaFree(sc.merge_cnt));
+    dhk_attn_scratch_free(sc);
 }
 
 /* ---- test data ---- */

@@ -1,5 +1,8 @@
-/* attention_wgmma.cu: versions 6-10 of the sparse decode attention of attention.cu, on Hopper's
- * asynchronous warpgroup matrix multiply (wgmma), so this file alone is built for sm_90a.
+/* attn6.cuh: the kernel of versions 6-10 of the sparse decode attention
+ * (kernels/versions/attention.cu), on Hopper's asynchronous warpgroup matrix multiply (wgmma),
+ * so every file that instantiates it is built for sm_90a: kernels/lib/attention_wgmma.cu (version
+ * 8, the library's) and kernels/versions/attention_wgmma.cu (6, 7, 9, 10 and the diagnostic
+ * variants of 8 and 10). A template in a header so that both instantiate the same device code.
  *
  * One block of three warpgroups per (query, split of the k rows, 64 heads), one block per SM:
  *   warpgroup 2, the producer, gathers the tile's 64 selected rows (row ids loaded a tile
@@ -31,11 +34,14 @@
  * producer alone (consumers hand each stage back unread) and the consumers alone (the producer
  * hands over stages without filling them). Not done here (see kernels/NOTES.md): FP8 operands
  * for FP8 rows. */
-#include "kernels/attention.cuh"
-#include "kernels/bench.cuh"
+#ifndef KERNELS_ATTN6_CUH
+#define KERNELS_ATTN6_CUH
+
+#include "kernels/lib/attention.cuh"
+#include "kernels/dhk.h"
 #include "kernels/kref.h"
-#include "kernels/sync.cuh"
-#include "kernels/wgmma.cuh"
+#include "kernels/lib/sync.cuh"
+#include "kernels/lib/wgmma.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -695,18 +701,4 @@ static void a6_launch(const attn_args &a, float *out, cudaStream_t stream)
     CUDA_LAUNCH_CHECK();
 }
 
-void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
-{
-    const int diag = version == 8 || version == 10 ? a.diag : A6_DIAG_NONE;
-    switch (version * 10 + diag) {
-    case 70: a6_launch<7>(a, out, stream); break;
-    case 80: a6_launch<8>(a, out, stream); break;
-    case 80 + A6_DIAG_PRODUCER: a6_launch<80 + A6_DIAG_PRODUCER>(a, out, stream); break;
-    case 80 + A6_DIAG_CONSUMERS: a6_launch<80 + A6_DIAG_CONSUMERS>(a, out, stream); break;
-    case 90: a6_launch<9>(a, out, stream); break;
-    case 100: a6_launch<10>(a, out, stream); break;
-    case 100 + A6_DIAG_PRODUCER: a6_launch<100 + A6_DIAG_PRODUCER>(a, out, stream); break;
-    case 100 + A6_DIAG_CONSUMERS: a6_launch<100 + A6_DIAG_CONSUMERS>(a, out, stream); break;
-    default: a6_launch<6>(a, out, stream); break;
-    }
-}
+#endif

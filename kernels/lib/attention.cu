@@ -1,0 +1,120 @@
+/* attention.cu: the library's sparse decode attention (kernels/dhk.h: dhk_attention_launch),
+ * attention version 8 of kernels/versions/attention.cu: the splits of the k rows chosen so that
+ * one wave of blocks fills the SMs, the wgmma kernel (kernels/lib/attention_wgmma.cu, sm_90a)
+ * writing fp16 partials with a log-sum-exp per head when there is more than one split, and
+ * version 8's combine, which merges them with 8 splits' loads in flight per thread. This file
+ * is built for sm_90 like the combine kernels of versions 1-7. CPU reference:
+ * kref_attn_decode (kernels/kref.c), which bin/dhbench checks every version against. */
+#include "kernels/dhk.h"
+
+#include <cuda_fp16.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <algorithm>
+
+/* One merged output piece: value dims 4c .. 4c+3 of the (query, head) whose split 0 partial
+ * row is base, from the fp16 partials of its splits weighted by their log-sum-exp. Each thread
+ * keeps 8 splits' loads in flight with no branch between them; an empty split (log-sum-exp
+ * -inf) wrote zeros, so its weight 0 needs no branch either. */
+__device__ __forceinline__ float4 attn8_merge4(const __half *__restrict__ part_o, const float *__restrict__ part_lse,
+                                               size_t base, int splits, int heads, int c)
+{
+    constexpr int U = 8;
+    float mx = -INFINITY;
+#pragma unroll 8
+    for (int s = 0; s < splits; s++) mx = fmaxf(mx, part_lse[base + (size_t)s * heads]);
+    float acc[4] = {0.f, 0.f, 0.f, 0.f}, den = 0.f;
+    for (int s0 = 0; s0 < splits; s0 += U) {
+        float lse[U];
+        uint2 v[U];
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            const bool in = s0 + j < splits;
+            const size_t r = base + (size_t)(in ? s0 + j : s0) * heads;
+            lse[j] = in ? part_lse[r] : -INFINITY;
+            v[j] = *(const uint2 *)(part_o + r * AT_V + c * 4);
+        }
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            const float w = mx == -INFINITY || lse[j] == -INFINITY ? 0.f : exp2f(lse[j] - mx);
+            const __half2 *h2 = (const __half2 *)&v[j];
+            const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
+            acc[0] += w * f0.x, acc[1] += w * f0.y, acc[2] += w * f1.x, acc[3] += w * f1.y;
+            den += w;
+        }
+    }
+    const float inv = den > 0 ? 1.f / den : 0.f;
+    return make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+}
+
+/* Version 8's merge of the fp16 partials: one thread per (query, head, 4 value dims), twice
+ * version 4's threads, each with 8 splits' loads in flight (attn8_merge4). attn4_combine_kernel
+ * walks the splits one dependent load after another: 19 us for a single query's 32 splits in
+ * an ncu profile, longer than the attention itself. */
+__global__ void attn8_combine_kernel(const __half *__restrict__ part_o, const float *__restrict__ part_lse, int nq,
+                                     int splits, int heads, float *__restrict__ out)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)nq * heads * (AT_V / 4)) return;
+    const int c = (int)(i % (AT_V / 4));
+    const size_t qh = i / (AT_V / 4);
+    const size_t base = (qh / heads) * splits * heads + qh % heads;
+    *(float4 *)(out + qh * AT_V + c * 4) = attn8_merge4(part_o, part_lse, base, splits, heads, c);
+}
+
+void dhk_attention_combine(const void *part_o, const float *part_lse, int nq, int splits, int heads, float *out,
+                           cudaStream_t stream)
+{
+    const size_t items = (size_t)nq * heads * (AT_V / 4);
+    attn8_combine_kernel<<<(unsigned)((items + 127) / 128), 128, 0, stream>>>((const __half *)part_o, part_lse, nq,
+                                                                             splits, heads, out);
+    CUDA_LAUNCH_CHECK();
+}
+
+void dhk_attn_scratch_alloc(dhk_attn_scratch &sc, size_t max_q_heads)
+{
+    /* At most 64 splits per (query, head): the launches cap them there. */
+    sc.cap_lse = max_q_heads * 64;
+    sc.cap_o = sc.cap_lse * AT_V;
+    cudaCheck(cudaMalloc(&sc.part_o, sc.cap_o * sizeof(float)));
+    cudaCheck(cudaMalloc(&sc.part_lse, sc.cap_lse * sizeof(float)));
+    const size_t groups = (max_q_heads + AT_H - 1) / AT_H;
+    cudaCheck(cudaMalloc(&sc.merge_cnt, 2 * groups * sizeof(unsigned)));
+    cudaCheck(cudaMemset(sc.merge_cnt, 0, 2 * groups * sizeof(unsigned)));
+}
+
+void dhk_attn_scratch_free(dhk_attn_scratch &sc)
+{
+    cudaCheck(cudaFree(sc.part_o));
+    cudaCheck(cudaFree(sc.part_lse));
+    cudaCheck(cudaFree(sc.merge_cnt));
+}
+
+/* At most one wave (one block per SM), so the splits fill the SMs once, in whole 64-row tiles;
+ * fp16 partials and the combine only when there is more than one split (the same choice as
+ * kernels/versions/attention.cu makes for versions 4-10). */
+void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream)
+{
+    if (a.k < 1) {
+        fprintf(stderr, "%s: attention: k = %d, need at least one row\n", program_invocation_short_name, a.k);
+        exit(1);
+    }
+    const int tn = (int)ATTN6_TILE_ROWS;
+    const int per_split = a.nq * (a.heads / AT_H);
+    if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
+    a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
+    a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
+    a.splits = (a.k + a.rows_per_split - 1) / a.rows_per_split;
+    if ((size_t)a.nq * a.splits * a.heads > sc.cap_lse) {
+        fprintf(stderr, "%s: attention: scratch too small for %d splits\n", program_invocation_short_name, a.splits);
+        exit(1);
+    }
+    a.part_o = sc.part_o;   /* holds fp16 partials here */
+    a.part_lse = sc.part_lse;
+    a.merge_cnt = sc.merge_cnt;
+    dhk__attn8_launch(a, out, stream);
+    if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);
+}

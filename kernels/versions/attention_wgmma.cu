@@ -1,0 +1,22 @@
+/* attention_wgmma.cu: versions 6, 7, 9 and 10 of the sparse decode attention of
+ * attention.cu and the diagnostic variants of versions 8 and 10, instances of the wgmma kernel
+ * of kernels/lib/attn6.cuh (which describes the design and each version), built for sm_90a.
+ * Version 8 itself is the library's (kernels/lib/attention_wgmma.cu). */
+#include "kernels/bench.cuh"
+#include "kernels/lib/attn6.cuh"   // defines: attn6_kernel, a6_launch<V>
+
+void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
+{
+    const int diag = version == 8 || version == 10 ? a.diag : A6_DIAG_NONE;
+    switch (version * 10 + diag) {
+    case 70: a6_launch<7>(a, out, stream); break;
+    case 80: dhk__attn8_launch(a, out, stream); break;   /* the library's instance */
+    case 80 + A6_DIAG_PRODUCER: a6_launch<80 + A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 80 + A6_DIAG_CONSUMERS: a6_launch<80 + A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 90: a6_launch<9>(a, out, stream); break;
+    case 100: a6_launch<10>(a, out, stream); break;
+    case 100 + A6_DIAG_PRODUCER: a6_launch<100 + A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 100 + A6_DIAG_CONSUMERS: a6_launch<100 + A6_DIAG_CONSUMERS>(a, out, stream); break;
+    default: a6_launch<6>(a, out, stream); break;
+    }
+}
