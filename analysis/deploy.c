@@ -325,6 +325,13 @@ static int ratio_met(double ratio, int lower)
     return lower ? ratio >= 1 - DEP_TARGET_RATIO : fabs(ratio - 1) <= DEP_TARGET_RATIO;
 }
 
+/* A number for the CSV, empty where not published or not simulated. */
+static void csv_num(FILE *f, double x)
+{
+    if (!isnan(x)) fprintf(f, "%.6g", x);
+    fputc(',', f);
+}
+
 /* A CSV field in double quotes, inner quotes doubled (RFC 4180). */
 static void csv_field(FILE *f, const char *t)
 {
@@ -344,10 +351,10 @@ static void cell(char *out, size_t cap, const char *fmt, double x)
 
 int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv)
 {
-    fprintf(f, "%-34s | %27s | %27s | %22s | %s\n", "", "output tokens/s per GPU", "TPOT (ms)",
-            "saturation (req/GPU)", "");
-    fprintf(f, "%-34s | %8s %9s %8s | %8s %9s %8s | %6s %6s %8s | %s\n", "point", "sim", "published", "ratio", "sim",
-            "published", "ratio", "sim", "pub", "diff", "gap");
+    fprintf(f, "%-34s | %27s | %27s | %22s | %4s | %s\n", "", "output tokens/s per GPU", "TPOT (ms)",
+            "saturation (req/GPU)", "sim", "");
+    fprintf(f, "%-34s | %8s %9s %8s | %8s %9s %8s | %6s %6s %8s | %4s | %s\n", "point", "sim", "published", "ratio",
+            "sim", "published", "ratio", "sim", "pub", "diff", "run", "gap");
     if (csv)
         fprintf(csv, "point,policy,sim_output_per_gpu,pub_output_per_gpu,output_bound,output_ratio,sim_tpot_ms,"
                      "pub_tpot_ms,tpot_stat,tpot_ratio,sim_saturation_per_gpu,pub_saturation_per_gpu,saturation_diff,"
@@ -375,12 +382,23 @@ int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv)
         cell(c[6], 32, "%.1f", o->sat_per_gpu);
         cell(c[7], 32, "%.1f", ps);
         cell(c[8], 32, "%+.1f", ds);
-        fprintf(f, "%-34s | %8s %9s %8s | %8s %9s %8s | %6s %6s %8s | %s\n", p->id, c[0], c[1], c[2], c[3], c[4], c[5],
-                c[6], c[7], c[8], met ? "within targets" : p->gap);
+        fprintf(f, "%-34s | %8s %9s %8s | %8s %9s %8s | %6s %6s %8s | %4.1f | %s\n", p->id, c[0], c[1], c[2], c[3], c[4],
+                c[5], c[6], c[7], c[8], o->admitted_per_gpu, met ? "within targets" : p->gap);
         if (csv) {
-            fprintf(csv, "%s,%s,%.6g,%.6g,%s,%.6g,%.6g,%.6g,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%s,", p->id, p->policy, so, po,
-                    p->output_lower ? "lower" : "exact", ro, st, pt, p->tpot_stat, rt, o->sat_per_gpu, ps, ds,
-                    o->admitted_per_gpu, met ? "met" : "missed");
+            fprintf(csv, "%s,%s,", p->id, p->policy);
+            csv_num(csv, so);
+            csv_num(csv, po);
+            fprintf(csv, "%s,", p->output_lower ? "lower" : "exact");
+            csv_num(csv, ro);
+            csv_num(csv, st);
+            csv_num(csv, pt);
+            fprintf(csv, "%s,", p->tpot_stat);
+            csv_num(csv, rt);
+            csv_num(csv, o->sat_per_gpu);
+            csv_num(csv, ps);
+            csv_num(csv, ds);
+            csv_num(csv, o->admitted_per_gpu);
+            fprintf(csv, "%s,", met ? "met" : "missed");
             csv_field(csv, met ? "" : p->gap);
             fputc(',', csv);
             csv_field(csv, p->source);
@@ -388,7 +406,8 @@ int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv)
         }
     }
     fprintf(f, "\n%zu of %zu points within targets (output and TPOT within +/-%.0f %%, saturation within %.0f request "
-               "per GPU); sim = simulated, pub = published.\n",
+               "per GPU); sim = simulated, pub = published;\n"
+               "sim run = requests running on the simulated GPU (mean), at the point's or the sweep's top concurrency.\n",
             met_all, s->n, 100 * DEP_TARGET_RATIO, DEP_TARGET_SAT);
     if (ferror(f) || (csv && ferror(csv))) return dh_err("cannot write the table");
     return 0;
