@@ -46,8 +46,8 @@
 #define DEP_TARGET_RATIO 0.15
 #define DEP_TARGET_SAT 1.0
 /* A sweep has saturated once its output is within 5 % of the sweep's largest:
- * the published series' run-to-run scatter is about 2 % (sgl-project/sglang#30985:
- * 432 to 443 tokens/s over c32..c256), so 5 % separates a plateau from a rise. */
+ * the published series' scatter on its plateau is under 3 % (sgl-project/sglang#30985:
+ * 431.55 to 442.72 tokens/s over c32..c256), so 5 % separates a plateau from a rise. */
 #define DEP_PLATEAU_SHARE 0.95
 #define DEP_MAX_SWEEP 32
 
