@@ -26,11 +26,16 @@
  *       the whole calibration (calibrate.h); defaults models/hw/h200.ini,
  *       measurements/h200, measurements/h200/replay-glm53-16x100k.csv,
  *       models/hw/h200-datasheet.ini
+ *   dhcal deployments [DIR] [--csv FILE]
+ *       the simulator against published deployments (deploy.h), one row per
+ *       DIR/ *.ini (default analysis/deployments); missed targets are in the
+ *       table, not in the exit status
  *
  * Exit status 0 on success, 1 on any error (one line "dhcal: ..."), 2 when
  * check-range finds a value outside or validate misses a stated target. */
 #include "analysis/bcsv.h"
 #include "analysis/calibrate.h"
+#include "analysis/deploy.h"
 #include "analysis/fitcost.h"
 #include "analysis/probe.h"
 #include "analysis/prof.h"
@@ -63,7 +68,8 @@ static void usage(void)
           "                      [--simulate PROFILE [--configs FILE] [--timelines DIR]] [--steps]\n"
           "                      [--max-median F] [--max-p95 F] [--exact-misses]\n"
           "       dhcal simulate --profile PROFILE --out DIR [--configs FILE] [--set SEC.KEY=VAL]... CONFIG...\n"
-          "       dhcal calibrate [OUT.ini [BENCH_DIR [REPLAY.csv [BASE.ini]]]] [--configs FILE]\n",
+          "       dhcal calibrate [OUT.ini [BENCH_DIR [REPLAY.csv [BASE.ini]]]] [--configs FILE]\n"
+          "       dhcal deployments [DIR] [--csv FILE]\n",
           stderr);
     exit(1);
 }
@@ -379,6 +385,28 @@ static int cmd_refit(int argc, char **argv)
     return 0;
 }
 
+static int cmd_deployments(int argc, char **argv)
+{
+    const char *dir = NULL, *csv_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+        else if (argv[i][0] == '-' || dir) dh_die("dhcal", "deployments: unknown or extra argument '%s'", argv[i]);
+        else dir = argv[i];
+    }
+    dep_set s;
+    if (dep_load_dir(dir, &s) < 0) dh_die_last("dhcal");
+    dep_sim *r = calloc(s.n, sizeof *r);
+    if (!r) abort();
+    if (dep_simulate(&s, DHCAL_THREADS, r) < 0) dh_die_last("dhcal");
+    FILE *csv = NULL;
+    if (csv_path && !(csv = fopen(csv_path, "w"))) dh_die("dhcal", "cannot create '%s': %s", csv_path, strerror(errno));
+    if (dep_report(&s, r, stdout, csv) < 0) dh_die_last("dhcal");
+    if (csv && fclose(csv) != 0) dh_die("dhcal", "cannot write '%s'", csv_path);
+    free(r);
+    dep_release(&s);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) usage();
@@ -391,5 +419,6 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "refit")) return cmd_refit(argc - 1, argv + 1);
     if (!strcmp(cmd, "simulate")) return cmd_simulate(argc - 1, argv + 1);
     if (!strcmp(cmd, "calibrate")) return cmd_calibrate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "deployments")) return cmd_deployments(argc - 1, argv + 1);
     usage();
 }

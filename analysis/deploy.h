@@ -1,0 +1,92 @@
+/* deploy.h: the validation table against published deployments.
+ *
+ * A folder (analysis/deployments/ by default) holds one INI file per published
+ * data point. Each file says what was published and where, which simulator
+ * configuration stands for it, and what was guessed:
+ *   [point]      source   the exact source (URL, or repository path at a commit,
+ *                         or issue number); required and non-empty
+ *                assumed  what the simulator configuration guesses, in short
+ *                         (the why in the comments above it)
+ *                gap      the modelling gap responsible when a target is missed
+ * The published setting and the reasons go in comments: inih reads lines of
+ * at most 200 characters, so prose is wrapped there, as in every config here.
+ *   [published]  output_per_gpu   output tokens/s per GPU (optional)
+ *                output_bound     exact (default) or lower: the source only says
+ *                                 "more than" this value
+ *                tpot_ms, tpot_stat  time per output token and which statistic
+ *                                 the source gives (p50 or mean; optional)
+ *                sweep_concurrency, sweep_output_total
+ *                                 a concurrency sweep: instance concurrencies and
+ *                                 the instance's output tokens/s at each (optional)
+ *                gpus             GPUs of the published instance (with a sweep)
+ *   [sim]        instance, policy, concurrency (not with a sweep), prompt_len,
+ *                output_len, steps, warmup_steps (optional), set (optional:
+ *                space-separated SECTION.KEY=VALUE overrides, as dhsim --set)
+ * Unknown keys are errors, as everywhere in the project.
+ *
+ * Quantities compared: output tokens/s per GPU (at the point's concurrency, or
+ * at a sweep's highest one), TPOT in the published statistic, and for a sweep
+ * the saturation concurrency in requests per GPU: the smallest concurrency of
+ * the sweep whose output reaches DEP_PLATEAU_SHARE of the sweep's largest,
+ * applied alike to the published and the simulated series. Targets: output and
+ * TPOT within DEP_TARGET_RATIO, saturation within DEP_TARGET_SAT requests per
+ * GPU. A missed target is reported in the table with the point's gap, not as an
+ * error. One simulator run costs what sim_run costs; a sweep is one run per
+ * concurrency. */
+#ifndef DH_DEPLOY_H
+#define DH_DEPLOY_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* The folder read when none is given (found by dh_path_find). */
+#define DEP_DEFAULT_DIR "analysis/deployments"
+/* The issue's targets (issue 17 item 7): +/-15 % on output and TPOT, one request
+ * per GPU on the saturation concurrency. */
+#define DEP_TARGET_RATIO 0.15
+#define DEP_TARGET_SAT 1.0
+/* A sweep has saturated once its output is within 5 % of the sweep's largest:
+ * the published series' scatter on its plateau is under 3 % (sgl-project/sglang#30985:
+ * 431.55 to 442.72 tokens/s over c32..c256), so 5 % separates a plateau from a rise. */
+#define DEP_PLATEAU_SHARE 0.95
+#define DEP_MAX_SWEEP 32
+
+typedef struct {
+    char id[96];                 /* the file name without .ini */
+    char path[600];
+    char source[512], assumed[512], gap[512];
+    double pub_output;           /* NAN: not published */
+    int output_lower;            /* 1: the source gives a lower bound */
+    double pub_tpot_ms;          /* NAN: not published */
+    char tpot_stat[8];           /* "p50" or "mean" */
+    size_t n_sweep;
+    double sweep_c[DEP_MAX_SWEEP], sweep_out[DEP_MAX_SWEEP];
+    double gpus;
+    char instance[512], policy[32], sets[2048];
+    double concurrency;
+    unsigned prompt_len, output_len, steps, warmup_steps;
+} dep_point;
+
+typedef struct {
+    dep_point *p;
+    size_t n;
+} dep_set;
+
+typedef struct {
+    double output_per_gpu, tpot_ms;  /* at the point's (or the sweep's top) concurrency */
+    double admitted_per_gpu;         /* mean requests running on the simulated GPU there */
+    double sat_per_gpu;              /* NAN without a sweep */
+    double sweep_out[DEP_MAX_SWEEP]; /* the simulated instance's output tokens/s */
+} dep_sim;
+
+/* Every DIR/ *.ini in name order (NULL: DEP_DEFAULT_DIR). 0, or -1 with dh_err()
+ * naming the file and the problem. */
+int dep_load_dir(const char *dir, dep_set *s);
+void dep_release(dep_set *s);
+/* Simulate every point on up to `threads` threads (results do not depend on it);
+ * out[i] for s->p[i]. 0, or -1 with dh_err() naming the point. */
+int dep_simulate(const dep_set *s, int threads, dep_sim *out);
+/* The side-by-side table to f; the same rows as CSV to csv when not NULL. */
+int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv);
+
+#endif

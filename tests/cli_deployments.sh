@@ -1,0 +1,77 @@
+#!/bin/sh
+# cli_deployments.sh: bin/dhcal deployments on the committed data points
+# (analysis/deployments/): one row per file, the same table twice (deterministic),
+# the CSV, the README's recorded table, a planted wrong published number that moves
+# its ratio (the check can fail), and bad files that are one error line and a
+# non-zero exit. Prints one PASS/FAIL line per case.
+dhcal=bin/dhcal
+dir=analysis/deployments
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+pass() { echo "PASS deployments_$1"; }
+fail() { echo "FAIL deployments_$1${2:+: $2}"; }
+
+# The committed table: exit 0, one row per .ini file, in name order.
+$dhcal deployments "$dir" --csv "$tmp/t.csv" >"$tmp/t.txt" 2>"$tmp/err"; rc=$?
+n=$(ls "$dir"/*.ini | wc -l)
+rows=0
+for f in "$dir"/*.ini; do
+  id=$(basename "$f" .ini)
+  grep -q "^$id " "$tmp/t.txt" && rows=$((rows + 1))
+done
+if [ $rc -eq 0 ] && [ "$n" -ge 5 ] && [ "$rows" -eq "$n" ] && [ "$(grep -c ' | ' "$tmp/t.txt")" -eq $((n + 2)) ]
+then pass table; else fail table "rc=$rc files=$n rows=$rows $(cat "$tmp/err")"; fi
+
+# The CSV: a header and one line per file.
+if [ "$(wc -l < "$tmp/t.csv")" -eq $((n + 1)) ] && head -1 "$tmp/t.csv" | grep -q '^point,policy,sim_output_per_gpu,'
+then pass csv; else fail csv; fi
+
+# Deterministic: the same bytes on a second run.
+if $dhcal deployments "$dir" >"$tmp/t2.txt" 2>&1 && cmp -s "$tmp/t.txt" "$tmp/t2.txt"
+then pass deterministic; else fail deterministic; fi
+
+# The README records the table the command prints.
+sed -n '/^<!-- deployments: begin -->$/,/^<!-- deployments: end -->$/p' "$dir/README.md" | sed '1,2d;$d' | sed '$d' > "$tmp/readme.txt"
+if cmp -s "$tmp/readme.txt" "$tmp/t.txt"; then pass readme; else fail readme "README.md's table differs from the command's output"; fi
+
+# A planted wrong published number: the simulation is unchanged, so its ratio moves
+# by the factor planted (184.0 -> 92.0 doubles it) and the row misses its target.
+mkdir "$tmp/planted"
+cp "$dir/glm52-cookbook-h200-fp8-ht.ini" "$tmp/planted/"
+sed -i 's/^output_per_gpu = 184.0$/output_per_gpu = 92.0/' "$tmp/planted/glm52-cookbook-h200-fp8-ht.ini"
+$dhcal deployments "$tmp/planted" --csv "$tmp/p.csv" >"$tmp/p.txt" 2>&1
+r1=$(grep '^glm52-cookbook' "$tmp/t.csv" | cut -d, -f6)
+r2=$(grep '^glm52-cookbook' "$tmp/p.csv" | cut -d, -f6)
+if [ -n "$r1" ] && awk -v a="$r1" -v b="$r2" 'BEGIN { exit !(b > 1.99 * a && b < 2.01 * a) }' &&
+   grep '^glm52-cookbook' "$tmp/p.csv" | grep -q ',missed,' && grep -q '^0 of 1 points within targets' "$tmp/p.txt"
+then pass planted_ratio_moves; else fail planted_ratio_moves "ratio $r1 -> $r2"; fi
+
+# An unknown key: one error line naming the file and the key, exit 1.
+mkdir "$tmp/unknown"
+sed 's/^tpot_stat = p50$/tpot_stat = p50\ntpot_satt = p50/' "$dir/glm52-cookbook-h200-fp8-ht.ini" > "$tmp/unknown/a.ini"
+out=$($dhcal deployments "$tmp/unknown" 2>&1); rc=$?
+if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -q "^dhcal: .*a.ini: unknown key 'tpot_satt' in \[published\]"
+then pass unknown_key; else fail unknown_key "rc=$rc out=$out"; fi
+
+# A missing source: one error line, exit 1.
+mkdir "$tmp/nosource"
+grep -v '^source = ' "$dir/glm52-cookbook-h200-fp8-ht.ini" > "$tmp/nosource/a.ini"
+out=$($dhcal deployments "$tmp/nosource" 2>&1); rc=$?
+if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -q "^dhcal: .*a.ini.*source"
+then pass missing_source; else fail missing_source "rc=$rc out=$out"; fi
+
+# An empty source is as bad as none.
+mkdir "$tmp/emptysource"
+sed 's/^source = .*/source =/' "$dir/glm52-cookbook-h200-fp8-ht.ini" > "$tmp/emptysource/a.ini"
+out=$($dhcal deployments "$tmp/emptysource" 2>&1); rc=$?
+if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "source is empty"
+then pass empty_source; else fail empty_source "rc=$rc out=$out"; fi
+
+# A folder without data points, and a bad simulator override: one line, exit 1.
+mkdir "$tmp/empty"
+out=$($dhcal deployments "$tmp/empty" 2>&1); rc=$?
+if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "holds no .ini file"; then pass empty_dir; else fail empty_dir "rc=$rc out=$out"; fi
+mkdir "$tmp/badset"
+sed 's/^set = /set = instance.no_such_key=1 /' "$dir/glm52-cookbook-h200-fp8-ht.ini" > "$tmp/badset/a.ini"
+out=$($dhcal deployments "$tmp/badset" 2>&1); rc=$?
+if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -q "no_such_key"
+then pass bad_override; else fail bad_override "rc=$rc out=$out"; fi
