@@ -186,7 +186,7 @@ run: deps-check bin/dhsim
 # tree of links to this one whose bin is build-san/bin.
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_ENV   := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
-             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp
+             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
 .PHONY: sanitize
 sanitize: deps-check
 	$(MAKE) CUDA=0 BUILD=build-san BIN=build-san/bin CFLAGS="$(CFLAGS) -O1 $(SAN_FLAGS)" \

@@ -6,7 +6,7 @@
 # FUZZ_TEST_SECONDS sets the time per harness (default 8).
 secs=${FUZZ_TEST_SECONDS:-8}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-export LSAN_OPTIONS=suppressions=$(pwd)/tests/lsan.supp
+export LSAN_OPTIONS=suppressions=$(pwd)/tests/lsan.supp:print_suppressions=0
 # A huge allocation fails as in a plain build (NULL, which HDF5 reports) instead of aborting.
 export ASAN_OPTIONS=allocator_may_return_null=1
 ran=0
