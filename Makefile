@@ -1,18 +1,18 @@
 # Adaptive DHiSparse: trace-driven simulator + reference CUDA kernels.
 #
-#   make          build bin/dhtrace, bin/dhsim, bin/dhcal (and bin/dhbench when nvcc exists)
+#   make          build bin/dhtrace, bin/dhsim, bin/dhsweep, bin/dhcal (and bin/dhbench when nvcc exists)
 #   make run      the built-in default: GLM-5.3, 100K context, concurrency 128, all policies
 #   make test     unit and differential tests (no GPU needed); ends with "N passed, N failed"
 #   make bench    CPU benchmarks of the trace tools and the simulator (figures in bench/)
 #   make gpubench kernel microbenchmarks on the local CUDA GPU (bin/dhbench)
 #   make figs     regenerate paper-figs/ with gnuplot
 #
-# Layering: common/ <- traces/ <- sim/ <- analysis/.  kernels/ uses common/ and traces/ only.
+# Layering: common/ <- traces/ <- sim/ <- analysis/, sweep/.  kernels/ uses common/ and traces/ only.
 # Each directory's *.c files form one static library; a file named dh*.c is a tool's main().
 
 # Debian packages the build needs; `make deps` installs them (run as root) or prints the command.
 DEB_PKGS := libhdf5-dev hdf5-tools libgsl-dev libcmocka-dev libinih-dev librandom123-dev \
-            gnuplot-nox pkg-config python3-h5py
+            gnuplot-nox pkg-config python3-h5py libopenmpi-dev openmpi-bin slurm-wlm munge
 PKGS     := hdf5 gsl cmocka inih
 
 CC      ?= cc
@@ -46,7 +46,9 @@ ANALYSIS_OBJ := $(call lib_obj,analysis)
 KREF_OBJ     := $(call lib_obj,kernels)
 LIBS_OBJ     := $(ANALYSIS_OBJ) $(SIM_OBJ) $(TRACES_OBJ) $(KREF_OBJ) $(COMMON_OBJ)
 
-TOOLS := bin/dhtrace bin/dhsim bin/dhcal
+SWEEP_OBJ    := $(call lib_obj,sweep)
+
+TOOLS := bin/dhtrace bin/dhsim bin/dhsweep bin/dhcal
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
@@ -96,6 +98,23 @@ bin/dhtrace: $(BUILD)/traces/dhtrace.o $(TRACES_OBJ) $(COMMON_OBJ)
 bin/dhsim: $(BUILD)/sim/dhsim.o $(SIM_OBJ) $(TRACES_OBJ) $(COMMON_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+# Sweeps (sweep/): dhsweep is compiled and linked with mpicc when it is found (OpenMPI,
+# libopenmpi-dev), so that `mpirun -n N bin/dhsweep run FILE` shares the points between
+# ranks; without it dhsweep runs on threads alone (dhsweep --version says which). MPICC is
+# looked up when the rule runs, after deps-check has installed the packages. The commit
+# (git describe) is a -D define; build/commit.stamp changes only when it does, so the tool
+# is recompiled then and only then.
+MPICC     ?= $(shell command -v mpicc 2>/dev/null)
+DH_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+.PHONY: FORCE
+$(BUILD)/commit.stamp: FORCE
+	@mkdir -p $(BUILD); echo '$(DH_COMMIT)' | cmp -s - $@ || echo '$(DH_COMMIT)' > $@
+$(BUILD)/sweep/dhsweep.o: sweep/dhsweep.c $(BUILD)/commit.stamp | deps-check
+	@mkdir -p $(dir $@)
+	$(if $(MPICC),$(MPICC) -DDH_MPI,$(CC)) $(CPPFLAGS) $(CFLAGS) -DDH_COMMIT='"$(DH_COMMIT)"' -c $< -o $@
+bin/dhsweep: $(BUILD)/sweep/dhsweep.o $(SWEEP_OBJ) $(SIM_OBJ) $(TRACES_OBJ) $(COMMON_OBJ)
+	@mkdir -p bin
+	$(if $(MPICC),$(MPICC),$(CC)) $(CFLAGS) -o $@ $^ $(LDLIBS)
 bin/dhcal: $(BUILD)/analysis/dhcal.o $(LIBS_OBJ)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
