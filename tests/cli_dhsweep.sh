@@ -178,3 +178,10 @@ if SLURM_ARRAY_TASK_ID=0 SLURM_CPUS_PER_TASK=1 sh "$tmp/wsl/sweep.sbatch" && "$b
   fail "merge of an unfinished sweep fails"; else pass "merge of an unfinished sweep fails"; fi
 if SLURM_ARRAY_TASK_ID=1 SLURM_CPUS_PER_TASK=1 sh "$tmp/wsl/sweep.sbatch" && "$bin" merge "$tmp/wsl" >/dev/null &&
    cmp -s "$tmp/wsl/results.csv" "$tmp/w1/results.csv"; then pass "shards merged"; else fail "shards merged"; fi
+
+# The progress bar: drawn on a terminal (script(1) gives the run one), never into a pipe or a file.
+sweep pb "$tmp/wpb"
+if script -qc "$bin run $tmp/pb.ini --workers 1" /dev/null 2>&1 | tr '\r' '\n' | grep -q 'dhsweep: points \[#*\.*\] 100% 6/6'; then
+  pass "progress bar on a terminal"; else fail "progress bar on a terminal"; fi
+rm -rf "$tmp/wpb"
+if "$bin" run "$tmp/pb.ini" --workers 1 2>&1 | grep -q 'points \['; then fail "no progress bar in a pipe"; else pass "no progress bar in a pipe"; fi
