@@ -1,10 +1,14 @@
 #!/bin/sh
 # make-figs.sh: regenerate the seed's four results as figures (make figs).
 #
-# Each figure runs bin/dhsim on its configuration, keeps the figures it reads
-# under paper-figs/data/ (JSON from dhsim, TSV for gnuplot) and draws a PNG
-# with gnuplot. Run from the repository root; FIGS="1 4" picks figures.
-# Every run is deterministic: the same seed gives the same data files.
+# Each figure runs bin/dhsim on its configuration (figure 3, two placements,
+# is one bin/dhsweep sweep), keeps the figures it reads under paper-figs/data/
+# (JSON from dhsim and dhsweep, TSV for gnuplot) and draws a PNG with gnuplot.
+# Run from the repository root; FIGS="1 4" picks figures. Every run is
+# deterministic: the same seed gives the same data files (a sweep's table
+# also records the commit that made it). Figure 2's loop stays a loop: each
+# bound is a --search-latency bisection, runs that depend on each other, not
+# a sweep of fixed points.
 set -eu
 cd "$(dirname "$0")"
 SIM=../bin/dhsim
