@@ -1,6 +1,6 @@
 # Adaptive DHiSparse: trace-driven simulator + reference CUDA kernels.
 #
-#   make          build bin/dhtrace, bin/dhsim, bin/dhcal (and bin/dhbench, bin/dhreplay when nvcc exists)
+#   make          build bin/dhtrace, bin/dhsim, bin/dhsweep, bin/dhcal (and bin/dhbench, bin/dhreplay when nvcc exists)
 #   make run      the built-in default: GLM-5.3, 100K context, concurrency 128, all policies
 #                 (builds bin/dhsim only)
 #   make test     unit and differential tests (no GPU needed); ends with "N passed, N failed"
@@ -10,14 +10,14 @@
 #   make gpubench kernel microbenchmarks on the local CUDA GPU (bin/dhbench)
 #   make figs     regenerate paper-figs/ with gnuplot
 #
-# Layering: common/ <- traces/ <- sim/ <- analysis/.  The kernel library (kernels/lib/, kernels/dhk.h)
+# Layering: common/ <- traces/ <- sim/ <- analysis/, sweep/.  The kernel library (kernels/lib/, kernels/dhk.h)
 # and the kernels' versions use nothing of them but common/dh_err; the GPU replay (kernels/replay/)
 # sits above both the kernels and sim/.
 # Each directory's *.c files form one static library; a file named dh*.c is a tool's main().
 
 # Debian packages the build needs; `make deps` installs them (run as root) or prints the command.
 DEB_PKGS := libhdf5-dev hdf5-tools libgsl-dev libcmocka-dev libinih-dev librandom123-dev \
-            gnuplot-nox pkg-config python3-h5py
+            gnuplot-nox pkg-config python3-h5py libopenmpi-dev openmpi-bin slurm-wlm munge
 PKGS     := hdf5 gsl cmocka inih
 
 CC      ?= cc
@@ -52,7 +52,9 @@ ANALYSIS_OBJ := $(call lib_obj,analysis)
 KREF_OBJ     := $(call lib_obj,kernels)
 LIBS_OBJ     := $(ANALYSIS_OBJ) $(SIM_OBJ) $(TRACES_OBJ) $(KREF_OBJ) $(COMMON_OBJ)
 
-TOOLS := $(BIN)/dhtrace $(BIN)/dhsim $(BIN)/dhcal
+SWEEP_OBJ    := $(call lib_obj,sweep)
+
+TOOLS := $(BIN)/dhtrace $(BIN)/dhsim $(BIN)/dhsweep $(BIN)/dhcal
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
@@ -101,6 +103,23 @@ $(BIN)/dhtrace: $(BUILD)/traces/dhtrace.o $(TRACES_OBJ) $(COMMON_OBJ)
 $(BIN)/dhsim: $(BUILD)/sim/dhsim.o $(SIM_OBJ) $(TRACES_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
+# Sweeps (sweep/): dhsweep is compiled and linked with mpicc when it is found (OpenMPI,
+# libopenmpi-dev), so that `mpirun -n N bin/dhsweep run FILE` shares the points between
+# ranks; without it dhsweep runs on threads alone (dhsweep --version says which). MPICC is
+# looked up when the rule runs, after deps-check has installed the packages. The commit
+# (git describe) is a -D define; build/commit.stamp changes only when it does, so the tool
+# is recompiled then and only then.
+MPICC     ?= $(shell command -v mpicc 2>/dev/null)
+DH_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+.PHONY: FORCE
+$(BUILD)/commit.stamp: FORCE
+	@mkdir -p $(BUILD); echo '$(DH_COMMIT)' | cmp -s - $@ || echo '$(DH_COMMIT)' > $@
+$(BUILD)/sweep/dhsweep.o: sweep/dhsweep.c $(BUILD)/commit.stamp | deps-check
+	@mkdir -p $(dir $@)
+	$(if $(MPICC),$(MPICC) -DDH_MPI,$(CC)) $(CPPFLAGS) $(CFLAGS) -DDH_COMMIT='"$(DH_COMMIT)"' -c $< -o $@
+$(BIN)/dhsweep: $(BUILD)/sweep/dhsweep.o $(SWEEP_OBJ) $(SIM_OBJ) $(TRACES_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(BIN)
+	$(if $(MPICC),$(MPICC),$(CC)) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 $(BIN)/dhcal: $(BUILD)/analysis/dhcal.o $(LIBS_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
@@ -190,7 +209,7 @@ SAN_ENV   := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1:detect
 .PHONY: sanitize
 sanitize: deps-check
 	$(MAKE) CUDA=0 BUILD=build-san BIN=build-san/bin CFLAGS="$(CFLAGS) -O1 $(SAN_FLAGS)" \
-	  build-san/bin/dhtrace build-san/bin/dhsim build-san/bin/dhcal \
+	  build-san/bin/dhtrace build-san/bin/dhsim build-san/bin/dhsweep build-san/bin/dhcal \
 	  $(patsubst tests/%.c,build-san/tests/%,$(TEST_SRC))
 	@rm -rf build-san/tree && mkdir -p build-san/tree && \
 	  for e in * .[!.]*; do case "$$e" in bin|build*|.git) ;; *) ln -s "$(CURDIR)/$$e" build-san/tree/;; esac; done && \

@@ -1,14 +1,18 @@
 #!/bin/sh
 # make-figs.sh: regenerate the seed's four results as figures (make figs).
 #
-# Each figure runs bin/dhsim on its configuration, keeps the figures it reads
-# under paper-figs/data/ (JSON from dhsim, TSV for gnuplot) and draws a PNG and a PDF
-# with gnuplot. Run from the repository root; FIGS="1 4" picks figures.
-# Every run is deterministic: the same seed gives the same data files.
+# Each figure runs bin/dhsim on its configuration (figure 3, two placements,
+# is one bin/dhsweep sweep), keeps the figures it reads under paper-figs/data/
+# (JSON from dhsim and dhsweep, TSV for gnuplot) and draws a PNG and a PDF with gnuplot.
+# Run from the repository root; FIGS="1 4" picks figures. Every run is
+# deterministic: the same seed gives the same data files (a sweep's table
+# also records the commit that made it). Figure 2's loop stays a loop: each
+# bound is a --search-latency bisection, runs that depend on each other, not
+# a sweep of fixed points.
 set -eu
 cd "$(dirname "$0")"
 SIM=../bin/dhsim
-[ -x "$SIM" ] || { echo "make-figs: build first (make)" >&2; exit 1; }
+[ -x "$SIM" ] && [ -x ../bin/dhsweep ] || { echo "make-figs: build first (make)" >&2; exit 1; }
 mkdir -p data
 FIGS=${FIGS:-"1 2 3 4"}
 seed() { # seed SECTION KEY: a published figure from models/seed-results.ini
@@ -18,6 +22,11 @@ seed() { # seed SECTION KEY: a published figure from models/seed-results.ini
 run() { echo "make-figs: dhsim $*" >&2; (cd .. && ./bin/dhsim "$@"); }
 # draw NAME: NAME.png and NAME.pdf from NAME.gp (term.gp picks the terminal).
 draw() { gnuplot -e "fmt='png'" "$1.gp" && gnuplot -e "fmt='pdf'" "$1.gp"; echo "make-figs: $1.png, $1.pdf" >&2; }
+sweep() { echo "make-figs: dhsweep run $1" >&2; (cd .. && ./bin/dhsweep run "$1" --quiet); }
+ini() { # ini FILE SECTION KEY: one value of an INI file (the first word after "=")
+    awk -v s="[$2]" -v k="$3" '$0 == s { in_s = 1; next } /^\[/ { in_s = 0 }
+        in_s && $1 == k { print $3; found = 1; exit } END { exit !found }' "$1"
+}
 
 fig1() {
     # Result 1: throughput per decode GPU at 100K context, concurrency 128.
@@ -72,19 +81,34 @@ fig3() {
     # tables' share, 196B parameters at 1 byte (FP8, assumed) over 4 GPUs =
     # 49 GB, 75 + 49 = 124 GB. The seed does not say where the tables live;
     # both placements are shown.
+    # The two placements are one sweep over weights_per_gpu_bytes (dhsweep):
+    # the config's own value, then the tables' share added. Its points' JSON
+    # holds the same run objects as dhsim --json, which jget.sh reads.
     cfg=models/instances/dsv41flash-h200x4.ini
-    run --config $cfg --policy resident+dspark,adaptive+dspark --steps ${FIG3_STEPS:-60} --quiet \
-        --json paper-figs/data/dsv41-host.json
-    run --config $cfg --policy resident+dspark,adaptive+dspark --steps ${FIG3_STEPS:-60} --quiet \
-        --set instance.weights_per_gpu_bytes=${ENGRAM_HBM_WEIGHTS:-124e9} --json paper-figs/data/dsv41-hbm.json
+    host=$(ini ../$cfg instance weights_per_gpu_bytes)
+    rm -rf data/dsv41-sweep
+    cat > data/dsv41.sweep.ini <<EOF
+; Written by make-figs.sh (figure 3): the Engram tables in host memory, then in HBM.
+[sweep]
+config = $cfg
+policies = resident+dspark,adaptive+dspark
+steps = ${FIG3_STEPS:-60}
+output = paper-figs/data/dsv41-sweep
+[axes]
+instance.weights_per_gpu_bytes = $host,${ENGRAM_HBM_WEIGHTS:-124e9}
+EOF
+    sweep paper-figs/data/dsv41.sweep.ini
     {
         printf 'placement\tresident_dspark\tadaptive_dspark\tresident_conc\tadaptive_conc\n'
+        i=0
         for v in host hbm; do
+            j=$(ls data/dsv41-sweep/points/p00000$i-s*.json)
             printf '%s\t%s\t%s\t%s\t%s\n' "Engram tables in $v" \
-                "$(./jget.sh data/dsv41-$v.json resident+dspark tok_s_per_gpu)" \
-                "$(./jget.sh data/dsv41-$v.json adaptive+dspark tok_s_per_gpu)" \
-                "$(./jget.sh data/dsv41-$v.json resident+dspark mean_active)" \
-                "$(./jget.sh data/dsv41-$v.json adaptive+dspark mean_active)"
+                "$(./jget.sh $j resident+dspark tok_s_per_gpu)" \
+                "$(./jget.sh $j adaptive+dspark tok_s_per_gpu)" \
+                "$(./jget.sh $j resident+dspark mean_active)" \
+                "$(./jget.sh $j adaptive+dspark mean_active)"
+            i=$((i + 1))
         done
     } > data/dsv41.tsv
     printf 'seed_ratio\t%s\n' "$(seed result3 ratio_vs_resident_dspark)" > data/dsv41-marks.tsv
