@@ -328,7 +328,7 @@ int swdef_load(const char *path, swdef *d)
             if (add_policy(d, path, trim(tok), cfg_mode, default_mode) < 0) { free(l); goto done; }
         }
         free(l);
-    } else if (add_policy(d, path, pol_name[sc.policy], cfg_mode, default_mode) < 0) {
+    } else if (add_policy(d, path, pol_name_of(sc.policy), cfg_mode, default_mode) < 0) {
         goto done;
     }
     if (d->n_pol == 0) { dh_err("%s: [sweep] policies: none given", path); goto done; }
