@@ -4,7 +4,7 @@
  * timed; tests/test_kernels_ref.c checks these functions in turn against slow, obvious
  * implementations (a float64 two-pass attention, a set-based LRU, a repeated-maximum top-k).
  *
- * Row formats (DESIGN.md section 2; FlashMLA's FP8 sparse layout):
+ * Row formats (docs/DESIGN.md section 2; FlashMLA's FP8 sparse layout):
  *   KREF_ROW_FP8  656 B: 512 e4m3 latent values, 4 fp32 scales (one per 128 values), 64 bf16 RoPE
  *   KREF_ROW_BF16 1152 B: 576 bf16 values (512 latent, then 64 RoPE)
  * A decoded row is 576 floats; attention uses all 576 as the key and the first 512 as the value

@@ -16,7 +16,7 @@
  *
  * One decode step, per layer l of the model (group g = the layer's selection group):
  *   if l runs g's indexer: indexer scoring (--indexer-version, default 5: the library's,
- *     kernels/lib/indexer.cu) over every request's context and top-k (--topk-version, default 6:
+ *     kernels/lib/indexer_wgmma.cu) over every request's context and top-k (--topk-version, default 6:
  *     kernels/lib/topk.cu; other versions from kernels/versions/)
  *     -- their output is discarded: the trace's selection stands in for it, since top-k of
  *     random keys carries nothing --
