@@ -17,6 +17,6 @@ set xrange [-0.6:7.6]
 set offsets 0,0,graph 0.25,0
 plot "data/headline.tsv" using 2:xtic(1) skip 1 title "simulated" lc rgb "#4477aa", \
      "" using 0:2:(sprintf("%.0f", $2)) skip 1 with labels offset 0,0.7 notitle, \
-     mark("seed_tok") with lines dt 2 lw 2 lc rgb "black" title "seed: Adaptive + DFlash2 (793)", \
-     mark("seed_vs_hisparse_tok") with lines dt 3 lw 2 lc rgb "#cc6677" title "seed ratio 1.45x applied to simulated HiSparse", \
-     mark("seed_vs_adaptive_tok") with lines dt 4 lw 2 lc rgb "#228833" title "seed ratio 1.27x applied to simulated Adaptive"
+     mark("paper_tok") with lines dt 2 lw 2 lc rgb "black" title "paper: Adaptive + DFlash2 (793)", \
+     mark("paper_vs_hisparse_tok") with lines dt 3 lw 2 lc rgb "#cc6677" title "paper ratio 1.45x applied to simulated HiSparse", \
+     mark("paper_vs_adaptive_tok") with lines dt 4 lw 2 lc rgb "#228833" title "paper ratio 1.27x applied to simulated Adaptive"

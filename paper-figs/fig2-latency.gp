@@ -15,7 +15,7 @@ plot "data/latency.tsv" using 1:2 skip 1 with linespoints lw 2 pt 7 title "HiSpa
 set ylabel "ratio, Adaptive + DFlash2 / HiSparse"
 plot "data/latency.tsv" using 1:($4/$2) skip 1 with linespoints lw 2 pt 7 title "concurrency", \
      "" using 1:($5/$3) skip 1 with linespoints lw 2 pt 5 title "output (tokens/s per GPU)", \
-     mark("seed_conc_ratio") with lines dt 2 lc rgb "black" title "seed: up to 4x concurrency", \
-     mark("seed_out_low") with lines dt 3 lc rgb "gray40" title "seed: 2.3x-3.7x output", \
-     mark("seed_out_high") with lines dt 3 lc rgb "gray40" notitle
+     mark("paper_conc_ratio") with lines dt 2 lc rgb "black" title "paper: up to 4x concurrency", \
+     mark("paper_out_low") with lines dt 3 lc rgb "gray40" title "paper: 2.3x-3.7x output", \
+     mark("paper_out_high") with lines dt 3 lc rgb "gray40" notitle
 unset multiplot

@@ -22,5 +22,5 @@ set boxwidth 0.5
 set yrange [0:3.2]
 plot "data/dsv41.tsv" using ($3/$2):xtic(1) skip 1 title "simulated ratio" lc rgb "#4477aa", \
      "" using 0:($3/$2):(sprintf("%.2fx", $3/$2)) skip 1 with labels offset 0,0.8 notitle, \
-     mark("seed_ratio") with lines dt 2 lw 2 lc rgb "black" title sprintf("paper: %.2fx", mark("seed_ratio"))
+     mark("paper_ratio") with lines dt 2 lw 2 lc rgb "black" title sprintf("paper: %.2fx", mark("paper_ratio"))
 unset multiplot

@@ -4,7 +4,7 @@
 #   data/loadstep-hbm.tsv     Adaptive's GPU: t_s, cumulative GB of weights+workspace, +indexer,
 #                             +protected, +optional
 #   data/loadstep-active.tsv  blocks: adaptive, hisparse; columns t_s, requests running on the GPU
-#   data/loadstep-marks.tsv   the step times and the paper's figures (from models/seed-results.ini)
+#   data/loadstep-marks.tsv   the step times and the paper's figures (from models/paper-results.ini)
 name = "fig4-loadstep"; w = 1000; h = 1000
 load "term.gp"
 set datafile separator "\t"
@@ -21,8 +21,8 @@ set arrow 1 from mark("step1_s"), graph 0 to mark("step1_s"), graph 1 nohead dt 
 set arrow 2 from mark("step2_s"), graph 0 to mark("step2_s"), graph 1 nohead dt 2 lc rgb "gray40"
 plot "data/loadstep-fetch.tsv" index 0 using 1:2 with lines lw 2 title "Adaptive", \
      "" index 1 using 1:2 with lines lw 2 title "HiSparse (fixed budget)", \
-     mark("seed_hisparse_pct") with lines dt 3 lc rgb "black" title "paper: HiSparse budget", \
-     mark("seed_adaptive_pct") with lines dt 4 lc rgb "dark-green" title "paper: Adaptive at low load"
+     mark("paper_hisparse_pct") with lines dt 3 lc rgb "black" title "paper: HiSparse budget", \
+     mark("paper_adaptive_pct") with lines dt 4 lc rgb "dark-green" title "paper: Adaptive at low load"
 set ylabel "requests running on the GPU"
 set key top left
 plot "data/loadstep-active.tsv" index 0 using 1:2 with steps lw 2 title "Adaptive", \

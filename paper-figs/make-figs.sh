@@ -1,5 +1,5 @@
 #!/bin/sh
-# make-figs.sh: regenerate the seed's four results as figures (make figs).
+# make-figs.sh: regenerate the paper's four results as figures (make figs).
 #
 # Each figure runs bin/dhsim on its configuration (figure 3, two placements,
 # is one bin/dhsweep sweep), keeps the figures it reads under paper-figs/data/
@@ -15,9 +15,9 @@ SIM=../bin/dhsim
 [ -x "$SIM" ] && [ -x ../bin/dhsweep ] || { echo "make-figs: build first (make)" >&2; exit 1; }
 mkdir -p data
 FIGS=${FIGS:-"1 2 3 4"}
-seed() { # seed SECTION KEY: a published figure from models/seed-results.ini
+paper() { # paper SECTION KEY: a published figure from models/paper-results.ini
     awk -v s="[$1]" -v k="$2" '$0 == s { in_s = 1; next } /^\[/ { in_s = 0 }
-        in_s && $1 == k { print $3; found = 1 } END { exit !found }' ../models/seed-results.ini
+        in_s && $1 == k { print $3; found = 1 } END { exit !found }' ../models/paper-results.ini
 }
 run() { echo "make-figs: dhsim $*" >&2; (cd .. && ./bin/dhsim "$@"); }
 # draw NAME: NAME.png and NAME.pdf from NAME.gp (term.gp picks the terminal).
@@ -31,7 +31,7 @@ ini() { # ini FILE SECTION KEY: one value of an INI file (the first word after "
 fig1() {
     # Result 1: throughput per decode GPU at 100K context, concurrency 128.
     # --compare runs the four policies and Adaptive + DFlash2; hisparse-spec is
-    # HiSparse with speculation but none of the seed's mechanisms.
+    # HiSparse with speculation but none of the paper's mechanisms.
     run --compare --quiet --json paper-figs/data/headline.json
     run --policy hisparse-spec,hisparse+dflash2,resident+dflash2 --steps 53 --quiet \
         --json paper-figs/data/headline-spec.json
@@ -47,9 +47,9 @@ fig1() {
     hs=$(./jget.sh data/headline.json hisparse tok_s_per_gpu)
     ad=$(./jget.sh data/headline.json adaptive tok_s_per_gpu)
     {
-        printf 'seed_tok\t%s\n' "$(seed headline adaptive_dflash2_tok_s_per_gpu)"
-        printf 'seed_vs_hisparse_tok\t%s\n' "$(awk -v h="$hs" -v r="$(seed headline ratio_vs_hisparse)" 'BEGIN { print h * r }')"
-        printf 'seed_vs_adaptive_tok\t%s\n' "$(awk -v a="$ad" -v r="$(seed headline ratio_vs_adaptive_plain)" 'BEGIN { print a * r }')"
+        printf 'paper_tok\t%s\n' "$(paper headline adaptive_dflash2_tok_s_per_gpu)"
+        printf 'paper_vs_hisparse_tok\t%s\n' "$(awk -v h="$hs" -v r="$(paper headline ratio_vs_hisparse)" 'BEGIN { print h * r }')"
+        printf 'paper_vs_adaptive_tok\t%s\n' "$(awk -v a="$ad" -v r="$(paper headline ratio_vs_adaptive_plain)" 'BEGIN { print a * r }')"
     } > data/headline-marks.tsv
     draw fig1-headline
 }
@@ -67,9 +67,9 @@ fig2() {
             >> data/latency.tsv
     done
     {
-        printf 'seed_conc_ratio\t%s\n' "$(seed result2 max_concurrency_ratio)"
-        printf 'seed_out_low\t%s\n' "$(seed result2 output_ratio_low)"
-        printf 'seed_out_high\t%s\n' "$(seed result2 output_ratio_high)"
+        printf 'paper_conc_ratio\t%s\n' "$(paper result2 max_concurrency_ratio)"
+        printf 'paper_out_low\t%s\n' "$(paper result2 output_ratio_low)"
+        printf 'paper_out_high\t%s\n' "$(paper result2 output_ratio_high)"
     } > data/latency-marks.tsv
     draw fig2-latency
 }
@@ -79,7 +79,7 @@ fig3() {
     # Adaptive against resident serving, with the Engram tables in host memory
     # (the config's default) and in HBM: weights_per_gpu_bytes raised by the
     # tables' share, 196B parameters at 1 byte (FP8, assumed) over 4 GPUs =
-    # 49 GB, 75 + 49 = 124 GB. The seed does not say where the tables live;
+    # 49 GB, 75 + 49 = 124 GB. The paper does not say where the tables live;
     # both placements are shown.
     # The two placements are one sweep over weights_per_gpu_bytes (dhsweep):
     # the config's own value, then the tables' share added. Its points' JSON
@@ -111,7 +111,7 @@ EOF
             i=$((i + 1))
         done
     } > data/dsv41.tsv
-    printf 'seed_ratio\t%s\n' "$(seed result3 ratio_vs_resident_dspark)" > data/dsv41-marks.tsv
+    printf 'paper_ratio\t%s\n' "$(paper result3 ratio_vs_resident_dspark)" > data/dsv41-marks.tsv
     draw fig3-dsv41
 }
 
@@ -144,8 +144,8 @@ fig4() {
     {
         printf 'levels\t%s\ntimes\t%s\nend_s\t%s\n' "$levels" "$times" "$end_s"
         echo "$times" | tr ',' '\n' | awk 'NR > 1 { printf "step%d_s\t%s\n", NR - 1, $1 }'
-        printf 'seed_hisparse_pct\t%s\n' "$(seed result4 hisparse_budget_fetch_pct)"
-        printf 'seed_adaptive_pct\t%s\n' "$(seed result4 adaptive_low_load_fetch_pct)"
+        printf 'paper_hisparse_pct\t%s\n' "$(paper result4 hisparse_budget_fetch_pct)"
+        printf 'paper_adaptive_pct\t%s\n' "$(paper result4 adaptive_low_load_fetch_pct)"
     } > data/loadstep-marks.tsv
     draw fig4-loadstep
 }

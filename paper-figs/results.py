@@ -6,7 +6,7 @@
     python3 paper-figs/results.py --check F    exit 1 (one line) when F's block differs
 
 Every number comes from paper-figs/data/ (written by `make figs`) and the paper's figures
-from models/seed-results.ini, so the README cannot drift from the data: tests/cli_docs.sh
+from models/paper-results.ini, so the README cannot drift from the data: tests/cli_docs.sh
 runs --check. Only the standard library is used.
 """
 import configparser
@@ -57,7 +57,7 @@ def timeline(name, policy):
 
 def paper():
     c = configparser.ConfigParser(inline_comment_prefixes=(";",))
-    c.read(os.path.join(ROOT, "models", "seed-results.ini"))
+    c.read(os.path.join(ROOT, "models", "paper-results.ini"))
     return c
 
 
@@ -120,7 +120,7 @@ def block():
     out += ["**4. Load step** (concurrency %s; `paper-figs/data/loadstep.tsv`)" % " -> ".join(levels), "",
             "| | HiSparse | Adaptive | paper |", "|---|---|---|---|",
             "| host fetches at low load (last 10 steps before %g s), %% of selected rows | %.1f | %.1f | %s -> %s |" % (
-                t1, low["hisparse"], low["adaptive"], m["seed_hisparse_pct"], m["seed_adaptive_pct"]),
+                t1, low["hisparse"], low["adaptive"], m["paper_hisparse_pct"], m["paper_adaptive_pct"]),
             "| requests per GPU admitted at the highest load | %d | %d | |" % (
                 ls["hisparse"]["admitted"], ls["adaptive"]["admitted"]),
             "| optional rows' peak (GB) | | %.1f | |" % (opt_peak / 1e9), "", END]

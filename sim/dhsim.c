@@ -17,7 +17,7 @@
 #define DEFAULT_INSTANCE "models/instances/glm53-h200x8.ini"
 #define MAX_SETS 256
 #define MAX_COLS 16
-#define SEED_RESULTS "models/seed-results.ini"
+#define PAPER_RESULTS "models/paper-results.ini"
 
 static void usage(FILE *f)
 {
@@ -29,7 +29,7 @@ static void usage(FILE *f)
         "                       hisparse with speculation but no shared retrieval, draft ring or staging\n"
         "                       reuse (default: the config's policy)\n"
         "  --compare            the four policies plus adaptive with speculation (the config's [spec]\n"
-        "                       mode, else dflash2 where the model has that draft, else dspark) and the seed's\n"
+        "                       mode, else dflash2 where the model has that draft, else dspark) and the paper's\n"
         "                       headline comparison\n"
         "  --spec MODE          none, dflash2 or dspark (spec.mode; draft models/drafts/MODEL-MODE.ini)\n"
         "  --draft FILE         draft config (spec.draft)\n"
@@ -198,7 +198,7 @@ static int add_column(run_spec *s, const char *name, const char *mode)
     column *c = &s->cols[s->n_pol];
     memset(c, 0, sizeof *c);
     if (!strcmp(name, "hisparse-spec")) {
-        /* HiSparse with speculation but without the mechanisms the seed adds. */
+        /* HiSparse with speculation but without the mechanisms the paper adds. */
         c->pol = POL_HISPARSE;
         snprintf(c->label, sizeof c->label, "hisparse-spec");
         snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.shared_retrieval=false");
@@ -217,8 +217,8 @@ static int add_column(run_spec *s, const char *name, const char *mode)
     return 0;
 }
 
-/* The seed's headline: output tokens/s per decode GPU of HiSparse, Adaptive
- * and Adaptive + speculation, the ratios beside the seed's (SEED_RESULTS). */
+/* The paper's headline: output tokens/s per decode GPU of HiSparse, Adaptive
+ * and Adaptive + speculation, the ratios beside the paper's (PAPER_RESULTS). */
 static int print_headline(FILE *f, const sim_result *r, int n)
 {
     const sim_result *hs = NULL, *ad = NULL, *sp = NULL;
@@ -227,10 +227,10 @@ static int print_headline(FILE *f, const sim_result *r, int n)
         else if (!strcmp(r[i].policy, "adaptive")) ad = &r[i];
         else if (!strcmp(r[i].policy, "adaptive+dflash2")) sp = &r[i];
     }
-    /* The seed's headline is about DFlash2; other modes get the table only. */
+    /* The paper's headline is about DFlash2; other modes get the table only. */
     if (!hs || !ad || !sp) return 0;
     char path[4096];
-    if (dh_path_find(SEED_RESULTS, path, sizeof path) < 0) return -1;
+    if (dh_path_find(PAPER_RESULTS, path, sizeof path) < 0) return -1;
     cfg *c;
     if (cfg_load(path, &c) < 0) return -1;
     double tok, vs_hs, vs_ad;
@@ -242,9 +242,9 @@ static int print_headline(FILE *f, const sim_result *r, int n)
         cfg_get_double(c, "headline", "ratio_vs_adaptive_plain", &vs_ad, CFG_REQUIRED, 0, 1e3) < 0 ||
         cfg_check_unused_section(c, "headline") < 0)
         goto done;
-    fprintf(f, "\nheadline (seed: %s; %s)\n", what, path);
+    fprintf(f, "\nheadline (paper: %s; %s)\n", what, path);
     fprintf(f, "  this run: %s, concurrency %g (%u per GPU), %s\n", sp->model, sp->concurrency, sp->per_gpu, sp->source);
-    fprintf(f, "  %-34s %10s %10s\n", "output tokens/s per decode GPU", "simulated", "seed");
+    fprintf(f, "  %-34s %10s %10s\n", "output tokens/s per decode GPU", "simulated", "paper");
     fprintf(f, "  %-34s %10.1f %10s\n", "hisparse", hs->tok_s_gpu, "");
     fprintf(f, "  %-34s %10.1f %10s\n", "adaptive", ad->tok_s_gpu, "");
     fprintf(f, "  %-34s %10.1f %10.0f\n", sp->policy, sp->tok_s_gpu, tok);

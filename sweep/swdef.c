@@ -150,7 +150,7 @@ static int add_policy(swdef *d, const char *file, const char *tok, const char *c
     swdef_policy *c = &d->pol[d->n_pol];
     memset(c, 0, sizeof *c);
     if (!strcmp(name, "hisparse-spec")) {
-        /* HiSparse with speculation but without the mechanisms the seed adds. */
+        /* HiSparse with speculation but without the mechanisms the paper adds. */
         c->pol = POL_HISPARSE;
         snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.shared_retrieval=false");
         snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.draft_ring=false");
