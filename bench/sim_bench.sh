@@ -10,10 +10,10 @@
 #      24 GiB of host memory).
 # CPU time (user + system, both threads) is printed beside the wall time
 # because the wall time depends on what else the machine is running.
-# Usage: sh bench/sim_bench.sh [steps] (default 1000). Run from the repository root.
+# Usage: [DHSIM=BINARY] sh bench/sim_bench.sh [steps] (default 1000). Run from the repository root.
 set -e
 steps=${1:-1000}
-bin=./bin/dhsim
+bin=${DHSIM:-./bin/dhsim}   # DHSIM=path/to/another/dhsim compares two builds
 [ -x "$bin" ] || { echo "build first: make" >&2; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
