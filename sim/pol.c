@@ -74,11 +74,10 @@ double pol_budget_fixed(const pol_env *e, uint32_t g) { return e->budget[g]; }
 
 /* ---- streams ----------------------------------------------------------- */
 
-int pol_stream_open(pol_stream *ps, pol_mode mode, sel_source *src, const trace_shape *sh,
-                    uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w,
-                    double rows_per_region)
+static int stream_open(pol_stream *ps, pol_mode mode, sel_source *src, const trace_shape *sh,
+                       uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w,
+                       double rows_per_region)
 {
-    memset(ps, 0, sizeof *ps);
     ps->mode = mode;
     ps->req = req;
     ps->group = group;
@@ -128,6 +127,18 @@ int pol_stream_open(pol_stream *ps, pol_mode mode, sel_source *src, const trace_
         hotbuf_release(&ps->buf);
     }
     return 0;
+}
+
+/* A stream that fails while it is opened (a corrupt trace found at admission) is closed here,
+ * whatever it held by then, so no caller has to know how far the open got. */
+int pol_stream_open(pol_stream *ps, pol_mode mode, sel_source *src, const trace_shape *sh,
+                    uint32_t req, uint32_t group, uint32_t budget, uint32_t npos, belady_work *w,
+                    double rows_per_region)
+{
+    memset(ps, 0, sizeof *ps);
+    if (stream_open(ps, mode, src, sh, req, group, budget, npos, w, rows_per_region) == 0) return 0;
+    pol_stream_close(ps);
+    return -1;
 }
 
 /* Refill ps->ahead with up to POL_READ_AHEAD positions from pos on (fewer

@@ -34,6 +34,50 @@ static int section_in(cfg *c, const char *sec) { return c && cfg_has_section(c, 
  * GPUs from the instance's a2a file when it has one, else the instance's
  * assumed moe_comm_s (split evenly between dispatch and combine) and
  * moe_comm_gbps. Either way sc->a2a_source says which, for the report. */
+/* Every section and key of an all-to-all file is checked, whatever GPU count a run asks for:
+ * [a2a] routing and dedup; [gpus.N.dispatch] and [gpus.N.combine] with a status of measured
+ * (latency and bandwidth required) or unmeasured; an unknown section or key is an error. */
+static int a2a_check(cfg *a, const char *full)
+{
+    const char *s;
+    if (cfg_get_string(a, "a2a", "routing", &s, "random") < 0 || cfg_get_string(a, "a2a", "dedup", &s, "rank") < 0)
+        return -1;
+    for (size_t i = 0; i < cfg_section_count(a); i++) {
+        const char *sec = cfg_section_name(a, i);
+        if (!strcmp(sec, "a2a")) continue;
+        unsigned gpus;
+        char phase[16], tail;
+        if (sscanf(sec, "gpus.%u.%15[a-z]%c", &gpus, phase, &tail) != 2 || gpus < 1 ||
+            (strcmp(phase, "dispatch") != 0 && strcmp(phase, "combine") != 0))
+            return dh_err("%s: section [%s] is not [a2a] or [gpus.N.dispatch|combine]", full, sec);
+        const char *status;
+        if (cfg_get_string(a, sec, "status", &status, NULL) < 0) return -1;
+        int measured = !strcmp(status, "measured");
+        if (!measured && strcmp(status, "unmeasured") != 0)
+            return dh_err("%s: [%s] status = '%s' (expected measured or unmeasured)", full, sec, status);
+        double v;
+        long n;
+        if (measured && (cfg_get_double(a, sec, "latency_us", &v, CFG_REQUIRED, 0, 1e6) < 0 ||
+                         cfg_get_double(a, sec, "bandwidth_gbps", &v, CFG_REQUIRED, 1e-3, 1e6) < 0))
+            return -1;
+        const double none = -1;
+        const long zero = 0;
+        if (cfg_get_int(a, sec, "fit_points", &n, &zero, 0, 1000000) < 0 ||
+            cfg_get_double(a, sec, "fit_max_rel_residual", &v, &none, -1, 1e6) < 0 ||
+            cfg_get_string(a, sec, "device", &s, "") < 0)
+            return -1;
+        static const char *const figure[2] = { "latency_us", "bandwidth_gbps" };
+        for (int f = 0; f < 2 && !measured; f++)
+            if (cfg_has(a, sec, figure[f]) && strcmp(cfg_str(a, sec, figure[f]), "unmeasured") != 0)
+                return dh_err("%s: [%s] is unmeasured but gives %s = '%s'", full, sec, figure[f],
+                              cfg_str(a, sec, figure[f]));
+    }
+    return cfg_check_unused(a);
+}
+
+/* The expert-parallel all-to-all of moe_ep GPUs: the file's measurement for that GPU count
+ * when it has one; the instance's assumed values otherwise (a count the file marks
+ * unmeasured, or one it does not list), and the run says which it used. */
 static int a2a_resolve(sim_config *sc, const char *path)
 {
     for (int p = 0; p < 2; p++) {
@@ -46,21 +90,26 @@ static int a2a_resolve(sim_config *sc, const char *path)
     if (dh_path_find(path, full, sizeof full) < 0) return -1;
     cfg *a;
     if (cfg_load(full, &a) < 0) return -1;
+    if (a2a_check(a, full) < 0) { cfg_free(a); return -1; }
     static const char *phase[2] = { "dispatch", "combine" };
     double lat[2], bw[2];
-    int measured = 1, rc = 0;
-    for (int p = 0; p < 2 && rc == 0; p++) {
+    int measured = 1, listed = 1;
+    for (int p = 0; p < 2; p++) {
         char sec[64];
         snprintf(sec, sizeof sec, "gpus.%.0f.%s", sc->moe_ep, phase[p]);
         const char *status = cfg_str(a, sec, "status");
-        if (!status) { rc = dh_err("%s: no [%s] for moe_ep = %g GPUs", full, sec, sc->moe_ep); break; }
+        if (!status) { listed = 0; measured = 0; continue; }
         if (strcmp(status, "measured") != 0) { measured = 0; continue; }
-        if (cfg_get_double(a, sec, "latency_us", &lat[p], CFG_REQUIRED, 0, 1e6) < 0 ||
-            cfg_get_double(a, sec, "bandwidth_gbps", &bw[p], CFG_REQUIRED, 1e-3, 1e6) < 0)
-            rc = -1;
+        lat[p] = strtod(cfg_str(a, sec, "latency_us"), NULL);
+        bw[p] = strtod(cfg_str(a, sec, "bandwidth_gbps"), NULL);
     }
     cfg_free(a);
-    if (rc < 0 || !measured) return rc;
+    if (!measured) {
+        if (!listed)
+            snprintf(sc->a2a_source, sizeof sc->a2a_source,
+                     "assumed ([instance] moe_comm_s, moe_comm_gbps; %s lists no %g GPUs)", path, sc->moe_ep);
+        return 0;
+    }
     for (int p = 0; p < 2; p++) {
         sc->a2a_lat_s[p] = lat[p] * 1e-6;
         sc->a2a_gbps[p] = bw[p];

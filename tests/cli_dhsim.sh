@@ -88,3 +88,19 @@ if [ -n "$per_gpu" ] && [ "$per_gpu" -ge 1 ]; then
   if awk -v p="$per_gpu" -v a="$a" -v b="$b" 'BEGIN { exit !(a >= p && b < p + 1) }'; then echo "PASS search_latency_admitted"
   else echo "FAIL search_latency_admitted (per GPU $per_gpu: admitted $a; at $((per_gpu + 1)): $b)"; fi
 else echo "FAIL search_latency_admitted (no result: $(cat "$tmp/err"))"; fi
+
+# The all-to-all file: a GPU count it does not list falls back to the instance's assumed cost and
+# says so (it was an error); every section and key of it is checked (an unknown key was accepted).
+out=$(./bin/dhsim --policy hisparse --steps 3 --set instance.gpus=16 --set instance.moe_ep=16 \
+      --set instance.attention_dp=16 2>&1); rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q "all-to-all: assumed (.*lists no 16 GPUs)"; then echo "PASS a2a_unlisted_gpus_assumed"
+else echo "FAIL a2a_unlisted_gpus_assumed (rc $rc: $(echo "$out" | head -2))"; fi
+sed 's/^dedup = rank/dedup = rank\nbogus = 1/' models/hw/a2a.ini > "$tmp/a2a-key.ini"
+sed 's/^latency_us = 22.831/latency_us = fast/' models/hw/a2a.ini > "$tmp/a2a-num.ini"
+sed 's/^\[gpus.2.combine\]/[gpus.2.scatter]/' models/hw/a2a.ini > "$tmp/a2a-sec.ini"
+for c in key:"unknown key 'bogus'" num:"latency_us = 'fast' is not a number" sec:"section \[gpus.2.scatter\]"; do
+  f=${c%%:*}; want=${c#*:}
+  ./bin/dhsim --policy hisparse --steps 3 --set instance.a2a="$tmp/a2a-$f.ini" > "$tmp/out" 2> "$tmp/err"; rc=$?
+  if [ $rc -ne 0 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "$want" "$tmp/err" && [ ! -s "$tmp/out" ]
+  then echo "PASS a2a_file_checked_$f"; else echo "FAIL a2a_file_checked_$f (rc $rc: $(cat "$tmp/err"))"; fi
+done
