@@ -27,6 +27,21 @@ static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, c
     return 0;
 }
 
+/* A [fit_range] key names a fitted kernel and one of its inputs, as bin/dhcal writes them
+ * (analysis/prof.c): fetch_rows, gemm_fp8_m, ...; anything else is a typo or garbage. */
+static int fit_range_name_ok(const char *name)
+{
+    static const char *const kernel[] = { "attention_", "fetch_", "gemm_bf16_", "gemm_fp8_", "indexer_", "topk_" };
+    for (size_t i = 0; i < sizeof kernel / sizeof kernel[0]; i++) {
+        size_t n = strlen(kernel[i]);
+        if (strncmp(name, kernel[i], n) != 0 || !name[n]) continue;
+        for (const char *q = name + n; *q; q++)
+            if (!((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '_')) return 0;
+        return 1;
+    }
+    return 0;
+}
+
 /* [fit_range]: cfg lists no keys per section, so the names come from the
  * config's text form; each value is read (and so marked used) by the typed
  * getter, which also range-checks it. */
@@ -46,12 +61,16 @@ static int load_fit_range(cfg *c, hw_profile *hw)
         char name[64];
         size_t len = eq ? (size_t)(eq - p) : 0;
         while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
-        if (eq && len && len < sizeof name && *p != ';' && *p != '#') {
+        if (eq && len && *p != ';' && *p != '#') {
+            if (len >= sizeof name) { rc = dh_err("%s: [fit_range] has a key of %zu characters", cfg_name(c), len); break; }
             memcpy(name, p, len);
             name[len] = 0;
             double v[2];
             size_t n;
-            if (hw->n_fit == HW_FIT_MAX) rc = dh_err("%s: [fit_range] has more than %d entries", cfg_name(c), HW_FIT_MAX);
+            if (!fit_range_name_ok(name))
+                rc = dh_err("%s: [fit_range] %s is not KERNEL_INPUT of a fitted kernel (attention, fetch, "
+                            "gemm_bf16, gemm_fp8, indexer, topk)", cfg_name(c), name);
+            else if (hw->n_fit == HW_FIT_MAX) rc = dh_err("%s: [fit_range] has more than %d entries", cfg_name(c), HW_FIT_MAX);
             else if (cfg_get_doubles(c, "fit_range", name, v, 2, &n, -1e300, 1e300) < 0) rc = -1;
             else if (n != 2 || v[0] > v[1])
                 rc = dh_err("%s: [fit_range] %s must be \"min, max\" with min <= max", cfg_name(c), name);
@@ -67,6 +86,8 @@ static int load_fit_range(cfg *c, hw_profile *hw)
         p = nl;
     }
     free(text);
+    /* Whatever the text scan did not read (it cannot miss a key, but the check costs nothing). */
+    if (rc == 0 && cfg_check_unused_section(c, "fit_range") < 0) rc = -1;
     return rc;
 }
 

@@ -104,3 +104,12 @@ for c in key:"unknown key 'bogus'" num:"latency_us = 'fast' is not a number" sec
   if [ $rc -ne 0 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "$want" "$tmp/err" && [ ! -s "$tmp/out" ]
   then echo "PASS a2a_file_checked_$f"; else echo "FAIL a2a_file_checked_$f (rc $rc: $(cat "$tmp/err"))"; fi
 done
+# [fit_range]: a key that names no fitted kernel's input, or a value that is not "min, max", is
+# one error line (both were accepted).
+for c in name:"bogus_key = 1, 2":"bogus_key is not KERNEL_INPUT" value:"fetch_foo = 1, x":"fetch_foo"; do
+  f=${c%%:*}; rest=${c#*:}; line=${rest%%:*}; want=${rest#*:}
+  { cat models/hw/h200.ini; printf '[fit_range]\n%s\n' "$line"; } > "$tmp/hw-$f.ini"
+  ./bin/dhsim --policy hisparse --steps 3 --set instance.hw="$tmp/hw-$f.ini" > "$tmp/out" 2> "$tmp/err"; rc=$?
+  if [ $rc -ne 0 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "$want" "$tmp/err" && [ ! -s "$tmp/out" ]
+  then echo "PASS fit_range_checked_$f"; else echo "FAIL fit_range_checked_$f (rc $rc: $(cat "$tmp/err"))"; fi
+done
