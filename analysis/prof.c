@@ -5,6 +5,7 @@
  * Profiles are a few hundred lines: everything here is linear scans. */
 #include "analysis/prof.h"
 #include "common/cfg.h"
+#include "common/ofile.h"
 #include "common/dh_err.h"
 #include "sim/hw.h"
 
@@ -494,10 +495,16 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     /* Rewrite the base text. */
     FILE *in = fopen(o->base_path, "r");
     if (!in) return dh_err("profile '%s': cannot open: %s", o->base_path, strerror(errno));
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", out_path, (long)getpid());
+    /* A registered temporary name (common/ofile.h): a signal or an error removes it. */
+    char *tmp;
+    if (ofile_begin(out_path, &tmp) < 0) { fclose(in); return -1; }
     FILE *out = fopen(tmp, "w");
-    if (!out) { fclose(in); return dh_err("profile '%s': cannot create: %s", tmp, strerror(errno)); }
+    if (!out) {
+        fclose(in);
+        int e = errno;
+        ofile_abort(tmp);
+        return dh_err("profile '%s': cannot create its temporary file: %s", out_path, strerror(e));
+    }
     {
         char head[2300];
         snprintf(head, sizeof head, "; dhcal: keys with \"; dhcal:\" comments were fitted by: %s\n", o->command ? o->command : "dhcal fit");
@@ -560,8 +567,8 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     fputs(ranges, out);
     if (fclose(out) != 0 && rc == 0) rc = dh_err("profile '%s': write error", tmp);
     if (rc == 0 && prof_check(tmp) < 0) rc = dh_err_prefix("fitted profile fails its check: ");
-    if (rc == 0 && rename(tmp, out_path) < 0) rc = dh_err("profile '%s': cannot rename into place: %s", out_path, strerror(errno));
-    if (rc && !getenv("DHCAL_KEEP_TMP")) unlink(tmp);
+    if (rc == 0) return ofile_commit(tmp, out_path);
+    ofile_abort(tmp);
     return rc;
 }
 

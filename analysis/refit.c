@@ -3,6 +3,7 @@
 #include "analysis/refit.h"
 #include "analysis/prof.h"
 #include "common/dh_err.h"
+#include "common/ofile.h"
 
 #include <errno.h>
 #include <math.h>
@@ -102,10 +103,16 @@ int refit_write(const char *in_path, const char *out_path, const char *section, 
 {
     FILE *in = fopen(in_path, "r");
     if (!in) return dh_err("profile '%s': cannot open: %s", in_path, strerror(errno));
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", out_path, (long)getpid());
+    /* A registered temporary name (common/ofile.h): a signal or an error removes it. */
+    char *tmp;
+    if (ofile_begin(out_path, &tmp) < 0) { fclose(in); return -1; }
     FILE *out = fopen(tmp, "w");
-    if (!out) { fclose(in); return dh_err("profile '%s': cannot create: %s", tmp, strerror(errno)); }
+    if (!out) {
+        fclose(in);
+        int e = errno;
+        ofile_abort(tmp);
+        return dh_err("profile '%s': cannot create its temporary file: %s", out_path, strerror(e));
+    }
     char *line = NULL, sec[128] = "";
     size_t cap = 0;
     int found = 0, rc = 0;
@@ -144,7 +151,7 @@ int refit_write(const char *in_path, const char *out_path, const char *section, 
     if (rc == 0 && !found) rc = dh_err("profile '%s': has no [%s] %s to refit", in_path, section, key);
     if (fclose(out) != 0 && rc == 0) rc = dh_err("profile '%s': write error", tmp);
     if (rc == 0 && prof_check(tmp) < 0) rc = dh_err_prefix("refitted profile fails its check: ");
-    if (rc == 0 && rename(tmp, out_path) < 0) rc = dh_err("profile '%s': cannot rename into place: %s", out_path, strerror(errno));
-    if (rc) unlink(tmp);
+    if (rc == 0) return ofile_commit(tmp, out_path);
+    ofile_abort(tmp);
     return rc;
 }
