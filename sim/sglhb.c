@@ -328,7 +328,7 @@ int sglhb_step(sglhb *h, const sel_delta *d, sglhb_result *res)
     uint32_t *t = h->sel; h->sel = h->sel_next; h->sel_next = t;
     h->n_sel = o;
     if (h->cfg.order == SGLHB_ORDER_HASHED) order_hashed(h, d->pos, o);
-    else memcpy(h->topk, h->sel, (size_t)o * sizeof *h->topk);
+    else if (o) memcpy(h->topk, h->sel, (size_t)o * sizeof *h->topk);
     return sglhb_step_topk(h, d->pos, d->nrows, h->topk, o, res);
 }
 
@@ -380,7 +380,7 @@ static void queue_push(sglhb *h, uint32_t row)
         uint32_t len = h->q_tail - h->q_head;
         if (len > 2 * h->n_queued + 1024) queue_compact(h);
         else if (h->q_head >= h->q_cap / 2) {
-            memmove(h->q, h->q + h->q_head, (size_t)len * sizeof *h->q);
+            if (len) memmove(h->q, h->q + h->q_head, (size_t)len * sizeof *h->q); /* q may be NULL */
             h->q_head = 0;
             h->q_tail = len;
         }
@@ -518,7 +518,7 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
         for (uint32_t i = 0; i < n_dep; i++) h->keys[i] = h->row_tkey[h->departed[i]];
         sort_by_key(h->keys, h->departed, n_dep, h->sort_k, h->sort_v);
         for (uint32_t i = 0; i < n_dep; i++) queue_push(h, h->departed[i]);
-        memcpy(h->cand, d->added, (size_t)d->n_added * sizeof *h->cand);
+        if (d->n_added) memcpy(h->cand, d->added, (size_t)d->n_added * sizeof *h->cand);
         n_cand = d->n_added;
         uint32_t p = prev_nrows - 1;
         if (nrows > prev_nrows && (h->row_state[p] & (Q_SEL | Q_RES)) == Q_SEL) {

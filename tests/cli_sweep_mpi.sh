@@ -11,7 +11,10 @@ pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1"; }
 # OpenMPI refuses root without --allow-run-as-root; --oversubscribe lets two ranks
 # share a machine with fewer free cores than ranks.
-MPIRUN="mpirun -n 2 --allow-run-as-root --oversubscribe"
+# Under make sanitize, leak detection is off for the ranks alone: OpenMPI's plugins, unloaded at
+# MPI_Finalize, keep allocations that LeakSanitizer reports without a module to suppress them
+# by; every other check of the sanitizers stays on (a plain run ignores the variable).
+MPIRUN="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 mpirun -n 2 --allow-run-as-root --oversubscribe"
 
 if "$bin" --version | grep -q "mpi: yes"; then pass "built with MPI"
 else fail "built with MPI: $("$bin" --version) (mpicc not found at build time; install libopenmpi-dev and make again)"; fi
