@@ -12,22 +12,9 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1"; }
 
-# sweep NAME OUTPUT [EXTRA-SECTIONS]: a small sweep file (4 requests per GPU, 8 steps).
-sweep() {
-  cat >"$tmp/$1.ini" <<EOF2
-[sweep]
-policies = hisparse,adaptive,resident
-seeds = 1:2:1
-steps = 8
-output = $2
-[base]
-workload.concurrency = 32
-workload.output_len = 6
-workload.output_len_max = 12
-[axes]
-policy.hisparse_budget_k = 1,2,3
-EOF2
-}
+# sweep NAME OUTPUT: a small sweep file (tests/sweep_fixture.sh: 4 requests per GPU, 8 steps).
+. tests/sweep_fixture.sh
+sweep() { small_sweep "$tmp/$1.ini" "$2" hisparse,adaptive,resident 1:2:1; }
 
 # expect_error NAME NEEDLE FILE: exit status non-zero, one line on stderr naming NEEDLE, no point written.
 expect_error() {

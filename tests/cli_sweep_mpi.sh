@@ -20,21 +20,8 @@ if "$bin" --version | grep -q "mpi: yes"; then pass "built with MPI"
 else fail "built with MPI: $("$bin" --version) (mpicc not found at build time; install libopenmpi-dev and make again)"; fi
 if command -v mpirun >/dev/null; then pass "mpirun found"; else fail "mpirun found (openmpi-bin)"; fi
 
-sweep() {
-  cat >"$tmp/$1.ini" <<EOF2
-[sweep]
-policies = hisparse,adaptive
-seeds = 1,2
-steps = 8
-output = $tmp/$1
-[base]
-workload.concurrency = 32
-workload.output_len = 6
-workload.output_len_max = 12
-[axes]
-policy.hisparse_budget_k = 1,2,3
-EOF2
-}
+. tests/sweep_fixture.sh
+sweep() { small_sweep "$tmp/$1.ini" "$tmp/$1" hisparse,adaptive 1,2; }
 sweep threads; sweep ranks
 "$bin" run "$tmp/threads.ini" --workers 2 --quiet
 if timeout 300 $MPIRUN "$bin" run "$tmp/ranks.ini" --workers 1 >"$tmp/out" 2>&1 &&

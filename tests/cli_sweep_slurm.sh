@@ -89,19 +89,8 @@ done
 case "$state" in idle*|mixed*|allocated*) pass "single-node slurm up ($host)" ;;
   *) need "slurm: the node did not come up (state '$state'): $(tail -3 "$tmp/slurmctld.log" "$tmp/slurmd.log" 2>/dev/null)" ;; esac
 
-cat >"$tmp/s.ini" <<EOF2
-[sweep]
-policies = hisparse,adaptive
-seeds = 1,2
-steps = 8
-output = $tmp/slurm-out
-[base]
-workload.concurrency = 32
-workload.output_len = 6
-workload.output_len_max = 12
-[axes]
-policy.hisparse_budget_k = 1,2,3
-EOF2
+. tests/sweep_fixture.sh
+small_sweep "$tmp/s.ini" "$tmp/slurm-out" hisparse,adaptive 1,2
 sed "s|^output = .*|output = $tmp/threads-out|" "$tmp/s.ini" >"$tmp/t.ini"
 "$bin" run "$tmp/t.ini" --workers 2 --quiet
 script=$("$bin" slurm "$tmp/s.ini" --tasks 4 --cpus 1) || need "slurm: dhsweep slurm failed"
