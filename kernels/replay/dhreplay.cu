@@ -78,6 +78,9 @@
  * the device's greatest stream priority, so that its blocks are dispatched before the compute
  * stream's pending ones (default: the same priority as the compute stream).
  *
+ * Modules load eagerly (CUDA_MODULE_LOADING=EAGER unless the environment sets it), so that no
+ * step times a kernel's first load.
+ *
  * Output: the replay CSV of analysis/README.md (config_id,policy,mode,step,measured_us,misses,
  * selected,heldout), misses and selected summed over requests and layers; the command line in
  * a comment. Not replayed: the new rows' KV write and its write-through to the host (the
@@ -1119,6 +1122,10 @@ int rp_replay::run_one(const rp_run &run)
 
 int main(int argc, char **argv)
 {
+    /* Every kernel's module loaded when the context is created, not at its first launch (CUDA
+     * 12's lazy default): otherwise step 0 also times the loading (11 ms of a 64 x 25K step,
+     * measurements/h200/replay-glm53-64x25k-loading.csv). The user's own setting stands. */
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     rp_replay rp;
     rp.parse(argc, argv);
     rp.runs = rp.resolve();
