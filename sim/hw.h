@@ -77,6 +77,7 @@
 #include <stdint.h>
 
 #include "common/cfg.h"
+#include "common/cfgkey.h"
 #include "sim/cost.h"
 
 #define HW_FIT_MAX 64
@@ -92,6 +93,7 @@ extern const char *const hw_fit_name[HW_FIT_N];
 
 typedef struct {
     char name[64];
+    char base[64];             /* a scaled profile: its base's name; "" otherwise */
     double hbm_bytes, sms;
     double h2d_bw, d2h_bw, duplex_bw;
     double fetch_sms, page_bytes;
@@ -149,6 +151,14 @@ typedef struct {
 void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double value);
 /* Merge b into a (first values of a win). */
 void hw_range_merge(hw_range_log *a, const hw_range_log *b);
+
+/* Every key of a hardware profile: its section, unit, range, default, meaning and class
+ * (datasheet or fitted); hw_load reads through it and docs/CONFIG.md is printed from it. */
+extern const cfg_schema hw_schema;
+
+/* Does the fitted key [sec] key replace a datasheet rate in its kernel's cost? 1 with the
+ * rate's section and key (e.g. "hw", "hbm_bw" for attn_bw), 0 if not. */
+int hw_fitted_rate(const char *sec, const char *key, const char **rate_sec, const char **rate);
 
 /* Read the profile from c (every key must be known) and choose the form of each cost from
  * the keys given (hw_profile.cost). 0 or -1 with dh_err(). */
