@@ -386,7 +386,7 @@ static void scale_list(cfg *c, const char *sec, const char *key, double k)
         char *end;
         double x = strtod(p, &end);
         if (end == p) break;
-        o += (size_t)snprintf(out + o, sizeof out - o, "%s%.6g", o ? ", " : "", x * k);
+        o += (size_t)snprintf(out + o, sizeof out - o, "%s%.17g", o ? ", " : "", x * k);
         p = end + strspn(end, " \t,");
     }
     cfg_set(c, sec, key, out);

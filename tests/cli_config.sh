@@ -1,0 +1,24 @@
+#!/bin/sh
+# docs/CONFIG.md is generated from the tables the config loaders validate with
+# (bin/dhconfig schema, common/cfgkey.h): the committed page must be that output, and a
+# page with one row changed must be caught (the comparison can fail). Every shipped
+# hardware profile loads (the tables accept what the repository ships).
+cd "$(dirname "$0")/.." || exit 1
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+ok() { echo "PASS $1"; }
+bad() { echo "FAIL $1: $2"; }
+if bin/dhconfig schema > "$T/CONFIG.md" && cmp -s "$T/CONFIG.md" docs/CONFIG.md
+then ok config_doc_matches_tables; else bad config_doc_matches_tables "regenerate: bin/dhconfig schema > docs/CONFIG.md"; fi
+# A planted drift: one range edited in a copy of the page.
+sed 's/| 1000000 .. 1e+15 |/| 1000000 .. 2e+15 |/' docs/CONFIG.md > "$T/drift.md"
+if ! cmp -s "$T/drift.md" docs/CONFIG.md && ! cmp -s "$T/CONFIG.md" "$T/drift.md"
+then ok config_doc_drift_caught; else bad config_doc_drift_caught "the planted edit went unnoticed"; fi
+# Every key the page lists is one the tables hold, once per section.
+dups=$(grep '^| `\[' docs/CONFIG.md | awk -F'|' '{print $2 $3}' | sort | uniq -d)
+if [ -z "$dups" ]; then ok config_doc_keys_unique; else bad config_doc_keys_unique "$dups"; fi
+for p in models/hw/h200.ini models/hw/h200-datasheet.ini models/hw/h100-sxm.ini models/hw/b200.ini; do
+  if bin/dhcal check-profile $p > /dev/null 2> "$T/err"
+  then ok "profile_loads_$(basename $p .ini)"; else bad "profile_loads_$(basename $p .ini)" "$(cat "$T/err")"; fi
+done
+out=$(bin/dhconfig nonsense 2>&1); rc=$?
+if [ $rc -eq 1 ] && [ "$out" = "usage: dhconfig schema" ]; then ok dhconfig_usage; else bad dhconfig_usage "rc=$rc out=$out"; fi
