@@ -22,3 +22,12 @@ for p in models/hw/h200.ini models/hw/h200-datasheet.ini models/hw/h100-sxm.ini 
 done
 out=$(bin/dhconfig nonsense 2>&1); rc=$?
 if [ $rc -eq 1 ] && [ "$out" = "usage: dhconfig schema" ]; then ok dhconfig_usage; else bad dhconfig_usage "rc=$rc out=$out"; fi
+# docs/HARDWARE.md's worked example: a scaled H200 with 6 TB/s of HBM (written here with an
+# absolute base) runs, is faster than the H200, and by less than its bandwidth ratio (the
+# launches and the PCIe fetch do not scale); an unchanged scaled copy gives the H200's figure.
+printf '[profile]\nbase = %s/models/hw/h200.ini\n\n[hw]\nname = h200-hbm6\nhbm_bw = 6e12\n' "$PWD" > "$T/h200-hbm6.ini"
+printf '[profile]\nbase = %s/models/hw/h200.ini\n\n[hw]\nname = h200\n' "$PWD" > "$T/same.ini"
+tok() { bin/dhsim --policy hisparse --steps 40 --quiet --json - "$@" | sed -n 's/.*"tok_s_per_gpu": \([0-9.e+-]*\).*/\1/p'; }
+a=$(tok); b=$(tok --set instance.hw="$T/h200-hbm6.ini"); c=$(tok --set instance.hw="$T/same.ini")
+if [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > a * 1.01 && b < a * 6 / 4.8) }' && [ "$a" = "$c" ]
+then ok hardware_doc_example_scales; else bad hardware_doc_example_scales "h200 $a, hbm6 $b, unchanged copy $c"; fi
