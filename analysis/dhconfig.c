@@ -9,14 +9,21 @@
 #include "common/dh_err.h"
 #include "sim/hw.h"
 #include "sim/model.h"
+#include "sim/sim.h"
+#include "sim/specrun.h"
+#include "sim/wl.h"
 
 #include <stdio.h>
 #include <string.h>
 
 /* Every schema, in the order the page lists them. */
 static const cfg_schema *const schemas[] = {
+    &instance_schema,
+    &wl_schema,
+    &specrun_schema,
     &model_schema,
     &hw_schema,
+    &a2a_schema,
 };
 
 static void usage(FILE *f) { fputs("usage: dhconfig schema\n", f); }
