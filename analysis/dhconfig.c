@@ -10,6 +10,7 @@
 #include "sim/hw.h"
 #include "sim/model.h"
 #include "sim/sim.h"
+#include "sim/spec.h"
 #include "sim/specrun.h"
 #include "sim/wl.h"
 
@@ -22,6 +23,7 @@ static const cfg_schema *const schemas[] = {
     &wl_schema,
     &specrun_schema,
     &model_schema,
+    &draft_schema,
     &hw_schema,
     &a2a_schema,
 };
