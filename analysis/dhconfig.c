@@ -5,6 +5,7 @@
  *
  * The page is generated, never edited: tests/cli_config.sh fails when the committed
  * docs/CONFIG.md differs from this output. Exit status 0, or 1 with one line "dhconfig: ...". */
+#include "analysis/rcfg.h"
 #include "common/cfgkey.h"
 #include "common/dh_err.h"
 #include "sim/hw.h"
@@ -13,6 +14,7 @@
 #include "sim/spec.h"
 #include "sim/specrun.h"
 #include "sim/wl.h"
+#include "sweep/swdef.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +28,8 @@ static const cfg_schema *const schemas[] = {
     &draft_schema,
     &hw_schema,
     &a2a_schema,
+    &swdef_schema,
+    &rcfg_schema,
 };
 
 static void usage(FILE *f) { fputs("usage: dhconfig schema\n", f); }
