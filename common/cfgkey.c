@@ -194,13 +194,51 @@ int cfgk_doubles(cfg *c, const cfg_schema *s, const char *sec, const char *key, 
     return cfg_get_doubles(c, sec, key, out, cap, n, k->min, k->max);
 }
 
+int cfgk_schema_check(const cfg_schema *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const cfg_key *k = &s->k[i];
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(s->k[j].section, k->section) && !strcmp(s->k[j].key, k->key))
+                return dh_err("schema of %s: [%s] %s has two rows", s->files, k->section, k->key);
+        if (!k->doc || !*k->doc) return dh_err("schema of %s: [%s] %s has no meaning", s->files, k->section, k->key);
+        if ((k->type == CK_NUM || k->type == CK_INT || k->type == CK_LIST) && !(k->min <= k->max))
+            return dh_err("schema of %s: [%s] %s: range %g .. %g is empty", s->files, k->section, k->key, k->min, k->max);
+        if (!k->def || (k->flags & CK_DYNAMIC) || k->def[0] == '(') continue;
+        const char *d = k->def;
+        char *end;
+        double x;
+        switch (k->type) {
+        case CK_NUM:
+        case CK_INT:
+            x = strtod(d, &end);
+            if (end == d || *end || x < k->min || x > k->max || (k->type == CK_INT && x != floor(x)))
+                return dh_err("schema of %s: [%s] %s: default '%s' is not within %g .. %g", s->files, k->section, k->key, d,
+                              k->min, k->max);
+            break;
+        case CK_BOOL:
+            if (strcmp(d, "true") && strcmp(d, "false"))
+                return dh_err("schema of %s: [%s] %s: default '%s' is not true or false", s->files, k->section, k->key, d);
+            break;
+        case CK_STR:
+            if (k->choices && choice_index(k->choices, d) < 0)
+                return dh_err("schema of %s: [%s] %s: default '%s' is not one of %s", s->files, k->section, k->key, d,
+                              k->choices);
+            break;
+        case CK_LIST:
+            return dh_err("schema of %s: [%s] %s: a list has no default", s->files, k->section, k->key);
+        }
+    }
+    return 0;
+}
+
 /* ---- Markdown ---- */
 
-/* Table cells: '|' escaped, newlines as spaces. */
+/* Table cells: '|' and '*' escaped, newlines as spaces. */
 static void cell(FILE *f, const char *s)
 {
     for (; s && *s; s++) {
-        if (*s == '|') fputs("\\|", f);
+        if (*s == '|' || *s == '*') { fputc('\\', f); fputc(*s, f); }
         else if (*s == '\n') fputc(' ', f);
         else fputc(*s, f);
     }

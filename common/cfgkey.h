@@ -104,6 +104,11 @@ int cfgk_double_in(cfg *c, const cfg_schema *s, const char *sec, const char *key
 int cfgk_int_in(cfg *c, const cfg_schema *s, const char *sec, const char *key, long *out, const long *def, long min,
                 long max);
 
+/* The table itself is sound: min <= max, every default of a plain row within its range (a
+ * boolean true/false, a choice among the choices), no (section, key) twice. 0 or -1 with
+ * dh_err() naming the row. */
+int cfgk_schema_check(const cfg_schema *s);
+
 /* The schemas as Markdown: one section per schema, one table row per key. */
 void cfgk_markdown(FILE *f, const cfg_schema *const *all, size_t n);
 
