@@ -2,6 +2,10 @@
  *
  *   dhconfig schema     print docs/CONFIG.md: every key of every config file, its type,
  *                       unit, range, default and meaning (common/cfgkey.h)
+ *   dhconfig check FILE...
+ *                       every key of each file is one a schema of that kind of file has
+ *                       (chosen by the file's path, e.g. models/hw/NAME.ini): the page
+ *                       documents every key the repository's files use
  *
  * The page is generated, never edited: tests/cli_config.sh fails when the committed
  * docs/CONFIG.md differs from this output. Exit status 0, or 1 with one line "dhconfig: ...". */
@@ -10,12 +14,15 @@
 #include "common/dh_err.h"
 #include "sim/hw.h"
 #include "sim/model.h"
+#include "sim/paper.h"
 #include "sim/sim.h"
 #include "sim/spec.h"
 #include "sim/specrun.h"
 #include "sim/wl.h"
 #include "sweep/swdef.h"
 
+#include <ctype.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,19 +33,66 @@ static const cfg_schema *const schemas[] = {
     &specrun_schema,
     &model_schema,
     &draft_schema,
+    &paper_schema,
     &hw_schema,
     &a2a_schema,
     &swdef_schema,
     &rcfg_schema,
 };
 
-static void usage(FILE *f) { fputs("usage: dhconfig schema\n", f); }
+static void usage(FILE *f) { fputs("usage: dhconfig schema | dhconfig check FILE...\n", f); }
+
+/* Does the schema describe path? Its files pattern (up to the first space) with each upper-case
+ * NAME or ID as '*', matched against the path or any tail of it after a '/'. */
+static int describes(const cfg_schema *s, const char *path)
+{
+    char pat[256];
+    size_t o = 0;
+    for (const char *p = s->files; *p && *p != ' ' && o + 2 < sizeof pat;) {
+        if (isupper((unsigned char)*p)) {
+            while (isupper((unsigned char)*p)) p++;
+            pat[o++] = '*';
+        } else {
+            pat[o++] = *p++;
+        }
+    }
+    pat[o] = 0;
+    for (const char *t = path; t; t = strchr(t, '/') ? strchr(t, '/') + 1 : NULL)
+        if (fnmatch(pat, t, FNM_PATHNAME) == 0) return 1;
+    return 0;
+}
+
+static int check_file(const char *path)
+{
+    const cfg_schema *mine[16];
+    size_t nm = 0;
+    for (size_t i = 0; i < sizeof schemas / sizeof schemas[0] && nm < 16; i++)
+        if (describes(schemas[i], path)) mine[nm++] = schemas[i];
+    if (!nm) return dh_err("%s: no schema describes this file (docs/CONFIG.md lists the kinds)", path);
+    cfg *c;
+    if (cfg_load(path, &c) < 0) return -1;
+    int rc = 0;
+    for (size_t i = 0; i < cfg_entry_count(c) && rc == 0; i++) {
+        const char *sec, *key, *val;
+        cfg_entry_at(c, i, &sec, &key, &val);
+        int found = 0;
+        for (size_t j = 0; j < nm && !found; j++) found = cfgk_find(mine[j], sec, key) != NULL;
+        if (!found) rc = dh_err("%s: [%s] %s is in no schema of this file (%s)", path, sec, key, mine[0]->files);
+    }
+    cfg_free(c);
+    return rc;
+}
 
 int main(int argc, char **argv)
 {
     if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) { usage(stdout); return 0; }
-    if (argc != 2 || strcmp(argv[1], "schema") != 0) { usage(stderr); return 1; }
     const size_t n = sizeof schemas / sizeof schemas[0];
+    if (argc >= 3 && !strcmp(argv[1], "check")) {
+        for (int i = 2; i < argc; i++)
+            if (check_file(argv[i]) < 0) dh_die_last("dhconfig");
+        return 0;
+    }
+    if (argc != 2 || strcmp(argv[1], "schema") != 0) { usage(stderr); return 1; }
     for (size_t i = 0; i < n; i++)
         if (cfgk_schema_check(schemas[i]) < 0) dh_die_last("dhconfig");
     fputs("# Configuration files\n\n"

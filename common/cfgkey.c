@@ -33,10 +33,22 @@ static int section_match(const char *pat, const char *sec)
     }
 }
 
+/* A row's key in upper case (KERNEL_INPUT, SECTION.KEY) stands for any key of its section:
+ * the keys there are names the file chooses. Exact rows are found first. */
+static int key_placeholder(const char *k)
+{
+    if (!isupper((unsigned char)*k)) return 0;
+    for (; *k; k++)
+        if (!isupper((unsigned char)*k) && !isdigit((unsigned char)*k) && *k != '_' && *k != '.') return 0;
+    return 1;
+}
+
 const cfg_key *cfgk_find(const cfg_schema *s, const char *section, const char *key)
 {
     for (size_t i = 0; i < s->n; i++)
         if (!strcmp(s->k[i].key, key) && section_match(s->k[i].section, section)) return &s->k[i];
+    for (size_t i = 0; i < s->n; i++)
+        if (key_placeholder(s->k[i].key) && section_match(s->k[i].section, section)) return &s->k[i];
     return NULL;
 }
 

@@ -16,7 +16,8 @@
  *   if (cfgk_double(c, &hw_schema, "hw", "hbm_bw", &bw) < 0) return -1;
  *
  * A section name in a table may hold placeholders: a segment written in upper
- * case (kind.NAME, gpus.N.dispatch) matches any one non-empty segment.
+ * case (kind.NAME, gpus.N.dispatch) matches any one non-empty segment, and a key written in
+ * upper case (KERNEL_INPUT) any key of its section.
  * Reading a key the table does not have is a bug of the loader (DH_BUG). */
 #ifndef DH_CFGKEY_H
 #define DH_CFGKEY_H

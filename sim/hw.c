@@ -94,7 +94,7 @@ static const cfg_key hw_keys[] = {
 };
 #undef DS
 #undef FIT
-const cfg_schema hw_schema = CFG_SCHEMA("models/hw/*.ini (but a2a.ini)", "Hardware profile",
+const cfg_schema hw_schema = CFG_SCHEMA("models/hw/NAME.ini", "Hardware profile",
     "One decode GPU and its host link (sim/hw.h, docs/HARDWARE.md). Each key is *datasheet* (a rate or size of the device) "
     "or *fitted* (a cost fitted to the project's kernels by bin/dhcal); a file whose fitted keys replace a datasheet rate "
     "names that rate in [fitted_at] at the value it was fitted beside, and a different [hw] value is an error. A scaled "

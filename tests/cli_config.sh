@@ -21,7 +21,17 @@ for p in models/hw/h200.ini models/hw/h200-datasheet.ini models/hw/h100-sxm.ini 
   then ok "profile_loads_$(basename $p .ini)"; else bad "profile_loads_$(basename $p .ini)" "$(cat "$T/err")"; fi
 done
 out=$(bin/dhconfig nonsense 2>&1); rc=$?
-if [ $rc -eq 1 ] && [ "$out" = "usage: dhconfig schema" ]; then ok dhconfig_usage; else bad dhconfig_usage "rc=$rc out=$out"; fi
+if [ $rc -eq 1 ] && [ "$out" = "usage: dhconfig schema | dhconfig check FILE..." ]; then ok dhconfig_usage; else bad dhconfig_usage "rc=$rc out=$out"; fi
+# Every key of every shipped config file has its row in the page's tables; a planted key
+# that no table has is named.
+if bin/dhconfig check models/*.ini models/hw/*.ini models/instances/*.ini models/drafts/*.ini sweeps/*.ini \
+     kernels/replay/configs.ini 2> "$T/err"
+then ok config_every_shipped_key_documented; else bad config_every_shipped_key_documented "$(cat "$T/err")"; fi
+mkdir -p "$T/models/hw"
+sed 's/^sms = 132$/sms = 132\nsm_count = 132/' models/hw/h200-datasheet.ini > "$T/models/hw/planted.ini"
+out=$(bin/dhconfig check "$T/models/hw/planted.ini" 2>&1); rc=$?
+if [ $rc -eq 1 ] && [ "$out" = "dhconfig: $T/models/hw/planted.ini: [hw] sm_count is in no schema of this file (models/hw/NAME.ini)" ]
+then ok config_check_names_undocumented_key; else bad config_check_names_undocumented_key "rc=$rc out=$out"; fi
 # docs/HARDWARE.md's worked example: a scaled H200 with 6 TB/s of HBM (written here with an
 # absolute base) runs, is faster than the H200, and by less than its bandwidth ratio (the
 # launches and the PCIe fetch do not scale); an unchanged scaled copy gives the H200's figure.
