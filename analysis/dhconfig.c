@@ -20,6 +20,7 @@
 #include "sim/specrun.h"
 #include "sim/wl.h"
 #include "sweep/swdef.h"
+#include "traces/gen.h"
 
 #include <ctype.h>
 #include <fnmatch.h>
@@ -38,6 +39,7 @@ static const cfg_schema *const schemas[] = {
     &a2a_schema,
     &swdef_schema,
     &rcfg_schema,
+    &gen_schema,
 };
 
 static void usage(FILE *f) { fputs("usage: dhconfig schema | dhconfig check FILE...\n", f); }
