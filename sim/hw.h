@@ -4,14 +4,19 @@
  * Profile schema (every key required unless a default is given; units SI:
  * bytes, seconds, bytes/s, FLOP/s). A calibration tool may rewrite the file;
  * it must keep these keys, and every value carries its source in a comment.
+ * The table in sim/hw.c (hw_schema, printed in docs/CONFIG.md) is the reference:
+ * it marks each key datasheet or fitted, and hw_load reads every key through it.
+ * A fitted key that replaces a datasheet rate in its kernel's cost (attn_bw ->
+ * hbm_bw, ...) needs [fitted_at] RATE = the value it was fitted beside, equal to
+ * the file's; [profile] base = FILE makes a scaled profile (docs/HARDWARE.md).
  *
  *   [hw]      name            label
  *             hbm_bytes       usable HBM capacity of one GPU
- *             hbm_bw          effective HBM streaming bandwidth (bytes read + written per s)
+ *             hbm_bw          HBM bandwidth (datasheet): the roofline's, and the bound of the fitted byte rates
  *             sms             streaming multiprocessors
  *             fp8_flops       dense FP8 tensor rate
  *             bf16_flops      dense BF16 tensor rate
- *             mma_efficiency  achieved fraction of the tensor rates (0, 1]
+ *             mma_efficiency  achieved fraction of the tensor rates (0, 1]; default 1 (the bound)
  *             kernel_launch_s fixed cost of one kernel on the compute stream
  *             attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s,
  *             select_s, indexer_bw, fetch_interference, compute_interference,
