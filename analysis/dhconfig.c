@@ -9,6 +9,7 @@
  *
  * The page is generated, never edited: tests/cli_config.sh fails when the committed
  * docs/CONFIG.md differs from this output. Exit status 0, or 1 with one line "dhconfig: ...". */
+#include "analysis/deploy.h"
 #include "analysis/rcfg.h"
 #include "common/cfgkey.h"
 #include "common/dh_err.h"
@@ -40,6 +41,7 @@ static const cfg_schema *const schemas[] = {
     &swdef_schema,
     &rcfg_schema,
     &gen_schema,
+    &dep_schema,
 };
 
 static void usage(FILE *f) { fputs("usage: dhconfig schema | dhconfig check FILE...\n", f); }
