@@ -158,7 +158,7 @@ static int load_fit_range(cfg *c, hw_profile *hw)
                 rc = dh_err("%s: [fit_range] %s is not KERNEL_INPUT of a fitted kernel (attention, fetch, "
                             "gemm_bf16, gemm_fp8, indexer, topk)", cfg_name(c), name);
             else if (hw->n_fit == HW_FIT_MAX) rc = dh_err("%s: [fit_range] has more than %d entries", cfg_name(c), HW_FIT_MAX);
-            else if (cfg_get_doubles(c, "fit_range", name, v, 2, &n, -1e300, 1e300) < 0) rc = -1;
+            else if (cfgk_doubles(c, &hw_schema, "fit_range", name, v, 2, &n) < 0) rc = -1;
             else if (n != 2 || v[0] > v[1])
                 rc = dh_err("%s: [fit_range] %s must be \"min, max\" with min <= max", cfg_name(c), name);
             else {
