@@ -4,6 +4,7 @@
 #include "common/ofile.h"
 #include "common/path.h"
 #include "sim/out.h"
+#include "sim/paper.h"
 #include "sim/sim.h"
 
 #include <getopt.h>
@@ -233,15 +234,11 @@ static int print_headline(FILE *f, const sim_result *r, int n)
     if (dh_path_find(PAPER_RESULTS, path, sizeof path) < 0) return -1;
     cfg *c;
     if (cfg_load(path, &c) < 0) return -1;
-    double tok, vs_hs, vs_ad;
-    const char *what;
     int rc = -1;
-    if (cfg_get_string(c, "headline", "setting", &what, CFG_REQUIRED) < 0 ||
-        cfg_get_double(c, "headline", "adaptive_dflash2_tok_s_per_gpu", &tok, CFG_REQUIRED, 0, 1e9) < 0 ||
-        cfg_get_double(c, "headline", "ratio_vs_hisparse", &vs_hs, CFG_REQUIRED, 0, 1e3) < 0 ||
-        cfg_get_double(c, "headline", "ratio_vs_adaptive_plain", &vs_ad, CFG_REQUIRED, 0, 1e3) < 0 ||
-        cfg_check_unused_section(c, "headline") < 0)
-        goto done;
+    paper_headline ph;
+    if (paper_load(c, &ph) < 0) goto done;
+    const double tok = ph.tok_s_per_gpu, vs_hs = ph.ratio_vs_hisparse, vs_ad = ph.ratio_vs_adaptive_plain;
+    const char *what = ph.setting;
     fprintf(f, "\nheadline (paper: %s; %s)\n", what, path);
     fprintf(f, "  this run: %s, concurrency %g (%u per GPU), %s\n", sp->model, sp->concurrency, sp->per_gpu, sp->source);
     fprintf(f, "  %-34s %10s %10s\n", "output tokens/s per decode GPU", "simulated", "paper");

@@ -1,11 +1,57 @@
 /* model.c: model configs with per-layer kinds and a repeated layer list; see model.h. */
 #include "sim/model.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- the schema (docs/CONFIG.md is generated from it: bin/dhconfig schema) ---- */
+
+#define INH "the base kind's; required without base"
+static const cfg_key model_keys[] = {
+    CK_ROW("model", "name", CK_STR, "", 0, 0, NULL, "Label of the model.", 0),
+    CK_ROW("model", "layers", CK_STR, "", 0, 0, NULL, "The layer list: item (',' item)*, item = KIND or '(' list ')', "
+           "each with an optional '*' COUNT (at most 4096 layers).", 0),
+    CK_ROW("model", "hidden", CK_NUM, "", 1, 1e7, NULL, "Hidden size.", 0),
+    CK_ROW("model", "active_params", CK_NUM, "", 1, 1e15, NULL, "Parameters active per token (their FLOPs).", 0),
+    CK_ROW("model", "experts", CK_NUM, "", 0, 1e6, NULL, "Routed experts per MoE layer (0: dense).", 0),
+    CK_ROW("model", "experts_per_token", CK_NUM, "", 0, 1e6, NULL, "Experts each token is routed to (at most experts).", 0),
+    CK_ROW("model", "expert_bytes", CK_NUM, "bytes", 0, 1e13, NULL, "Weights of one expert of one layer.", 0),
+    CK_ROW("model", "moe_dispatch_bytes", CK_NUM, "bytes", 0, 1e9, "0", "All-to-all dispatch message per routed (token, "
+           "expert) pair; 0: the instance's moe_comm_s is the whole cost.", 0),
+    CK_ROW("model", "moe_combine_bytes", CK_NUM, "bytes", 0, 1e9, "0", "All-to-all combine message per routed pair.", 0),
+    CK_ROW("kind.NAME", "base", CK_STR, "", 0, 0, "", "An earlier kind whose values this one starts from.", 0),
+    CK_DYN_ROW("kind.NAME", "select", CK_STR, "", 0, 0, INH, "`own`, `reuse`, `window`", "How the layer picks its rows: its "
+               "own indexer's top-k, the previous selecting layer's rows, or a sliding window.", 0),
+    CK_DYN_ROW("kind.NAME", "kv", CK_STR, "", 0, 0, "the base kind's, else own", "`own`, `reuse`", "Whether the layer holds "
+               "KV rows of its own or reads another layer's.", 0),
+    CK_DYN_ROW("kind.NAME", "row_bytes", CK_NUM, "bytes", 1, 1e7, INH, NULL, "Bytes of one KV row of this layer.", 0),
+    CK_DYN_ROW("kind.NAME", "compress", CK_INT, "tokens/row", 1, 1 << 20, "the base kind's, else 1", NULL, "Tokens per "
+               "KV row (compressed attention).", 0),
+    CK_DYN_ROW("kind.NAME", "topk", CK_INT, "rows", 0, 1 << 24, INH " (window: 0)", "1 .. 16777216; window layers 0 .. "
+               "16777216", "Rows selected per query.", 0),
+    CK_DYN_ROW("kind.NAME", "window", CK_INT, "rows", 0, 1 << 24, "the base kind's; required for select = window, else 0",
+               "window layers 1 .. 16777216, else 0 .. 16777216", "Sliding window of a window layer.", 0),
+    CK_DYN_ROW("kind.NAME", "indexer_key_bytes", CK_NUM, "bytes", 0, 1e7, INH " (select = own only)",
+               "0 .. 1e+07 for select = own, else 0", "Bytes of one indexer key per row.", 0),
+    CK_DYN_ROW("kind.NAME", "indexer_heads", CK_NUM, "", 0, 1e5, INH " (select = own)", "1 .. 100000 for select = own, "
+               "else 0 .. 100000 (unused)", "Indexer heads.", 0),
+    CK_DYN_ROW("kind.NAME", "indexer_dim", CK_NUM, "", 0, 1e6, INH " (select = own)", "1 .. 1e+06 for select = own, else "
+               "0 .. 1e+06 (unused)", "Indexer head dimension.", 0),
+    CK_DYN_ROW("kind.NAME", "attn_heads", CK_NUM, "", 1, 1e5, INH, NULL, "Attention heads.", 0),
+    CK_DYN_ROW("kind.NAME", "attn_qk_dim", CK_NUM, "", 1, 1e6, INH, NULL, "Query/key head dimension.", 0),
+    CK_DYN_ROW("kind.NAME", "attn_v_dim", CK_NUM, "", 1, 1e6, INH, NULL, "Value head dimension.", 0),
+    CK_DYN_ROW("kind.NAME", "attn_fp8", CK_BOOL, "", 0, 0, "the base kind's, else true", NULL, "Attention math at the FP8 "
+               "rate (else BF16).", 0),
+    CK_DYN_ROW("kind.NAME", "moe", CK_BOOL, "", 0, 0, "the base kind's, else false", NULL, "The layer's FFN is routed "
+               "experts.", 0),
+};
+#undef INH
+const cfg_schema model_schema = CFG_SCHEMA("models/NAME.ini", "Model",
+    "A model's layers as kinds ([kind.NAME] sections) and a repeated layer list (sim/model.h).", model_keys);
 
 #define MAX_KINDS 32
 #define MAX_LAYERS 4096
@@ -31,7 +77,7 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
     k.kv_own = 1;
     k.attn_fp8 = 1;
     const char *base;
-    int rc = cfg_get_string(c, sec, "base", &base, "");
+    int rc = cfgk_string(c, &model_schema, sec, "base", &base);
     if (rc < 0) return -1;
     if (*base) {
         int b = find_kind(ks, base, strlen(base));
@@ -43,21 +89,21 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
     long l;
     int bv;
 #define DBL(key, field, lo, hi) do { double def_ = k.field; \
-        if (cfg_get_double(c, sec, key, &d, *base ? &def_ : CFG_REQUIRED, lo, hi) < 0) { return -1; } \
+        if (cfgk_double_in(c, &model_schema, sec, key, &d, *base ? &def_ : CFG_REQUIRED, lo, hi) < 0) { return -1; } \
         k.field = d; } while (0)
 #define U32(key, field, lo, hi, req) do { long def_ = (long)k.field; \
-        if (cfg_get_int(c, sec, key, &l, (*base || !(req)) ? &def_ : CFG_REQUIRED, lo, hi) < 0) { return -1; } \
+        if (cfgk_int_in(c, &model_schema, sec, key, &l, (*base || !(req)) ? &def_ : CFG_REQUIRED, lo, hi) < 0) { return -1; } \
         k.field = (uint32_t)l; } while (0)
 #define BOOL(key, field) do { int def_ = k.field; \
-        if (cfg_get_bool(c, sec, key, &bv, &def_) < 0) { return -1; } \
+        if (cfgk_bool_or(c, &model_schema, sec, key, &bv, &def_) < 0) { return -1; } \
         k.field = bv; } while (0)
     const char *sel, *kv;
-    if (cfg_get_string(c, sec, "select", &sel, *base ? (k.select == MODEL_SELECT_OWN ? "own" : k.select == MODEL_SELECT_REUSE ? "reuse" : "window") : CFG_REQUIRED) < 0) return -1;
+    if (cfgk_string_or(c, &model_schema, sec, "select", &sel, *base ? (k.select == MODEL_SELECT_OWN ? "own" : k.select == MODEL_SELECT_REUSE ? "reuse" : "window") : CFG_REQUIRED) < 0) return -1;
     if (!strcmp(sel, "own")) k.select = MODEL_SELECT_OWN;
     else if (!strcmp(sel, "reuse")) k.select = MODEL_SELECT_REUSE;
     else if (!strcmp(sel, "window")) k.select = MODEL_SELECT_WINDOW;
     else return dh_err("%s: [%s] select = '%s' (expected own, reuse or window)", cfg_name(c), sec, sel);
-    if (cfg_get_string(c, sec, "kv", &kv, k.kv_own ? "own" : "reuse") < 0) return -1;
+    if (cfgk_string_or(c, &model_schema, sec, "kv", &kv, k.kv_own ? "own" : "reuse") < 0) return -1;
     if (!strcmp(kv, "own")) k.kv_own = 1;
     else if (!strcmp(kv, "reuse")) k.kv_own = 0;
     else return dh_err("%s: [%s] kv = '%s' (expected own or reuse)", cfg_name(c), sec, kv);
@@ -73,12 +119,12 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
         DBL("indexer_dim", indexer_dim, 1, 1e6);
     } else {
         /* Only a layer running its own indexer holds keys; reject them elsewhere. */
-        if (cfg_get_double(c, sec, "indexer_key_bytes", &d, &zero, 0, 0) < 0) return -1;
+        if (cfgk_double_in(c, &model_schema, sec, "indexer_key_bytes", &d, &zero, 0, 0) < 0) return -1;
         k.indexer_key_bytes = 0;
         /* A reusing kind may still state its indexer's shape (it documents
          * the layer); the values are unused but must be valid numbers. */
-        if (cfg_get_double(c, sec, "indexer_heads", &d, &k.indexer_heads, 0, 1e5) < 0 ||
-            cfg_get_double(c, sec, "indexer_dim", &d, &k.indexer_dim, 0, 1e6) < 0)
+        if (cfgk_double_in(c, &model_schema, sec, "indexer_heads", &d, &k.indexer_heads, 0, 1e5) < 0 ||
+            cfgk_double_in(c, &model_schema, sec, "indexer_dim", &d, &k.indexer_dim, 0, 1e6) < 0)
             return -1;
     }
     DBL("attn_heads", attn_heads, 1, 1e5);
@@ -164,30 +210,29 @@ int model_load(cfg *c, model_cfg *m)
         if (!strncmp(sec, "kind.", 5) && load_kind(c, sec, ks) < 0) goto out;
     }
     const char *name, *layers;
-    if (cfg_get_string(c, "model", "name", &name, CFG_REQUIRED) < 0) goto out;
+    if (cfgk_string(c, &model_schema, "model", "name", &name) < 0) goto out;
     snprintf(m->name, sizeof m->name, "%s", name);
-    if (cfg_get_string(c, "model", "layers", &layers, CFG_REQUIRED) < 0) goto out;
+    if (cfgk_string(c, &model_schema, "model", "layers", &layers) < 0) goto out;
     lp->s = lp->p = layers;
     lp->ks = ks;
     lp->file = cfg_name(c);
     if (parse_list(lp, 0) < 0) goto out;
     skip_ws(lp);
     if (*lp->p) { dh_err("%s: [model] layers: unexpected '%s'", lp->file, lp->p); goto out; }
-    struct { const char *key; double *dst, lo, hi; } d[] = {
-        { "hidden", &m->hidden, 1, 1e7 },
-        { "active_params", &m->active_params, 1, 1e15 },
-        { "experts", &m->experts, 0, 1e6 },
-        { "experts_per_token", &m->experts_per_token, 0, 1e6 },
-        { "expert_bytes", &m->expert_bytes, 0, 1e13 },
+    struct { const char *key; double *dst; } d[] = {
+        { "hidden", &m->hidden },
+        { "active_params", &m->active_params },
+        { "experts", &m->experts },
+        { "experts_per_token", &m->experts_per_token },
+        { "expert_bytes", &m->expert_bytes },
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        if (cfg_get_double(c, "model", d[i].key, d[i].dst, CFG_REQUIRED, d[i].lo, d[i].hi) < 0) goto out;
+        if (cfgk_double(c, &model_schema, "model", d[i].key, d[i].dst) < 0) goto out;
     if (m->experts_per_token > m->experts) { dh_err("%s: [model] experts_per_token exceeds experts", cfg_name(c)); goto out; }
     /* Expert-parallel all-to-all message sizes per routed (token, expert) pair;
      * absent means the instance's fixed moe_comm_s is the whole cost. */
-    double no_bytes = 0;
-    if (cfg_get_double(c, "model", "moe_dispatch_bytes", &m->moe_dispatch_bytes, &no_bytes, 0, 1e9) < 0 ||
-        cfg_get_double(c, "model", "moe_combine_bytes", &m->moe_combine_bytes, &no_bytes, 0, 1e9) < 0)
+    if (cfgk_double(c, &model_schema, "model", "moe_dispatch_bytes", &m->moe_dispatch_bytes) < 0 ||
+        cfgk_double(c, &model_schema, "model", "moe_combine_bytes", &m->moe_combine_bytes) < 0)
         goto out;
     if (cfg_check_unused_section(c, "model") < 0) goto out;
     /* Build layers and selection groups. */

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "common/cfg.h"
+#include "common/cfgkey.h"
 #include "traces/sel.h"
 
 enum { MODEL_SELECT_OWN = 0, MODEL_SELECT_REUSE, MODEL_SELECT_WINDOW };
@@ -83,3 +84,6 @@ int model_shape(const model_cfg *m, trace_shape *sh);
 int model_check_shape(const model_cfg *m, const trace_shape *sh, const char *what);
 
 #endif
+/* Every key of a model file (docs/CONFIG.md is printed from it). */
+extern const cfg_schema model_schema;
+

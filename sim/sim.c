@@ -9,6 +9,7 @@
  * O(layers x micro-batches) events for the timing (step.h). IndexShare layers
  * are never simulated apart: one stream per (request, group). */
 #include "sim/sim.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
 #include "common/path.h"
@@ -28,6 +29,60 @@
 
 /* ---------------------------------------------------------------- config */
 
+/* ---- the schemas (docs/CONFIG.md is printed from them: bin/dhconfig schema) ---- */
+
+static const cfg_key inst_keys[] = {
+    CK_ROW("instance", "model", CK_STR, "", 0, 0, NULL, "The model file (models/NAME.ini).", 0),
+    CK_ROW("instance", "hw", CK_STR, "", 0, 0, NULL, "The hardware profile (models/hw/NAME.ini).", 0),
+    CK_ROW("instance", "a2a", CK_STR, "", 0, 0, "", "Measured expert-parallel all-to-all costs (models/hw/a2a.ini); empty: "
+           "the assumed moe_comm_s, moe_comm_gbps.", 0),
+    CK_ROW("instance", "gpus", CK_NUM, "", 1, 4096, NULL, "GPUs of the serving instance.", 0),
+    CK_DYN_ROW("instance", "attention_dp", CK_NUM, "", 1, 4096, NULL, "1 .. gpus", "Attention data-parallel ranks "
+               "(requests are spread over them).", 0),
+    CK_DYN_ROW("instance", "moe_ep", CK_NUM, "", 1, 4096, NULL, "1 .. gpus", "Expert-parallel GPUs.", 0),
+    CK_ROW("instance", "weights_per_gpu_bytes", CK_NUM, "bytes", 0, 1e15, NULL, "Weights held by one GPU (at least its "
+           "experts).", 0),
+    CK_ROW("instance", "workspace_bytes", CK_NUM, "bytes", 0, 1e15, NULL, "Activations and workspace per GPU.", 0),
+    CK_ROW("instance", "step_overhead_s", CK_NUM, "s", 0, 10, NULL, "Fixed host-side cost per decode step.", 0),
+    CK_ROW("instance", "moe_comm_s", CK_NUM, "s", 0, 10, NULL, "Assumed all-to-all latency per MoE layer (dispatch + "
+           "combine) when not measured.", 0),
+    CK_ROW("instance", "moe_comm_gbps", CK_NUM, "GB/s", 0, 1e6, "0", "Assumed all-to-all bandwidth; 0: no bandwidth "
+           "term.", 0),
+    CK_ROW("instance", "micro_batches", CK_INT, "", 1, 64, NULL, "Micro-batches a step's requests are split into "
+           "(overlap of fetch and compute).", 0),
+    CK_ROW("policy", "name", CK_STR, "", 0, 0, "hisparse", "The KV policy (sim/pol.h), with an optional +MODE for "
+           "speculative decoding.", 0),
+    CK_ROW("policy", "hisparse_budget_k", CK_NUM, "x k", 1, 1e6, "2", "HiSparse's hot buffer, in multiples of the "
+           "group's k.", 0),
+    CK_ROW("policy", "adaptive_max_optional_k", CK_NUM, "x k", 0, 1e9, "0", "Adaptive's cap on optional rows per "
+           "(request, group), in multiples of k; 0: no cap.", 0),
+    CK_ROW("trace", "preset", CK_STR, "", 0, 0, "", "A generator preset (traces/presets); one of preset and path.", 0),
+    CK_ROW("trace", "path", CK_STR, "", 0, 0, "", "A recorded selection trace (HDF5); one of preset and path.", 0),
+    CK_ROW("trace", "seed", CK_INT, "", 0, 9.223372036854774e18, "1", "Seed of every random stream of the run.", 0),
+    CK_ROW("trace", "keyframe_interval", CK_INT, "steps", 1, 1 << 20, "64", "Positions between the generator's "
+           "keyframes.", 0),
+};
+const cfg_schema instance_schema = CFG_SCHEMA("models/instances/NAME.ini", "Instance",
+    "A serving instance: its model, profile, parallelism, memory, policy and selections (sim/sim.h); its [workload] "
+    "and [spec] sections follow. `--set SECTION.KEY=VALUE` overrides any key of the instance, model or profile.",
+    inst_keys);
+
+static const cfg_key a2a_keys[] = {
+    CK_STR_ROW("a2a", "routing", "random", NULL, "How the measurement routed tokens to experts (bin/dha2a).", 0),
+    CK_STR_ROW("a2a", "dedup", "rank", NULL, "How messages were counted (once per destination GPU).", 0),
+    CK_STR_ROW("gpus.N.PHASE", "status", NULL, "measured|unmeasured", "Whether this GPU count and phase (dispatch, "
+               "combine) was measured.", 0),
+    CK_DYN_ROW("gpus.N.PHASE", "latency_us", CK_NUM, "us", 0, 1e6, "required when measured; else absent or unmeasured",
+               NULL, "Fixed cost of the phase.", 0),
+    CK_DYN_ROW("gpus.N.PHASE", "bandwidth_gbps", CK_NUM, "GB/s", 1e-3, 1e6, "required when measured; else absent or "
+               "unmeasured", NULL, "Bytes per rank per second of the phase.", 0),
+    CK_ROW("gpus.N.PHASE", "fit_points", CK_INT, "", 0, 1000000, "0", "Points of the least-squares fit.", 0),
+    CK_ROW("gpus.N.PHASE", "fit_max_rel_residual", CK_NUM, "", -1, 1e6, "-1", "Largest relative residual of the fit.", 0),
+    CK_ROW("gpus.N.PHASE", "device", CK_STR, "", 0, 0, "", "The GPU it was measured on.", 0),
+};
+const cfg_schema a2a_schema = CFG_SCHEMA("models/hw/a2a.ini", "All-to-all costs", "Expert-parallel all-to-all cost per "
+    "GPU count and phase ([gpus.N.dispatch], [gpus.N.combine]; kernels/a2a/README.md).", a2a_keys);
+
 static int section_in(cfg *c, const char *sec) { return c && cfg_has_section(c, sec); }
 
 /* The expert-parallel all-to-all cost: a bin/dha2a measurement for moe_ep
@@ -40,7 +95,7 @@ static int section_in(cfg *c, const char *sec) { return c && cfg_has_section(c, 
 static int a2a_check(cfg *a, const char *full)
 {
     const char *s;
-    if (cfg_get_string(a, "a2a", "routing", &s, "random") < 0 || cfg_get_string(a, "a2a", "dedup", &s, "rank") < 0)
+    if (cfgk_string(a, &a2a_schema, "a2a", "routing", &s) < 0 || cfgk_string(a, &a2a_schema, "a2a", "dedup", &s) < 0)
         return -1;
     for (size_t i = 0; i < cfg_section_count(a); i++) {
         const char *sec = cfg_section_name(a, i);
@@ -51,20 +106,18 @@ static int a2a_check(cfg *a, const char *full)
             (strcmp(phase, "dispatch") != 0 && strcmp(phase, "combine") != 0))
             return dh_err("%s: section [%s] is not [a2a] or [gpus.N.dispatch|combine]", full, sec);
         const char *status;
-        if (cfg_get_string(a, sec, "status", &status, NULL) < 0) return -1;
+        if (cfgk_string(a, &a2a_schema, sec, "status", &status) < 0) return -1;
         int measured = !strcmp(status, "measured");
         if (!measured && strcmp(status, "unmeasured") != 0)
             return dh_err("%s: [%s] status = '%s' (expected measured or unmeasured)", full, sec, status);
         double v;
         long n;
-        if (measured && (cfg_get_double(a, sec, "latency_us", &v, CFG_REQUIRED, 0, 1e6) < 0 ||
-                         cfg_get_double(a, sec, "bandwidth_gbps", &v, CFG_REQUIRED, 1e-3, 1e6) < 0))
+        if (measured && (cfgk_double_or(a, &a2a_schema, sec, "latency_us", &v, CFG_REQUIRED) < 0 ||
+                         cfgk_double_or(a, &a2a_schema, sec, "bandwidth_gbps", &v, CFG_REQUIRED) < 0))
             return -1;
-        const double none = -1;
-        const long zero = 0;
-        if (cfg_get_int(a, sec, "fit_points", &n, &zero, 0, 1000000) < 0 ||
-            cfg_get_double(a, sec, "fit_max_rel_residual", &v, &none, -1, 1e6) < 0 ||
-            cfg_get_string(a, sec, "device", &s, "") < 0)
+        if (cfgk_int(a, &a2a_schema, sec, "fit_points", &n) < 0 ||
+            cfgk_double(a, &a2a_schema, sec, "fit_max_rel_residual", &v) < 0 ||
+            cfgk_string(a, &a2a_schema, sec, "device", &s) < 0)
             return -1;
         static const char *const figure[2] = { "latency_us", "bandwidth_gbps" };
         for (int f = 0; f < 2 && !measured; f++)
@@ -121,6 +174,7 @@ static int a2a_resolve(sim_config *sc, const char *path)
 int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc)
 {
     memset(sc, 0, sizeof *sc);
+    const cfg_schema *I = &instance_schema;
     if (dh_path_find(instance_path, sc->inst_path, sizeof sc->inst_path) < 0) return -1;
     if (cfg_load(sc->inst_path, &sc->inst) < 0) return -1;
     cfg *c = sc->inst;
@@ -132,8 +186,8 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     }
     const char *mpath, *hpath;
     char buf[512];
-    if (cfg_get_string(c, "instance", "model", &mpath, CFG_REQUIRED) < 0) return -1;
-    if (cfg_get_string(c, "instance", "hw", &hpath, CFG_REQUIRED) < 0) return -1;
+    if (cfgk_string(c, I, "instance", "model", &mpath) < 0) return -1;
+    if (cfgk_string(c, I, "instance", "hw", &hpath) < 0) return -1;
     if (dh_path_find(mpath, buf, sizeof buf) < 0) return -1;
     if (cfg_load(buf, &sc->model_cfgf) < 0) return -1;
     if (dh_path_find(hpath, buf, sizeof buf) < 0) return -1;
@@ -154,44 +208,42 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     if (hw_load(sc->hw_cfgf, &sc->hw) < 0) return -1;
     if (cfg_check_unused(sc->hw_cfgf) < 0) return -1;
     if (wl_load(c, &sc->wl) < 0) return -1;
-    struct { const char *key; double *dst, lo, hi; } d[] = {
-        { "gpus", &sc->gpus, 1, 4096 },
-        { "attention_dp", &sc->attention_dp, 1, 4096 },
-        { "moe_ep", &sc->moe_ep, 1, 4096 },
-        { "weights_per_gpu_bytes", &sc->weights_per_gpu, 0, 1e15 },
-        { "workspace_bytes", &sc->workspace, 0, 1e15 },
-        { "step_overhead_s", &sc->step_overhead_s, 0, 10 },
-        { "moe_comm_s", &sc->moe_comm_s, 0, 10 },
+    struct { const char *key; double *dst; } d[] = {
+        { "gpus", &sc->gpus },
+        { "attention_dp", &sc->attention_dp },
+        { "moe_ep", &sc->moe_ep },
+        { "weights_per_gpu_bytes", &sc->weights_per_gpu },
+        { "workspace_bytes", &sc->workspace },
+        { "step_overhead_s", &sc->step_overhead_s },
+        { "moe_comm_s", &sc->moe_comm_s },
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        if (cfg_get_double(c, "instance", d[i].key, d[i].dst, CFG_REQUIRED, d[i].lo, d[i].hi) < 0) return -1;
-    double no_bw = 0;
-    if (cfg_get_double(c, "instance", "moe_comm_gbps", &sc->moe_comm_gbps, &no_bw, 0, 1e6) < 0) return -1;
+        if (cfgk_double_or(c, I, "instance", d[i].key, d[i].dst, CFG_REQUIRED) < 0) return -1;
+    if (cfgk_double(c, I, "instance", "moe_comm_gbps", &sc->moe_comm_gbps) < 0) return -1;
     const char *a2a_path;
-    if (cfg_get_string(c, "instance", "a2a", &a2a_path, "") < 0) return -1;
+    if (cfgk_string(c, I, "instance", "a2a", &a2a_path) < 0) return -1;
     if (a2a_resolve(sc, a2a_path) < 0) return -1;
     if (sc->attention_dp > sc->gpus || sc->moe_ep > sc->gpus)
         return dh_err("%s: [instance] attention_dp and moe_ep may not exceed gpus = %g", cfg_name(c), sc->gpus);
     long mb;
-    if (cfg_get_int(c, "instance", "micro_batches", &mb, CFG_REQUIRED, 1, 64) < 0) return -1;
+    if (cfgk_int(c, I, "instance", "micro_batches", &mb) < 0) return -1;
     sc->micro_batches = (uint32_t)mb;
     const char *pname;
-    if (cfg_get_string(c, "policy", "name", &pname, "hisparse") < 0) return -1;
+    if (cfgk_string(c, I, "policy", "name", &pname) < 0) return -1;
     if (pol_parse(pname, &sc->policy) < 0) return dh_err_prefix("%s: [policy] name: ", cfg_name(c));
-    double two = 2, zero = 0;
-    if (cfg_get_double(c, "policy", "hisparse_budget_k", &sc->hisparse_budget_k, &two, 1, 1e6) < 0) return -1;
-    if (cfg_get_double(c, "policy", "adaptive_max_optional_k", &sc->adaptive_max_optional_k, &zero, 0, 1e9) < 0) return -1;
+    if (cfgk_double(c, I, "policy", "hisparse_budget_k", &sc->hisparse_budget_k) < 0) return -1;
+    if (cfgk_double(c, I, "policy", "adaptive_max_optional_k", &sc->adaptive_max_optional_k) < 0) return -1;
     const char *preset, *path;
-    if (cfg_get_string(c, "trace", "preset", &preset, "") < 0) return -1;
-    if (cfg_get_string(c, "trace", "path", &path, "") < 0) return -1;
+    if (cfgk_string(c, I, "trace", "preset", &preset) < 0) return -1;
+    if (cfgk_string(c, I, "trace", "path", &path) < 0) return -1;
     if (!*preset && !*path) return dh_err("%s: [trace] needs a preset or a path", cfg_name(c));
     if (*preset && *path) return dh_err("%s: [trace] has both a preset and a path; give one", cfg_name(c));
     snprintf(sc->preset, sizeof sc->preset, "%s", preset);
     snprintf(sc->trace_path, sizeof sc->trace_path, "%s", path);
-    long seed, kf, one = 1, k64 = 64;
-    if (cfg_get_int(c, "trace", "seed", &seed, &one, 0, 0x7FFFFFFFFFFFFFFFL) < 0) return -1;
+    long seed, kf;
+    if (cfgk_int(c, I, "trace", "seed", &seed) < 0) return -1;
     sc->seed = (uint64_t)seed;
-    if (cfg_get_int(c, "trace", "keyframe_interval", &kf, &k64, 1, 1 << 20) < 0) return -1;
+    if (cfgk_int(c, I, "trace", "keyframe_interval", &kf) < 0) return -1;
     sc->keyframe_interval = (uint32_t)kf;
     if (specrun_config_load(c, &sc->model, &sc->spec) < 0) return -1;
     if (cfg_check_unused(c) < 0) return -1;

@@ -151,4 +151,8 @@ typedef struct {
 int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *res);
 void sim_result_release(sim_result *r);
 
+/* The keys of an instance ([instance], [policy], [trace]; [workload] and [spec] are wl_schema's
+ * and specrun_schema's) and of an all-to-all file (docs/CONFIG.md). */
+extern const cfg_schema instance_schema, a2a_schema;
+
 #endif
