@@ -118,6 +118,78 @@ static int a2a_resolve(sim_config *sc, const char *path)
     return 0;
 }
 
+/* The instance's memory and the costs outside the layers (memplan.h,
+ * docs/MEMORY.md): kv_dtype, the weights' parallelism, the framework's
+ * reservation; weights computed from the model unless weights_per_gpu_bytes
+ * is given. */
+static int mem_load(cfg *c, sim_config *sc)
+{
+    memplan *mp = &sc->mem;
+    const char *kvd;
+    if (cfg_get_string(c, "instance", "kv_dtype", &kvd, "fp8") < 0) return -1;
+    if (!strcmp(kvd, "bf16")) {
+        if (model_use_bf16_rows(&sc->model, cfg_name(sc->model_cfgf)) < 0) return -1;
+    } else if (strcmp(kvd, "fp8") != 0) {
+        return dh_err("%s: [instance] kv_dtype = '%s' (expected fp8 or bf16)", cfg_name(c), kvd);
+    }
+    const double attn_tp = sc->gpus / sc->attention_dp;
+    memplan_par p = { attn_tp, sc->gpus, 1, sc->gpus, sc->moe_ep };
+    double zero = 0, one = 1;
+    struct { const char *key; double *dst, lo, hi; const double *def; } d[] = {
+        { "dense_mlp_tp", &p.dense_mlp_tp, 1, 4096, &sc->gpus },
+        { "shared_expert_tp", &p.shared_expert_tp, 1, 4096, &one },
+        { "lm_head_tp", &p.lm_head_tp, 1, 4096, &sc->gpus },
+        { "sampling_s", &sc->sampling_s, 0, 10, &zero },
+        { "dp_gather_lat_s", &sc->dp_gather_lat_s, 0, 10, &zero },
+        { "dp_gather_gbps", &sc->dp_gather_gbps, 0, 1e6, &zero },
+        { "straggler_cv", &sc->straggler_cv, 0, 10, &zero },
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        if (cfg_get_double(c, "instance", d[i].key, d[i].dst, d[i].def, d[i].lo, d[i].hi) < 0) return -1;
+    if (p.dense_mlp_tp > sc->gpus || p.shared_expert_tp > sc->gpus || p.lm_head_tp > sc->gpus)
+        return dh_err("%s: [instance] dense_mlp_tp, shared_expert_tp and lm_head_tp may not exceed gpus = %g", cfg_name(c), sc->gpus);
+    mp->par = p;
+    mp->computed = memplan_weights(&sc->model, &p, mp->part);
+    mp->lm_head = mp->part[MP_LM_HEAD];
+    mp->read_per_step = mp->computed - mp->part[MP_ROUTED_EXPERTS] - mp->part[MP_EMBED];
+    mp->weights_given = cfg_has(c, "instance", "weights_per_gpu_bytes");
+    if (mp->weights_given) {
+        if (cfg_get_double(c, "instance", "weights_per_gpu_bytes", &mp->weights, CFG_REQUIRED, 0, 1e15) < 0) return -1;
+    } else if (mp->computed > 0) {
+        mp->weights = mp->computed;
+    } else {
+        return dh_err("%s: [instance] weights_per_gpu_bytes is not given and model '%s' gives no weights to compute it from "
+                      "(attn_params on every kind, quant_bytes_per_param; sim/model.h)", cfg_name(c), sc->model.name);
+    }
+    sc->weights_per_gpu = mp->weights;
+    mp->capacity = sc->hw.hbm_bytes;
+    const int frac = cfg_has(c, "instance", "mem_fraction_static"), ws = cfg_has(c, "instance", "workspace_bytes");
+    if (frac == ws)
+        return dh_err("%s: [instance] needs mem_fraction_static (with context_bytes, cuda_graph_bytes, comm_buffer_bytes) "
+                      "or workspace_bytes, not %s", cfg_name(c), frac ? "both" : "neither");
+    if (ws) {
+        if (cfg_get_double(c, "instance", "workspace_bytes", &mp->workspace, CFG_REQUIRED, 0, 1e15) < 0) return -1;
+    } else {
+        struct { const char *key; double *dst, lo, hi; } f[] = {
+            { "mem_fraction_static", &mp->mem_fraction_static, 0.01, 1 },
+            { "context_bytes", &mp->context, 0, 1e15 },
+            { "cuda_graph_bytes", &mp->cuda_graphs, 0, 1e15 },
+            { "comm_buffer_bytes", &mp->comm_buffers, 0, 1e15 },
+        };
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            if (cfg_get_double(c, "instance", f[i].key, f[i].dst, CFG_REQUIRED, f[i].lo, f[i].hi) < 0) return -1;
+        const double outside = (1 - mp->mem_fraction_static) * mp->capacity;
+        mp->activations = outside - mp->cuda_graphs - mp->comm_buffers;
+        if (mp->activations < 0)
+            return dh_err("%s: [instance] cuda_graph_bytes (%g) and comm_buffer_bytes (%g) exceed the %g B outside "
+                          "mem_fraction_static = %g of the GPU's %g B", cfg_name(c), mp->cuda_graphs, mp->comm_buffers,
+                          outside, mp->mem_fraction_static, mp->capacity);
+        mp->workspace = mp->context + outside;
+    }
+    sc->workspace = mp->workspace;
+    return 0;
+}
+
 int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc)
 {
     memset(sc, 0, sizeof *sc);
@@ -158,13 +230,12 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
         { "gpus", &sc->gpus, 1, 4096 },
         { "attention_dp", &sc->attention_dp, 1, 4096 },
         { "moe_ep", &sc->moe_ep, 1, 4096 },
-        { "weights_per_gpu_bytes", &sc->weights_per_gpu, 0, 1e15 },
-        { "workspace_bytes", &sc->workspace, 0, 1e15 },
         { "step_overhead_s", &sc->step_overhead_s, 0, 10 },
         { "moe_comm_s", &sc->moe_comm_s, 0, 10 },
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (cfg_get_double(c, "instance", d[i].key, d[i].dst, CFG_REQUIRED, d[i].lo, d[i].hi) < 0) return -1;
+    if (mem_load(c, sc) < 0) return -1;
     double no_bw = 0;
     if (cfg_get_double(c, "instance", "moe_comm_gbps", &sc->moe_comm_gbps, &no_bw, 0, 1e6) < 0) return -1;
     const char *a2a_path;
@@ -180,6 +251,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     if (pol_parse(pname, &sc->policy) < 0) return dh_err_prefix("%s: [policy] name: ", cfg_name(c));
     double two = 2, zero = 0;
     if (cfg_get_double(c, "policy", "hisparse_budget_k", &sc->hisparse_budget_k, &two, 1, 1e6) < 0) return -1;
+    if (cfg_get_double(c, "policy", "host_to_device_ratio", &sc->mem.host_to_device_ratio, &zero, 0, 1e4) < 0) return -1;
     if (cfg_get_double(c, "policy", "adaptive_max_optional_k", &sc->adaptive_max_optional_k, &zero, 0, 1e9) < 0) return -1;
     const char *preset, *path;
     if (cfg_get_string(c, "trace", "preset", &preset, "") < 0) return -1;
@@ -200,8 +272,10 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
         return dh_err("%s: weights_per_gpu_bytes = %g is below the expert weights alone (%g = %u MoE layers x %g experts x %g B)",
                       cfg_name(c), sc->weights_per_gpu, expert_w, sc->model.moe_layers, sc->model.experts / sc->moe_ep, sc->model.expert_bytes);
     if (sc->weights_per_gpu + sc->workspace > sc->hw.hbm_bytes)
-        return dh_err("%s: weights (%g B) and workspace (%g B) exceed the GPU's HBM (%g B)", cfg_name(c),
+        return dh_err("%s: weights (%g B) and the framework's reservation (%g B) exceed the GPU's HBM (%g B)", cfg_name(c),
                       sc->weights_per_gpu, sc->workspace, sc->hw.hbm_bytes);
+    sc->mem.kv_pool = sc->hw.hbm_bytes - sc->weights_per_gpu - sc->workspace;
+    sc->mem.host_pool = sc->mem.host_to_device_ratio * sc->mem.kv_pool;
     return 0;
 }
 
@@ -300,7 +374,21 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
     cx->hw = &sc->hw;
     cx->attention_dp = sc->attention_dp;
     cx->moe_ep = sc->moe_ep;
-    cx->dense_bytes_per_layer = (sc->weights_per_gpu - m->moe_layers * (m->experts / sc->moe_ep) * m->expert_bytes) / m->n_layers;
+    /* Weights every layer reads whatever the routing: the plan's non-expert weights less
+     * the embedding table (of which a step reads its tokens' rows) and the LM head (read
+     * once a step, step.c); from weights_per_gpu_bytes less the experts when it is given. */
+    if (sc->mem.weights_given || sc->mem.computed <= 0)
+        cx->dense_bytes_per_layer = (sc->weights_per_gpu - m->moe_layers * (m->experts / sc->moe_ep) * m->expert_bytes) / m->n_layers;
+    else
+        cx->dense_bytes_per_layer = (sc->mem.read_per_step - sc->mem.lm_head) / m->n_layers;
+    cx->lm_head_bytes = sc->mem.weights_given ? 0 : sc->mem.lm_head;
+    cx->lm_head_tp = sc->mem.par.lm_head_tp;
+    cx->dense_mlp_tp = sc->mem.par.dense_mlp_tp;
+    cx->straggler_factor = cost_straggler_factor(sc->straggler_cv, sc->moe_ep);
+    cx->sampling_s = sc->sampling_s;
+    cx->dp_gather_lat_s = sc->dp_gather_lat_s;
+    cx->dp_gather_gbps = sc->dp_gather_gbps;
+    cx->straggler_cv = sc->straggler_cv;
     for (int p = 0; p < 2; p++) {
         cx->a2a_lat_s[p] = sc->a2a_lat_s[p];
         cx->a2a_gbps[p] = sc->a2a_gbps[p];
@@ -423,6 +511,7 @@ static int classify(run *R, metrics_step *rec)
         b->tokens += L + 1.0;
         uint64_t ctx = (uint64_t)a->sh->prompt_len[r] + a->req[r].pos;
         b->window_rows += ctx < m->max_window ? (double)ctx : m->max_window;
+        b->ctx_tokens += (double)ctx;
         for (uint32_t g = 0; g < a->G; g++) {
             group_out o;
             if (step_group(R, r, g, L, acc, &o) < 0) return -1;
