@@ -28,7 +28,7 @@ double memplan_weights(const model_cfg *m, const memplan_par *p, double part[MP_
 
 void memplan_print(const memplan *mp, const char *model, const char *instance, FILE *f)
 {
-#define L(name, v) fprintf(f, "  %-34s %10.3f GB %18.0f B\n", name, (v) / 1e9, (v))
+#define L(name, v) fprintf(f, "  %-40s %10.3f GB %18.0f B\n", name, (v) / 1e9, (v))
     fprintf(f, "memory per GPU: model %s, instance %s\n", model, instance);
     L("HBM", mp->capacity);
     if (mp->computed > 0) {
@@ -43,7 +43,7 @@ void memplan_print(const memplan *mp, const char *model, const char *instance, F
     }
     L(mp->weights_given ? "weights in use (weights_per_gpu_bytes)" : "weights in use", mp->weights);
     if (mp->mem_fraction_static > 0) {
-        fprintf(f, "  %-34s %10.3f\n", "mem_fraction_static", mp->mem_fraction_static);
+        fprintf(f, "  %-40s %10.3f\n", "mem_fraction_static", mp->mem_fraction_static);
         L("  static share (x HBM)", mp->mem_fraction_static * mp->capacity);
         L("  held before the pool (context)", mp->context);
         L("  outside the static share", (1 - mp->mem_fraction_static) * mp->capacity);
@@ -54,10 +54,10 @@ void memplan_print(const memplan *mp, const char *model, const char *instance, F
     L("framework besides weights and KV", mp->workspace);
     L("KV pool (HBM - weights - framework)", mp->kv_pool);
     if (mp->host_pool > 0) {
-        fprintf(f, "  %-34s %10.3f\n", "host_to_device_ratio", mp->host_to_device_ratio);
+        fprintf(f, "  %-40s %10.3f\n", "host_to_device_ratio", mp->host_to_device_ratio);
         L("host KV pool (ratio x KV pool)", mp->host_pool);
     } else {
-        fprintf(f, "  %-34s %10s\n", "host KV pool", "unbounded");
+        fprintf(f, "  %-40s %10s\n", "host KV pool", "unbounded");
     }
 #undef L
 }
