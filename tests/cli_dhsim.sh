@@ -62,12 +62,12 @@ else echo "FAIL spec_deterministic_json ($(cat "$tmp/err1" "$tmp/err2"))"; fi
 # count the file has no section for is an error.
 dsv="--config models/instances/dsv41flash-h200x4.ini --steps 2 --policy hisparse --set workload.concurrency=8 --quiet --json -"
 a2a_of() { "$bin" $dsv "$@" 2>&1 | grep -o '"a2a": "[^"]*"'; }
-case "$(a2a_of --set instance.moe_ep=2 --set instance.weights_per_gpu_bytes=130e9)" in
+case "$(a2a_of --set instance.moe_ep=2)" in
   *"measured (models/hw/a2a.ini, 2 GPUs)"*) echo "PASS a2a_measured_used" ;; *) echo "FAIL a2a_measured_used" ;; esac
 case "$(a2a_of)" in *"assumed"*) echo "PASS a2a_unmeasured_assumed" ;; *) echo "FAIL a2a_unmeasured_assumed" ;; esac
 # A GPU count the file does not list is no longer an error but the assumed cost, said in the
 # run's a2a line (a2a_unlisted_gpus_assumed below).
-case "$(a2a_of --set instance.moe_ep=3 --set instance.gpus=3 --set instance.attention_dp=3 --set instance.weights_per_gpu_bytes=130e9)" in
+case "$(a2a_of --set instance.moe_ep=3 --set instance.gpus=3 --set instance.attention_dp=3 --set instance.lm_head_tp=3 --set instance.dense_mlp_tp=3)" in
   *"assumed ([instance] moe_comm_s, moe_comm_gbps; models/hw/a2a.ini lists no 3 GPUs)"*) echo "PASS a2a_no_section_assumed" ;;
   *) echo "FAIL a2a_no_section_assumed" ;; esac
 
@@ -84,7 +84,7 @@ else echo "FAIL search_latency_bound (no result: $(cat "$tmp/err"))"; fi
 # --search-latency under a memory limit: a concurrency that HBM cannot admit
 # never meets a bound (its waiting requests get no tokens), so with a bound no
 # run misses, the result is the largest concurrency admitted in full.
-search_mem="--steps 4 --set workload.output_len=8 --set instance.weights_per_gpu_bytes=140e9 --policy hisparse"
+search_mem="--steps 4 --set workload.output_len=8 --set instance.weights_per_gpu_bytes=124e9 --policy hisparse"
 per_gpu=$("$bin" $search_mem --search-latency 100000 2>"$tmp/err" | awk '$1 == "hisparse" { print $3 }')
 active_at() { "$bin" $search_mem --concurrency "$1" --quiet --json - | tr ',' '\n' | awk -F': ' '/"mean_active"/ { print $2 }'; }
 if [ -n "$per_gpu" ] && [ "$per_gpu" -ge 1 ]; then
