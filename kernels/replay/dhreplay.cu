@@ -302,7 +302,7 @@ static long parse_long(const char *opt, const char *s, long lo, long hi)
 
 int main(int argc, char **argv)
 {
-    const char *model = "models/glm53.ini", *preset = "glm51-longbench", *out = NULL;
+    const char *model = "models/glm53-replay.ini", *preset = "glm51-longbench", *out = NULL;
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
     long attn_version = 8, topk_version = 6, indexer_version = 5;
     std::vector<rp_run> runs;
