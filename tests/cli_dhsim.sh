@@ -117,3 +117,12 @@ for c in name:"bogus_key = 1, 2":"bogus_key is not KERNEL_INPUT" value:"fetch_fo
   if [ $rc -ne 0 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "$want" "$tmp/err" && [ ! -s "$tmp/out" ]
   then echo "PASS fit_range_checked_$f"; else echo "FAIL fit_range_checked_$f (rc $rc: $(cat "$tmp/err"))"; fi
 done
+
+# --memory: the plan's breakdown, whose KV pool is HBM less the weights in use and the
+# framework's share (the figures in bytes, the last column but one), and the weights' parts
+# add to the computed total.
+"$bin" --memory > "$tmp/mem.txt" 2>&1
+if awk '/^  HBM / { h = $(NF-1) } /weights in use/ { w = $(NF-1) } /framework besides weights and KV/ { f = $(NF-1) }
+        /KV pool \(HBM/ { k = $(NF-1) } /weights: / { s += $(NF-1) } /weights computed from the model/ { c = $(NF-1) }
+        END { exit !(h > 0 && k > 0 && (h - w - f - k) ^ 2 < 4 && (s - c) ^ 2 < 100) }' "$tmp/mem.txt"
+then echo "PASS memory_plan_adds_up"; else echo "FAIL memory_plan_adds_up"; cat "$tmp/mem.txt"; fi
