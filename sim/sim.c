@@ -603,9 +603,14 @@ static int fill(run *R, double *t, uint32_t step)
     } else {
         return 0;
     }
-    if (a->n_active == 0)
+    if (a->n_active == 0) {
+        if (admit_need(a, a->next_req) <= ledger_free(&a->hbm) && R->sc->mem.host_pool > 0)
+            return dh_err("%s: request %u cannot be admitted on an idle GPU: its KV does not fit the host pool of "
+                          "%.3g GB ([policy] host_to_device_ratio = %g x the %.3g GB device KV pool)", R->pol->name,
+                          a->next_req, R->sc->mem.host_pool / 1e9, R->sc->mem.host_to_device_ratio, R->sc->mem.kv_pool / 1e9);
         return dh_err("%s: request %u cannot be admitted on an idle GPU: it needs %.3g GB, %.3g GB are free",
                       R->pol->name, a->next_req, admit_need(a, a->next_req) / 1e9, ledger_free(&a->hbm) / 1e9);
+    }
     return 1;
 }
 

@@ -205,6 +205,28 @@ static void test_host_pool(void **state)
     sim_config_release(&sc);
 }
 
+/* A host tier admits as many requests as their whole KV fits the host pool: by hand,
+ * floor(host pool / (final tokens x 78 rows of 656 B)), when the device holds more. */
+static void test_host_pool_binds(void **state)
+{
+    (void)state;
+    sim_config sc;
+    char *sets[] = { "policy.host_to_device_ratio=2", "workload.steps=2", "workload.prompt_len=100000",
+                     "workload.output_len=64", "workload.output_len_max=64" };
+    load("models/instances/glm53-h200x8.ini", sets, 5, &sc);
+    sel_source *src;
+    if (sim_open_source(&sc, &src) < 0) fail_msg("%s", dh_errmsg());
+    sim_result r;
+    if (sim_run(&sc, POL_HISPARSE, src, &r) < 0) fail_msg("%s", dh_errmsg());
+    double per_req = (100000.0 + 64) * 78 * 656;
+    double want = floor(sc.mem.host_pool / per_req);
+    assert_true(want >= 1 && want < 16);   /* the host pool binds below the 16 offered */
+    if (r.admitted != (uint32_t)want) fail_msg("admitted %u, by hand %.0f", r.admitted, want);
+    sim_result_release(&r);
+    sel_source_free(src);
+    sim_config_release(&sc);
+}
+
 static void test_straggler_forms(void **state)
 {
     (void)state;
@@ -226,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_ledger_holds_the_plan),
         cmocka_unit_test(test_bad_memory_keys),
         cmocka_unit_test(test_host_pool),
+        cmocka_unit_test(test_host_pool_binds),
         cmocka_unit_test(test_straggler_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
