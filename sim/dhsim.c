@@ -46,7 +46,8 @@ static void usage(FILE *f)
         "  --search-latency MS  largest concurrency whose per-token latency meets MS\n"
         "  --search-stat S      p50, p90 (default), p99 or mean for --search-latency\n"
         "  --threads N          policies simulated in parallel (default 2; results do not depend on it)\n"
-        "  --quiet              no table\n");
+        "  --quiet              no table\n"
+        "  --memory             print the memory plan per GPU (weights by part, framework, KV pool) and exit\n");
 }
 
 /* One column of a report: a policy and the overrides that make its variant
@@ -270,9 +271,9 @@ int main(int argc, char **argv)
     spec.config = DEFAULT_INSTANCE;
     spec.threads = 2;
     const char *json = NULL, *timeline = NULL, *policy_list = NULL, *search_stat = "p90";
-    int compare = 0, quiet = 0, wall = 0;
+    int compare = 0, quiet = 0, wall = 0, memory = 0;
     double search_ms = 0;
-    enum { O_SET = 256, O_STEPS, O_CONC, O_SEED, O_PRESET, O_TRACE, O_JSON, O_WALL, O_TL, O_SEARCH, O_STAT, O_THREADS, O_QUIET,
+    enum { O_SET = 256, O_STEPS, O_CONC, O_SEED, O_PRESET, O_TRACE, O_JSON, O_WALL, O_TL, O_SEARCH, O_STAT, O_THREADS, O_QUIET, O_MEMORY,
            O_SPEC, O_DRAFT };
     static const struct option opts[] = {
         { "config", required_argument, 0, 'c' }, { "policy", required_argument, 0, 'p' },
@@ -283,6 +284,7 @@ int main(int argc, char **argv)
         { "wall", no_argument, 0, O_WALL }, { "timeline", required_argument, 0, O_TL },
         { "search-latency", required_argument, 0, O_SEARCH }, { "search-stat", required_argument, 0, O_STAT },
         { "threads", required_argument, 0, O_THREADS }, { "quiet", no_argument, 0, O_QUIET },
+        { "memory", no_argument, 0, O_MEMORY },
         { "spec", required_argument, 0, O_SPEC }, { "draft", required_argument, 0, O_DRAFT },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
@@ -322,6 +324,7 @@ int main(int argc, char **argv)
             break;
         }
         case O_QUIET: quiet = 1; break;
+        case O_MEMORY: memory = 1; break;
         case O_SPEC: {
             int mode;
             if (specrun_parse_mode(optarg, &mode) < 0) dh_die("dhsim", "--spec '%s': expected none, dflash2 or dspark", optarg);
@@ -347,6 +350,11 @@ int main(int argc, char **argv)
     /* Validate the configuration once before any run (and take the config's policy and mode). */
     sim_config sc;
     if (sim_config_load(spec.config, spec.sets, spec.n_sets, &sc) < 0) dh_die_last("dhsim");
+    if (memory) {
+        memplan_print(&sc.mem, sc.model.name, sc.inst_path, stdout);
+        sim_config_release(&sc);
+        return 0;
+    }
     double dp = sc.attention_dp;
     const char *cfg_mode = sc.spec.mode ? spec_kind_name((spec_kind)sc.spec.mode) : NULL;
     char spec_mode[16];

@@ -23,12 +23,21 @@ static const cfg_key model_keys[] = {
     CK_ROW("model", "moe_dispatch_bytes", CK_NUM, "bytes", 0, 1e9, "0", "All-to-all dispatch message per routed (token, "
            "expert) pair; 0: the instance's moe_comm_s is the whole cost.", 0),
     CK_ROW("model", "moe_combine_bytes", CK_NUM, "bytes", 0, 1e9, "0", "All-to-all combine message per routed pair.", 0),
+    CK_ROW("model", "embed_params", CK_NUM, "", 0, 1e13, "0", "Embedding parameters (memplan.h); 0: not given.", 0),
+    CK_ROW("model", "lm_head_params", CK_NUM, "", 0, 1e13, "0", "LM head parameters; 0: not given.", 0),
+    CK_ROW("model", "quant_bytes_per_param", CK_NUM, "bytes", 0, 8, "0", "Bytes per parameter of the quantised weights "
+           "(FP8: 1; with their scales); 0: the weights are not computed from the model.", 0),
+    CK_ROW("model", "unquant_bytes_per_param", CK_NUM, "bytes", 0, 8, "0", "Bytes per parameter of the weights kept "
+           "unquantised (embeddings, norms, router: BF16 2).", 0),
     CK_ROW("kind.NAME", "base", CK_STR, "", 0, 0, "", "An earlier kind whose values this one starts from.", 0),
-    CK_DYN_ROW("kind.NAME", "select", CK_STR, "", 0, 0, INH, "`own`, `reuse`, `window`", "How the layer picks its rows: its "
-               "own indexer's top-k, the previous selecting layer's rows, or a sliding window.", 0),
+    CK_DYN_ROW("kind.NAME", "select", CK_STR, "", 0, 0, INH, "`own`, `reuse`, `window`, `dense`", "How the layer picks its rows: "
+               "its own indexer's top-k, the previous selecting layer's rows, a sliding window, or every row (always "
+               "resident, as DeepSeek-V4's C128 layers).", 0),
     CK_DYN_ROW("kind.NAME", "kv", CK_STR, "", 0, 0, "the base kind's, else own", "`own`, `reuse`", "Whether the layer holds "
                "KV rows of its own or reads another layer's.", 0),
     CK_DYN_ROW("kind.NAME", "row_bytes", CK_NUM, "bytes", 1, 1e7, INH, NULL, "Bytes of one KV row of this layer.", 0),
+    CK_DYN_ROW("kind.NAME", "row_bytes_bf16", CK_NUM, "bytes", 0, 1e7, "the base kind's, else 0 (not given)", NULL,
+               "Bytes of one KV row in BF16 (instance kv_dtype = bf16).", 0),
     CK_DYN_ROW("kind.NAME", "compress", CK_INT, "tokens/row", 1, 1 << 20, "the base kind's, else 1", NULL, "Tokens per "
                "KV row (compressed attention).", 0),
     CK_DYN_ROW("kind.NAME", "topk", CK_INT, "rows", 0, 1 << 24, INH " (window: 0)", "1 .. 16777216; window layers 0 .. "
@@ -46,6 +55,16 @@ static const cfg_key model_keys[] = {
     CK_DYN_ROW("kind.NAME", "attn_v_dim", CK_NUM, "", 1, 1e6, INH, NULL, "Value head dimension.", 0),
     CK_DYN_ROW("kind.NAME", "attn_fp8", CK_BOOL, "", 0, 0, "the base kind's, else true", NULL, "Attention math at the FP8 "
                "rate (else BF16).", 0),
+    CK_DYN_ROW("kind.NAME", "attn_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0 (not given)", NULL,
+               "Attention parameters of one layer of this kind (memplan.h).", 0),
+    CK_DYN_ROW("kind.NAME", "indexer_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0", NULL,
+               "Indexer parameters of one layer.", 0),
+    CK_DYN_ROW("kind.NAME", "mlp_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0", NULL,
+               "A dense layer's MLP parameters.", 0),
+    CK_DYN_ROW("kind.NAME", "shared_expert_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0", NULL,
+               "An MoE layer's shared-expert parameters.", 0),
+    CK_DYN_ROW("kind.NAME", "router_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0", NULL,
+               "An MoE layer's router parameters.", 0),
     CK_DYN_ROW("kind.NAME", "moe", CK_BOOL, "", 0, 0, "the base kind's, else false", NULL, "The layer's FFN is routed "
                "experts.", 0),
 };
@@ -98,19 +117,28 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
         if (cfgk_bool_or(c, &model_schema, sec, key, &bv, &def_) < 0) { return -1; } \
         k.field = bv; } while (0)
     const char *sel, *kv;
-    if (cfgk_string_or(c, &model_schema, sec, "select", &sel, *base ? (k.select == MODEL_SELECT_OWN ? "own" : k.select == MODEL_SELECT_REUSE ? "reuse" : "window") : CFG_REQUIRED) < 0) return -1;
+    static const char *const sel_name[] = { "own", "reuse", "window", "dense" };
+    if (cfgk_string_or(c, &model_schema, sec, "select", &sel, *base ? sel_name[k.select] : CFG_REQUIRED) < 0) return -1;
     if (!strcmp(sel, "own")) k.select = MODEL_SELECT_OWN;
     else if (!strcmp(sel, "reuse")) k.select = MODEL_SELECT_REUSE;
     else if (!strcmp(sel, "window")) k.select = MODEL_SELECT_WINDOW;
-    else return dh_err("%s: [%s] select = '%s' (expected own, reuse or window)", cfg_name(c), sec, sel);
+    else if (!strcmp(sel, "dense")) k.select = MODEL_SELECT_DENSE;
+    else return dh_err("%s: [%s] select = '%s' (expected own, reuse, window or dense)", cfg_name(c), sec, sel);
     if (cfgk_string_or(c, &model_schema, sec, "kv", &kv, k.kv_own ? "own" : "reuse") < 0) return -1;
     if (!strcmp(kv, "own")) k.kv_own = 1;
     else if (!strcmp(kv, "reuse")) k.kv_own = 0;
     else return dh_err("%s: [%s] kv = '%s' (expected own or reuse)", cfg_name(c), sec, kv);
     DBL("row_bytes", row_bytes, 1, 1e7);
+    {   /* optional: the row in BF16 (0 = not given), inherited from a base */
+        double def_ = k.row_bytes_bf16;
+        if (cfg_get_double(c, sec, "row_bytes_bf16", &d, &def_, 0, 1e7) < 0) return -1;
+        k.row_bytes_bf16 = d;
+    }
     U32("compress", compress, 1, 1 << 20, 0);
-    int needs_sel = k.select != MODEL_SELECT_WINDOW;
+    int needs_sel = k.select == MODEL_SELECT_OWN || k.select == MODEL_SELECT_REUSE;
+    if (!needs_sel) k.topk = 0;
     U32("topk", topk, needs_sel ? 1 : 0, 1 << 24, needs_sel);
+    if (!needs_sel && k.topk) return dh_err("%s: [%s] topk = %u: a %s layer selects no rows", cfg_name(c), sec, k.topk, sel);
     U32("window", window, k.select == MODEL_SELECT_WINDOW ? 1 : 0, 1 << 24, k.select == MODEL_SELECT_WINDOW);
     double zero = 0;
     if (k.select == MODEL_SELECT_OWN) {
@@ -132,6 +160,23 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
     DBL("attn_v_dim", attn_v_dim, 1, 1e6);
     BOOL("attn_fp8", attn_fp8);
     BOOL("moe", moe);
+    /* Weights in parameters (memplan.h): optional, 0 = not given. */
+    {
+        struct { const char *key; double *dst; } w[] = {
+            { "attn_params", &k.attn_params }, { "indexer_params", &k.indexer_params },
+            { "mlp_params", &k.mlp_params }, { "shared_expert_params", &k.shared_expert_params },
+            { "router_params", &k.router_params },
+        };
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+            double def_ = *w[i].dst;
+            if (cfg_get_double(c, sec, w[i].key, &d, &def_, 0, 1e13) < 0) return -1;
+            *w[i].dst = d;
+        }
+        if (k.moe && k.mlp_params > 0)
+            return dh_err("%s: [%s] mlp_params: an MoE layer's MLP is its experts (shared_expert_params, expert_bytes)", cfg_name(c), sec);
+        if (!k.moe && (k.shared_expert_params > 0 || k.router_params > 0))
+            return dh_err("%s: [%s] shared_expert_params / router_params on a dense layer (moe = false)", cfg_name(c), sec);
+    }
 #undef DBL
 #undef U32
 #undef BOOL
@@ -198,6 +243,46 @@ static int parse_list(layer_parser *lp, int depth)
     }
 }
 
+/* The byte sums of the groups and of the window and dense layers, from the
+ * layers' rows as in use. */
+static void model_sums(model_cfg *m)
+{
+    for (uint32_t g = 0; g < m->n_groups; g++) m->group[g].attn_bytes_per_row = m->group[g].kv_bytes_per_row = 0;
+    m->window_bytes_per_token_row = m->dense_bytes_per_token = 0;
+    m->max_window = 0;
+    m->dense_layers = 0;
+    for (uint32_t l = 0; l < m->n_layers; l++) {
+        const model_kind *k = &m->layer[l];
+        if (k->window > 0) {
+            if (k->kv_own) m->window_bytes_per_token_row += k->row_bytes;
+            if (k->window > m->max_window) m->max_window = k->window;
+        }
+        if (k->select == MODEL_SELECT_DENSE) {
+            m->dense_layers++;
+            if (k->kv_own) m->dense_bytes_per_token += k->row_bytes / k->compress;
+        }
+        if (m->layer_group[l] < 0) continue;
+        model_group *g = &m->group[m->layer_group[l]];
+        g->attn_bytes_per_row += k->row_bytes;
+        if (k->kv_own) g->kv_bytes_per_row += k->row_bytes;
+    }
+}
+
+int model_use_bf16_rows(model_cfg *m, const char *file)
+{
+    if (m->kv_bf16) return 0;
+    for (uint32_t l = 0; l < m->n_layers; l++)
+        if (m->layer[l].row_bytes_bf16 <= 0)
+            return dh_err("%s: kv_dtype = bf16, but kind '%s' (layer %u) gives no row_bytes_bf16", file, m->layer[l].name, l);
+    for (uint32_t l = 0; l < m->n_layers; l++) {
+        m->layer[l].row_bytes = m->layer[l].row_bytes_bf16;
+        m->layer[l].attn_fp8 = 0;   /* BF16 rows: attention in BF16 */
+    }
+    m->kv_bf16 = 1;
+    model_sums(m);
+    return 0;
+}
+
 int model_load(cfg *c, model_cfg *m)
 {
     memset(m, 0, sizeof *m);
@@ -234,6 +319,16 @@ int model_load(cfg *c, model_cfg *m)
     if (cfgk_double(c, &model_schema, "model", "moe_dispatch_bytes", &m->moe_dispatch_bytes) < 0 ||
         cfgk_double(c, &model_schema, "model", "moe_combine_bytes", &m->moe_combine_bytes) < 0)
         goto out;
+    {   /* Weights of the whole model (memplan.h): optional. */
+        struct { const char *key; double *dst, lo, hi; } w[] = {
+            { "embed_params", &m->embed_params, 0, 1e13 },
+            { "lm_head_params", &m->lm_head_params, 0, 1e13 },
+            { "quant_bytes_per_param", &m->quant_bytes_per_param, 0, 8 },
+            { "unquant_bytes_per_param", &m->unquant_bytes_per_param, 0, 8 },
+        };
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+            if (cfgk_double(c, &model_schema, "model", w[i].key, w[i].dst) < 0) goto out;
+    }
     if (cfg_check_unused_section(c, "model") < 0) goto out;
     /* Build layers and selection groups. */
     m->n_layers = lp->n;
@@ -242,14 +337,14 @@ int model_load(cfg *c, model_cfg *m)
     m->group = calloc(m->n_layers, sizeof *m->group);
     if (!m->layer || !m->layer_group || !m->group) abort();
     int32_t cur = -1;
+    m->weights_known = m->quant_bytes_per_param > 0;
     for (uint32_t l = 0; l < m->n_layers; l++) {
         model_kind *k = &m->layer[l];
         *k = ks->kind[lp->idx[l]];
         if (k->moe) m->moe_layers++;
-        if (k->select == MODEL_SELECT_WINDOW) {
+        if (k->attn_params <= 0) m->weights_known = 0;
+        if (k->select == MODEL_SELECT_WINDOW || k->select == MODEL_SELECT_DENSE) {
             m->layer_group[l] = -1;
-            if (k->kv_own) m->window_bytes_per_token_row += k->row_bytes;
-            if (k->window > m->max_window) m->max_window = k->window;
             continue;
         }
         if (k->select == MODEL_SELECT_OWN) {
@@ -275,10 +370,9 @@ int model_load(cfg *c, model_cfg *m)
         }
         m->layer_group[l] = cur;
         g->n_layers++;
-        g->attn_bytes_per_row += k->row_bytes;
-        if (k->kv_own) g->kv_bytes_per_row += k->row_bytes;
     }
-    if (m->n_groups == 0) { dh_err("%s: no layer selects rows (every layer is a window layer)", cfg_name(c)); goto out; }
+    if (m->n_groups == 0) { dh_err("%s: no layer selects rows (every layer is a window or dense layer)", cfg_name(c)); goto out; }
+    model_sums(m);
     rc = 0;
 out:
     free(ks);

@@ -40,9 +40,32 @@ static const cfg_key inst_keys[] = {
     CK_DYN_ROW("instance", "attention_dp", CK_NUM, "", 1, 4096, NULL, "1 .. gpus", "Attention data-parallel ranks "
                "(requests are spread over them).", 0),
     CK_DYN_ROW("instance", "moe_ep", CK_NUM, "", 1, 4096, NULL, "1 .. gpus", "Expert-parallel GPUs.", 0),
-    CK_ROW("instance", "weights_per_gpu_bytes", CK_NUM, "bytes", 0, 1e15, NULL, "Weights held by one GPU (at least its "
-           "experts).", 0),
-    CK_ROW("instance", "workspace_bytes", CK_NUM, "bytes", 0, 1e15, NULL, "Activations and workspace per GPU.", 0),
+    CK_DYN_ROW("instance", "weights_per_gpu_bytes", CK_NUM, "bytes", 0, 1e15, "computed from the model (sim/memplan.h)",
+               NULL, "Weights held by one GPU (at least its experts); given, it replaces the computed figure.", 0),
+    CK_DYN_ROW("instance", "workspace_bytes", CK_NUM, "bytes", 0, 1e15, "one of workspace_bytes and mem_fraction_static",
+               NULL, "Activations and workspace per GPU, the whole reservation outside the weights and KV.", 0),
+    CK_DYN_ROW("instance", "mem_fraction_static", CK_NUM, "", 0.01, 1, "one of workspace_bytes and mem_fraction_static",
+               NULL, "The framework's static share of HBM for weights and KV (SGLang --mem-fraction-static); with "
+               "context_bytes, cuda_graph_bytes and comm_buffer_bytes (docs/MEMORY.md).", 0),
+    CK_DYN_ROW("instance", "context_bytes", CK_NUM, "bytes", 0, 1e15, "required with mem_fraction_static", NULL,
+               "CUDA context and allocator reserve inside the static share.", 0),
+    CK_DYN_ROW("instance", "cuda_graph_bytes", CK_NUM, "bytes", 0, 1e15, "required with mem_fraction_static", NULL,
+               "CUDA-graph memory, outside the static share.", 0),
+    CK_DYN_ROW("instance", "comm_buffer_bytes", CK_NUM, "bytes", 0, 1e15, "required with mem_fraction_static", NULL,
+               "Communication buffers (DeepEP, NCCL), outside the static share.", 0),
+    CK_STR_ROW("instance", "kv_dtype", "fp8", "fp8|bf16", "KV rows' type: each kind's row_bytes or its row_bytes_bf16.", 0),
+    CK_DYN_ROW("instance", "dense_mlp_tp", CK_NUM, "", 1, 4096, "gpus", "1 .. gpus", "GPUs a dense layer's MLP is split "
+               "over.", 0),
+    CK_DYN_ROW("instance", "shared_expert_tp", CK_NUM, "", 1, 4096, "1", "1 .. gpus", "GPUs the shared expert is split "
+               "over (1: whole on every GPU, DeepEP).", 0),
+    CK_DYN_ROW("instance", "lm_head_tp", CK_NUM, "", 1, 4096, "gpus", "1 .. gpus", "GPUs the LM head is split over.", 0),
+    CK_ROW("instance", "sampling_s", CK_NUM, "s", 0, 10, "0", "Sampling between steps (assumed, docs/MEMORY.md).", 0),
+    CK_ROW("instance", "dp_gather_lat_s", CK_NUM, "s", 0, 10, "0", "Latency of data-parallel attention's gather and "
+           "scatter around a TP-split layer (assumed).", 0),
+    CK_ROW("instance", "dp_gather_gbps", CK_NUM, "GB/s", 0, 1e6, "0", "Bandwidth of that gather and scatter; 0: no "
+           "bandwidth term (assumed).", 0),
+    CK_ROW("instance", "straggler_cv", CK_NUM, "", 0, 10, "0", "Coefficient of variation of a rank's step time: the "
+           "lockstep expert-parallel ranks wait for the slowest (assumed).", 0),
     CK_ROW("instance", "step_overhead_s", CK_NUM, "s", 0, 10, NULL, "Fixed host-side cost per decode step.", 0),
     CK_ROW("instance", "moe_comm_s", CK_NUM, "s", 0, 10, NULL, "Assumed all-to-all latency per MoE layer (dispatch + "
            "combine) when not measured.", 0),
@@ -54,6 +77,8 @@ static const cfg_key inst_keys[] = {
            "speculative decoding.", 0),
     CK_ROW("policy", "hisparse_budget_k", CK_NUM, "x k", 1, 1e6, "2", "HiSparse's hot buffer, in multiples of the "
            "group's k.", 0),
+    CK_ROW("policy", "host_to_device_ratio", CK_NUM, "", 0, 1e4, "0", "HiSparse's host pool as a multiple of the device "
+           "KV pool (SGLang's host_to_device_ratio); 0: unbounded.", 0),
     CK_ROW("policy", "adaptive_max_optional_k", CK_NUM, "x k", 0, 1e9, "0", "Adaptive's cap on optional rows per "
            "(request, group), in multiples of k; 0: no cap.", 0),
     CK_ROW("trace", "preset", CK_STR, "", 0, 0, "", "A generator preset (traces/presets); one of preset and path.", 0),
@@ -171,6 +196,78 @@ static int a2a_resolve(sim_config *sc, const char *path)
     return 0;
 }
 
+/* The instance's memory and the costs outside the layers (memplan.h,
+ * docs/MEMORY.md): kv_dtype, the weights' parallelism, the framework's
+ * reservation; weights computed from the model unless weights_per_gpu_bytes
+ * is given. */
+static int mem_load(cfg *c, sim_config *sc)
+{
+    memplan *mp = &sc->mem;
+    const char *kvd;
+    if (cfg_get_string(c, "instance", "kv_dtype", &kvd, "fp8") < 0) return -1;
+    if (!strcmp(kvd, "bf16")) {
+        if (model_use_bf16_rows(&sc->model, cfg_name(sc->model_cfgf)) < 0) return -1;
+    } else if (strcmp(kvd, "fp8") != 0) {
+        return dh_err("%s: [instance] kv_dtype = '%s' (expected fp8 or bf16)", cfg_name(c), kvd);
+    }
+    const double attn_tp = sc->gpus / sc->attention_dp;
+    memplan_par p = { attn_tp, sc->gpus, 1, sc->gpus, sc->moe_ep };
+    double zero = 0, one = 1;
+    struct { const char *key; double *dst, lo, hi; const double *def; } d[] = {
+        { "dense_mlp_tp", &p.dense_mlp_tp, 1, 4096, &sc->gpus },
+        { "shared_expert_tp", &p.shared_expert_tp, 1, 4096, &one },
+        { "lm_head_tp", &p.lm_head_tp, 1, 4096, &sc->gpus },
+        { "sampling_s", &sc->sampling_s, 0, 10, &zero },
+        { "dp_gather_lat_s", &sc->dp_gather_lat_s, 0, 10, &zero },
+        { "dp_gather_gbps", &sc->dp_gather_gbps, 0, 1e6, &zero },
+        { "straggler_cv", &sc->straggler_cv, 0, 10, &zero },
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        if (cfg_get_double(c, "instance", d[i].key, d[i].dst, d[i].def, d[i].lo, d[i].hi) < 0) return -1;
+    if (p.dense_mlp_tp > sc->gpus || p.shared_expert_tp > sc->gpus || p.lm_head_tp > sc->gpus)
+        return dh_err("%s: [instance] dense_mlp_tp, shared_expert_tp and lm_head_tp may not exceed gpus = %g", cfg_name(c), sc->gpus);
+    mp->par = p;
+    mp->computed = memplan_weights(&sc->model, &p, mp->part);
+    mp->lm_head = mp->part[MP_LM_HEAD];
+    mp->read_per_step = mp->computed - mp->part[MP_ROUTED_EXPERTS] - mp->part[MP_EMBED];
+    mp->weights_given = cfg_has(c, "instance", "weights_per_gpu_bytes");
+    if (mp->weights_given) {
+        if (cfg_get_double(c, "instance", "weights_per_gpu_bytes", &mp->weights, CFG_REQUIRED, 0, 1e15) < 0) return -1;
+    } else if (mp->computed > 0) {
+        mp->weights = mp->computed;
+    } else {
+        return dh_err("%s: [instance] weights_per_gpu_bytes is not given and model '%s' gives no weights to compute it from "
+                      "(attn_params on every kind, quant_bytes_per_param; sim/model.h)", cfg_name(c), sc->model.name);
+    }
+    sc->weights_per_gpu = mp->weights;
+    mp->capacity = sc->hw.hbm_bytes;
+    const int frac = cfg_has(c, "instance", "mem_fraction_static"), ws = cfg_has(c, "instance", "workspace_bytes");
+    if (frac == ws)
+        return dh_err("%s: [instance] needs mem_fraction_static (with context_bytes, cuda_graph_bytes, comm_buffer_bytes) "
+                      "or workspace_bytes, not %s", cfg_name(c), frac ? "both" : "neither");
+    if (ws) {
+        if (cfg_get_double(c, "instance", "workspace_bytes", &mp->workspace, CFG_REQUIRED, 0, 1e15) < 0) return -1;
+    } else {
+        struct { const char *key; double *dst, lo, hi; } f[] = {
+            { "mem_fraction_static", &mp->mem_fraction_static, 0.01, 1 },
+            { "context_bytes", &mp->context, 0, 1e15 },
+            { "cuda_graph_bytes", &mp->cuda_graphs, 0, 1e15 },
+            { "comm_buffer_bytes", &mp->comm_buffers, 0, 1e15 },
+        };
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            if (cfg_get_double(c, "instance", f[i].key, f[i].dst, CFG_REQUIRED, f[i].lo, f[i].hi) < 0) return -1;
+        const double outside = (1 - mp->mem_fraction_static) * mp->capacity;
+        mp->activations = outside - mp->cuda_graphs - mp->comm_buffers;
+        if (mp->activations < 0)
+            return dh_err("%s: [instance] cuda_graph_bytes (%g) and comm_buffer_bytes (%g) exceed the %g B outside "
+                          "mem_fraction_static = %g of the GPU's %g B", cfg_name(c), mp->cuda_graphs, mp->comm_buffers,
+                          outside, mp->mem_fraction_static, mp->capacity);
+        mp->workspace = mp->context + outside;
+    }
+    sc->workspace = mp->workspace;
+    return 0;
+}
+
 int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc)
 {
     memset(sc, 0, sizeof *sc);
@@ -212,13 +309,12 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
         { "gpus", &sc->gpus },
         { "attention_dp", &sc->attention_dp },
         { "moe_ep", &sc->moe_ep },
-        { "weights_per_gpu_bytes", &sc->weights_per_gpu },
-        { "workspace_bytes", &sc->workspace },
         { "step_overhead_s", &sc->step_overhead_s },
         { "moe_comm_s", &sc->moe_comm_s },
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (cfgk_double_or(c, I, "instance", d[i].key, d[i].dst, CFG_REQUIRED) < 0) return -1;
+    if (mem_load(c, sc) < 0) return -1;
     if (cfgk_double(c, I, "instance", "moe_comm_gbps", &sc->moe_comm_gbps) < 0) return -1;
     const char *a2a_path;
     if (cfgk_string(c, I, "instance", "a2a", &a2a_path) < 0) return -1;
@@ -232,6 +328,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     if (cfgk_string(c, I, "policy", "name", &pname) < 0) return -1;
     if (pol_parse(pname, &sc->policy) < 0) return dh_err_prefix("%s: [policy] name: ", cfg_name(c));
     if (cfgk_double(c, I, "policy", "hisparse_budget_k", &sc->hisparse_budget_k) < 0) return -1;
+    if (cfgk_double(c, I, "policy", "host_to_device_ratio", &sc->mem.host_to_device_ratio) < 0) return -1;
     if (cfgk_double(c, I, "policy", "adaptive_max_optional_k", &sc->adaptive_max_optional_k) < 0) return -1;
     const char *preset, *path;
     if (cfgk_string(c, I, "trace", "preset", &preset) < 0) return -1;
@@ -252,8 +349,10 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
         return dh_err("%s: weights_per_gpu_bytes = %g is below the expert weights alone (%g = %u MoE layers x %g experts x %g B)",
                       cfg_name(c), sc->weights_per_gpu, expert_w, sc->model.moe_layers, sc->model.experts / sc->moe_ep, sc->model.expert_bytes);
     if (sc->weights_per_gpu + sc->workspace > sc->hw.hbm_bytes)
-        return dh_err("%s: weights (%g B) and workspace (%g B) exceed the GPU's HBM (%g B)", cfg_name(c),
+        return dh_err("%s: weights (%g B) and the framework's reservation (%g B) exceed the GPU's HBM (%g B)", cfg_name(c),
                       sc->weights_per_gpu, sc->workspace, sc->hw.hbm_bytes);
+    sc->mem.kv_pool = sc->hw.hbm_bytes - sc->weights_per_gpu - sc->workspace;
+    sc->mem.host_pool = sc->mem.host_to_device_ratio * sc->mem.kv_pool;
     return 0;
 }
 
@@ -352,7 +451,21 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
     cx->hw = &sc->hw;
     cx->attention_dp = sc->attention_dp;
     cx->moe_ep = sc->moe_ep;
-    cx->dense_bytes_per_layer = (sc->weights_per_gpu - m->moe_layers * (m->experts / sc->moe_ep) * m->expert_bytes) / m->n_layers;
+    /* Weights every layer reads whatever the routing: the plan's non-expert weights less
+     * the embedding table (of which a step reads its tokens' rows) and the LM head (read
+     * once a step, step.c); from weights_per_gpu_bytes less the experts when it is given. */
+    if (sc->mem.weights_given || sc->mem.computed <= 0)
+        cx->dense_bytes_per_layer = (sc->weights_per_gpu - m->moe_layers * (m->experts / sc->moe_ep) * m->expert_bytes) / m->n_layers;
+    else
+        cx->dense_bytes_per_layer = (sc->mem.read_per_step - sc->mem.lm_head) / m->n_layers;
+    cx->lm_head_bytes = sc->mem.weights_given ? 0 : sc->mem.lm_head;
+    cx->lm_head_tp = sc->mem.par.lm_head_tp;
+    cx->dense_mlp_tp = sc->mem.par.dense_mlp_tp;
+    cx->straggler_factor = cost_straggler_factor(sc->straggler_cv, sc->moe_ep);
+    cx->sampling_s = sc->sampling_s;
+    cx->dp_gather_lat_s = sc->dp_gather_lat_s;
+    cx->dp_gather_gbps = sc->dp_gather_gbps;
+    cx->straggler_cv = sc->straggler_cv;
     for (int p = 0; p < 2; p++) {
         cx->a2a_lat_s[p] = sc->a2a_lat_s[p];
         cx->a2a_gbps[p] = sc->a2a_gbps[p];
@@ -475,6 +588,7 @@ static int classify(run *R, metrics_step *rec)
         b->tokens += L + 1.0;
         uint64_t ctx = (uint64_t)a->sh->prompt_len[r] + a->req[r].pos;
         b->window_rows += ctx < m->max_window ? (double)ctx : m->max_window;
+        b->ctx_tokens += (double)ctx;
         for (uint32_t g = 0; g < a->G; g++) {
             group_out o;
             if (step_group(R, r, g, L, acc, &o) < 0) return -1;
@@ -566,9 +680,14 @@ static int fill(run *R, double *t, uint32_t step)
     } else {
         return 0;
     }
-    if (a->n_active == 0)
+    if (a->n_active == 0) {
+        if (admit_need(a, a->next_req) <= ledger_free(&a->hbm) && R->sc->mem.host_pool > 0)
+            return dh_err("%s: request %u cannot be admitted on an idle GPU: its KV does not fit the host pool of "
+                          "%.3g GB ([policy] host_to_device_ratio = %g x the %.3g GB device KV pool)", R->pol->name,
+                          a->next_req, R->sc->mem.host_pool / 1e9, R->sc->mem.host_to_device_ratio, R->sc->mem.kv_pool / 1e9);
         return dh_err("%s: request %u cannot be admitted on an idle GPU: it needs %.3g GB, %.3g GB are free",
                       R->pol->name, a->next_req, admit_need(a, a->next_req) / 1e9, ledger_free(&a->hbm) / 1e9);
+    }
     return 1;
 }
 

@@ -4,8 +4,18 @@
  * Configuration: an instance file (models/instances/NAME.ini) names the model
  * (models/NAME.ini, model.h) and the hardware profile (models/hw/NAME.ini, hw.h)
  * and holds these sections:
- *   [instance]  model, hw, gpus, attention_dp, moe_ep, weights_per_gpu_bytes,
- *               workspace_bytes, micro_batches, step_overhead_s, moe_comm_s,
+ *   [instance]  model, hw, gpus, attention_dp, moe_ep, micro_batches,
+ *               memory (memplan.h; docs/MEMORY.md): kv_dtype (fp8: the model's
+ *               row_bytes; bf16: its row_bytes_bf16), dense_mlp_tp,
+ *               shared_expert_tp, lm_head_tp, weights_per_gpu_bytes (optional:
+ *               replaces the weights computed from the model), and either
+ *               mem_fraction_static with context_bytes, cuda_graph_bytes and
+ *               comm_buffer_bytes, or workspace_bytes;
+ *               costs outside the layers (docs/MEMORY.md, "Costs"):
+ *               step_overhead_s (the scheduler between steps), sampling_s,
+ *               dp_gather_lat_s and dp_gather_gbps (DP attention's gather and
+ *               scatter around tensor-parallel MLPs and the LM head),
+ *               straggler_cv (lockstep expert-parallel ranks); moe_comm_s,
  *               moe_comm_gbps (optional: all-to-all bytes / bandwidth is added
  *               to moe_comm_s per MoE layer), a2a (optional: a bin/dha2a fit,
  *               models/hw/a2a.ini; its [gpus.<moe_ep>.dispatch|combine]
@@ -15,7 +25,9 @@
  *   [policy]    name (resident|hisparse|adaptive|oracle, or a registered one, pol.h;
  *               default hisparse),
  *               hisparse_budget_k (B as a multiple of k, >= 1; oracle uses
- *               the same B), adaptive_max_optional_k (cap on optional rows
+ *               the same B), host_to_device_ratio (the host KV pool of a
+ *               policy with a host tier, as a multiple of the device KV pool:
+ *               SGLang HiSparse's; 0 = unbounded), adaptive_max_optional_k (cap on optional rows
  *               per (request, group) as a multiple of k; 0 = none)
  *   [trace]     preset (generator preset name) or path (HDF5 trace file),
  *               seed, keyframe_interval
@@ -40,6 +52,7 @@
 #include "common/cfg.h"
 #include "sim/ledger.h"
 #include "sim/hw.h"
+#include "sim/memplan.h"
 #include "sim/model.h"
 #include "sim/pol.h"
 #include "sim/specrun.h"
@@ -54,6 +67,10 @@ typedef struct {
     wl_cfg wl;
     double gpus, attention_dp, moe_ep;
     double weights_per_gpu, workspace, step_overhead_s, moe_comm_s;
+    memplan mem;                       /* the memory plan: weights by part, the framework's share */
+    double sampling_s;                 /* sampling per step */
+    double dp_gather_lat_s, dp_gather_gbps; /* DP attention's gather / scatter */
+    double straggler_cv;               /* per-rank time variation of a lockstep MoE layer */
     double moe_comm_gbps; /* all-to-all bandwidth per GPU (0: latency only) */
     /* The all-to-all cost in use, per phase (0 dispatch, 1 combine): from the
      * instance's a2a file where it holds a measurement for moe_ep GPUs, else

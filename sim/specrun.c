@@ -142,6 +142,7 @@ double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, 
                 k_eff[g] += (rows < m->group[g].k ? rows : m->group[g].k) / n;
             }
             e.mb.window_rows += sl[i].ctx < m->max_window ? (double)sl[i].ctx : m->max_window;
+            e.mb.ctx_tokens += (double)sl[i].ctx;
         }
         spec_choose_verify(pred, n, gam, gam, est_time, &e, L);
         for (uint32_t i = 0; i < n; i++) sl[i].L = L[i];

@@ -2,7 +2,7 @@
  * residency policy, run through the project's real kernels at a scale one GPU holds, with
  * every step timed (CUDA events) and its misses counted.
  *
- *   dhreplay --run ID [--run ...] [--configs kernels/replay/configs.ini] [--model models/glm53.ini]
+ *   dhreplay --run ID [--run ...] [--configs kernels/replay/configs.ini] [--model models/glm53-replay.ini]
  *            [--preset glm51-longbench] [--seed S] [--keyframe 64] [--requests R]
  *            [--prompt-len P] [--steps N] [--attention-dp 8] [--moe-ep 8]
  *            [--fetch-sms 8] [--attention-version 8] [--topk-version 6] [--indexer-version 5]
@@ -305,7 +305,7 @@ static long parse_long(const char *opt, const char *s, long lo, long hi)
 
 /* The command line (usage() above); the batch of the runs once resolve() has read them. */
 struct rp_opts {
-    const char *model = "models/glm53.ini", *preset = "glm51-longbench", *out = NULL;
+    const char *model = "models/glm53-replay.ini", *preset = "glm51-longbench", *out = NULL;
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
     long attn_version = 8, topk_version = 6, indexer_version = 5;
     std::vector<std::string> run_ids;
