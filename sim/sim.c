@@ -118,6 +118,34 @@ static int a2a_resolve(sim_config *sc, const char *path)
     return 0;
 }
 
+/* [instance] attn_tp (default 1) and, with more than one rank, its all-reduce's latency and
+ * bus bandwidth, both required then: the numbers live in the instance file with their
+ * sources. */
+static int tp_config_load(cfg *c, sim_config *sc)
+{
+    const double one = 1;
+    if (cfg_get_double(c, "instance", "attn_tp", &sc->tp.ranks, &one, 1, 4096) < 0) return -1;
+    if (sc->tp.ranks != floor(sc->tp.ranks))
+        return dh_err("%s: [instance] attn_tp = %g is not a whole number of GPUs", cfg_name(c), sc->tp.ranks);
+    if (sc->attention_dp * sc->tp.ranks > sc->gpus)
+        return dh_err("%s: [instance] attention_dp x attn_tp = %g x %g exceeds gpus = %g", cfg_name(c),
+                      sc->attention_dp, sc->tp.ranks, sc->gpus);
+    if (sc->tp.ranks <= 1) {
+        static const char *const only_tp[2] = { "attn_tp_allreduce_us", "attn_tp_allreduce_busbw_gbps" };
+        for (int i = 0; i < 2; i++)
+            if (cfg_has(c, "instance", only_tp[i]))
+                return dh_err("%s: [instance] %s is given but attn_tp = 1 (no all-reduce to cost)", cfg_name(c),
+                              only_tp[i]);
+        return 0;
+    }
+    double us;
+    if (cfg_get_double(c, "instance", "attn_tp_allreduce_us", &us, CFG_REQUIRED, 0, 1e6) < 0 ||
+        cfg_get_double(c, "instance", "attn_tp_allreduce_busbw_gbps", &sc->tp.busbw_gbps, CFG_REQUIRED, 1e-3, 1e6) < 0)
+        return -1;
+    sc->tp.lat_s = us * 1e-6;
+    return 0;
+}
+
 int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc)
 {
     memset(sc, 0, sizeof *sc);
@@ -172,6 +200,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     if (a2a_resolve(sc, a2a_path) < 0) return -1;
     if (sc->attention_dp > sc->gpus || sc->moe_ep > sc->gpus)
         return dh_err("%s: [instance] attention_dp and moe_ep may not exceed gpus = %g", cfg_name(c), sc->gpus);
+    if (tp_config_load(c, sc) < 0) return -1;
     long mb;
     if (cfg_get_int(c, "instance", "micro_batches", &mb, CFG_REQUIRED, 1, 64) < 0) return -1;
     sc->micro_batches = (uint32_t)mb;
@@ -309,6 +338,7 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
     /* The fetch kernel holds its SMs whenever a host tier exists. */
     cx->compute_sms = pol->host_tier ? sc->hw.sms - sc->hw.fetch_sms : sc->hw.sms;
     cx->queries = 1;
+    cx->tp = sc->tp;
 }
 
 static int run_init(run *R, const sim_config *sc, const pol_ops *pol, sel_source *src)

@@ -27,6 +27,7 @@
 #include "sim/hw.h"
 #include "sim/model.h"
 #include "sim/res.h"
+#include "sim/tp.h"
 
 /* What one micro-batch brings to a step: sums over its requests, per group. */
 typedef struct {
@@ -67,6 +68,8 @@ typedef struct {
                                     * draft pass of speculative decoding; 0 plain) */
     double pool_bytes;             /* host KV history the fetches gather from (for the
                                     * [fit_range] check of fetch_pool_bytes; 0: unchecked) */
+    tp_cfg tp;                     /* tensor-parallel attention (sim/tp.h); ranks 0 or 1:
+                                    * none, and every cost is the data-parallel one */
 } step_ctx;
 
 typedef struct {
