@@ -305,6 +305,7 @@ typedef struct {
     specrun_slot *slot;       /* [requests] by active index; NULL: plain decoding */
     union_set u;
     double *urows, *rowb;     /* [groups] */
+    specrun_adapt_state adapt; /* SGLang's adaptive steps, when [spec] adaptive is set */
 } run;
 
 /* What one (request, group) brought to a step, plain or speculative. */
@@ -361,6 +362,7 @@ static int run_init(run *R, const sim_config *sc, const pol_ops *pol, sel_source
         R->rowb = dh_calloc(G, sizeof *R->rowb);
         for (uint32_t g = 0; g < G; g++) R->rowb[g] = sc->model.group[g].kv_bytes_per_row;
         union_init(&R->u);
+        specrun_adapt_init(&sc->spec, &R->adapt);
     }
     return 0;
 }
@@ -428,7 +430,8 @@ static void spec_plan(run *R, sim_tl_row *row)
         R->slot[i] = (specrun_slot){ .req = r, .pos = pos, .ctx = (uint64_t)a->sh->prompt_len[r] + pos,
                                      .left = a->sh->output_len[r] - pos - 1 };
     }
-    row->draft_s = specrun_plan(&R->sc->spec, &R->cx, R->sc->step_overhead_s, R->sc->seed, a->n_active, R->slot);
+    row->draft_s = specrun_plan(&R->sc->spec, &R->cx, R->sc->step_overhead_s, R->sc->seed, a->n_active, R->slot,
+                                &R->adapt);
 }
 
 /* Classify the step, plain or speculative: every active request's groups
@@ -450,7 +453,7 @@ static int classify(run *R, metrics_step *rec)
         uint32_t L = R->slot ? R->slot[i].L : 0, acc = R->slot ? R->slot[i].a : 0;
         step_mb *b = &R->mb.mb[i % R->M];
         b->n_req += 1;
-        b->tokens += L + 1.0;
+        b->tokens += R->slot ? (double)R->slot[i].queries : 1.0;
         uint64_t ctx = (uint64_t)a->sh->prompt_len[r] + a->req[r].pos;
         b->window_rows += ctx < m->max_window ? (double)ctx : m->max_window;
         for (uint32_t g = 0; g < a->G; g++) {
