@@ -223,6 +223,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     if (cfg_get_int(c, "trace", "keyframe_interval", &kf, &k64, 1, 1 << 20) < 0) return -1;
     sc->keyframe_interval = (uint32_t)kf;
     if (specrun_config_load(c, &sc->model, &sc->spec) < 0) return -1;
+    if (prefill_config_load(c, &sc->prefill) < 0) return -1;
     if (cfg_check_unused(c) < 0) return -1;
     double expert_w = sc->model.moe_layers * (sc->model.experts / sc->moe_ep) * sc->model.expert_bytes;
     if (expert_w > sc->weights_per_gpu)
@@ -306,6 +307,14 @@ typedef struct {
     union_set u;
     double *urows, *rowb;     /* [groups] */
     specrun_adapt_state adapt; /* SGLang's adaptive steps, when [spec] adaptive is set */
+    /* Colocated prefill (prefill.h): the requests still prefilling, set aside while a decode
+     * step runs; this step's mixed chunk (compute seconds, spans' requests); the decode
+     * steps the other data-parallel ranks' prefill iterations hold, and for how long. */
+    uint32_t *pf, n_pf;
+    prefill_span *spans;
+    uint32_t *span_req, n_spans;
+    double mixed_s, mixed_written;
+    double hold_n, hold_s;
 } run;
 
 /* What one (request, group) brought to a step, plain or speculative. */
@@ -356,6 +365,12 @@ static int run_init(run *R, const sim_config *sc, const pol_ops *pol, sel_source
     res_init(&R->d2h, "write-through (d2h)");
     evq_init(&R->q);
     if (admit_init(&R->adm, sc, pol, src) < 0) return -1;
+    if (sc->prefill.mode == PREFILL_CHUNKED) {
+        uint32_t n = R->adm.sh->n_requests ? R->adm.sh->n_requests : 1;
+        R->pf = dh_calloc(n, sizeof *R->pf);
+        R->spans = dh_calloc(n, sizeof *R->spans);
+        R->span_req = dh_calloc(n, sizeof *R->span_req);
+    }
     if (sc->spec.mode) {
         R->slot = dh_calloc(R->adm.sh->n_requests, sizeof *R->slot);
         R->urows = dh_calloc(G, sizeof *R->urows);
@@ -376,6 +391,9 @@ static void run_release(run *R)
     free(R->slot);
     free(R->urows);
     free(R->rowb);
+    free(R->pf);
+    free(R->spans);
+    free(R->span_req);
 }
 
 /* The host pages and 2 MB regions that misses missed rows of group g touch in a window of
@@ -568,7 +586,19 @@ static int run_step(run *R, uint32_t step, double t, metrics_step *rec)
     R->cx.pool_bytes = pool_bytes(R);
     step_stats *st = &R->st;
     double fb0 = st->fetch_bytes, wb0 = st->write_bytes, fbusy0 = st->fetch_busy;
+    /* A mixed prefill chunk (prefill.h) runs in the step's batch: its compute is queued
+     * before the layer graph like a draft pass, its prompt KV goes to the host pool. */
+    const double pre0 = R->cx.pre_s;
+    if (R->mixed_s > 0) {
+        R->cx.pre_s += R->mixed_s;
+        if (R->mixed_written > 0) {
+            res_submit(&R->d2h, t, R->mixed_written / sc->hw.d2h_bw, R->mixed_written);
+            st->write_busy += R->mixed_written / sc->hw.d2h_bw;
+            st->write_bytes += R->mixed_written;
+        }
+    }
     double t_end = step_run(&R->cx, R->mb.mb, R->M, t + sc->step_overhead_s, &R->gpu, &R->h2d, &R->d2h, &R->q, st);
+    R->cx.pre_s = pre0;
     sim_tl_row *row = &rec->row;
     row->step = step;
     row->t_start = t;
@@ -582,6 +612,120 @@ static int run_step(run *R, uint32_t step, double t, metrics_step *rec)
     memcpy(row->hbm, a->hbm.bytes, sizeof row->hbm);
     rec->overhead_s = sc->step_overhead_s;
     return 0;
+}
+
+/* ---------------------------------------------------------------- colocated prefill */
+
+/* Pack the admitted requests' pending prompt tokens, in admission order, into at most budget
+ * tokens (the last request may be cut: SGLang's chunked request): R->spans. Returns tokens. */
+static double pack_prefill(run *R, double budget)
+{
+    const admit_state *a = &R->adm;
+    double tokens = 0;
+    R->n_spans = 0;
+    for (uint32_t i = 0; i < a->n_active && tokens < budget; i++) {
+        const uint32_t r = a->active[i];
+        const admit_req *q = &a->req[r];
+        if (!q->prefill_left) continue;
+        double take = q->prefill_left < budget - tokens ? q->prefill_left : budget - tokens;
+        R->spans[R->n_spans] = (prefill_span){ .start = (double)(a->sh->prompt_len[r] - q->prefill_left), .tokens = take };
+        R->span_req[R->n_spans++] = r;
+        tokens += take;
+    }
+    return tokens;
+}
+
+/* The packed spans are done at time t_done: their requests' pending tokens fall, a request
+ * whose prompt is complete records its prefill end. */
+static void commit_prefill(run *R, double t_done)
+{
+    for (uint32_t i = 0; i < R->n_spans; i++) {
+        admit_req *q = &R->adm.req[R->span_req[i]];
+        q->prefill_left -= (uint32_t)R->spans[i].tokens;
+        if (!q->prefill_left) q->prefill_done_t = t_done;
+    }
+    R->n_spans = 0;
+}
+
+/* The pending prompt tokens of the admitted requests (0: nothing to prefill). */
+static double prefill_pending(const run *R)
+{
+    const admit_state *a = &R->adm;
+    double n = 0;
+    for (uint32_t i = 0; i < a->n_active; i++) n += a->req[a->active[i]].prefill_left;
+    return n;
+}
+
+/* One prefill iteration alone from time t over the packed spans: compute on the GPU, the
+ * prompt KV to the host pool; with data-parallel attention the other ranks' iterations of
+ * the same size hold this rank's next decode steps. Returns its end. */
+static double prefill_alone(run *R, double t)
+{
+    const sim_config *sc = R->sc;
+    prefill_parts P;
+    const double d = prefill_iter_s(&R->cx, R->spans, R->n_spans, 0, &P, &R->st.ranges);
+    const double end = res_submit(&R->gpu, t, d, 0);
+    R->st.compute_busy += d;
+    if (P.written > 0) {
+        res_submit(&R->d2h, t, P.written / sc->hw.d2h_bw, P.written);
+        R->st.write_busy += P.written / sc->hw.d2h_bw;
+        R->st.write_bytes += P.written;
+    }
+    if (sc->attention_dp > 1 && sc->prefill.dp_disjoint) {
+        R->hold_s = (R->hold_s * R->hold_n + d * (sc->attention_dp - 1)) / (R->hold_n + sc->attention_dp - 1);
+        R->hold_n += sc->attention_dp - 1;
+    }
+    commit_prefill(R, end);
+    return end;
+}
+
+/* Before a decode step at *t: SGLang's alternate rule runs every pending prompt's iterations
+ * first; the mixed rule packs this step's chunk (chunk_tokens less the decode tokens) for
+ * run_step to charge. Then the requests still prefilling are set aside (R->pf) so that the
+ * step sees the decoding ones only; returns how many decode. */
+static uint32_t prefill_before_step(run *R, double *t)
+{
+    const prefill_cfg *pc = &R->sc->prefill;
+    admit_state *a = &R->adm;
+    R->mixed_s = R->mixed_written = 0;
+    if (pc->mixing == PREFILL_ALTERNATE) {
+        /* Each iteration is O(layers x spans); the queue empties in prompt / chunk of them. */
+        while (prefill_pending(R) > 0) {
+            pack_prefill(R, pc->chunk_tokens);
+            *t = prefill_alone(R, *t);
+        }
+    } else {
+        uint32_t decoding = 0;
+        for (uint32_t i = 0; i < a->n_active; i++) decoding += !a->req[a->active[i]].prefill_left;
+        if (decoding == 0) {
+            /* Nothing decodes yet: the chunk runs alone. */
+            if (prefill_pending(R) > 0) {
+                pack_prefill(R, pc->chunk_tokens);
+                *t = prefill_alone(R, *t);
+            }
+        } else if (pc->chunk_tokens > decoding && pack_prefill(R, pc->chunk_tokens - decoding) > 0) {
+            prefill_parts P;
+            R->mixed_s = prefill_iter_s(&R->cx, R->spans, R->n_spans, decoding * R->sc->attention_dp, &P, &R->st.ranges);
+            R->mixed_written = P.written;
+        }
+    }
+    uint32_t kept = 0;
+    R->n_pf = 0;
+    for (uint32_t i = 0; i < a->n_active; i++) {
+        const uint32_t r = a->active[i];
+        if (a->req[r].prefill_left) R->pf[R->n_pf++] = r;
+        else a->active[kept++] = r;
+    }
+    a->n_active = kept;
+    return kept;
+}
+
+/* The requests set aside rejoin the active list (after the decoding ones). */
+static void prefill_after_step(run *R)
+{
+    admit_state *a = &R->adm;
+    for (uint32_t i = 0; i < R->n_pf; i++) a->active[a->n_active++] = R->pf[i];
+    R->n_pf = 0;
 }
 
 int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *res)
@@ -605,10 +749,28 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         if (go == 0) break;
         if (go == 2) continue; /* idle until t: the same step again */
         metrics_step rec;
-        if (run_step(&R, step, t, &rec) < 0) goto out;
+        if (sc->prefill.mode == PREFILL_CHUNKED) {
+            /* The prefill iterations before the step count in its time: decoding waited. */
+            const double t0 = t;
+            if (prefill_before_step(&R, &t) == 0) {
+                prefill_after_step(&R);
+                continue;
+            }
+            if (run_step(&R, step, t, &rec) < 0) goto out;
+            if (R.mixed_s > 0) commit_prefill(&R, rec.row.t_end);
+            rec.row.t_start = t0;
+            if (R.hold_n > 0) {
+                /* Another rank's prefill iteration holds this step to its length. */
+                if (rec.row.t_end - t < R.hold_s) rec.row.t_end = t + R.hold_s;
+                R.hold_n -= 1;
+            }
+        } else if (run_step(&R, step, t, &rec) < 0) {
+            goto out;
+        }
         metrics_add(&mt, &rec);
         t = rec.row.t_end;
         if (advance(&R) < 0) goto out;
+        if (sc->prefill.mode == PREFILL_CHUNKED) prefill_after_step(&R);
         step++;
     }
     const admit_state *a = &R.adm;

@@ -24,7 +24,9 @@
  *   [trace]     preset (generator preset name) or path (HDF5 trace file),
  *               seed, keyframe_interval
  *   [spec]      speculative decoding: mode, draft, shared_retrieval,
- *               draft_ring, staging_reuse (specrun.h)
+ *               draft_ring, staging_reuse, disable_batch_size, adaptive (specrun.h)
+ *   [prefill]   mode (disaggregated | chunked), chunk_tokens, mixing, max_running
+ *               (prefill.h)
  * "--set section.key=value" overrides go to whichever file has the section
  * (model: [model], [kind.*]; hardware: [hw], [pcie], [gather], [host];
  * everything else: the instance file), and unknown keys are errors.
@@ -46,6 +48,7 @@
 #include "sim/hw.h"
 #include "sim/model.h"
 #include "sim/pol.h"
+#include "sim/prefill.h"
 #include "sim/specrun.h"
 #include "sim/tp.h"
 #include "sim/wl.h"
@@ -73,6 +76,7 @@ typedef struct {
     uint64_t seed;
     uint32_t keyframe_interval;
     specrun_cfg spec;                  /* [spec]: mode 0 = plain decoding */
+    prefill_cfg prefill;               /* [prefill]: disaggregated (default) or chunked */
 } sim_config;
 
 /* Load an instance file with its model and hardware files (paths in the

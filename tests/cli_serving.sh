@@ -75,3 +75,29 @@ expect_err mtp_table_rises "cannot rise" --policy hisparse+mtp --draft "$T/bad3.
 sed 's/^\[bs.8\]/[bs.0]/' models/spec/sglang-adaptive.ini > "$T/ad.ini"
 expect_err adaptive_bad_slot "bs.N" --policy hisparse+mtp --set spec.adaptive="$T/ad.ini"
 expect_err adaptive_dspark "DSpark" --policy hisparse+dspark --set spec.adaptive=models/spec/sglang-adaptive.ini
+
+# Colocated chunked prefill (sim/prefill.h). A prefill-only run (one output token per request,
+# one request per GPU, resident: no host tier) is bound by its GEMMs alone: at most
+# fp8_flops x mma_efficiency / (2 x active_params) prompt tokens per second on the whole GPU
+# (the profile's and the model's numbers, read here); its attention, indexer and all-to-all
+# make it slower (at 8K context the all-to-all of 2048-token chunks alone is about a fifth), but
+# not by 4x.
+ini() { awk -v s="[$2]" -v k="$3" '$0 == s { in_s = 1; next } /^\[/ { in_s = 0 } in_s && $1 == k { print $3; exit }' "$1"; }
+F=$(ini models/hw/h200.ini hw fp8_flops); E=$(ini models/hw/h200.ini hw mma_efficiency); A=$(ini models/glm53.ini model active_params)
+PF="--set workload.prompt_len=8192 --set workload.output_len=1 --set workload.output_len_max=1 --set prefill.mode=chunked --set prefill.chunk_tokens=2048"
+$S --quiet --policy resident --concurrency 8 --steps 6 $PF --json "$T/pf.json" 2> "$T/err"
+if python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]
+f, e, a = map(float, sys.argv[2:5]); bound = f * e / (2 * a); got = r["completed"] * 8192 / r["sim_time_s"]
+print("prefill tokens/s", got, "bound", bound); sys.exit(not (r["completed"] >= 6 and bound / 4 < got <= bound))' "$T/pf.json" "$F" "$E" "$A"
+then ok prefill_only_bound; else bad prefill_only_bound "$(cat "$T/err")"; fi
+# Alternate (SGLang's default): a step waits for the prompts' iterations, so its TPOT is above
+# the disaggregated one; mixed steps carry a chunk each; the disaggregated default is unchanged
+# by an explicit mode = disaggregated.
+CO="--set workload.prompt_len=8192 --set prefill.mode=chunked --set prefill.chunk_tokens=1024"
+$S --quiet --policy hisparse --steps 20 --set workload.prompt_len=8192 --json "$T/dis.json" 2> "$T/err"
+$S --quiet --policy hisparse --steps 20 $CO --set prefill.mixing=mixed --json "$T/mix.json" 2>> "$T/err"
+$S --quiet --policy hisparse --steps 20 --set workload.prompt_len=8192 --set prefill.mode=disaggregated --json "$T/dis2.json" 2>> "$T/err"
+if python3 -c 'import json,sys; d, m = (json.load(open(p))["runs"][0] for p in sys.argv[1:3]); sys.exit(not m["tpot_p50_s"] > 2 * d["tpot_p50_s"])' "$T/dis.json" "$T/mix.json" &&
+   cmp -s "$T/dis.json" "$T/dis2.json"
+then ok prefill_mixed_slower_disagg_unchanged; else bad prefill_mixed_slower_disagg_unchanged "$(cat "$T/err")"; fi
+expect_err prefill_needs_chunk "chunk_tokens" --set prefill.mode=chunked
