@@ -37,9 +37,10 @@
  *       dhbench has not measured these shapes;
  *     - MoE: experts touched by the chunk's tokens (and the other ranks' decode tokens), the
  *       all-to-all of the chunk's tokens; TP attention's all-reduce as in decode (tp.h).
- *   The prompt's KV rows (every kv-owning layer) are written to the host pool through the
- *   write-through path (the d2h server), beside the decode steps' write-through; PCIe is
- *   full duplex, so they do not slow the misses' fetches host-to-device.
+ *   Under a policy with a host tier the prompt's KV rows (every kv-owning layer) are written
+ *   to the host pool (HiSparse's direct-to-host path) through the write-through path (the
+ *   d2h server), beside the decode steps' write-through; PCIe is full duplex, so they do not
+ *   slow the misses' fetches host-to-device. Without a host tier they stay on the GPU.
  *
  *   With data-parallel attention the MoE layers' all-to-all keeps every rank in step: a
  *   rank's prefill iteration holds the others' decode steps for its length. The simulated

@@ -666,7 +666,8 @@ static double prefill_alone(run *R, double t)
     const double d = prefill_iter_s(&R->cx, R->spans, R->n_spans, 0, &P, &R->st.ranges);
     const double end = res_submit(&R->gpu, t, d, 0);
     R->st.compute_busy += d;
-    if (P.written > 0) {
+    /* Without a host tier the prompt's KV stays on the GPU. */
+    if (P.written > 0 && R->pol->host_tier) {
         res_submit(&R->d2h, t, P.written / sc->hw.d2h_bw, P.written);
         R->st.write_busy += P.written / sc->hw.d2h_bw;
         R->st.write_bytes += P.written;
@@ -706,7 +707,7 @@ static uint32_t prefill_before_step(run *R, double *t)
         } else if (pc->chunk_tokens > decoding && pack_prefill(R, pc->chunk_tokens - decoding) > 0) {
             prefill_parts P;
             R->mixed_s = prefill_iter_s(&R->cx, R->spans, R->n_spans, decoding * R->sc->attention_dp, &P, &R->st.ranges);
-            R->mixed_written = P.written;
+            R->mixed_written = R->pol->host_tier ? P.written : 0;
         }
     }
     uint32_t kept = 0;
