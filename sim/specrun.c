@@ -244,7 +244,10 @@ double specrun_mtp_draft_s(const specrun_cfg *s, const step_ctx *cx, uint32_t n,
     const double extra = cost_roofline_time(&cx->hw->cost.roof, d->pass_bytes, d->flops_per_token * b.tokens, d->fp8,
                                             cx->compute_sms);
     mbatch_release(&one);
-    /* SGLang's EAGLE worker runs num_steps draft forwards one after another. */
+    /* SGLang's EAGLE worker (eagle_worker.py) runs num_steps - 1 draft forwards before the
+     * verification and one draft extend over the accepted tokens after it: steps forwards in
+     * all, each charged here at topk tokens per request (the extend's accepted + 1 tokens
+     * taken as topk: assumed, a small part of a forward that reads its weights anyway). */
     return steps * (d->layers * layer + extra);
 }
 
