@@ -33,6 +33,7 @@ static const cfg_schema *const schemas[] = {
     &instance_schema,
     &wl_schema,
     &specrun_schema,
+    &adaptive_schema,
     &model_schema,
     &draft_schema,
     &paper_schema,

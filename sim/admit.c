@@ -202,11 +202,17 @@ int admit_fill(admit_state *a, double now, uint32_t step, uint32_t steps)
 {
     const wl_cfg *w = &a->sc->wl;
     uint32_t target = sim_per_gpu(a->sc, wl_target(w, now));
+    const prefill_cfg *pf = &a->sc->prefill;
+    if (pf->max_running && target > pf->max_running) target = pf->max_running;
     while (a->n_active < target && a->next_req < a->sh->n_requests) {
         if (w->mode == WL_OPEN && a->arrival[a->next_req] > now) break;
         int ok;
         if (try_admit(a, a->next_req, steps - step, &ok) < 0) return -1;
         if (!ok) break;
+        admit_req *q = &a->req[a->next_req];
+        q->admit_t = now;
+        q->prefill_left = pf->mode == PREFILL_CHUNKED ? a->sh->prompt_len[a->next_req] : 0;
+        q->prefill_done_t = pf->mode == PREFILL_CHUNKED ? -1 : now;
         a->next_req++;
     }
     return 0;

@@ -29,6 +29,12 @@ typedef struct {
     pol_stream *ps;                   /* [groups] */
     union_ahead *ahead;               /* [groups] speculative with a host tier: positions read
                                        * beyond the committed one */
+    /* Prefill (sim/prefill.h): when the request was admitted, the prompt tokens this GPU has
+     * yet to prefill (0 under disaggregated prefill: decoding starts at admission), and when
+     * its prefill ended (the admission time when disaggregated; -1 until it ends) -- the
+     * hook for per-request time to first token. */
+    double admit_t, prefill_done_t;
+    uint32_t prefill_left;
 } admit_req;
 
 typedef struct {
@@ -53,7 +59,7 @@ typedef struct {
 /* Charge the weights (and the draft's) and the workspace. 0 or -1. */
 int admit_init(admit_state *a, const sim_config *sc, const pol_ops *pol, sel_source *src);
 void admit_release(admit_state *a);
-/* Admit requests up to the target concurrency at time now; a request
+/* Admit requests up to the target concurrency at time now (and [prefill] max_running); a request
  * admitted at step `step` of `steps` can use at most steps - step positions.
  * 0 or -1 (a refused ledger charge or a bad stream). */
 int admit_fill(admit_state *a, double now, uint32_t step, uint32_t steps);

@@ -32,7 +32,7 @@ static void usage(FILE *f)
         "  --compare            the four policies plus adaptive with speculation (the config's [spec]\n"
         "                       mode, else dflash2 where the model has that draft, else dspark) and the paper's\n"
         "                       headline comparison\n"
-        "  --spec MODE          none, dflash2 or dspark (spec.mode; draft models/drafts/MODEL-MODE.ini)\n"
+        "  --spec MODE          none, dflash2, dspark or mtp (spec.mode; draft models/drafts/MODEL-MODE.ini)\n"
         "  --draft FILE         draft config (spec.draft)\n"
         "  --set SEC.KEY=VAL    override a config value (repeatable)\n"
         "  --steps N            decode steps (workload.steps)\n"

@@ -148,7 +148,8 @@ int metrics_finish(metrics *mt, const metrics_end *e, sim_result *res)
     res->measured_time = mt->m_time;
     res->tokens = mt->tokens;
     res->measured_tokens = mt->m_tokens;
-    res->tok_s_gpu = mt->m_time > 0 ? mt->m_tokens / mt->m_time : 0;
+    /* Under TP attention the attn_tp GPUs of a group emit its tokens together (sim/tp.h). */
+    res->tok_s_gpu = mt->m_time > 0 ? mt->m_tokens / mt->m_time / (sc->tp.ranks > 1 ? sc->tp.ranks : 1) : 0;
     metrics_sort_durs(mt->durs, mt->n_durs);
     res->tpot_p50 = metrics_quantile(mt->durs, mt->n_durs, mt->m_tokens, 0.50);
     res->tpot_p90 = metrics_quantile(mt->durs, mt->n_durs, mt->m_tokens, 0.90);

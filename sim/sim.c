@@ -71,6 +71,24 @@ static const cfg_key inst_keys[] = {
            "combine) when not measured.", 0),
     CK_ROW("instance", "moe_comm_gbps", CK_NUM, "GB/s", 0, 1e6, "0", "Assumed all-to-all bandwidth; 0: no bandwidth "
            "term.", 0),
+    CK_ROW("instance", "attn_tp", CK_NUM, "GPUs", 1, 4096, "1", "Tensor-parallel attention ranks: heads split over them, "
+           "the latent KV and the indexer replicated, one all-reduce per layer (sim/tp.h); attention_dp x attn_tp <= "
+           "gpus.", 0),
+    CK_DYN_ROW("instance", "attn_tp_allreduce_us", CK_NUM, "us", 0, 1e6, "required when attn_tp > 1, else absent", NULL,
+               "The all-reduce's latency (NCCL form).", 0),
+    CK_DYN_ROW("instance", "attn_tp_allreduce_busbw_gbps", CK_NUM, "GB/s", 1e-3, 1e6, "required when attn_tp > 1, else "
+               "absent", NULL, "The all-reduce's bus bandwidth (nccl-tests busbw).", 0),
+    CK_STR_ROW("prefill", "mode", "disaggregated", "disaggregated|chunked", "Prefill on other GPUs (the decode instance "
+               "of a disaggregated deployment) or colocated, in chunks between decode steps (sim/prefill.h).", 0),
+    CK_DYN_ROW("prefill", "chunk_tokens", CK_INT, "tokens", 1, 1 << 24, "required for chunked", NULL, "Prompt tokens "
+               "per rank and iteration (SGLang's chunked_prefill_size / dp_size).", 0),
+    CK_STR_ROW("prefill", "mixing", "alternate", "alternate|mixed", "SGLang's scheduler (pending prefill before the "
+               "decode batch) or a mixed step (--enable-mixed-chunk, vLLM's token budget).", 0),
+    CK_ROW("prefill", "max_running", CK_INT, "requests", 0, 1 << 24, "0", "Cap on the requests running on one GPU; 0: "
+           "none.", 0),
+    CK_STR_ROW("prefill", "dp_hold", "lockstep", "lockstep|disjoint", "How other data-parallel ranks' prefills hold "
+               "this rank's decode steps: all at the same moments, or each own iteration followed by attention_dp - 1 "
+               "held steps (the two bounds).", 0),
     CK_ROW("instance", "micro_batches", CK_INT, "", 1, 64, NULL, "Micro-batches a step's requests are split into "
            "(overlap of fetch and compute).", 0),
     CK_ROW("policy", "name", CK_STR, "", 0, 0, "hisparse", "The KV policy (sim/pol.h), with an optional +MODE for "
@@ -268,6 +286,34 @@ static int mem_load(cfg *c, sim_config *sc)
     return 0;
 }
 
+/* [instance] attn_tp (default 1) and, with more than one rank, its all-reduce's latency and
+ * bus bandwidth, both required then: the numbers live in the instance file with their
+ * sources. */
+static int tp_config_load(cfg *c, sim_config *sc)
+{
+    const double one = 1;
+    if (cfg_get_double(c, "instance", "attn_tp", &sc->tp.ranks, &one, 1, 4096) < 0) return -1;
+    if (sc->tp.ranks != floor(sc->tp.ranks))
+        return dh_err("%s: [instance] attn_tp = %g is not a whole number of GPUs", cfg_name(c), sc->tp.ranks);
+    if (sc->attention_dp * sc->tp.ranks > sc->gpus)
+        return dh_err("%s: [instance] attention_dp x attn_tp = %g x %g exceeds gpus = %g", cfg_name(c),
+                      sc->attention_dp, sc->tp.ranks, sc->gpus);
+    if (sc->tp.ranks <= 1) {
+        static const char *const only_tp[2] = { "attn_tp_allreduce_us", "attn_tp_allreduce_busbw_gbps" };
+        for (int i = 0; i < 2; i++)
+            if (cfg_has(c, "instance", only_tp[i]))
+                return dh_err("%s: [instance] %s is given but attn_tp = 1 (no all-reduce to cost)", cfg_name(c),
+                              only_tp[i]);
+        return 0;
+    }
+    double us;
+    if (cfg_get_double(c, "instance", "attn_tp_allreduce_us", &us, CFG_REQUIRED, 0, 1e6) < 0 ||
+        cfg_get_double(c, "instance", "attn_tp_allreduce_busbw_gbps", &sc->tp.busbw_gbps, CFG_REQUIRED, 1e-3, 1e6) < 0)
+        return -1;
+    sc->tp.lat_s = us * 1e-6;
+    return 0;
+}
+
 int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc)
 {
     memset(sc, 0, sizeof *sc);
@@ -321,6 +367,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     if (a2a_resolve(sc, a2a_path) < 0) return -1;
     if (sc->attention_dp > sc->gpus || sc->moe_ep > sc->gpus)
         return dh_err("%s: [instance] attention_dp and moe_ep may not exceed gpus = %g", cfg_name(c), sc->gpus);
+    if (tp_config_load(c, sc) < 0) return -1;
     long mb;
     if (cfgk_int(c, I, "instance", "micro_batches", &mb) < 0) return -1;
     sc->micro_batches = (uint32_t)mb;
@@ -343,6 +390,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     if (cfgk_int(c, I, "trace", "keyframe_interval", &kf) < 0) return -1;
     sc->keyframe_interval = (uint32_t)kf;
     if (specrun_config_load(c, &sc->model, &sc->spec) < 0) return -1;
+    if (prefill_config_load(c, &sc->prefill) < 0) return -1;
     if (cfg_check_unused(c) < 0) return -1;
     double expert_w = sc->model.moe_layers * (sc->model.experts / sc->moe_ep) * sc->model.expert_bytes;
     if (expert_w > sc->weights_per_gpu)
@@ -427,6 +475,15 @@ typedef struct {
     specrun_slot *slot;       /* [requests] by active index; NULL: plain decoding */
     union_set u;
     double *urows, *rowb;     /* [groups] */
+    specrun_adapt_state adapt; /* SGLang's adaptive steps, when [spec] adaptive is set */
+    /* Colocated prefill (prefill.h): the requests still prefilling, set aside while a decode
+     * step runs; this step's mixed chunk (compute seconds, spans' requests); the decode
+     * steps the other data-parallel ranks' prefill iterations hold, and for how long. */
+    uint32_t *pf, n_pf;
+    prefill_span *spans;
+    uint32_t *span_req, n_spans;
+    double mixed_s, mixed_written;
+    double hold_n, hold_s;
 } run;
 
 /* What one (request, group) brought to a step, plain or speculative. */
@@ -474,6 +531,7 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
     /* The fetch kernel holds its SMs whenever a host tier exists. */
     cx->compute_sms = pol->host_tier ? sc->hw.sms - sc->hw.fetch_sms : sc->hw.sms;
     cx->queries = 1;
+    cx->tp = sc->tp;
 }
 
 static int run_init(run *R, const sim_config *sc, const pol_ops *pol, sel_source *src)
@@ -490,12 +548,19 @@ static int run_init(run *R, const sim_config *sc, const pol_ops *pol, sel_source
     res_init(&R->d2h, "write-through (d2h)");
     evq_init(&R->q);
     if (admit_init(&R->adm, sc, pol, src) < 0) return -1;
+    if (sc->prefill.mode == PREFILL_CHUNKED) {
+        uint32_t n = R->adm.sh->n_requests ? R->adm.sh->n_requests : 1;
+        R->pf = dh_calloc(n, sizeof *R->pf);
+        R->spans = dh_calloc(n, sizeof *R->spans);
+        R->span_req = dh_calloc(n, sizeof *R->span_req);
+    }
     if (sc->spec.mode) {
         R->slot = dh_calloc(R->adm.sh->n_requests, sizeof *R->slot);
         R->urows = dh_calloc(G, sizeof *R->urows);
         R->rowb = dh_calloc(G, sizeof *R->rowb);
         for (uint32_t g = 0; g < G; g++) R->rowb[g] = sc->model.group[g].kv_bytes_per_row;
         union_init(&R->u);
+        specrun_adapt_init(&sc->spec, &R->adapt);
     }
     return 0;
 }
@@ -509,6 +574,9 @@ static void run_release(run *R)
     free(R->slot);
     free(R->urows);
     free(R->rowb);
+    free(R->pf);
+    free(R->spans);
+    free(R->span_req);
 }
 
 /* The host pages and 2 MB regions that misses missed rows of group g touch in a window of
@@ -563,7 +631,8 @@ static void spec_plan(run *R, sim_tl_row *row)
         R->slot[i] = (specrun_slot){ .req = r, .pos = pos, .ctx = (uint64_t)a->sh->prompt_len[r] + pos,
                                      .left = a->sh->output_len[r] - pos - 1 };
     }
-    row->draft_s = specrun_plan(&R->sc->spec, &R->cx, R->sc->step_overhead_s, R->sc->seed, a->n_active, R->slot);
+    row->draft_s = specrun_plan(&R->sc->spec, &R->cx, R->sc->step_overhead_s, R->sc->seed, a->n_active, R->slot,
+                                &R->adapt);
 }
 
 /* Classify the step, plain or speculative: every active request's groups
@@ -585,7 +654,7 @@ static int classify(run *R, metrics_step *rec)
         uint32_t L = R->slot ? R->slot[i].L : 0, acc = R->slot ? R->slot[i].a : 0;
         step_mb *b = &R->mb.mb[i % R->M];
         b->n_req += 1;
-        b->tokens += L + 1.0;
+        b->tokens += R->slot ? (double)R->slot[i].queries : 1.0;
         uint64_t ctx = (uint64_t)a->sh->prompt_len[r] + a->req[r].pos;
         b->window_rows += ctx < m->max_window ? (double)ctx : m->max_window;
         b->ctx_tokens += (double)ctx;
@@ -706,7 +775,19 @@ static int run_step(run *R, uint32_t step, double t, metrics_step *rec)
     R->cx.pool_bytes = pool_bytes(R);
     step_stats *st = &R->st;
     double fb0 = st->fetch_bytes, wb0 = st->write_bytes, fbusy0 = st->fetch_busy;
+    /* A mixed prefill chunk (prefill.h) runs in the step's batch: its compute is queued
+     * before the layer graph like a draft pass, its prompt KV goes to the host pool. */
+    const double pre0 = R->cx.pre_s;
+    if (R->mixed_s > 0) {
+        R->cx.pre_s += R->mixed_s;
+        if (R->mixed_written > 0) {
+            res_submit(&R->d2h, t, R->mixed_written / sc->hw.d2h_bw, R->mixed_written);
+            st->write_busy += R->mixed_written / sc->hw.d2h_bw;
+            st->write_bytes += R->mixed_written;
+        }
+    }
     double t_end = step_run(&R->cx, R->mb.mb, R->M, t + sc->step_overhead_s, &R->gpu, &R->h2d, &R->d2h, &R->q, st);
+    R->cx.pre_s = pre0;
     sim_tl_row *row = &rec->row;
     row->step = step;
     row->t_start = t;
@@ -720,6 +801,121 @@ static int run_step(run *R, uint32_t step, double t, metrics_step *rec)
     memcpy(row->hbm, a->hbm.bytes, sizeof row->hbm);
     rec->overhead_s = sc->step_overhead_s;
     return 0;
+}
+
+/* ---------------------------------------------------------------- colocated prefill */
+
+/* Pack the admitted requests' pending prompt tokens, in admission order, into at most budget
+ * tokens (the last request may be cut: SGLang's chunked request): R->spans. Returns tokens. */
+static double pack_prefill(run *R, double budget)
+{
+    const admit_state *a = &R->adm;
+    double tokens = 0;
+    R->n_spans = 0;
+    for (uint32_t i = 0; i < a->n_active && tokens < budget; i++) {
+        const uint32_t r = a->active[i];
+        const admit_req *q = &a->req[r];
+        if (!q->prefill_left) continue;
+        double take = q->prefill_left < budget - tokens ? q->prefill_left : budget - tokens;
+        R->spans[R->n_spans] = (prefill_span){ .start = (double)(a->sh->prompt_len[r] - q->prefill_left), .tokens = take };
+        R->span_req[R->n_spans++] = r;
+        tokens += take;
+    }
+    return tokens;
+}
+
+/* The packed spans are done at time t_done: their requests' pending tokens fall, a request
+ * whose prompt is complete records its prefill end. */
+static void commit_prefill(run *R, double t_done)
+{
+    for (uint32_t i = 0; i < R->n_spans; i++) {
+        admit_req *q = &R->adm.req[R->span_req[i]];
+        q->prefill_left -= (uint32_t)R->spans[i].tokens;
+        if (!q->prefill_left) q->prefill_done_t = t_done;
+    }
+    R->n_spans = 0;
+}
+
+/* The pending prompt tokens of the admitted requests (0: nothing to prefill). */
+static double prefill_pending(const run *R)
+{
+    const admit_state *a = &R->adm;
+    double n = 0;
+    for (uint32_t i = 0; i < a->n_active; i++) n += a->req[a->active[i]].prefill_left;
+    return n;
+}
+
+/* One prefill iteration alone from time t over the packed spans: compute on the GPU, the
+ * prompt KV to the host pool; with data-parallel attention the other ranks' iterations of
+ * the same size hold this rank's next decode steps. Returns its end. */
+static double prefill_alone(run *R, double t)
+{
+    const sim_config *sc = R->sc;
+    prefill_parts P;
+    const double d = prefill_iter_s(&R->cx, R->spans, R->n_spans, 0, &P, &R->st.ranges);
+    const double end = res_submit(&R->gpu, t, d, 0);
+    R->st.compute_busy += d;
+    /* Without a host tier the prompt's KV stays on the GPU. */
+    if (P.written > 0 && R->pol->host_tier) {
+        res_submit(&R->d2h, t, P.written / sc->hw.d2h_bw, P.written);
+        R->st.write_busy += P.written / sc->hw.d2h_bw;
+        R->st.write_bytes += P.written;
+    }
+    if (sc->attention_dp > 1 && sc->prefill.dp_disjoint) {
+        R->hold_s = (R->hold_s * R->hold_n + d * (sc->attention_dp - 1)) / (R->hold_n + sc->attention_dp - 1);
+        R->hold_n += sc->attention_dp - 1;
+    }
+    commit_prefill(R, end);
+    return end;
+}
+
+/* Before a decode step at *t: SGLang's alternate rule runs every pending prompt's iterations
+ * first; the mixed rule packs this step's chunk (chunk_tokens less the decode tokens) for
+ * run_step to charge. Then the requests still prefilling are set aside (R->pf) so that the
+ * step sees the decoding ones only; returns how many decode. */
+static uint32_t prefill_before_step(run *R, double *t)
+{
+    const prefill_cfg *pc = &R->sc->prefill;
+    admit_state *a = &R->adm;
+    R->mixed_s = R->mixed_written = 0;
+    if (pc->mixing == PREFILL_ALTERNATE) {
+        /* Each iteration is O(layers x spans); the queue empties in prompt / chunk of them. */
+        while (prefill_pending(R) > 0) {
+            pack_prefill(R, pc->chunk_tokens);
+            *t = prefill_alone(R, *t);
+        }
+    } else {
+        uint32_t decoding = 0;
+        for (uint32_t i = 0; i < a->n_active; i++) decoding += !a->req[a->active[i]].prefill_left;
+        if (decoding == 0) {
+            /* Nothing decodes yet: the chunk runs alone. */
+            if (prefill_pending(R) > 0) {
+                pack_prefill(R, pc->chunk_tokens);
+                *t = prefill_alone(R, *t);
+            }
+        } else if (pc->chunk_tokens > decoding && pack_prefill(R, pc->chunk_tokens - decoding) > 0) {
+            prefill_parts P;
+            R->mixed_s = prefill_iter_s(&R->cx, R->spans, R->n_spans, decoding * R->sc->attention_dp, &P, &R->st.ranges);
+            R->mixed_written = R->pol->host_tier ? P.written : 0;
+        }
+    }
+    uint32_t kept = 0;
+    R->n_pf = 0;
+    for (uint32_t i = 0; i < a->n_active; i++) {
+        const uint32_t r = a->active[i];
+        if (a->req[r].prefill_left) R->pf[R->n_pf++] = r;
+        else a->active[kept++] = r;
+    }
+    a->n_active = kept;
+    return kept;
+}
+
+/* The requests set aside rejoin the active list (after the decoding ones). */
+static void prefill_after_step(run *R)
+{
+    admit_state *a = &R->adm;
+    for (uint32_t i = 0; i < R->n_pf; i++) a->active[a->n_active++] = R->pf[i];
+    R->n_pf = 0;
 }
 
 int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *res)
@@ -743,10 +939,28 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         if (go == 0) break;
         if (go == 2) continue; /* idle until t: the same step again */
         metrics_step rec;
-        if (run_step(&R, step, t, &rec) < 0) goto out;
+        if (sc->prefill.mode == PREFILL_CHUNKED) {
+            /* The prefill iterations before the step count in its time: decoding waited. */
+            const double t0 = t;
+            if (prefill_before_step(&R, &t) == 0) {
+                prefill_after_step(&R);
+                continue;
+            }
+            if (run_step(&R, step, t, &rec) < 0) goto out;
+            if (R.mixed_s > 0) commit_prefill(&R, rec.row.t_end);
+            rec.row.t_start = t0;
+            if (R.hold_n > 0) {
+                /* Another rank's prefill iteration holds this step to its length. */
+                if (rec.row.t_end - t < R.hold_s) rec.row.t_end = t + R.hold_s;
+                R.hold_n -= 1;
+            }
+        } else if (run_step(&R, step, t, &rec) < 0) {
+            goto out;
+        }
         metrics_add(&mt, &rec);
         t = rec.row.t_end;
         if (advance(&R) < 0) goto out;
+        if (sc->prefill.mode == PREFILL_CHUNKED) prefill_after_step(&R);
         step++;
     }
     const admit_state *a = &R.adm;

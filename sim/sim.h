@@ -20,7 +20,11 @@
  *               to moe_comm_s per MoE layer), a2a (optional: a bin/dha2a fit,
  *               models/hw/a2a.ini; its [gpus.<moe_ep>.dispatch|combine]
  *               latency and bandwidth replace moe_comm_s and moe_comm_gbps
- *               where status = measured)
+ *               where status = measured),
+ *               attn_tp (optional, default 1: attention TP ranks per data-parallel
+ *               group, sim/tp.h; attention_dp x attn_tp <= gpus), and with
+ *               attn_tp > 1 attn_tp_allreduce_us and attn_tp_allreduce_busbw_gbps
+ *               (the all-reduce's latency and NCCL bus bandwidth)
  *   [workload]  see wl.h
  *   [policy]    name (resident|hisparse|adaptive|oracle, or a registered one, pol.h;
  *               default hisparse),
@@ -32,7 +36,9 @@
  *   [trace]     preset (generator preset name) or path (HDF5 trace file),
  *               seed, keyframe_interval
  *   [spec]      speculative decoding: mode, draft, shared_retrieval,
- *               draft_ring, staging_reuse (specrun.h)
+ *               draft_ring, staging_reuse, disable_batch_size, adaptive (specrun.h)
+ *   [prefill]   mode (disaggregated | chunked), chunk_tokens, mixing, max_running
+ *               (prefill.h)
  * "--set section.key=value" overrides go to whichever file has the section
  * (model: [model], [kind.*]; hardware: [hw], [pcie], [gather], [host];
  * everything else: the instance file), and unknown keys are errors.
@@ -55,7 +61,9 @@
 #include "sim/memplan.h"
 #include "sim/model.h"
 #include "sim/pol.h"
+#include "sim/prefill.h"
 #include "sim/specrun.h"
+#include "sim/tp.h"
 #include "sim/wl.h"
 #include "traces/sel.h"
 
@@ -78,12 +86,14 @@ typedef struct {
     double a2a_lat_s[2], a2a_gbps[2];
     char a2a_source[192];
     uint32_t micro_batches;
+    tp_cfg tp;                         /* [instance] attn_tp and its all-reduce (ranks 1: none) */
     pol_kind policy;
     double hisparse_budget_k, adaptive_max_optional_k;
     char preset[256], trace_path[512];
     uint64_t seed;
     uint32_t keyframe_interval;
     specrun_cfg spec;                  /* [spec]: mode 0 = plain decoding */
+    prefill_cfg prefill;               /* [prefill]: disaggregated (default) or chunked */
 } sim_config;
 
 /* Load an instance file with its model and hardware files (paths in the
@@ -132,7 +142,8 @@ typedef struct {
     uint32_t steps, measured_steps;
     double sim_time, measured_time;
     double tokens, measured_tokens;
-    double tok_s_gpu;                  /* output tokens/s per decode GPU (measured steps) */
+    double tok_s_gpu;                  /* output tokens/s per decode GPU (measured steps; a TP
+                                        * group's tokens over its attn_tp GPUs) */
     double tpot_p50, tpot_p90, tpot_p99, tpot_mean; /* seconds per output token: a step's time over
                                                      * the tokens each request emitted in it (1 plain,
                                                      * accepted + 1 on average speculative), weighted by tokens */

@@ -20,7 +20,7 @@
 
 const char *spec_kind_name(spec_kind k)
 {
-    return k == SPEC_DFLASH2 ? "dflash2" : k == SPEC_DSPARK ? "dspark" : "?";
+    return k == SPEC_DFLASH2 ? "dflash2" : k == SPEC_DSPARK ? "dspark" : k == SPEC_MTP ? "mtp" : "?";
 }
 
 /* ---- loading ---------------------------------------------------------- */
@@ -30,7 +30,14 @@ const char *spec_kind_name(spec_kind k)
 static const cfg_key draft_keys[] = {
     CK_STR_ROW("draft", "name", NULL, NULL, "Label of the draft.", 0),
     CK_STR_ROW("draft", "target", NULL, NULL, "The model it drafts for (its [model] name).", 0),
-    CK_STR_ROW("draft", "kind", NULL, "dflash2|dspark", "dflash2 or dspark.", 0),
+    CK_STR_ROW("draft", "kind", NULL, "dflash2|dspark|mtp", "dflash2, dspark, or mtp (the model's own MTP / EAGLE "
+               "layer, SGLang's --speculative-algorithm EAGLE).", 0),
+    CK_STR_ROW("draft", "layer_kind", NULL, NULL, "mtp: the target's layer kind the MTP layer copies (its attention, "
+               "indexer and experts are costed as the target's).", 0),
+    CK_ROW("draft", "num_steps", CK_INT, "tokens", 1, SPEC_MAX_GAMMA, NULL, "mtp: SGLang's speculative_num_steps.", 0),
+    CK_ROW("draft", "topk", CK_INT, "", 1, 64, NULL, "mtp: SGLang's speculative_eagle_topk (1: a chain).", 0),
+    CK_ROW("draft", "num_draft_tokens", CK_INT, "tokens", 2, 1024, NULL, "mtp: SGLang's speculative_num_draft_tokens "
+           "(num_steps + 1 with topk 1).", 0),
     CK_ROW("draft", "layers", CK_INT, "", 1, 1024, NULL, "Draft layers.", 0),
     CK_ROW("draft", "block", CK_INT, "tokens", 1, SPEC_MAX_GAMMA + 1, NULL, "Tokens one draft pass proposes a block of.", 0),
     CK_ROW("draft", "gamma", CK_INT, "tokens", 1, SPEC_MAX_GAMMA, NULL, "Drafted tokens verified per step (at most block).", 0),
@@ -116,6 +123,44 @@ static int cmp_bucket(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The [draft] keys of kind = mtp (spec.h): SGLang's three speculative settings, the layer
+ * kind and the extra bytes and FLOPs of a draft forward. The chain's drafts are gamma =
+ * num_steps; the verified tokens per request, block = num_draft_tokens; no ring (the MTP
+ * layers keep their KV for the whole context). */
+static int mtp_keys(cfg *c, spec_draft *d)
+{
+    const char *file = cfg_name(c), *S = "draft", *s;
+    long steps, topk, tokens;
+    if (cfg_get_string(c, S, "layer_kind", &s, CFG_REQUIRED) < 0) return -1;
+    if (strlen(s) >= sizeof d->layer_kind) return dh_err("%s: [draft] layer_kind '%s' is too long", file, s);
+    snprintf(d->layer_kind, sizeof d->layer_kind, "%s", s);
+    if (cfg_get_int(c, S, "num_steps", &steps, CFG_REQUIRED, 1, SPEC_MAX_GAMMA) < 0 ||
+        cfg_get_int(c, S, "topk", &topk, CFG_REQUIRED, 1, 64) < 0 ||
+        cfg_get_int(c, S, "num_draft_tokens", &tokens, CFG_REQUIRED, 2, 1024) < 0)
+        return -1;
+    /* SGLang's rule: one branch verifies its chain and the last accepted token; a tree at most
+     * every branch of every step. */
+    if (topk == 1 && tokens != steps + 1)
+        return dh_err("%s: [draft] num_draft_tokens = %ld with topk = 1 must be num_steps + 1 = %ld", file, tokens,
+                      steps + 1);
+    if (tokens < steps + 1 || tokens > topk * steps + 1)
+        return dh_err("%s: [draft] num_draft_tokens = %ld is outside [num_steps + 1, topk x num_steps + 1] = [%ld, %ld]",
+                      file, tokens, steps + 1, topk * steps + 1);
+    d->gamma = (uint32_t)steps;
+    d->topk = (uint32_t)topk;
+    d->draft_tokens = d->block = (uint32_t)tokens;
+    d->window = UINT64_MAX;
+    if (cfg_get_double(c, S, "hidden", &d->hidden, CFG_REQUIRED, 1, 1e6) < 0 ||
+        cfg_get_double(c, S, "row_bytes", &d->row_bytes, CFG_REQUIRED, 1, 1e9) < 0 ||
+        cfg_get_double(c, S, "weight_bytes", &d->weight_bytes, CFG_REQUIRED, 1, 1e13) < 0 ||
+        cfg_get_double(c, S, "weight_shards", &d->weight_shards, CFG_REQUIRED, 1, 1024) < 0 ||
+        cfg_get_double(c, S, "pass_bytes", &d->pass_bytes, CFG_REQUIRED, 0, 1e13) < 0 ||
+        cfg_get_double(c, S, "flops_per_token", &d->flops_per_token, CFG_REQUIRED, 0, 1e15) < 0 ||
+        cfg_get_bool(c, S, "fp8", &d->fp8, CFG_REQUIRED) < 0)
+        return -1;
+    return 0;
+}
+
 int spec_draft_from_cfg(cfg *c, spec_draft **out)
 {
     *out = NULL;
@@ -132,9 +177,14 @@ int spec_draft_from_cfg(cfg *c, spec_draft **out)
     if (cfgk_string(c, &draft_schema, S, "kind", &s) < 0) goto fail;
     if (!strcmp(s, "dflash2")) d->kind = SPEC_DFLASH2;
     else if (!strcmp(s, "dspark")) d->kind = SPEC_DSPARK;
-    else { dh_err("%s: [draft] kind = '%s' (expected dflash2 or dspark)", file, s); goto fail; }
+    else if (!strcmp(s, "mtp")) d->kind = SPEC_MTP;
+    else { dh_err("%s: [draft] kind = '%s' (expected dflash2, dspark or mtp)", file, s); goto fail; }
     if (cfgk_int(c, &draft_schema, S, "layers", &l) < 0) goto fail;
     d->layers = (uint32_t)l;
+    if (d->kind == SPEC_MTP) {
+        if (mtp_keys(c, d) < 0) goto fail;
+        goto tables;
+    }
     if (cfgk_double(c, &draft_schema, S, "hidden", &d->hidden) < 0) goto fail;
     if (cfgk_int(c, &draft_schema, S, "block", &l) < 0) goto fail;
     d->block = (uint32_t)l;
@@ -155,6 +205,7 @@ int spec_draft_from_cfg(cfg *c, spec_draft **out)
         cfgk_bool(c, &draft_schema, S, "fp8", &d->fp8) < 0)
         goto fail;
 
+tables:;
     /* Acceptance buckets, and no section this module does not know. */
     int has_dspark = 0;
     for (size_t i = 0; i < cfg_section_count(c); i++) {

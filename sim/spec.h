@@ -26,6 +26,23 @@
  *             reported_tau, reported_tau_positions   (optional) a published mean
  *                                accepted length with n positions; the loader
  *                                checks 1 + a[0] + ... + a[n-1] against it
+ *   kind = mtp (the target's own multi-token-prediction layer, run as SGLang's EAGLE
+ *   worker runs it; no block, gamma, window or attn_flops_per_row) takes instead:
+ *             layers             MTP modules (GLM-5, DeepSeek-V3: 1); each draft step runs
+ *                                them once
+ *             layer_kind         the target kind ([kind.NAME] of the model) an MTP layer is
+ *                                built like: its attention, indexer and MoE are charged with
+ *                                the target's cost model (sim/step.h) at the draft's tokens
+ *             num_steps          SGLang's speculative_num_steps: sequential draft forwards,
+ *                                the drafts of the chain (gamma)
+ *             topk               speculative_eagle_topk: branches per draft step (tokens per
+ *                                request of a draft forward)
+ *             num_draft_tokens   speculative_num_draft_tokens: tokens the target verifies per
+ *                                request (topk 1: num_steps + 1, as SGLang requires)
+ *             hidden, row_bytes (the MTP layers' KV per token, kept for the whole context),
+ *             weight_bytes, weight_shards, pass_bytes (bytes one draft forward reads beside
+ *             the layer: its projections of the embedding and hidden state, its LM-head share),
+ *             flops_per_token (their FLOPs per drafted token), fp8
  *   [dspark]  (kind = dspark only)
  *             markov_rank        rank of the Markov bias (logits += U[prev] V)
  *             vocab              vocabulary size
@@ -100,7 +117,7 @@
 #define SPEC_MAX_GAMMA 16
 #define SPEC_MAX_BUCKETS 8
 
-typedef enum { SPEC_DFLASH2 = 1, SPEC_DSPARK = 2 } spec_kind;
+typedef enum { SPEC_DFLASH2 = 1, SPEC_DSPARK = 2, SPEC_MTP = 3 } spec_kind;
 
 /* Purposes of the seeded streams of one (seed, request); see spec_stream. */
 enum { SPEC_RNG_ACCEPT = 0x5A1, SPEC_RNG_CONF_TRUE = 0x5A2, SPEC_RNG_CONF_HEAD = 0x5A3 };
@@ -122,6 +139,10 @@ typedef struct {
     int fp8;
     uint32_t n_buckets;                /* sorted by ctx_max, the last is ctx_any */
     spec_accept_table bucket[SPEC_MAX_BUCKETS];
+    /* MTP only: the target kind its layers copy, branches per step, verified tokens per
+     * request (in block as well; gamma = num_steps). */
+    char layer_kind[48];
+    uint32_t topk, draft_tokens;
     /* DSpark only (zero for DFlash2). */
     double markov_rank, vocab, markov_value_bytes, confidence_params;
     double confidence_concentration, confidence_error;

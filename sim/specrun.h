@@ -16,6 +16,20 @@
  *                     as the context (the ledger and the draft pass read it all)
  *   staging_reuse     true: one layer group's union rows are staged at a time;
  *                     false: every group keeps its own staging
+ *   disable_batch_size  vLLM V0's speculative_disable_by_batch_size: no drafts in a
+ *                     step whose batch holds more requests than this (0, the
+ *                     default: off). vLLM V1 accepts the key and ignores it
+ *                     (vllm-project/vllm#25112).
+ *   adaptive          SGLang's --speculative-adaptive (python/sglang/srt/speculative/
+ *                     adaptive_spec_params.py): a file (models/spec/sglang-adaptive.ini)
+ *                     of batch-size slots, each with its candidate step counts; a
+ *                     step's batch size picks the largest slot not above it
+ *                     (adaptive_step_router.py, without CUDA-graph padding); the
+ *                     slot's steps follow an EMA of its accepted drafts (the code's
+ *                     AdaptiveStepSlot: warmup, update interval, hysteresis); steps
+ *                     0 is plain decoding. Candidates above the draft's gamma are
+ *                     taken as gamma (its acceptance table ends there). SGLang
+ *                     allows it for topk 1 only, and so does this (default: off).
  * (the three switches default to true). "HiSparse with speculation, without
  * those mechanisms" is policy hisparse with all three false (dhsim's
  * hisparse-spec).
@@ -50,17 +64,39 @@
 #include "sim/step.h"
 #include "sim/union.h"
 
+#define SPECRUN_MAX_SLOTS 16
+
+/* SGLang's adaptive steps: the configuration and, per slot, its state. */
 typedef struct {
-    int mode;                    /* 0 none, SPEC_DFLASH2, SPEC_DSPARK */
+    uint32_t n_slots;                       /* 0: off */
+    uint32_t bs[SPECRUN_MAX_SLOTS];         /* the slots' batch sizes, ascending */
+    uint32_t n_cand[SPECRUN_MAX_SLOTS];
+    uint32_t cand[SPECRUN_MAX_SLOTS][SPEC_MAX_GAMMA + 1]; /* candidate steps, ascending, unique */
+    double up[SPECRUN_MAX_SLOTS], down[SPECRUN_MAX_SLOTS]; /* hysteresis */
+    double ema_alpha;
+    uint32_t update_interval, warmup_batches;
+} specrun_adaptive;
+
+typedef struct {
+    uint32_t current[SPECRUN_MAX_SLOTS];
+    double ema[SPECRUN_MAX_SLOTS];
+    uint64_t batches[SPECRUN_MAX_SLOTS];
+} specrun_adapt_state;
+
+typedef struct {
+    int mode;                    /* 0 none, SPEC_DFLASH2, SPEC_DSPARK, SPEC_MTP */
     char draft_path[512];
     spec_draft *draft;           /* NULL when mode is none */
     int shared_retrieval, draft_ring, staging_reuse;
+    int32_t mtp_layer;           /* MTP: a target layer of the draft's layer_kind */
+    uint32_t disable_batch_size; /* 0: off */
+    specrun_adaptive adaptive;   /* n_slots 0: off */
 } specrun_cfg;
 
 /* Read [spec] from the instance config (every key checked). 0 or -1. */
 int specrun_config_load(cfg *inst, const model_cfg *m, specrun_cfg *s);
 void specrun_config_release(specrun_cfg *s);
-/* Parse a mode name: none, dflash2 or dspark. */
+/* Parse a mode name: none, dflash2, dspark or mtp. */
 int specrun_parse_mode(const char *name, int *mode);
 
 /* Ledger bytes of one request under speculation (0 without): its draft KV
@@ -76,14 +112,29 @@ typedef struct {
     uint64_t ctx;                /* its context at that position */
     uint32_t left;               /* positions after it in its stream (output_len - pos - 1) */
     uint32_t L, a;               /* the plan: drafts verified, drafts accepted */
+    uint32_t queries;            /* query tokens the target scores for it: L + 1, or MTP's
+                                  * num_draft_tokens when a tree (topk > 1) is verified */
 } specrun_slot;
+
+/* The adaptive state at the start of a run (every slot at its initial steps). */
+void specrun_adapt_init(const specrun_cfg *s, specrun_adapt_state *st);
+/* The steps the adaptive rule gives a batch of n requests now. */
+uint32_t specrun_adapt_steps(const specrun_cfg *s, const specrun_adapt_state *st, uint32_t n);
+/* Feed one verification's accepted drafts (per request) to the slot of batch size n. */
+void specrun_adapt_update(const specrun_cfg *s, specrun_adapt_state *st, uint32_t n, const uint32_t *accepted);
+/* MTP: seconds of `steps` draft forwards over n requests (the layers at the target's costs,
+ * the extra bytes and FLOPs as a roofline). */
+double specrun_mtp_draft_s(const specrun_cfg *s, const step_ctx *cx, uint32_t n, const specrun_slot *sl,
+                           uint32_t steps);
 
 /* The per-step plan of n requests: fills every slot's L and a and returns the
  * draft pass's seconds (in cx->pre_s as well). cx must be set up for the
  * batch except pre_s. DSpark's choice uses step_estimate_s on one
- * micro-batch holding the whole batch (fetch assumed hidden). */
+ * micro-batch holding the whole batch (fetch assumed hidden). The load rules
+ * (disable_batch_size, adaptive with its state ad, which may be NULL when
+ * adaptive is off) may set every L to 0 and skip the draft pass. */
 double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, uint64_t seed, uint32_t n,
-                    specrun_slot *sl);
+                    specrun_slot *sl, specrun_adapt_state *ad);
 
 /* What one (request, group) verification brought. */
 typedef struct {
@@ -124,5 +175,6 @@ int specrun_verify(pol_stream *ps, const trace_shape *sh, union_ahead *ahead, un
 
 /* The [spec] keys (docs/CONFIG.md). */
 extern const cfg_schema specrun_schema;
+extern const cfg_schema adaptive_schema;
 
 #endif

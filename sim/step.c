@@ -83,6 +83,10 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     double rows = step_attn_rows(k, g, m);
     double attn_bytes = rows * k->row_bytes;
     double attn_flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
+    /* Tensor-parallel attention (tp.h): the heads and the projections' FLOPs split over the
+     * ranks, the latent rows (shared by every head) read whole by each. */
+    const int tp = cx->tp.ranks > 1;
+    if (tp) attn_flops /= cx->tp.ranks;
     double t = cost_attention_time(&cx->hw->cost, attn_bytes, attn_flops, k->attn_fp8, cx->compute_sms);
     /* Projections and MLP: every layer reads its dense weights; an MoE layer also
      * reads each local expert that at least one token of the whole instance routes
@@ -95,11 +99,17 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
         w_bytes += touched * md->expert_bytes;
     }
     double flops = 2.0 * md->active_params / md->n_layers * m->tokens;
+    if (tp) flops /= cx->tp.ranks;
     t += cost_gemm_time(&cx->hw->cost, w_bytes, flops, cx->compute_sms);
+    /* The row-parallel output projection's all-reduce of the group's BF16 hidden states. */
+    if (tp) t += tp_allreduce_s(&cx->tp, m->tokens * md->hidden * 2.0);
     if (k->moe) {
-        /* Expert-parallel dispatch and combine, one message per token and destination GPU. */
+        /* Expert-parallel dispatch and combine, one message per token and destination GPU.
+         * Under TP attention each rank dispatches its 1/tp share of the group's tokens (SGLang
+         * scatters them over the attention TP ranks before a DeepEP MoE). */
         const double msg[2] = { md->moe_dispatch_bytes, md->moe_combine_bytes };
-        t = cost_a2a_add(t, cx->a2a_lat_s, cx->a2a_gbps, cx->a2a_ranks_per_token, m->tokens, msg);
+        t = cost_a2a_add(t, cx->a2a_lat_s, cx->a2a_gbps, cx->a2a_ranks_per_token,
+                         tp ? m->tokens / cx->tp.ranks : m->tokens, msg);
         /* Every rank waits for the slowest at the dispatch and the combine. */
         if (cx->straggler_factor > 1) t *= cx->straggler_factor;
     } else if (k->mlp_params > 0 && cx->dense_mlp_tp > 1) {

@@ -27,6 +27,7 @@
 #include "sim/hw.h"
 #include "sim/model.h"
 #include "sim/res.h"
+#include "sim/tp.h"
 
 /* What one micro-batch brings to a step: sums over its requests, per group. */
 typedef struct {
@@ -76,6 +77,8 @@ typedef struct {
     double sampling_s;
     double dp_gather_lat_s, dp_gather_gbps;
     double straggler_cv, straggler_factor; /* the factor: cost_straggler_factor(cv, moe_ep) */
+    tp_cfg tp;                     /* tensor-parallel attention (sim/tp.h); ranks 0 or 1:
+                                    * none, and every cost is the data-parallel one */
 } step_ctx;
 
 typedef struct {

@@ -1,0 +1,126 @@
+/* prefill.c: the cost of a prefill iteration at prefill shapes; see prefill.h for the model
+ * and the scheduling rules (which sim.c's run loop applies). */
+#include "sim/prefill.h"
+#include "common/dh_err.h"
+
+#include <math.h>
+#include <string.h>
+
+int prefill_config_load(cfg *c, prefill_cfg *p)
+{
+    memset(p, 0, sizeof *p);
+    const char *mode, *mixing, *hold;
+    if (cfg_get_string(c, "prefill", "mode", &mode, "disaggregated") < 0 ||
+        cfg_get_string(c, "prefill", "mixing", &mixing, "alternate") < 0 ||
+        cfg_get_string(c, "prefill", "dp_hold", &hold, "lockstep") < 0)
+        return -1;
+    if (!strcmp(hold, "disjoint")) p->dp_disjoint = 1;
+    else if (strcmp(hold, "lockstep") != 0)
+        return dh_err("%s: [prefill] dp_hold = '%s' (expected lockstep or disjoint)", cfg_name(c), hold);
+    if (!strcmp(mode, "disaggregated")) p->mode = PREFILL_DISAGG;
+    else if (!strcmp(mode, "chunked")) p->mode = PREFILL_CHUNKED;
+    else return dh_err("%s: [prefill] mode = '%s' (expected disaggregated or chunked)", cfg_name(c), mode);
+    if (!strcmp(mixing, "alternate")) p->mixing = PREFILL_ALTERNATE;
+    else if (!strcmp(mixing, "mixed")) p->mixing = PREFILL_MIXED;
+    else return dh_err("%s: [prefill] mixing = '%s' (expected alternate or mixed)", cfg_name(c), mixing);
+    long v;
+    const long none = 0;
+    if (cfg_get_int(c, "prefill", "max_running", &v, &none, 0, 1 << 24) < 0) return -1;
+    p->max_running = (uint32_t)v;
+    if (p->mode == PREFILL_DISAGG) {
+        if (cfg_has(c, "prefill", "chunk_tokens"))
+            return dh_err("%s: [prefill] chunk_tokens is given but mode = disaggregated (no prefill here)", cfg_name(c));
+        return 0;
+    }
+    if (cfg_get_int(c, "prefill", "chunk_tokens", &v, CFG_REQUIRED, 1, 1 << 24) < 0) return -1;
+    p->chunk_tokens = (uint32_t)v;
+    return 0;
+}
+
+/* sum_{p = s}^{s + n - 1} min(cap, floor(p / c) + 1): the rows the queries at positions s ..
+ * s + n - 1 read when each reads its context's rows up to cap. O(1) per span: the sum of
+ * floor(p / c) + 1 over a range is closed-form by whole blocks of c positions. */
+static double rows_sum(double s, double n, double c, double cap)
+{
+    if (n <= 0) return 0;
+    /* Positions whose row count reaches cap: p >= (cap - 1) c. */
+    const double full_from = (cap - 1) * c;
+    double e = s + n, capped = 0;
+    if (e > full_from) {
+        const double from = s > full_from ? s : full_from;
+        capped = (e - from) * cap;
+        e = from;
+    }
+    /* F(x) = sum_{p < x} (floor(p / c) + 1) for whole x. */
+#define F(x) (floor((x) / c) * c * (floor((x) / c) + 1) / 2 + ((x) - floor((x) / c) * c) * (floor((x) / c) + 1))
+    const double below = e > s ? F(e) - F(s) : 0;
+#undef F
+    return below + capped;
+}
+
+double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, double decode_tokens_dp,
+                      prefill_parts *parts, hw_range_log *ranges)
+{
+    const model_cfg *md = cx->model;
+    const cost_model *cm = &cx->hw->cost;
+    prefill_parts P;
+    memset(&P, 0, sizeof P);
+    for (uint32_t i = 0; i < n; i++) P.tokens += sp[i].tokens;
+    if (P.tokens <= 0) {
+        if (parts) *parts = P;
+        return 0;
+    }
+    const int tp = cx->tp.ranks > 1;
+    if (ranges) hw_range_note(cx->hw, ranges, HW_FIT_GEMM_M, P.tokens);
+    for (uint32_t l = 0; l < md->n_layers; l++) {
+        const model_kind *k = &md->layer[l];
+        const int32_t g = md->layer_group[l];
+        double rows = 0, keys = 0, macs = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (g < 0) {
+                rows += rows_sum(sp[i].start, sp[i].tokens, 1, k->window);
+                continue;
+            }
+            const double c = md->group[g].compress;
+            rows += rows_sum(sp[i].start, sp[i].tokens, c, md->group[g].k);
+            if (k->select == MODEL_SELECT_OWN) {
+                /* Every query scores every earlier key: rows up to an unbounded cap. */
+                macs += rows_sum(sp[i].start, sp[i].tokens, c, INFINITY) * k->indexer_heads * k->indexer_dim;
+                keys += floor((sp[i].start + sp[i].tokens - 1) / c) + 1;
+            }
+        }
+        double flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
+        if (tp) flops /= cx->tp.ranks;
+        const double ta = cost_attention_time(cm, rows * k->row_bytes, flops, k->attn_fp8, cx->compute_sms);
+        double ti = 0;
+        if (macs > 0) ti = cost_roofline_time(&cm->roof, keys * k->indexer_key_bytes, 2.0 * macs, 1, cx->compute_sms);
+        double w = cx->dense_bytes_per_layer;
+        if (k->moe && md->experts > 0) {
+            const double global = P.tokens + decode_tokens_dp, local = md->experts / cx->moe_ep;
+            w += local * -expm1(global * log1p(-md->experts_per_token / md->experts)) * md->expert_bytes;
+        }
+        double gf = 2.0 * md->active_params / md->n_layers * P.tokens;
+        if (tp) gf /= cx->tp.ranks;
+        const double tg = cost_gemm_time(cm, w, gf, cx->compute_sms);
+        double tc = tp ? tp_allreduce_s(&cx->tp, P.tokens * md->hidden * 2.0) : 0;
+        if (k->moe) {
+            const double msg[2] = { md->moe_dispatch_bytes, md->moe_combine_bytes };
+            tc = cost_a2a_add(tc, cx->a2a_lat_s, cx->a2a_gbps, cx->a2a_ranks_per_token,
+                              tp ? P.tokens / cx->tp.ranks : P.tokens, msg);
+        }
+        P.attention += ta;
+        P.indexer += ti;
+        P.gemm += tg;
+        P.comm += tc;
+        P.compute += ta + ti + tg + tc;
+        if (g >= 0 && k->kv_own)
+            for (uint32_t i = 0; i < n; i++) {
+                const double c = md->group[g].compress;
+                /* Rows completed inside the span: positions start .. start + tokens - 1. */
+                const double r = floor((sp[i].start + sp[i].tokens) / c) - floor(sp[i].start / c);
+                P.written += r * k->row_bytes;
+            }
+    }
+    if (parts) *parts = P;
+    return P.compute;
+}

@@ -1,0 +1,98 @@
+/* prefill.h: colocated prefill with chunked prefill on the decode GPU.
+ *
+ * By default the simulated GPU belongs to a disaggregated decode instance: a request's prompt
+ * KV arrives from a prefill instance and decoding starts at admission. With [prefill] mode =
+ * chunked the GPU also runs the prompts, in chunks, as SGLang's scheduler does
+ * (python/sglang/srt/managers/scheduler.py, get_next_batch_to_run; server_args.py:
+ * chunked_prefill_size, divided by dp_size under DP attention, max_running_requests) and
+ * vLLM's (vllm/v1/core/sched/scheduler.py: a token budget of max_num_batched_tokens, decodes
+ * first, the rest to prefill chunks):
+ *
+ *   [prefill] keys (instance file):
+ *     mode          disaggregated (default) | chunked
+ *     chunk_tokens  prompt tokens per prefill iteration on this GPU (SGLang's per-rank
+ *                   chunked_prefill_size; vLLM's token budget); required with chunked
+ *     mixing        alternate (SGLang's default: an iteration with prefill work runs the
+ *                   prefill batch alone, decoding waits until no prompt is pending) |
+ *                   mixed (SGLang --enable-mixed-chunk, vLLM: one batch of every decode
+ *                   token and a chunk of chunk_tokens minus them); default alternate
+ *     max_running   the most requests admitted at once on this GPU (SGLang
+ *                   max_running_requests / dp_size); 0: the workload's concurrency only
+ *     dp_hold       lockstep (default) | disjoint: how the other data-parallel ranks'
+ *                   prefill iterations fall against this rank's (below)
+ *
+ *   A prefill iteration packs the admitted requests' pending prompt tokens in admission order
+ *   up to chunk_tokens (the last one may be cut: the chunked request). Its cost (prefill_iter_s)
+ *   is the decode cost model's at prefill shapes, layer by layer, serial:
+ *     - attention: each query token at position p attends min(k, p / compress + 1) rows
+ *       (window layers min(window, p + 1)), the rows' bytes read per query (no reuse across
+ *       queries assumed), FLOPs 2 x heads x rows x (qk + v) -- the absorbed decode shape,
+ *       assumed for prefill too; cost_attention_time;
+ *     - the indexer (selecting layers): every query scores every earlier key: multiply-adds
+ *       heads x dim x sum_p (p / compress + 1), the keys read once per iteration; a roofline
+ *       (the fitted indexer form is a decode kernel's);
+ *     - the GEMMs: cost_gemm_time at M = the iteration's tokens: the fitted form is evaluated
+ *       far outside its fitted M (the run reports it under [fit_range], gemm_fp8_m): its
+ *       tensor term is the roofline's, so large chunks are compute-bound at mma_efficiency;
+ *       dhbench has not measured these shapes;
+ *     - MoE: experts touched by the chunk's tokens (and the other ranks' decode tokens), the
+ *       all-to-all of the chunk's tokens; TP attention's all-reduce as in decode (tp.h).
+ *   Under a policy with a host tier the prompt's KV rows (every kv-owning layer) are written
+ *   to the host pool (HiSparse's direct-to-host path) through the write-through path (the
+ *   d2h server), beside the decode steps' write-through; PCIe is full duplex, so they do not
+ *   slow the misses' fetches host-to-device. Without a host tier they stay on the GPU.
+ *
+ *   With data-parallel attention the MoE layers' all-to-all keeps every rank in step: a
+ *   rank's prefill iteration holds the others' decode steps for its length. The simulated
+ *   GPU stands for every rank. dp_hold = lockstep: the ranks, alike, prefill at the same
+ *   moments (a closed loop's cold start), so the holds are this rank's own iterations;
+ *   disjoint: the other ranks' iterations fall at other times (a steady state whose requests
+ *   end at random), so each of this rank's iterations is followed by attention_dp - 1 decode
+ *   steps held to at least that length. The truth lies between; both are bounds.
+ *
+ * A request's prefill ends when its last chunk's iteration ends: admit_req.prefill_done_t
+ * (admit.h), the hook for per-request time to first token. */
+#ifndef DH_PREFILL_H
+#define DH_PREFILL_H
+
+#include <stdint.h>
+
+#include "common/cfg.h"
+#include "sim/step.h"
+
+enum { PREFILL_DISAGG = 0, PREFILL_CHUNKED };
+enum { PREFILL_ALTERNATE = 0, PREFILL_MIXED };
+
+typedef struct {
+    int mode;                 /* PREFILL_DISAGG: none on this GPU */
+    uint32_t chunk_tokens;
+    int mixing;               /* PREFILL_ALTERNATE or PREFILL_MIXED */
+    uint32_t max_running;     /* 0: no cap */
+    int dp_disjoint;          /* dp_hold = disjoint */
+} prefill_cfg;
+
+/* Read [prefill] (every key checked). 0 or -1 with dh_err() naming the file and key. */
+int prefill_config_load(cfg *c, prefill_cfg *p);
+
+/* One request's part of an iteration: tokens of its prompt from position start. */
+typedef struct {
+    double start, tokens;
+} prefill_span;
+
+/* What an iteration costs, by part (seconds, bytes): the sum of the layers' parts is the
+ * compute, written the bytes for the host pool. */
+typedef struct {
+    double attention, indexer, gemm, comm;  /* summed over layers */
+    double compute;                         /* attention + indexer + gemm + comm, per layer in order */
+    double written;                         /* prompt KV bytes to host */
+    double tokens;
+} prefill_parts;
+
+/* The compute seconds of one prefill iteration over n spans on this GPU, with
+ * decode_tokens_dp decode tokens on the whole instance routed beside it (experts touched);
+ * parts (may be NULL) receives its breakdown. hw ranges are noted in *ranges when given.
+ * O(layers x n). */
+double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, double decode_tokens_dp,
+                      prefill_parts *parts, hw_range_log *ranges);
+
+#endif

@@ -1,0 +1,211 @@
+/* test_prefill.c: colocated chunked prefill (sim/prefill.h).
+ *
+ * Differential: a prefill iteration's cost against a slow reference that walks every query
+ * token of every span and every layer (its rows min(k, p / compress + 1), its indexer keys
+ * p / compress + 1) instead of the closed-form sums; the iteration's parts add up to its
+ * compute; the prompt KV written is tokens x the kv-owning layers' row bytes. A mixed step (a
+ * decode batch with a chunk) lasts the decode step alone plus the chunk, exactly: the chunk is
+ * queued on the compute server before the layer graph. A planted fault (the reference without
+ * the indexer) must differ. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/cfg.h"
+#include "common/dh_err.h"
+#include "sim/cost.h"
+#include "sim/evq.h"
+#include "sim/hw.h"
+#include "sim/model.h"
+#include "sim/prefill.h"
+#include "sim/res.h"
+#include "sim/step.h"
+
+typedef struct {
+    model_cfg model;
+    hw_profile hw;
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f;
+    cfg *mc, *hc;
+    memset(&f, 0, sizeof f);
+    if (cfg_load("models/glm53.ini", &mc) < 0 || model_load(mc, &f.model) < 0 ||
+        cfg_load("models/hw/h200.ini", &hc) < 0 || hw_load(hc, &f.hw) < 0) {
+        fprintf(stderr, "%s\n", dh_errmsg());
+        return -1;
+    }
+    cfg_free(mc);
+    cfg_free(hc);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    model_release(&f->model);
+    return 0;
+}
+
+static step_ctx ctx_of(const fixture *f)
+{
+    step_ctx cx = {.model = &f->model, .hw = &f->hw, .attention_dp = 8, .moe_ep = 8, .compute_sms = f->hw.sms,
+                   .dense_bytes_per_layer = 56e6};
+    const double lat[2] = {22.8e-6, 22.4e-6}, gbps[2] = {691, 851};
+    for (int p = 0; p < 2; p++) { cx.a2a_lat_s[p] = lat[p]; cx.a2a_gbps[p] = gbps[p]; }
+    cx.a2a_ranks_per_token = cost_a2a_ranks(f->model.experts, f->model.experts_per_token, 8);
+    return cx;
+}
+
+/* The slow reference: token by token. with_indexer 0 is the planted fault. */
+static double reference(const fixture *f, const step_ctx *cx, const prefill_span *sp, uint32_t n, double dec,
+                        int with_indexer, double *written)
+{
+    const model_cfg *md = &f->model;
+    double t = 0, tokens = 0;
+    *written = 0;
+    for (uint32_t i = 0; i < n; i++) tokens += sp[i].tokens;
+    for (uint32_t l = 0; l < md->n_layers; l++) {
+        const model_kind *k = &md->layer[l];
+        const int32_t g = md->layer_group[l];
+        double rows = 0, keys = 0, macs = 0;
+        for (uint32_t i = 0; i < n; i++)
+            for (double p = sp[i].start; p < sp[i].start + sp[i].tokens; p++) {
+                if (g < 0) { rows += fmin(k->window, p + 1); continue; }
+                const double c = md->group[g].compress, ctx = floor(p / c) + 1;
+                rows += fmin(md->group[g].k, ctx);
+                if (k->select == MODEL_SELECT_OWN) macs += ctx * k->indexer_heads * k->indexer_dim;
+                if (g >= 0 && k->kv_own && fmod(p + 1, c) == 0) *written += k->row_bytes;
+            }
+        for (uint32_t i = 0; i < n; i++)
+            if (g >= 0 && k->select == MODEL_SELECT_OWN)
+                keys += floor((sp[i].start + sp[i].tokens - 1) / md->group[g].compress) + 1;
+        t += cost_attention_time(&f->hw.cost, rows * k->row_bytes,
+                                 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim), k->attn_fp8, cx->compute_sms);
+        if (with_indexer && macs > 0)
+            t += cost_roofline_time(&f->hw.cost.roof, keys * k->indexer_key_bytes, 2 * macs, 1, cx->compute_sms);
+        double w = cx->dense_bytes_per_layer;
+        if (k->moe)
+            w += md->experts / cx->moe_ep * (1 - pow(1 - md->experts_per_token / md->experts, tokens + dec)) * md->expert_bytes;
+        t += cost_gemm_time(&f->hw.cost, w, 2.0 * md->active_params / md->n_layers * tokens, cx->compute_sms);
+        if (k->moe)
+            for (int p = 0; p < 2; p++)
+                t += cx->a2a_lat_s[p] + tokens * cx->a2a_ranks_per_token *
+                                            (p ? md->moe_combine_bytes : md->moe_dispatch_bytes) / (cx->a2a_gbps[p] * 1e9);
+    }
+    return t;
+}
+
+static void test_iteration_against_reference(void **state)
+{
+    fixture *f = *state;
+    const step_ctx cx = ctx_of(f);
+    /* A prompt's first chunk, a chunk crossing k = 2048 rows, the tail of a long prompt. */
+    const prefill_span sp[3] = {{0, 700}, {1800, 500}, {60000, 24}};
+    prefill_parts P;
+    double wr;
+    const double got = prefill_iter_s(&cx, sp, 3, 128, &P, NULL);
+    const double want = reference(f, &cx, sp, 3, 128, 1, &wr);
+    assert_true(fabs(got - want) <= 1e-9 * want);
+    assert_true(fabs(P.written - wr) <= 1e-9 * wr);
+    assert_true(P.tokens == 1224);
+    assert_true(fabs(P.attention + P.indexer + P.gemm + P.comm - P.compute) <= 1e-9 * P.compute);
+    /* The planted fault is seen. */
+    assert_true(fabs(got - reference(f, &cx, sp, 3, 128, 0, &wr)) > 1e-6 * want);
+    /* Nothing to prefill costs nothing. */
+    const prefill_span none = {5, 0};
+    assert_true(prefill_iter_s(&cx, &none, 1, 0, NULL, NULL) == 0);
+}
+
+static void test_written_is_prompt_kv(void **state)
+{
+    fixture *f = *state;
+    const step_ctx cx = ctx_of(f);
+    double per_token = 0;
+    for (uint32_t l = 0; l < f->model.n_layers; l++)
+        if (f->model.layer_group[l] >= 0 && f->model.layer[l].kv_own) per_token += f->model.layer[l].row_bytes;
+    const prefill_span sp = {4096, 1024};
+    prefill_parts P;
+    prefill_iter_s(&cx, &sp, 1, 0, &P, NULL);
+    assert_true(fabs(P.written - 1024 * per_token) <= 1e-9 * P.written);
+}
+
+/* A mixed step: the decode step's layer graph with the chunk queued before it. */
+static double decode_step(const fixture *f, step_ctx *cx, double pre)
+{
+    enum { G = 64 };
+    double sel[G] = {0}, zero[G] = {0}, idx[G] = {0}, wr[G] = {0};
+    for (uint32_t g = 0; g < f->model.n_groups; g++) { sel[g] = 16 * 2048; idx[g] = 16 * 8192; wr[g] = 16; }
+    step_mb m = {.n_req = 16, .tokens = 16, .sel = sel, .miss = zero, .pages = zero, .idx_rows = idx, .written = wr};
+    res_server srv[3];
+    for (int i = 0; i < 3; i++) res_init(&srv[i], "s");
+    evq q;
+    evq_init(&q);
+    step_stats st = {0};
+    cx->pre_s = pre;
+    const double end = step_run(cx, &m, 1, 0, &srv[0], &srv[1], &srv[2], &q, &st);
+    cx->pre_s = 0;
+    evq_release(&q);
+    for (int i = 0; i < 3; i++) res_release(&srv[i]);
+    return end;
+}
+
+static void test_mixed_step_is_sum_of_parts(void **state)
+{
+    fixture *f = *state;
+    step_ctx cx = ctx_of(f);
+    const prefill_span sp = {2048, 1008};
+    const double chunk = prefill_iter_s(&cx, &sp, 1, 16 * 8, NULL, NULL);
+    const double alone = decode_step(f, &cx, 0), mixed = decode_step(f, &cx, chunk);
+    assert_true(chunk > 0);
+    assert_true(fabs(mixed - (alone + chunk)) <= 1e-12 * mixed);
+}
+
+static void expect_err(const char *text, const char *want)
+{
+    cfg *c;
+    prefill_cfg p;
+    assert_int_equal(cfg_load_string("inst.ini", text, &c), 0);
+    int rc = prefill_config_load(c, &p);
+    if (rc == 0 || !strstr(dh_errmsg(), want) || !strstr(dh_errmsg(), "inst.ini"))
+        fail_msg("expected an error containing '%s', got rc %d: '%s'", want, rc, dh_errmsg());
+    cfg_free(c);
+}
+
+static void test_config(void **state)
+{
+    (void)state;
+    cfg *c;
+    prefill_cfg p;
+    assert_int_equal(cfg_load_string("inst.ini", "[instance]\nx = 1\n", &c), 0);
+    assert_int_equal(prefill_config_load(c, &p), 0);
+    assert_int_equal(p.mode, PREFILL_DISAGG);
+    cfg_free(c);
+    assert_int_equal(cfg_load_string("inst.ini", "[prefill]\nmode = chunked\nchunk_tokens = 1024\nmixing = mixed\n", &c), 0);
+    assert_int_equal(prefill_config_load(c, &p), 0);
+    assert_true(p.mode == PREFILL_CHUNKED && p.chunk_tokens == 1024 && p.mixing == PREFILL_MIXED);
+    cfg_free(c);
+    expect_err("[prefill]\nmode = colocated\n", "mode = 'colocated'");
+    expect_err("[prefill]\nmode = chunked\n", "chunk_tokens");
+    expect_err("[prefill]\nchunk_tokens = 512\n", "mode = disaggregated");
+    expect_err("[prefill]\nmode = chunked\nchunk_tokens = 512\nmixing = both\n", "mixing = 'both'");
+    expect_err("[prefill]\nmode = chunked\nchunk_tokens = 512\ndp_hold = sometimes\n", "dp_hold");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_iteration_against_reference),
+        cmocka_unit_test(test_written_is_prompt_kv),
+        cmocka_unit_test(test_mixed_step_is_sum_of_parts),
+        cmocka_unit_test(test_config),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
