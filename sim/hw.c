@@ -27,6 +27,52 @@ static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, c
     return 0;
 }
 
+/* [gather]'s form: the fitted one when the profile gives sm_row_s (bin/dhcal writes every key
+ * of it), else the tables (a probe-measured profile). A profile giving both is an error. */
+static int load_fetch(cfg *c, hw_profile *hw)
+{
+    cost_fetch *f = &hw->cost.fetch;
+    static const char *const table_keys[] = { "row_bytes", "row_bw", "pages", "pages_bw", "sms", "sms_factor",
+                                              "ref_row_bytes" };
+    f->fit.t0 = f->launch_s;
+    if (!cfg_has(c, "gather", "sm_row_s")) {
+        f->form = COST_ROOFLINE;
+        if (cfg_get_double(c, "gather", "ref_row_bytes", &f->ref_row_bytes, CFG_REQUIRED, 1, 1e9) < 0) return -1;
+        if (load_table(c, "gather", "row_bytes", "row_bw", &f->row, 1e3) < 0) return -1;
+        if (load_table(c, "gather", "pages", "pages_bw", &f->pages, 1e3) < 0) return -1;
+        return load_table(c, "gather", "sms", "sms_factor", &f->sms, 1e-6);
+    }
+    f->form = COST_FITTED;
+    for (size_t i = 0; i < sizeof table_keys / sizeof table_keys[0]; i++)
+        if (cfg_has(c, "gather", table_keys[i]))
+            return dh_err("%s: [gather] %s is a key of the table form, and sm_row_s one of the fitted form: give one",
+                          cfg_name(c), table_keys[i]);
+    const double zero = 0;
+    struct { const char *key; double *dst, max; int required; } k[] = {
+        { "sm_row_s", &f->fit.sm_row, 1e-3, 1 }, { "row_issue_s", &f->fit.row_issue, 1e-3, 1 },
+        { "row_issue_s_per_byte", &f->fit.row_issue_per_byte, 1e-6, 1 },
+        { "link_s_per_byte", &f->fit.link_per_byte, 1e-6, 1 },
+        { "density_s", &f->fit.density, 1e-3, 0 }, { "density_pow", &f->fit.density_pow, 10, 0 },
+        { "page_s", &f->fit.page, 1e-3, 0 }, { "page_reach", &f->fit.page_reach, 1e15, 0 },
+        { "walk_reach_bytes", &f->fit.walk_reach, 1e18, 0 },
+        { "beside_max", &f->beside.max, 100, 0 }, { "beside_half", &f->beside.half, 1e12, 0 },
+        { "beside_steepness", &f->beside.steepness, 100, 0 },
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (cfg_get_double(c, "gather", k[i].key, k[i].dst, k[i].required ? CFG_REQUIRED : &zero, 0, k[i].max) < 0)
+            return -1;
+    if (!(f->fit.link_per_byte > 0))
+        return dh_err("%s: [gather] link_s_per_byte must be > 0 (the link's time per byte)", cfg_name(c));
+    if (f->fit.link_per_byte * hw->duplex_bw < 1 - 1e-9)
+        return dh_err("%s: [gather] link_s_per_byte = %g is a rate of %g B/s, above the link's duplex_bw %g",
+                      cfg_name(c), f->fit.link_per_byte, 1 / f->fit.link_per_byte, hw->duplex_bw);
+    if (f->fit.density > 0 && !(hw->region_bytes > 0))
+        return dh_err("%s: [gather] density_s needs region_bytes (the size its densities were counted in)", cfg_name(c));
+    if (f->beside.max > 0 && !(hw->region_bytes > 0 && f->beside.half > 0 && f->beside.steepness > 0))
+        return dh_err("%s: [gather] beside_max needs beside_half > 0, beside_steepness > 0 and region_bytes", cfg_name(c));
+    return 0;
+}
+
 /* A [fit_range] key names a fitted kernel and one of its inputs, as bin/dhcal writes them
  * (analysis/prof.c): fetch_rows, gemm_fp8_m, ...; anything else is a typo or garbage. */
 static int fit_range_name_ok(const char *name)
@@ -137,7 +183,6 @@ int hw_load(cfg *c, hw_profile *hw)
         { "pcie", "h2d_bw", &hw->h2d_bw, 1e3, 1e15 },
         { "pcie", "d2h_bw", &hw->d2h_bw, 1e3, 1e15 },
         { "pcie", "duplex_bw", &hw->duplex_bw, 1e3, 1e15 },
-        { "gather", "ref_row_bytes", &cm->fetch.ref_row_bytes, 1, 1e9 },
         { "gather", "fetch_sms", &hw->fetch_sms, 0, 100000 },
         { "gather", "page_bytes", &hw->page_bytes, 1, 1e12 },
         { "gather", "launch_s", &cm->fetch.launch_s, 0, 1 },
@@ -168,21 +213,8 @@ int hw_load(cfg *c, hw_profile *hw)
     cm->gemm.form = cm->gemm.bw > 0 ? COST_FITTED : COST_ROOFLINE;
     cm->indexer.form = cm->indexer.ops_s > 0 ? COST_FITTED : COST_ROOFLINE;
     cm->indexer.bw = indexer_bw > 0 ? indexer_bw : cm->roof.hbm_bw;
-    if (load_table(c, "gather", "row_bytes", "row_bw", &cm->fetch.row, 1e3) < 0) return -1;
-    if (load_table(c, "gather", "pages", "pages_bw", &cm->fetch.pages, 1e3) < 0) return -1;
-    if (load_table(c, "gather", "sms", "sms_factor", &cm->fetch.sms, 1e-6) < 0) return -1;
     if (cfg_get_double(c, "gather", "region_bytes", &hw->region_bytes, &zero, 0, 1e15) < 0) return -1;
-    if (cfg_has(c, "gather", "density") || cfg_has(c, "gather", "issue_row_s")) {
-        if (load_table(c, "gather", "density", "issue_row_s", &cm->fetch.density, 1e-15) < 0) return -1;
-        if (!(hw->region_bytes > 0))
-            return dh_err("%s: [gather] density needs region_bytes (the size its densities were counted in)", cfg_name(c));
-    }
-    if (cfg_has(c, "gather", "beside_density") || cfg_has(c, "gather", "beside_slowdown")) {
-        if (load_table(c, "gather", "beside_density", "beside_slowdown", &cm->fetch.beside, 0) < 0) return -1;
-        if (!(hw->region_bytes > 0))
-            return dh_err("%s: [gather] beside_density needs region_bytes (the size its densities were counted in)",
-                          cfg_name(c));
-    }
+    if (load_fetch(c, hw) < 0) return -1;
     if (load_fit_range(c, hw) < 0) return -1;
     const cost_topk *tk = &cm->topk;
     if (!(tk->slots > 0) && (tk->wave_s > 0 || tk->row_s > 0 || tk->k_s > 0 || tk->score_rate > 0 || tk->steepness > 0))

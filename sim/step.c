@@ -61,7 +61,8 @@ static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, doubl
     *bytes = m->miss[g] * k->row_bytes;
     double rows[2], pages[2], regions[2], t = 0, ts = 0;
     for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
-        const double d = cost_fetch_time(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], cx->hw->fetch_sms);
+        const double d = cost_fetch_time(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], cx->hw->fetch_sms,
+                                         cx->pool_bytes);
         t += d;
         if (weight) ts += d * cost_fetch_beside(&cx->hw->cost.fetch, rows[i], regions[i]);
     }
@@ -163,7 +164,7 @@ static void note_fetch_inputs(const step_ctx *cx, const step_mb *m, uint32_t j, 
     for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
         hw_range_note(hw, &st->ranges, HW_FIT_FETCH_ROWS, rows[i]);
         hw_range_note(hw, &st->ranges, HW_FIT_FETCH_PAGES, pages[i]);
-        if (hw->cost.fetch.density.n && regions[i] > 0)
+        if (hw->cost.fetch.form == COST_FITTED && hw->cost.fetch.fit.density > 0 && regions[i] > 0)
             hw_range_note(hw, &st->ranges, HW_FIT_FETCH_DENSITY, rows[i] / regions[i]);
     }
     hw_range_note(hw, &st->ranges, HW_FIT_FETCH_SMS, hw->fetch_sms);

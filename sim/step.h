@@ -65,8 +65,9 @@ typedef struct {
                                     * the mean verify length + 1 speculative) */
     double pre_s;                  /* compute work queued before the layer graph (the
                                     * draft pass of speculative decoding; 0 plain) */
-    double pool_bytes;             /* host KV history the fetches gather from (for the
-                                    * [fit_range] check of fetch_pool_bytes; 0: unchecked) */
+    double pool_bytes;             /* host KV history the fetches gather from (the fitted
+                                    * fetch's walk term and the [fit_range] check of
+                                    * fetch_pool_bytes; 0: neither needs it) */
 } step_ctx;
 
 typedef struct {
