@@ -145,6 +145,8 @@ double cost_fetch_beside(const cost_fetch *f, double rows, double regions)
     return cost_beside_slowdown(&f->beside, regions > 0 && rows > 0 ? rows / regions : 1);
 }
 
+double cost_writeback_time(double bytes, double d2h_bw) { return bytes / d2h_bw; }
+
 double cost_compute_beside(const cost_interference *i, double d, double overlap)
 {
     if (i->fetch > 0) d += i->fetch * (overlap < d ? overlap : d);

@@ -28,6 +28,8 @@
  *              page term page x max(0, pages - page_reach) x max(0, 1 - walk_reach / pool)
  *   beside     the fetch's slowdown beside a saturated memory system, fitted:
  *              max / (1 + (rho / half)^steepness); 1 without the fit
+ *   writeback  a layer's new rows written through to the host pool: bytes / d2h_bw (off the
+ *              critical path, on the link's device-to-host side)
  *   interference  fetch: a compute task beside the fetch lengthens by fetch x the overlap;
  *              compute: the fetch work inside a compute task runs 1 + compute x its beside
  *              weight times slower (sim/res.h re-rates it)
@@ -144,6 +146,8 @@ double cost_beside_slowdown(const cost_beside *b, double rho);
 /* The weight of compute interference for a fetch launch of rows over regions (rows per
  * region, 1 when the regions are not known): the beside slowdown there, 1 without the fit. */
 double cost_fetch_beside(const cost_fetch *f, double rows, double regions);
+/* Seconds to write bytes of new rows through to the host at d2h_bw. */
+double cost_writeback_time(double bytes, double d2h_bw);
 /* A compute task of d seconds that the fetch keeps busy for overlap seconds of it (> 0):
  * its length beside the fetch. */
 double cost_compute_beside(const cost_interference *i, double d, double overlap);

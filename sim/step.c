@@ -253,7 +253,7 @@ static int finish_layer(step_state *r, uint32_t mi, uint32_t l, double now)
     const model_kind *k = &md->layer[l];
     if (g >= 0 && k->kv_own && m->written[g] > 0) {
         double bytes = m->written[g] * k->row_bytes;
-        double d = bytes / r->cx->hw->d2h_bw;
+        double d = cost_writeback_time(bytes, r->cx->hw->d2h_bw);
         res_submit(r->d2h, now, d, bytes);
         r->st->write_busy += d;
         r->st->write_bytes += bytes;
