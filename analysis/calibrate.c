@@ -483,7 +483,7 @@ static int cal_stage_fit(cal_state *st, FILE *report, FILE *log)
     fit_opts_default(&fo);
     fo.select = cal_select;
     fo.holdout = cal_holdout;
-    prof_opts po = {.base_path = o->base_path, .fetch_pattern = "serving", .pool_bytes = NAN, .command = command,
+    prof_opts po = {.base_path = o->base_path, .fetch_pattern = "serving", .command = command,
                     .weight_dtype = "fp8", .layer_gemms = CAL_LAYER_GEMMS};
     char *notes = NULL, *fit_text = NULL;
     size_t notes_len = 0, fit_len = 0;
@@ -606,8 +606,8 @@ static int cal_steps(cal_state *st, FILE *report, FILE *log)
     if (cal_stage_alpha(st, beside, fonly, per, sizeof per) < 0 ||
         cal_stage_measured(st, busy, fmeas, sizeof fmeas, cper, sizeof cper) < 0)
         return -1;
-    if (cal_profile_line(st->stage1, "beside_slowdown", unused, sizeof unused) < 0)
-        return dh_err("calibrate: the fit wrote no [gather] beside_slowdown (fetch-beside-b2b20.csv)");
+    if (cal_profile_line(st->stage1, "beside_max", unused, sizeof unused) < 0)
+        return dh_err("calibrate: the fit wrote no [gather] beside_max (fetch-beside-b2b20.csv)");
 
     /* 3-4. compute_interference, the refit of layer_fixed_s, both again. */
     char l0[64], beta1[32], beta[32], a[32], b[32], a2[32], b2[32];
@@ -624,7 +624,7 @@ static int cal_steps(cal_state *st, FILE *report, FILE *log)
     snprintf(l[2], sizeof l[2],
              "; dhcal:  time measured in their steps, %s ms per step summed over them (steps 4-11; dhreplay --fetch-times, %s;",
              fmeas, base_name(busy));
-    snprintf(l[3], sizeof l[3], "; dhcal:  in the step / alone: %s); with [gather] beside_slowdown the share of a saturated memory system",
+    snprintf(l[3], sizeof l[3], "; dhcal:  in the step / alone: %s); with the [gather] beside fit the share of a saturated memory system",
              cper);
     snprintf(l[4], sizeof l[4], "; dhcal:  that a step's compute amounts to (%s before the refit of layer_fixed_s)", beta1);
     snprintf(l[5], sizeof l[5], "compute_interference = %s", beta);

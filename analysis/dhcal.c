@@ -2,7 +2,7 @@
  *
  *   dhcal fit --bench DIR_OR_CSV... [-o PROFILE] [--base PROFILE] [--select SPEC]...
  *             [--holdout SPEC]... [--version KERNEL=VER]... [--form KERNEL=FORM]... [--min-r2 X]
- *             [--fetch-pattern P] [--pool-bytes B] [--weight-dtype D] [--layer-gemms N]
+ *             [--fetch-pattern P] [--weight-dtype D] [--layer-gemms N]
  *             [--command TEXT]
  *       fit the cost forms to dhbench CSVs, print the fit report, and write the
  *       fitted keys into PROFILE (the other keys come from --base, by default
@@ -58,7 +58,7 @@ static void usage(void)
 {
     fputs("usage: dhcal fit --bench DIR_OR_CSV... [-o PROFILE] [--base PROFILE] [--select SPEC]...\n"
           "                 [--holdout SPEC]... [--version KERNEL=VER]... [--form KERNEL=FORM]... [--min-r2 X]\n"
-          "                 [--fetch-pattern P] [--pool-bytes B] [--weight-dtype D] [--layer-gemms N]\n"
+          "                 [--fetch-pattern P] [--weight-dtype D] [--layer-gemms N]\n"
           "                 [--command TEXT]\n"
           "       dhcal check-profile FILE\n"
           "       dhcal check-range FILE NAME=VALUE...\n"
@@ -99,7 +99,7 @@ static int cmd_fit(int argc, char **argv)
     const char *out = NULL, *base = NULL;
     fit_opts fo;
     fit_opts_default(&fo);
-    prof_opts po = {.fetch_pattern = "serving", .pool_bytes = NAN, .weight_dtype = "fp8", .layer_gemms = NAN};
+    prof_opts po = {.fetch_pattern = "serving", .weight_dtype = "fp8", .layer_gemms = NAN};
     const char *command = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -116,7 +116,6 @@ static int cmd_fit(int argc, char **argv)
         else if (!strcmp(a, "--form") && more) push(&forms, argv[++i]);
         else if (!strcmp(a, "--min-r2") && more) fo.min_r2 = parse_num(a, argv[++i]);
         else if (!strcmp(a, "--fetch-pattern") && more) po.fetch_pattern = argv[++i];
-        else if (!strcmp(a, "--pool-bytes") && more) po.pool_bytes = parse_num(a, argv[++i]);
         else dh_die("dhcal", "fit: unknown or incomplete option '%s'", a);
     }
     if (!bench.n) dh_die("dhcal", "fit: --bench needs at least one directory or CSV file");

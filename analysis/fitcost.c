@@ -296,42 +296,49 @@ static const char *fetch_par_name(size_t j, char **groups)
     return buf;
 }
 
-/* Per-row time in ns and its gradient.  The max() of bottlenecks is not
- * smooth at the crossovers; the gradient is the active branch's, which the
- * trust-region solver handles since each point sits on one branch. */
+/* The simulator's fetch form (sim/cost.h) with the fit's parameters, in ns and bytes. */
+static cost_fetch_fit fetch_form(const double *p, int group)
+{
+    cost_fetch_fit f = {.t0 = p[FIT_FP_T0] * 1000.0, .sm_row = p[FIT_FP_SM], .row_issue = p[FIT_FP_ISSUE],
+                        .row_issue_per_byte = p[FIT_FP_ISSUE_B], .link_per_byte = p[FIT_FP_LINK],
+                        .density = p[FIT_FP_DENS], .density_pow = p[FIT_FP_DENS_POW], .walk_reach = p[FIT_FP_WALK] * 1e9};
+    if (group >= 0) {
+        f.page = p[FIT_FP_PAGE0 + 2 * (size_t)group];
+        f.page_reach = p[FIT_FP_PAGE0 + 2 * (size_t)group + 1];
+    }
+    return f;
+}
+
+/* Per-row time in ns, the simulator's form evaluated, and its gradient. The max() of
+ * bottlenecks is not smooth at the crossovers; the gradient is the active branch's, which
+ * the trust-region solver handles since each point sits on one branch. */
 static double fetch_eval_pt(const fetch_pt *x, const double *p, double *g)
 {
-    /* The density term: density_ns * rho^-density_pow (fitcost.h). */
+    const cost_fetch_fit f = fetch_form(p, x->group);
+    int br;
+    double y = cost_fetch_fit_row(&f, x->s, x->sms, x->rho, &br);
+    if (!isnan(x->rows)) y = cost_fetch_fit_launch(&f, x->rows, x->s, x->sms, x->rho, x->group >= 0 ? x->pages : NAN, x->pool) / x->rows;
+    if (!g) return y;
     const double lr = isnan(x->rho) ? 0 : log(x->rho);
     const double D = isnan(x->rho) ? 0 : p[FIT_FP_DENS] * exp(-p[FIT_FP_DENS_POW] * lr);
-    double A = p[FIT_FP_SM] / x->sms, B = p[FIT_FP_ISSUE] + x->s * p[FIT_FP_ISSUE_B] + D, C = x->s * p[FIT_FP_LINK];
-    double y;
-    int br = A >= B && A >= C ? 0 : B >= C ? 1 : 2;
-    y = br == 0 ? A : br == 1 ? B : C;
-    if (g) {
-        if (br == 0) g[FIT_FP_SM] = 1 / x->sms;
-        else if (br == 1) {
-            g[FIT_FP_ISSUE] = 1;
-            g[FIT_FP_ISSUE_B] = x->s;
-            if (!isnan(x->rho)) {
-                g[FIT_FP_DENS] = exp(-p[FIT_FP_DENS_POW] * lr);
-                g[FIT_FP_DENS_POW] = -D * lr;
-            }
-        } else g[FIT_FP_LINK] = x->s;
-    }
+    if (br == 0) g[FIT_FP_SM] = 1 / x->sms;
+    else if (br == 1) {
+        g[FIT_FP_ISSUE] = 1;
+        g[FIT_FP_ISSUE_B] = x->s;
+        if (!isnan(x->rho)) {
+            g[FIT_FP_DENS] = exp(-p[FIT_FP_DENS_POW] * lr);
+            g[FIT_FP_DENS_POW] = -D * lr;
+        }
+    } else g[FIT_FP_LINK] = x->s;
     if (!isnan(x->rows)) {
-        y += p[FIT_FP_T0] * 1000.0 / x->rows;
-        if (g) g[FIT_FP_T0] = 1000.0 / x->rows;
+        g[FIT_FP_T0] = 1000.0 / x->rows;
         if (x->group >= 0) {
             size_t pn = FIT_FP_PAGE0 + 2 * (size_t)x->group, pr = pn + 1;
-            double over = x->pages - p[pr], f = 1.0 - p[FIT_FP_WALK] * 1e9 / x->pool;
-            if (over > 0 && f > 0) {
-                y += p[pn] * over * f / x->rows;
-                if (g) {
-                    g[pn] = over * f / x->rows;
-                    g[pr] = -p[pn] * f / x->rows;
-                    g[FIT_FP_WALK] = -p[pn] * over * 1e9 / x->pool / x->rows;
-                }
+            double over = x->pages - p[pr], w = 1.0 - p[FIT_FP_WALK] * 1e9 / x->pool;
+            if (over > 0 && w > 0) {
+                g[pn] = over * w / x->rows;
+                g[pr] = -p[pn] * w / x->rows;
+                g[FIT_FP_WALK] = -p[pn] * over * 1e9 / x->pool / x->rows;
             }
         }
     }
@@ -1169,13 +1176,15 @@ static int line_role(const bcsv_row *r, const fit_opts *o, const char *kernel, i
 
 double fit_beside_eval(const double *p, double rho, double *grad)
 {
-    const double u = log(rho) - p[1], z = exp(p[2] * u), d = 1 + z;
+    /* The simulator's form (sim/cost.h); p[1] is log(half). */
+    const cost_beside b = {p[0], exp(p[1]), p[2]};
     if (grad) {
+        const double u = log(rho) - p[1], z = exp(p[2] * u), d = 1 + z;
         grad[0] = 1 / d;
         grad[1] = p[0] * z * p[2] / (d * d);
         grad[2] = -p[0] * z * u / (d * d);
     }
-    return p[0] / d;
+    return cost_beside_slowdown(&b, rho);
 }
 
 static double beside_eval(const void *model, size_t i, const double *p, double *grad)

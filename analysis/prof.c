@@ -10,6 +10,7 @@
 #include "sim/hw.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +24,10 @@ typedef struct {
     char comment[4096];
     int done;
     int append; /* an optional key: added at the end of its section when the base lacks it */
+    int drop;   /* a key of another form: removed from the base with its comments */
 } repl;
 
-#define MAX_REPL 48
+#define MAX_REPL 64
 
 static int load_cfg_hw(const char *path, cfg **c, hw_profile *hw)
 {
@@ -49,13 +51,6 @@ static const fit_coef *coef(const fit_section *s, const char *key)
 {
     for (size_t i = 0; i < s->ncoef; i++)
         if (!strcmp(s->coef[i].key, key)) return &s->coef[i];
-    return NULL;
-}
-
-static const fit_range *range_of(const fit_section *s, const char *name)
-{
-    for (size_t i = 0; i < s->nrange; i++)
-        if (!strcmp(s->range[i].name, name)) return &s->range[i];
     return NULL;
 }
 
@@ -91,12 +86,6 @@ static void provenance(const fit_section *s, char *buf, size_t cap)
 #undef ADD
 }
 
-static void list_append(char *buf, size_t cap, double v)
-{
-    size_t l = strlen(buf);
-    snprintf(buf + l, cap - l, "%s%.5g", l ? ", " : "", v);
-}
-
 /* inih reads lines of at most 200 bytes, so long comment lines are wrapped at
  * a space, each piece again starting "; dhcal:". */
 enum { WRAP = 150 };
@@ -124,23 +113,6 @@ static void write_wrapped(FILE *out, const char *text)
     }
 }
 
-/* Table x points: the distinct fitted values when few, else log-spaced over
- * the fitted range. */
-static size_t table_points_n(double lo, double hi, const double *distinct, size_t nd, size_t n, double *x)
-{
-    if (nd && nd <= 12) { memcpy(x, distinct, nd * sizeof *x); return nd; }
-    if (!(hi > lo)) { x[0] = lo; return 1; }
-    for (size_t i = 0; i < n; i++) x[i] = exp(log(lo) + (log(hi) - log(lo)) * (double)i / (double)(n - 1));
-    x[0] = lo;
-    x[n - 1] = hi;
-    return n;
-}
-
-static size_t table_points(double lo, double hi, const double *distinct, size_t nd, double *x)
-{
-    return table_points_n(lo, hi, distinct, nd, 10, x);
-}
-
 /* A fixed cost the data resolve (its value more than two standard errors
  * from 0) replaces the base's; one they do not resolve (launches far longer
  * than it, or a fit below 0 inside the noise) keeps the base's value, and the
@@ -158,111 +130,65 @@ static void fixed_cost(const fit_coef *t0, double base_s, const char *what, repl
              l->key, what, t0->fixed_zero ? t0->fit_value : t0->value, t0->fixed_zero ? t0->fit_se : t0->se);
 }
 
-/* Integer-valued table points (pages) print without an exponent. */
-static void list_append_int(char *buf, size_t cap, double v)
+/* One fitted [gather] key: value and comment. */
+static repl *gather_key(repl *r, size_t *nr, const char *key, double value, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static repl *gather_key(repl *r, size_t *nr, const char *key, double value, const char *fmt, ...)
 {
-    size_t l = strlen(buf);
-    snprintf(buf + l, cap - l, "%s%.0f", l ? ", " : "", v);
+    repl *x = &r[(*nr)++];
+    *x = (repl){.section = "gather", .key = key, .append = 1};
+    snprintf(x->value, sizeof x->value, "%.6g", value);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->comment, sizeof x->comment, fmt, ap);
+    va_end(ap);
+    return x;
 }
 
-/* The fetch model with the fitted raw parameters (fit units: ns, bytes). */
-static double tau_inf(const double *p, double s) /* ns per row, SMs saturated */
-{
-    double B = p[FIT_FP_ISSUE] + s * p[FIT_FP_ISSUE_B], C = s * p[FIT_FP_LINK];
-    return B > C ? B : C;
-}
-
-static int fetch_repls(const fit_section *s, const prof_opts *o, const hw_profile *base, double pool_bytes,
-                       const double *row_sizes, size_t nrow, const double *sms_vals, size_t nsms,
-                       repl *r, size_t *nr)
+/* The fetch fit's parameters as the fitted form's keys (sim/hw.h), in seconds and bytes:
+ * the simulator evaluates the same form (sim/cost.c: cost_fetch_fit_launch) that the fit
+ * did. The tables' keys of the base are dropped. */
+static int fetch_repls(const fit_section *s, const prof_opts *o, const hw_profile *base, repl *r, size_t *nr)
 {
     const double *p = s->res.p;
-    const fit_range *rb = range_of(s, "row_bytes");
-    if (!rb) return dh_err("fetch fit has no row_bytes range");
-    double ref = base->cost.fetch.ref_row_bytes;
-    if (ref < rb->min || ref > rb->max)
-        return dh_err("[gather] ref_row_bytes = %g lies outside the fitted row sizes %g..%g", ref, rb->min, rb->max);
+    static const char *const table_keys[] = {"row_bytes", "row_bw", "ref_row_bytes", "pages", "pages_bw", "sms",
+                                             "sms_factor"};
+    for (size_t i = 0; i < sizeof table_keys / sizeof table_keys[0]; i++)
+        r[(*nr)++] = (repl){.section = "gather", .key = table_keys[i], .drop = 1};
     char prov[2048];
     provenance(s, prov, sizeof prov);
-    double x[32];
-    size_t n;
-    repl *a = &r[(*nr)++], *b = &r[(*nr)++];
-    *a = (repl){.section = "gather", .key = "row_bytes"};
-    *b = (repl){.section = "gather", .key = "row_bw"};
-    n = table_points(rb->min, rb->max, row_sizes, nrow, x);
-    for (size_t i = 0; i < n; i++) {
-        list_append(a->value, sizeof a->value, x[i]);
-        list_append(b->value, sizeof b->value, x[i] / tau_inf(p, x[i]) * 1e9);
+    const fit_coef *issue_b = coef(s, "row_issue_ps_per_byte"), *link = coef(s, "link_gbps");
+    gather_key(r, nr, "sm_row_s", p[FIT_FP_SM] * 1e-9,
+               "%s; dhcal: the fitted fetch form (sim/hw.h), each key a coefficient of the gather fit above in seconds "
+               "and bytes: sm_row_s = sm_row_ns\n", prov);
+    gather_key(r, nr, "row_issue_s", p[FIT_FP_ISSUE] * 1e-9, "; dhcal: row_issue_s = row_issue_ns\n");
+    gather_key(r, nr, "row_issue_s_per_byte", p[FIT_FP_ISSUE_B] * 1e-9,
+               "; dhcal: row_issue_s_per_byte = row_issue_ps_per_byte (%.5g +- %.2g) / 1000\n", issue_b->value,
+               issue_b->se);
+    gather_key(r, nr, "link_s_per_byte", p[FIT_FP_LINK] * 1e-9, "; dhcal: link_s_per_byte = 1 / link_gbps (%.5g +- %.2g GB/s)\n",
+               link->value, link->se);
+    const fit_coef *dn = coef(s, "density_ns"), *dp = coef(s, "density_pow");
+    if (dn && dp) {
+        gather_key(r, nr, "density_s", p[FIT_FP_DENS] * 1e-9,
+                   "; dhcal: density_s = density_ns: the issue path's translation walks, density_s x rho^-density_pow, rho the rows "
+                   "per [gather] region_bytes region entered (a window's misses read in address order)\n");
+        gather_key(r, nr, "density_pow", p[FIT_FP_DENS_POW], "; dhcal: density_pow = density_pow\n");
     }
-    snprintf(a->comment, sizeof a->comment, "%s; dhcal: row_bw = row_bytes / max(row_issue_ns + row_bytes * row_issue_ps_per_byte / 1000, row_bytes / link_gbps), SMs saturated, small host footprint\n", prov);
-
-    repl *c = &r[(*nr)++], *d = &r[(*nr)++];
-    *c = (repl){.section = "gather", .key = "sms"};
-    *d = (repl){.section = "gather", .key = "sms_factor"};
-    const fit_range *sr = range_of(s, "sms");
-    n = table_points(sr->min, sr->max, sms_vals, nsms, x);
-    for (size_t i = 0; i < n; i++) {
-        double t = tau_inf(p, ref), tm = p[FIT_FP_SM] / x[i];
-        list_append(c->value, sizeof c->value, x[i]);
-        list_append(d->value, sizeof d->value, t / (tm > t ? tm : t));
-    }
-    snprintf(c->comment, sizeof c->comment, "; dhcal: sms_factor = tau(ref_row_bytes, saturated) / max(sm_row_ns / sms, tau); fetch kernel from the gather fit above\n");
-
-    repl *e = &r[(*nr)++], *f = &r[(*nr)++];
-    *e = (repl){.section = "gather", .key = "pages"};
-    *f = (repl){.section = "gather", .key = "pages_bw"};
     int g = -1;
     for (size_t i = 0; i < s->ngroups; i++)
         if (!strcmp(s->groups[i], o->fetch_pattern)) g = (int)i;
     if (s->ngroups && g < 0) {
         char have[256] = "";
         for (size_t i = 0; i < s->ngroups; i++) { size_t l = strlen(have); snprintf(have + l, sizeof have - l, "%s%s", i ? ", " : "", s->groups[i]); }
-        return dh_err("the fetch fit has no pattern '%s' for [gather] pages_bw (has %s; choose with --fetch-pattern)", o->fetch_pattern, have);
+        return dh_err("the fetch fit has no pattern '%s' for the [gather] page term (has %s; choose with --fetch-pattern)", o->fetch_pattern, have);
     }
-    const fit_range *pr = range_of(s, "pages");
-    if (g < 0 || !pr) {
-        /* No pool measurements: one point, the small-footprint bandwidth. */
-        list_append(e->value, sizeof e->value, 1);
-        list_append(f->value, sizeof f->value, ref / tau_inf(p, ref) * 1e9);
-        snprintf(e->comment, sizeof e->comment, "; dhcal: no host-pool measurements: pages_bw is the small-footprint bandwidth at every page count\n");
-    } else {
-        const fit_range *pool = range_of(s, "pool_bytes");
-        if (pool && (pool_bytes < pool->min || pool_bytes > pool->max))
-            fprintf(stderr, "dhcal: warning: pool of %.4g bytes for pages_bw lies outside the fitted pool sizes %.4g..%.4g\n",
-                    pool_bytes, pool->min, pool->max);
-        n = table_points(pr->min, pr->max, NULL, 0, x);
-        double page_ns = p[FIT_FP_PAGE0 + 2 * g], reach = p[FIT_FP_PAGE0 + 1 + 2 * g], walk = 1.0 - p[FIT_FP_WALK] * 1e9 / pool_bytes;
-        if (walk < 0) walk = 0;
-        for (size_t i = 0; i < n; i++) {
-            double over = x[i] - reach, t = tau_inf(p, ref) + (over > 0 ? page_ns * over * walk / x[i] : 0);
-            list_append_int(e->value, sizeof e->value, round(x[i]));
-            list_append(f->value, sizeof f->value, ref / t * 1e9);
-        }
-        snprintf(e->comment, sizeof e->comment,
-                 "; dhcal: pages_bw = ref_row_bytes / (tau + page_ns_%s * max(0, pages - page_reach_%s) * max(0, 1 - walk_reach_gb / pool) / pages), one row per page, pool %.4g bytes\n",
-                 o->fetch_pattern, o->fetch_pattern, pool_bytes);
-    }
-    const fit_coef *dn = coef(s, "density_ns"), *dp = coef(s, "density_pow");
-    const fit_range *dr = range_of(s, "density");
-    if (dn && dp && dr) {
-        /* The issue path with its walks, against the density; row_bw and pages_bw above leave
-         * the walks out (tau: no walk), and the simulator takes the slower path (sim/hw.h). */
-        repl *dx = &r[(*nr)++], *dy = &r[(*nr)++];
-        *dx = (repl){.section = "gather", .key = "density", .append = 1};
-        *dy = (repl){.section = "gather", .key = "issue_row_s", .append = 1};
-        /* A power law is convex in log(x): 14 points (what fits a profile line) keep the
-         * simulator's linear interpolation within ~1 % of it over three decades. */
-        n = table_points_n(dr->min, dr->max, NULL, 0, 14, x);
-        double issue = p[FIT_FP_ISSUE] + ref * p[FIT_FP_ISSUE_B];
-        for (size_t i = 0; i < n; i++) {
-            list_append(dx->value, sizeof dx->value, x[i]);
-            list_append(dy->value, sizeof dy->value, (issue + dn->value * pow(x[i], -dp->value)) * 1e-9);
-        }
-        snprintf(dx->comment, sizeof dx->comment,
-                 "; dhcal: issue_row_s = row_issue_ns + ref_row_bytes * row_issue_ps_per_byte / 1000 + density_ns * "
-                 "density^-density_pow of the gather fit above: the per-row time of the issue path with its "
-                 "translation walks; density = rows per [gather] region_bytes region entered (a window's misses "
-                 "read in address order)\n");
+    if (g >= 0) {
+        gather_key(r, nr, "page_s", p[FIT_FP_PAGE0 + 2 * g] * 1e-9,
+                   "; dhcal: page_s = page_ns_%s, page_reach = page_reach_%s, walk_reach_bytes = walk_reach_gb x 1e9: per launch "
+                   "page_s x max(0, pages - page_reach) x max(0, 1 - walk_reach_bytes / pool), the pattern of --fetch-pattern\n",
+                   o->fetch_pattern, o->fetch_pattern);
+        gather_key(r, nr, "page_reach", p[FIT_FP_PAGE0 + 1 + 2 * g], "%s", "");
+        gather_key(r, nr, "walk_reach_bytes", p[FIT_FP_WALK] * 1e9, "%s", "");
     }
     repl *l = &r[(*nr)++];
     *l = (repl){.section = "gather", .key = "launch_s"};
@@ -341,7 +267,6 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     hw_profile base;
     if (load_cfg_hw(o->base_path, &bc, &base) < 0) return -1;
     cfg_free(bc);
-    double pool_bytes = isnan(o->pool_bytes) ? base.host_dram_bytes : o->pool_bytes;
 
     repl r[MAX_REPL];
     size_t nr = 0;
@@ -374,44 +299,19 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         snprintf(a->value, sizeof a->value, "%.*s", (int)(len < 60 ? len : 60), bn);
         snprintf(a->comment, sizeof a->comment, "; dhcal: name = the profile's file name\n");
     }
-    if (fetch) {
-        double rows_d[32], sms_d[32];
-        size_t nrow = 0, nsms = 0;
-        /* Distinct fitted row sizes and SM counts are not kept per point in
-         * fit_section; the table uses its range ends and log spacing when
-         * they are many, else these. */
-        const fit_range *rb = range_of(fetch, "row_bytes"), *sr = range_of(fetch, "sms");
-        static const double common_rows[] = {128, 256, 512, 584, 656, 768, 1024, 1152, 2048, 4096, 8192, 16384};
-        static const double common_sms[] = {1, 2, 4, 8, 16, 32, 64, 66, 128, 132};
-        for (size_t i = 0; i < sizeof common_rows / sizeof *common_rows; i++)
-            if (common_rows[i] >= rb->min && common_rows[i] <= rb->max) rows_d[nrow++] = common_rows[i];
-        if (!nrow || rows_d[0] != rb->min) { memmove(rows_d + 1, rows_d, nrow * sizeof *rows_d); rows_d[0] = rb->min; nrow++; }
-        if (rows_d[nrow - 1] != rb->max) rows_d[nrow++] = rb->max;
-        for (size_t i = 0; i < sizeof common_sms / sizeof *common_sms; i++)
-            if (common_sms[i] >= sr->min && common_sms[i] <= sr->max) sms_d[nsms++] = common_sms[i];
-        if (!nsms || sms_d[0] != sr->min) { memmove(sms_d + 1, sms_d, nsms * sizeof *sms_d); sms_d[0] = sr->min; nsms++; }
-        if (sms_d[nsms - 1] != sr->max) sms_d[nsms++] = sr->max;
-        if ((rc = fetch_repls(fetch, o, &base, pool_bytes, rows_d, nrow, sms_d, nsms, r, &nr)) < 0) return -1;
-    }
+    if (fetch && (rc = fetch_repls(fetch, o, &base, r, &nr)) < 0) return -1;
     if (beside) {
         /* The fetch's slowdown beside a saturated memory system, against density (sim/hw.h:
          * the weight of compute_interference). */
-        const fit_range *dr = range_of(beside, "density");
         char prov[2048];
         provenance(beside, prov, sizeof prov);
-        repl *dx = &r[nr++], *dy = &r[nr++];
-        *dx = (repl){.section = "gather", .key = "beside_density", .append = 1};
-        *dy = (repl){.section = "gather", .key = "beside_slowdown", .append = 1};
-        double x[32];
-        size_t n = table_points_n(dr->min, dr->max, NULL, 0, 14, x);
-        for (size_t i = 0; i < n; i++) {
-            list_append(dx->value, sizeof dx->value, x[i]);
-            list_append(dy->value, sizeof dy->value, fit_beside_eval(beside->res.p, x[i], NULL));
-        }
-        snprintf(dx->comment, sizeof dx->comment,
-                 "%s; dhcal: beside_slowdown = slowdown_max / (1 + (density / density_half)^steepness): how much longer "
-                 "a fetch launch of that density takes beside a kernel that saturates the memory system (dhbench fetch "
-                 "beside=hbm against beside=none)\n", prov);
+        const double *bp = beside->res.p;
+        gather_key(r, &nr, "beside_max", bp[0],
+                   "%s; dhcal: beside_max = slowdown_max, beside_half = density_half, beside_steepness = steepness of the beside "
+                   "fit above: a fetch launch of rho rows per region takes beside_max / (1 + (rho / beside_half)^beside_steepness) "
+                   "longer beside a kernel that saturates the memory system (dhbench fetch beside=hbm against beside=none)\n", prov);
+        gather_key(r, &nr, "beside_half", exp(bp[1]), "%s", "");
+        gather_key(r, &nr, "beside_steepness", bp[2], "%s", "");
     }
     if (attn) {
         /* Sparse attention: its own fixed cost and the selected rows' bytes at
@@ -571,6 +471,10 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         rewind(pend);
         fflush(pend);
         pending_len = 0;
+        if (hit && hit->drop) {
+            hit->done = 1;
+            continue;
+        }
         if (hit) {
             write_wrapped(out, hit->comment);
             fprintf(out, "%s = %s\n", key, hit->value);
@@ -587,7 +491,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     free(line);
     fclose(in);
     for (size_t i = 0; i < nr && rc == 0; i++)
-        if (!r[i].done) rc = dh_err("profile '%s': base lacks [%s] %s", o->base_path, r[i].section, r[i].key);
+        if (!r[i].done && !r[i].drop) rc = dh_err("profile '%s': base lacks [%s] %s", o->base_path, r[i].section, r[i].key);
     if (rc == 0) rc = write_fitted_at(out, o->base_path, r, nr);
     fprintf(out, "\n[fit_range]\n");
     write_wrapped(out, "; dhcal: the inputs each fitted section saw, \"<section>_<input> = min, max\"; a point outside is extrapolated and must be reported\n");
@@ -613,7 +517,7 @@ int prof_check(const char *path)
     for (size_t i = 0; i < hw.cost.fetch.row.n && rc == 0; i++)
         if (hw.cost.fetch.row.y[i] > hw.duplex_bw)
             rc = dh_err("profile '%s': [gather] row_bw %g at %g bytes exceeds the link's duplex_bw %g", path, hw.cost.fetch.row.y[i], hw.cost.fetch.row.x[i], hw.duplex_bw);
-    if (rc == 0 && (hw.cost.fetch.ref_row_bytes < hw.cost.fetch.row.x[0] || hw.cost.fetch.ref_row_bytes > hw.cost.fetch.row.x[hw.cost.fetch.row.n - 1]))
+    if (rc == 0 && hw.cost.fetch.form != COST_FITTED && (hw.cost.fetch.ref_row_bytes < hw.cost.fetch.row.x[0] || hw.cost.fetch.ref_row_bytes > hw.cost.fetch.row.x[hw.cost.fetch.row.n - 1]))
         rc = dh_err("profile '%s': [gather] ref_row_bytes %g outside the row_bytes table", path, hw.cost.fetch.ref_row_bytes);
     if (rc == 0) {
         /* Every [fit_range] entry must be "min, max" with min <= max.  cfg

@@ -3,13 +3,14 @@
  *
  * The fitted physics forms (fitcost.h) are translated into the keys the
  * simulator reads:
- *   fetch   -> [gather] row_bytes/row_bw, pages/pages_bw, sms/sms_factor, launch_s:
- *              row_bw(s) = s / tau_inf(s), tau_inf the per-row time with SMs
- *              saturated and no translation penalty; pages_bw(P) at
- *              ref_row_bytes for a launch of P rows on P pages (the serving
- *              layout, about one page per missed row) in a pool of pool_bytes;
- *              sms_factor(m) = tau_inf(ref) / tau(ref, m); launch_s = t0.
- *              Tables span exactly the fitted range of each input.
+ *   fetch   -> [gather] the fitted form's keys (sim/hw.h), the fit's own
+ *              coefficients in seconds and bytes: sm_row_s, row_issue_s,
+ *              row_issue_s_per_byte, link_s_per_byte, density_s, density_pow,
+ *              page_s, page_reach, walk_reach_bytes (the page term of the
+ *              pattern fetch_pattern), launch_s = t0; the base's table keys
+ *              are dropped. The simulator evaluates the fitted form itself
+ *              (sim/cost.c), so nothing is re-derived from it.
+ *   beside  -> [gather] beside_max, beside_half, beside_steepness.
  *   hbm     -> [hw] hbm_bw and kernel_launch_s (from the attention kernel);
  *   gemm    -> [hw] mma_efficiency = achieved / peak rate, averaged over the
  *              dtypes fitted (peaks stay the base profile's datasheet figures).
@@ -29,8 +30,7 @@
 
 typedef struct {
     const char *base_path;     /* profile whose unfitted keys are kept */
-    const char *fetch_pattern; /* pattern group that gives pages_bw ("serving") */
-    double pool_bytes;         /* host pool for the translation term; NAN: [host] dram_bytes */
+    const char *fetch_pattern; /* pattern group whose page term the profile takes ("serving") */
     const char *command;       /* recorded in the header comment */
     const char *weight_dtype;  /* the GEMM dtype whose fit gives weight_bw, layer_fixed_s, mma_efficiency */
     double layer_gemms;        /* GEMM launches per layer for layer_fixed_s (NAN: not given) */

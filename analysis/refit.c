@@ -22,7 +22,7 @@ int refit_solve(const val_set *a, double va, const val_set *b, double vb, refit_
         const val_step *x = &a->s[i], *y = &b->s[i];
         if (strcmp(x->config, y->config) || strcmp(x->policy, y->policy) || strcmp(x->mode, y->mode) || x->step != y->step)
             return dh_err("refit: the two joins differ at replay line %ld (not the same replay)", x->line);
-        if (x->heldout) continue;
+        if (x->heldout || x->warmup) continue;
         if (!x->have_pred || !y->have_pred)
             return dh_err("refit: step %ld of fitted config '%s' policy '%s' mode '%s' has no prediction at %s = %g",
                           x->step, x->config, x->policy, x->mode, "the value", x->have_pred ? vb : va);
@@ -48,7 +48,7 @@ int refit_solve(const val_set *a, double va, const val_set *b, double vb, refit_
     out->meas_max_us = -INFINITY;
     for (size_t i = 0; i < a->n; i++) {
         const val_step *x = &a->s[i], *y = &b->s[i];
-        if (x->heldout) continue;
+        if (x->heldout || x->warmup) continue;
         double slope = (y->predicted_us - x->predicted_us) / (vb - va);
         pred[k] = x->predicted_us + (c - va) * slope;
         meas[k] = x->measured_us;

@@ -186,6 +186,10 @@ int val_load_replay(val_set *v, const char *path)
     }
     dtext_close(&d);
     if (rc) return -1;
+    size_t first = 0;
+    for (size_t i = 1; i < v->n; i++)
+        if (v->s[i].line < v->s[first].line) first = i;
+    if (v->n) v->s[first].warmup = 1;
     qsort(v->s, v->n, sizeof *v->s, qcmp);
     for (size_t i = 1; i < v->n; i++)
         if (!key_cmp(&v->s[i - 1], &v->s[i]))
@@ -392,12 +396,13 @@ void val_summarize(const val_set *v, int which, const char *config, const char *
         if (config && strcmp(s->config, config)) continue;
         if (policy && strcmp(s->policy, policy)) continue;
         if (mode && strcmp(s->mode, mode)) continue;
-        pred[n] = s->predicted_us;
-        meas[n] = s->measured_us;
-        n++;
         out->misses_meas += s->misses_meas;
         out->misses_pred += s->misses_pred;
         out->miss_mismatch_steps += s->misses_meas != s->misses_pred;
+        if (s->warmup) continue;
+        pred[n] = s->predicted_us;
+        meas[n] = s->measured_us;
+        n++;
         out->mean_meas_us += s->measured_us;
         out->mean_pred_us += s->predicted_us;
     }
@@ -449,4 +454,11 @@ void val_report(const val_set *v, int steps, FILE *out)
     summary_line(out, "ALL fitted configurations", &fit);
     summary_line(out, "ALL held-out configurations", &held);
     summary_line(out, "ALL", &all);
+    for (size_t i = 0; i < v->n; i++) {
+        const val_step *s = &v->s[i];
+        if (s->warmup)
+            fprintf(out, "warm-up, not in the times above: %s/%s/%s step %ld, the replay process's first: measured %.1f us, "
+                         "predicted %.1f (%+.1f %%)\n", s->config, s->policy, s->mode, s->step, s->measured_us,
+                    s->predicted_us, 100 * (s->predicted_us - s->measured_us) / s->measured_us);
+    }
 }

@@ -25,7 +25,8 @@ typedef struct {
     double measured_us, predicted_us;
     long misses_meas, misses_pred, selected;
     int heldout, have_pred;
-    long line; /* in the replay file */
+    int warmup; /* the replay process's first timed step (see val_load_replay) */
+    long line;  /* in the replay file */
 } val_step;
 
 typedef struct {
@@ -43,6 +44,13 @@ typedef struct {
 
 void val_init(val_set *v);
 void val_release(val_set *v);
+/* Load a replay file. Its first step (the lowest line: a file is one dhreplay call) is the
+ * process's warm-up: it also pays the process's one-time costs (kernel modules loaded at their
+ * first launch, the libraries' first calls), so that the same configuration's step 0 is 15 ms
+ * slower when it runs first (measurements/h200/replay-glm53-16x100k.csv: hs4k 66.4 ms,
+ * hs4k-seed2 50.3) and lazy loading alone adds 11 ms (replay-glm53-64x25k-loading.csv). It is
+ * marked warmup: val_summarize and the refit leave it out of the times (its misses are still
+ * compared), and val_report prints it apart. */
 int val_load_replay(val_set *v, const char *path);
 /* Join one prediction file (several may be given, e.g. one per config). */
 int val_add_predictions(val_set *v, const char *path);
@@ -76,7 +84,7 @@ typedef struct {
 } val_summary;
 
 /* Summary of the steps with heldout == which (which < 0: all), optionally of
- * one (config, policy, mode) (NULLs: any). */
+ * one (config, policy, mode) (NULLs: any); a warm-up step counts in the misses only. */
 void val_summarize(const val_set *v, int which, const char *config, const char *policy, const char *mode,
                    val_summary *out);
 

@@ -105,26 +105,47 @@ double cost_gather_bw(const cost_fetch *f, double row_bytes, double pages, doubl
     return bw < f->h2d_bw ? bw : f->h2d_bw;
 }
 
-double cost_fetch_time(const cost_fetch *f, double rows, double row_bytes, double pages, double regions, double sms)
+double cost_fetch_fit_row(const cost_fetch_fit *p, double row_bytes, double sms, double rho, int *branch)
+{
+    const double D = isnan(rho) ? 0 : p->density * exp(-p->density_pow * log(rho));
+    const double A = p->sm_row / sms, B = p->row_issue + row_bytes * p->row_issue_per_byte + D,
+                 C = row_bytes * p->link_per_byte;
+    const int br = A >= B && A >= C ? 0 : B >= C ? 1 : 2;
+    if (branch) *branch = br;
+    return br == 0 ? A : br == 1 ? B : C;
+}
+
+double cost_fetch_fit_launch(const cost_fetch_fit *p, double rows, double row_bytes, double sms, double rho,
+                             double pages, double pool)
+{
+    double t = rows * cost_fetch_fit_row(p, row_bytes, sms, rho, NULL) + p->t0;
+    if (!isnan(pages)) {
+        const double over = pages - p->page_reach, w = p->walk_reach != 0 ? 1.0 - p->walk_reach / pool : 1;
+        if (over > 0 && w > 0) t += p->page * over * w;
+    }
+    return t;
+}
+
+double cost_fetch_time(const cost_fetch *f, double rows, double row_bytes, double pages, double regions, double sms,
+                       double pool)
 {
     if (rows <= 0) return 0;
-    if (!f->density.n) return f->launch_s + rows * row_bytes / cost_gather_bw(f, row_bytes, pages, sms);
-    double bw = cost_table_eval(&f->row, row_bytes) * cost_table_eval(&f->sms, sms);
-    if (bw > f->h2d_bw) bw = f->h2d_bw;
-    double issue = cost_table_eval(&f->density, regions > 0 ? rows / regions : 1);
-    double per_row = row_bytes / bw > issue ? row_bytes / bw : issue;
-    /* pages holds one row per page: its extra time per row, times the pages, is the launch's
-     * page penalty whatever the rows per page. */
-    double page = f->ref_row_bytes / cost_table_eval(&f->pages, pages) -
-                  f->ref_row_bytes / cost_table_eval(&f->row, f->ref_row_bytes);
-    return f->launch_s + rows * per_row + (page > 0 ? page * pages : 0);
+    if (f->form != COST_FITTED) return f->launch_s + rows * row_bytes / cost_gather_bw(f, row_bytes, pages, sms);
+    return cost_fetch_fit_launch(&f->fit, rows, row_bytes, sms, regions > 0 ? rows / regions : 1, pages, pool);
+}
+
+double cost_beside_slowdown(const cost_beside *b, double rho)
+{
+    return b->max / (1 + exp(b->steepness * (log(rho) - log(b->half))));
 }
 
 double cost_fetch_beside(const cost_fetch *f, double rows, double regions)
 {
-    if (!f->beside.n) return 1;
-    return cost_table_eval(&f->beside, regions > 0 && rows > 0 ? rows / regions : 1);
+    if (!(f->beside.max > 0)) return 1;
+    return cost_beside_slowdown(&f->beside, regions > 0 && rows > 0 ? rows / regions : 1);
 }
+
+double cost_writeback_time(double bytes, double d2h_bw) { return bytes / d2h_bw; }
 
 double cost_compute_beside(const cost_interference *i, double d, double overlap)
 {

@@ -18,11 +18,18 @@
  *              scores), b = n x rows / score_rate (the wave's scores through memory; 0 without
  *              a rate), q = steepness; slots 0: no waves
  *   a2a        per phase (dispatch, combine): latency + tokens x ranks x message bytes / bandwidth
- *   fetch      the zero-copy gather of missed rows from pinned host memory (the tables of
- *              [gather], sim/hw.h): launch_s + rows x row_bytes / bw(row size, pages, SMs), or
- *              with the density table the slower of the link-or-SM path and the issue path
- *              per row plus a page penalty per page; and its slowdown beside a saturated
- *              memory system (the beside table; 1 without)
+ *   fetch      the zero-copy gather of missed rows from pinned host memory ([gather],
+ *              sim/hw.h). Tables (a probe-measured profile such as the datasheet one): launch_s +
+ *              rows x row_bytes / bw(row size, pages, SMs), bw capped at the link's h2d_bw.
+ *              Fitted (the form bin/dhcal fits, analysis/fitcost.h, evaluated here for both):
+ *              per row the slowest of the SMs' issue sm_row / sms, the issue path row_issue +
+ *              row_bytes x row_issue_per_byte + density x rho^-density_pow (rho: rows per
+ *              region entered) and the link row_bytes x link_per_byte; per launch t0 and the
+ *              page term page x max(0, pages - page_reach) x max(0, 1 - walk_reach / pool)
+ *   beside     the fetch's slowdown beside a saturated memory system, fitted:
+ *              max / (1 + (rho / half)^steepness); 1 without the fit
+ *   writeback  a layer's new rows written through to the host pool: bytes / d2h_bw (off the
+ *              critical path, on the link's device-to-host side)
  *   collective a DP-attention gather or scatter among n ranks: latency + the bytes each rank
  *              receives, (n - 1) / n of the whole, at the bandwidth
  *   straggler  n ranks stepping in lockstep, each taking t (1 + cv Z) with Z standard normal
@@ -62,12 +69,24 @@ typedef struct { cost_form form; double bw, ops_s, select_s; } cost_indexer;
 /* The top-k's waves; unit-free (the simulator holds seconds, the fit microseconds). */
 typedef struct { double slots, wave_s, row_s, k_s, score_rate, steepness; } cost_topk;
 
+/* The fetch's fitted form; times unit-free (the simulator holds seconds, the fit ns), sizes
+ * in bytes. density 0: no density term; page 0: no page term; walk_reach 0: the page term
+ * does not depend on the pool. */
 typedef struct {
-    cost_table row;       /* row size -> bandwidth at a small host footprint */
-    cost_table pages;     /* distinct pages -> bandwidth at ref_row_bytes */
-    cost_table sms;       /* SMs -> bandwidth multiplier */
-    cost_table density;   /* rows per region -> per-row time of the issue path; n = 0: none */
-    cost_table beside;    /* rows per region -> slowdown beside a saturated memory system; n = 0: 1 */
+    double t0, sm_row, row_issue, row_issue_per_byte, link_per_byte, density, density_pow;
+    double page, page_reach, walk_reach;
+} cost_fetch_fit;
+
+/* The fetch beside a saturated memory system: max 0 is no slowdown. */
+typedef struct { double max, half, steepness; } cost_beside;
+
+typedef struct {
+    cost_form form;       /* COST_FITTED: fit; COST_ROOFLINE: the tables (a probe-measured profile) */
+    cost_fetch_fit fit;   /* seconds; fit.t0 is launch_s */
+    cost_beside beside;
+    cost_table row;       /* tables: row size -> bandwidth at a small host footprint */
+    cost_table pages;     /* tables: distinct pages -> bandwidth at ref_row_bytes */
+    cost_table sms;       /* tables: SMs -> bandwidth multiplier */
     double ref_row_bytes, launch_s, h2d_bw;
 } cost_fetch;
 
@@ -120,14 +139,26 @@ double cost_straggler_factor(double cv, double n);
 double cost_a2a_add(double t, const double lat_s[2], const double gbps[2], double ranks, double tokens,
                     const double msg_bytes[2]);
 /* Bandwidth of one gather launch of rows of row_bytes touching pages pages with sms SMs
- * (bytes/s; the form without the density table). */
+ * (bytes/s; the tables' form). */
 double cost_gather_bw(const cost_fetch *f, double row_bytes, double pages, double sms);
+/* The fitted form per row, without t0 and the page term: rho NAN leaves the density term
+ * out; *branch (when not NULL) gets the bottleneck that set it (0 SMs, 1 issue, 2 link). */
+double cost_fetch_fit_row(const cost_fetch_fit *p, double row_bytes, double sms, double rho, int *branch);
+/* The fitted form for one launch of rows rows: rows x the per row time + t0 + the page term
+ * (pages NAN: none) over a host pool of pool bytes. */
+double cost_fetch_fit_launch(const cost_fetch_fit *p, double rows, double row_bytes, double sms, double rho,
+                             double pages, double pool);
 /* Seconds for one gather launch of rows rows touching pages pages and regions regions
- * (0 rows: 0 s; regions <= 0 with a density table: one per row) with sms SMs. */
-double cost_fetch_time(const cost_fetch *f, double rows, double row_bytes, double pages, double regions, double sms);
+ * (0 rows: 0 s; regions <= 0: one per row) with sms SMs, from a host pool of pool bytes. */
+double cost_fetch_time(const cost_fetch *f, double rows, double row_bytes, double pages, double regions, double sms,
+                       double pool);
+/* The beside form at rho rows per region. */
+double cost_beside_slowdown(const cost_beside *b, double rho);
 /* The weight of compute interference for a fetch launch of rows over regions (rows per
- * region, 1 when the regions are not known): the beside slowdown there, 1 without the table. */
+ * region, 1 when the regions are not known): the beside slowdown there, 1 without the fit. */
 double cost_fetch_beside(const cost_fetch *f, double rows, double regions);
+/* Seconds to write bytes of new rows through to the host at d2h_bw. */
+double cost_writeback_time(double bytes, double d2h_bw);
 /* A compute task of d seconds that the fetch keeps busy for overlap seconds of it (> 0):
  * its length beside the fetch. */
 double cost_compute_beside(const cost_interference *i, double d, double overlap);

@@ -18,6 +18,8 @@ const char *const hw_fit_name[HW_FIT_N] = { "fetch_row_bytes", "fetch_sms", "fet
 
 #define DS CK_DATASHEET
 #define FIT CK_FITTED
+#define TBL "required in the tables' form (a probe-measured profile); absent in the fitted form"
+#define FFM "required in the fitted form (with sm_row_s); absent in the tables' form"
 static const cfg_key hw_keys[] = {
     CK_ROW("profile", "base", CK_STR, "", 0, 0, "", "A scaled profile (docs/HARDWARE.md): the measured profile whose fitted keys it "
       "carries over, a path relative to this file. The file then gives datasheet keys only; each fitted key of the base is "
@@ -57,27 +59,44 @@ static const cfg_key hw_keys[] = {
     CK_ROW("pcie", "h2d_bw", CK_NUM, "bytes/s", 1e3, 1e15, NULL, "Host-to-device bandwidth of pinned copies; caps the gather.", DS),
     CK_ROW("pcie", "d2h_bw", CK_NUM, "bytes/s", 1e3, 1e15, NULL, "Device-to-host bandwidth (write-through).", DS),
     CK_ROW("pcie", "duplex_bw", CK_NUM, "bytes/s", 1e3, 1e15, NULL, "Both directions at once (sum); at least either one.", DS),
-    CK_ROW("gather", "row_bytes", CK_LIST, "bytes", 1e-9, 1e15, NULL, "Table x: row size of the zero-copy gather (increasing).", FIT),
-    CK_ROW("gather", "row_bw", CK_LIST, "bytes/s", 1e3, 1e16, NULL, "Table y: gather bandwidth at that row size, small host "
-      "footprint (at most h2d_bw).", FIT),
-    CK_ROW("gather", "ref_row_bytes", CK_NUM, "bytes", 1, 1e9, NULL, "Row size at which the pages table was measured.", FIT),
-    CK_ROW("gather", "pages", CK_LIST, "", 1e-9, 1e15, NULL, "Table x: distinct host pages one launch touches.", FIT),
-    CK_ROW("gather", "pages_bw", CK_LIST, "bytes/s", 1e3, 1e16, NULL, "Table y: bandwidth at ref_row_bytes for that many pages.", FIT),
-    CK_ROW("gather", "sms", CK_LIST, "", 1e-9, 1e15, NULL, "Table x: SMs given to the gather.", FIT),
-    CK_ROW("gather", "sms_factor", CK_LIST, "", 1e-6, 1e16, NULL, "Table y: bandwidth multiplier at that many SMs.", FIT),
+    CK_DYN_ROW("gather", "row_bytes", CK_LIST, "bytes", 1e-9, 1e15, TBL, NULL, "Tables: x, row size of the zero-copy gather "
+      "(increasing).", FIT),
+    CK_DYN_ROW("gather", "row_bw", CK_LIST, "bytes/s", 1e3, 1e16, TBL, NULL, "Tables: y, gather bandwidth at that row size, "
+      "small host footprint (at most h2d_bw).", FIT),
+    CK_DYN_ROW("gather", "ref_row_bytes", CK_NUM, "bytes", 1, 1e9, TBL, NULL, "Tables: row size at which the pages table was "
+      "measured.", FIT),
+    CK_DYN_ROW("gather", "pages", CK_LIST, "", 1e-9, 1e15, TBL, NULL, "Tables: x, distinct host pages one launch touches.", FIT),
+    CK_DYN_ROW("gather", "pages_bw", CK_LIST, "bytes/s", 1e3, 1e16, TBL, NULL, "Tables: y, bandwidth at ref_row_bytes for that "
+      "many pages.", FIT),
+    CK_DYN_ROW("gather", "sms", CK_LIST, "", 1e-9, 1e15, TBL, NULL, "Tables: x, SMs given to the gather.", FIT),
+    CK_DYN_ROW("gather", "sms_factor", CK_LIST, "", 1e-6, 1e16, TBL, NULL, "Tables: y, bandwidth multiplier at that many SMs.",
+      FIT),
+    CK_DYN_ROW("gather", "sm_row_s", CK_NUM, "s", 0, 1e-3, FFM, NULL, "Fitted form (sim/cost.h, written by bin/dhcal): per row, "
+      "the SMs' issue time x SMs (divided by fetch_sms).", FIT),
+    CK_DYN_ROW("gather", "row_issue_s", CK_NUM, "s", 0, 1e-3, FFM, NULL, "Fitted form: per row, the issue path's fixed time.", FIT),
+    CK_DYN_ROW("gather", "row_issue_s_per_byte", CK_NUM, "s/byte", 0, 1e-6, FFM, NULL, "Fitted form: per row, the issue path's "
+      "time per byte of the row.", FIT),
+    CK_DYN_ROW("gather", "link_s_per_byte", CK_NUM, "s/byte", 0, 1e-6, FFM, NULL, "Fitted form: per row, the link's time per "
+      "byte (at least 1 / duplex_bw); a scaled profile divides it by the h2d_bw ratio.", FIT),
+    CK_ROW("gather", "density_s", CK_NUM, "s", 0, 1e-3, "0", "Fitted form (needs region_bytes): the issue path's translation "
+      "walks, density_s x rho^-density_pow, rho the rows per region a launch enters.", FIT),
+    CK_ROW("gather", "density_pow", CK_NUM, "", 0, 10, "0", "Fitted form: the density term's exponent.", FIT),
+    CK_ROW("gather", "page_s", CK_NUM, "s", 0, 1e-3, "0", "Fitted form: per launch, page_s x max(0, pages - page_reach) x "
+      "max(0, 1 - walk_reach_bytes / host pool).", FIT),
+    CK_ROW("gather", "page_reach", CK_NUM, "pages", 0, 1e15, "0", "Fitted form: the pages a launch touches before the page "
+      "term.", FIT),
+    CK_ROW("gather", "walk_reach_bytes", CK_NUM, "bytes", 0, 1e18, "0", "Fitted form: the host pool the page walks reach "
+      "before the page term (0: the pool does not enter).", FIT),
+    CK_ROW("gather", "beside_max", CK_NUM, "", 0, 100, "0", "Fitted (needs region_bytes): a launch of rho rows per region "
+      "takes beside_max / (1 + (rho / beside_half)^beside_steepness) longer beside a saturated memory system (0.5 = "
+      "1.5x), the weight of compute_interference; 0: no slowdown.", FIT),
+    CK_ROW("gather", "beside_half", CK_NUM, "rows/region", 0, 1e12, "0", "Fitted: the density of half the slowdown.", FIT),
+    CK_ROW("gather", "beside_steepness", CK_NUM, "", 0, 100, "0", "Fitted: the slowdown's steepness.", FIT),
     CK_ROW("gather", "fetch_sms", CK_NUM, "", 0, 100000, NULL, "SMs the fetch kernel occupies (taken from compute).", DS),
     CK_ROW("gather", "page_bytes", CK_NUM, "bytes", 1, 1e12, NULL, "Host page size.", DS),
-    CK_ROW("gather", "launch_s", CK_NUM, "s", 0, 1, NULL, "Fixed cost of one gather launch.", FIT),
+    CK_ROW("gather", "launch_s", CK_NUM, "s", 0, 1, NULL, "Fixed cost of one gather launch (the fitted form's t0).", FIT),
     CK_ROW("gather", "region_bytes", CK_NUM, "bytes", 0, 1e15, "0", "Span one upper-level translation entry maps (2 MB); 0: no "
       "density term.", DS),
-    CK_ROW("gather", "density", CK_LIST, "rows/region", 1e-9, 1e15, "(none)", "Optional table x (needs region_bytes): rows per region "
-      "a launch enters.", FIT),
-    CK_ROW("gather", "issue_row_s", CK_LIST, "s", 1e-15, 1e16, "(none)", "Table y: per-row time of the issue path at that density.",
-      FIT),
-    CK_ROW("gather", "beside_density", CK_LIST, "rows/region", 1e-9, 1e15, "(none)", "Optional table x (needs region_bytes): rows "
-      "per region.", FIT),
-    CK_ROW("gather", "beside_slowdown", CK_LIST, "", 0, 1e16, "(none)", "Table y: how much longer a launch of that density takes "
-      "beside a saturated memory system (0.5 = 1.5x).", FIT),
     CK_ROW("host", "dram_bytes", CK_NUM, "bytes", 1e6, 1e18, NULL, "Pinned host memory available for the KV history.", DS),
     CK_ROW("fitted_at", "hbm_bw", CK_NUM, "bytes/s", 1e6, 1e15, "(none)", "The [hw] hbm_bw the fitted byte rates (attn_bw, "
       "weight_bw, indexer_bw, topk_score_rate) were fitted beside: required with them, and equal to [hw] hbm_bw (the file "
@@ -94,6 +113,8 @@ static const cfg_key hw_keys[] = {
 };
 #undef DS
 #undef FIT
+#undef TBL
+#undef FFM
 const cfg_schema hw_schema = CFG_SCHEMA("models/hw/NAME.ini", "Hardware profile",
     "One decode GPU and its host link (sim/hw.h, docs/HARDWARE.md). Each key is *datasheet* (a rate or size of the device) "
     "or *fitted* (a cost fitted to the project's kernels by bin/dhcal); a file whose fitted keys replace a datasheet rate "
@@ -111,6 +132,51 @@ static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, c
         if (!(t->x[i] > t->x[i - 1]))
             return dh_err("%s: [%s] %s must be strictly increasing", cfg_name(c), sec, kx);
     t->n = nx;
+    return 0;
+}
+
+/* [gather]'s form: the fitted one when the profile gives sm_row_s (bin/dhcal writes every key
+ * of it), else the tables (a probe-measured profile). A profile giving both is an error. */
+static int load_fetch(cfg *c, hw_profile *hw)
+{
+    cost_fetch *f = &hw->cost.fetch;
+    const cfg_schema *S = &hw_schema;
+    static const char *const table_keys[] = { "row_bytes", "row_bw", "pages", "pages_bw", "sms", "sms_factor",
+                                              "ref_row_bytes" };
+    f->fit.t0 = f->launch_s;
+    if (!cfg_has(c, "gather", "sm_row_s")) {
+        f->form = COST_ROOFLINE;
+        if (cfgk_double_or(c, S, "gather", "ref_row_bytes", &f->ref_row_bytes, CFG_REQUIRED) < 0) return -1;
+        if (load_table(c, "gather", "row_bytes", "row_bw", &f->row) < 0) return -1;
+        if (load_table(c, "gather", "pages", "pages_bw", &f->pages) < 0) return -1;
+        return load_table(c, "gather", "sms", "sms_factor", &f->sms);
+    }
+    f->form = COST_FITTED;
+    for (size_t i = 0; i < sizeof table_keys / sizeof table_keys[0]; i++)
+        if (cfg_has(c, "gather", table_keys[i]))
+            return dh_err("%s: [gather] %s is a key of the table form, and sm_row_s one of the fitted form: give one",
+                          cfg_name(c), table_keys[i]);
+    struct { const char *key; double *dst; int required; } k[] = {
+        { "sm_row_s", &f->fit.sm_row, 1 }, { "row_issue_s", &f->fit.row_issue, 1 },
+        { "row_issue_s_per_byte", &f->fit.row_issue_per_byte, 1 }, { "link_s_per_byte", &f->fit.link_per_byte, 1 },
+        { "density_s", &f->fit.density, 0 }, { "density_pow", &f->fit.density_pow, 0 },
+        { "page_s", &f->fit.page, 0 }, { "page_reach", &f->fit.page_reach, 0 },
+        { "walk_reach_bytes", &f->fit.walk_reach, 0 },
+        { "beside_max", &f->beside.max, 0 }, { "beside_half", &f->beside.half, 0 },
+        { "beside_steepness", &f->beside.steepness, 0 },
+    };
+    const double zero = 0;
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (cfgk_double_or(c, S, "gather", k[i].key, k[i].dst, k[i].required ? CFG_REQUIRED : &zero) < 0) return -1;
+    if (!(f->fit.link_per_byte > 0))
+        return dh_err("%s: [gather] link_s_per_byte must be > 0 (the link's time per byte)", cfg_name(c));
+    if (f->fit.link_per_byte * hw->duplex_bw < 1 - 1e-9)
+        return dh_err("%s: [gather] link_s_per_byte = %g is a rate of %g B/s, above the link's duplex_bw %g",
+                      cfg_name(c), f->fit.link_per_byte, 1 / f->fit.link_per_byte, hw->duplex_bw);
+    if (f->fit.density > 0 && !(hw->region_bytes > 0))
+        return dh_err("%s: [gather] density_s needs region_bytes (the size its densities were counted in)", cfg_name(c));
+    if (f->beside.max > 0 && !(hw->region_bytes > 0 && f->beside.half > 0 && f->beside.steepness > 0))
+        return dh_err("%s: [gather] beside_max needs beside_half > 0, beside_steepness > 0 and region_bytes", cfg_name(c));
     return 0;
 }
 
@@ -213,7 +279,8 @@ void hw_range_merge(hw_range_log *a, const hw_range_log *b)
  * Bound -1: the [gather] tables, measured or fitted on every profile's link, scale with
  * h2d_bw but need no [fitted_at] entry: the fetch is capped at h2d_bw (sim/cost.h), so a
  * lower link rate takes effect, and the tables are a property of the link as much as of
- * the kernel (prof_check holds them below the duplex rate). */
+ * the kernel (prof_check holds them below the duplex rate). Bound -2: the fitted form's link
+ * time per byte, likewise, divided by the ratio (a time, not a rate). */
 static const struct { const char *sec, *key, *rate; int bound; } hw_bind[] = {
     { "hw", "attn_bw", "hbm_bw", 1 },          { "hw", "weight_bw", "hbm_bw", 1 },
     { "hw", "indexer_bw", "hbm_bw", 1 },       { "hw", "topk_score_rate", "hbm_bw", 0 },
@@ -221,6 +288,7 @@ static const struct { const char *sec, *key, *rate; int bound; } hw_bind[] = {
     { "hw", "layer_fixed_s", "kernel_launch_s", 0 }, { "hw", "select_s", "kernel_launch_s", 0 },
     { "hw", "topk_wave_s", "kernel_launch_s", 0 },   { "hw", "topk_slots", "sms", 0 },
     { "gather", "row_bw", "h2d_bw", -1 },      { "gather", "pages_bw", "h2d_bw", -1 },
+    { "gather", "link_s_per_byte", "h2d_bw", -2 },
 };
 #define HW_NBIND (sizeof hw_bind / sizeof hw_bind[0])
 static const char *const hw_rates[] = { "hbm_bw", "fp8_flops", "kernel_launch_s", "sms", "h2d_bw" };
@@ -320,7 +388,6 @@ static int hw_load_measured(cfg *c, hw_profile *hw)
         { "pcie", "h2d_bw", &hw->h2d_bw },
         { "pcie", "d2h_bw", &hw->d2h_bw },
         { "pcie", "duplex_bw", &hw->duplex_bw },
-        { "gather", "ref_row_bytes", &cm->fetch.ref_row_bytes },
         { "gather", "fetch_sms", &hw->fetch_sms },
         { "gather", "page_bytes", &hw->page_bytes },
         { "gather", "launch_s", &cm->fetch.launch_s },
@@ -347,20 +414,7 @@ static int hw_load_measured(cfg *c, hw_profile *hw)
     cm->gemm.form = cm->gemm.bw > 0 ? COST_FITTED : COST_ROOFLINE;
     cm->indexer.form = cm->indexer.ops_s > 0 ? COST_FITTED : COST_ROOFLINE;
     if (!(cm->indexer.bw > 0)) cm->indexer.bw = cm->roof.hbm_bw;
-    if (load_table(c, "gather", "row_bytes", "row_bw", &cm->fetch.row) < 0) return -1;
-    if (load_table(c, "gather", "pages", "pages_bw", &cm->fetch.pages) < 0) return -1;
-    if (load_table(c, "gather", "sms", "sms_factor", &cm->fetch.sms) < 0) return -1;
-    if (cfg_has(c, "gather", "density") || cfg_has(c, "gather", "issue_row_s")) {
-        if (load_table(c, "gather", "density", "issue_row_s", &cm->fetch.density) < 0) return -1;
-        if (!(hw->region_bytes > 0))
-            return dh_err("%s: [gather] density needs region_bytes (the size its densities were counted in)", cfg_name(c));
-    }
-    if (cfg_has(c, "gather", "beside_density") || cfg_has(c, "gather", "beside_slowdown")) {
-        if (load_table(c, "gather", "beside_density", "beside_slowdown", &cm->fetch.beside) < 0) return -1;
-        if (!(hw->region_bytes > 0))
-            return dh_err("%s: [gather] beside_density needs region_bytes (the size its densities were counted in)",
-                          cfg_name(c));
-    }
+    if (load_fetch(c, hw) < 0) return -1;
     if (load_fit_range(c, hw) < 0) return -1;
     const cost_topk *tk = &cm->topk;
     if (!(tk->slots > 0) && (tk->wave_s > 0 || tk->row_s > 0 || tk->k_s > 0 || tk->score_rate > 0 || tk->steepness > 0))
@@ -447,7 +501,7 @@ static int hw_load_scaled(cfg *c, hw_profile *hw)
         if (!cfg_has(b, hw_bind[i].sec, hw_bind[i].key)) continue;
         size_t r = 0;
         while (strcmp(hw_rates[r], hw_bind[i].rate)) r++;
-        double k = ratio[r];
+        double k = hw_bind[i].bound == -2 ? 1 / ratio[r] : ratio[r];   /* -2: a time per byte */
         if (!strcmp(hw_bind[i].key, "topk_slots")) {
             /* Blocks at once: SMs x resident blocks per SM, a whole number. */
             char v[64];

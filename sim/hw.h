@@ -26,7 +26,9 @@
  *                        fitted forms (hw_profile.cost below)
  *   [pcie]    h2d_bw, d2h_bw  pinned-memcpy bandwidth each way
  *             duplex_bw       both directions at once (sum)
- *   [gather]  (zero-copy fetch of missed rows straight from pinned host memory)
+ *   [gather]  (zero-copy fetch of missed rows straight from pinned host memory) in one of
+ *             two forms (sim/cost.h), a profile gives the keys of one:
+ *             tables (a probe-measured profile, such as the datasheet one):
  *             row_bytes       table x: row size of the gather
  *             row_bw          table y: bandwidth at that row size, small host footprint
  *             ref_row_bytes   the row size at which the page table below was measured
@@ -34,20 +36,29 @@
  *             pages_bw        table y: bandwidth at ref_row_bytes for that many pages
  *             sms             table x: SMs given to the gather
  *             sms_factor      table y: bandwidth multiplier at that many SMs
+ *             fitted (bin/dhcal writes them from its fetch fit, analysis/fitcost.h):
+ *             sm_row_s        per row, the SMs' issue time x SMs (over fetch_sms)
+ *             row_issue_s, row_issue_s_per_byte   per row, the issue path: a fixed
+ *                             time and a time per byte of the row
+ *             link_s_per_byte per row, the link's time per byte (at most duplex_bw)
+ *             density_s, density_pow   optional (needs region_bytes): the issue path's
+ *                             translation walks, density_s x rho^-density_pow, rho the
+ *                             rows per region entered (a window's misses in address order)
+ *             page_s, page_reach, walk_reach_bytes   optional: per launch page_s x
+ *                             max(0, pages - page_reach) x max(0, 1 - walk_reach_bytes /
+ *                             host pool) (0 walk reach: the pool does not enter)
+ *             beside_max, beside_half, beside_steepness   optional (needs region_bytes):
+ *                             how much longer a launch of rho rows per region takes while
+ *                             the memory system is saturated beside it, beside_max / (1 +
+ *                             (rho / beside_half)^beside_steepness) (0.5 = 1.5x; dhbench
+ *                             fetch beside=hbm against beside=none), the weight of
+ *                             compute_interference below
+ *             both forms:
  *             fetch_sms       SMs the fetch kernel occupies (taken from compute)
  *             page_bytes      host page size
- *             launch_s        fixed cost of one gather launch
+ *             launch_s        fixed cost of one gather launch (the fitted form's t0)
  *             region_bytes    optional: the span one upper-level translation entry
  *                             maps (2 MB: a 4 KB page of last-level page table)
- *             density         optional table x (needs region_bytes): rows per region
- *                             entered by a launch (a window's misses in address order)
- *             issue_row_s     table y: per-row time of the issue path, its translation
- *                             walks included, at that density and ref_row_bytes
- *             beside_density  optional table x (needs region_bytes): rows per region
- *             beside_slowdown table y: how much longer a launch of that density takes
- *                             while the memory system is saturated beside it (0.5 =
- *                             1.5x; dhbench fetch beside=hbm against beside=none), the
- *                             weight of compute_interference below
  *   [host]    dram_bytes      pinned host memory available for the KV history
  *   [fit_range] (optional, written by bin/dhcal; analysis/README.md)
  *             <section>_<input> = min, max   the inputs a fitted cost form saw,
@@ -58,23 +69,18 @@
  *             records the first such use of each input (hw_range_note) and
  *             reports it once in the summary and the JSON.
  *
- * Gather bandwidth for a launch of `rows` rows of `row_bytes` touching `pages`
- * distinct pages with `sms` SMs:
+ * The tables' form: a launch of `rows` rows of `row_bytes` touching `pages` distinct pages
+ * with `sms` SMs moves at
  *   bw = row_bw(row_bytes) / row_bw(ref_row_bytes) * pages_bw(pages) * sms_factor(sms),
- * capped at h2d_bw, and the launch takes launch_s + rows * row_bytes / bw.
- * With a density table (row_bw and pages_bw then leave the walks out), the
- * launch takes the slower of the link-or-SM path and the issue path per row,
- * plus the page penalty per page beyond the translation caches (pages_bw holds
- * one row per page):
- *   launch_s + rows * max(row_bytes / min(row_bw(row_bytes) * sms_factor(sms), h2d_bw),
- *                         issue_row_s(density))
- *   + pages * (ref_row_bytes / pages_bw(pages) - ref_row_bytes / row_bw(ref_row_bytes))
- * with density = rows / regions (1 when the regions are not known: every row
- * enters its own region). Tables are interpolated linearly in log(x) and held
- * flat beyond their ends.
- * So the fetch cost depends on row size, rows, pages and density per launch and
- * SMs, not on bytes alone (measurements: README, pool_probe,
- * measurements/h200/fetch-locality.csv). */
+ * capped at h2d_bw, and takes launch_s + rows * row_bytes / bw; tables are interpolated
+ * linearly in log(x) and held flat beyond their ends. The fitted form (sim/cost.h) takes
+ *   launch_s + rows * max(sm_row_s / sms, row_issue_s + row_bytes * row_issue_s_per_byte
+ *                         + density_s * rho^-density_pow, row_bytes * link_s_per_byte)
+ *   + page_s * max(0, pages - page_reach) * max(0, 1 - walk_reach_bytes / pool)
+ * with rho = rows / regions (1 when the regions are not known: every row enters its own
+ * region), exactly the form bin/dhcal fitted. So the fetch cost depends on row size, rows,
+ * pages and density per launch and SMs, not on bytes alone (measurements: README,
+ * pool_probe, measurements/h200/fetch-locality.csv). */
 #ifndef DH_HW_H
 #define DH_HW_H
 
@@ -123,17 +129,18 @@ typedef struct {
      *             k its group's, at most rows; q = topk_steepness >= 1; topk_score_rate 0: no
      *             memory term); topk_slots 0 (the default): no waves, the top-k is all in
      *             select_s, as measured at one working point;
-     *   fetch     [gather]: the tables above, ref_row_bytes, launch_s, and [pcie] h2d_bw;
+     *   fetch     [gather]: the tables above, ref_row_bytes, launch_s and [pcie] h2d_bw, or
+     *             the fitted form's keys;
      *   inter     fetch_interference: a compute task that the miss fetch runs beside
      *             lengthens by this x the overlap (the fetch's reads of host memory slow the
      *             kernels beside it; measured 0.3-0.5 on the H200 replay,
      *             analysis/VALIDATION.md); 0 = independent resources.
      *             compute_interference: the fetch work queued inside such a task lengthens by
      *             this x s x its time there, s = the fetch's beside_slowdown at its density
-     *             ([gather]; 1 without that table): the compute's memory traffic slows the
+     *             ([gather]; 1 without the beside fit): the compute's memory traffic slows the
      *             zero-copy reads, sparse ones most (a saturated memory system: 1.5-1.9x at a
      *             few rows per 2 MB region, none at ~100; H200, suites/fetch-beside.suite), so
-     *             with the table this is the share of a saturated memory system that a step's
+     *             with the beside fit this is the share of a saturated memory system that a step's
      *             compute amounts to; 0 = none.
      * bin/dhcal fit writes the fitted keys from the kernel benchmarks (analysis/README.md). */
     cost_model cost;

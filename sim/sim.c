@@ -689,13 +689,14 @@ static int classify(run *R, metrics_step *rec)
     return 0;
 }
 
-/* The host history the gathers read from, for the profile's [fit_range]
- * check of fetch_pool_bytes (0: not checked). */
+/* The host history the gathers read from: the fitted fetch's walk term and the profile's
+ * [fit_range] check of fetch_pool_bytes (0: neither needs it). */
 static double pool_bytes(const run *R)
 {
     const model_cfg *m = &R->sc->model;
     const admit_state *a = &R->adm;
-    if (!R->pol->host_tier || R->sc->hw.fit_idx[HW_FIT_FETCH_POOL_BYTES] < 0) return R->cx.pool_bytes;
+    if (!R->pol->host_tier || (R->sc->hw.fit_idx[HW_FIT_FETCH_POOL_BYTES] < 0 && !(R->sc->hw.cost.fetch.fit.walk_reach > 0)))
+        return R->cx.pool_bytes;
     double pool = 0;
     for (uint32_t i = 0; i < a->n_active; i++) {
         uint64_t ctx = (uint64_t)a->sh->prompt_len[a->active[i]] + a->req[a->active[i]].pos;

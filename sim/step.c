@@ -61,7 +61,8 @@ static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, doubl
     *bytes = m->miss[g] * k->row_bytes;
     double rows[2], pages[2], regions[2], t = 0, ts = 0;
     for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
-        const double d = cost_fetch_time(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], cx->hw->fetch_sms);
+        const double d = cost_fetch_time(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], cx->hw->fetch_sms,
+                                         cx->pool_bytes);
         t += d;
         if (weight) ts += d * cost_fetch_beside(&cx->hw->cost.fetch, rows[i], regions[i]);
     }
@@ -204,7 +205,7 @@ static void note_fetch_inputs(const step_ctx *cx, const step_mb *m, uint32_t j, 
     for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
         hw_range_note(hw, &st->ranges, HW_FIT_FETCH_ROWS, rows[i]);
         hw_range_note(hw, &st->ranges, HW_FIT_FETCH_PAGES, pages[i]);
-        if (hw->cost.fetch.density.n && regions[i] > 0)
+        if (hw->cost.fetch.form == COST_FITTED && hw->cost.fetch.fit.density > 0 && regions[i] > 0)
             hw_range_note(hw, &st->ranges, HW_FIT_FETCH_DENSITY, rows[i] / regions[i]);
     }
     hw_range_note(hw, &st->ranges, HW_FIT_FETCH_SMS, hw->fetch_sms);
@@ -293,7 +294,7 @@ static int finish_layer(step_state *r, uint32_t mi, uint32_t l, double now)
     const model_kind *k = &md->layer[l];
     if (g >= 0 && k->kv_own && m->written[g] > 0) {
         double bytes = m->written[g] * k->row_bytes;
-        double d = bytes / r->cx->hw->d2h_bw;
+        double d = cost_writeback_time(bytes, r->cx->hw->d2h_bw);
         res_submit(r->d2h, now, d, bytes);
         r->st->write_busy += d;
         r->st->write_bytes += bytes;

@@ -67,8 +67,9 @@ typedef struct {
                                     * the mean verify length + 1 speculative) */
     double pre_s;                  /* compute work queued before the layer graph (the
                                     * draft pass of speculative decoding; 0 plain) */
-    double pool_bytes;             /* host KV history the fetches gather from (for the
-                                    * [fit_range] check of fetch_pool_bytes; 0: unchecked) */
+    double pool_bytes;             /* host KV history the fetches gather from (the fitted
+                                    * fetch's walk term and the [fit_range] check of
+                                    * fetch_pool_bytes; 0: neither needs it) */
     /* Costs outside the replay's layers (docs/MEMORY.md, "Costs"), charged on the last
      * layer (LM head, its gathers, sampling), on the dense layers' tensor-parallel MLP
      * (gather and scatter) and on every MoE layer (the straggler factor). */

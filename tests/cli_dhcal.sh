@@ -15,11 +15,11 @@ if $dhcal import-probe $probes -o "$tmp/probes.csv" >/dev/null 2>"$tmp/err" &&
 then pass import_probe; else fail import_probe "$(cat "$tmp/err")"; fi
 
 # Fit the probes into a copy of the base profile; the result passes check-profile
-# and has the fitted tables and a [fit_range].
+# and has the fitted form's keys and a [fit_range].
 cp tests/data/hw_base.ini "$tmp/h200.ini"
-fit="$dhcal fit --bench $tmp/probes.csv --holdout sms>=66 --pool-bytes 68719476736 -o $tmp/h200.ini"
+fit="$dhcal fit --bench $tmp/probes.csv --holdout sms>=66 -o $tmp/h200.ini"
 if $fit >"$tmp/fit.txt" 2>"$tmp/err" && $dhcal check-profile "$tmp/h200.ini" >/dev/null 2>>"$tmp/err" &&
-   grep -q '^fetch_pool_bytes = ' "$tmp/h200.ini" && grep -q '^; dhcal: from .*kernel fetch version probe_zc4' "$tmp/h200.ini" &&
+   grep -q '^fetch_pool_bytes = ' "$tmp/h200.ini" && grep -q '^sm_row_s = ' "$tmp/h200.ini" && ! grep -q '^row_bw = ' "$tmp/h200.ini" && grep -q '^; dhcal: from .*kernel fetch version probe_zc4' "$tmp/h200.ini" &&
    grep -q 'held out: 68 lines' "$tmp/fit.txt"
 then pass fit_probes; else fail fit_probes "$(cat "$tmp/err")"; fi
 

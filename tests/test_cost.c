@@ -72,7 +72,7 @@ static void test_calibrated_is_fitted(void **state)
         assert_true(fabs(cost_indexer_time(c, bytes, flops, 128, 1e5, 2048, sms) - idx) <= 1e-12 * idx);
     }
     /* No rows, no fetch; the all-to-all is its latencies without a bandwidth. */
-    assert_true(cost_fetch_time(&c->fetch, 0, 656, 0, 0, hw.fetch_sms) == 0);
+    assert_true(cost_fetch_time(&c->fetch, 0, 656, 0, 0, hw.fetch_sms, 0) == 0);
     const double lat[2] = {20e-6, 30e-6}, none[2] = {0, 0}, msg[2] = {7168, 14336};
     assert_true(cost_a2a_add(1.0, lat, none, 6, 128, msg) == 1.0 + 20e-6 + 30e-6);
 }

@@ -112,15 +112,20 @@ static void check_scaled(const hw_profile *a, const hw_profile *b, double r_hbm,
     assert_true(rel_eq(y->indexer.select_s, x->indexer.select_s * r_launch));
     assert_true(rel_eq(y->topk.wave_s, x->topk.wave_s * r_launch));
     assert_true(y->topk.slots == floor(x->topk.slots * r_sms + 0.5));
+    assert_int_equal(y->fetch.form, x->fetch.form);
     assert_int_equal(y->fetch.row.n, x->fetch.row.n);
     for (size_t i = 0; i < x->fetch.row.n; i++) assert_true(rel_eq(y->fetch.row.y[i], x->fetch.row.y[i] * r_h2d));
     for (size_t i = 0; i < x->fetch.pages.n; i++) assert_true(rel_eq(y->fetch.pages.y[i], x->fetch.pages.y[i] * r_h2d));
+    /* The fitted fetch form: its link's time per byte divided by the link's ratio, the rest as fitted. */
+    assert_true(rel_eq(y->fetch.fit.link_per_byte, x->fetch.fit.link_per_byte / r_h2d));
+    cost_fetch_fit fx = x->fetch.fit, fy = y->fetch.fit;
+    fx.link_per_byte = fy.link_per_byte = 0;
+    assert_memory_equal(&fy, &fx, sizeof fx);
     /* Carried over as they are: efficiencies, shapes, the fitted ranges. */
     assert_true(y->roof.mma_efficiency == x->roof.mma_efficiency);
     assert_true(y->topk.row_s == x->topk.row_s && y->topk.k_s == x->topk.k_s && y->topk.steepness == x->topk.steepness);
     assert_true(y->inter.fetch == x->inter.fetch && y->inter.compute == x->inter.compute);
     assert_memory_equal(&y->fetch.sms, &x->fetch.sms, sizeof x->fetch.sms);
-    assert_memory_equal(&y->fetch.density, &x->fetch.density, sizeof x->fetch.density);
     assert_memory_equal(&y->fetch.beside, &x->fetch.beside, sizeof x->fetch.beside);
     assert_true(y->fetch.launch_s == x->fetch.launch_s && y->fetch.ref_row_bytes == x->fetch.ref_row_bytes);
     assert_int_equal(b->n_fit, a->n_fit);

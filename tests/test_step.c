@@ -199,10 +199,10 @@ static void test_interference(void **state)
 static void test_compute_interference(void **state)
 {
     fixture *f = *state;
-    /* With the profile's beside_slowdown table (<= 1 everywhere) the coefficient is the share of
-     * a saturated memory system, the loader's bound at most. */
-    assert_true(f->hw.cost.inter.compute > 0 && f->hw.cost.inter.compute <= 10 && f->hw.cost.fetch.beside.n > 0);
-    for (size_t i = 0; i < f->hw.cost.fetch.beside.n; i++) assert_true(f->hw.cost.fetch.beside.y[i] <= 1);
+    /* With the profile's beside fit (its maximum, at the sparsest density, <= 1) the coefficient
+     * is the share of a saturated memory system, the loader's bound at most. */
+    assert_true(f->hw.cost.inter.compute > 0 && f->hw.cost.inter.compute <= 10 && f->hw.cost.fetch.beside.max > 0);
+    assert_true(f->hw.cost.fetch.beside.max <= 1);
     const step_out none = step_of(f, 0, 0, 20000, 16, 1), a = step_of(f, 0, 0.25, 20000, 16, 1),
                    b = step_of(f, 0, 0.5, 20000, 16, 1);
     assert_true(a.compute == none.compute && b.compute == none.compute);
@@ -224,8 +224,8 @@ static void test_compute_interference(void **state)
 
 /* The weight of compute_interference is the fetch's slowdown beside a saturated memory system
  * at its density: the same misses spread over more 2 MB regions are stretched more, regions
- * not given count as density 1 (the sparsest), and without the table every fetch has weight 1,
- * which stretches more than the table's slowdowns (all below 1). */
+ * not given count as density 1 (the sparsest), and without the fit every fetch has weight 1,
+ * which stretches more than the fit's slowdowns (all below 1). */
 static void test_beside_weight(void **state)
 {
     fixture *f = *state;
@@ -236,13 +236,14 @@ static void test_beside_weight(void **state)
     assert_true(dense.fetch - dense0.fetch > 0);
     assert_true(sparse.fetch - sparse0.fetch > 2 * (dense.fetch - dense0.fetch));
     assert_true(fabs((none.fetch - none0.fetch) - (sparse.fetch - sparse0.fetch)) <= 1e-12 * none.fetch);
-    const cost_table keep = f->hw.cost.fetch.beside;
-    f->hw.cost.fetch.beside.n = 0;
+    const cost_beside keep = f->hw.cost.fetch.beside;
+    f->hw.cost.fetch.beside.max = 0;
     const step_out flat0 = step_full(f, 0, 0, miss, 16, 1, miss), flat = step_full(f, 0, 0.5, miss, 16, 1, miss);
     f->hw.cost.fetch.beside = keep;
     assert_true(flat.fetch - flat0.fetch > sparse.fetch - sparse0.fetch);
-    assert_true(cost_fetch_beside(&f->hw.cost.fetch, miss, miss) == f->hw.cost.fetch.beside.y[0]);
-    assert_true(cost_fetch_beside(&f->hw.cost.fetch, miss, 0) == f->hw.cost.fetch.beside.y[0]);
+    const double at1 = cost_beside_slowdown(&f->hw.cost.fetch.beside, 1);
+    assert_true(cost_fetch_beside(&f->hw.cost.fetch, miss, miss) == at1);
+    assert_true(cost_fetch_beside(&f->hw.cost.fetch, miss, 0) == at1);
 }
 
 /* A verification's layer fetch is two launches (sim/step.h: stage): the hot buffer's misses
@@ -273,17 +274,17 @@ static void test_stage_launches(void **state)
     double bytes;
     const double two = step_fetch_s(&cx, &m, l, &bytes);
     const cost_fetch *cf = &f->hw.cost.fetch;
-    const double want = cost_fetch_time(cf, 5000, rb, 4500, 450, f->hw.fetch_sms) + cost_fetch_time(cf, 25000, rb, 21000, 490, f->hw.fetch_sms);
+    const double want = cost_fetch_time(cf, 5000, rb, 4500, 450, f->hw.fetch_sms, 0) + cost_fetch_time(cf, 25000, rb, 21000, 490, f->hw.fetch_sms, 0);
     assert_true(fabs(two - want) <= 1e-12 * want && bytes == 30000 * rb);
     m.stage = NULL;
     const double one = step_fetch_s(&cx, &m, l, &bytes);
-    assert_true(one == cost_fetch_time(cf, 30000, rb, 4500, 450, f->hw.fetch_sms));
+    assert_true(one == cost_fetch_time(cf, 30000, rb, 4500, 450, f->hw.fetch_sms, 0));
     m.stage = zero;
     assert_true(step_fetch_s(&cx, &m, l, &bytes) == one);
     /* Every fetched row staged: the staging launch alone. */
     for (uint32_t g = 0; g < ng; g++) stage[g] = miss[g];
     m.stage = stage;
-    assert_true(step_fetch_s(&cx, &m, l, &bytes) == cost_fetch_time(cf, 30000, rb, 21000, 490, f->hw.fetch_sms));
+    assert_true(step_fetch_s(&cx, &m, l, &bytes) == cost_fetch_time(cf, 30000, rb, 21000, 490, f->hw.fetch_sms, 0));
 }
 
 /* The fetch's density: the same misses in fewer 2 MB regions fetch faster; no regions given is
@@ -291,7 +292,7 @@ static void test_stage_launches(void **state)
 static void test_density(void **state)
 {
     fixture *f = *state;
-    assert_true(f->hw.cost.fetch.density.n > 0 && f->hw.region_bytes > 0);
+    assert_true(f->hw.cost.fetch.form == COST_FITTED && f->hw.cost.fetch.fit.density > 0 && f->hw.region_bytes > 0);
     const double miss = 4700;   /* one layer's misses of 16 requests */
     const step_out none = step_full(f, 0, 0, miss, 16, 1, -1), sparse = step_full(f, 0, 0, miss, 16, 1, miss),
                    mid = step_full(f, 0, 0, miss, 16, 1, miss / 9), dense = step_full(f, 0, 0, miss, 16, 1, miss / 100);
