@@ -59,5 +59,8 @@ void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int versi
 /* Inside the library: version 8's main kernel alone (kernels/lib/attention_wgmma.cu); callers
  * use dhk_attention_launch (kernels/dhk.h), which adds the splits and their combine. */
 void dhk__attn8_launch(const attn_args &a, float *out, cudaStream_t stream);
+/* Version 11 (kernels/lib/attention11_wgmma.cu): FP8 rows by its e4m3 kernel, BF16 rows by
+ * version 8's; the same splits, partials and combine as version 8. */
+void dhk__attn11_launch(const attn_args &a, float *out, cudaStream_t stream);
 
 #endif

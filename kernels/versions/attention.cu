@@ -828,7 +828,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
     if (version == 9) {
         /* merged inside the kernel */
-    } else if (a.splits > 1 && (version == 8 || version == 10)) {
+    } else if (a.splits > 1 && (version == 8 || version == 10 || version == 11)) {
         dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
     } else if (a.splits > 1) {
         const size_t items = (size_t)a.nq * a.heads * (AT_V / 8);

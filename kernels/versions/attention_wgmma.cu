@@ -15,6 +15,7 @@ void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int versi
     case 80 + A6_DIAG_CONSUMERS: a6_launch<80 + A6_DIAG_CONSUMERS>(a, out, stream); break;
     case 90: a6_launch<9>(a, out, stream); break;
     case 100: a6_launch<10>(a, out, stream); break;
+    case 110: dhk__attn11_launch(a, out, stream); break;   /* the library's instance */
     case 100 + A6_DIAG_PRODUCER: a6_launch<100 + A6_DIAG_PRODUCER>(a, out, stream); break;
     case 100 + A6_DIAG_CONSUMERS: a6_launch<100 + A6_DIAG_CONSUMERS>(a, out, stream); break;
     default: a6_launch<6>(a, out, stream); break;

@@ -1,0 +1,11 @@
+/* attention11_wgmma.cu: attention version 11's main kernel (kernels/lib/attn11.cuh, which
+ * describes it: FP8 rows multiplied as e4m3 for the scores, rows copied raw by cp.async, the
+ * values dequantised beside the multiplies), built for sm_90a; BF16 rows go to version 8's. */
+#include "kernels/dhk.h"
+#include "kernels/lib/attn11.cuh"   // defines: attn11_kernel, a11_launch
+
+void dhk__attn11_launch(const attn_args &a, float *out, cudaStream_t stream)
+{
+    if (a.format == KREF_ROW_FP8) a11_launch(a, out, stream);
+    else dhk__attn8_launch(a, out, stream);
+}
