@@ -53,8 +53,10 @@ __device__ __forceinline__ const uint8_t *attn4_row_ptr(const attn_args &a, long
  * log-sum-exp to a.part_lse, which attn4_combine_kernel (versions 6, 7), attn8_combine_kernel
  * (versions 8, 10) or the kernel itself (version 9, a cooperative launch) merges. */
 enum { ATTN6_TILE_ROWS = 64 };
-/* Diagnostic variants of versions 8 and 10 (diag != A6_DIAG_NONE): one side of the pipeline alone. */
-enum { A6_DIAG_NONE = 0, A6_DIAG_PRODUCER = 1, A6_DIAG_CONSUMERS = 2 };
+/* Diagnostic variants of versions 8, 10 and 11 (diag != A6_DIAG_NONE): one side of the pipeline
+ * alone; version 11 also without its dequantisation (NODEQUANT) and with Q's hi term alone (QHI,
+ * the one variant whose output is meant to be right: it measures the lo term's accuracy and cost). */
+enum { A6_DIAG_NONE = 0, A6_DIAG_PRODUCER = 1, A6_DIAG_CONSUMERS = 2, A11_DIAG_NODEQUANT = 3, A11_DIAG_QHI = 4 };
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
 /* Inside the library: version 8's main kernel alone (kernels/lib/attention_wgmma.cu); callers
  * use dhk_attention_launch (kernels/dhk.h), which adds the splits and their combine. */
@@ -62,5 +64,7 @@ void dhk__attn8_launch(const attn_args &a, float *out, cudaStream_t stream);
 /* Version 11 (kernels/lib/attention11_wgmma.cu): FP8 rows by its e4m3 kernel, BF16 rows by
  * version 8's; the same splits, partials and combine as version 8. */
 void dhk__attn11_launch(const attn_args &a, float *out, cudaStream_t stream);
+/* Version 12: version 11 with every warp of the block copying rows, not the producer's alone. */
+void dhk__attn12_launch(const attn_args &a, float *out, cudaStream_t stream);
 
 #endif

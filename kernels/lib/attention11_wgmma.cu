@@ -6,6 +6,13 @@
 
 void dhk__attn11_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
-    if (a.format == KREF_ROW_FP8) a11_launch(a, out, stream);
+    if (a.format == KREF_ROW_FP8) a11_launch<11, A6_DIAG_NONE>(a, out, stream);
+    else dhk__attn8_launch(a, out, stream);
+}
+
+/* Version 12: version 11 with every warp of the block copying rows (kernels/lib/attn11.cuh). */
+void dhk__attn12_launch(const attn_args &a, float *out, cudaStream_t stream)
+{
+    if (a.format == KREF_ROW_FP8) a11_launch<12, A6_DIAG_NONE>(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
 }

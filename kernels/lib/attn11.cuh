@@ -49,8 +49,8 @@
 #define A11_QS_OFF (A11_RED_OFF + 512)                /* [64] Q scales */
 #define A11_BAR_OFF (A11_QS_OFF + 256)                /* raw full [2], raw empty [2], v full [2], v empty [2] */
 #define A11_SMEM_BYTES (A11_BAR_OFF + 64)
-#define A11_PRODUCER_REGS 64
-#define A11_CONSUMER_REGS 220
+#define A11_PRODUCER_REGS 56
+#define A11_CONSUMER_REGS 224
 static_assert(A11_SMEM_BYTES <= 232448, "version 11's shared memory must fit one block of the H200");
 static_assert(A11_PRODUCER_REGS + 2 * A11_CONSUMER_REGS == 504, "setmaxnreg counts must add up to 3 x 168");
 
@@ -75,29 +75,59 @@ __device__ __forceinline__ uint32_t a11_raw_dst(int j, int c)
     return (uint32_t)A11_RAW_ROPE + a11_swz(j, c - 33);
 }
 
+/* Version 12: all 384 threads copy, six per row (thread i: row i / 6, chunks i % 6 + 6 m), tile t
+ * into raw stage t % 2, the completion counted on its full barrier (384 arrivals); id holds the
+ * row's id for tile t and is reloaded for tile t + 1 after the copies are issued. */
+template <int D>
+__device__ __forceinline__ void a12_copy_tile(const attn_args &a, uint32_t sbase, int i, int q, int rb, int re,
+                                              int ntiles, int t, long long &id)
+{
+    const int j = i / 6, p = i - 6 * (i / 6);
+    const uint32_t full = sbase + A11_BAR_OFF + 8 * (t & 1);
+    if (D == A6_DIAG_CONSUMERS) {   /* the stage handed over unfilled */
+        dh_mbar_arrive(full);
+        return;
+    }
+    const bool valid = rb + t * A6_N + j < re;
+    const uint8_t *src = valid ? attn4_row_ptr(a, id) : nullptr;
+    const uint32_t dst = sbase + A11_RAW_OFF + A11_RAW_BYTES * (t & 1);
+#pragma unroll
+    for (int m = 0; m < 7; m++) {
+        const int c = p + 6 * m;
+        if (c < 41) a6_cp_async16(dst + a11_raw_dst(j, c), valid ? (const void *)(src + c * 16) : (const void *)a.q, valid ? 16 : 0);
+    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(full) : "memory");
+    if (t + 1 < ntiles && rb + (t + 1) * A6_N + j < re) id = attn4_row_id(a, q, rb + (t + 1) * A6_N + j);
+}
+
 /* The producer: tile t's copies issued, then tile t - 1 dequantised into the value tile. */
+template <int V, int D>
 __device__ __forceinline__ void a11_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
-                                             int re, int ntiles)
+                                             int re, int ntiles, long long id12)
 {
     const int j = p >> 1, hf = p & 1;
     const uint32_t raw_full = sbase + A11_BAR_OFF, raw_empty = raw_full + 16, v_full = raw_full + 32,
                    v_empty = raw_full + 48;
     auto has_row = [&](int t) { return t < ntiles && rb + t * A6_N + j < re; };
     long long id_next = has_row(0) ? attn4_row_id(a, q, rb + j) : 0;
-    for (int t = 0; t <= ntiles; t++) {
-        if (t < ntiles) {
+    for (int t = V == 12 ? 1 : 0; t <= ntiles; t++) {
+        if (V == 11 && t < ntiles) {
             const int s = t & 1;
             const bool valid = has_row(t);
             const uint8_t *src = valid ? attn4_row_ptr(a, id_next) : nullptr;
             id_next = has_row(t + 1) ? attn4_row_id(a, q, rb + (t + 1) * A6_N + j) : 0;
             if (t >= 2) dh_mbar_wait(raw_empty + 8 * s, ((t >> 1) - 1) & 1);
             const uint32_t dst = sbase + A11_RAW_OFF + A11_RAW_BYTES * s;
+            if (D == A6_DIAG_CONSUMERS) {   /* the stage handed over unfilled */
+                dh_mbar_arrive(raw_full + 8 * s);
+            } else {
 #pragma unroll
-            for (int i = 0; i < 21; i++) {
-                const int c = hf + 2 * i;
-                if (c < 41) a6_cp_async16(dst + a11_raw_dst(j, c), valid ? (const void *)(src + c * 16) : (const void *)a.q, valid ? 16 : 0);
+                for (int i = 0; i < 21; i++) {
+                    const int c = hf + 2 * i;
+                    if (c < 41) a6_cp_async16(dst + a11_raw_dst(j, c), valid ? (const void *)(src + c * 16) : (const void *)a.q, valid ? 16 : 0);
+                }
+                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(raw_full + 8 * s) : "memory");
             }
-            asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(raw_full + 8 * s) : "memory");
         }
         if (t >= 1) {
             const int u = t - 1, s = u & 1;
@@ -108,8 +138,8 @@ __device__ __forceinline__ void a11_producer(const attn_args &a, uint8_t *sm, ui
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 if (u >= 1) dh_mbar_wait(v_empty + 8 * h, (u - 1) & 1);
-#pragma unroll
-                for (int i = 8 * h; i < 8 * h + 8; i++) {
+#pragma unroll 4
+                for (int i = 8 * h; i < (D == A6_DIAG_CONSUMERS || D == A11_DIAG_NODEQUANT ? 8 * h : 8 * h + 8); i++) {
                     const int o = hf + 2 * i;   /* codes 16 o .. 16 o + 15, group o / 8 */
                     const uint4 v = *(const uint4 *)(raw + (o >> 3) * A6_BLOCK_BYTES + a11_swz(j, o));
                     const float g = (o >> 3) == 0 ? sc.x : (o >> 3) == 1 ? sc.y : (o >> 3) == 2 ? sc.z : sc.w;
@@ -119,6 +149,10 @@ __device__ __forceinline__ void a11_producer(const attn_args &a, uint8_t *sm, ui
                 dh_mbar_arrive(v_full + 8 * h);
             }
             dh_mbar_arrive(raw_empty + 8 * s);
+            if (V == 12 && u + 2 < ntiles) {   /* this thread's share of tile u + 2 into the stage */
+                dh_mbar_wait(raw_empty + 8 * s, (u >> 1) & 1);
+                a12_copy_tile<D>(a, sbase, 256 + p, q, rb, re, ntiles, u + 2, id12);
+            }
         }
     }
 }
@@ -184,6 +218,7 @@ __device__ __forceinline__ void a11_load_q(const attn_args &a, uint8_t *sm, int 
  * registers hold the 128 output accumulators, the scores and one accumulator, no more):
  * piece g < 4 is latent group g (hi and lo terms, 4 steps of 32 codes each, e4m3), piece 4 the
  * RoPE (4 steps of 16, bf16). Issued and committed, not waited for. */
+template <int D>
 __device__ __forceinline__ void a11_issue_piece(float (&acc)[16], uint32_t sbase, uint32_t raw, int w, int g)
 {
 #pragma unroll
@@ -191,7 +226,7 @@ __device__ __forceinline__ void a11_issue_piece(float (&acc)[16], uint32_t sbase
     dh_wgmma_fence();
     if (g < 4) {
 #pragma unroll
-        for (int kk = 0; kk < 8; kk++) {
+        for (int kk = 0; kk < (D == A11_DIAG_QHI ? 4 : 8); kk++) {
             const uint32_t qo = (kk < 4 ? A11_QH_OFF : A11_QL_OFF) + g * A6_BLOCK_BYTES + (kk & 3) * 32;
             const uint32_t ko = g * A6_BLOCK_BYTES + w * 32 * 128 + (kk & 3) * 32;
             a11_mma_s_e4m3(acc, dh_wgmma_desc(sbase + qo, 16, 1024), dh_wgmma_desc(raw + ko, 16, 1024), kk > 0);
@@ -205,8 +240,10 @@ __device__ __forceinline__ void a11_issue_piece(float (&acc)[16], uint32_t sbase
     dh_wgmma_commit();
 }
 
+template <int V, int D>
 __device__ __forceinline__ void a11_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
-                                             int w, int tid, int q, int split, int hb, int rb, int re, int ntiles)
+                                             int w, int tid, int q, int split, int hb, int rb, int re, int ntiles,
+                                             long long id12)
 {
     const uint32_t raw_full = sbase + A11_BAR_OFF, raw_empty = raw_full + 16, v_full = raw_full + 32,
                    v_empty = raw_full + 48;
@@ -223,6 +260,16 @@ __device__ __forceinline__ void a11_consumer(const attn_args &a, float *__restri
         const int s = t & 1, cnt = min(A6_N, re - (rb + t * A6_N));
         const uint32_t raw = sbase + A11_RAW_OFF + A11_RAW_BYTES * s;
         dh_mbar_wait(raw_full + 8 * s, (t >> 1) & 1);
+        if (D == A6_DIAG_PRODUCER) {   /* take the tile and the values, hand both back unread */
+            dh_mbar_arrive(raw_empty + 8 * s);
+            dh_mbar_wait(v_full + 8 * w, t & 1);
+            dh_mbar_arrive(v_empty + 8 * w);
+            if (V == 12 && t + 2 < ntiles) {
+                dh_mbar_wait(raw_empty + 8 * s, (t >> 1) & 1);
+                a12_copy_tile<D>(a, sbase, tid, q, rb, re, ntiles, t + 2, id12);
+            }
+            continue;
+        }
         dh_fence_proxy_async();   /* the stage was filled by cp.async (generic proxy) */
         float acc[16], sc[16];
 #pragma unroll
@@ -230,7 +277,7 @@ __device__ __forceinline__ void a11_consumer(const attn_args &a, float *__restri
         const float *scb = (const float *)(sm + A11_RAW_OFF + A11_RAW_BYTES * s + A11_RAW_SC);
 #pragma unroll
         for (int g = 0; g < 5; g++) {
-            a11_issue_piece(acc, sbase, raw, w, g);
+            a11_issue_piece<D>(acc, sbase, raw, w, g);
             float ks[8];   /* this group's scale of the thread's 8 columns, read while the multiplies run */
             if (g < 4) {
 #pragma unroll
@@ -254,6 +301,10 @@ __device__ __forceinline__ void a11_consumer(const attn_args &a, float *__restri
 #pragma unroll
         for (int i = 0; i < 128; i++) dh_fence_reg(o[i]);
         dh_mbar_arrive(v_empty + 8 * w);
+        if (V == 12 && t + 2 < ntiles) {   /* this thread's share of tile t + 2 into the freed stage */
+            dh_mbar_wait(raw_empty + 8 * s, (t >> 1) & 1);
+            a12_copy_tile<D>(a, sbase, tid, q, rb, re, ntiles, t + 2, id12);
+        }
     }
     l0 += __shfl_xor_sync(0xffffffff, l0, 1);
     l0 += __shfl_xor_sync(0xffffffff, l0, 2);
@@ -278,6 +329,7 @@ __device__ __forceinline__ void a11_consumer(const attn_args &a, float *__restri
     }
 }
 
+template <int V, int D>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn11_kernel(const attn_args a, float *__restrict__ out)
 {
     extern __shared__ __align__(1024) uint8_t a11_smem[];
@@ -291,8 +343,8 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn11_kernel(const attn_args a
     const int rb = split * a.rows_per_split, re = min(a.k, rb + a.rows_per_split);
     const int ntiles = re > rb ? (re - rb + A6_N - 1) / A6_N : 0;
     if (tid == 0) {
-        dh_mbar_init(bar, 128);        /* raw full: the producer's cp.async completions */
-        dh_mbar_init(bar + 8, 128);
+        dh_mbar_init(bar, V == 12 ? 384 : 128);   /* raw full: the copiers' cp.async completions */
+        dh_mbar_init(bar + 8, V == 12 ? 384 : 128);
         dh_mbar_init(bar + 16, 384);   /* raw empty: both consumer warpgroups and the producer */
         dh_mbar_init(bar + 24, 384);
         dh_mbar_init(bar + 32, 128);   /* value halves full: the producer */
@@ -302,30 +354,40 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn11_kernel(const attn_args a
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
+    long long id12 = 0;   /* version 12: this thread's row id of the next tile it copies */
+    if (V == 12) {
+        const int j = tid / 6;
+        if (rb + j < re) id12 = attn4_row_id(a, q, rb + j);
+        for (int t = 0; t < 2 && t < ntiles; t++) a12_copy_tile<D>(a, sbase, tid, q, rb, re, ntiles, t, id12);
+    }
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A11_PRODUCER_REGS));
-        a11_producer(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+        a11_producer<V, D>(a, sm, sbase, tid - 256, q, rb, re, ntiles, id12);
         asm volatile("cp.async.wait_all;" ::: "memory");
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A11_CONSUMER_REGS));
         a11_load_q(a, sm, tid, q, hb);
         dh_fence_proxy_async();
         a6_consumer_bar();
-        a11_consumer(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles);
+        a11_consumer<V, D>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles, id12);
+        if (V == 12) asm volatile("cp.async.wait_all;" ::: "memory");
     }
 }
 
 /* Version 11's main kernel over grid (heads / 64 x splits, nq): FP8 rows only (the caller
- * sends BF16 rows to version 8). */
+ * sends BF16 rows to version 8). D: A6_DIAG_NONE, or a diagnostic variant (outputs wrong by
+ * design except A11_DIAG_QHI's, which only drops Q's lo term, to measure its accuracy and cost):
+ * producer alone, consumers alone, no dequantisation, Q's hi term alone. */
+template <int V, int D>
 static void a11_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn11_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, A11_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn11_kernel<V, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, A11_SMEM_BYTES));
         attr_done = true;
     }
     dim3 grid(a.splits * (a.heads / 64), a.nq);
-    attn11_kernel<<<grid, A6_THREADS, A11_SMEM_BYTES, stream>>>(a, out);
+    attn11_kernel<V, D><<<grid, A6_THREADS, A11_SMEM_BYTES, stream>>>(a, out);
     CUDA_LAUNCH_CHECK();
 }
 

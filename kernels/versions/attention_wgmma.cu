@@ -3,11 +3,11 @@
  * of kernels/lib/attn6.cuh (which describes the design and each version), built for sm_90a.
  * Version 8 itself is the library's (kernels/lib/attention_wgmma.cu). */
 #include "kernels/bench.cuh"
-#include "kernels/lib/attn6.cuh"   // defines: attn6_kernel, a6_launch<V>
+#include "kernels/lib/attn11.cuh"  // defines: attn6_kernel, a6_launch<V>, attn11_kernel, a11_launch<D>
 
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
 {
-    const int diag = version == 8 || version == 10 ? a.diag : A6_DIAG_NONE;
+    const int diag = version == 8 || version >= 10 ? a.diag : A6_DIAG_NONE;
     switch (version * 10 + diag) {
     case 70: a6_launch<7>(a, out, stream); break;
     case 80: dhk__attn8_launch(a, out, stream); break;   /* the library's instance */
@@ -16,8 +16,15 @@ void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int versi
     case 90: a6_launch<9>(a, out, stream); break;
     case 100: a6_launch<10>(a, out, stream); break;
     case 110: dhk__attn11_launch(a, out, stream); break;   /* the library's instance */
-    case 100 + A6_DIAG_PRODUCER: a6_launch<100 + A6_DIAG_PRODUCER>(a, out, stream); break;
-    case 100 + A6_DIAG_CONSUMERS: a6_launch<100 + A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 110 + A6_DIAG_PRODUCER: a11_launch<11, A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 110 + A6_DIAG_CONSUMERS: a11_launch<11, A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 110 + A11_DIAG_NODEQUANT: a11_launch<11, A11_DIAG_NODEQUANT>(a, out, stream); break;
+    case 110 + A11_DIAG_QHI: a11_launch<11, A11_DIAG_QHI>(a, out, stream); break;
+    case 120: dhk__attn12_launch(a, out, stream); break;   /* the library's instance */
+    case 120 + A6_DIAG_PRODUCER: a11_launch<12, A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 120 + A6_DIAG_CONSUMERS: a11_launch<12, A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 120 + A11_DIAG_NODEQUANT: a11_launch<12, A11_DIAG_NODEQUANT>(a, out, stream); break;
+    case 120 + A11_DIAG_QHI: a11_launch<12, A11_DIAG_QHI>(a, out, stream); break;
     default: a6_launch<6>(a, out, stream); break;
     }
 }
