@@ -66,5 +66,7 @@ void dhk__attn8_launch(const attn_args &a, float *out, cudaStream_t stream);
 void dhk__attn11_launch(const attn_args &a, float *out, cudaStream_t stream);
 /* Version 12: version 11 with every warp of the block copying rows, not the producer's alone. */
 void dhk__attn12_launch(const attn_args &a, float *out, cudaStream_t stream);
+/* Version 13: version 12 with the consumers split as FlashMLA's sparse FP8 decode kernel splits them. */
+void dhk__attn13_launch(const attn_args &a, float *out, cudaStream_t stream);
 
 #endif

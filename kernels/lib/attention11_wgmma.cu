@@ -16,3 +16,10 @@ void dhk__attn12_launch(const attn_args &a, float *out, cudaStream_t stream)
     if (a.format == KREF_ROW_FP8) a11_launch<12, A6_DIAG_NONE>(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
 }
+
+/* Version 13: version 12 with the consumers split as FlashMLA's (kernels/lib/attn11.cuh). */
+void dhk__attn13_launch(const attn_args &a, float *out, cudaStream_t stream)
+{
+    if (a.format == KREF_ROW_FP8) a11_launch<13, A6_DIAG_NONE>(a, out, stream);
+    else dhk__attn8_launch(a, out, stream);
+}

@@ -329,6 +329,187 @@ __device__ __forceinline__ void a11_consumer(const attn_args &a, float *__restri
     }
 }
 
+/* Version 13: the consumers split as FlashMLA's sparse FP8 decode kernel splits them
+ * (deepseek-ai/FlashMLA, csrc/sm90/decode/sparse_fp8/splitkv_mla.cuh): warpgroup 0 computes the
+ * whole tile's S (64 heads x 64 rows, m64n64: Q read once per tile instead of once per warpgroup),
+ * runs the softmax alone (no exchange of row maxima, no barrier between the warpgroups inside the
+ * softmax), writes P and the heads' rescaling factors to shared memory and multiplies its half of
+ * P V; warpgroup 1 only rescales and multiplies the other half, so its P V of tile t runs while
+ * warpgroup 0 computes tile t + 1's S. Two named barriers: P ready (2) and P free (3). */
+#define A13_WG0_REGS 232
+#define A13_WG1_REGS 200
+#define A13_PRODUCER_REGS 72
+static_assert(A13_WG0_REGS + A13_WG1_REGS + A13_PRODUCER_REGS == 504, "setmaxnreg counts must add up to 3 x 168");
+
+__device__ __forceinline__ void a13_mma_s_e4m3(float (&d)[32], uint64_t da, uint64_t db, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {" DH_WG_REGS32 "}, %32, %33, p, 1, 1;\n}\n"
+                 : DH_WG_F16(0), DH_WG_F16(16)
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+__device__ __forceinline__ void a13_mma_s_bf16(float (&d)[32], uint64_t da, uint64_t db, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" DH_WG_REGS32 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : DH_WG_F16(0), DH_WG_F16(16)
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+
+/* Piece g of the whole tile's S (g < 4: latent group g, hi and lo terms; 4: RoPE). */
+template <int D>
+__device__ __forceinline__ void a13_issue_piece(float (&acc)[32], uint32_t sbase, uint32_t raw, int g)
+{
+#pragma unroll
+    for (int i = 0; i < 32; i++) dh_fence_reg(acc[i]);
+    dh_wgmma_fence();
+    if (g < 4) {
+#pragma unroll
+        for (int kk = 0; kk < (D == A11_DIAG_QHI ? 4 : 8); kk++) {
+            const uint32_t qo = (kk < 4 ? A11_QH_OFF : A11_QL_OFF) + g * A6_BLOCK_BYTES + (kk & 3) * 32;
+            a13_mma_s_e4m3(acc, dh_wgmma_desc(sbase + qo, 16, 1024),
+                           dh_wgmma_desc(raw + g * A6_BLOCK_BYTES + (kk & 3) * 32, 16, 1024), kk > 0);
+        }
+    } else {
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+            a13_mma_s_bf16(acc, dh_wgmma_desc(sbase + A11_QR_OFF + kk * 32, 16, 1024),
+                           dh_wgmma_desc(raw + A11_RAW_ROPE + kk * 32, 16, 1024), kk > 0);
+    }
+    dh_wgmma_commit();
+}
+
+__device__ __forceinline__ void a13_bar_sync(int id) { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void a13_bar_arrive(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
+
+template <int D, int w>
+__device__ __forceinline__ void a13_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
+                                             int tid, int q, int split, int hb, int rb, int re, int ntiles,
+                                             long long id12)
+{
+    const uint32_t raw_full = sbase + A11_BAR_OFF, raw_empty = raw_full + 16, v_full = raw_full + 32,
+                   v_empty = raw_full + 48;
+    float *alpha = (float *)(sm + A11_RED_OFF), *lsum = alpha + 64;
+    const int lane = tid & 31, wq = (tid >> 5) & 3, qd = lane & 3;
+    const int r0 = 16 * wq + (lane >> 2), r1 = r0 + 8;
+    const float sscale = a.sm_scale * A6_LOG2E;
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++) o[i] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+    for (int t = 0; t < ntiles; t++) {
+        const int s = t & 1, cnt = min(A6_N, re - (rb + t * A6_N));
+        float al0, al1;
+        if (w == 0) {
+            const uint32_t raw = sbase + A11_RAW_OFF + A11_RAW_BYTES * s;
+            dh_mbar_wait(raw_full + 8 * s, (t >> 1) & 1);
+            if (D == A6_DIAG_PRODUCER) {
+                dh_mbar_arrive(raw_empty + 8 * s);
+                al0 = al1 = 1.f;
+                if (t >= 1) a13_bar_sync(3);
+            } else {
+                dh_fence_proxy_async();
+                const float qs0 = ((const float *)(sm + A11_QS_OFF))[r0], qs1 = ((const float *)(sm + A11_QS_OFF))[r1];
+                float acc[32], sc[32];
+#pragma unroll
+                for (int i = 0; i < 32; i++) sc[i] = 0.f;
+                const float *scb = (const float *)(sm + A11_RAW_OFF + A11_RAW_BYTES * s + A11_RAW_SC);
+#pragma unroll
+                for (int g = 0; g < 5; g++) {
+                    a13_issue_piece<D>(acc, sbase, raw, g);
+                    dh_wgmma_wait0();
+#pragma unroll
+                    for (int i = 0; i < 32; i++) dh_fence_reg(acc[i]);
+#pragma unroll
+                    for (int i = 0; i < 32; i++) {
+                        if (g < 4) sc[i] += scb[4 * (8 * (i >> 2) + 2 * qd + (i & 1)) + g] * acc[i];
+                        else sc[i] = sc[i] * ((i & 2) ? qs1 : qs0) + acc[i];
+                    }
+                }
+                dh_mbar_arrive(raw_empty + 8 * s);
+                /* The softmax of the whole tile: rows r0, r1, 16 columns each in this thread. */
+                float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+                for (int i = 0; i < 32; i++) {
+                    const int col = 8 * (i >> 2) + 2 * qd + (i & 1);
+                    const float v = col < cnt ? sc[i] * sscale : -INFINITY;
+                    sc[i] = v;
+                    if (i & 2) mx1 = fmaxf(mx1, v);
+                    else mx0 = fmaxf(mx0, v);
+                }
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
+                const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+                al0 = mn0 == -INFINITY ? 1.f : exp2f(m0 - mn0);
+                al1 = mn1 == -INFINITY ? 1.f : exp2f(m1 - mn1);
+                m0 = mn0;
+                m1 = mn1;
+                float ps0 = 0.f, ps1 = 0.f;
+#pragma unroll
+                for (int i = 0; i < 32; i++) {
+                    const float mn = (i & 2) ? mn1 : mn0;
+                    const float pv = mn == -INFINITY ? 0.f : exp2f(sc[i] - mn);
+                    sc[i] = pv;
+                    if (i & 2) ps1 += pv;
+                    else ps0 += pv;
+                }
+                l0 = l0 * al0 + ps0;
+                l1 = l1 * al1 + ps1;
+                if (t >= 1) a13_bar_sync(3);   /* warpgroup 1 is done with the last P and factors */
+#pragma unroll
+                for (int jj = 0; jj < 8; jj++) {
+                    *(uint32_t *)(sm + A11_P_OFF + r0 * 128 + ((jj ^ (r0 & 7)) << 4) + qd * 4) =
+                        a6_ops<KREF_ROW_FP8>::pack(sc[4 * jj], sc[4 * jj + 1]);
+                    *(uint32_t *)(sm + A11_P_OFF + r1 * 128 + ((jj ^ (r1 & 7)) << 4) + qd * 4) =
+                        a6_ops<KREF_ROW_FP8>::pack(sc[4 * jj + 2], sc[4 * jj + 3]);
+                }
+            }
+            if (qd == 0) alpha[r0] = al0, alpha[r1] = al1;
+            dh_fence_proxy_async();
+            a13_bar_arrive(2);   /* P and the factors are ready */
+        } else {
+            a13_bar_sync(2);
+            al0 = alpha[r0];
+            al1 = alpha[r1];
+        }
+#pragma unroll
+        for (int jj = 0; jj < 32; jj++) o[4 * jj] *= al0, o[4 * jj + 1] *= al0, o[4 * jj + 2] *= al1, o[4 * jj + 3] *= al1;
+        dh_mbar_wait(v_full + 8 * w, t & 1);
+        if (D != A6_DIAG_PRODUCER) {
+            a6_issue_pv<KREF_ROW_FP8>(o, sbase + A11_P_OFF, sbase + A11_V_OFF, w);
+            dh_wgmma_wait0();
+#pragma unroll
+            for (int i = 0; i < 128; i++) dh_fence_reg(o[i]);
+        }
+        dh_mbar_arrive(v_empty + 8 * w);
+        if (w == 1 && t + 1 < ntiles) a13_bar_arrive(3);   /* P and the factors may be rewritten */
+        if (t + 2 < ntiles) {
+            dh_mbar_wait(raw_empty + 8 * s, (t >> 1) & 1);
+            a12_copy_tile<D>(a, sbase, tid, q, rb, re, ntiles, t + 2, id12);
+        }
+    }
+    /* Row sums: warpgroup 0 holds them whole (over its quad). */
+    if (w == 0) {
+        l0 += __shfl_xor_sync(0xffffffff, l0, 1);
+        l0 += __shfl_xor_sync(0xffffffff, l0, 2);
+        l1 += __shfl_xor_sync(0xffffffff, l1, 1);
+        l1 += __shfl_xor_sync(0xffffffff, l1, 2);
+        if (qd == 0) lsum[r0] = l0, lsum[r1] = l1;
+    }
+    a6_consumer_bar();
+    const float L0 = lsum[r0], L1 = lsum[r1];
+    const float i0 = L0 > 0 ? 1.f / L0 : 0.f, i1 = L1 > 0 ? 1.f / L1 : 0.f;
+    const size_t ob = ((size_t)q * a.splits + split) * a.heads + (size_t)hb * 64;
+    if (a.splits == 1) a6_store_out<float>(o, i0, i1, sm, w, tid, r0, r1, qd, out + ((size_t)q * a.heads + (size_t)hb * 64) * KREF_V_DIM);
+    else a6_store_out<__half>(o, i0, i1, sm, w, tid, r0, r1, qd, (__half *)a.part_o + ob * KREF_V_DIM);
+    if (a.splits > 1 && w == 0 && qd == 0) {
+        a.part_lse[ob + r0] = L0 > 0 ? m0 + log2f(L0) : -INFINITY;
+        a.part_lse[ob + r1] = L1 > 0 ? m1 + log2f(L1) : -INFINITY;
+    }
+}
+
 template <int V, int D>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn11_kernel(const attn_args a, float *__restrict__ out)
 {
@@ -343,10 +524,10 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn11_kernel(const attn_args a
     const int rb = split * a.rows_per_split, re = min(a.k, rb + a.rows_per_split);
     const int ntiles = re > rb ? (re - rb + A6_N - 1) / A6_N : 0;
     if (tid == 0) {
-        dh_mbar_init(bar, V == 12 ? 384 : 128);   /* raw full: the copiers' cp.async completions */
-        dh_mbar_init(bar + 8, V == 12 ? 384 : 128);
-        dh_mbar_init(bar + 16, 384);   /* raw empty: both consumer warpgroups and the producer */
-        dh_mbar_init(bar + 24, 384);
+        dh_mbar_init(bar, V >= 12 ? 384 : 128);   /* raw full: the copiers' cp.async completions */
+        dh_mbar_init(bar + 8, V >= 12 ? 384 : 128);
+        dh_mbar_init(bar + 16, V == 13 ? 256 : 384);   /* raw empty: the consumers reading S (13: warpgroup 0) and the producer */
+        dh_mbar_init(bar + 24, V == 13 ? 256 : 384);
         dh_mbar_init(bar + 32, 128);   /* value halves full: the producer */
         dh_mbar_init(bar + 40, 128);
         dh_mbar_init(bar + 48, 128);   /* value halves empty: consumer warpgroup 0, 1 */
@@ -355,22 +536,40 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn11_kernel(const attn_args a
     }
     __syncthreads();
     long long id12 = 0;   /* version 12: this thread's row id of the next tile it copies */
-    if (V == 12) {
+    if (V >= 12) {
         const int j = tid / 6;
         if (rb + j < re) id12 = attn4_row_id(a, q, rb + j);
         for (int t = 0; t < 2 && t < ntiles; t++) a12_copy_tile<D>(a, sbase, tid, q, rb, re, ntiles, t, id12);
     }
     if (wg == 2) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A11_PRODUCER_REGS));
-        a11_producer<V, D>(a, sm, sbase, tid - 256, q, rb, re, ntiles, id12);
+        if (V == 13) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A13_PRODUCER_REGS));
+        else asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A11_PRODUCER_REGS));
+        a11_producer<V == 13 ? 12 : V, D>(a, sm, sbase, tid - 256, q, rb, re, ntiles, id12);
         asm volatile("cp.async.wait_all;" ::: "memory");
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A11_CONSUMER_REGS));
-        a11_load_q(a, sm, tid, q, hb);
-        dh_fence_proxy_async();
-        a6_consumer_bar();
-        a11_consumer<V, D>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles, id12);
-        if (V == 12) asm volatile("cp.async.wait_all;" ::: "memory");
+        if (V == 13) {
+            /* Each warpgroup's code on its own, so that ptxas allocates each under its own count. */
+            if (wg == 0) {
+                asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A13_WG0_REGS));
+                a11_load_q(a, sm, tid, q, hb);
+                dh_fence_proxy_async();
+                a6_consumer_bar();
+                a13_consumer<D, 0>(a, out, sm, sbase, tid, q, split, hb, rb, re, ntiles, id12);
+            } else {
+                asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A13_WG1_REGS));
+                a11_load_q(a, sm, tid, q, hb);
+                dh_fence_proxy_async();
+                a6_consumer_bar();
+                a13_consumer<D, 1>(a, out, sm, sbase, tid, q, split, hb, rb, re, ntiles, id12);
+            }
+        } else {
+            asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A11_CONSUMER_REGS));
+            a11_load_q(a, sm, tid, q, hb);
+            dh_fence_proxy_async();
+            a6_consumer_bar();
+            a11_consumer<V, D>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles, id12);
+        }
+        if (V >= 12) asm volatile("cp.async.wait_all;" ::: "memory");
     }
 }
 

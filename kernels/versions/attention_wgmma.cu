@@ -25,6 +25,10 @@ void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int versi
     case 120 + A6_DIAG_CONSUMERS: a11_launch<12, A6_DIAG_CONSUMERS>(a, out, stream); break;
     case 120 + A11_DIAG_NODEQUANT: a11_launch<12, A11_DIAG_NODEQUANT>(a, out, stream); break;
     case 120 + A11_DIAG_QHI: a11_launch<12, A11_DIAG_QHI>(a, out, stream); break;
+    case 130: dhk__attn13_launch(a, out, stream); break;   /* the library's instance */
+    case 130 + A6_DIAG_PRODUCER: a11_launch<13, A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 130 + A6_DIAG_CONSUMERS: a11_launch<13, A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 130 + A11_DIAG_QHI: a11_launch<13, A11_DIAG_QHI>(a, out, stream); break;
     default: a6_launch<6>(a, out, stream); break;
     }
 }
