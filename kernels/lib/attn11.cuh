@@ -1,5 +1,8 @@
-/* attn11.cuh: attention version 11, the sparse decode attention with FP8 rows multiplied as FP8
- * (wgmma e4m3 x e4m3) for the scores, sm_90a. BF16 rows take version 8 (attn6.cuh) unchanged.
+/* attn11.cuh: attention versions 11-13 (kernels/versions/attention_wgmma.cu instantiates them),
+ * the sparse decode attention with FP8 rows multiplied as FP8 (wgmma e4m3 x e4m3) for the scores,
+ * sm_90a. BF16 rows take version 8 (attn6.cuh) unchanged. All three measured slower than version 8
+ * (kernels/NOTES.md, "Versions 11-13"), which stays the library's; they are kept as measured
+ * results and as the starting point named there.
  *
  * Version 8's limits (kernels/NOTES.md): its producer warpgroup gathers each tile through
  * registers (one tile of loads in flight, then the dequantisation of all 576 dims, then the
@@ -490,6 +493,9 @@ __device__ __forceinline__ void a13_consumer(const attn_args &a, float *__restri
             a12_copy_tile<D>(a, sbase, tid, q, rb, re, ntiles, t + 2, id12);
         }
     }
+    /* The output is staged over the value tile: both halves of the last tile's values must have
+     * landed for this warpgroup too (the other half's barrier; its phase is complete). */
+    if (ntiles > 0) dh_mbar_wait(v_full + 8 * (w ^ 1), (ntiles - 1) & 1);
     /* Row sums: warpgroup 0 holds them whole (over its quad). */
     if (w == 0) {
         l0 += __shfl_xor_sync(0xffffffff, l0, 1);

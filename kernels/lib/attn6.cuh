@@ -32,8 +32,8 @@
  * keeps the next tile's loads in flight (a6_producer_pipe). Diagnostic variants of versions 8
  * and 10 leave a side out to time the other alone (outputs wrong by design, never checked): the
  * producer alone (consumers hand each stage back unread) and the consumers alone (the producer
- * hands over stages without filling them). Not done here (see kernels/NOTES.md): FP8 operands
- * for FP8 rows. */
+ * hands over stages without filling them). FP8 operands for FP8 rows: versions 11-13,
+ * kernels/lib/attn11.cuh. */
 #ifndef KERNELS_ATTN6_CUH
 #define KERNELS_ATTN6_CUH
 
