@@ -1,8 +1,8 @@
 /* attn11.cuh: attention versions 11-13 (kernels/versions/attention_wgmma.cu instantiates them),
  * the sparse decode attention with FP8 rows multiplied as FP8 (wgmma e4m3 x e4m3) for the scores,
- * sm_90a. BF16 rows take version 8 (attn6.cuh) unchanged. All three measured slower than version 8
- * (kernels/NOTES.md, "Versions 11-13"), which stays the library's; they are kept as measured
- * results and as the starting point named there.
+ * sm_90a. BF16 rows take version 8 (attn6.cuh) unchanged. All three measured slower than
+ * version 8 (kernels/NOTES.md, "Versions 12 and 13: outcome"), which stays the library's; they
+ * are kept as measured results and as the starting point named there.
  *
  * Version 8's limits (kernels/NOTES.md): its producer warpgroup gathers each tile through
  * registers (one tile of loads in flight, then the dequantisation of all 576 dims, then the
