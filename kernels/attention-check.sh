@@ -2,12 +2,15 @@
 # attention-check.sh: one run that checks and times the sparse decode attention's newer
 # versions (kernels/NOTES.md, "Version 7 and back-to-back timing", "Version 8"), within ~6 minutes on an
 # H200. Writes DIR/*.csv and DIR/sanitizers-vV.txt; prints the attention table last.
-#   sh kernels/attention-check.sh [DIR [V]]      (default measurements/local, version 8)
+#   sh kernels/attention-check.sh [DIR [V [SUITE]]]   (default measurements/local, version 8, attention)
+# ATTN_TIMINGS="isolated b2b" (the default) or "b2b" alone chooses the timings of step 2.
 # 1. compute-sanitizer memcheck and racecheck on version V (small shapes; skipped where
 #    compute-sanitizer is not on PATH);
-# 2. suites/attention.suite with each launch timed on its own, then 20 back to back.
+# 2. suites/SUITE.suite with each launch timed on its own, then 20 back to back.
 dir=${1:-measurements/local}
 v=${2:-8}
+suite=${3:-attention}
+timings=${ATTN_TIMINGS:-isolated b2b}
 [ -x bin/dhbench ] || sh kernels/build.sh || exit 1
 mkdir -p "$dir"
 status=0
@@ -26,12 +29,17 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
 else
   echo "compute-sanitizer not found: sanitizers skipped"
 fi
-sh kernels/gpubench.sh "$dir" attention || status=1
-sh kernels/gpubench.sh "$dir" attention --b2b 20 || status=1
-# The table: version, format, batch, timing, median us, % of the copy rate.
-for f in "$dir"/attention-attention.csv "$dir"/attention-attention-b2b20.csv; do
+for t in $timings; do
+  case $t in
+  isolated) sh kernels/gpubench.sh "$dir" "$suite" || status=1 ;;
+  b2b) sh kernels/gpubench.sh "$dir" "$suite" --b2b 20 || status=1 ;;
+  esac
+done
+# The table: version, format, batch, heads, timing, median us, TFLOP/s, % of the copy rate.
+for f in "$dir/$suite"-*.csv; do
   [ -f "$f" ] && awk -F, '/^#/ { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
-    { printf "%-9s v%-2s %-5s batch %-4s k %-5s %-12s %9s us %6s %%\n", $c["kernel"], $c["version"], $c["dtype"],
-      $c["batch"], $c["k"], $c["pattern"] "/" $c["timing"], $c["median_us"], $c["pct_of_ceiling"] }' "$f"
+    { printf "%-9s v%-2s %-5s batch %-4s heads %-4s k %-5s %-13s %9s us %7s TFLOP/s %6s %% %s\n", $c["kernel"], $c["version"],
+      $c["dtype"], $c["batch"], $c["heads"], $c["k"], $c["pattern"] "/" $c["timing"], $c["median_us"], $c["tflops"],
+      $c["pct_of_ceiling"], $c["checked"] == 1 ? "" : "UNCHECKED" }' "$f"
 done
 exit $status

@@ -2,7 +2,7 @@
  *
  * kernels/versions/attention.cu (versions 1-5, their combine kernels and the benchmarks, built
  * for sm_90), kernels/versions/attention_wgmma.cu and kernels/lib/attention_wgmma.cu (versions
- * 6-10, built for sm_90a because wgmma exists only there) and the library's launch
+ * 6-13, built for sm_90a because wgmma exists only there) and the library's launch
  * (kernels/lib/attention.cu, version 8 and its combine) take the same launch arguments and resolve a selected row to its bytes the same way: a hot-buffer
  * slot (id >= 0), a row of the mapped host pool (id < 0, row -id-1), or a ring position. */
 #ifndef ATTENTION_CUH
@@ -31,7 +31,7 @@ struct attn_args {
     float *part_lse;           /* [nq][splits][heads], log2 domain */
     unsigned *merge_cnt;       /* version 9: [nq][heads / 64][2] arrival and departure counts, zero between launches */
     int nq, k, heads, splits, rows_per_split, format, row_bytes;
-    int diag;                  /* versions 8 and 10 only: A6_DIAG_* (below), 0 for the real kernel */
+    int diag;                  /* versions 8 and 10-13 only: A6_DIAG_* (below), 0 for the real kernel */
     float sm_scale;
 };
 
@@ -47,14 +47,16 @@ __device__ __forceinline__ const uint8_t *attn4_row_ptr(const attn_args &a, long
     return id >= 0 ? a.hot + (size_t)id * a.hot_stride : a.host + (size_t)(-id - 1) * a.host_stride;
 }
 
-/* Versions 6-10 (attention_wgmma.cu): rows per tile (rows_per_split must be a multiple of
+/* Versions 6-13 (attention_wgmma.cu): rows per tile (rows_per_split must be a multiple of
  * it), and the launch of the main kernel over grid (splits, nq, heads / 64). With one split it
  * writes the final fp32 output to out; with several, fp16 partials to a.part_o and the
  * log-sum-exp to a.part_lse, which attn4_combine_kernel (versions 6, 7), attn8_combine_kernel
- * (versions 8, 10) or the kernel itself (version 9, a cooperative launch) merges. */
+ * (versions 8, 10-13) or the kernel itself (version 9, a cooperative launch) merges. */
 enum { ATTN6_TILE_ROWS = 64 };
-/* Diagnostic variants of versions 8 and 10 (diag != A6_DIAG_NONE): one side of the pipeline alone. */
-enum { A6_DIAG_NONE = 0, A6_DIAG_PRODUCER = 1, A6_DIAG_CONSUMERS = 2 };
+/* Diagnostic variants of versions 8 and 10-13 (diag != A6_DIAG_NONE): one side of the pipeline
+ * alone; versions 11-13 also without their dequantisation (NODEQUANT) and with Q's hi term alone (QHI,
+ * the one variant whose output is meant to be right: it measures the lo term's accuracy and cost). */
+enum { A6_DIAG_NONE = 0, A6_DIAG_PRODUCER = 1, A6_DIAG_CONSUMERS = 2, A11_DIAG_NODEQUANT = 3, A11_DIAG_QHI = 4 };
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
 /* Inside the library: version 8's main kernel alone (kernels/lib/attention_wgmma.cu); callers
  * use dhk_attention_launch (kernels/dhk.h), which adds the splits and their combine. */

@@ -32,8 +32,8 @@
  * keeps the next tile's loads in flight (a6_producer_pipe). Diagnostic variants of versions 8
  * and 10 leave a side out to time the other alone (outputs wrong by design, never checked): the
  * producer alone (consumers hand each stage back unread) and the consumers alone (the producer
- * hands over stages without filling them). Not done here (see kernels/NOTES.md): FP8 operands
- * for FP8 rows. */
+ * hands over stages without filling them). FP8 operands for FP8 rows: versions 11-13,
+ * kernels/lib/attn11.cuh. */
 #ifndef KERNELS_ATTN6_CUH
 #define KERNELS_ATTN6_CUH
 
@@ -411,7 +411,7 @@ __device__ __forceinline__ void a6_issue_pv(float (&o)[128], uint32_t sP, uint32
 /* The online softmax of one tile's scores (log2 domain; columns past cnt masked): the row
  * maxima exchanged with the other warpgroup, P written to shared memory, the running maxima,
  * sums and output rescaled. Ends with the consumers' barrier after P is visible to wgmma. */
-template <int FMT>
+template <int FMT, int POFF = A6_P_OFF>
 __device__ __forceinline__ void a6_softmax(float (&sc)[16], float (&o)[128], uint8_t *sm, float *red, int w, int qd,
                                            int r0, int r1, int cnt, float sscale, float &m0, float &m1, float &l0,
                                            float &l1)
@@ -452,8 +452,8 @@ __device__ __forceinline__ void a6_softmax(float (&sc)[16], float (&o)[128], uin
         ps1 += p10 + p11;
         /* P[r][col]: K-major 64 x 64 tile, chunk (32 w + 8 jj) / 8 = 4 w + jj. */
         const int ch = 4 * w + jj;
-        *(uint32_t *)(sm + A6_P_OFF + r0 * 128 + ((ch ^ (r0 & 7)) << 4) + qd * 4) = a6_ops<FMT>::pack(p00, p01);
-        *(uint32_t *)(sm + A6_P_OFF + r1 * 128 + ((ch ^ (r1 & 7)) << 4) + qd * 4) = a6_ops<FMT>::pack(p10, p11);
+        *(uint32_t *)(sm + POFF + r0 * 128 + ((ch ^ (r0 & 7)) << 4) + qd * 4) = a6_ops<FMT>::pack(p00, p01);
+        *(uint32_t *)(sm + POFF + r1 * 128 + ((ch ^ (r1 & 7)) << 4) + qd * 4) = a6_ops<FMT>::pack(p10, p11);
     }
     l0 = l0 * al0 + ps0;   /* this thread's columns only; summed over the quad and the two warpgroups at the end */
     l1 = l1 * al1 + ps1;

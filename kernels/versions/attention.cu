@@ -828,7 +828,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
     if (version == 9) {
         /* merged inside the kernel */
-    } else if (a.splits > 1 && (version == 8 || version == 10)) {
+    } else if (a.splits > 1 && (version == 8 || version >= 10)) {
         dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
     } else if (a.splits > 1) {
         const size_t items = (size_t)a.nq * a.heads * (AT_V / 8);
@@ -988,16 +988,19 @@ static int parse_format(const bench_params &p, const char *bench)
     return -1;
 }
 
-/* diag=producer|consumers: version 8 or 10 with one side of its pipeline alone (NOTES.md),
- * timed but not checked (its output is wrong by design). A6_DIAG_*, or -1 after an error line. */
+/* diag=producer|consumers: version 8, 10 or 11 with one side of its pipeline alone (NOTES.md),
+ * timed but not checked (its output is wrong by design); diag=nodequant|qhi: version 11 without
+ * its dequantisation (not checked), or with Q's hi term alone (checked, its error printed and
+ * timed whatever it is). A6_DIAG_* / A11_DIAG_*, or -1 after an error line. */
 static int parse_diag(const bench_params &p, int version)
 {
     const std::string name = p.str("diag", "none");
     const int diag = name == "none" ? A6_DIAG_NONE : name == "producer" ? A6_DIAG_PRODUCER
-                   : name == "consumers" ? A6_DIAG_CONSUMERS : -1;
-    if (diag < 0 || (diag != A6_DIAG_NONE && version != 8 && version != 10)) {
-        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8 or 10\n",
-                name.c_str());
+                   : name == "consumers" ? A6_DIAG_CONSUMERS : name == "nodequant" ? A11_DIAG_NODEQUANT
+                   : name == "qhi" ? A11_DIAG_QHI : -1;
+    if (diag < 0 || (diag != A6_DIAG_NONE && version != 8 && version < 10) || (diag > A6_DIAG_CONSUMERS && version < 11)) {
+        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8 or 10-12, "
+                        "or nodequant or qhi with version 11 or 12\n", name.c_str());
         return -1;
     }
     return diag;
@@ -1116,9 +1119,13 @@ int bench_attention(bench_env *env, const bench_params &p)
             int32_t s = src_h[(size_t)qs[i] * k + j];
             rows_of[i].push_back(s >= 0 ? &hot_h[(size_t)s * row_bytes] : host_h + (size_t)(-(long long)s - 1) * row_bytes);
         }
-    double err = diag ? 0 : check_queries(qs, q_h, heads, format, rows_of, sm_scale, out_h);
+    const bool checks = diag == A6_DIAG_NONE || diag == A11_DIAG_QHI;
+    double err = checks ? check_queries(qs, q_h, heads, format, rows_of, sm_scale, out_h) : 0;
     int ok = err < ATTN_TOL;
     if (!ok) fprintf(stderr, "dhbench: attention v%d: relative error %.3g over %.0e\n", version, err, ATTN_TOL);
+    else if (version >= 11 && checks)
+        fprintf(stderr, "dhbench: attention v%d%s %s batch %d: relative error %.3g\n", version,
+                diag ? " (qhi)" : "", format == KREF_ROW_FP8 ? "fp8" : "bf16", nq, err);
 
     bench_record r;
     r.kernel = "attention";
@@ -1127,15 +1134,16 @@ int bench_attention(bench_env *env, const bench_params &p)
     r.row_bytes = row_bytes;
     r.batch = nq; r.queries = 1; r.k = k; r.heads = heads;
     r.pattern = miss_frac > 0 ? "fused_miss" + std::to_string(miss_frac).substr(0, 5) : "hits";
-    if (diag) r.pattern += diag == A6_DIAG_PRODUCER ? "_diag_producer" : "_diag_consumers";
+    if (diag) r.pattern += diag == A6_DIAG_PRODUCER ? "_diag_producer" : diag == A6_DIAG_CONSUMERS ? "_diag_consumers"
+                         : diag == A11_DIAG_NODEQUANT ? "_diag_nodequant" : "_diag_qhi";
     r.rows = (long long)n_host / nsets;  /* host rows read per launch */
     r.bytes = (double)set_bytes;
     r.flops = (double)nq * heads * k * (KREF_QK_DIM + KREF_V_DIM) * 2.0;
     r.ceiling_name = "hbm_d2d";
     r.ceiling_value = env->hbm_gbps;
-    r.checked = ok && !diag;
+    r.checked = ok && checks;
     r.diagnostic = diag != A6_DIAG_NONE;
-    if (ok) {
+    if (ok || diag == A11_DIAG_QHI) {
         bench_timing t = bench_time(env, launch);
         bench_take(r, t);
     }
@@ -1143,7 +1151,7 @@ int bench_attention(bench_env *env, const bench_params &p)
     attn_scratch_free(sc);
     cudaCheck(cudaFree(hot_d)); cudaCheck(cudaFree(src_d)); cudaCheck(cudaFree(q_d)); cudaCheck(cudaFree(out_d));
     if (host_h) cudaCheck(cudaFreeHost(host_h));
-    return ok ? 0 : -1;
+    return ok || diag == A11_DIAG_QHI ? 0 : -1;
 }
 
 /* ---- verification: gamma+1 queries per request ---- */
