@@ -254,12 +254,30 @@ struct rp_run { std::string id, policy; int budget, heldout; long seed; bool spe
 enum { RP_SKIP_INDEXER = 1, RP_SKIP_ATTENTION = 2, RP_SKIP_DENSE = 4, RP_SKIP_EXPERTS = 8, RP_SKIP_COMPUTE = 15,
        RP_SKIP_FETCH = 16 };
 
-/* The DFlash2 draft of a model file: models/drafts/<its base name>-dflash2.ini, as bin/dhsim
- * finds a mode's default draft. */
+/* The DFlash2 draft of a model file: models/drafts/<its [model] name>-dflash2.ini, as bin/dhsim
+ * finds a mode's default draft (models/glm53-replay.ini is model glm53: glm53-dflash2.ini). */
 static std::string rp_draft_path(const char *model)
 {
-    std::string m = model, base = m.substr(m.find_last_of('/') + 1);
+    std::string m = model, base = m.substr(m.find_last_of('/') + 1), sec, line;
     if (base.size() > 4 && base.compare(base.size() - 4, 4, ".ini") == 0) base.resize(base.size() - 4);
+    if (FILE *f = fopen(model, "r")) {
+        char buf[512];
+        while (fgets(buf, sizeof buf, f)) {
+            line = buf;
+            line.erase(0, line.find_first_not_of(" \t"));
+            line.erase(line.find_last_not_of(" \t\r\n") + 1);
+            if (!line.empty() && line[0] == '[') { sec = line; continue; }
+            if (sec != "[model]" || line.compare(0, 4, "name") != 0) continue;
+            size_t eq = line.find('=');
+            if (eq == std::string::npos || line.find_first_not_of(" \t", 4) != eq) continue;
+            std::string v = line.substr(eq + 1);
+            v.erase(0, v.find_first_not_of(" \t"));
+            v = v.substr(0, v.find_first_of(" \t;#"));
+            if (!v.empty()) base = v;
+            break;
+        }
+        fclose(f);
+    }
     std::string dir = m.find('/') == std::string::npos ? "" : m.substr(0, m.find_last_of('/') + 1);
     return dir + "drafts/" + base + "-dflash2.ini";
 }
