@@ -4,6 +4,8 @@
 #include "common/ofile.h"
 #include "common/path.h"
 #include "sim/out.h"
+#include "sim/reqlat.h"
+#include "sim/search.h"
 #include "sim/sim.h"
 
 #include <getopt.h>
@@ -42,8 +44,16 @@ static void usage(FILE *f)
         "  --json FILE          the figures as JSON ('-' for stdout)\n"
         "  --wall               include wall-clock figures in the JSON (not deterministic)\n"
         "  --timeline PREFIX    per-step timelines: PREFIX.tsv and PREFIX.h5\n"
-        "  --search-latency MS  largest concurrency whose per-token latency meets MS\n"
-        "  --search-stat S      p50, p90 (default), p99 or mean for --search-latency\n"
+        "  --search-latency MS  largest concurrency whose latency statistic meets MS in steady state (warm-up\n"
+        "                       cut by MSER-5, finished requests replaced); says why it stopped (latency,\n"
+        "                       memory, max) and the statistic one concurrency above (sim/search.h)\n"
+        "  --latency-stat S     the statistic: [METRIC_]p50|p90|p99|mean, METRIC token (default: the\n"
+        "                       per-token latency of a step, the table's TPOT rows), tpot, ttft, e2e or\n"
+        "                       queue (per request, sim/reqlat.h); default p90 (token_p90)\n"
+        "  --search-stat S      the same as --latency-stat\n"
+        "  --search-max N       upper limit of the search, requests per GPU (default 65536)\n"
+        "  --requests FILE      per-request latencies as CSV (arrival, admission, first token, finish,\n"
+        "                       queue, TTFT, TPOT, end-to-end; prefill not modelled: sim/reqlat.h)\n"
         "  --threads N          policies simulated in parallel (default 2; results do not depend on it)\n"
         "  --quiet              no table\n");
 }
@@ -147,49 +157,114 @@ static int run_all(const run_spec *spec, sim_result *res)
     return rc;
 }
 
-static double stat_of(const sim_result *r, const char *s)
+/* The search's runs: one column at a per-GPU concurrency, on one thread. */
+typedef struct {
+    run_spec one;
+    char conc[64];
+    double dp;
+    const char *name;
+    search_stat stat;
+} search_ctx;
+
+static int search_run_at(void *ctx, uint32_t per_gpu, sim_result *res)
 {
-    if (!strcmp(s, "p50")) return r->tpot_p50;
-    if (!strcmp(s, "p99")) return r->tpot_p99;
-    if (!strcmp(s, "mean")) return r->tpot_mean;
-    return r->tpot_p90;
+    search_ctx *x = ctx;
+    snprintf(x->conc, sizeof x->conc, "workload.concurrency=%.0f", per_gpu * x->dp);
+    return run_all(&x->one, res);
 }
 
-/* Largest per-GPU concurrency whose TPOT statistic meets bound (bisection;
- * assumes latency does not fall as concurrency rises). A concurrency that
- * memory cannot admit does not meet any bound: its waiting requests never get
- * a token, so the search stops where admission stops growing the batch. */
-static int search(run_spec *spec, const column *col, double bound_s, const char *stat, double dp, uint32_t *best, sim_result *best_res)
+static void ms_or_dash(char *b, size_t cap, double v) { if (v >= 0) snprintf(b, cap, "%.2f", v * 1e3); else snprintf(b, cap, "-"); }
+
+static void ci_text(char *b, size_t cap, const search_eval *e)
 {
-    run_spec one = *spec;
-    one.n_pol = 1;
-    one.cols[0] = *col;
-    one.threads = 1;
-    char buf[64];
-    one.sets[one.n_sets] = buf;
-    one.n_sets++;
-    uint32_t lo = 0, hi = 1;
-    sim_result r;
-    *best = 0;
-    memset(best_res, 0, sizeof *best_res);
-    for (;;) {
-        snprintf(buf, sizeof buf, "workload.concurrency=%.0f", hi * dp);
-        if (run_all(&one, &r) < 0) return -1;
-        int saturated = r.mean_active < 0.98 * hi; /* admission stopped growing the batch */
-        int ok = !saturated && stat_of(&r, stat) <= bound_s;
-        if (ok) { lo = hi; *best = hi; sim_result_release(best_res); *best_res = r; } else sim_result_release(&r);
-        if (!ok || hi >= 65536) break;
-        hi *= 2;
-    }
-    if (lo == hi) return 0;
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        snprintf(buf, sizeof buf, "workload.concurrency=%.0f", mid * dp);
-        if (run_all(&one, &r) < 0) return -1;
-        if (r.mean_active >= 0.98 * mid && stat_of(&r, stat) <= bound_s) { lo = mid; *best = mid; sim_result_release(best_res); *best_res = r; }
-        else { hi = mid; sim_result_release(&r); }
-    }
+    if (e->lo >= 0) snprintf(b, cap, "[%.2f,%.2f]", e->lo * 1e3, e->hi * 1e3);
+    else snprintf(b, cap, "-");
+}
+
+/* One line per run on stderr: a search takes minutes. */
+static void search_progress(void *ctx, const search_eval *e)
+{
+    search_ctx *x = ctx;
+    char nm[32], v[32], ci[64];
+    ms_or_dash(v, sizeof v, e->value);
+    ci_text(ci, sizeof ci, e);
+    fprintf(stderr, "search: %s per GPU %u (concurrency %.0f): %s %s ms %s over %u measured steps (warm-up %u): %s",
+            x->name, e->per_gpu, e->per_gpu * x->dp, search_stat_name(x->stat, nm, sizeof nm), v, ci, e->measured,
+            e->warmup, e->ok ? "meets" : e->memory_short ? "memory-bound" : "exceeds");
+    if (e->memory_short) fprintf(stderr, " (%u of %u measured steps below %u requests)", e->short_steps, e->measured, e->per_gpu);
+    fprintf(stderr, "\n");
+}
+
+/* The largest per-GPU concurrency of column col meeting bound_s (search.h);
+ * one table row on stdout, the answer's result in *res. */
+static int search_column(const run_spec *spec, const column *col, const search_cfg *base, double dp, sim_result *res,
+                         uint32_t *min_steps)
+{
+    search_ctx x;
+    memset(&x, 0, sizeof x);
+    x.one = *spec;
+    x.one.n_pol = 1;
+    x.one.cols[0] = *col;
+    x.one.threads = 1;
+    x.one.sets[x.one.n_sets++] = x.conc;
+    x.dp = dp;
+    x.name = col->label[0] ? col->label : pol_name_of(col->pol);
+    x.stat = base->stat;
+    search_cfg cfg = *base;
+    cfg.run = search_run_at;
+    cfg.progress = search_progress;
+    cfg.ctx = &x;
+    search_out o;
+    if (search_run(&cfg, &o) < 0) return -1;
+    *res = o.res;
+    memset(&o.res, 0, sizeof o.res);
+    if (o.best == 0) snprintf(res->policy, sizeof res->policy, "%s", x.name);
+    char v[32], ci[64], cv[32];
+    ms_or_dash(v, sizeof v, o.best ? o.at.value : -1);
+    ci_text(ci, sizeof ci, &o.at);
+    if (!o.best) snprintf(ci, sizeof ci, "-");
+    if (o.stop == SEARCH_STOP_MAX) snprintf(cv, sizeof cv, "-");
+    else if (o.above.memory_short) snprintf(cv, sizeof cv, "memory");
+    else ms_or_dash(cv, sizeof cv, o.above.value);
+    char cg[16];
+    if (o.stop == SEARCH_STOP_MAX) snprintf(cg, sizeof cg, "-");
+    else snprintf(cg, sizeof cg, "%u", o.best + 1);
+    printf("%-18s %11.0f %7u %12.1f %9s %17s %8s %7s %9s %7u %8u %4u\n", res->policy, o.best * dp, o.best, res->tok_s_gpu, v,
+           ci, search_stop_name[o.stop], cg, cv, o.best ? o.at.warmup : 0, o.best ? o.at.measured : 0, o.runs);
+    if (o.noisy)
+        printf("note: %s: the bound lies inside the statistic's 95%% CI at per GPU %u or %u: another run length or seed "
+               "may move the answer by one\n", res->policy, o.best, o.best + 1);
+    uint32_t w = o.at.warmup > o.above.warmup ? o.at.warmup : o.above.warmup;
+    if (2 * w > *min_steps) *min_steps = 2 * w;
+    sim_result_release(&o.res_above);
     return 0;
+}
+
+/* Per-request latencies under the table: for each column, the requests that
+ * arrived after the warm-up, their TTFT, TPOT and end-to-end quantiles with
+ * 95% CIs (sim/reqlat.h says what each includes). */
+static int print_reqlat(FILE *f, const sim_result *r, int n)
+{
+    fprintf(f, "\nper-request latency (ms; requests arrived after the warm-up; TTFT = admission wait + first decode step,\n"
+               "prefill not modelled; TPOT = (e2e - TTFT) / (tokens - 1)): p50, p90, p99 [95%% CI]\n");
+    static const int show[3] = { RL_TTFT, RL_TPOT, RL_E2E };
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < 3; j++) {
+            double *v;
+            uint32_t k = reqlat_samples(r[i].req, r[i].n_req, show[j], r[i].measured_from_s, &v);
+            fprintf(f, "  %-18s %-5s n %5u", r[i].policy, reqlat_metric_name[show[j]], k);
+            static const double qs[3] = { 0.5, 0.9, 0.99 };
+            for (int q = 0; q < 3 && k; q++) {
+                reqlat_q o = reqlat_quantile(v, k, qs[q]);
+                fprintf(f, "  %9.2f", o.v * 1e3);
+                if (o.lo >= 0) fprintf(f, " [%.2f, %.2f]", o.lo * 1e3, o.hi * 1e3);
+                else fprintf(f, " [-]");
+            }
+            if (!k) fprintf(f, "  (no sample in the run)");
+            fprintf(f, "\n");
+            free(v);
+        }
+    return ferror(f) ? dh_err("write error on the report") : 0;
 }
 
 /* A column from a policy name (or hisparse-spec) and an optional mode. */
@@ -272,11 +347,13 @@ int main(int argc, char **argv)
     memset(&spec, 0, sizeof spec);
     spec.config = DEFAULT_INSTANCE;
     spec.threads = 2;
-    const char *json = NULL, *timeline = NULL, *policy_list = NULL, *search_stat = "p90";
+    const char *json = NULL, *timeline = NULL, *policy_list = NULL, *requests = NULL;
+    search_stat sstat = { SEARCH_TOKEN, 0.90 };
+    long search_max = 65536;
     int compare = 0, quiet = 0, wall = 0;
     double search_ms = 0;
     enum { O_SET = 256, O_STEPS, O_CONC, O_SEED, O_PRESET, O_TRACE, O_JSON, O_WALL, O_TL, O_SEARCH, O_STAT, O_THREADS, O_QUIET,
-           O_SPEC, O_DRAFT };
+           O_SPEC, O_DRAFT, O_LSTAT, O_SMAX, O_REQ };
     static const struct option opts[] = {
         { "config", required_argument, 0, 'c' }, { "policy", required_argument, 0, 'p' },
         { "compare", no_argument, 0, 'C' }, { "set", required_argument, 0, O_SET },
@@ -287,6 +364,8 @@ int main(int argc, char **argv)
         { "search-latency", required_argument, 0, O_SEARCH }, { "search-stat", required_argument, 0, O_STAT },
         { "threads", required_argument, 0, O_THREADS }, { "quiet", no_argument, 0, O_QUIET },
         { "spec", required_argument, 0, O_SPEC }, { "draft", required_argument, 0, O_DRAFT },
+        { "latency-stat", required_argument, 0, O_LSTAT }, { "search-max", required_argument, 0, O_SMAX },
+        { "requests", required_argument, 0, O_REQ },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int o;
@@ -314,10 +393,15 @@ int main(int argc, char **argv)
                 dh_die("dhsim", "--search-latency '%s': expected milliseconds in (0, 1e6]", optarg);
             break;
         case O_STAT:
-            search_stat = optarg;
-            if (strcmp(optarg, "p50") && strcmp(optarg, "p90") && strcmp(optarg, "p99") && strcmp(optarg, "mean"))
-                dh_die("dhsim", "--search-stat '%s': expected p50, p90, p99 or mean", optarg);
+        case O_LSTAT:
+            if (search_stat_parse(optarg, &sstat) < 0) dh_die_last("dhsim");
             break;
+        case O_SMAX:
+            search_max = strtol(optarg, &end, 10);
+            if (end == optarg || *end || search_max < 1 || search_max > 65536)
+                dh_die("dhsim", "--search-max '%s': expected 1 to 65536 requests per GPU", optarg);
+            break;
+        case O_REQ: requests = optarg; break;
         case O_THREADS: {
             long t = strtol(optarg, &end, 10);
             if (end == optarg || *end || t < 1 || t > 64) dh_die("dhsim", "--threads '%s': expected 1 to 64", optarg);
@@ -342,6 +426,7 @@ int main(int argc, char **argv)
     if (compare && policy_list) dh_die("dhsim", "--compare and --policy exclude each other");
     /* Outputs are checked before the run, which can take minutes. */
     if (json && strcmp(json, "-") && ofile_check(json) < 0) dh_die_last("dhsim");
+    if (requests && ofile_check(requests) < 0) dh_die_last("dhsim");
     if (timeline) {
         char p[4096];
         if (snprintf(p, sizeof p, "%s.tsv", timeline) >= (int)sizeof p) dh_die("dhsim", "--timeline: path is too long");
@@ -351,6 +436,7 @@ int main(int argc, char **argv)
     sim_config sc;
     if (sim_config_load(spec.config, spec.sets, spec.n_sets, &sc) < 0) dh_die_last("dhsim");
     double dp = sc.attention_dp;
+    uint32_t sc_warmup = sc.wl.warmup_steps, sc_steps = sc.wl.steps;
     const char *cfg_mode = sc.spec.mode ? spec_kind_name((spec_kind)sc.spec.mode) : NULL;
     char spec_mode[16];
     snprintf(spec_mode, sizeof spec_mode, "%s", cfg_mode ? cfg_mode : "dflash2");
@@ -416,25 +502,29 @@ int main(int argc, char **argv)
     sim_result res[MAX_COLS];
     memset(res, 0, sizeof res);
     if (search_ms > 0) {
-        printf("largest concurrency with TPOT %s <= %g ms\n", search_stat, search_ms);
-        printf("%-10s %12s %12s %16s %12s\n", "policy", "concurrency", "per GPU", "tokens/s/GPU", "TPOT (ms)");
-        for (int i = 0; i < spec.n_pol; i++) {
-            uint32_t best;
-            if (search(&spec, &spec.cols[i], search_ms / 1e3, search_stat, dp, &best, &res[i]) < 0) dh_die_last("dhsim");
-            const char *name = spec.cols[i].label[0] ? spec.cols[i].label : pol_name_of(spec.cols[i].pol);
-            if (best == 0) snprintf(res[i].policy, sizeof res[i].policy, "%s", name);
-            printf("%-10s %12.0f %12u %16.1f %12.2f\n", res[i].policy, best * dp, best, res[i].tok_s_gpu,
-                   stat_of(&res[i], search_stat) * 1e3);
-        }
+        char nm[32];
+        search_cfg scfg = { .bound_s = search_ms / 1e3, .stat = sstat, .config_warmup = sc_warmup, .max_per_gpu = (uint32_t)search_max };
+        printf("largest concurrency with %s <= %g ms in steady state (warm-up cut by MSER-5, at least %u steps; finished "
+               "requests replaced)\n", search_stat_name(sstat, nm, sizeof nm), search_ms, sc_warmup);
+        printf("%-18s %11s %7s %12s %9s %17s %8s %7s %9s %7s %8s %4s\n", "policy", "concurrency", "per_GPU", "tok/s/GPU",
+               "stat_ms", "95%_CI_ms", "stop", "check", "check_ms", "warm-up", "measured", "runs");
+        uint32_t min_steps = 0;
+        for (int i = 0; i < spec.n_pol; i++)
+            if (search_column(&spec, &spec.cols[i], &scfg, dp, &res[i], &min_steps) < 0) dh_die_last("dhsim");
+        printf("stop: why per GPU check = answer + 1 failed (latency: over the bound; memory: admission could not hold "
+               "it); max: --search-max reached\n");
+        printf("run length: %u steps; a steady-state answer needs at least %u (twice the longest warm-up cut)\n",
+               sc_steps, min_steps < 20 ? 20 : min_steps);
     } else {
         if (run_all(&spec, res) < 0) dh_die_last("dhsim");
         if (!quiet && out_table(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
         if (!quiet && headline && print_headline(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
+        if (!quiet && print_reqlat(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
     }
     /* Every output goes to a temporary name first; all are renamed into place
      * only when all are complete (common/ofile.h). */
-    ofile js = { 0 };
-    char *tl_tmp[2] = { NULL, NULL }, tl_path[2][4096];
+    ofile js = { 0 }, rq = { 0 }, cdf = { 0 };
+    char *tl_tmp[2] = { NULL, NULL }, tl_path[3][4096];
     int orc = 0;
     if (json && !strcmp(json, "-")) orc = out_json(stdout, res, spec.n_pol, wall);
     else if (json) {
@@ -448,13 +538,31 @@ int main(int argc, char **argv)
                       out_tsv(tl_tmp[0], res, spec.n_pol) < 0 || out_h5(tl_tmp[1], res, spec.n_pol) < 0
                   ? -1 : 0;
     }
+    for (int i = 0; orc == 0 && requests && i < spec.n_pol; i++) {
+        if (i == 0) orc = ofile_open(&rq, requests);
+        if (orc == 0 && reqlat_csv(rq.f, res[i].policy, res[i].req, res[i].n_req, res[i].measured_from_s, i == 0) < 0)
+            orc = dh_err("write error on '%s'", requests);
+    }
+    for (int i = 0; orc == 0 && timeline && i < spec.n_pol; i++) {
+        /* The per-request latency CDFs beside the per-step timeline. */
+        if (i == 0) {
+            snprintf(tl_path[2], sizeof tl_path[2], "%s.latency.tsv", timeline);
+            orc = ofile_open(&cdf, tl_path[2]);
+        }
+        if (orc == 0 && reqlat_cdf_tsv(cdf.f, res[i].policy, res[i].req, res[i].n_req, res[i].measured_from_s, i == 0) < 0)
+            orc = dh_err("write error on '%s'", tl_path[2]);
+    }
     if (orc == 0 && js.f) orc = ofile_close(&js);
+    if (orc == 0 && rq.f) orc = ofile_close(&rq);
+    if (orc == 0 && cdf.f) orc = ofile_close(&cdf);
     for (int i = 0; i < 2 && orc == 0 && tl_tmp[i]; i++) {
         orc = ofile_commit(tl_tmp[i], tl_path[i]);
         tl_tmp[i] = NULL;
     }
     if (orc < 0) {
         ofile_discard(&js);
+        ofile_discard(&rq);
+        ofile_discard(&cdf);
         for (int i = 0; i < 2; i++) ofile_abort(tl_tmp[i]);
         dh_die_last("dhsim");
     }
