@@ -208,7 +208,13 @@ static int search_column(const run_spec *spec, const column *col, const search_c
     x.one.threads = 1;
     x.one.sets[x.one.n_sets++] = x.conc;
     x.dp = dp;
-    x.name = col->label[0] ? col->label : pol_name_of(col->pol);
+    /* The column's name as run_one gives it: its label, or the policy with its mode. */
+    char name[64];
+    snprintf(name, sizeof name, "%s", col->label[0] ? col->label : pol_name_of(col->pol));
+    for (int i = 0; i < col->n_sets && !col->label[0]; i++)
+        if (!strncmp(col->sets[i], "spec.mode=", 10) && strcmp(col->sets[i] + 10, "none") != 0)
+            snprintf(name, sizeof name, "%s+%s", pol_name_of(col->pol), col->sets[i] + 10);
+    x.name = name;
     x.stat = base->stat;
     search_cfg cfg = *base;
     cfg.run = search_run_at;

@@ -53,24 +53,26 @@ int64_t search_mser5(const double *x, uint32_t n)
         for (uint32_t i = 0; i < MSER_BATCH; i++) b[j] += x[j * MSER_BATCH + i];
         b[j] /= MSER_BATCH;
     }
-    /* MSER(d) = sum_{j >= d} (b_j - mean_d)^2 / (m - d)^2 from suffix sums,
-     * for d in the first half only (White 1997: a truncation later than that
-     * leaves too little to judge). */
-    double s = 0, s2 = 0, best = INFINITY;
+    /* MSER(d) = sum_{j >= d} (b_j - mean_d)^2 / (m - d)^2, two passes per d
+     * (O(m^2), m = steps / 5: exact enough that a constant series ties), for
+     * d in the first half only (White 1997: a later cut leaves too little to
+     * judge). A smaller cut wins ties: eps is far below any real variance. */
+    double scale = 0;
+    for (uint32_t j = 0; j < m; j++) scale += b[j] * b[j];
+    const double eps = 1e-12 * scale / m / m;
+    double best = INFINITY;
     int64_t arg = 0;
-    double *mser = dh_calloc(m, sizeof *mser);
-    for (int64_t d = (int64_t)m - 1; d >= 0; d--) {
-        s += b[d];
-        s2 += b[d] * b[d];
-        double k = (double)(m - (uint32_t)d);
-        mser[d] = (s2 - s * s / k) / (k * k);
+    for (uint32_t d = 0; d <= m / 2; d++) {
+        double mean = 0, ss = 0, k = (double)(m - d);
+        for (uint32_t j = d; j < m; j++) mean += b[j];
+        mean /= k;
+        for (uint32_t j = d; j < m; j++) ss += (b[j] - mean) * (b[j] - mean);
+        double v = ss / (k * k);
+        if (v < best - eps) { best = v; arg = d; }
     }
-    for (uint32_t d = 0; d <= m / 2; d++)
-        if (mser[d] < best) { best = mser[d]; arg = d; }
     free(b);
-    free(mser);
     /* A minimum on the boundary: the series is still moving at mid-run. */
-    if (arg == (int64_t)(m / 2) && m / 2 > 0) return -1;
+    if (arg == (int64_t)(m / 2)) return -1;
     return arg * MSER_BATCH;
 }
 
@@ -95,8 +97,17 @@ static void token_stat(const sim_result *r, uint32_t w, double q, search_eval *e
     e->lo = e->hi = -1;
     if (q > 0) {
         e->value = metrics_quantile(d, n, total, q);
-        double h = 1.96 * sqrt(n * q * (1 - q)), lo = floor(n * q - h), hi = ceil(n * q + h) + 1;
-        if (lo >= 1 && hi <= n) { e->lo = d[(uint32_t)lo - 1].s_per_token; e->hi = d[(uint32_t)hi - 1].s_per_token; }
+        /* The order-statistic CI in token weight: the quantiles at q -/+ 1.96
+         * sqrt(q (1 - q) / n_eff), n_eff = (sum w)^2 / sum w^2 the steps'
+         * effective number (Kish); unknown where that leaves (0, 1). */
+        double w2 = 0;
+        for (uint32_t i = 0; i < n; i++) w2 += d[i].tokens * d[i].tokens;
+        double neff = w2 > 0 ? total * total / w2 : 0;
+        double h = neff > 0 ? 1.96 * sqrt(q * (1 - q) / neff) : 1;
+        if (q - h > 0 && q + h < 1) {
+            e->lo = metrics_quantile(d, n, total, q - h);
+            e->hi = metrics_quantile(d, n, total, q + h);
+        }
     } else {
         double s = 0;
         for (uint32_t i = 0; i < n; i++) s += d[i].s_per_token * d[i].tokens;
