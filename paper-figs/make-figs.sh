@@ -62,13 +62,14 @@ fig2() {
     # one more request per GPU, whatever its latency) -- and whether the bound
     # lies inside the statistic's CI (the answer may move by one per GPU).
     # The search prints one line per run on stderr (progress).
-    steps=${FIG2_STEPS:-60}
+    steps=${FIG2_STEPS:-150}
     printf 'bound_ms\thisparse_conc\thisparse_tok\tadaptive_dflash2_conc\tadaptive_dflash2_tok\thisparse_stop\tadaptive_dflash2_stop\thisparse_noisy\tadaptive_dflash2_noisy\n' > data/latency.tsv
     for b in ${BOUNDS:-30 40 60 90}; do
-        for p in hisparse adaptive+dflash2; do
-            t=hs; [ $p = hisparse ] || t=ad
-            run --policy $p --search-latency $b --steps $steps --json paper-figs/data/latency-$t-$b.json > data/latency-$t-$b.txt
-        done
+        # The two searches of a bound run side by side (each is one thread).
+        run --policy hisparse --search-latency $b --steps $steps --json paper-figs/data/latency-hs-$b.json > data/latency-hs-$b.txt &
+        hs_pid=$!
+        run --policy adaptive+dflash2 --search-latency $b --steps $steps --json paper-figs/data/latency-ad-$b.json > data/latency-ad-$b.txt
+        wait $hs_pid
         # search_row FILE POLICY FIELD: a field of the search table's row (7: stop reason).
         search_row() { awk -v p="$2" -v f="$3" '$1 == p { print $f; exit }' "$1"; }
         noisy() { grep -q "^note: $2: the bound lies inside" "$1" && echo 1 || echo 0; }

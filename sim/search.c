@@ -1,6 +1,6 @@
 /* search.c: the steady-state latency search; see search.h.
  *
- * Cost: O(log max) runs (doubling, then bisection), each O(steps log steps)
+ * Cost: O(log max) runs (doubling, then interpolation guarded by bisection), each O(steps log steps)
  * to judge; the runs dominate. */
 #include "sim/search.h"
 #include "common/dh_err.h"
@@ -198,12 +198,28 @@ int search_run(const search_cfg *cfg, search_out *o)
         if (hi >= cfg->max_per_gpu) { o->best = lo; o->stop = SEARCH_STOP_MAX; return 0; }
         hi = hi * 2 > cfg->max_per_gpu ? cfg->max_per_gpu : hi * 2;
     }
-    /* Bisection: lo met the bound (or is 0), hi failed. */
+    /* Bracketing: lo met the bound (or is 0), hi failed. The probe is where
+     * the line through the two ends' statistics meets the bound (the latency
+     * is close to linear in c, so two probes usually settle it), clamped
+     * inside the bracket; the midpoint where an end has no latency to go by
+     * (lo = 0, hi memory-bound) or where two interpolations did not halve
+     * the bracket (regula falsi's slow side), so the runs stay O(log) in the
+     * worst case. Any probe keeps the invariant, so where failing is
+     * monotone in c the answer does not depend on the probing rule. */
+    uint32_t ref = hi - lo; /* the bracket's width when it last halved */
+    int tries = 0;          /* interpolations since then */
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
+        int interp = lo > 0 && !o->above.memory_short && tries < 2 && o->above.value > o->at.value;
+        if (interp) {
+            double p = lo + (cfg->bound_s - o->at.value) / (o->above.value - o->at.value) * (hi - lo);
+            mid = p < lo + 1 ? lo + 1 : p > hi - 1 ? hi - 1 : (uint32_t)floor(p);
+        }
         if (eval(cfg, mid, o, &e, &r) < 0) goto fail;
         if (e.ok) { lo = mid; keep(&o->at, &o->res, &e, &r); }
         else { hi = mid; keep(&o->above, &o->res_above, &e, &r); }
+        tries += interp;
+        if (!interp || 2 * (hi - lo) <= ref) { ref = hi - lo; tries = 0; }
     }
     o->best = lo;
     o->stop = o->above.memory_short ? SEARCH_STOP_MEMORY : SEARCH_STOP_LATENCY;

@@ -16,7 +16,8 @@
  *     no token). Running out of requests instead is an error;
  *   - the statistic (search_stat) over the measured steps or the requests
  *     that arrived in them must be <= the bound.
- * The search doubles c from 1 until a run fails, then bisects, so the answer
+ * The search doubles c from 1 until a run fails, then narrows the bracket
+ * (interpolating the statistic, bisecting where that is slow), so the answer
  * c* was met and c* + 1 was run and failed: that run is the check, and its
  * failure says why the search stopped (latency bound, memory) or the upper
  * limit stopped it. It assumes that failing is monotone in c (more requests
