@@ -1,6 +1,7 @@
 /* dhsim: the trace-driven simulator of hierarchical sparse KV residency on a
  * decode GPU (sim/sim.h). Usage: dhsim --help. */
 #include "common/dh_err.h"
+#include "common/h5det.h"
 #include "common/ofile.h"
 #include "common/path.h"
 #include "sim/out.h"
@@ -9,6 +10,7 @@
 #include "sim/sim.h"
 
 #include <getopt.h>
+#include <hdf5.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -43,7 +45,9 @@ static void usage(FILE *f)
         "  --trace FILE         HDF5 selection trace instead of the generator (trace.path)\n"
         "  --json FILE          the figures as JSON ('-' for stdout)\n"
         "  --wall               include wall-clock figures in the JSON (not deterministic)\n"
-        "  --timeline PREFIX    per-step timelines: PREFIX.tsv and PREFIX.h5\n"
+        "  --timeline PREFIX    per-step timelines: PREFIX.tsv and PREFIX.h5 (which also holds the per-request\n"
+        "                       records under /requests/POLICY/), and the per-request latency CDFs:\n"
+        "                       PREFIX.latency.tsv\n"
         "  --search-latency MS  largest concurrency whose latency statistic meets MS in steady state (warm-up\n"
         "                       cut by MSER-5, finished requests replaced); says why it stopped (latency,\n"
         "                       memory, max) and the statistic one concurrency above (sim/search.h)\n"
@@ -271,6 +275,54 @@ static int print_reqlat(FILE *f, const sim_result *r, int n)
             free(v);
         }
     return ferror(f) ? dh_err("write error on the report") : 0;
+}
+
+/* The per-request records beside the timeline in its HDF5 file (written by
+ * out_h5 to tmp): /requests/<policy>/<column>, one value per arrived request,
+ * NaN where a figure is not defined (sim/reqlat.h), and the measured flag. */
+static int requests_h5(const char *tmp, const sim_result *r, int n)
+{
+    hid_t gcpl = h5_untimed(H5P_GROUP_CREATE), dcpl = h5_untimed(H5P_DATASET_CREATE);
+    hid_t file = gcpl < 0 || dcpl < 0 ? -1 : H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t top = file < 0 ? -1 : H5Gcreate2(file, "requests", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    int rc = top < 0 ? dh_err("'%s': unable to create group /requests", tmp) : 0;
+    static const char *const col[] = { "request", "prompt_tokens", "output_tokens", "measured", "arrival_s", "admit_s",
+                                       "first_token_s", "finish_s", "queue_s", "ttft_s", "tpot_s", "e2e_s" };
+    enum { NC = sizeof col / sizeof col[0] };
+    for (int i = 0; rc == 0 && i < n; i++) {
+        hid_t g = H5Gcreate2(top, r[i].policy, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+        if (g < 0) { rc = dh_err("'%s': unable to create group /requests/%s", tmp, r[i].policy); break; }
+        uint32_t k = 0;
+        for (uint32_t j = 0; j < r[i].n_req; j++) k += r[i].req[j].arrival >= 0;
+        double *v = malloc((k ? k : 1) * sizeof *v);
+        if (!v) abort();
+        for (int c = 0; rc == 0 && c < NC; c++) {
+            uint32_t m = 0;
+            for (uint32_t j = 0; j < r[i].n_req; j++) {
+                const reqlat_rec *x = &r[i].req[j];
+                if (x->arrival < 0) continue;
+                double t[NC] = { j, x->prompt, x->output, x->arrival >= r[i].measured_from_s, x->arrival, x->admit, x->first,
+                                 x->finish, reqlat_value(x, RL_QUEUE), reqlat_value(x, RL_TTFT), reqlat_value(x, RL_TPOT),
+                                 reqlat_value(x, RL_E2E) };
+                v[m++] = c >= 4 && t[c] < 0 ? NAN : t[c];
+            }
+            hsize_t dims[1] = { k };
+            hid_t sp = H5Screate_simple(1, dims, NULL);
+            hid_t ds = sp < 0 ? -1 : H5Dcreate2(g, col[c], H5T_IEEE_F64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+            herr_t w = ds < 0 ? -1 : (k ? H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) : 0);
+            if (ds >= 0) H5Dclose(ds);
+            if (sp >= 0) H5Sclose(sp);
+            if (w < 0) rc = dh_err("'%s': unable to write dataset /requests/%s/%s", tmp, r[i].policy, col[c]);
+        }
+        free(v);
+        if (H5Gclose(g) < 0 && rc == 0) rc = dh_err("'%s': HDF5 close failed", tmp);
+    }
+    if (top >= 0 && H5Gclose(top) < 0 && rc == 0) rc = dh_err("'%s': HDF5 close failed", tmp);
+    if (file >= 0 && H5Fclose(file) < 0 && rc == 0) rc = dh_err("'%s': HDF5 close failed", tmp);
+    if (file < 0 && rc == 0) rc = dh_err("unable to open HDF5 file '%s'", tmp);
+    if (gcpl >= 0) H5Pclose(gcpl);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    return rc;
 }
 
 /* A column from a policy name (or hisparse-spec) and an optional mode. */
@@ -541,7 +593,8 @@ int main(int argc, char **argv)
         snprintf(tl_path[0], sizeof tl_path[0], "%s.tsv", timeline);
         snprintf(tl_path[1], sizeof tl_path[1], "%s.h5", timeline);
         orc = ofile_begin(tl_path[0], &tl_tmp[0]) < 0 || ofile_begin(tl_path[1], &tl_tmp[1]) < 0 ||
-                      out_tsv(tl_tmp[0], res, spec.n_pol) < 0 || out_h5(tl_tmp[1], res, spec.n_pol) < 0
+                      out_tsv(tl_tmp[0], res, spec.n_pol) < 0 || out_h5(tl_tmp[1], res, spec.n_pol) < 0 ||
+                      requests_h5(tl_tmp[1], res, spec.n_pol) < 0
                   ? -1 : 0;
     }
     for (int i = 0; orc == 0 && requests && i < spec.n_pol; i++) {
