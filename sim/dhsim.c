@@ -495,6 +495,11 @@ int main(int argc, char **argv)
     if (sim_config_load(spec.config, spec.sets, spec.n_sets, &sc) < 0) dh_die_last("dhsim");
     double dp = sc.attention_dp;
     uint32_t sc_warmup = sc.wl.warmup_steps, sc_steps = sc.wl.steps;
+    /* The search holds a concurrency: a closed loop. Open-loop arrivals or
+     * load steps would run below the target for want of requests, which the
+     * search would read as memory. */
+    if (search_ms > 0 && sc.wl.mode != WL_CLOSED)
+        dh_die("dhsim", "--search-latency needs workload.mode = closed (it searches the concurrency a closed loop holds)");
     const char *cfg_mode = sc.spec.mode ? spec_kind_name((spec_kind)sc.spec.mode) : NULL;
     char spec_mode[16];
     snprintf(spec_mode, sizeof spec_mode, "%s", cfg_mode ? cfg_mode : "dflash2");

@@ -78,4 +78,5 @@ expect_error bad_latency_stat "expected p50, p90, p99 or mean" --latency-stat p9
 expect_error bad_latency_metric "expected token, tpot, ttft, e2e or queue" --latency-stat itl_p90 --search-latency 30
 expect_error bad_search_max "search-max" --search-max 0 --search-latency 30
 expect_error requests_unwritable "nodir" $small --requests "$tmp/nodir/x.csv"
+expect_error search_open_loop "needs workload.mode = closed" $small --set workload.mode=open --set workload.rate=10 --search-latency 30
 expect_error search_too_short "raise --steps" $small --steps 12 --search-latency 30 --requests "$tmp/x.csv"
