@@ -255,14 +255,18 @@ static int search_column(const run_spec *spec, const column *col, const search_c
  * 95% CIs (sim/reqlat.h says what each includes). */
 static int print_reqlat(FILE *f, const sim_result *r, int n)
 {
-    fprintf(f, "\nper-request latency (ms; requests arrived after the warm-up; TTFT = admission wait + first decode step,\n"
-               "prefill not modelled; TPOT = (e2e - TTFT) / (tokens - 1)): p50, p90, p99 [95%% CI]\n");
+    fprintf(f, "\nper-request latency (ms) of the requests that arrived after the warm-up and got that far (N of arrived;\n"
+               "TTFT = admission wait + first decode step, prefill not modelled; TPOT = (e2e - TTFT) / (tokens - 1)):\n"
+               "p50, p90, p99 [95%% CI]\n");
     static const int show[3] = { RL_TTFT, RL_TPOT, RL_E2E };
     for (int i = 0; i < n; i++)
         for (int j = 0; j < 3; j++) {
             double *v;
-            uint32_t k = reqlat_samples(r[i].req, r[i].n_req, show[j], r[i].measured_from_s, &v);
-            fprintf(f, "  %-18s %-5s n %5u", r[i].policy, reqlat_metric_name[show[j]], k);
+            uint32_t k = reqlat_samples(r[i].req, r[i].n_req, show[j], r[i].measured_from_s, &v), arrived = 0;
+            for (uint32_t q = 0; q < r[i].n_req; q++) arrived += r[i].req[q].arrival >= r[i].measured_from_s;
+            /* Requests still waiting (TTFT) or decoding (TPOT, e2e) at the end have no value yet: the
+             * quantiles over the others understate the latency when many are missing. */
+            fprintf(f, "  %-18s %-5s %5u of %5u", r[i].policy, reqlat_metric_name[show[j]], k, arrived);
             static const double qs[3] = { 0.5, 0.9, 0.99 };
             for (int q = 0; q < 3 && k; q++) {
                 reqlat_q o = reqlat_quantile(v, k, qs[q]);
@@ -567,8 +571,10 @@ int main(int argc, char **argv)
     if (search_ms > 0) {
         char nm[32];
         search_cfg scfg = { .bound_s = search_ms / 1e3, .stat = sstat, .config_warmup = sc_warmup, .max_per_gpu = (uint32_t)search_max };
-        printf("largest concurrency with %s <= %g ms in steady state (warm-up cut by MSER-5, at least %u steps; finished "
-               "requests replaced)\n", search_stat_name(sstat, nm, sizeof nm), search_ms, sc_warmup);
+        printf("largest concurrency with %s <= %g ms in steady state (warm-up cut by MSER-5", search_stat_name(sstat, nm, sizeof nm),
+               search_ms);
+        if (sc_warmup) printf(", at least the configured %u steps", sc_warmup);
+        printf("; finished requests replaced)\n");
         printf("%-18s %11s %7s %12s %9s %17s %8s %7s %9s %7s %8s %4s\n", "policy", "concurrency", "per_GPU", "tok/s/GPU",
                "stat_ms", "95%_CI_ms", "stop", "check", "check_ms", "warm-up", "measured", "runs");
         uint32_t min_steps = 0;
