@@ -244,8 +244,7 @@ static int search_column(const run_spec *spec, const column *col, const search_c
     if (o.noisy)
         printf("note: %s: the bound lies inside the statistic's 95%% CI at per GPU %u or %u: another run length or seed "
                "may move the answer by one\n", res->policy, o.best, o.best + 1);
-    uint32_t w = o.at.warmup > o.above.warmup ? o.at.warmup : o.above.warmup;
-    if (2 * w > *min_steps) *min_steps = 2 * w;
+    if (2 * o.max_warmup > *min_steps) *min_steps = 2 * o.max_warmup;
     sim_result_release(&o.res_above);
     return 0;
 }
@@ -582,8 +581,8 @@ int main(int argc, char **argv)
             if (search_column(&spec, &spec.cols[i], &scfg, dp, &res[i], &min_steps) < 0) dh_die_last("dhsim");
         printf("stop: why per GPU check = answer + 1 failed (latency: over the bound; memory: admission could not hold "
                "it); max: --search-max reached\n");
-        printf("run length: %u steps; a steady-state answer needs at least %u (twice the longest warm-up cut)\n",
-               sc_steps, min_steps < 20 ? 20 : min_steps);
+        printf("run length: %u steps; these searches need at least %u (twice the longest warm-up cut of their runs, "
+               "and 20; a shorter run is an error, not an answer)\n", sc_steps, min_steps < 20 ? 20 : min_steps);
     } else {
         if (run_all(&spec, res) < 0) dh_die_last("dhsim");
         if (!quiet && out_table(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");

@@ -170,6 +170,7 @@ static int eval(const search_cfg *cfg, uint32_t c, search_out *o, search_eval *e
     if (cfg->run(cfg->ctx, c, res) < 0) return -1;
     o->runs++;
     if (search_judge(cfg, c, res, e) < 0) { sim_result_release(res); return -1; }
+    if (e->warmup > o->max_warmup) o->max_warmup = e->warmup;
     if (cfg->progress) cfg->progress(cfg->ctx, e);
     return 0;
 }

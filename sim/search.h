@@ -84,6 +84,7 @@ typedef struct {
     search_eval at, above;     /* at best (if best > 0) and the check at best + 1 */
     sim_result res, res_above;
     uint32_t runs;
+    uint32_t max_warmup;       /* the longest warm-up cut over every run of the search */
 } search_out;
 
 /* Judge one run at per-GPU concurrency c (exposed for tests). 0, or -1 with
