@@ -23,6 +23,7 @@ plot "data/latency.tsv" using 1:2 skip 1 with linespoints lw 2 pt 7 title "HiSpa
      "" using 1:(noisy(9, 4)):(8) skip 1 with yerrorbars lc rgb "gray40" pt -1 title "bound inside the 95% CI: +/- one per GPU", \
      "" using 1:(mem(6, 2)) skip 1 with points pt 6 ps 3 lw 2 lc rgb "black" notitle, \
      "" using 1:(mem(7, 4)) skip 1 with points pt 6 ps 3 lw 2 lc rgb "black" title "memory-bound (admission, not latency)"
+set key top right
 set ylabel "ratio, Adaptive + DFlash2 / HiSparse"
 plot "data/latency.tsv" using 1:($4/$2) skip 1 with linespoints lw 2 pt 7 title "concurrency", \
      "" using 1:($5/$3) skip 1 with linespoints lw 2 pt 5 title "output (tokens/s per GPU)", \
