@@ -56,20 +56,36 @@ fig1() {
 
 fig2() {
     # Result 2: under the same per-token latency bound (TPOT p90), the largest
-    # concurrency each system sustains and its output.
-    printf 'bound_ms\thisparse_conc\thisparse_tok\tadaptive_dflash2_conc\tadaptive_dflash2_tok\n' > data/latency.tsv
+    # concurrency each system sustains in steady state and its output. Each
+    # point is one --search-latency (sim/search.h): its table row says why the
+    # search stopped -- the latency bound, or memory (admission could not hold
+    # one more request per GPU, whatever its latency) -- and whether the bound
+    # lies inside the statistic's CI (the answer may move by one per GPU).
+    # The search prints one line per run on stderr (progress).
+    steps=${FIG2_STEPS:-150}
+    printf 'bound_ms\thisparse_conc\thisparse_tok\tadaptive_dflash2_conc\tadaptive_dflash2_tok\thisparse_stop\tadaptive_dflash2_stop\thisparse_noisy\tadaptive_dflash2_noisy\n' > data/latency.tsv
     for b in ${BOUNDS:-30 40 60 90}; do
-        run --policy hisparse --search-latency $b --steps ${FIG2_STEPS:-60} --quiet --json paper-figs/data/latency-hs-$b.json
-        run --policy adaptive+dflash2 --search-latency $b --steps ${FIG2_STEPS:-60} --quiet --json paper-figs/data/latency-ad-$b.json
-        printf '%s\t%s\t%s\t%s\t%s\n' $b \
+        # The two searches of a bound run side by side (each is one thread).
+        run --policy hisparse --search-latency $b --steps $steps --json paper-figs/data/latency-hs-$b.json > data/latency-hs-$b.txt &
+        hs_pid=$!
+        run --policy adaptive+dflash2 --search-latency $b --steps $steps --json paper-figs/data/latency-ad-$b.json > data/latency-ad-$b.txt
+        wait $hs_pid
+        # search_row FILE POLICY FIELD: a field of the search table's row (7: stop reason).
+        search_row() { awk -v p="$2" -v f="$3" '$1 == p { print $f; exit }' "$1"; }
+        noisy() { grep -q "^note: $2: the bound lies inside" "$1" && echo 1 || echo 0; }
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' $b \
             "$(./jget.sh data/latency-hs-$b.json hisparse concurrency)" "$(./jget.sh data/latency-hs-$b.json hisparse tok_s_per_gpu)" \
             "$(./jget.sh data/latency-ad-$b.json adaptive+dflash2 concurrency)" "$(./jget.sh data/latency-ad-$b.json adaptive+dflash2 tok_s_per_gpu)" \
+            "$(search_row data/latency-hs-$b.txt hisparse 7)" "$(search_row data/latency-ad-$b.txt adaptive+dflash2 7)" \
+            "$(noisy data/latency-hs-$b.txt hisparse)" "$(noisy data/latency-ad-$b.txt adaptive+dflash2)" \
             >> data/latency.tsv
+        echo "make-figs: figure 2, bound $b ms: $(tail -1 data/latency.tsv | cut -f2,4,6,7 | tr '\t' ' ') (hisparse, adaptive+dflash2 concurrency; stop reasons)" >&2
     done
     {
         printf 'paper_conc_ratio\t%s\n' "$(paper result2 max_concurrency_ratio)"
         printf 'paper_out_low\t%s\n' "$(paper result2 output_ratio_low)"
         printf 'paper_out_high\t%s\n' "$(paper result2 output_ratio_high)"
+        printf 'steps\t%s\n' "$steps"
     } > data/latency-marks.tsv
     draw fig2-latency
 }

@@ -82,15 +82,22 @@ def block():
                 100 * h["adaptive+dflash2"]["fetch_fraction"], h["resident"]["mean_active"],
                 h["resident"]["per_gpu"]), ""]
     # 2. Latency bounds.
-    out += ["**2. Same latency bound as HiSparse** (TPOT p90; the largest concurrency meeting the bound "
-            "and its output per GPU; `paper-figs/data/latency.tsv`)", "",
-            "| bound | HiSparse concurrency | tokens/s | Adaptive + DFlash2 concurrency | tokens/s | "
-            "concurrency ratio | output ratio |", "|---|---|---|---|---|---|---|"]
+    steps = marks("latency-marks.tsv").get("steps")
+    out += ["**2. Same latency bound as HiSparse** (TPOT p90 in steady state%s; the largest concurrency "
+            "meeting the bound, why the search stopped there -- the bound, or memory: admission could not hold "
+            "one more request per GPU -- and its output per GPU; `paper-figs/data/latency.tsv`; * the bound "
+            "lies inside the statistic's 95 %% CI, the answer may move by one request per GPU)" % (
+                ", %s-step runs" % steps if steps else ""), "",
+            "| bound | HiSparse concurrency | stopped by | tokens/s | Adaptive + DFlash2 concurrency | stopped by | "
+            "tokens/s | concurrency ratio | output ratio |", "|---|---|---|---|---|---|---|---|---|"]
     for r in tsv("latency.tsv"):
         hc, ht, ac, at = (float(r[k]) for k in ("hisparse_conc", "hisparse_tok", "adaptive_dflash2_conc",
                                                  "adaptive_dflash2_tok"))
-        out.append("| %s ms | %.0f | %.0f | %.0f | %.0f | %.2fx | %.2fx |" % (
-            r["bound_ms"], hc, ht, ac, at, ac / hc, at / ht))
+        star = lambda k: "*" if r.get(k) == "1" else ""
+        out.append("| %s ms | %.0f%s | %s | %.0f | %.0f%s | %s | %.0f | %s | %s |" % (
+            r["bound_ms"], hc, star("hisparse_noisy"), r.get("hisparse_stop", "?"), ht, ac,
+            star("adaptive_dflash2_noisy"), r.get("adaptive_dflash2_stop", "?"), at,
+            "%.2fx" % (ac / hc) if hc > 0 else "-", "%.2fx" % (at / ht) if ht > 0 else "-"))
     r2 = p["result2"]
     out += ["", "Paper: up to %sx the concurrency, %s-%sx the output." % (
         r2["max_concurrency_ratio"], r2["output_ratio_low"], r2["output_ratio_high"]), ""]

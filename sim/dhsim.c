@@ -1,13 +1,17 @@
 /* dhsim: the trace-driven simulator of hierarchical sparse KV residency on a
  * decode GPU (sim/sim.h). Usage: dhsim --help. */
 #include "common/dh_err.h"
+#include "common/h5det.h"
 #include "common/ofile.h"
 #include "common/path.h"
 #include "sim/out.h"
 #include "sim/paper.h"
+#include "sim/reqlat.h"
+#include "sim/search.h"
 #include "sim/sim.h"
 
 #include <getopt.h>
+#include <hdf5.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -42,9 +46,19 @@ static void usage(FILE *f)
         "  --trace FILE         HDF5 selection trace instead of the generator (trace.path)\n"
         "  --json FILE          the figures as JSON ('-' for stdout)\n"
         "  --wall               include wall-clock figures in the JSON (not deterministic)\n"
-        "  --timeline PREFIX    per-step timelines: PREFIX.tsv and PREFIX.h5\n"
-        "  --search-latency MS  largest concurrency whose per-token latency meets MS\n"
-        "  --search-stat S      p50, p90 (default), p99 or mean for --search-latency\n"
+        "  --timeline PREFIX    per-step timelines: PREFIX.tsv and PREFIX.h5 (which also holds the per-request\n"
+        "                       records under /requests/POLICY/), and the per-request latency CDFs:\n"
+        "                       PREFIX.latency.tsv\n"
+        "  --search-latency MS  largest concurrency whose latency statistic meets MS in steady state (warm-up\n"
+        "                       cut by MSER-5, finished requests replaced); says why it stopped (latency,\n"
+        "                       memory, max) and the statistic one concurrency above (sim/search.h)\n"
+        "  --latency-stat S     the statistic: [METRIC_]p50|p90|p99|mean, METRIC token (default: the\n"
+        "                       per-token latency of a step, the table's TPOT rows), tpot, ttft, e2e or\n"
+        "                       queue (per request, sim/reqlat.h); default p90 (token_p90)\n"
+        "  --search-stat S      the same as --latency-stat\n"
+        "  --search-max N       upper limit of the search, requests per GPU (default 65536)\n"
+        "  --requests FILE      per-request latencies as CSV (arrival, admission, first token, finish,\n"
+        "                       queue, TTFT, TPOT, end-to-end; prefill not modelled: sim/reqlat.h)\n"
         "  --threads N          policies simulated in parallel (default 2; results do not depend on it)\n"
         "  --quiet              no table\n"
         "  --memory             print the memory plan per GPU (weights by part, framework, KV pool) and exit\n");
@@ -149,49 +163,171 @@ static int run_all(const run_spec *spec, sim_result *res)
     return rc;
 }
 
-static double stat_of(const sim_result *r, const char *s)
+/* The search's runs: one column at a per-GPU concurrency, on one thread. */
+typedef struct {
+    run_spec one;
+    char conc[64];
+    double dp;
+    const char *name;
+    search_stat stat;
+} search_ctx;
+
+static int search_run_at(void *ctx, uint32_t per_gpu, sim_result *res)
 {
-    if (!strcmp(s, "p50")) return r->tpot_p50;
-    if (!strcmp(s, "p99")) return r->tpot_p99;
-    if (!strcmp(s, "mean")) return r->tpot_mean;
-    return r->tpot_p90;
+    search_ctx *x = ctx;
+    snprintf(x->conc, sizeof x->conc, "workload.concurrency=%.0f", per_gpu * x->dp);
+    return run_all(&x->one, res);
 }
 
-/* Largest per-GPU concurrency whose TPOT statistic meets bound (bisection;
- * assumes latency does not fall as concurrency rises). A concurrency that
- * memory cannot admit does not meet any bound: its waiting requests never get
- * a token, so the search stops where admission stops growing the batch. */
-static int search(run_spec *spec, const column *col, double bound_s, const char *stat, double dp, uint32_t *best, sim_result *best_res)
+static void ms_or_dash(char *b, size_t cap, double v) { if (v >= 0) snprintf(b, cap, "%.2f", v * 1e3); else snprintf(b, cap, "-"); }
+
+static void ci_text(char *b, size_t cap, const search_eval *e)
 {
-    run_spec one = *spec;
-    one.n_pol = 1;
-    one.cols[0] = *col;
-    one.threads = 1;
-    char buf[64];
-    one.sets[one.n_sets] = buf;
-    one.n_sets++;
-    uint32_t lo = 0, hi = 1;
-    sim_result r;
-    *best = 0;
-    memset(best_res, 0, sizeof *best_res);
-    for (;;) {
-        snprintf(buf, sizeof buf, "workload.concurrency=%.0f", hi * dp);
-        if (run_all(&one, &r) < 0) return -1;
-        int saturated = r.mean_active < 0.98 * hi; /* admission stopped growing the batch */
-        int ok = !saturated && stat_of(&r, stat) <= bound_s;
-        if (ok) { lo = hi; *best = hi; sim_result_release(best_res); *best_res = r; } else sim_result_release(&r);
-        if (!ok || hi >= 65536) break;
-        hi *= 2;
-    }
-    if (lo == hi) return 0;
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        snprintf(buf, sizeof buf, "workload.concurrency=%.0f", mid * dp);
-        if (run_all(&one, &r) < 0) return -1;
-        if (r.mean_active >= 0.98 * mid && stat_of(&r, stat) <= bound_s) { lo = mid; *best = mid; sim_result_release(best_res); *best_res = r; }
-        else { hi = mid; sim_result_release(&r); }
-    }
+    if (e->lo >= 0) snprintf(b, cap, "[%.2f,%.2f]", e->lo * 1e3, e->hi * 1e3);
+    else snprintf(b, cap, "-");
+}
+
+/* One line per run on stderr: a search takes minutes. */
+static void search_progress(void *ctx, const search_eval *e)
+{
+    search_ctx *x = ctx;
+    char nm[32], v[32], ci[64];
+    ms_or_dash(v, sizeof v, e->value);
+    ci_text(ci, sizeof ci, e);
+    fprintf(stderr, "search: %s per GPU %u (concurrency %.0f): %s %s ms %s over %u measured steps (warm-up %u): %s",
+            x->name, e->per_gpu, e->per_gpu * x->dp, search_stat_name(x->stat, nm, sizeof nm), v, ci, e->measured,
+            e->warmup, e->ok ? "meets" : e->memory_short ? "memory-bound" : "exceeds");
+    if (e->memory_short) fprintf(stderr, " (%u of %u measured steps below %u requests)", e->short_steps, e->measured, e->per_gpu);
+    fprintf(stderr, "\n");
+}
+
+/* The largest per-GPU concurrency of column col meeting bound_s (search.h);
+ * one table row on stdout, the answer's result in *res. */
+static int search_column(const run_spec *spec, const column *col, const search_cfg *base, double dp, sim_result *res,
+                         uint32_t *min_steps)
+{
+    search_ctx x;
+    memset(&x, 0, sizeof x);
+    x.one = *spec;
+    x.one.n_pol = 1;
+    x.one.cols[0] = *col;
+    x.one.threads = 1;
+    x.one.sets[x.one.n_sets++] = x.conc;
+    x.dp = dp;
+    /* The column's name as run_one gives it: its label, or the policy with its mode. */
+    char name[64];
+    snprintf(name, sizeof name, "%s", col->label[0] ? col->label : pol_name_of(col->pol));
+    for (int i = 0; i < col->n_sets && !col->label[0]; i++)
+        if (!strncmp(col->sets[i], "spec.mode=", 10) && strcmp(col->sets[i] + 10, "none") != 0)
+            snprintf(name, sizeof name, "%s+%s", pol_name_of(col->pol), col->sets[i] + 10);
+    x.name = name;
+    x.stat = base->stat;
+    search_cfg cfg = *base;
+    cfg.run = search_run_at;
+    cfg.progress = search_progress;
+    cfg.ctx = &x;
+    search_out o;
+    if (search_run(&cfg, &o) < 0) return -1;
+    *res = o.res;
+    memset(&o.res, 0, sizeof o.res);
+    if (o.best == 0) snprintf(res->policy, sizeof res->policy, "%s", x.name);
+    char v[32], ci[64], cv[32];
+    ms_or_dash(v, sizeof v, o.best ? o.at.value : -1);
+    ci_text(ci, sizeof ci, &o.at);
+    if (!o.best) snprintf(ci, sizeof ci, "-");
+    if (o.stop == SEARCH_STOP_MAX) snprintf(cv, sizeof cv, "-");
+    else if (o.above.memory_short) snprintf(cv, sizeof cv, "memory");
+    else ms_or_dash(cv, sizeof cv, o.above.value);
+    char cg[16];
+    if (o.stop == SEARCH_STOP_MAX) snprintf(cg, sizeof cg, "-");
+    else snprintf(cg, sizeof cg, "%u", o.best + 1);
+    printf("%-18s %11.0f %7u %12.1f %9s %17s %8s %7s %9s %7u %8u %4u\n", res->policy, o.best * dp, o.best, res->tok_s_gpu, v,
+           ci, search_stop_name[o.stop], cg, cv, o.best ? o.at.warmup : 0, o.best ? o.at.measured : 0, o.runs);
+    if (o.noisy)
+        printf("note: %s: the bound lies inside the statistic's 95%% CI at per GPU %u or %u: another run length or seed "
+               "may move the answer by one\n", res->policy, o.best, o.best + 1);
+    if (2 * o.max_warmup > *min_steps) *min_steps = 2 * o.max_warmup;
+    sim_result_release(&o.res_above);
     return 0;
+}
+
+/* Per-request latencies under the table: for each column, the requests that
+ * arrived after the warm-up, their TTFT, TPOT and end-to-end quantiles with
+ * 95% CIs (sim/reqlat.h says what each includes). */
+static int print_reqlat(FILE *f, const sim_result *r, int n)
+{
+    fprintf(f, "\nper-request latency (ms) of the requests that arrived after the warm-up and got that far (N of arrived;\n"
+               "TTFT = admission wait + first decode step, prefill not modelled; TPOT = (e2e - TTFT) / (tokens - 1)):\n"
+               "p50, p90, p99 [95%% CI]\n");
+    static const int show[3] = { RL_TTFT, RL_TPOT, RL_E2E };
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < 3; j++) {
+            double *v;
+            uint32_t k = reqlat_samples(r[i].req, r[i].n_req, show[j], r[i].measured_from_s, &v), arrived = 0;
+            for (uint32_t q = 0; q < r[i].n_req; q++) arrived += r[i].req[q].arrival >= r[i].measured_from_s;
+            /* Requests still waiting (TTFT) or decoding (TPOT, e2e) at the end have no value yet: the
+             * quantiles over the others understate the latency when many are missing. */
+            fprintf(f, "  %-18s %-5s %5u of %5u", r[i].policy, reqlat_metric_name[show[j]], k, arrived);
+            static const double qs[3] = { 0.5, 0.9, 0.99 };
+            for (int q = 0; q < 3 && k; q++) {
+                reqlat_q o = reqlat_quantile(v, k, qs[q]);
+                fprintf(f, "  %9.2f", o.v * 1e3);
+                if (o.lo >= 0) fprintf(f, " [%.2f, %.2f]", o.lo * 1e3, o.hi * 1e3);
+                else fprintf(f, " [-]");
+            }
+            if (!k) fprintf(f, "  (no sample in the run)");
+            fprintf(f, "\n");
+            free(v);
+        }
+    return ferror(f) ? dh_err("write error on the report") : 0;
+}
+
+/* The per-request records beside the timeline in its HDF5 file (written by
+ * out_h5 to tmp): /requests/<policy>/<column>, one value per arrived request,
+ * NaN where a figure is not defined (sim/reqlat.h), and the measured flag. */
+static int requests_h5(const char *tmp, const sim_result *r, int n)
+{
+    hid_t gcpl = h5_untimed(H5P_GROUP_CREATE), dcpl = h5_untimed(H5P_DATASET_CREATE);
+    hid_t file = gcpl < 0 || dcpl < 0 ? -1 : H5Fopen(tmp, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t top = file < 0 ? -1 : H5Gcreate2(file, "requests", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    int rc = top < 0 ? dh_err("'%s': unable to create group /requests", tmp) : 0;
+    static const char *const col[] = { "request", "prompt_tokens", "output_tokens", "measured", "arrival_s", "admit_s",
+                                       "first_token_s", "finish_s", "queue_s", "ttft_s", "tpot_s", "e2e_s" };
+    enum { NC = sizeof col / sizeof col[0] };
+    for (int i = 0; rc == 0 && i < n; i++) {
+        hid_t g = H5Gcreate2(top, r[i].policy, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+        if (g < 0) { rc = dh_err("'%s': unable to create group /requests/%s", tmp, r[i].policy); break; }
+        uint32_t k = 0;
+        for (uint32_t j = 0; j < r[i].n_req; j++) k += r[i].req[j].arrival >= 0;
+        double *v = malloc((k ? k : 1) * sizeof *v);
+        if (!v) abort();
+        for (int c = 0; rc == 0 && c < NC; c++) {
+            uint32_t m = 0;
+            for (uint32_t j = 0; j < r[i].n_req; j++) {
+                const reqlat_rec *x = &r[i].req[j];
+                if (x->arrival < 0) continue;
+                double t[NC] = { j, x->prompt, x->output, x->arrival >= r[i].measured_from_s, x->arrival, x->admit, x->first,
+                                 x->finish, reqlat_value(x, RL_QUEUE), reqlat_value(x, RL_TTFT), reqlat_value(x, RL_TPOT),
+                                 reqlat_value(x, RL_E2E) };
+                v[m++] = c >= 4 && t[c] < 0 ? NAN : t[c];
+            }
+            hsize_t dims[1] = { k };
+            hid_t sp = H5Screate_simple(1, dims, NULL);
+            hid_t ds = sp < 0 ? -1 : H5Dcreate2(g, col[c], H5T_IEEE_F64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+            herr_t w = ds < 0 ? -1 : (k ? H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) : 0);
+            if (ds >= 0) H5Dclose(ds);
+            if (sp >= 0) H5Sclose(sp);
+            if (w < 0) rc = dh_err("'%s': unable to write dataset /requests/%s/%s", tmp, r[i].policy, col[c]);
+        }
+        free(v);
+        if (H5Gclose(g) < 0 && rc == 0) rc = dh_err("'%s': HDF5 close failed", tmp);
+    }
+    if (top >= 0 && H5Gclose(top) < 0 && rc == 0) rc = dh_err("'%s': HDF5 close failed", tmp);
+    if (file >= 0 && H5Fclose(file) < 0 && rc == 0) rc = dh_err("'%s': HDF5 close failed", tmp);
+    if (file < 0 && rc == 0) rc = dh_err("unable to open HDF5 file '%s'", tmp);
+    if (gcpl >= 0) H5Pclose(gcpl);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    return rc;
 }
 
 /* A column from a policy name (or hisparse-spec) and an optional mode. */
@@ -270,11 +406,13 @@ int main(int argc, char **argv)
     memset(&spec, 0, sizeof spec);
     spec.config = DEFAULT_INSTANCE;
     spec.threads = 2;
-    const char *json = NULL, *timeline = NULL, *policy_list = NULL, *search_stat = "p90";
+    const char *json = NULL, *timeline = NULL, *policy_list = NULL, *requests = NULL;
+    search_stat sstat = { SEARCH_TOKEN, 0.90 };
+    long search_max = 65536;
     int compare = 0, quiet = 0, wall = 0, memory = 0;
     double search_ms = 0;
     enum { O_SET = 256, O_STEPS, O_CONC, O_SEED, O_PRESET, O_TRACE, O_JSON, O_WALL, O_TL, O_SEARCH, O_STAT, O_THREADS, O_QUIET, O_MEMORY,
-           O_SPEC, O_DRAFT };
+           O_SPEC, O_DRAFT, O_LSTAT, O_SMAX, O_REQ };
     static const struct option opts[] = {
         { "config", required_argument, 0, 'c' }, { "policy", required_argument, 0, 'p' },
         { "compare", no_argument, 0, 'C' }, { "set", required_argument, 0, O_SET },
@@ -286,6 +424,8 @@ int main(int argc, char **argv)
         { "threads", required_argument, 0, O_THREADS }, { "quiet", no_argument, 0, O_QUIET },
         { "memory", no_argument, 0, O_MEMORY },
         { "spec", required_argument, 0, O_SPEC }, { "draft", required_argument, 0, O_DRAFT },
+        { "latency-stat", required_argument, 0, O_LSTAT }, { "search-max", required_argument, 0, O_SMAX },
+        { "requests", required_argument, 0, O_REQ },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int o;
@@ -313,10 +453,15 @@ int main(int argc, char **argv)
                 dh_die("dhsim", "--search-latency '%s': expected milliseconds in (0, 1e6]", optarg);
             break;
         case O_STAT:
-            search_stat = optarg;
-            if (strcmp(optarg, "p50") && strcmp(optarg, "p90") && strcmp(optarg, "p99") && strcmp(optarg, "mean"))
-                dh_die("dhsim", "--search-stat '%s': expected p50, p90, p99 or mean", optarg);
+        case O_LSTAT:
+            if (search_stat_parse(optarg, &sstat) < 0) dh_die_last("dhsim");
             break;
+        case O_SMAX:
+            search_max = strtol(optarg, &end, 10);
+            if (end == optarg || *end || search_max < 1 || search_max > 65536)
+                dh_die("dhsim", "--search-max '%s': expected 1 to 65536 requests per GPU", optarg);
+            break;
+        case O_REQ: requests = optarg; break;
         case O_THREADS: {
             long t = strtol(optarg, &end, 10);
             if (end == optarg || *end || t < 1 || t > 64) dh_die("dhsim", "--threads '%s': expected 1 to 64", optarg);
@@ -342,6 +487,7 @@ int main(int argc, char **argv)
     if (compare && policy_list) dh_die("dhsim", "--compare and --policy exclude each other");
     /* Outputs are checked before the run, which can take minutes. */
     if (json && strcmp(json, "-") && ofile_check(json) < 0) dh_die_last("dhsim");
+    if (requests && ofile_check(requests) < 0) dh_die_last("dhsim");
     if (timeline) {
         char p[4096];
         if (snprintf(p, sizeof p, "%s.tsv", timeline) >= (int)sizeof p) dh_die("dhsim", "--timeline: path is too long");
@@ -356,6 +502,12 @@ int main(int argc, char **argv)
         return 0;
     }
     double dp = sc.attention_dp;
+    uint32_t sc_warmup = sc.wl.warmup_steps, sc_steps = sc.wl.steps;
+    /* The search holds a concurrency: a closed loop. Open-loop arrivals or
+     * load steps would run below the target for want of requests, which the
+     * search would read as memory. */
+    if (search_ms > 0 && sc.wl.mode != WL_CLOSED)
+        dh_die("dhsim", "--search-latency needs workload.mode = closed (it searches the concurrency a closed loop holds)");
     const char *cfg_mode = sc.spec.mode ? spec_kind_name((spec_kind)sc.spec.mode) : NULL;
     char spec_mode[16];
     snprintf(spec_mode, sizeof spec_mode, "%s", cfg_mode ? cfg_mode : "dflash2");
@@ -421,25 +573,31 @@ int main(int argc, char **argv)
     sim_result res[MAX_COLS];
     memset(res, 0, sizeof res);
     if (search_ms > 0) {
-        printf("largest concurrency with TPOT %s <= %g ms\n", search_stat, search_ms);
-        printf("%-10s %12s %12s %16s %12s\n", "policy", "concurrency", "per GPU", "tokens/s/GPU", "TPOT (ms)");
-        for (int i = 0; i < spec.n_pol; i++) {
-            uint32_t best;
-            if (search(&spec, &spec.cols[i], search_ms / 1e3, search_stat, dp, &best, &res[i]) < 0) dh_die_last("dhsim");
-            const char *name = spec.cols[i].label[0] ? spec.cols[i].label : pol_name_of(spec.cols[i].pol);
-            if (best == 0) snprintf(res[i].policy, sizeof res[i].policy, "%s", name);
-            printf("%-10s %12.0f %12u %16.1f %12.2f\n", res[i].policy, best * dp, best, res[i].tok_s_gpu,
-                   stat_of(&res[i], search_stat) * 1e3);
-        }
+        char nm[32];
+        search_cfg scfg = { .bound_s = search_ms / 1e3, .stat = sstat, .config_warmup = sc_warmup, .max_per_gpu = (uint32_t)search_max };
+        printf("largest concurrency with %s <= %g ms in steady state (warm-up cut by MSER-5", search_stat_name(sstat, nm, sizeof nm),
+               search_ms);
+        if (sc_warmup) printf(", at least the configured %u steps", sc_warmup);
+        printf("; finished requests replaced)\n");
+        printf("%-18s %11s %7s %12s %9s %17s %8s %7s %9s %7s %8s %4s\n", "policy", "concurrency", "per_GPU", "tok/s/GPU",
+               "stat_ms", "95%_CI_ms", "stop", "check", "check_ms", "warm-up", "measured", "runs");
+        uint32_t min_steps = 0;
+        for (int i = 0; i < spec.n_pol; i++)
+            if (search_column(&spec, &spec.cols[i], &scfg, dp, &res[i], &min_steps) < 0) dh_die_last("dhsim");
+        printf("stop: why per GPU check = answer + 1 failed (latency: over the bound; memory: admission could not hold "
+               "it); max: --search-max reached\n");
+        printf("run length: %u steps; these searches need at least %u (twice the longest warm-up cut of their runs, "
+               "and 20; a shorter run is an error, not an answer)\n", sc_steps, min_steps < 20 ? 20 : min_steps);
     } else {
         if (run_all(&spec, res) < 0) dh_die_last("dhsim");
         if (!quiet && out_table(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
         if (!quiet && headline && print_headline(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
+        if (!quiet && print_reqlat(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
     }
     /* Every output goes to a temporary name first; all are renamed into place
      * only when all are complete (common/ofile.h). */
-    ofile js = { 0 };
-    char *tl_tmp[2] = { NULL, NULL }, tl_path[2][4096];
+    ofile js = { 0 }, rq = { 0 }, cdf = { 0 };
+    char *tl_tmp[2] = { NULL, NULL }, tl_path[3][4096];
     int orc = 0;
     if (json && !strcmp(json, "-")) orc = out_json(stdout, res, spec.n_pol, wall);
     else if (json) {
@@ -450,16 +608,35 @@ int main(int argc, char **argv)
         snprintf(tl_path[0], sizeof tl_path[0], "%s.tsv", timeline);
         snprintf(tl_path[1], sizeof tl_path[1], "%s.h5", timeline);
         orc = ofile_begin(tl_path[0], &tl_tmp[0]) < 0 || ofile_begin(tl_path[1], &tl_tmp[1]) < 0 ||
-                      out_tsv(tl_tmp[0], res, spec.n_pol) < 0 || out_h5(tl_tmp[1], res, spec.n_pol) < 0
+                      out_tsv(tl_tmp[0], res, spec.n_pol) < 0 || out_h5(tl_tmp[1], res, spec.n_pol) < 0 ||
+                      requests_h5(tl_tmp[1], res, spec.n_pol) < 0
                   ? -1 : 0;
     }
+    for (int i = 0; orc == 0 && requests && i < spec.n_pol; i++) {
+        if (i == 0) orc = ofile_open(&rq, requests);
+        if (orc == 0 && reqlat_csv(rq.f, res[i].policy, res[i].req, res[i].n_req, res[i].measured_from_s, i == 0) < 0)
+            orc = dh_err("write error on '%s'", requests);
+    }
+    for (int i = 0; orc == 0 && timeline && i < spec.n_pol; i++) {
+        /* The per-request latency CDFs beside the per-step timeline. */
+        if (i == 0) {
+            snprintf(tl_path[2], sizeof tl_path[2], "%s.latency.tsv", timeline);
+            orc = ofile_open(&cdf, tl_path[2]);
+        }
+        if (orc == 0 && reqlat_cdf_tsv(cdf.f, res[i].policy, res[i].req, res[i].n_req, res[i].measured_from_s, i == 0) < 0)
+            orc = dh_err("write error on '%s'", tl_path[2]);
+    }
     if (orc == 0 && js.f) orc = ofile_close(&js);
+    if (orc == 0 && rq.f) orc = ofile_close(&rq);
+    if (orc == 0 && cdf.f) orc = ofile_close(&cdf);
     for (int i = 0; i < 2 && orc == 0 && tl_tmp[i]; i++) {
         orc = ofile_commit(tl_tmp[i], tl_path[i]);
         tl_tmp[i] = NULL;
     }
     if (orc < 0) {
         ofile_discard(&js);
+        ofile_discard(&rq);
+        ofile_discard(&cdf);
         for (int i = 0; i < 2; i++) ofile_abort(tl_tmp[i]);
         dh_die_last("dhsim");
     }

@@ -424,7 +424,14 @@ int sim_shape(const sim_config *sc, trace_shape *sh)
 {
     if (model_shape(&sc->model, sh) < 0) return -1;
     uint32_t conc = sim_per_gpu(sc, sc->wl.concurrency);
-    uint32_t n = wl_requests_needed(&sc->wl, conc, sc->attention_dp);
+    /* A speculative step commits up to gamma + 1 positions of a request: the
+     * trace holds enough requests to replace every finished one all run long. */
+    wl_cfg w = sc->wl;
+    if (sc->spec.mode) {
+        double s = (double)w.steps * (sc->spec.draft->gamma + 1);
+        w.steps = s > 4e9 ? 4000000000u : (uint32_t)s;
+    }
+    uint32_t n = wl_requests_needed(&w, conc, sc->attention_dp);
     sh->n_requests = n;
     sh->prompt_len = dh_calloc(n, sizeof *sh->prompt_len);
     sh->output_len = dh_calloc(n, sizeof *sh->output_len);
@@ -484,6 +491,7 @@ typedef struct {
     uint32_t *span_req, n_spans;
     double mixed_s, mixed_written;
     double hold_n, hold_s;
+    reqlat rl;                /* per-request events (reqlat.h) */
 } run;
 
 /* What one (request, group) brought to a step, plain or speculative. */
@@ -554,6 +562,8 @@ static int run_init(run *R, const sim_config *sc, const pol_ops *pol, sel_source
         R->spans = dh_calloc(n, sizeof *R->spans);
         R->span_req = dh_calloc(n, sizeof *R->span_req);
     }
+    reqlat_init(&R->rl, R->adm.sh->n_requests, R->adm.sh->prompt_len, R->adm.sh->output_len,
+                sc->wl.mode == WL_OPEN ? R->adm.arrival : NULL);
     if (sc->spec.mode) {
         R->slot = dh_calloc(R->adm.sh->n_requests, sizeof *R->slot);
         R->urows = dh_calloc(G, sizeof *R->urows);
@@ -568,6 +578,7 @@ static int run_init(run *R, const sim_config *sc, const pol_ops *pol, sel_source
 static void run_release(run *R)
 {
     admit_release(&R->adm);
+    reqlat_release(&R->rl);
     mbatch_release(&R->mb);
     evq_release(&R->q);
     if (R->slot) union_release(&R->u);
@@ -710,13 +721,14 @@ static double pool_bytes(const run *R)
 
 /* Every active request advances by the positions it committed (one, or the
  * accepted drafts + 1); finished ones leave, the others keep their order. */
-static int advance(run *R)
+static int advance(run *R, double t_end)
 {
     admit_state *a = &R->adm;
     uint32_t kept = 0;
     for (uint32_t i = 0; i < a->n_active; i++) {
         uint32_t r = a->active[i];
         a->req[r].pos += R->slot ? R->slot[i].a + 1 : 1;
+        reqlat_tokens(&R->rl, r, t_end, a->req[r].pos >= a->sh->output_len[r]);
         if (a->req[r].pos >= a->sh->output_len[r]) {
             if (admit_finish(a, r) < 0) return -1;
         } else {
@@ -724,6 +736,18 @@ static int advance(run *R)
         }
     }
     a->n_active = kept;
+    return 0;
+}
+
+/* Admission at time t, with the requests' arrivals before it and their
+ * admissions after it recorded (reqlat.h). */
+static int admit_at(run *R, double t, uint32_t step)
+{
+    admit_state *a = &R->adm;
+    reqlat_arrive(&R->rl, t, sim_per_gpu(R->sc, wl_target(&R->sc->wl, t)), a->completed);
+    uint32_t r0 = a->next_req;
+    if (admit_fill(a, t, step, R->sc->wl.steps) < 0) return -1;
+    for (uint32_t r = r0; r < a->next_req; r++) reqlat_admit(&R->rl, r, t);
     return 0;
 }
 
@@ -735,12 +759,12 @@ static int fill(run *R, double *t, uint32_t step)
 {
     const wl_cfg *w = &R->sc->wl;
     admit_state *a = &R->adm;
-    if (admit_fill(a, *t, step, w->steps) < 0) return -1;
+    if (admit_at(R, *t, step) < 0) return -1;
     if (a->n_active > 0) return 1;
     if (a->next_req >= a->sh->n_requests) return 0;
     if (w->mode == WL_OPEN) {
         if (a->arrival[a->next_req] > *t) *t = a->arrival[a->next_req];
-        if (admit_fill(a, *t, step, w->steps) < 0) return -1;
+        if (admit_at(R, *t, step) < 0) return -1;
     } else if (w->mode == WL_STEP) {
         /* Concurrency is zero until the next load change. */
         double nt = wl_next_change(w, *t);
@@ -960,7 +984,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         }
         metrics_add(&mt, &rec);
         t = rec.row.t_end;
-        if (advance(&R) < 0) goto out;
+        if (advance(&R, t) < 0) goto out;
         if (sc->prefill.mode == PREFILL_CHUNKED) prefill_after_step(&R);
         step++;
     }
@@ -970,6 +994,12 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
                         .requests = a->sh->n_requests,
                         .budget_rows = pol->rebalance ? 0 : (uint32_t)pol->budget(&a->env, 0) };
     rc = metrics_finish(&mt, &end, res);
+    if (rc == 0) {
+        res->req = R.rl.r;
+        res->n_req = R.rl.n;
+        R.rl.r = NULL;
+        res->measured_from_s = sc->wl.warmup_steps < res->n_tl ? res->tl[sc->wl.warmup_steps].t_start : res->sim_time;
+    }
 out:
     run_release(&R);
     metrics_release(&mt);
@@ -979,5 +1009,6 @@ out:
 void sim_result_release(sim_result *r)
 {
     free(r->tl);
+    free(r->req);
     memset(r, 0, sizeof *r);
 }

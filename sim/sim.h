@@ -62,6 +62,7 @@
 #include "sim/model.h"
 #include "sim/pol.h"
 #include "sim/prefill.h"
+#include "sim/reqlat.h"
 #include "sim/specrun.h"
 #include "sim/tp.h"
 #include "sim/wl.h"
@@ -172,6 +173,9 @@ typedef struct {
     double wall_s, rows_per_wall_s;    /* wall clock: not deterministic, reported apart */
     sim_tl_row *tl;
     uint32_t n_tl;
+    reqlat_rec *req;                   /* [n_req] per-request events (reqlat.h), by request index */
+    uint32_t n_req;
+    double measured_from_s;            /* the first measured step's start (after the warm-up) */
 } sim_result;
 
 /* Simulate policy over src (whose shape fixes requests and lengths). 0 or -1

@@ -71,27 +71,7 @@ case "$(a2a_of --set instance.moe_ep=3 --set instance.gpus=3 --set instance.atte
   *"assumed ([instance] moe_comm_s, moe_comm_gbps; models/hw/a2a.ini lists no 3 GPUs)"*) echo "PASS a2a_no_section_assumed" ;;
   *) echo "FAIL a2a_no_section_assumed" ;; esac
 
-# --search-latency: the concurrency it returns meets the bound, the next one up does not.
-search_small="--steps 6 --set workload.output_len=8 --set workload.prompt_len=8000 --policy hisparse"
-per_gpu=$("$bin" $search_small --search-latency 30 --search-stat p50 2>"$tmp/err" | awk '$1 == "hisparse" { print $3 }')
-p50_at() { "$bin" $search_small --concurrency "$1" --quiet --json - | tr ',' '\n' | awk -F': ' '/"tpot_p50_s"/ { print $2 * 1000 }'; }
-if [ -n "$per_gpu" ] && [ "$per_gpu" -ge 1 ]; then
-  ok=$(p50_at $((per_gpu * 8))); next=$(p50_at $(((per_gpu + 1) * 8)))
-  if awk -v a="$ok" -v b="$next" 'BEGIN { exit !(a <= 30 && b > 30) }'; then echo "PASS search_latency_bound"
-  else echo "FAIL search_latency_bound (per GPU $per_gpu: p50 $ok ms; $((per_gpu + 1)): $next ms)"; fi
-else echo "FAIL search_latency_bound (no result: $(cat "$tmp/err"))"; fi
-
-# --search-latency under a memory limit: a concurrency that HBM cannot admit
-# never meets a bound (its waiting requests get no tokens), so with a bound no
-# run misses, the result is the largest concurrency admitted in full.
-search_mem="--steps 4 --set workload.output_len=8 --set instance.weights_per_gpu_bytes=124e9 --policy hisparse"
-per_gpu=$("$bin" $search_mem --search-latency 100000 2>"$tmp/err" | awk '$1 == "hisparse" { print $3 }')
-active_at() { "$bin" $search_mem --concurrency "$1" --quiet --json - | tr ',' '\n' | awk -F': ' '/"mean_active"/ { print $2 }'; }
-if [ -n "$per_gpu" ] && [ "$per_gpu" -ge 1 ]; then
-  a=$(active_at $((per_gpu * 8))); b=$(active_at $(((per_gpu + 1) * 8)))
-  if awk -v p="$per_gpu" -v a="$a" -v b="$b" 'BEGIN { exit !(a >= p && b < p + 1) }'; then echo "PASS search_latency_admitted"
-  else echo "FAIL search_latency_admitted (per GPU $per_gpu: admitted $a; at $((per_gpu + 1)): $b)"; fi
-else echo "FAIL search_latency_admitted (no result: $(cat "$tmp/err"))"; fi
+# --search-latency: tests/cli_search.sh.
 
 # The all-to-all file: a GPU count it does not list falls back to the instance's assumed cost and
 # says so (it was an error); every section and key of it is checked (an unknown key was accepted).

@@ -23,8 +23,8 @@ bin/dhsim --policy hisparse+dspark,hisparse-spec+dflash2,resident+dflash2 --step
 # DeepSeek-V4.1-Flash with DSpark.
 bin/dhsim --config models/instances/dsv41flash-h200x4.ini --policy resident+dspark,adaptive+dspark \
     --steps 20 --quiet --json "$D/dsv41flash.json"
-# A latency search (short runs).
-bin/dhsim --policy hisparse --steps 30 --search-latency 40 --quiet --json "$D/search.json" > "$D/search.txt"
+# A latency search (short runs: 60 steps hold a steady state for HiSparse, see sim/search.h).
+bin/dhsim --policy hisparse --steps 60 --search-latency 40 --quiet --json "$D/search.json" > "$D/search.txt" 2> /dev/null
 # Open-loop arrivals.
 bin/dhsim --policy adaptive --steps 60 --set workload.mode=open --set workload.rate=400 --set workload.arrival=gamma --quiet --json "$D/open.json"
 # Trace tools: a small generated trace, its info, check and statistics.
