@@ -32,7 +32,7 @@ if [ $# -ge 12 ]; then
   else echo "FAIL search_progress ($(wc -l <"$tmp/e1") lines for ${12} runs)"; fi
 else echo "FAIL search_bound_and_check (no result: $(cat "$tmp/e1"))"; echo "FAIL search_progress"; fi
 
-mem="$small --set instance.weights_per_gpu_bytes=120e9"
+mem="$small --set instance.weights_per_gpu_bytes=125e9"
 "$bin" $mem --search-latency 100000 >"$tmp/s2" 2>"$tmp/e2"
 set -- $(row "$tmp/s2")
 if [ $# -ge 12 ] && [ "$7" = memory ] && [ "$9" = memory ]; then
