@@ -118,6 +118,39 @@ static int a2a_resolve(sim_config *sc, const char *path)
     return 0;
 }
 
+/* The SGLang policies' [policy] keys (sim.h). */
+static int sglang_config_load(cfg *c, const model_cfg *m, pol_sglang_cfg *g)
+{
+    long dbs, page, d4096 = 4096, d64 = 64;
+    double two = 2, hi = 0.85, lo = 0.70;
+    const char *cold, *order;
+    memset(g, 0, sizeof *g);
+    if (cfg_get_int(c, "policy", "device_buffer_size", &dbs, &d4096, 1, 1 << 24) < 0 ||
+        cfg_get_int(c, "policy", "sglang_page_size", &page, &d64, 1, 1 << 16) < 0 ||
+        cfg_get_string(c, "policy", "sglang_cold", &cold, "staging") < 0 ||
+        cfg_get_string(c, "policy", "sglang_order", &order, "hashed") < 0 ||
+        cfg_get_double(c, "policy", "host_to_device_ratio", &g->host_to_device_ratio, &two, 0, 1e6) < 0 ||
+        cfg_get_double(c, "policy", "sglang_high_watermark", &g->high_watermark, &hi, 0, 1) < 0 ||
+        cfg_get_double(c, "policy", "sglang_low_watermark", &g->low_watermark, &lo, 0, 1) < 0)
+        return -1;
+    g->device_buffer_size = (uint32_t)dbs;
+    g->page_size = (uint32_t)page;
+    if (!strcmp(cold, "staging")) g->cold = SGLHB_COLD_STAGING;
+    else if (!strcmp(cold, "direct")) g->cold = SGLHB_COLD_DIRECT;
+    else return dh_err("%s: [policy] sglang_cold = '%s': expected staging or direct", cfg_name(c), cold);
+    if (!strcmp(order, "hashed")) g->order = SGLHB_ORDER_HASHED;
+    else if (!strcmp(order, "ascending")) g->order = SGLHB_ORDER_ASCENDING;
+    else return dh_err("%s: [policy] sglang_order = '%s': expected hashed or ascending", cfg_name(c), order);
+    if (g->low_watermark > g->high_watermark)
+        return dh_err("%s: [policy] sglang_low_watermark = %g is above sglang_high_watermark = %g", cfg_name(c),
+                      g->low_watermark, g->high_watermark);
+    for (uint32_t i = 0; i < m->n_groups; i++)
+        if (m->group[i].k > g->device_buffer_size)
+            return dh_err("%s: [policy] device_buffer_size = %u is below group %u's top-k %u (SGLang requires "
+                          "device_buffer_size >= top-k)", cfg_name(c), g->device_buffer_size, i, m->group[i].k);
+    return 0;
+}
+
 int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc)
 {
     memset(sc, 0, sizeof *sc);
@@ -181,6 +214,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     double two = 2, zero = 0;
     if (cfg_get_double(c, "policy", "hisparse_budget_k", &sc->hisparse_budget_k, &two, 1, 1e6) < 0) return -1;
     if (cfg_get_double(c, "policy", "adaptive_max_optional_k", &sc->adaptive_max_optional_k, &zero, 0, 1e9) < 0) return -1;
+    if (sglang_config_load(c, &sc->model, &sc->sgl) < 0) return -1;
     const char *preset, *path;
     if (cfg_get_string(c, "trace", "preset", &preset, "") < 0) return -1;
     if (cfg_get_string(c, "trace", "path", &path, "") < 0) return -1;
@@ -306,8 +340,15 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
         cx->a2a_gbps[p] = sc->a2a_gbps[p];
     }
     cx->a2a_ranks_per_token = cost_a2a_ranks(m->experts, m->experts_per_token, sc->moe_ep);
-    /* The fetch kernel holds its SMs whenever a host tier exists. */
-    cx->compute_sms = pol->host_tier ? sc->hw.sms - sc->hw.fetch_sms : sc->hw.sms;
+    /* The fetch kernel holds its SMs whenever a host tier exists. SGLang's swap-in
+     * (fetch_main) runs between compute kernels on the main stream and holds none
+     * of them during compute, unless layers share a selection: their replays run
+     * on a side stream beside compute. */
+    int side = 0;
+    for (uint32_t l = 0; l < m->n_layers; l++)
+        side |= m->layer_group[l] >= 0 && m->layer[l].select != MODEL_SELECT_OWN && m->layer[l].kv_own;
+    cx->compute_sms = pol->host_tier && (!pol->fetch_main || side) ? sc->hw.sms - sc->hw.fetch_sms : sc->hw.sms;
+    cx->fetch_main = pol->fetch_main;
     cx->queries = 1;
 }
 
