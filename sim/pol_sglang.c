@@ -60,26 +60,27 @@ static int sel_apply(sgl_stream *s, const sel_delta *d)
     return 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Distinct host regions of the misses (in top-k order) and of a preload of
- * rows [0, preloaded); 0 when regions are not counted. */
-static uint32_t miss_regions(sgl_stream *s, const uint32_t *rows, uint32_t n, uint32_t preloaded)
+ * rows [0, preloaded); 0 when regions are not counted. A region is counted
+ * when first stamped this position: O(misses). */
+static uint32_t miss_regions(sgl_stream *s, const uint32_t *rows, uint32_t n, uint32_t preloaded, uint32_t nrows)
 {
     if (s->rows_per_region <= 0) return 0;
-    sel_reserve(s, n + 1);
-    memcpy(s->scratch, rows, (size_t)n * sizeof *rows);
-    qsort(s->scratch, n, sizeof *s->scratch, cmp_u32);
+    uint32_t n_reg = (uint32_t)((double)nrows / s->rows_per_region) + 1;
+    if (n_reg > s->cap_reg) {
+        s->reg_mark = dh_reallocarray(s->reg_mark, n_reg, sizeof *s->reg_mark);
+        memset(s->reg_mark + s->cap_reg, 0, (size_t)(n_reg - s->cap_reg) * sizeof *s->reg_mark);
+        s->cap_reg = n_reg;
+    }
+    if (++s->reg_stamp == 0) {
+        memset(s->reg_mark, 0, (size_t)s->cap_reg * sizeof *s->reg_mark);
+        s->reg_stamp = 1;
+    }
     uint32_t regions = 0;
-    uint64_t last = UINT64_MAX;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t reg = (uint64_t)((double)s->scratch[i] / s->rows_per_region);
-        regions += reg != last;
-        last = reg;
+        uint32_t reg = (uint32_t)((double)rows[i] / s->rows_per_region);
+        regions += s->reg_mark[reg] != s->reg_stamp;
+        s->reg_mark[reg] = s->reg_stamp;
     }
     if (preloaded) regions += (uint32_t)((double)(preloaded - 1) / s->rows_per_region) + 1;
     return regions;
@@ -124,11 +125,14 @@ static int hot_step(sgl_stream *s, const sel_delta *d, pol_out *o, int first_aft
     o->hits = r.hits;
     o->misses = r.fetched;  /* the rows copied host -> device: misses and a direct start's preload */
     o->evicted = r.evicted;
-    /* A demoted request's rows are already backed up (host_backed_len); only
-     * the row that stops being the newest is copied out. */
-    o->written = first_after_demotion ? d->nrows - s->prev_nrows : r.backed_up;
+    /* Only the row that stops being the newest is copied out: the prompt's
+     * host copy (a staging start's DMA, a demoted request's host_backed_len)
+     * is made before decoding, as every policy here takes the host to hold
+     * the prompt already. */
+    (void)first_after_demotion;
+    o->written = s->started ? d->nrows - s->prev_nrows : 0;
     o->resident = r.resident;
-    o->miss_regions = miss_regions(s, r.miss_rows, r.misses, r.preloaded);
+    o->miss_regions = miss_regions(s, r.miss_rows, r.misses, r.preloaded, d->nrows);
     return 0;
 }
 
@@ -188,6 +192,7 @@ void sgl_stream_close(pol_stream *ps)
         free(s->sel);
         free(s->sel_next);
         free(s->scratch);
+        free(s->reg_mark);
         free(s->seq);
         free(s);
     }

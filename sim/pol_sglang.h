@@ -22,8 +22,9 @@ typedef struct {
     uint32_t prev_nrows;        /* context rows at the last position */
     uint32_t *sel, *sel_next;   /* resident: the selection, ascending */
     uint32_t n_sel, cap_sel;
-    uint32_t *scratch;          /* [cap_sel] the misses, sorted, for their regions */
+    uint32_t *scratch;          /* [cap_sel] scratch */
     double rows_per_region;
+    uint32_t *reg_mark, cap_reg, reg_stamp; /* the misses' host regions (stamped per position) */
     /* Ahead (the static policy): per-position results, positions [0, npos). */
     uint32_t npos;
     pol_out *seq;
