@@ -235,7 +235,7 @@ static void submit_group_fetches(step_state *r, uint32_t mi, uint32_t l, double 
 }
 
 /* fetch_main: the selecting layer l's swap-in on the compute server, after its indexer and
- * before its attention (FIFO), one block per request; its launch even without misses. */
+ * before its attention (FIFO), one block per request. */
 static void submit_main_fetch(step_state *r, uint32_t mi, uint32_t l, double now)
 {
     const step_ctx *cx = r->cx;
@@ -244,8 +244,10 @@ static void submit_main_fetch(step_state *r, uint32_t mi, uint32_t l, double now
     if (!k->kv_own || cx->model->layer_group[l] < 0) { r->s[mi].fetch_done[l] = 1; return; }
     double sms = m->n_req < cx->hw->sms ? m->n_req : cx->hw->sms, bytes;
     double d = fetch_cost_sms(cx, m, l, &bytes, NULL, sms);
-    if (d <= 0) d = cx->hw->cost.fetch.launch_s;
-    else note_fetch_inputs(cx, m, l, cx->model->layer_group[l], r->st);
+    /* Nothing missed: no swap-in task (a batch of resident requests runs SGLang's "resident"
+     * graph, which has none; a hot buffer that hits every row is taken to cost nothing too). */
+    if (d <= 0) { r->s[mi].fetch_done[l] = 1; return; }
+    note_fetch_inputs(cx, m, l, cx->model->layer_group[l], r->st);
     double end = res_submit(r->gpu, now, d, 0);
     /* The rows still cross the host link: its byte count holds every fetched byte, whichever
      * stream issued the copy (its busy time only the fetch path's own work). */

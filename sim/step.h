@@ -20,8 +20,8 @@
  * instead, queued when its indexer ends and before its COMP: SGLang's swap-in
  * runs on the main stream between the indexer and the attention, one block
  * per request (so min(requests, SMs) SMs in the fetch's SM table), not
- * overlapped with compute, and its launch is paid even when nothing misses;
- * the layers sharing the selection replay the anchor's miss plan on the
+ * overlapped with compute (no task when nothing misses: a batch of resident
+ * requests runs SGLang's "resident" graph, without a swap-in); the layers sharing the selection replay the anchor's miss plan on the
  * fetch path (a side stream), overlapped as before. While one micro-batch computes
  * layer l, another's misses for layer l travel over PCIe. The step ends when
  * every micro-batch finished its last layer. Costs come from sim/cost.h only. */

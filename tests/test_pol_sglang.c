@@ -493,7 +493,7 @@ static void test_planted_fault_is_caught(void **state)
 
 /* With fetch_main, one micro-batch and no interference, the step is a plain list
  * schedule: per layer, its indexer, then (a selecting layer) its swap-in with one block per
- * request (its launch when nothing misses), then its attention after the replays of the
+ * request (none when nothing misses), then its attention after the replays of the
  * layers sharing the selection, which run FIFO on the fetch path from the indexer's end. */
 static void test_fetch_on_compute_stream(void **state)
 {
@@ -528,6 +528,7 @@ static void test_fetch_on_compute_stream(void **state)
         step_stats st = { 0 };
         double end = step_run(&cx, &mb, 1, 0, &srv[0], &srv[1], &srv[2], &q, &st);
         evq_release(&q);
+        const double h2d_bytes = srv[1].bytes;
         for (int i = 0; i < 3; i++) res_release(&srv[i]);
         /* The plain schedule. */
         double t = 0, h2d = 0, *ready = calloc(m.n_layers, sizeof *ready);
@@ -535,8 +536,7 @@ static void test_fetch_on_compute_stream(void **state)
             int32_t g = m.layer_group[l];
             if (g >= 0 && m.layer[l].select == MODEL_SELECT_OWN) {
                 t += step_indexer_s(&cx, &mb, l);
-                double f = miss[g] > 0 ? cost_fetch_time(&hw.cost.fetch, miss[g], m.layer[l].row_bytes, pages[g], 0, n_req)
-                                       : hw.cost.fetch.launch_s;
+                double f = miss[g] > 0 ? cost_fetch_time(&hw.cost.fetch, miss[g], m.layer[l].row_bytes, pages[g], 0, n_req) : 0;
                 double idx_end = t;
                 t += f;
                 ready[l] = t;
@@ -554,6 +554,7 @@ static void test_fetch_on_compute_stream(void **state)
         if (fabs(end - t) > 1e-12 * t) fail_msg("fetch_main step ends at %.12g s, the plain schedule at %.12g s", end, t);
         /* The swap-in ran on the compute server: the compute's busy time holds it. */
         assert_true(st.compute_busy >= end * (1 - 1e-12));
+        if (with_miss) assert_true(st.fetch_bytes > 0 && h2d_bytes == st.fetch_bytes);
     }
     model_release(&m);
 }
