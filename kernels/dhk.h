@@ -62,7 +62,7 @@ void dhk_residency_launch(int pairs, int B, int stride, int k, int win, int32_t 
                           int32_t *slot_last, int32_t *row_slot, int32_t *sel_slot, int32_t *miss_rows,
                           int32_t *miss_slots, int32_t *n_miss, size_t smem, cudaStream_t stream);
 
-/* ---- SGLang's hot buffer (sim/sglhb.h; the steps of kernels/lib/sglang_rule.h) ----
+/* ---- SGLang's hot buffer (sim/sglhb.h; the steps of kernels/lib/sglang_rule.cuh) ----
  * One block per pair p < pairs: the pair's B LRU slots (lru, slot_row: B per pair; row_slot,
  * row_mark: win rows per pair, started with sglr_pair_init) take the n_sel[p] selected rows of
  * topk (k per pair, in the indexer's output order) at a context of nrows[p] rows: the fast path

@@ -1,6 +1,6 @@
 /* sglcheck.cu: bin/dhsglcheck, the GPU check of SGLang's hot-buffer kernel
  * (dhk_sglang_residency_launch, kernels/lib/residency.cu) against the same rule
- * on the CPU (sglr_step_cpu, kernels/lib/sglang_rule.h, itself checked against
+ * on the CPU (sglr_step_cpu, kernels/lib/sglang_rule.cuh, itself checked against
  * the simulator's sim/sglhb.c by tests/test_sglang_rule.c).
  *
  *   make bin/dhsglcheck && bin/dhsglcheck [PAIRS B K CONTEXT STEPS]   (default 64 4096 2048 100000 50)
@@ -13,7 +13,7 @@
  * LRU) with the CPU, then prints "All results match" and the kernel's median
  * time per launch. A mismatch prints the first pair and step and exits 1. */
 #include "kernels/dhk.h"
-#include "kernels/lib/sglang_rule.h"
+#include "kernels/lib/sglang_rule.cuh"
 
 #include <algorithm>
 #include <stdio.h>

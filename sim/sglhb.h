@@ -115,7 +115,7 @@
  * (pol_dynamic.c: from a demotion or a hot admission on, live); their fetch is
  * placed on the compute stream by step.c (pol_ops.fetch_main). The GPU kernel of
  * the same rule is kernels/lib/residency.cu's dhk_sglang_residency_launch
- * (kernels/lib/sglang_rule.h, checked on the CPU by tests/test_sglang_rule.c).
+ * (kernels/lib/sglang_rule.cuh, checked on the CPU by tests/test_sglang_rule.c).
  *
  * Cost. SGLHB_IMPL_SCAN does what the kernel does, O(B + k) per position (it
  * scans every slot), plus a radix sort of the selection for the hashed order

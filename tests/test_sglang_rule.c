@@ -1,5 +1,5 @@
 /* test_sglang_rule.c: the steps of the GPU kernel of SGLang's hot buffer
- * (kernels/lib/sglang_rule.h, run by dhk_sglang_residency_launch), executed one
+ * (kernels/lib/sglang_rule.cuh, run by dhk_sglang_residency_launch), executed one
  * element at a time on the CPU (sglr_step_cpu), against the simulator's hot
  * buffer (sim/sglhb.c, the kernel's scan, itself checked against a plain
  * reference by tests/test_sglhb.c): at every position of generated streams, in
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "common/dh_err.h"
-#include "kernels/lib/sglang_rule.h"
+#include "kernels/lib/sglang_rule.cuh"
 #include "sim/sglhb.h"
 #include "traces/gen.h"
 

@@ -9,6 +9,7 @@
  * (rp_host.h) at every step, and two pairs' resident sets row by row. */
 #include "kernels/dhk.h"
 #include "kernels/lib/block_scan.cuh"   // defines: block_excl_scan, radix_select_digit, block_compact_le
+#include "kernels/lib/sglang_rule.cuh"  // defines: sglr_is_miss, sglr_is_hit, sglr_new_position (SGLang's rule)
 
 /* The eviction key of kref_lru_key() (kernels/kref.h), as kernels/versions/residency.cu computes it. */
 static __device__ __forceinline__ uint64_t res_lru_key(int32_t slot, int32_t row, int32_t last, bool prot)
@@ -186,7 +187,7 @@ void dhk_residency_launch(int pairs, int B, int stride, int k, int win, int32_t 
     CUDA_LAUNCH_CHECK();
 }
 
-/* ---- SGLang's hot buffer (sim/sglhb.h), the steps of kernels/lib/sglang_rule.h ----
+/* ---- SGLang's hot buffer (sim/sglhb.h), the steps of kernels/lib/sglang_rule.cuh ----
  *
  * One block per pair, as SGLang's swap-in runs one block per request. Each thread takes a
  * contiguous chunk of the top-k and of the LRU positions, so that block-wide exclusive scans
@@ -195,8 +196,6 @@ void dhk_residency_launch(int pairs, int B, int stride, int k, int win, int32_t 
  * memory: the evictable slots a miss takes (evict) and the new LRU order (lru2), B each. The
  * CPU runs the same steps one element at a time (sglr_step_cpu), checked against sim/sglhb.c
  * by tests/test_sglang_rule.c; on the GPU the kernel is checked against sglr_step_cpu. */
-#include "kernels/lib/sglang_rule.h"
-
 __global__ void __launch_bounds__(DHK_RES_THREADS)
 dhk_sglang_residency_kernel(int B, int k, int win, uint32_t stamp, const int32_t *__restrict__ topk_all,
                             const int32_t *__restrict__ n_sel_all, const int32_t *__restrict__ nrows_all,

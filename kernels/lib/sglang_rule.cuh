@@ -1,4 +1,4 @@
-/* sglang_rule.h: SGLang's hot-buffer rule (sim/sglhb.h; sgl-project/sglang
+/* sglang_rule.cuh: SGLang's hot-buffer rule (sim/sglhb.h; sgl-project/sglang
  * hisparse.cuh, load_cache_to_device_buffer_kernel) as the per-element steps of
  * a parallel kernel, in plain C so that the same steps run in the GPU kernel
  * (kernels/lib/residency.cu, dhk_sglang_residency_launch) and, one element at
@@ -26,8 +26,8 @@
  *   place     the m-th miss takes the evictable slot of rank m (evict[m]); its
  *             old row loses its slot (evicted when it held one)
  * The short-sequence fast path (nrows <= B: slot = row) needs none of it. */
-#ifndef DH_SGLANG_RULE_H
-#define DH_SGLANG_RULE_H
+#ifndef DH_SGLANG_RULE_CUH
+#define DH_SGLANG_RULE_CUH
 
 #include <stdint.h>
 
