@@ -49,8 +49,9 @@ static double rows_at(const pol_stream *ps, uint32_t pos)
     return sel_rows_at(s->sh, ps->req, ps->group, pos < n ? pos : n - 1);
 }
 
-/* A resident request's bytes beyond its hot buffer with rows_g rows per group. */
-static double extra_bytes(const pol_env *e, pol_stream *const req, int next)
+/* The bytes request req (its groups' streams) holds beyond its hot buffer while resident, at
+ * its next position (next) or at the last one stepped; 0 once demoted or about to be. */
+static double extra_bytes(const pol_env *e, const pol_stream *req, int next)
 {
     const model_cfg *m = e->model;
     double b = 0;
