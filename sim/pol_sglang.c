@@ -95,6 +95,9 @@ int sgl_stream_open(const pol_env *e, pol_stream *ps, const pol_open_args *a, in
     ps->k = a->sh->group_k[a->group];
     ps->compress = a->sh->group_compress[a->group];
     ps->prompt_len = a->sh->prompt_len[a->req];
+    if (ps->k > e->sgl.device_buffer_size)
+        return dh_err("[policy] device_buffer_size = %u is below group %u's top-k %u (SGLang requires "
+                      "device_buffer_size >= top-k)", e->sgl.device_buffer_size, a->group, ps->k);
     sgl_stream *s = dh_calloc(1, sizeof *s);
     ps->priv = s;
     s->sh = a->sh;

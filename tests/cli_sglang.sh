@@ -17,7 +17,8 @@ expect_error() {
 }
 expect_error sglang_bad_cold "sglang_cold = 'warm'" --set policy.sglang_cold=warm
 expect_error sglang_bad_order "sglang_order = 'random'" --set policy.sglang_order=random
-expect_error sglang_buffer_below_topk "device_buffer_size = 1000 is below group 0's top-k 2048" --set policy.device_buffer_size=1000
+expect_error sglang_buffer_below_topk "device_buffer_size = 1000 is below group 0's top-k 2048" --policy sglang-hisparse --set policy.device_buffer_size=1000 $small
+expect_error sglang_dynamic_buffer_below_topk "device_buffer_size = 1000 is below" --policy sglang-dynamic --set policy.device_buffer_size=1000 $small
 expect_error sglang_watermarks_crossed "sglang_low_watermark = 0.9 is above" --set policy.sglang_low_watermark=0.9
 expect_error sglang_no_spec "does not run with speculative decoding" --policy sglang-dynamic+dflash2 $small
 
