@@ -54,7 +54,7 @@ LIBS_OBJ     := $(ANALYSIS_OBJ) $(SIM_OBJ) $(TRACES_OBJ) $(KREF_OBJ) $(COMMON_OB
 
 SWEEP_OBJ    := $(call lib_obj,sweep)
 
-TOOLS := $(BIN)/dhtrace $(BIN)/dhsim $(BIN)/dhsweep $(BIN)/dhcal
+TOOLS := $(BIN)/dhtrace $(BIN)/dhsim $(BIN)/dhsweep $(BIN)/dhcal $(BIN)/dhconfig
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
@@ -121,6 +121,10 @@ $(BIN)/dhsweep: $(BUILD)/sweep/dhsweep.o $(SWEEP_OBJ) $(SIM_OBJ) $(TRACES_OBJ) $
 	@mkdir -p $(BIN)
 	$(if $(MPICC),$(MPICC),$(CC)) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 $(BIN)/dhcal: $(BUILD)/analysis/dhcal.o $(LIBS_OBJ)
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
+# The config files' schema (docs/CONFIG.md), from every loader's table: sweep/ included.
+$(BIN)/dhconfig: $(BUILD)/analysis/dhconfig.o $(LIBS_OBJ) $(SWEEP_OBJ)
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 

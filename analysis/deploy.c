@@ -1,6 +1,7 @@
 /* deploy.c: the validation table against published deployments; see deploy.h. */
 #include "analysis/deploy.h"
 #include "common/cfg.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
 #include "common/path.h"
@@ -15,20 +16,52 @@
 
 #define DEP_MAX_SETS 64
 
+/* ---- the schema (docs/CONFIG.md is printed from it: bin/dhconfig schema) ---- */
+
+static const cfg_key dep_keys[] = {
+    CK_ROW("point", "source", CK_STR, "", 0, 0, NULL, "Where the published figure is (a URL), non-empty.", 0),
+    CK_ROW("point", "assumed", CK_STR, "", 0, 0, NULL, "What the simulator's setting assumes beyond the source.", 0),
+    CK_ROW("point", "gap", CK_STR, "", 0, 0, NULL, "What of the deployment the simulator does not model.", 0),
+    CK_ROW("published", "output_per_gpu", CK_NUM, "tokens/s", 1e-6, 1e9, "(none)", "Published output tokens/s per GPU "
+           "(not with a sweep).", 0),
+    CK_STR_ROW("published", "output_bound", "exact", "exact|lower", "Whether the published output is the figure or a lower "
+               "bound of it.", 0),
+    CK_ROW("published", "tpot_ms", CK_NUM, "ms", 1e-6, 1e9, "(none)", "Published time per output token.", 0),
+    CK_STR_ROW("published", "tpot_stat", NULL, "p50|mean", "The statistic tpot_ms is (required with it).", 0),
+    CK_ROW("published", "sweep_concurrency", CK_LIST, "requests", 1, 1e7, "(none)", "A published sweep: its "
+           "concurrencies, increasing (at least 2).", 0),
+    CK_ROW("published", "sweep_output_total", CK_LIST, "tokens/s", 1e-6, 1e12, "(none)", "The sweep's total output "
+           "tokens/s at each concurrency.", 0),
+    CK_ROW("published", "gpus", CK_NUM, "", 1, 1e6, "(none)", "GPUs the sweep's totals are over (required with a "
+           "sweep).", 0),
+    CK_ROW("sim", "instance", CK_STR, "", 0, 0, NULL, "The simulator's instance file.", 0),
+    CK_ROW("sim", "policy", CK_STR, "", 0, 0, NULL, "The policy the deployment runs (dhsim --policy).", 0),
+    CK_ROW("sim", "set", CK_STR, "", 0, 0, "", "dhsim --set overrides, space-separated.", 0),
+    CK_ROW("sim", "prompt_len", CK_INT, "tokens", 1, 1L << 23, NULL, "Prompt length.", 0),
+    CK_ROW("sim", "output_len", CK_INT, "tokens", 1, 1L << 24, NULL, "Output length.", 0),
+    CK_ROW("sim", "steps", CK_INT, "steps", 1, 1L << 20, NULL, "Decode steps simulated.", 0),
+    CK_ROW("sim", "warmup_steps", CK_INT, "steps", 0, 1L << 20, "0", "Steps left out of the statistics (below steps).", 0),
+    CK_ROW("sim", "concurrency", CK_NUM, "requests", 1, 1e7, "(none)", "Requests in flight (required without a sweep; "
+           "a sweep runs its own).", 0),
+};
+const cfg_schema dep_schema = CFG_SCHEMA("analysis/deployments/NAME.ini", "Published deployment",
+    "One published serving figure and the simulator's setting for it (analysis/deploy.h; bin/dhcal deployments).",
+    dep_keys);
+
 static int copy_str(cfg *c, const char *sec, const char *key, const char *def, char *out, size_t cap, int nonempty)
 {
     const char *v;
-    if (cfg_get_string(c, sec, key, &v, def) < 0) return -1;
+    if (cfgk_string_or(c, &dep_schema, sec, key, &v, def) < 0) return -1;
     if (nonempty && !*v) return dh_err("%s: [%s] %s is empty", cfg_name(c), sec, key);
     if (strlen(v) >= cap) return dh_err("%s: [%s] %s is longer than %zu characters", cfg_name(c), sec, key, cap - 1);
     snprintf(out, cap, "%s", v);
     return 0;
 }
 
-static int get_u(cfg *c, const char *sec, const char *key, const long *def, long lo, long hi, unsigned *out)
+static int get_u(cfg *c, const char *sec, const char *key, unsigned *out)
 {
     long v;
-    if (cfg_get_int(c, sec, key, &v, def, lo, hi) < 0) return -1;
+    if (cfgk_int(c, &dep_schema, sec, key, &v) < 0) return -1;
     *out = (unsigned)v;
     return 0;
 }
@@ -43,7 +76,6 @@ static int load_point(const char *path, const char *id, dep_point *p)
     if (cfg_load(path, &c) < 0) return -1;
     int rc = -1;
     const char *bound, *stat;
-    long zero = 0;
     if (!cfg_has_section(c, "point") || !cfg_has_section(c, "published") || !cfg_has_section(c, "sim")) {
         dh_err("%s: needs the sections [point], [published] and [sim]", path);
         goto out;
@@ -53,17 +85,17 @@ static int load_point(const char *path, const char *id, dep_point *p)
         copy_str(c, "point", "gap", CFG_REQUIRED, p->gap, sizeof p->gap, 1) < 0)
         goto out;
     if (cfg_has(c, "published", "output_per_gpu") &&
-        cfg_get_double(c, "published", "output_per_gpu", &p->pub_output, CFG_REQUIRED, 1e-6, 1e9) < 0)
+        cfgk_double_or(c, &dep_schema, "published", "output_per_gpu", &p->pub_output, CFG_REQUIRED) < 0)
         goto out;
-    if (cfg_get_string(c, "published", "output_bound", &bound, "exact") < 0) goto out;
+    if (cfgk_string(c, &dep_schema, "published", "output_bound", &bound) < 0) goto out;
     if (strcmp(bound, "exact") && strcmp(bound, "lower")) {
         dh_err("%s: [published] output_bound '%s' is not exact or lower", path, bound);
         goto out;
     }
     p->output_lower = !strcmp(bound, "lower");
     if (cfg_has(c, "published", "tpot_ms")) {
-        if (cfg_get_double(c, "published", "tpot_ms", &p->pub_tpot_ms, CFG_REQUIRED, 1e-6, 1e9) < 0 ||
-            cfg_get_string(c, "published", "tpot_stat", &stat, CFG_REQUIRED) < 0)
+        if (cfgk_double_or(c, &dep_schema, "published", "tpot_ms", &p->pub_tpot_ms, CFG_REQUIRED) < 0 ||
+            cfgk_string(c, &dep_schema, "published", "tpot_stat", &stat) < 0)
             goto out;
         if (strcmp(stat, "p50") && strcmp(stat, "mean")) {
             dh_err("%s: [published] tpot_stat '%s' is not p50 or mean", path, stat);
@@ -73,9 +105,9 @@ static int load_point(const char *path, const char *id, dep_point *p)
     }
     if (cfg_has(c, "published", "sweep_concurrency")) {
         size_t n2;
-        if (cfg_get_doubles(c, "published", "sweep_concurrency", p->sweep_c, DEP_MAX_SWEEP, &p->n_sweep, 1, 1e7) < 0 ||
-            cfg_get_doubles(c, "published", "sweep_output_total", p->sweep_out, DEP_MAX_SWEEP, &n2, 1e-6, 1e12) < 0 ||
-            cfg_get_double(c, "published", "gpus", &p->gpus, CFG_REQUIRED, 1, 1e6) < 0)
+        if (cfgk_doubles(c, &dep_schema, "published", "sweep_concurrency", p->sweep_c, DEP_MAX_SWEEP, &p->n_sweep) < 0 ||
+            cfgk_doubles(c, &dep_schema, "published", "sweep_output_total", p->sweep_out, DEP_MAX_SWEEP, &n2) < 0 ||
+            cfgk_double_or(c, &dep_schema, "published", "gpus", &p->gpus, CFG_REQUIRED) < 0)
             goto out;
         if (n2 != p->n_sweep || p->n_sweep < 2) {
             dh_err("%s: [published] sweep_concurrency and sweep_output_total need the same count, at least 2", path);
@@ -98,10 +130,10 @@ static int load_point(const char *path, const char *id, dep_point *p)
     if (copy_str(c, "sim", "instance", CFG_REQUIRED, p->instance, sizeof p->instance, 1) < 0 ||
         copy_str(c, "sim", "policy", CFG_REQUIRED, p->policy, sizeof p->policy, 1) < 0 ||
         copy_str(c, "sim", "set", "", p->sets, sizeof p->sets, 0) < 0 ||
-        get_u(c, "sim", "prompt_len", CFG_REQUIRED, 1, 1L << 23, &p->prompt_len) < 0 ||
-        get_u(c, "sim", "output_len", CFG_REQUIRED, 1, 1L << 24, &p->output_len) < 0 ||
-        get_u(c, "sim", "steps", CFG_REQUIRED, 1, 1L << 20, &p->steps) < 0 ||
-        get_u(c, "sim", "warmup_steps", &zero, 0, 1L << 20, &p->warmup_steps) < 0)
+        get_u(c, "sim", "prompt_len", &p->prompt_len) < 0 ||
+        get_u(c, "sim", "output_len", &p->output_len) < 0 ||
+        get_u(c, "sim", "steps", &p->steps) < 0 ||
+        get_u(c, "sim", "warmup_steps", &p->warmup_steps) < 0)
         goto out;
     if (p->warmup_steps >= p->steps) {
         dh_err("%s: [sim] warmup_steps %u leaves no measured step of %u", path, p->warmup_steps, p->steps);
@@ -112,7 +144,7 @@ static int load_point(const char *path, const char *id, dep_point *p)
             dh_err("%s: [sim] concurrency: a sweep runs the published concurrencies", path);
             goto out;
         }
-    } else if (cfg_get_double(c, "sim", "concurrency", &p->concurrency, CFG_REQUIRED, 1, 1e7) < 0)
+    } else if (cfgk_double_or(c, &dep_schema, "sim", "concurrency", &p->concurrency, CFG_REQUIRED) < 0)
         goto out;
     rc = cfg_check_unused(c);
 out:

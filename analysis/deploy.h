@@ -36,6 +36,8 @@
 #ifndef DH_DEPLOY_H
 #define DH_DEPLOY_H
 
+#include "common/cfgkey.h"
+
 #include <stddef.h>
 #include <stdio.h>
 
@@ -88,5 +90,8 @@ void dep_release(dep_set *s);
 int dep_simulate(const dep_set *s, int threads, dep_sim *out);
 /* The side-by-side table to f; the same rows as CSV to csv when not NULL. */
 int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv);
+
+/* Every key of a published-deployment file (docs/CONFIG.md). */
+extern const cfg_schema dep_schema;
 
 #endif

@@ -310,6 +310,31 @@ static int section_line(const char *line, char *sec, size_t cap)
     return 1;
 }
 
+/* [fitted_at]: the datasheet rates that the profile's fitted keys replace (sim/hw.h:
+ * hw_fitted_rate), each as the base gives it; those the base's own [fitted_at] names (its
+ * measured [gather] tables) too. The simulator rejects a profile whose rate differs. */
+static int write_fitted_at(FILE *out, const char *base_path, const repl *r, size_t nr)
+{
+    cfg *bc;
+    if (cfg_load(base_path, &bc) < 0) return -1;
+    static const char *const rates[][2] = { { "hw", "hbm_bw" }, { "hw", "fp8_flops" }, { "hw", "kernel_launch_s" },
+                                            { "hw", "sms" }, { "pcie", "h2d_bw" } };
+    fprintf(out, "\n[fitted_at]\n");
+    write_wrapped(out, "; dhcal: the datasheet rates that the fitted keys replace in their kernels' costs, at the values they were "
+                       "fitted beside; a profile whose [hw] or [pcie] value differs is an error (another GPU: a scaled "
+                       "profile, docs/HARDWARE.md)\n");
+    for (size_t k = 0; k < sizeof rates / sizeof rates[0]; k++) {
+        int need = cfg_has(bc, "fitted_at", rates[k][1]);
+        for (size_t i = 0; i < nr && !need; i++) {
+            const char *rs, *rk;
+            need = hw_fitted_rate(r[i].section, r[i].key, &rs, &rk) && !strcmp(rk, rates[k][1]) && strtod(r[i].value, NULL) > 0;
+        }
+        if (need) fprintf(out, "%s = %s\n", rates[k][1], cfg_str(bc, rates[k][0], rates[k][1]));
+    }
+    cfg_free(bc);
+    return 0;
+}
+
 int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const char *out_path, FILE *log)
 {
     cfg *bc;
@@ -426,7 +451,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
                 return dh_err("kernel '%s' %s: measured %.4g TFLOP/s (%s) is %.3g of the [hw] peak %.4g: non-physical (check the peak)",
                               gemm->kernel, gemm->dtype, gemm->ceiling, gemm->ceiling_name, eff, peak / 1e12);
             repl *c = &r[nr++];
-            *c = (repl){.section = "hw", .key = "mma_efficiency"};
+            *c = (repl){.section = "hw", .key = "mma_efficiency", .append = 1};
             snprintf(c->value, sizeof c->value, "%.4f", eff);
             snprintf(c->comment, sizeof c->comment, "; dhcal: mma_efficiency = %.4g TFLOP/s measured by the same run (%s, %s) / the [hw] %s peak %.4g TFLOP/s\n",
                      gemm->ceiling, gemm->ceiling_name, gemm->files, gemm->dtype, peak / 1e12);
@@ -526,7 +551,8 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
         if (section_line(line, next, sizeof next)) {
             append_missing(out, r, nr, sec);
             snprintf(sec, sizeof sec, "%s", next);
-            in_range = !strcmp(sec, "fit_range");
+            /* Both are written afresh at the end. */
+            in_range = !strcmp(sec, "fit_range") || !strcmp(sec, "fitted_at");
             if (in_range) { blanks = 0; continue; }
         }
         if (in_range) continue;
@@ -562,6 +588,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     fclose(in);
     for (size_t i = 0; i < nr && rc == 0; i++)
         if (!r[i].done) rc = dh_err("profile '%s': base lacks [%s] %s", o->base_path, r[i].section, r[i].key);
+    if (rc == 0) rc = write_fitted_at(out, o->base_path, r, nr);
     fprintf(out, "\n[fit_range]\n");
     write_wrapped(out, "; dhcal: the inputs each fitted section saw, \"<section>_<input> = min, max\"; a point outside is extrapolated and must be reported\n");
     fputs(ranges, out);

@@ -1,6 +1,7 @@
 /* rcfg.c: the replay configurations' reader; see rcfg.h. */
 #include "analysis/rcfg.h"
 #include "common/cfg.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
 #include "common/path.h"
@@ -9,10 +10,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int get_u32(cfg *c, const char *sec, const char *key, long min, long max, uint32_t *out)
+/* ---- the schema (docs/CONFIG.md is printed from it: bin/dhconfig schema) ---- */
+
+static const cfg_key rcfg_keys[] = {
+    CK_ROW("replay", "instance", CK_STR, "", 0, 0, NULL, "The simulator's instance file for every configuration.", 0),
+    CK_ROW("replay", "attention_dp", CK_INT, "", 1, 1024, NULL, "The instance's attention data parallelism: the "
+           "simulator's concurrency is requests x attention_dp.", 0),
+    CK_ROW("replay", "sim", CK_STR, "", 0, 0, NULL, "dhsim --set overrides shared by every configuration, "
+           "space-separated.", 0),
+    CK_STR_ROW("ID", "policy", NULL, "hisparse|adaptive|hisparse+dflash2|adaptive+dflash2", "The policy: plain decode "
+               "steps, or verification steps with the model's DFlash2 draft.", 0),
+    CK_ROW("ID", "budget", CK_INT, "rows", 1, 1L << 24, NULL, "Hot-buffer budget per (request, selection group).", 0),
+    CK_ROW("ID", "heldout", CK_INT, "", 0, 1, NULL, "1: kept out of every fit of the calibration (the validation's "
+           "targets apply to it).", 0),
+    CK_ROW("ID", "seed", CK_INT, "", 0, 4611686018427387904.0, NULL, "The trace generator's seed.", 0),
+    CK_ROW("ID", "requests", CK_INT, "requests", 1, 1024, NULL, "Requests on the GPU.", 0),
+    CK_ROW("ID", "prompt_len", CK_INT, "tokens", 1, 1L << 23, NULL, "Prompt tokens of every request.", 0),
+    CK_ROW("ID", "steps", CK_INT, "steps", 1, 1L << 20, NULL, "Decode steps.", 0),
+    CK_ROW("ID", "output_len", CK_INT, "positions", 1, 1L << 24, NULL, "Positions of every request's stream in the "
+           "simulator, at least steps (steps for plain steps; steps x (gamma + 1) + 1 for verification).", 0),
+    CK_ROW("ID", "sim", CK_STR, "", 0, 0, NULL, "The simulator's policy settings that give the same budget (dhsim "
+           "--set).", 0),
+};
+const cfg_schema rcfg_schema = CFG_SCHEMA("kernels/replay/configs.ini", "GPU replay configurations",
+    "The configurations bin/dhreplay runs on the GPU and bin/dhcal runs in the simulator (analysis/rcfg.h); a section "
+    "[ID] per configuration.", rcfg_keys);
+
+static int get_u32(cfg *c, const char *sec, const char *key, uint32_t *out)
 {
     long x;
-    if (cfg_get_int(c, sec, key, &x, CFG_REQUIRED, min, max) < 0) return -1;
+    if (cfgk_int(c, &rcfg_schema, sec, key, &x) < 0) return -1;
     *out = (uint32_t)x;
     return 0;
 }
@@ -20,7 +47,7 @@ static int get_u32(cfg *c, const char *sec, const char *key, long min, long max,
 static int get_str(cfg *c, const char *sec, const char *key, char *out, size_t cap)
 {
     const char *v;
-    if (cfg_get_string(c, sec, key, &v, CFG_REQUIRED) < 0) return -1;
+    if (cfgk_string(c, &rcfg_schema, sec, key, &v) < 0) return -1;
     if (strlen(v) >= cap) return dh_err("%s: [%s] %s is longer than %zu characters", cfg_name(c), sec, key, cap - 1);
     snprintf(out, cap, "%s", v);
     return 0;
@@ -33,13 +60,13 @@ static int load_config(cfg *c, const char *sec, rcfg_config *r)
     snprintf(r->id, sizeof r->id, "%s", sec);
     long held, seed;
     if (get_str(c, sec, "policy", r->policy, sizeof r->policy) < 0 ||
-        get_u32(c, sec, "budget", 1, 1L << 24, &r->budget) < 0 ||
-        cfg_get_int(c, sec, "heldout", &held, CFG_REQUIRED, 0, 1) < 0 ||
-        cfg_get_int(c, sec, "seed", &seed, CFG_REQUIRED, 0, 1L << 62) < 0 ||
-        get_u32(c, sec, "requests", 1, 1024, &r->requests) < 0 ||
-        get_u32(c, sec, "prompt_len", 1, 1L << 23, &r->prompt_len) < 0 ||
-        get_u32(c, sec, "steps", 1, 1L << 20, &r->steps) < 0 ||
-        get_u32(c, sec, "output_len", 1, 1L << 24, &r->output_len) < 0 ||
+        get_u32(c, sec, "budget", &r->budget) < 0 ||
+        cfgk_int(c, &rcfg_schema, sec, "heldout", &held) < 0 ||
+        cfgk_int(c, &rcfg_schema, sec, "seed", &seed) < 0 ||
+        get_u32(c, sec, "requests", &r->requests) < 0 ||
+        get_u32(c, sec, "prompt_len", &r->prompt_len) < 0 ||
+        get_u32(c, sec, "steps", &r->steps) < 0 ||
+        get_u32(c, sec, "output_len", &r->output_len) < 0 ||
         get_str(c, sec, "sim", r->sim, sizeof r->sim) < 0)
         return -1;
     r->heldout = (int)held;
@@ -63,7 +90,7 @@ int rcfg_load(const char *path, rcfg_set *s)
     int rc = 0;
     if (!cfg_has_section(c, "replay")) rc = dh_err("%s: no [replay] section", s->path);
     if (rc == 0 && (get_str(c, "replay", "instance", s->instance, sizeof s->instance) < 0 ||
-                    get_u32(c, "replay", "attention_dp", 1, 1024, &s->attention_dp) < 0 ||
+                    get_u32(c, "replay", "attention_dp", &s->attention_dp) < 0 ||
                     get_str(c, "replay", "sim", s->sim, sizeof s->sim) < 0))
         rc = -1;
     size_t ns = cfg_section_count(c);

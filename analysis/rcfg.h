@@ -10,6 +10,8 @@
 #ifndef DH_RCFG_H
 #define DH_RCFG_H
 
+#include "common/cfgkey.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,4 +52,7 @@ const rcfg_config *rcfg_find(const rcfg_set *s, const char *id);
 #ifdef __cplusplus
 }
 #endif
+/* Every key of the replay configurations file (docs/CONFIG.md). */
+extern const cfg_schema rcfg_schema;
+
 #endif

@@ -336,6 +336,15 @@ int cfg_get_doubles(cfg *c, const char *sec, const char *key, double *out, size_
 size_t cfg_section_count(const cfg *c) { return c->nsec; }
 const char *cfg_section_name(const cfg *c, size_t i) { return i < c->nsec ? c->sections[i] : NULL; }
 
+size_t cfg_entry_count(const cfg *c) { return c->n; }
+
+void cfg_entry_at(const cfg *c, size_t i, const char **section, const char **key, const char **value)
+{
+    *section = c->e[i].section;
+    *key = c->e[i].key;
+    *value = c->e[i].value;
+}
+
 int cfg_check_unused(const cfg *c)
 {
     for (size_t i = 0; i < c->n; i++)

@@ -54,6 +54,12 @@ int cfg_get_doubles(cfg *c, const char *sec, const char *key, double *out, size_
 size_t cfg_section_count(const cfg *c);
 const char *cfg_section_name(const cfg *c, size_t i);
 
+/* Entries in file order (sections in order of first appearance within the file):
+ * i = 0 .. cfg_entry_count()-1. The pointers live as long as the entry. Does not
+ * mark the entry used. */
+size_t cfg_entry_count(const cfg *c);
+void cfg_entry_at(const cfg *c, size_t i, const char **section, const char **key, const char **value);
+
 /* Error if any entry was never read by a getter (names the first one). */
 int cfg_check_unused(const cfg *c);
 /* Error if section has a key never read (for configs made of several sections read by different modules). */

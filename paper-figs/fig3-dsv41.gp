@@ -5,7 +5,7 @@ name = "fig3-dsv41"; w = 1100; h = 500
 load "term.gp"
 set datafile separator "\t"
 mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/dsv41-marks.tsv"))
-set multiplot layout 1,2 title "DeepSeek-V4.1-Flash, 500K context, concurrency 512, DSpark (simulated)"
+set multiplot layout 1,2 title "DeepSeek-V4.1-Flash as V4-Flash's public layers, 500K context, concurrency 512, DSpark (simulated)"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1

@@ -77,16 +77,17 @@ fig2() {
 
 fig3() {
     # Result 3: DeepSeek-V4.1-Flash at 500K context, concurrency 512, DSpark:
-    # Adaptive against resident serving, with the Engram tables in host memory
-    # (the config's default) and in HBM: weights_per_gpu_bytes raised by the
-    # tables' share, 196B parameters at 1 byte (FP8, assumed) over 4 GPUs =
-    # 49 GB, 75 + 49 = 124 GB. The paper does not say where the tables live;
-    # both placements are shown.
-    # The two placements are one sweep over weights_per_gpu_bytes (dhsweep):
-    # the config's own value, then the tables' share added. Its points' JSON
-    # holds the same run objects as dhsim --json, which jget.sh reads.
+    # Adaptive against resident serving. The model is DeepSeek-V4-Flash's public
+    # configuration (models/dsv41flash.ini: no public V4.1-Flash was found), whose
+    # weights per GPU the instance computes (bin/dhsim --memory). V4.1's Engram
+    # tables (196B parameters, not in V4-Flash) are placed in host memory (the
+    # computed weights alone) and in HBM: 196B at 1 byte (FP8, assumed) over 4 GPUs
+    # = 49 GB more. The paper does not say where the tables live; both are shown.
+    # The two placements are one sweep over weights_per_gpu_bytes (dhsweep). Its
+    # points' JSON holds the same run objects as dhsim --json, which jget.sh reads.
     cfg=models/instances/dsv41flash-h200x4.ini
-    host=$(ini ../$cfg instance weights_per_gpu_bytes)
+    host=$(cd .. && ./bin/dhsim --config $cfg --memory | awk '/weights computed from the model/ { print $(NF - 1) }')
+    hbm=$(awk -v w="$host" 'BEGIN { printf "%.0f", w + 49e9 }')
     rm -rf data/dsv41-sweep
     cat > data/dsv41.sweep.ini <<EOF
 ; Written by make-figs.sh (figure 3): the Engram tables in host memory, then in HBM.
@@ -96,7 +97,7 @@ policies = resident+dspark,adaptive+dspark
 steps = ${FIG3_STEPS:-60}
 output = paper-figs/data/dsv41-sweep
 [axes]
-instance.weights_per_gpu_bytes = $host,${ENGRAM_HBM_WEIGHTS:-124e9}
+instance.weights_per_gpu_bytes = $host,${ENGRAM_HBM_WEIGHTS:-$hbm}
 EOF
     sweep paper-figs/data/dsv41.sweep.ini
     {

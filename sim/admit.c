@@ -22,7 +22,7 @@ int admit_init(admit_state *a, const sim_config *sc, const pol_ops *pol, sel_sou
     pol_env_init(&a->env, &sc->model, sc->hisparse_budget_k, sc->adaptive_max_optional_k);
     ledger_init(&a->hbm, sc->hw.hbm_bytes);
     a->env.sgl = sc->sgl;
-    a->env.sgl.pool_bytes = sc->hw.hbm_bytes - sc->weights_per_gpu - sc->workspace;
+    a->env.sgl.pool_bytes = sc->mem.kv_pool;
     a->env.sgl.order_seed = sc->seed;
     a->req = dh_calloc(n, sizeof *a->req);
     a->active = dh_calloc(n, sizeof *a->active);
@@ -78,8 +78,15 @@ static void reservations(const admit_state *a, uint32_t r, double res[MEM_N_CATE
         idx += m->group[g].indexer_bytes_per_row * rows;
         a->pol->reserve(&a->env, g, rows, &prot, &opt);
     }
-    /* Window layers keep their window resident under every policy. */
+    /* Window layers keep their window resident under every policy, dense layers
+     * every (compressed) row. */
     prot += m->window_bytes_per_token_row * m->max_window;
+    if (m->dense_layers)
+        for (uint32_t l = 0; l < m->n_layers; l++) {
+            const model_kind *k = &m->layer[l];
+            if (k->select == MODEL_SELECT_DENSE && k->kv_own)
+                prot += k->row_bytes * (double)((final_tokens + k->compress - 1) / k->compress);
+        }
     memset(res, 0, MEM_N_CATEGORIES * sizeof *res);
     res[MEM_INDEXER] = idx;
     res[MEM_PROTECTED] = prot;
@@ -132,11 +139,25 @@ static int try_admit(admit_state *a, uint32_t r, uint32_t horizon, int *admitted
     double others = a->hbm.total - (a->pol->rebalance ? a->hbm.bytes[MEM_OPTIONAL] : 0);
     *admitted = 0;
     if (others + need > a->hbm.capacity) return 0;
+    /* A host tier holds every admitted request's whole KV in the host pool, which
+     * SGLang HiSparse sizes at host_to_device_ratio x the device KV pool. */
+    double host = 0;
+    if (a->pol->host_tier && sc->mem.host_pool > 0) {
+        const model_cfg *m = &sc->model;
+        uint64_t final_tokens = (uint64_t)a->sh->prompt_len[r] + a->sh->output_len[r];
+        for (uint32_t g = 0; g < a->G; g++) {
+            uint32_t c = m->group[g].compress;
+            host += m->group[g].kv_bytes_per_row * (double)((final_tokens + c - 1) / c);
+        }
+        if (a->host_used + host > sc->mem.host_pool) return 0;
+    }
     if (a->pol->rebalance && rebalance(a, need, 1) < 0) return -1;
     admit_req *q = &a->req[r];
     for (int c = MEM_INDEXER; c < MEM_N_CATEGORIES; c++)
         if (ledger_charge(&a->hbm, c, res[c]) < 0) return -1;
     memcpy(q->reserved, res, sizeof res);
+    q->host = host;
+    a->host_used += host;
     q->ps = dh_calloc(a->G, sizeof *q->ps);
     if (sc->spec.mode && a->pol->host_tier) {
         q->ahead = dh_calloc(a->G, sizeof *q->ahead);
@@ -173,6 +194,8 @@ int admit_finish(admit_state *a, uint32_t r)
     close_streams(a, q);
     q->state = 2;
     a->completed++;
+    a->host_used -= q->host;
+    q->host = 0;
     for (int c = MEM_INDEXER; c < MEM_N_CATEGORIES; c++)
         if (ledger_charge(&a->hbm, c, -q->reserved[c]) < 0) return -1;
     return 0;

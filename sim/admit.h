@@ -25,6 +25,7 @@ typedef struct {
     int state;                        /* 0 waiting, 1 active, 2 done */
     uint32_t pos;                     /* decode positions done */
     double reserved[MEM_N_CATEGORIES]; /* what admission charged, by category */
+    double host;                      /* its full KV in the host pool (host_to_device_ratio) */
     pol_stream *ps;                   /* [groups] */
     union_ahead *ahead;               /* [groups] speculative with a host tier: positions read
                                        * beyond the committed one */
@@ -38,6 +39,8 @@ typedef struct {
     const trace_shape *sh;
     uint32_t G;
     mem_ledger hbm;
+    double host_used;                 /* bytes of the host KV pool held (memplan.h; a host
+                                       * tier with host_to_device_ratio > 0 only) */
     admit_req *req;                   /* [requests] */
     uint32_t *active, n_active;       /* request indices, in admission order */
     uint32_t next_req;                /* the next request to admit */

@@ -131,3 +131,29 @@ double cost_compute_beside(const cost_interference *i, double d, double overlap)
     if (i->fetch > 0) d += i->fetch * (overlap < d ? overlap : d);
     return d;
 }
+
+double cost_collective_time(double lat_s, double gbps, double total_bytes, double n)
+{
+    if (n <= 1) return 0;
+    double t = lat_s;
+    if (gbps > 0) t += total_bytes * (n - 1) / n / (gbps * 1e9);
+    return t;
+}
+
+double cost_normal_max(double n)
+{
+    if (n <= 1) return 0;
+    /* E = int x n phi(x) Phi(x)^(n-1) dx over [-12, 12] (the tails beyond add under 1e-30). */
+    const int N = 4800;
+    const double a = -12, h = 24.0 / N;
+    double s = 0;
+    for (int i = 0; i <= N; i++) {
+        double x = a + i * h;
+        double phi = exp(-0.5 * x * x) / sqrt(2 * M_PI), Phi = 0.5 * erfc(-x / sqrt(2));
+        double f = x * n * phi * pow(Phi, n - 1);
+        s += f * (i == 0 || i == N ? 1 : (i & 1) ? 4 : 2);
+    }
+    return s * h / 3;
+}
+
+double cost_straggler_factor(double cv, double n) { return cv > 0 ? 1 + cv * cost_normal_max(n) : 1; }

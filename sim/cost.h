@@ -23,6 +23,10 @@
  *              with the density table the slower of the link-or-SM path and the issue path
  *              per row plus a page penalty per page; and its slowdown beside a saturated
  *              memory system (the beside table; 1 without)
+ *   collective a DP-attention gather or scatter among n ranks: latency + the bytes each rank
+ *              receives, (n - 1) / n of the whole, at the bandwidth
+ *   straggler  n ranks stepping in lockstep, each taking t (1 + cv Z) with Z standard normal
+ *              and independent: the slowest takes t (1 + cv E[max of n Z])
  *   interference  fetch: a compute task beside the fetch lengthens by fetch x the overlap;
  *              compute: the fetch work inside a compute task runs 1 + compute x its beside
  *              weight times slower (sim/res.h re-rates it)
@@ -103,6 +107,13 @@ double cost_indexer_time(const cost_model *c, double bytes, double flops, double
  * i) / (E - i)). Messages are sent once per (token, destination GPU), as bin/dha2a's default
  * (DeepEP's normal-mode dispatch) counts them, the GPU's own share included. */
 double cost_a2a_ranks(double experts, double topk, double ep);
+/* A gather (or scatter) of total_bytes over n ranks: lat_s + total_bytes (n - 1) / n at gbps
+ * GB/s (0 bandwidth: the latency alone); 0 for one rank. */
+double cost_collective_time(double lat_s, double gbps, double total_bytes, double n);
+/* E[max of n independent standard normals] (Simpson's rule on a fine grid; 0 for n <= 1). */
+double cost_normal_max(double n);
+/* The straggler factor of n lockstep ranks whose times vary by cv: 1 + cv cost_normal_max(n). */
+double cost_straggler_factor(double cv, double n);
 /* t plus the expert-parallel dispatch and combine of tokens tokens: per phase p a latency
  * lat_s[p] and tokens x ranks x msg_bytes[p] at gbps[p] GB/s (0: no bandwidth term). The
  * terms are added to t one by one, in the order the simulator always added them. */

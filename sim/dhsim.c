@@ -4,6 +4,7 @@
 #include "common/ofile.h"
 #include "common/path.h"
 #include "sim/out.h"
+#include "sim/paper.h"
 #include "sim/sim.h"
 
 #include <getopt.h>
@@ -47,7 +48,8 @@ static void usage(FILE *f)
         "  --search-latency MS  largest concurrency whose per-token latency meets MS\n"
         "  --search-stat S      p50, p90 (default), p99 or mean for --search-latency\n"
         "  --threads N          policies simulated in parallel (default 2; results do not depend on it)\n"
-        "  --quiet              no table\n");
+        "  --quiet              no table\n"
+        "  --memory             print the memory plan per GPU (weights by part, framework, KV pool) and exit\n");
 }
 
 /* One column of a report: a policy and the overrides that make its variant
@@ -236,15 +238,11 @@ static int print_headline(FILE *f, const sim_result *r, int n)
     if (dh_path_find(PAPER_RESULTS, path, sizeof path) < 0) return -1;
     cfg *c;
     if (cfg_load(path, &c) < 0) return -1;
-    double tok, vs_hs, vs_ad;
-    const char *what;
     int rc = -1;
-    if (cfg_get_string(c, "headline", "setting", &what, CFG_REQUIRED) < 0 ||
-        cfg_get_double(c, "headline", "adaptive_dflash2_tok_s_per_gpu", &tok, CFG_REQUIRED, 0, 1e9) < 0 ||
-        cfg_get_double(c, "headline", "ratio_vs_hisparse", &vs_hs, CFG_REQUIRED, 0, 1e3) < 0 ||
-        cfg_get_double(c, "headline", "ratio_vs_adaptive_plain", &vs_ad, CFG_REQUIRED, 0, 1e3) < 0 ||
-        cfg_check_unused_section(c, "headline") < 0)
-        goto done;
+    paper_headline ph;
+    if (paper_load(c, &ph) < 0) goto done;
+    const double tok = ph.tok_s_per_gpu, vs_hs = ph.ratio_vs_hisparse, vs_ad = ph.ratio_vs_adaptive_plain;
+    const char *what = ph.setting;
     fprintf(f, "\nheadline (paper: %s; %s)\n", what, path);
     fprintf(f, "  this run: %s, concurrency %g (%u per GPU), %s\n", sp->model, sp->concurrency, sp->per_gpu, sp->source);
     fprintf(f, "  %-34s %10s %10s\n", "output tokens/s per decode GPU", "simulated", "paper");
@@ -281,9 +279,9 @@ int main(int argc, char **argv)
     spec.config = DEFAULT_INSTANCE;
     spec.threads = 2;
     const char *json = NULL, *timeline = NULL, *policy_list = NULL, *search_stat = "p90";
-    int compare = 0, quiet = 0, wall = 0;
+    int compare = 0, quiet = 0, wall = 0, memory = 0;
     double search_ms = 0;
-    enum { O_SET = 256, O_STEPS, O_CONC, O_SEED, O_PRESET, O_TRACE, O_JSON, O_WALL, O_TL, O_SEARCH, O_STAT, O_THREADS, O_QUIET,
+    enum { O_SET = 256, O_STEPS, O_CONC, O_SEED, O_PRESET, O_TRACE, O_JSON, O_WALL, O_TL, O_SEARCH, O_STAT, O_THREADS, O_QUIET, O_MEMORY,
            O_SPEC, O_DRAFT };
     static const struct option opts[] = {
         { "config", required_argument, 0, 'c' }, { "policy", required_argument, 0, 'p' },
@@ -294,6 +292,7 @@ int main(int argc, char **argv)
         { "wall", no_argument, 0, O_WALL }, { "timeline", required_argument, 0, O_TL },
         { "search-latency", required_argument, 0, O_SEARCH }, { "search-stat", required_argument, 0, O_STAT },
         { "threads", required_argument, 0, O_THREADS }, { "quiet", no_argument, 0, O_QUIET },
+        { "memory", no_argument, 0, O_MEMORY },
         { "spec", required_argument, 0, O_SPEC }, { "draft", required_argument, 0, O_DRAFT },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
@@ -333,6 +332,7 @@ int main(int argc, char **argv)
             break;
         }
         case O_QUIET: quiet = 1; break;
+        case O_MEMORY: memory = 1; break;
         case O_SPEC: {
             int mode;
             if (specrun_parse_mode(optarg, &mode) < 0) dh_die("dhsim", "--spec '%s': expected none, dflash2 or dspark", optarg);
@@ -358,6 +358,11 @@ int main(int argc, char **argv)
     /* Validate the configuration once before any run (and take the config's policy and mode). */
     sim_config sc;
     if (sim_config_load(spec.config, spec.sets, spec.n_sets, &sc) < 0) dh_die_last("dhsim");
+    if (memory) {
+        memplan_print(&sc.mem, sc.model.name, sc.inst_path, stdout);
+        sim_config_release(&sc);
+        return 0;
+    }
     double dp = sc.attention_dp;
     const char *cfg_mode = sc.spec.mode ? spec_kind_name((spec_kind)sc.spec.mode) : NULL;
     char spec_mode[16];

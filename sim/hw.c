@@ -1,6 +1,7 @@
 /* hw.c: hardware profile loading, the choice of each cost's form, and the fitted-range
  * log; see hw.h. The forms themselves are sim/cost.c's. */
 #include "sim/hw.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 
 #include <math.h>
@@ -13,11 +14,97 @@ const char *const hw_fit_name[HW_FIT_N] = { "fetch_row_bytes", "fetch_sms", "fet
                                             "indexer_ctx", "indexer_batch", "indexer_queries", "topk_batch", "topk_ctx",
                                             "topk_k" };
 
-static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, cost_table *t, double ymin)
+/* ---- the schema (docs/CONFIG.md is generated from it: bin/dhconfig schema) ---- */
+
+#define DS CK_DATASHEET
+#define FIT CK_FITTED
+static const cfg_key hw_keys[] = {
+    CK_ROW("profile", "base", CK_STR, "", 0, 0, "", "A scaled profile (docs/HARDWARE.md): the measured profile whose fitted keys it "
+      "carries over, a path relative to this file. The file then gives datasheet keys only; each fitted key of the base is "
+      "scaled by the ratio of the datasheet rate it replaces (this file's over the base's [fitted_at] value).", 0),
+    CK_ROW("hw", "name", CK_STR, "", 0, 0, NULL, "Label of the profile (dhcal writes the file's name).", DS),
+    CK_ROW("hw", "hbm_bytes", CK_NUM, "bytes", 1e6, 1e15, NULL, "Usable HBM capacity of one GPU.", DS),
+    CK_ROW("hw", "hbm_bw", CK_NUM, "bytes/s", 1e6, 1e15, NULL, "HBM bandwidth: the roofline's memory rate, and the bound of "
+      "every fitted byte rate (attn_bw, weight_bw, indexer_bw may not exceed it).", DS),
+    CK_ROW("hw", "sms", CK_NUM, "", 1, 100000, NULL, "Streaming multiprocessors.", DS),
+    CK_ROW("hw", "fp8_flops", CK_NUM, "FLOP/s", 1e6, 1e20, NULL, "Dense FP8 tensor rate (2 FLOP per multiply-add).", DS),
+    CK_ROW("hw", "bf16_flops", CK_NUM, "FLOP/s", 1e6, 1e20, NULL, "Dense BF16 tensor rate.", DS),
+    CK_ROW("hw", "kernel_launch_s", CK_NUM, "s", 0, 1, NULL, "Fixed cost of one kernel on the compute stream (the roofline form's "
+      "launch; the fitted fixed costs replace it in their kernels).", DS),
+    CK_ROW("hw", "mma_efficiency", CK_NUM, "", 1e-6, 1, "1", "Achieved fraction of the tensor rates (1: the roofline bound).", FIT),
+    CK_ROW("hw", "attn_bw", CK_NUM, "bytes/s", 0, 1e15, "0", "Sparse attention's rate over the selected rows' bytes; 0: the "
+      "roofline (hbm_bw). Replaces hbm_bw in the attention's cost.", FIT),
+    CK_ROW("hw", "attn_launch_s", CK_NUM, "s", 0, 1, "0", "Sparse attention's fixed cost per launch (fitted form).", FIT),
+    CK_ROW("hw", "weight_bw", CK_NUM, "bytes/s", 0, 1e15, "0", "Decode GEMMs' weight streaming rate; 0: the roofline. Replaces "
+      "hbm_bw in the GEMMs' cost.", FIT),
+    CK_ROW("hw", "layer_fixed_s", CK_NUM, "s", 0, 1, "0", "A layer's GEMM launches (fitted form; replaces kernel_launch_s).", FIT),
+    CK_ROW("hw", "indexer_ops_s", CK_NUM, "MAC/s", 0, 1e20, "0", "The indexer's scoring rate in multiply-adds; 0: the roofline. "
+      "Replaces fp8_flops in the indexer's cost (2 x this may not exceed fp8_flops).", FIT),
+    CK_ROW("hw", "select_s", CK_NUM, "s", 0, 1, "0", "Fixed cost of the selecting layer: the indexer's launch and the top-k's.", FIT),
+    CK_ROW("hw", "indexer_bw", CK_NUM, "bytes/s", 0, 1e15, "0", "The indexer's rate over its keys' bytes; 0: hbm_bw.", FIT),
+    CK_ROW("hw", "fetch_interference", CK_NUM, "", 0, 10, "0", "A compute task beside the miss fetch lengthens by this x the "
+      "overlap; 0: independent resources.", FIT),
+    CK_ROW("hw", "compute_interference", CK_NUM, "", 0, 10, "0", "The fetch work inside a compute task lengthens by this x its "
+      "beside slowdown x its time there; 0: none.", FIT),
+    CK_ROW("hw", "topk_slots", CK_NUM, "", 0, 1e7, "0", "Top-k blocks that run at once (SMs x resident blocks per SM); 0: no waves, "
+      "the top-k is all in select_s.", FIT),
+    CK_ROW("hw", "topk_wave_s", CK_NUM, "s", 0, 1, "0", "Fixed cost of one top-k wave (needs topk_slots).", FIT),
+    CK_ROW("hw", "topk_row_s", CK_NUM, "s", 0, 1e-3, "0", "A top-k block's pass per score (needs topk_slots).", FIT),
+    CK_ROW("hw", "topk_k_s", CK_NUM, "s", 0, 1e-3, "0", "A top-k wave's cost per selected row k (needs topk_slots).", FIT),
+    CK_ROW("hw", "topk_score_rate", CK_NUM, "scores/s", 0, 1e16, "0", "A wave's scores through memory; 0: no memory term.", FIT),
+    CK_ROW("hw", "topk_steepness", CK_NUM, "", 0, 1e3, "0", "Exponent q of the soft maximum of the two top-k terms (>= 1 with "
+      "topk_score_rate).", FIT),
+    CK_ROW("pcie", "h2d_bw", CK_NUM, "bytes/s", 1e3, 1e15, NULL, "Host-to-device bandwidth of pinned copies; caps the gather.", DS),
+    CK_ROW("pcie", "d2h_bw", CK_NUM, "bytes/s", 1e3, 1e15, NULL, "Device-to-host bandwidth (write-through).", DS),
+    CK_ROW("pcie", "duplex_bw", CK_NUM, "bytes/s", 1e3, 1e15, NULL, "Both directions at once (sum); at least either one.", DS),
+    CK_ROW("gather", "row_bytes", CK_LIST, "bytes", 1e-9, 1e15, NULL, "Table x: row size of the zero-copy gather (increasing).", FIT),
+    CK_ROW("gather", "row_bw", CK_LIST, "bytes/s", 1e3, 1e16, NULL, "Table y: gather bandwidth at that row size, small host "
+      "footprint (at most h2d_bw).", FIT),
+    CK_ROW("gather", "ref_row_bytes", CK_NUM, "bytes", 1, 1e9, NULL, "Row size at which the pages table was measured.", FIT),
+    CK_ROW("gather", "pages", CK_LIST, "", 1e-9, 1e15, NULL, "Table x: distinct host pages one launch touches.", FIT),
+    CK_ROW("gather", "pages_bw", CK_LIST, "bytes/s", 1e3, 1e16, NULL, "Table y: bandwidth at ref_row_bytes for that many pages.", FIT),
+    CK_ROW("gather", "sms", CK_LIST, "", 1e-9, 1e15, NULL, "Table x: SMs given to the gather.", FIT),
+    CK_ROW("gather", "sms_factor", CK_LIST, "", 1e-6, 1e16, NULL, "Table y: bandwidth multiplier at that many SMs.", FIT),
+    CK_ROW("gather", "fetch_sms", CK_NUM, "", 0, 100000, NULL, "SMs the fetch kernel occupies (taken from compute).", DS),
+    CK_ROW("gather", "page_bytes", CK_NUM, "bytes", 1, 1e12, NULL, "Host page size.", DS),
+    CK_ROW("gather", "launch_s", CK_NUM, "s", 0, 1, NULL, "Fixed cost of one gather launch.", FIT),
+    CK_ROW("gather", "region_bytes", CK_NUM, "bytes", 0, 1e15, "0", "Span one upper-level translation entry maps (2 MB); 0: no "
+      "density term.", DS),
+    CK_ROW("gather", "density", CK_LIST, "rows/region", 1e-9, 1e15, "(none)", "Optional table x (needs region_bytes): rows per region "
+      "a launch enters.", FIT),
+    CK_ROW("gather", "issue_row_s", CK_LIST, "s", 1e-15, 1e16, "(none)", "Table y: per-row time of the issue path at that density.",
+      FIT),
+    CK_ROW("gather", "beside_density", CK_LIST, "rows/region", 1e-9, 1e15, "(none)", "Optional table x (needs region_bytes): rows "
+      "per region.", FIT),
+    CK_ROW("gather", "beside_slowdown", CK_LIST, "", 0, 1e16, "(none)", "Table y: how much longer a launch of that density takes "
+      "beside a saturated memory system (0.5 = 1.5x).", FIT),
+    CK_ROW("host", "dram_bytes", CK_NUM, "bytes", 1e6, 1e18, NULL, "Pinned host memory available for the KV history.", DS),
+    CK_ROW("fitted_at", "hbm_bw", CK_NUM, "bytes/s", 1e6, 1e15, "(none)", "The [hw] hbm_bw the fitted byte rates (attn_bw, "
+      "weight_bw, indexer_bw, topk_score_rate) were fitted beside: required with them, and equal to [hw] hbm_bw (the file "
+      "says that they override it).", FIT),
+    CK_ROW("fitted_at", "fp8_flops", CK_NUM, "FLOP/s", 1e6, 1e20, "(none)", "The [hw] fp8_flops indexer_ops_s was fitted beside.",
+      FIT),
+    CK_ROW("fitted_at", "kernel_launch_s", CK_NUM, "s", 0, 1, "(none)", "The [hw] kernel_launch_s the fitted fixed costs "
+      "(attn_launch_s, layer_fixed_s, select_s, topk_wave_s) replace.", FIT),
+    CK_ROW("fitted_at", "sms", CK_NUM, "", 1, 100000, "(none)", "The [hw] sms topk_slots was counted with.", FIT),
+    CK_ROW("fitted_at", "h2d_bw", CK_NUM, "bytes/s", 1e3, 1e15, "(none)", "The [pcie] h2d_bw the [gather] bandwidth tables were "
+      "measured beside.", FIT),
+    CK_ROW("fit_range", "KERNEL_INPUT", CK_LIST, "", -1e300, 1e300, "(none)", "min, max: the inputs a fitted kernel saw (written "
+      "by bin/dhcal; e.g. fetch_rows); a run outside them is reported once.", FIT),
+};
+#undef DS
+#undef FIT
+const cfg_schema hw_schema = CFG_SCHEMA("models/hw/NAME.ini", "Hardware profile",
+    "One decode GPU and its host link (sim/hw.h, docs/HARDWARE.md). Each key is *datasheet* (a rate or size of the device) "
+    "or *fitted* (a cost fitted to the project's kernels by bin/dhcal); a file whose fitted keys replace a datasheet rate "
+    "names that rate in [fitted_at] at the value it was fitted beside, and a different [hw] value is an error. A scaled "
+    "profile ([profile] base) carries a measured profile's fitted keys to another GPU.", hw_keys);
+
+static int load_table(cfg *c, const char *sec, const char *kx, const char *ky, cost_table *t)
 {
     size_t nx, ny;
-    if (cfg_get_doubles(c, sec, kx, t->x, COST_TABLE_MAX, &nx, 1e-9, 1e15) < 0) return -1;
-    if (cfg_get_doubles(c, sec, ky, t->y, COST_TABLE_MAX, &ny, ymin, 1e16) < 0) return -1;
+    if (cfgk_doubles(c, &hw_schema, sec, kx, t->x, COST_TABLE_MAX, &nx) < 0) return -1;
+    if (cfgk_doubles(c, &hw_schema, sec, ky, t->y, COST_TABLE_MAX, &ny) < 0) return -1;
     if (nx != ny)
         return dh_err("%s: [%s] %s has %zu items but %s has %zu", cfg_name(c), sec, kx, nx, ky, ny);
     for (size_t i = 1; i < nx; i++)
@@ -71,7 +158,7 @@ static int load_fit_range(cfg *c, hw_profile *hw)
                 rc = dh_err("%s: [fit_range] %s is not KERNEL_INPUT of a fitted kernel (attention, fetch, "
                             "gemm_bf16, gemm_fp8, indexer, topk)", cfg_name(c), name);
             else if (hw->n_fit == HW_FIT_MAX) rc = dh_err("%s: [fit_range] has more than %d entries", cfg_name(c), HW_FIT_MAX);
-            else if (cfg_get_doubles(c, "fit_range", name, v, 2, &n, -1e300, 1e300) < 0) rc = -1;
+            else if (cfgk_doubles(c, &hw_schema, "fit_range", name, v, 2, &n) < 0) rc = -1;
             else if (n != 2 || v[0] > v[1])
                 rc = dh_err("%s: [fit_range] %s must be \"min, max\" with min <= max", cfg_name(c), name);
             else {
@@ -119,66 +206,157 @@ void hw_range_merge(hw_range_log *a, const hw_range_log *b)
     }
 }
 
-int hw_load(cfg *c, hw_profile *hw)
+/* The fitted keys that replace a datasheet rate in their kernel's cost (sim/cost.h), the
+ * rate each replaces, and whether it is bounded by it: a byte rate may not exceed the
+ * memory's (bound 1), the indexer's multiply-adds may not exceed half the FP8 rate (bound 2).
+ * A scaled profile multiplies each by the ratio of its datasheet rate (hw_load_scaled).
+ * Bound -1: the [gather] tables, measured or fitted on every profile's link, scale with
+ * h2d_bw but need no [fitted_at] entry: the fetch is capped at h2d_bw (sim/cost.h), so a
+ * lower link rate takes effect, and the tables are a property of the link as much as of
+ * the kernel (prof_check holds them below the duplex rate). */
+static const struct { const char *sec, *key, *rate; int bound; } hw_bind[] = {
+    { "hw", "attn_bw", "hbm_bw", 1 },          { "hw", "weight_bw", "hbm_bw", 1 },
+    { "hw", "indexer_bw", "hbm_bw", 1 },       { "hw", "topk_score_rate", "hbm_bw", 0 },
+    { "hw", "indexer_ops_s", "fp8_flops", 2 }, { "hw", "attn_launch_s", "kernel_launch_s", 0 },
+    { "hw", "layer_fixed_s", "kernel_launch_s", 0 }, { "hw", "select_s", "kernel_launch_s", 0 },
+    { "hw", "topk_wave_s", "kernel_launch_s", 0 },   { "hw", "topk_slots", "sms", 0 },
+    { "gather", "row_bw", "h2d_bw", -1 },      { "gather", "pages_bw", "h2d_bw", -1 },
+};
+#define HW_NBIND (sizeof hw_bind / sizeof hw_bind[0])
+static const char *const hw_rates[] = { "hbm_bw", "fp8_flops", "kernel_launch_s", "sms", "h2d_bw" };
+#define HW_NRATES (sizeof hw_rates / sizeof hw_rates[0])
+
+static const char *rate_section(const char *rate) { return !strcmp(rate, "h2d_bw") ? "pcie" : "hw"; }
+
+static double rate_value(const hw_profile *hw, const char *rate)
+{
+    if (!strcmp(rate, "hbm_bw")) return hw->cost.roof.hbm_bw;
+    if (!strcmp(rate, "fp8_flops")) return hw->cost.roof.fp8_flops;
+    if (!strcmp(rate, "kernel_launch_s")) return hw->cost.roof.launch_s;
+    if (!strcmp(rate, "sms")) return hw->sms;
+    return hw->h2d_bw;
+}
+
+int hw_fitted_rate(const char *sec, const char *key, const char **rate_sec, const char **rate)
+{
+    for (size_t i = 0; i < HW_NBIND; i++)
+        if (hw_bind[i].bound >= 0 && !strcmp(hw_bind[i].sec, sec) && !strcmp(hw_bind[i].key, key)) {
+            *rate = hw_bind[i].rate;
+            *rate_sec = rate_section(*rate);
+            return 1;
+        }
+    return 0;
+}
+
+static int same(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b); }
+
+/* The largest item of a comma-separated list (the string was range-checked already). */
+static double list_max(const char *v)
+{
+    double m = 0;
+    for (const char *p = v; *p;) {
+        char *end;
+        double x = strtod(p, &end);
+        if (end == p) break;
+        if (x > m) m = x;
+        p = end + strspn(end, " \t,");
+    }
+    return m;
+}
+
+/* Every fitted key that replaces a datasheet rate says so: [fitted_at] gives that rate at
+ * the value it was fitted beside, which must be the file's (a copy of a profile whose
+ * hbm_bw was edited would otherwise keep the old GPU's fitted rates, silently); a fitted
+ * byte rate above the memory's or the link's is not physical. */
+static int check_fitted(cfg *c, const hw_profile *hw)
+{
+    const char *f = cfg_name(c);
+    double at[HW_NRATES];
+    int have[HW_NRATES];
+    for (size_t r = 0; r < HW_NRATES; r++) {
+        have[r] = cfg_has(c, "fitted_at", hw_rates[r]);
+        if (have[r] && cfgk_double_or(c, &hw_schema, "fitted_at", hw_rates[r], &at[r], NULL) < 0) return -1;
+        if (have[r] && !same(rate_value(hw, hw_rates[r]), at[r]))
+            return dh_err("%s: [%s] %s = %g, but the fitted keys that replace it were fitted at [fitted_at] %s = %g: "
+                          "they would override it silently; model another GPU with a scaled profile ([profile] base, "
+                          "docs/HARDWARE.md)", f, rate_section(hw_rates[r]), hw_rates[r], rate_value(hw, hw_rates[r]),
+                          hw_rates[r], at[r]);
+    }
+    for (size_t i = 0; i < HW_NBIND; i++) {
+        const char *v = cfg_has(c, hw_bind[i].sec, hw_bind[i].key) ? cfg_str(c, hw_bind[i].sec, hw_bind[i].key) : NULL;
+        double x = v ? list_max(v) : 0;
+        if (!(x > 0) || hw_bind[i].bound < 0) continue;
+        size_t r = 0;
+        while (strcmp(hw_rates[r], hw_bind[i].rate)) r++;
+        if (!have[r])
+            return dh_err("%s: [%s] %s is fitted and replaces [%s] %s in its kernel's cost: the file must say so with "
+                          "[fitted_at] %s = the value it was fitted beside (docs/HARDWARE.md)", f, hw_bind[i].sec,
+                          hw_bind[i].key, rate_section(hw_bind[i].rate), hw_bind[i].rate, hw_bind[i].rate);
+        double lim = rate_value(hw, hw_bind[i].rate) / (hw_bind[i].bound == 2 ? 2 : 1);
+        if (hw_bind[i].bound && x > lim * (1 + 1e-9))
+            return dh_err("%s: [%s] %s = %g (fitted) is above %s[%s] %s = %g: a kernel cannot run faster than the "
+                          "hardware's rate", f, hw_bind[i].sec, hw_bind[i].key, x, hw_bind[i].bound == 2 ? "half of " : "",
+                          rate_section(hw_bind[i].rate), hw_bind[i].rate, rate_value(hw, hw_bind[i].rate));
+    }
+    return 0;
+}
+
+static int hw_load_measured(cfg *c, hw_profile *hw)
 {
     memset(hw, 0, sizeof *hw);
+    const cfg_schema *S = &hw_schema;
     const char *name;
-    if (cfg_get_string(c, "hw", "name", &name, CFG_REQUIRED) < 0) return -1;
+    if (cfgk_string(c, S, "hw", "name", &name) < 0) return -1;
     snprintf(hw->name, sizeof hw->name, "%s", name);
     cost_model *cm = &hw->cost;
-    struct { const char *sec, *key; double *dst, min, max; } d[] = {
-        { "hw", "hbm_bytes", &hw->hbm_bytes, 1e6, 1e15 },
-        { "hw", "hbm_bw", &cm->roof.hbm_bw, 1e6, 1e15 },
-        { "hw", "sms", &hw->sms, 1, 100000 },
-        { "hw", "fp8_flops", &cm->roof.fp8_flops, 1e6, 1e20 },
-        { "hw", "bf16_flops", &cm->roof.bf16_flops, 1e6, 1e20 },
-        { "hw", "mma_efficiency", &cm->roof.mma_efficiency, 1e-6, 1 },
-        { "hw", "kernel_launch_s", &cm->roof.launch_s, 0, 1 },
-        { "pcie", "h2d_bw", &hw->h2d_bw, 1e3, 1e15 },
-        { "pcie", "d2h_bw", &hw->d2h_bw, 1e3, 1e15 },
-        { "pcie", "duplex_bw", &hw->duplex_bw, 1e3, 1e15 },
-        { "gather", "ref_row_bytes", &cm->fetch.ref_row_bytes, 1, 1e9 },
-        { "gather", "fetch_sms", &hw->fetch_sms, 0, 100000 },
-        { "gather", "page_bytes", &hw->page_bytes, 1, 1e12 },
-        { "gather", "launch_s", &cm->fetch.launch_s, 0, 1 },
-        { "host", "dram_bytes", &hw->host_dram_bytes, 1e6, 1e18 },
+    struct { const char *sec, *key; double *dst; } d[] = {
+        { "hw", "hbm_bytes", &hw->hbm_bytes },
+        { "hw", "hbm_bw", &cm->roof.hbm_bw },
+        { "hw", "sms", &hw->sms },
+        { "hw", "fp8_flops", &cm->roof.fp8_flops },
+        { "hw", "bf16_flops", &cm->roof.bf16_flops },
+        { "hw", "mma_efficiency", &cm->roof.mma_efficiency },
+        { "hw", "kernel_launch_s", &cm->roof.launch_s },
+        { "pcie", "h2d_bw", &hw->h2d_bw },
+        { "pcie", "d2h_bw", &hw->d2h_bw },
+        { "pcie", "duplex_bw", &hw->duplex_bw },
+        { "gather", "ref_row_bytes", &cm->fetch.ref_row_bytes },
+        { "gather", "fetch_sms", &hw->fetch_sms },
+        { "gather", "page_bytes", &hw->page_bytes },
+        { "gather", "launch_s", &cm->fetch.launch_s },
+        { "host", "dram_bytes", &hw->host_dram_bytes },
+        /* Optional kernel-fitted costs (hw.h); 0, the default, keeps the roofline forms. */
+        { "hw", "attn_bw", &cm->attn.bw }, { "hw", "attn_launch_s", &cm->attn.launch_s },
+        { "hw", "weight_bw", &cm->gemm.bw }, { "hw", "layer_fixed_s", &cm->gemm.fixed_s },
+        { "hw", "indexer_ops_s", &cm->indexer.ops_s }, { "hw", "select_s", &cm->indexer.select_s },
+        { "hw", "indexer_bw", &cm->indexer.bw }, { "hw", "fetch_interference", &cm->inter.fetch },
+        { "hw", "compute_interference", &cm->inter.compute },
+        { "hw", "topk_slots", &cm->topk.slots }, { "hw", "topk_wave_s", &cm->topk.wave_s },
+        { "hw", "topk_row_s", &cm->topk.row_s }, { "hw", "topk_k_s", &cm->topk.k_s },
+        { "hw", "topk_score_rate", &cm->topk.score_rate }, { "hw", "topk_steepness", &cm->topk.steepness },
+        { "gather", "region_bytes", &hw->region_bytes },
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        if (cfg_get_double(c, d[i].sec, d[i].key, d[i].dst, CFG_REQUIRED, d[i].min, d[i].max) < 0) return -1;
+        if (cfgk_double(c, S, d[i].sec, d[i].key, d[i].dst) < 0) return -1;
     cm->roof.sms = hw->sms;
     cm->fetch.h2d_bw = hw->h2d_bw;
-    /* Optional kernel-fitted costs (hw.h); 0, the default, keeps the roofline forms. */
-    double indexer_bw;
-    struct { const char *key; double *dst, max; } o[] = {
-        { "attn_bw", &cm->attn.bw, 1e15 }, { "attn_launch_s", &cm->attn.launch_s, 1 },
-        { "weight_bw", &cm->gemm.bw, 1e15 }, { "layer_fixed_s", &cm->gemm.fixed_s, 1 },
-        { "indexer_ops_s", &cm->indexer.ops_s, 1e20 }, { "select_s", &cm->indexer.select_s, 1 },
-        { "indexer_bw", &indexer_bw, 1e15 }, { "fetch_interference", &cm->inter.fetch, 10 },
-        { "compute_interference", &cm->inter.compute, 10 },
-        { "topk_slots", &cm->topk.slots, 1e7 }, { "topk_wave_s", &cm->topk.wave_s, 1 },
-        { "topk_row_s", &cm->topk.row_s, 1e-3 }, { "topk_k_s", &cm->topk.k_s, 1e-3 },
-        { "topk_score_rate", &cm->topk.score_rate, 1e16 }, { "topk_steepness", &cm->topk.steepness, 1e3 },
-    };
-    const double zero = 0;
-    for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
-        if (cfg_get_double(c, "hw", o[i].key, o[i].dst, &zero, 0, o[i].max) < 0) return -1;
     /* The forms, chosen once: a kernel's fitted rate selects its fitted form; a profile
-     * without any is the datasheet roofline throughout. */
+     * without any is the datasheet roofline throughout, which is the fitted form at
+     * efficiency 1 (docs/HARDWARE.md). */
     cm->attn.form = cm->attn.bw > 0 ? COST_FITTED : COST_ROOFLINE;
     cm->gemm.form = cm->gemm.bw > 0 ? COST_FITTED : COST_ROOFLINE;
     cm->indexer.form = cm->indexer.ops_s > 0 ? COST_FITTED : COST_ROOFLINE;
-    cm->indexer.bw = indexer_bw > 0 ? indexer_bw : cm->roof.hbm_bw;
-    if (load_table(c, "gather", "row_bytes", "row_bw", &cm->fetch.row, 1e3) < 0) return -1;
-    if (load_table(c, "gather", "pages", "pages_bw", &cm->fetch.pages, 1e3) < 0) return -1;
-    if (load_table(c, "gather", "sms", "sms_factor", &cm->fetch.sms, 1e-6) < 0) return -1;
-    if (cfg_get_double(c, "gather", "region_bytes", &hw->region_bytes, &zero, 0, 1e15) < 0) return -1;
+    if (!(cm->indexer.bw > 0)) cm->indexer.bw = cm->roof.hbm_bw;
+    if (load_table(c, "gather", "row_bytes", "row_bw", &cm->fetch.row) < 0) return -1;
+    if (load_table(c, "gather", "pages", "pages_bw", &cm->fetch.pages) < 0) return -1;
+    if (load_table(c, "gather", "sms", "sms_factor", &cm->fetch.sms) < 0) return -1;
     if (cfg_has(c, "gather", "density") || cfg_has(c, "gather", "issue_row_s")) {
-        if (load_table(c, "gather", "density", "issue_row_s", &cm->fetch.density, 1e-15) < 0) return -1;
+        if (load_table(c, "gather", "density", "issue_row_s", &cm->fetch.density) < 0) return -1;
         if (!(hw->region_bytes > 0))
             return dh_err("%s: [gather] density needs region_bytes (the size its densities were counted in)", cfg_name(c));
     }
     if (cfg_has(c, "gather", "beside_density") || cfg_has(c, "gather", "beside_slowdown")) {
-        if (load_table(c, "gather", "beside_density", "beside_slowdown", &cm->fetch.beside, 0) < 0) return -1;
+        if (load_table(c, "gather", "beside_density", "beside_slowdown", &cm->fetch.beside) < 0) return -1;
         if (!(hw->region_bytes > 0))
             return dh_err("%s: [gather] beside_density needs region_bytes (the size its densities were counted in)",
                           cfg_name(c));
@@ -196,7 +374,105 @@ int hw_load(cfg *c, hw_profile *hw)
         return dh_err("%s: [gather] fetch_sms = %g leaves no SM for compute (%g SMs)", cfg_name(c), hw->fetch_sms, hw->sms);
     if (hw->duplex_bw < hw->h2d_bw || hw->duplex_bw < hw->d2h_bw)
         return dh_err("%s: [pcie] duplex_bw = %g is below one direction's bandwidth", cfg_name(c), hw->duplex_bw);
-    return 0;
+    return check_fitted(c, hw);
+}
+
+/* Every item of the list v times k, written back to [sec] key of c. */
+static void scale_list(cfg *c, const char *sec, const char *key, double k)
+{
+    char out[4096] = "";
+    size_t o = 0;
+    for (const char *p = cfg_str(c, sec, key); *p && o + 32 < sizeof out;) {
+        char *end;
+        double x = strtod(p, &end);
+        if (end == p) break;
+        o += (size_t)snprintf(out + o, sizeof out - o, "%s%.17g", o ? ", " : "", x * k);
+        p = end + strspn(end, " \t,");
+    }
+    cfg_set(c, sec, key, out);
+}
+
+/* A scaled profile: the measured base's keys, this file's datasheet keys over them, and each
+ * fitted key that replaces a datasheet rate multiplied by the ratio of that rate (this
+ * file's value over the one the base was fitted at). Efficiencies, curves' shapes and the
+ * fitted ranges are carried over as they are: the assumption is that the kernels reach the
+ * same fractions of the new GPU's rates (docs/HARDWARE.md). */
+static int hw_load_scaled(cfg *c, hw_profile *hw)
+{
+    const char *f = cfg_name(c), *base;
+    if (cfgk_string(c, &hw_schema, "profile", "base", &base) < 0) return -1;
+    if (!*base) return dh_err("%s: [profile] base is empty", f);
+    char path[1024];
+    const char *slash = strrchr(f, '/');
+    if (base[0] == '/' || !slash) snprintf(path, sizeof path, "%s", base);
+    else snprintf(path, sizeof path, "%.*s/%s", (int)(slash - f), f, base);
+    cfg *b;
+    if (cfg_load(path, &b) < 0) return dh_err_prefix("%s: [profile] base: ", f);
+    int rc = -1;
+    hw_profile bh;
+    if (cfg_has(b, "profile", "base")) { dh_err("%s: [profile] base '%s' is itself scaled: give a measured profile", f, path); goto out; }
+    if (hw_load_measured(b, &bh) < 0) { dh_err_prefix("%s: [profile] base: ", f); goto out; }
+    if (!cfg_has_section(b, "fitted_at")) {
+        dh_err("%s: [profile] base '%s' has no fitted keys ([fitted_at]) to carry over", f, path);
+        goto out;
+    }
+    /* This file's keys: datasheet ones only, each laid over the base. */
+    for (size_t i = 0; i < cfg_entry_count(c); i++) {
+        const char *sec, *key, *val;
+        cfg_entry_at(c, i, &sec, &key, &val);
+        if (!strcmp(sec, "profile") && !strcmp(key, "base")) continue;
+        const cfg_key *k = cfgk_find(&hw_schema, sec, key);
+        if (!k) { dh_err("%s: unknown key '%s' in [%s]", f, key, sec); goto out; }
+        if (!(k->flags & CK_DATASHEET)) {
+            dh_err("%s: [%s] %s is a fitted key: a scaled profile carries its base's fitted keys over, scaled by the "
+                   "datasheet rates' ratios; give datasheet keys only (docs/HARDWARE.md)", f, sec, key);
+            goto out;
+        }
+        cfg_str(c, sec, key); /* read: this file has no unknown key left */
+        cfg_set(b, sec, key, val);
+    }
+    if (!cfg_has(c, "hw", "name")) { dh_err("%s: missing key 'name' in [hw] (a scaled profile names its GPU)", f); goto out; }
+    /* The ratios, from the new rates as the loader reads them (range-checked). */
+    double ratio[HW_NRATES];
+    for (size_t r = 0; r < HW_NRATES; r++) {
+        const char *rs = rate_section(hw_rates[r]);
+        double now, at = rate_value(&bh, hw_rates[r]);
+        ratio[r] = 1;
+        if (!cfg_has(c, rs, hw_rates[r])) continue;
+        if (cfgk_double(b, &hw_schema, rs, hw_rates[r], &now) < 0) goto out;
+        ratio[r] = now / at;
+        if (cfg_has(b, "fitted_at", hw_rates[r])) cfg_set(b, "fitted_at", hw_rates[r], cfg_str(c, rs, hw_rates[r]));
+    }
+    for (size_t i = 0; i < HW_NBIND; i++) {
+        if (!cfg_has(b, hw_bind[i].sec, hw_bind[i].key)) continue;
+        size_t r = 0;
+        while (strcmp(hw_rates[r], hw_bind[i].rate)) r++;
+        double k = ratio[r];
+        if (!strcmp(hw_bind[i].key, "topk_slots")) {
+            /* Blocks at once: SMs x resident blocks per SM, a whole number. */
+            char v[64];
+            snprintf(v, sizeof v, "%.0f", floor(bh.cost.topk.slots * k + 0.5));
+            cfg_set(b, "hw", "topk_slots", v);
+        } else {
+            scale_list(b, hw_bind[i].sec, hw_bind[i].key, k);
+        }
+    }
+    if (hw_load_measured(b, hw) < 0) { dh_err_prefix("%s (scaled from %s): ", f, path); goto out; }
+    if (cfg_check_unused(b) < 0) { dh_err_prefix("%s (scaled from %s): ", f, path); goto out; }
+    snprintf(hw->base, sizeof hw->base, "%s", bh.name);
+    rc = 0;
+out:
+    cfg_free(b);
+    return rc;
+}
+
+int hw_load(cfg *c, hw_profile *hw)
+{
+    if (cfg_has_section(c, "profile")) {
+        memset(hw, 0, sizeof *hw);
+        return hw_load_scaled(c, hw);
+    }
+    return hw_load_measured(c, hw);
 }
 
 double hw_window_bins(double m, double window_rows, double row_bytes, double bin_bytes)

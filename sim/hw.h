@@ -4,14 +4,19 @@
  * Profile schema (every key required unless a default is given; units SI:
  * bytes, seconds, bytes/s, FLOP/s). A calibration tool may rewrite the file;
  * it must keep these keys, and every value carries its source in a comment.
+ * The table in sim/hw.c (hw_schema, printed in docs/CONFIG.md) is the reference:
+ * it marks each key datasheet or fitted, and hw_load reads every key through it.
+ * A fitted key that replaces a datasheet rate in its kernel's cost (attn_bw ->
+ * hbm_bw, ...) needs [fitted_at] RATE = the value it was fitted beside, equal to
+ * the file's; [profile] base = FILE makes a scaled profile (docs/HARDWARE.md).
  *
  *   [hw]      name            label
  *             hbm_bytes       usable HBM capacity of one GPU
- *             hbm_bw          effective HBM streaming bandwidth (bytes read + written per s)
+ *             hbm_bw          HBM bandwidth (datasheet): the roofline's, and the bound of the fitted byte rates
  *             sms             streaming multiprocessors
  *             fp8_flops       dense FP8 tensor rate
  *             bf16_flops      dense BF16 tensor rate
- *             mma_efficiency  achieved fraction of the tensor rates (0, 1]
+ *             mma_efficiency  achieved fraction of the tensor rates (0, 1]; default 1 (the bound)
  *             kernel_launch_s fixed cost of one kernel on the compute stream
  *             attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s,
  *             select_s, indexer_bw, fetch_interference, compute_interference,
@@ -77,6 +82,7 @@
 #include <stdint.h>
 
 #include "common/cfg.h"
+#include "common/cfgkey.h"
 #include "sim/cost.h"
 
 #define HW_FIT_MAX 64
@@ -92,6 +98,7 @@ extern const char *const hw_fit_name[HW_FIT_N];
 
 typedef struct {
     char name[64];
+    char base[64];             /* a scaled profile: its base's name; "" otherwise */
     double hbm_bytes, sms;
     double h2d_bw, d2h_bw, duplex_bw;
     double fetch_sms, page_bytes;
@@ -149,6 +156,14 @@ typedef struct {
 void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double value);
 /* Merge b into a (first values of a win). */
 void hw_range_merge(hw_range_log *a, const hw_range_log *b);
+
+/* Every key of a hardware profile: its section, unit, range, default, meaning and class
+ * (datasheet or fitted); hw_load reads through it and docs/CONFIG.md is printed from it. */
+extern const cfg_schema hw_schema;
+
+/* Does the fitted key [sec] key replace a datasheet rate in its kernel's cost? 1 with the
+ * rate's section and key (e.g. "hw", "hbm_bw" for attn_bw), 0 if not. */
+int hw_fitted_rate(const char *sec, const char *key, const char **rate_sec, const char **rate);
 
 /* Read the profile from c (every key must be known) and choose the form of each cost from
  * the keys given (hw_profile.cost). 0 or -1 with dh_err(). */

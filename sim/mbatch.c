@@ -30,7 +30,7 @@ void mbatch_init(mbatch *s, uint32_t n_mb, uint32_t n_groups)
 void mbatch_clear(mbatch *s)
 {
     memset(s->store, 0, (size_t)s->n * STEP_MB_ARRAYS * s->G * sizeof *s->store);
-    for (uint32_t i = 0; i < s->n; i++) s->mb[i].n_req = s->mb[i].tokens = s->mb[i].window_rows = 0;
+    for (uint32_t i = 0; i < s->n; i++) s->mb[i].n_req = s->mb[i].tokens = s->mb[i].window_rows = s->mb[i].ctx_tokens = 0;
 }
 
 void mbatch_release(mbatch *s)

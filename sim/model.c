@@ -1,11 +1,76 @@
 /* model.c: model configs with per-layer kinds and a repeated layer list; see model.h. */
 #include "sim/model.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- the schema (docs/CONFIG.md is generated from it: bin/dhconfig schema) ---- */
+
+#define INH "the base kind's; required without base"
+static const cfg_key model_keys[] = {
+    CK_ROW("model", "name", CK_STR, "", 0, 0, NULL, "Label of the model.", 0),
+    CK_ROW("model", "layers", CK_STR, "", 0, 0, NULL, "The layer list: item (',' item)*, item = KIND or '(' list ')', "
+           "each with an optional '*' COUNT (at most 4096 layers).", 0),
+    CK_ROW("model", "hidden", CK_NUM, "", 1, 1e7, NULL, "Hidden size.", 0),
+    CK_ROW("model", "active_params", CK_NUM, "", 1, 1e15, NULL, "Parameters active per token (their FLOPs).", 0),
+    CK_ROW("model", "experts", CK_NUM, "", 0, 1e6, NULL, "Routed experts per MoE layer (0: dense).", 0),
+    CK_ROW("model", "experts_per_token", CK_NUM, "", 0, 1e6, NULL, "Experts each token is routed to (at most experts).", 0),
+    CK_ROW("model", "expert_bytes", CK_NUM, "bytes", 0, 1e13, NULL, "Weights of one expert of one layer.", 0),
+    CK_ROW("model", "moe_dispatch_bytes", CK_NUM, "bytes", 0, 1e9, "0", "All-to-all dispatch message per routed (token, "
+           "expert) pair; 0: the instance's moe_comm_s is the whole cost.", 0),
+    CK_ROW("model", "moe_combine_bytes", CK_NUM, "bytes", 0, 1e9, "0", "All-to-all combine message per routed pair.", 0),
+    CK_ROW("model", "embed_params", CK_NUM, "", 0, 1e13, "0", "Embedding parameters (memplan.h); 0: not given.", 0),
+    CK_ROW("model", "lm_head_params", CK_NUM, "", 0, 1e13, "0", "LM head parameters; 0: not given.", 0),
+    CK_ROW("model", "quant_bytes_per_param", CK_NUM, "bytes", 0, 8, "0", "Bytes per parameter of the quantised weights "
+           "(FP8: 1; with their scales); 0: the weights are not computed from the model.", 0),
+    CK_ROW("model", "unquant_bytes_per_param", CK_NUM, "bytes", 0, 8, "0", "Bytes per parameter of the weights kept "
+           "unquantised (embeddings, norms, router: BF16 2).", 0),
+    CK_ROW("kind.NAME", "base", CK_STR, "", 0, 0, "", "An earlier kind whose values this one starts from.", 0),
+    CK_DYN_ROW("kind.NAME", "select", CK_STR, "", 0, 0, INH, "`own`, `reuse`, `window`, `dense`", "How the layer picks its rows: "
+               "its own indexer's top-k, the previous selecting layer's rows, a sliding window, or every row (always "
+               "resident, as DeepSeek-V4's C128 layers).", 0),
+    CK_DYN_ROW("kind.NAME", "kv", CK_STR, "", 0, 0, "the base kind's, else own", "`own`, `reuse`", "Whether the layer holds "
+               "KV rows of its own or reads another layer's.", 0),
+    CK_DYN_ROW("kind.NAME", "row_bytes", CK_NUM, "bytes", 1, 1e7, INH, NULL, "Bytes of one KV row of this layer.", 0),
+    CK_DYN_ROW("kind.NAME", "row_bytes_bf16", CK_NUM, "bytes", 0, 1e7, "the base kind's, else 0 (not given)", NULL,
+               "Bytes of one KV row in BF16 (instance kv_dtype = bf16).", 0),
+    CK_DYN_ROW("kind.NAME", "compress", CK_INT, "tokens/row", 1, 1 << 20, "the base kind's, else 1", NULL, "Tokens per "
+               "KV row (compressed attention).", 0),
+    CK_DYN_ROW("kind.NAME", "topk", CK_INT, "rows", 0, 1 << 24, INH " (window: 0)", "1 .. 16777216; window layers 0 .. "
+               "16777216", "Rows selected per query.", 0),
+    CK_DYN_ROW("kind.NAME", "window", CK_INT, "rows", 0, 1 << 24, "the base kind's; required for select = window, else 0",
+               "window layers 1 .. 16777216, else 0 .. 16777216", "Sliding window of a window layer.", 0),
+    CK_DYN_ROW("kind.NAME", "indexer_key_bytes", CK_NUM, "bytes", 0, 1e7, INH " (select = own only)",
+               "0 .. 1e+07 for select = own, else 0", "Bytes of one indexer key per row.", 0),
+    CK_DYN_ROW("kind.NAME", "indexer_heads", CK_NUM, "", 0, 1e5, INH " (select = own)", "1 .. 100000 for select = own, "
+               "else 0 .. 100000 (unused)", "Indexer heads.", 0),
+    CK_DYN_ROW("kind.NAME", "indexer_dim", CK_NUM, "", 0, 1e6, INH " (select = own)", "1 .. 1e+06 for select = own, else "
+               "0 .. 1e+06 (unused)", "Indexer head dimension.", 0),
+    CK_DYN_ROW("kind.NAME", "attn_heads", CK_NUM, "", 1, 1e5, INH, NULL, "Attention heads.", 0),
+    CK_DYN_ROW("kind.NAME", "attn_qk_dim", CK_NUM, "", 1, 1e6, INH, NULL, "Query/key head dimension.", 0),
+    CK_DYN_ROW("kind.NAME", "attn_v_dim", CK_NUM, "", 1, 1e6, INH, NULL, "Value head dimension.", 0),
+    CK_DYN_ROW("kind.NAME", "attn_fp8", CK_BOOL, "", 0, 0, "the base kind's, else true", NULL, "Attention math at the FP8 "
+               "rate (else BF16).", 0),
+    CK_DYN_ROW("kind.NAME", "attn_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0 (not given)", NULL,
+               "Attention parameters of one layer of this kind (memplan.h).", 0),
+    CK_DYN_ROW("kind.NAME", "indexer_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0", NULL,
+               "Indexer parameters of one layer.", 0),
+    CK_DYN_ROW("kind.NAME", "mlp_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0", NULL,
+               "A dense layer's MLP parameters.", 0),
+    CK_DYN_ROW("kind.NAME", "shared_expert_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0", NULL,
+               "An MoE layer's shared-expert parameters.", 0),
+    CK_DYN_ROW("kind.NAME", "router_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0", NULL,
+               "An MoE layer's router parameters.", 0),
+    CK_DYN_ROW("kind.NAME", "moe", CK_BOOL, "", 0, 0, "the base kind's, else false", NULL, "The layer's FFN is routed "
+               "experts.", 0),
+};
+#undef INH
+const cfg_schema model_schema = CFG_SCHEMA("models/NAME.ini", "Model",
+    "A model's layers as kinds ([kind.NAME] sections) and a repeated layer list (sim/model.h).", model_keys);
 
 #define MAX_KINDS 32
 #define MAX_LAYERS 4096
@@ -31,7 +96,7 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
     k.kv_own = 1;
     k.attn_fp8 = 1;
     const char *base;
-    int rc = cfg_get_string(c, sec, "base", &base, "");
+    int rc = cfgk_string(c, &model_schema, sec, "base", &base);
     if (rc < 0) return -1;
     if (*base) {
         int b = find_kind(ks, base, strlen(base));
@@ -43,28 +108,37 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
     long l;
     int bv;
 #define DBL(key, field, lo, hi) do { double def_ = k.field; \
-        if (cfg_get_double(c, sec, key, &d, *base ? &def_ : CFG_REQUIRED, lo, hi) < 0) { return -1; } \
+        if (cfgk_double_in(c, &model_schema, sec, key, &d, *base ? &def_ : CFG_REQUIRED, lo, hi) < 0) { return -1; } \
         k.field = d; } while (0)
 #define U32(key, field, lo, hi, req) do { long def_ = (long)k.field; \
-        if (cfg_get_int(c, sec, key, &l, (*base || !(req)) ? &def_ : CFG_REQUIRED, lo, hi) < 0) { return -1; } \
+        if (cfgk_int_in(c, &model_schema, sec, key, &l, (*base || !(req)) ? &def_ : CFG_REQUIRED, lo, hi) < 0) { return -1; } \
         k.field = (uint32_t)l; } while (0)
 #define BOOL(key, field) do { int def_ = k.field; \
-        if (cfg_get_bool(c, sec, key, &bv, &def_) < 0) { return -1; } \
+        if (cfgk_bool_or(c, &model_schema, sec, key, &bv, &def_) < 0) { return -1; } \
         k.field = bv; } while (0)
     const char *sel, *kv;
-    if (cfg_get_string(c, sec, "select", &sel, *base ? (k.select == MODEL_SELECT_OWN ? "own" : k.select == MODEL_SELECT_REUSE ? "reuse" : "window") : CFG_REQUIRED) < 0) return -1;
+    static const char *const sel_name[] = { "own", "reuse", "window", "dense" };
+    if (cfgk_string_or(c, &model_schema, sec, "select", &sel, *base ? sel_name[k.select] : CFG_REQUIRED) < 0) return -1;
     if (!strcmp(sel, "own")) k.select = MODEL_SELECT_OWN;
     else if (!strcmp(sel, "reuse")) k.select = MODEL_SELECT_REUSE;
     else if (!strcmp(sel, "window")) k.select = MODEL_SELECT_WINDOW;
-    else return dh_err("%s: [%s] select = '%s' (expected own, reuse or window)", cfg_name(c), sec, sel);
-    if (cfg_get_string(c, sec, "kv", &kv, k.kv_own ? "own" : "reuse") < 0) return -1;
+    else if (!strcmp(sel, "dense")) k.select = MODEL_SELECT_DENSE;
+    else return dh_err("%s: [%s] select = '%s' (expected own, reuse, window or dense)", cfg_name(c), sec, sel);
+    if (cfgk_string_or(c, &model_schema, sec, "kv", &kv, k.kv_own ? "own" : "reuse") < 0) return -1;
     if (!strcmp(kv, "own")) k.kv_own = 1;
     else if (!strcmp(kv, "reuse")) k.kv_own = 0;
     else return dh_err("%s: [%s] kv = '%s' (expected own or reuse)", cfg_name(c), sec, kv);
     DBL("row_bytes", row_bytes, 1, 1e7);
+    {   /* optional: the row in BF16 (0 = not given), inherited from a base */
+        double def_ = k.row_bytes_bf16;
+        if (cfg_get_double(c, sec, "row_bytes_bf16", &d, &def_, 0, 1e7) < 0) return -1;
+        k.row_bytes_bf16 = d;
+    }
     U32("compress", compress, 1, 1 << 20, 0);
-    int needs_sel = k.select != MODEL_SELECT_WINDOW;
+    int needs_sel = k.select == MODEL_SELECT_OWN || k.select == MODEL_SELECT_REUSE;
+    if (!needs_sel) k.topk = 0;
     U32("topk", topk, needs_sel ? 1 : 0, 1 << 24, needs_sel);
+    if (!needs_sel && k.topk) return dh_err("%s: [%s] topk = %u: a %s layer selects no rows", cfg_name(c), sec, k.topk, sel);
     U32("window", window, k.select == MODEL_SELECT_WINDOW ? 1 : 0, 1 << 24, k.select == MODEL_SELECT_WINDOW);
     double zero = 0;
     if (k.select == MODEL_SELECT_OWN) {
@@ -73,12 +147,12 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
         DBL("indexer_dim", indexer_dim, 1, 1e6);
     } else {
         /* Only a layer running its own indexer holds keys; reject them elsewhere. */
-        if (cfg_get_double(c, sec, "indexer_key_bytes", &d, &zero, 0, 0) < 0) return -1;
+        if (cfgk_double_in(c, &model_schema, sec, "indexer_key_bytes", &d, &zero, 0, 0) < 0) return -1;
         k.indexer_key_bytes = 0;
         /* A reusing kind may still state its indexer's shape (it documents
          * the layer); the values are unused but must be valid numbers. */
-        if (cfg_get_double(c, sec, "indexer_heads", &d, &k.indexer_heads, 0, 1e5) < 0 ||
-            cfg_get_double(c, sec, "indexer_dim", &d, &k.indexer_dim, 0, 1e6) < 0)
+        if (cfgk_double_in(c, &model_schema, sec, "indexer_heads", &d, &k.indexer_heads, 0, 1e5) < 0 ||
+            cfgk_double_in(c, &model_schema, sec, "indexer_dim", &d, &k.indexer_dim, 0, 1e6) < 0)
             return -1;
     }
     DBL("attn_heads", attn_heads, 1, 1e5);
@@ -86,6 +160,23 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
     DBL("attn_v_dim", attn_v_dim, 1, 1e6);
     BOOL("attn_fp8", attn_fp8);
     BOOL("moe", moe);
+    /* Weights in parameters (memplan.h): optional, 0 = not given. */
+    {
+        struct { const char *key; double *dst; } w[] = {
+            { "attn_params", &k.attn_params }, { "indexer_params", &k.indexer_params },
+            { "mlp_params", &k.mlp_params }, { "shared_expert_params", &k.shared_expert_params },
+            { "router_params", &k.router_params },
+        };
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+            double def_ = *w[i].dst;
+            if (cfg_get_double(c, sec, w[i].key, &d, &def_, 0, 1e13) < 0) return -1;
+            *w[i].dst = d;
+        }
+        if (k.moe && k.mlp_params > 0)
+            return dh_err("%s: [%s] mlp_params: an MoE layer's MLP is its experts (shared_expert_params, expert_bytes)", cfg_name(c), sec);
+        if (!k.moe && (k.shared_expert_params > 0 || k.router_params > 0))
+            return dh_err("%s: [%s] shared_expert_params / router_params on a dense layer (moe = false)", cfg_name(c), sec);
+    }
 #undef DBL
 #undef U32
 #undef BOOL
@@ -152,6 +243,46 @@ static int parse_list(layer_parser *lp, int depth)
     }
 }
 
+/* The byte sums of the groups and of the window and dense layers, from the
+ * layers' rows as in use. */
+static void model_sums(model_cfg *m)
+{
+    for (uint32_t g = 0; g < m->n_groups; g++) m->group[g].attn_bytes_per_row = m->group[g].kv_bytes_per_row = 0;
+    m->window_bytes_per_token_row = m->dense_bytes_per_token = 0;
+    m->max_window = 0;
+    m->dense_layers = 0;
+    for (uint32_t l = 0; l < m->n_layers; l++) {
+        const model_kind *k = &m->layer[l];
+        if (k->window > 0) {
+            if (k->kv_own) m->window_bytes_per_token_row += k->row_bytes;
+            if (k->window > m->max_window) m->max_window = k->window;
+        }
+        if (k->select == MODEL_SELECT_DENSE) {
+            m->dense_layers++;
+            if (k->kv_own) m->dense_bytes_per_token += k->row_bytes / k->compress;
+        }
+        if (m->layer_group[l] < 0) continue;
+        model_group *g = &m->group[m->layer_group[l]];
+        g->attn_bytes_per_row += k->row_bytes;
+        if (k->kv_own) g->kv_bytes_per_row += k->row_bytes;
+    }
+}
+
+int model_use_bf16_rows(model_cfg *m, const char *file)
+{
+    if (m->kv_bf16) return 0;
+    for (uint32_t l = 0; l < m->n_layers; l++)
+        if (m->layer[l].row_bytes_bf16 <= 0)
+            return dh_err("%s: kv_dtype = bf16, but kind '%s' (layer %u) gives no row_bytes_bf16", file, m->layer[l].name, l);
+    for (uint32_t l = 0; l < m->n_layers; l++) {
+        m->layer[l].row_bytes = m->layer[l].row_bytes_bf16;
+        m->layer[l].attn_fp8 = 0;   /* BF16 rows: attention in BF16 */
+    }
+    m->kv_bf16 = 1;
+    model_sums(m);
+    return 0;
+}
+
 int model_load(cfg *c, model_cfg *m)
 {
     memset(m, 0, sizeof *m);
@@ -164,31 +295,40 @@ int model_load(cfg *c, model_cfg *m)
         if (!strncmp(sec, "kind.", 5) && load_kind(c, sec, ks) < 0) goto out;
     }
     const char *name, *layers;
-    if (cfg_get_string(c, "model", "name", &name, CFG_REQUIRED) < 0) goto out;
+    if (cfgk_string(c, &model_schema, "model", "name", &name) < 0) goto out;
     snprintf(m->name, sizeof m->name, "%s", name);
-    if (cfg_get_string(c, "model", "layers", &layers, CFG_REQUIRED) < 0) goto out;
+    if (cfgk_string(c, &model_schema, "model", "layers", &layers) < 0) goto out;
     lp->s = lp->p = layers;
     lp->ks = ks;
     lp->file = cfg_name(c);
     if (parse_list(lp, 0) < 0) goto out;
     skip_ws(lp);
     if (*lp->p) { dh_err("%s: [model] layers: unexpected '%s'", lp->file, lp->p); goto out; }
-    struct { const char *key; double *dst, lo, hi; } d[] = {
-        { "hidden", &m->hidden, 1, 1e7 },
-        { "active_params", &m->active_params, 1, 1e15 },
-        { "experts", &m->experts, 0, 1e6 },
-        { "experts_per_token", &m->experts_per_token, 0, 1e6 },
-        { "expert_bytes", &m->expert_bytes, 0, 1e13 },
+    struct { const char *key; double *dst; } d[] = {
+        { "hidden", &m->hidden },
+        { "active_params", &m->active_params },
+        { "experts", &m->experts },
+        { "experts_per_token", &m->experts_per_token },
+        { "expert_bytes", &m->expert_bytes },
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        if (cfg_get_double(c, "model", d[i].key, d[i].dst, CFG_REQUIRED, d[i].lo, d[i].hi) < 0) goto out;
+        if (cfgk_double(c, &model_schema, "model", d[i].key, d[i].dst) < 0) goto out;
     if (m->experts_per_token > m->experts) { dh_err("%s: [model] experts_per_token exceeds experts", cfg_name(c)); goto out; }
     /* Expert-parallel all-to-all message sizes per routed (token, expert) pair;
      * absent means the instance's fixed moe_comm_s is the whole cost. */
-    double no_bytes = 0;
-    if (cfg_get_double(c, "model", "moe_dispatch_bytes", &m->moe_dispatch_bytes, &no_bytes, 0, 1e9) < 0 ||
-        cfg_get_double(c, "model", "moe_combine_bytes", &m->moe_combine_bytes, &no_bytes, 0, 1e9) < 0)
+    if (cfgk_double(c, &model_schema, "model", "moe_dispatch_bytes", &m->moe_dispatch_bytes) < 0 ||
+        cfgk_double(c, &model_schema, "model", "moe_combine_bytes", &m->moe_combine_bytes) < 0)
         goto out;
+    {   /* Weights of the whole model (memplan.h): optional. */
+        struct { const char *key; double *dst, lo, hi; } w[] = {
+            { "embed_params", &m->embed_params, 0, 1e13 },
+            { "lm_head_params", &m->lm_head_params, 0, 1e13 },
+            { "quant_bytes_per_param", &m->quant_bytes_per_param, 0, 8 },
+            { "unquant_bytes_per_param", &m->unquant_bytes_per_param, 0, 8 },
+        };
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+            if (cfgk_double(c, &model_schema, "model", w[i].key, w[i].dst) < 0) goto out;
+    }
     if (cfg_check_unused_section(c, "model") < 0) goto out;
     /* Build layers and selection groups. */
     m->n_layers = lp->n;
@@ -197,14 +337,14 @@ int model_load(cfg *c, model_cfg *m)
     m->group = calloc(m->n_layers, sizeof *m->group);
     if (!m->layer || !m->layer_group || !m->group) abort();
     int32_t cur = -1;
+    m->weights_known = m->quant_bytes_per_param > 0;
     for (uint32_t l = 0; l < m->n_layers; l++) {
         model_kind *k = &m->layer[l];
         *k = ks->kind[lp->idx[l]];
         if (k->moe) m->moe_layers++;
-        if (k->select == MODEL_SELECT_WINDOW) {
+        if (k->attn_params <= 0) m->weights_known = 0;
+        if (k->select == MODEL_SELECT_WINDOW || k->select == MODEL_SELECT_DENSE) {
             m->layer_group[l] = -1;
-            if (k->kv_own) m->window_bytes_per_token_row += k->row_bytes;
-            if (k->window > m->max_window) m->max_window = k->window;
             continue;
         }
         if (k->select == MODEL_SELECT_OWN) {
@@ -230,10 +370,9 @@ int model_load(cfg *c, model_cfg *m)
         }
         m->layer_group[l] = cur;
         g->n_layers++;
-        g->attn_bytes_per_row += k->row_bytes;
-        if (k->kv_own) g->kv_bytes_per_row += k->row_bytes;
     }
-    if (m->n_groups == 0) { dh_err("%s: no layer selects rows (every layer is a window layer)", cfg_name(c)); goto out; }
+    if (m->n_groups == 0) { dh_err("%s: no layer selects rows (every layer is a window or dense layer)", cfg_name(c)); goto out; }
+    model_sums(m);
     rc = 0;
 out:
     free(ks);

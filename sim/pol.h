@@ -121,7 +121,6 @@ typedef struct {
     uint32_t page_size;           /* the KV pool's page (the padded buffer's extra page) */
     int cold;                     /* sglhb_cold: how a request's buffer starts */
     int order;                    /* sglhb_order: the top-k order the kernel sees */
-    double host_to_device_ratio;  /* host pool / device pool (recorded; not a limit yet) */
     double high_watermark, low_watermark; /* sglang-watermark: of the device KV pool */
     double pool_bytes;            /* the device KV pool: HBM less weights and workspace (admit.c) */
     uint64_t order_seed;          /* SGLHB_ORDER_HASHED: the run's seed (admit.c) */

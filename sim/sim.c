@@ -9,6 +9,7 @@
  * O(layers x micro-batches) events for the timing (step.h). IndexShare layers
  * are never simulated apart: one stream per (request, group). */
 #include "sim/sim.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
 #include "common/path.h"
@@ -28,6 +29,97 @@
 
 /* ---------------------------------------------------------------- config */
 
+/* ---- the schemas (docs/CONFIG.md is printed from them: bin/dhconfig schema) ---- */
+
+static const cfg_key inst_keys[] = {
+    CK_ROW("instance", "model", CK_STR, "", 0, 0, NULL, "The model file (models/NAME.ini).", 0),
+    CK_ROW("instance", "hw", CK_STR, "", 0, 0, NULL, "The hardware profile (models/hw/NAME.ini).", 0),
+    CK_ROW("instance", "a2a", CK_STR, "", 0, 0, "", "Measured expert-parallel all-to-all costs (models/hw/a2a.ini); empty: "
+           "the assumed moe_comm_s, moe_comm_gbps.", 0),
+    CK_ROW("instance", "gpus", CK_NUM, "", 1, 4096, NULL, "GPUs of the serving instance.", 0),
+    CK_DYN_ROW("instance", "attention_dp", CK_NUM, "", 1, 4096, NULL, "1 .. gpus", "Attention data-parallel ranks "
+               "(requests are spread over them).", 0),
+    CK_DYN_ROW("instance", "moe_ep", CK_NUM, "", 1, 4096, NULL, "1 .. gpus", "Expert-parallel GPUs.", 0),
+    CK_DYN_ROW("instance", "weights_per_gpu_bytes", CK_NUM, "bytes", 0, 1e15, "computed from the model (sim/memplan.h)",
+               NULL, "Weights held by one GPU (at least its experts); given, it replaces the computed figure.", 0),
+    CK_DYN_ROW("instance", "workspace_bytes", CK_NUM, "bytes", 0, 1e15, "one of workspace_bytes and mem_fraction_static",
+               NULL, "Activations and workspace per GPU, the whole reservation outside the weights and KV.", 0),
+    CK_DYN_ROW("instance", "mem_fraction_static", CK_NUM, "", 0.01, 1, "one of workspace_bytes and mem_fraction_static",
+               NULL, "The framework's static share of HBM for weights and KV (SGLang --mem-fraction-static); with "
+               "context_bytes, cuda_graph_bytes and comm_buffer_bytes (docs/MEMORY.md).", 0),
+    CK_DYN_ROW("instance", "context_bytes", CK_NUM, "bytes", 0, 1e15, "required with mem_fraction_static", NULL,
+               "CUDA context and allocator reserve inside the static share.", 0),
+    CK_DYN_ROW("instance", "cuda_graph_bytes", CK_NUM, "bytes", 0, 1e15, "required with mem_fraction_static", NULL,
+               "CUDA-graph memory, outside the static share.", 0),
+    CK_DYN_ROW("instance", "comm_buffer_bytes", CK_NUM, "bytes", 0, 1e15, "required with mem_fraction_static", NULL,
+               "Communication buffers (DeepEP, NCCL), outside the static share.", 0),
+    CK_STR_ROW("instance", "kv_dtype", "fp8", "fp8|bf16", "KV rows' type: each kind's row_bytes or its row_bytes_bf16.", 0),
+    CK_DYN_ROW("instance", "dense_mlp_tp", CK_NUM, "", 1, 4096, "gpus", "1 .. gpus", "GPUs a dense layer's MLP is split "
+               "over.", 0),
+    CK_DYN_ROW("instance", "shared_expert_tp", CK_NUM, "", 1, 4096, "1", "1 .. gpus", "GPUs the shared expert is split "
+               "over (1: whole on every GPU, DeepEP).", 0),
+    CK_DYN_ROW("instance", "lm_head_tp", CK_NUM, "", 1, 4096, "gpus", "1 .. gpus", "GPUs the LM head is split over.", 0),
+    CK_ROW("instance", "sampling_s", CK_NUM, "s", 0, 10, "0", "Sampling between steps (assumed, docs/MEMORY.md).", 0),
+    CK_ROW("instance", "dp_gather_lat_s", CK_NUM, "s", 0, 10, "0", "Latency of data-parallel attention's gather and "
+           "scatter around a TP-split layer (assumed).", 0),
+    CK_ROW("instance", "dp_gather_gbps", CK_NUM, "GB/s", 0, 1e6, "0", "Bandwidth of that gather and scatter; 0: no "
+           "bandwidth term (assumed).", 0),
+    CK_ROW("instance", "straggler_cv", CK_NUM, "", 0, 10, "0", "Coefficient of variation of a rank's step time: the "
+           "lockstep expert-parallel ranks wait for the slowest (assumed).", 0),
+    CK_ROW("instance", "step_overhead_s", CK_NUM, "s", 0, 10, NULL, "Fixed host-side cost per decode step.", 0),
+    CK_ROW("instance", "moe_comm_s", CK_NUM, "s", 0, 10, NULL, "Assumed all-to-all latency per MoE layer (dispatch + "
+           "combine) when not measured.", 0),
+    CK_ROW("instance", "moe_comm_gbps", CK_NUM, "GB/s", 0, 1e6, "0", "Assumed all-to-all bandwidth; 0: no bandwidth "
+           "term.", 0),
+    CK_ROW("instance", "micro_batches", CK_INT, "", 1, 64, NULL, "Micro-batches a step's requests are split into "
+           "(overlap of fetch and compute).", 0),
+    CK_ROW("policy", "name", CK_STR, "", 0, 0, "hisparse", "The KV policy (sim/pol.h), with an optional +MODE for "
+           "speculative decoding.", 0),
+    CK_ROW("policy", "hisparse_budget_k", CK_NUM, "x k", 1, 1e6, "2", "HiSparse's hot buffer, in multiples of the "
+           "group's k.", 0),
+    CK_ROW("policy", "host_to_device_ratio", CK_NUM, "", 0, 1e4, "0", "HiSparse's host pool as a multiple of the device "
+           "KV pool (SGLang's host_to_device_ratio); 0: unbounded.", 0),
+    CK_ROW("policy", "adaptive_max_optional_k", CK_NUM, "x k", 0, 1e9, "0", "Adaptive's cap on optional rows per "
+           "(request, group), in multiples of k; 0: no cap.", 0),
+    CK_ROW("policy", "device_buffer_size", CK_INT, "rows", 1, 1 << 24, "4096", "The SGLang policies' hot buffer per "
+           "(request, layer) in rows, SGLang's key and unit (SparseConfig's default); at least every group's k.", 0),
+    CK_ROW("policy", "sglang_page_size", CK_INT, "rows", 1, 1 << 16, "64", "The KV pool's page: the padded buffer's "
+           "extra page and the allocation's rounding (the page of SGLang's HiSparse tests; assumed).", 0),
+    CK_STR_ROW("policy", "sglang_cold", "staging", "staging|direct", "How an SGLang hot buffer starts: the prefill's KV "
+               "on the device (rows 0 .. B-1 filled) or written to host (empty slots; a short context preloaded).", 0),
+    CK_STR_ROW("policy", "sglang_order", "hashed", "hashed|ascending", "The top-k order SGLang's kernel sees: a "
+               "seeded pseudo-random order per position (the indexer's output is unsorted) or ascending rows.", 0),
+    CK_ROW("policy", "sglang_high_watermark", CK_NUM, "", 0, 1, "0.85", "sglang-watermark: above this use of the "
+           "device KV pool requests are admitted to the hot buffer (sgl-project/sglang#30266).", 0),
+    CK_ROW("policy", "sglang_low_watermark", CK_NUM, "", 0, 1, "0.70", "sglang-watermark: below it admissions are "
+           "resident again (sgl-project/sglang#30266).", 0),
+    CK_ROW("trace", "preset", CK_STR, "", 0, 0, "", "A generator preset (traces/presets); one of preset and path.", 0),
+    CK_ROW("trace", "path", CK_STR, "", 0, 0, "", "A recorded selection trace (HDF5); one of preset and path.", 0),
+    CK_ROW("trace", "seed", CK_INT, "", 0, 9.223372036854774e18, "1", "Seed of every random stream of the run.", 0),
+    CK_ROW("trace", "keyframe_interval", CK_INT, "steps", 1, 1 << 20, "64", "Positions between the generator's "
+           "keyframes.", 0),
+};
+const cfg_schema instance_schema = CFG_SCHEMA("models/instances/NAME.ini", "Instance",
+    "A serving instance: its model, profile, parallelism, memory, policy and selections (sim/sim.h); its [workload] "
+    "and [spec] sections follow. `--set SECTION.KEY=VALUE` overrides any key of the instance, model or profile.",
+    inst_keys);
+
+static const cfg_key a2a_keys[] = {
+    CK_STR_ROW("a2a", "routing", "random", NULL, "How the measurement routed tokens to experts (bin/dha2a).", 0),
+    CK_STR_ROW("a2a", "dedup", "rank", NULL, "How messages were counted (once per destination GPU).", 0),
+    CK_STR_ROW("gpus.N.PHASE", "status", NULL, "measured|unmeasured", "Whether this GPU count and phase (dispatch, "
+               "combine) was measured.", 0),
+    CK_DYN_ROW("gpus.N.PHASE", "latency_us", CK_NUM, "us", 0, 1e6, "required when measured; else absent or unmeasured",
+               NULL, "Fixed cost of the phase.", 0),
+    CK_DYN_ROW("gpus.N.PHASE", "bandwidth_gbps", CK_NUM, "GB/s", 1e-3, 1e6, "required when measured; else absent or "
+               "unmeasured", NULL, "Bytes per rank per second of the phase.", 0),
+    CK_ROW("gpus.N.PHASE", "fit_points", CK_INT, "", 0, 1000000, "0", "Points of the least-squares fit.", 0),
+    CK_ROW("gpus.N.PHASE", "fit_max_rel_residual", CK_NUM, "", -1, 1e6, "-1", "Largest relative residual of the fit.", 0),
+    CK_ROW("gpus.N.PHASE", "device", CK_STR, "", 0, 0, "", "The GPU it was measured on.", 0),
+};
+const cfg_schema a2a_schema = CFG_SCHEMA("models/hw/a2a.ini", "All-to-all costs", "Expert-parallel all-to-all cost per "
+    "GPU count and phase ([gpus.N.dispatch], [gpus.N.combine]; kernels/a2a/README.md).", a2a_keys);
+
 static int section_in(cfg *c, const char *sec) { return c && cfg_has_section(c, sec); }
 
 /* The expert-parallel all-to-all cost: a bin/dha2a measurement for moe_ep
@@ -40,7 +132,7 @@ static int section_in(cfg *c, const char *sec) { return c && cfg_has_section(c, 
 static int a2a_check(cfg *a, const char *full)
 {
     const char *s;
-    if (cfg_get_string(a, "a2a", "routing", &s, "random") < 0 || cfg_get_string(a, "a2a", "dedup", &s, "rank") < 0)
+    if (cfgk_string(a, &a2a_schema, "a2a", "routing", &s) < 0 || cfgk_string(a, &a2a_schema, "a2a", "dedup", &s) < 0)
         return -1;
     for (size_t i = 0; i < cfg_section_count(a); i++) {
         const char *sec = cfg_section_name(a, i);
@@ -51,20 +143,18 @@ static int a2a_check(cfg *a, const char *full)
             (strcmp(phase, "dispatch") != 0 && strcmp(phase, "combine") != 0))
             return dh_err("%s: section [%s] is not [a2a] or [gpus.N.dispatch|combine]", full, sec);
         const char *status;
-        if (cfg_get_string(a, sec, "status", &status, NULL) < 0) return -1;
+        if (cfgk_string(a, &a2a_schema, sec, "status", &status) < 0) return -1;
         int measured = !strcmp(status, "measured");
         if (!measured && strcmp(status, "unmeasured") != 0)
             return dh_err("%s: [%s] status = '%s' (expected measured or unmeasured)", full, sec, status);
         double v;
         long n;
-        if (measured && (cfg_get_double(a, sec, "latency_us", &v, CFG_REQUIRED, 0, 1e6) < 0 ||
-                         cfg_get_double(a, sec, "bandwidth_gbps", &v, CFG_REQUIRED, 1e-3, 1e6) < 0))
+        if (measured && (cfgk_double_or(a, &a2a_schema, sec, "latency_us", &v, CFG_REQUIRED) < 0 ||
+                         cfgk_double_or(a, &a2a_schema, sec, "bandwidth_gbps", &v, CFG_REQUIRED) < 0))
             return -1;
-        const double none = -1;
-        const long zero = 0;
-        if (cfg_get_int(a, sec, "fit_points", &n, &zero, 0, 1000000) < 0 ||
-            cfg_get_double(a, sec, "fit_max_rel_residual", &v, &none, -1, 1e6) < 0 ||
-            cfg_get_string(a, sec, "device", &s, "") < 0)
+        if (cfgk_int(a, &a2a_schema, sec, "fit_points", &n) < 0 ||
+            cfgk_double(a, &a2a_schema, sec, "fit_max_rel_residual", &v) < 0 ||
+            cfgk_string(a, &a2a_schema, sec, "device", &s) < 0)
             return -1;
         static const char *const figure[2] = { "latency_us", "bandwidth_gbps" };
         for (int f = 0; f < 2 && !measured; f++)
@@ -118,40 +208,105 @@ static int a2a_resolve(sim_config *sc, const char *path)
     return 0;
 }
 
-/* The SGLang policies' [policy] keys (sim.h). */
-/* device_buffer_size >= every group's top-k is checked by the SGLang policies themselves (pol_sglang.c),
- * so that a config no SGLang column runs is not refused for it. */
-static int sglang_config_load(cfg *c, pol_sglang_cfg *g)
+/* The SGLang policies' [policy] keys (sim.h). device_buffer_size >= every group's top-k is
+ * checked by the SGLang policies themselves (pol_sglang.c), so that a config no SGLang column
+ * runs is not refused for it. */
+static int sglang_config_load(cfg *c, const cfg_schema *I, pol_sglang_cfg *g)
 {
-    long dbs, page, d4096 = 4096, d64 = 64;
-    double two = 2, hi = 0.85, lo = 0.70;
-    const char *cold, *order;
+    long dbs, page;
+    int cold, order;
     memset(g, 0, sizeof *g);
-    if (cfg_get_int(c, "policy", "device_buffer_size", &dbs, &d4096, 1, 1 << 24) < 0 ||
-        cfg_get_int(c, "policy", "sglang_page_size", &page, &d64, 1, 1 << 16) < 0 ||
-        cfg_get_string(c, "policy", "sglang_cold", &cold, "staging") < 0 ||
-        cfg_get_string(c, "policy", "sglang_order", &order, "hashed") < 0 ||
-        cfg_get_double(c, "policy", "host_to_device_ratio", &g->host_to_device_ratio, &two, 0, 1e6) < 0 ||
-        cfg_get_double(c, "policy", "sglang_high_watermark", &g->high_watermark, &hi, 0, 1) < 0 ||
-        cfg_get_double(c, "policy", "sglang_low_watermark", &g->low_watermark, &lo, 0, 1) < 0)
+    if (cfgk_int(c, I, "policy", "device_buffer_size", &dbs) < 0 || cfgk_int(c, I, "policy", "sglang_page_size", &page) < 0 ||
+        cfgk_choice(c, I, "policy", "sglang_cold", &cold) < 0 || cfgk_choice(c, I, "policy", "sglang_order", &order) < 0 ||
+        cfgk_double(c, I, "policy", "sglang_high_watermark", &g->high_watermark) < 0 ||
+        cfgk_double(c, I, "policy", "sglang_low_watermark", &g->low_watermark) < 0)
         return -1;
     g->device_buffer_size = (uint32_t)dbs;
     g->page_size = (uint32_t)page;
-    if (!strcmp(cold, "staging")) g->cold = SGLHB_COLD_STAGING;
-    else if (!strcmp(cold, "direct")) g->cold = SGLHB_COLD_DIRECT;
-    else return dh_err("%s: [policy] sglang_cold = '%s': expected staging or direct", cfg_name(c), cold);
-    if (!strcmp(order, "hashed")) g->order = SGLHB_ORDER_HASHED;
-    else if (!strcmp(order, "ascending")) g->order = SGLHB_ORDER_ASCENDING;
-    else return dh_err("%s: [policy] sglang_order = '%s': expected hashed or ascending", cfg_name(c), order);
+    g->cold = cold == 0 ? SGLHB_COLD_STAGING : SGLHB_COLD_DIRECT;      /* the row's choices: staging|direct */
+    g->order = order == 0 ? SGLHB_ORDER_HASHED : SGLHB_ORDER_ASCENDING; /* hashed|ascending */
     if (g->low_watermark > g->high_watermark)
         return dh_err("%s: [policy] sglang_low_watermark = %g is above sglang_high_watermark = %g", cfg_name(c),
                       g->low_watermark, g->high_watermark);
     return 0;
 }
 
+/* The instance's memory and the costs outside the layers (memplan.h,
+ * docs/MEMORY.md): kv_dtype, the weights' parallelism, the framework's
+ * reservation; weights computed from the model unless weights_per_gpu_bytes
+ * is given. */
+static int mem_load(cfg *c, sim_config *sc)
+{
+    memplan *mp = &sc->mem;
+    const char *kvd;
+    if (cfg_get_string(c, "instance", "kv_dtype", &kvd, "fp8") < 0) return -1;
+    if (!strcmp(kvd, "bf16")) {
+        if (model_use_bf16_rows(&sc->model, cfg_name(sc->model_cfgf)) < 0) return -1;
+    } else if (strcmp(kvd, "fp8") != 0) {
+        return dh_err("%s: [instance] kv_dtype = '%s' (expected fp8 or bf16)", cfg_name(c), kvd);
+    }
+    const double attn_tp = sc->gpus / sc->attention_dp;
+    memplan_par p = { attn_tp, sc->gpus, 1, sc->gpus, sc->moe_ep };
+    double zero = 0, one = 1;
+    struct { const char *key; double *dst, lo, hi; const double *def; } d[] = {
+        { "dense_mlp_tp", &p.dense_mlp_tp, 1, 4096, &sc->gpus },
+        { "shared_expert_tp", &p.shared_expert_tp, 1, 4096, &one },
+        { "lm_head_tp", &p.lm_head_tp, 1, 4096, &sc->gpus },
+        { "sampling_s", &sc->sampling_s, 0, 10, &zero },
+        { "dp_gather_lat_s", &sc->dp_gather_lat_s, 0, 10, &zero },
+        { "dp_gather_gbps", &sc->dp_gather_gbps, 0, 1e6, &zero },
+        { "straggler_cv", &sc->straggler_cv, 0, 10, &zero },
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        if (cfg_get_double(c, "instance", d[i].key, d[i].dst, d[i].def, d[i].lo, d[i].hi) < 0) return -1;
+    if (p.dense_mlp_tp > sc->gpus || p.shared_expert_tp > sc->gpus || p.lm_head_tp > sc->gpus)
+        return dh_err("%s: [instance] dense_mlp_tp, shared_expert_tp and lm_head_tp may not exceed gpus = %g", cfg_name(c), sc->gpus);
+    mp->par = p;
+    mp->computed = memplan_weights(&sc->model, &p, mp->part);
+    mp->lm_head = mp->part[MP_LM_HEAD];
+    mp->read_per_step = mp->computed - mp->part[MP_ROUTED_EXPERTS] - mp->part[MP_EMBED];
+    mp->weights_given = cfg_has(c, "instance", "weights_per_gpu_bytes");
+    if (mp->weights_given) {
+        if (cfg_get_double(c, "instance", "weights_per_gpu_bytes", &mp->weights, CFG_REQUIRED, 0, 1e15) < 0) return -1;
+    } else if (mp->computed > 0) {
+        mp->weights = mp->computed;
+    } else {
+        return dh_err("%s: [instance] weights_per_gpu_bytes is not given and model '%s' gives no weights to compute it from "
+                      "(attn_params on every kind, quant_bytes_per_param; sim/model.h)", cfg_name(c), sc->model.name);
+    }
+    sc->weights_per_gpu = mp->weights;
+    mp->capacity = sc->hw.hbm_bytes;
+    const int frac = cfg_has(c, "instance", "mem_fraction_static"), ws = cfg_has(c, "instance", "workspace_bytes");
+    if (frac == ws)
+        return dh_err("%s: [instance] needs mem_fraction_static (with context_bytes, cuda_graph_bytes, comm_buffer_bytes) "
+                      "or workspace_bytes, not %s", cfg_name(c), frac ? "both" : "neither");
+    if (ws) {
+        if (cfg_get_double(c, "instance", "workspace_bytes", &mp->workspace, CFG_REQUIRED, 0, 1e15) < 0) return -1;
+    } else {
+        struct { const char *key; double *dst, lo, hi; } f[] = {
+            { "mem_fraction_static", &mp->mem_fraction_static, 0.01, 1 },
+            { "context_bytes", &mp->context, 0, 1e15 },
+            { "cuda_graph_bytes", &mp->cuda_graphs, 0, 1e15 },
+            { "comm_buffer_bytes", &mp->comm_buffers, 0, 1e15 },
+        };
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            if (cfg_get_double(c, "instance", f[i].key, f[i].dst, CFG_REQUIRED, f[i].lo, f[i].hi) < 0) return -1;
+        const double outside = (1 - mp->mem_fraction_static) * mp->capacity;
+        mp->activations = outside - mp->cuda_graphs - mp->comm_buffers;
+        if (mp->activations < 0)
+            return dh_err("%s: [instance] cuda_graph_bytes (%g) and comm_buffer_bytes (%g) exceed the %g B outside "
+                          "mem_fraction_static = %g of the GPU's %g B", cfg_name(c), mp->cuda_graphs, mp->comm_buffers,
+                          outside, mp->mem_fraction_static, mp->capacity);
+        mp->workspace = mp->context + outside;
+    }
+    sc->workspace = mp->workspace;
+    return 0;
+}
+
 int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc)
 {
     memset(sc, 0, sizeof *sc);
+    const cfg_schema *I = &instance_schema;
     if (dh_path_find(instance_path, sc->inst_path, sizeof sc->inst_path) < 0) return -1;
     if (cfg_load(sc->inst_path, &sc->inst) < 0) return -1;
     cfg *c = sc->inst;
@@ -163,8 +318,8 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     }
     const char *mpath, *hpath;
     char buf[512];
-    if (cfg_get_string(c, "instance", "model", &mpath, CFG_REQUIRED) < 0) return -1;
-    if (cfg_get_string(c, "instance", "hw", &hpath, CFG_REQUIRED) < 0) return -1;
+    if (cfgk_string(c, I, "instance", "model", &mpath) < 0) return -1;
+    if (cfgk_string(c, I, "instance", "hw", &hpath) < 0) return -1;
     if (dh_path_find(mpath, buf, sizeof buf) < 0) return -1;
     if (cfg_load(buf, &sc->model_cfgf) < 0) return -1;
     if (dh_path_find(hpath, buf, sizeof buf) < 0) return -1;
@@ -185,45 +340,43 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     if (hw_load(sc->hw_cfgf, &sc->hw) < 0) return -1;
     if (cfg_check_unused(sc->hw_cfgf) < 0) return -1;
     if (wl_load(c, &sc->wl) < 0) return -1;
-    struct { const char *key; double *dst, lo, hi; } d[] = {
-        { "gpus", &sc->gpus, 1, 4096 },
-        { "attention_dp", &sc->attention_dp, 1, 4096 },
-        { "moe_ep", &sc->moe_ep, 1, 4096 },
-        { "weights_per_gpu_bytes", &sc->weights_per_gpu, 0, 1e15 },
-        { "workspace_bytes", &sc->workspace, 0, 1e15 },
-        { "step_overhead_s", &sc->step_overhead_s, 0, 10 },
-        { "moe_comm_s", &sc->moe_comm_s, 0, 10 },
+    struct { const char *key; double *dst; } d[] = {
+        { "gpus", &sc->gpus },
+        { "attention_dp", &sc->attention_dp },
+        { "moe_ep", &sc->moe_ep },
+        { "step_overhead_s", &sc->step_overhead_s },
+        { "moe_comm_s", &sc->moe_comm_s },
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        if (cfg_get_double(c, "instance", d[i].key, d[i].dst, CFG_REQUIRED, d[i].lo, d[i].hi) < 0) return -1;
-    double no_bw = 0;
-    if (cfg_get_double(c, "instance", "moe_comm_gbps", &sc->moe_comm_gbps, &no_bw, 0, 1e6) < 0) return -1;
+        if (cfgk_double_or(c, I, "instance", d[i].key, d[i].dst, CFG_REQUIRED) < 0) return -1;
+    if (mem_load(c, sc) < 0) return -1;
+    if (cfgk_double(c, I, "instance", "moe_comm_gbps", &sc->moe_comm_gbps) < 0) return -1;
     const char *a2a_path;
-    if (cfg_get_string(c, "instance", "a2a", &a2a_path, "") < 0) return -1;
+    if (cfgk_string(c, I, "instance", "a2a", &a2a_path) < 0) return -1;
     if (a2a_resolve(sc, a2a_path) < 0) return -1;
     if (sc->attention_dp > sc->gpus || sc->moe_ep > sc->gpus)
         return dh_err("%s: [instance] attention_dp and moe_ep may not exceed gpus = %g", cfg_name(c), sc->gpus);
     long mb;
-    if (cfg_get_int(c, "instance", "micro_batches", &mb, CFG_REQUIRED, 1, 64) < 0) return -1;
+    if (cfgk_int(c, I, "instance", "micro_batches", &mb) < 0) return -1;
     sc->micro_batches = (uint32_t)mb;
     const char *pname;
-    if (cfg_get_string(c, "policy", "name", &pname, "hisparse") < 0) return -1;
+    if (cfgk_string(c, I, "policy", "name", &pname) < 0) return -1;
     if (pol_parse(pname, &sc->policy) < 0) return dh_err_prefix("%s: [policy] name: ", cfg_name(c));
-    double two = 2, zero = 0;
-    if (cfg_get_double(c, "policy", "hisparse_budget_k", &sc->hisparse_budget_k, &two, 1, 1e6) < 0) return -1;
-    if (cfg_get_double(c, "policy", "adaptive_max_optional_k", &sc->adaptive_max_optional_k, &zero, 0, 1e9) < 0) return -1;
-    if (sglang_config_load(c, &sc->sgl) < 0) return -1;
+    if (cfgk_double(c, I, "policy", "hisparse_budget_k", &sc->hisparse_budget_k) < 0) return -1;
+    if (cfgk_double(c, I, "policy", "host_to_device_ratio", &sc->mem.host_to_device_ratio) < 0) return -1;
+    if (cfgk_double(c, I, "policy", "adaptive_max_optional_k", &sc->adaptive_max_optional_k) < 0) return -1;
+    if (sglang_config_load(c, I, &sc->sgl) < 0) return -1;
     const char *preset, *path;
-    if (cfg_get_string(c, "trace", "preset", &preset, "") < 0) return -1;
-    if (cfg_get_string(c, "trace", "path", &path, "") < 0) return -1;
+    if (cfgk_string(c, I, "trace", "preset", &preset) < 0) return -1;
+    if (cfgk_string(c, I, "trace", "path", &path) < 0) return -1;
     if (!*preset && !*path) return dh_err("%s: [trace] needs a preset or a path", cfg_name(c));
     if (*preset && *path) return dh_err("%s: [trace] has both a preset and a path; give one", cfg_name(c));
     snprintf(sc->preset, sizeof sc->preset, "%s", preset);
     snprintf(sc->trace_path, sizeof sc->trace_path, "%s", path);
-    long seed, kf, one = 1, k64 = 64;
-    if (cfg_get_int(c, "trace", "seed", &seed, &one, 0, 0x7FFFFFFFFFFFFFFFL) < 0) return -1;
+    long seed, kf;
+    if (cfgk_int(c, I, "trace", "seed", &seed) < 0) return -1;
     sc->seed = (uint64_t)seed;
-    if (cfg_get_int(c, "trace", "keyframe_interval", &kf, &k64, 1, 1 << 20) < 0) return -1;
+    if (cfgk_int(c, I, "trace", "keyframe_interval", &kf) < 0) return -1;
     sc->keyframe_interval = (uint32_t)kf;
     if (specrun_config_load(c, &sc->model, &sc->spec) < 0) return -1;
     if (cfg_check_unused(c) < 0) return -1;
@@ -232,8 +385,10 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
         return dh_err("%s: weights_per_gpu_bytes = %g is below the expert weights alone (%g = %u MoE layers x %g experts x %g B)",
                       cfg_name(c), sc->weights_per_gpu, expert_w, sc->model.moe_layers, sc->model.experts / sc->moe_ep, sc->model.expert_bytes);
     if (sc->weights_per_gpu + sc->workspace > sc->hw.hbm_bytes)
-        return dh_err("%s: weights (%g B) and workspace (%g B) exceed the GPU's HBM (%g B)", cfg_name(c),
+        return dh_err("%s: weights (%g B) and the framework's reservation (%g B) exceed the GPU's HBM (%g B)", cfg_name(c),
                       sc->weights_per_gpu, sc->workspace, sc->hw.hbm_bytes);
+    sc->mem.kv_pool = sc->hw.hbm_bytes - sc->weights_per_gpu - sc->workspace;
+    sc->mem.host_pool = sc->mem.host_to_device_ratio * sc->mem.kv_pool;
     return 0;
 }
 
@@ -332,7 +487,21 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
     cx->hw = &sc->hw;
     cx->attention_dp = sc->attention_dp;
     cx->moe_ep = sc->moe_ep;
-    cx->dense_bytes_per_layer = (sc->weights_per_gpu - m->moe_layers * (m->experts / sc->moe_ep) * m->expert_bytes) / m->n_layers;
+    /* Weights every layer reads whatever the routing: the plan's non-expert weights less
+     * the embedding table (of which a step reads its tokens' rows) and the LM head (read
+     * once a step, step.c); from weights_per_gpu_bytes less the experts when it is given. */
+    if (sc->mem.weights_given || sc->mem.computed <= 0)
+        cx->dense_bytes_per_layer = (sc->weights_per_gpu - m->moe_layers * (m->experts / sc->moe_ep) * m->expert_bytes) / m->n_layers;
+    else
+        cx->dense_bytes_per_layer = (sc->mem.read_per_step - sc->mem.lm_head) / m->n_layers;
+    cx->lm_head_bytes = sc->mem.weights_given ? 0 : sc->mem.lm_head;
+    cx->lm_head_tp = sc->mem.par.lm_head_tp;
+    cx->dense_mlp_tp = sc->mem.par.dense_mlp_tp;
+    cx->straggler_factor = cost_straggler_factor(sc->straggler_cv, sc->moe_ep);
+    cx->sampling_s = sc->sampling_s;
+    cx->dp_gather_lat_s = sc->dp_gather_lat_s;
+    cx->dp_gather_gbps = sc->dp_gather_gbps;
+    cx->straggler_cv = sc->straggler_cv;
     for (int p = 0; p < 2; p++) {
         cx->a2a_lat_s[p] = sc->a2a_lat_s[p];
         cx->a2a_gbps[p] = sc->a2a_gbps[p];
@@ -462,6 +631,7 @@ static int classify(run *R, metrics_step *rec)
         b->tokens += L + 1.0;
         uint64_t ctx = (uint64_t)a->sh->prompt_len[r] + a->req[r].pos;
         b->window_rows += ctx < m->max_window ? (double)ctx : m->max_window;
+        b->ctx_tokens += (double)ctx;
         for (uint32_t g = 0; g < a->G; g++) {
             group_out o;
             if (step_group(R, r, g, L, acc, &o) < 0) return -1;
@@ -553,9 +723,14 @@ static int fill(run *R, double *t, uint32_t step)
     } else {
         return 0;
     }
-    if (a->n_active == 0)
+    if (a->n_active == 0) {
+        if (admit_need(a, a->next_req) <= ledger_free(&a->hbm) && R->sc->mem.host_pool > 0)
+            return dh_err("%s: request %u cannot be admitted on an idle GPU: its KV does not fit the host pool of "
+                          "%.3g GB ([policy] host_to_device_ratio = %g x the %.3g GB device KV pool)", R->pol->name,
+                          a->next_req, R->sc->mem.host_pool / 1e9, R->sc->mem.host_to_device_ratio, R->sc->mem.kv_pool / 1e9);
         return dh_err("%s: request %u cannot be admitted on an idle GPU: it needs %.3g GB, %.3g GB are free",
                       R->pol->name, a->next_req, admit_need(a, a->next_req) / 1e9, ledger_free(&a->hbm) / 1e9);
+    }
     return 1;
 }
 

@@ -4,8 +4,18 @@
  * Configuration: an instance file (models/instances/NAME.ini) names the model
  * (models/NAME.ini, model.h) and the hardware profile (models/hw/NAME.ini, hw.h)
  * and holds these sections:
- *   [instance]  model, hw, gpus, attention_dp, moe_ep, weights_per_gpu_bytes,
- *               workspace_bytes, micro_batches, step_overhead_s, moe_comm_s,
+ *   [instance]  model, hw, gpus, attention_dp, moe_ep, micro_batches,
+ *               memory (memplan.h; docs/MEMORY.md): kv_dtype (fp8: the model's
+ *               row_bytes; bf16: its row_bytes_bf16), dense_mlp_tp,
+ *               shared_expert_tp, lm_head_tp, weights_per_gpu_bytes (optional:
+ *               replaces the weights computed from the model), and either
+ *               mem_fraction_static with context_bytes, cuda_graph_bytes and
+ *               comm_buffer_bytes, or workspace_bytes;
+ *               costs outside the layers (docs/MEMORY.md, "Costs"):
+ *               step_overhead_s (the scheduler between steps), sampling_s,
+ *               dp_gather_lat_s and dp_gather_gbps (DP attention's gather and
+ *               scatter around tensor-parallel MLPs and the LM head),
+ *               straggler_cv (lockstep expert-parallel ranks); moe_comm_s,
  *               moe_comm_gbps (optional: all-to-all bytes / bandwidth is added
  *               to moe_comm_s per MoE layer), a2a (optional: a bin/dha2a fit,
  *               models/hw/a2a.ini; its [gpus.<moe_ep>.dispatch|combine]
@@ -15,7 +25,9 @@
  *   [policy]    name (resident|hisparse|adaptive|oracle, or a registered one, pol.h;
  *               default hisparse),
  *               hisparse_budget_k (B as a multiple of k, >= 1; oracle uses
- *               the same B), adaptive_max_optional_k (cap on optional rows
+ *               the same B), host_to_device_ratio (the host KV pool of a
+ *               policy with a host tier, as a multiple of the device KV pool:
+ *               SGLang HiSparse's; 0 = unbounded), adaptive_max_optional_k (cap on optional rows
  *               per (request, group) as a multiple of k; 0 = none);
  *               the SGLang policies' (pol_sglang.c): device_buffer_size
  *               (rows per (request, layer), >= every group's k; default 4096,
@@ -23,8 +35,7 @@
  *               of SGLang's HiSparse tests; assumed for the deployments),
  *               sglang_cold (staging|direct, default staging),
  *               sglang_order (hashed|ascending, default hashed: the indexer's
- *               top-k comes out unsorted), host_to_device_ratio (default 2,
- *               HiSparseCoordinator; recorded, not yet a limit),
+ *               top-k comes out unsorted),
  *               sglang_high_watermark / sglang_low_watermark (0.85 / 0.70,
  *               sgl-project/sglang#30266)
  *   [trace]     preset (generator preset name) or path (HDF5 trace file),
@@ -50,6 +61,7 @@
 #include "common/cfg.h"
 #include "sim/ledger.h"
 #include "sim/hw.h"
+#include "sim/memplan.h"
 #include "sim/model.h"
 #include "sim/pol.h"
 #include "sim/specrun.h"
@@ -64,6 +76,10 @@ typedef struct {
     wl_cfg wl;
     double gpus, attention_dp, moe_ep;
     double weights_per_gpu, workspace, step_overhead_s, moe_comm_s;
+    memplan mem;                       /* the memory plan: weights by part, the framework's share */
+    double sampling_s;                 /* sampling per step */
+    double dp_gather_lat_s, dp_gather_gbps; /* DP attention's gather / scatter */
+    double straggler_cv;               /* per-rank time variation of a lockstep MoE layer */
     double moe_comm_gbps; /* all-to-all bandwidth per GPU (0: latency only) */
     /* The all-to-all cost in use, per phase (0 dispatch, 1 combine): from the
      * instance's a2a file where it holds a measurement for moe_ep GPUs, else
@@ -161,5 +177,9 @@ typedef struct {
  * with dh_err() set (bad trace, an impossible workload, a broken invariant). */
 int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *res);
 void sim_result_release(sim_result *r);
+
+/* The keys of an instance ([instance], [policy], [trace]; [workload] and [spec] are wl_schema's
+ * and specrun_schema's) and of an all-to-all file (docs/CONFIG.md). */
+extern const cfg_schema instance_schema, a2a_schema;
 
 #endif

@@ -5,6 +5,7 @@
  * once per step (the verify-length choice, O(n gamma log(n gamma))), so none of
  * it depends on k or on the context length. */
 #include "sim/spec.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 
 #include <math.h>
@@ -23,6 +24,36 @@ const char *spec_kind_name(spec_kind k)
 }
 
 /* ---- loading ---------------------------------------------------------- */
+
+/* ---- the schema (docs/CONFIG.md is printed from it: bin/dhconfig schema) ---- */
+
+static const cfg_key draft_keys[] = {
+    CK_STR_ROW("draft", "name", NULL, NULL, "Label of the draft.", 0),
+    CK_STR_ROW("draft", "target", NULL, NULL, "The model it drafts for (its [model] name).", 0),
+    CK_STR_ROW("draft", "kind", NULL, "dflash2|dspark", "dflash2 or dspark.", 0),
+    CK_ROW("draft", "layers", CK_INT, "", 1, 1024, NULL, "Draft layers.", 0),
+    CK_ROW("draft", "block", CK_INT, "tokens", 1, SPEC_MAX_GAMMA + 1, NULL, "Tokens one draft pass proposes a block of.", 0),
+    CK_ROW("draft", "gamma", CK_INT, "tokens", 1, SPEC_MAX_GAMMA, NULL, "Drafted tokens verified per step (at most block).", 0),
+    CK_ROW("draft", "window", CK_INT, "tokens", 1, 1L << 40, NULL, "The draft's attention window.", 0),
+    CK_ROW("draft", "hidden", CK_NUM, "", 1, 1e6, NULL, "Draft hidden size.", 0),
+    CK_ROW("draft", "row_bytes", CK_NUM, "bytes", 1, 1e9, NULL, "Bytes of one draft KV row.", 0),
+    CK_ROW("draft", "weight_bytes", CK_NUM, "bytes", 1, 1e13, NULL, "Draft weights.", 0),
+    CK_ROW("draft", "weight_shards", CK_NUM, "", 1, 1024, NULL, "GPUs the draft weights are split over.", 0),
+    CK_ROW("draft", "pass_bytes", CK_NUM, "bytes", 0, 1e13, NULL, "Bytes one draft pass reads besides weights and KV.", 0),
+    CK_ROW("draft", "flops_per_token", CK_NUM, "FLOP", 0, 1e15, NULL, "Draft FLOPs per token.", 0),
+    CK_ROW("draft", "attn_flops_per_row", CK_NUM, "FLOP", 0, 1e12, NULL, "Draft attention FLOPs per KV row.", 0),
+    CK_ROW("draft", "fp8", CK_BOOL, "", 0, 0, NULL, "Draft math at the FP8 rate (else BF16).", 0),
+    CK_ROW("dspark", "markov_rank", CK_NUM, "", 1, 1e5, NULL, "DSpark: rank of the Markov head.", 0),
+    CK_ROW("dspark", "vocab", CK_NUM, "tokens", 1, 1e8, NULL, "DSpark: vocabulary size.", 0),
+    CK_ROW("dspark", "markov_value_bytes", CK_NUM, "bytes", 0.125, 8, NULL, "DSpark: bytes per Markov value.", 0),
+    CK_ROW("dspark", "confidence_params", CK_NUM, "", 0, 1e11, NULL, "DSpark: parameters of the confidence head.", 0),
+    CK_ROW("dspark", "confidence_concentration", CK_NUM, "", 1e-3, 1e9, NULL, "DSpark: concentration of the confidence model.", 0),
+    CK_ROW("dspark", "confidence_error", CK_NUM, "", 0, 10, NULL, "DSpark: error of the confidence model.", 0),
+    CK_ROW("accept.BUCKET", "marginal", CK_LIST, "", 0, 1, NULL, "P(position i accepted), i = 1 .. gamma, not increasing. BUCKET is ctx_le_N (contexts up to N tokens) or ctx_any (the rest, required).", 0),
+    CK_DYN_ROW("accept.BUCKET", "reported_tau", CK_NUM, "tokens", 1, 1 + SPEC_MAX_GAMMA, "(none)", "1 .. 1 + gamma", "The paper's mean accepted length, checked against the table (with reported_tau_positions).", 0),
+    CK_DYN_ROW("accept.BUCKET", "reported_tau_positions", CK_INT, "", 1, SPEC_MAX_GAMMA, "(none)", "1 .. gamma", "Positions the reported tau counts.", 0),
+};
+const cfg_schema draft_schema = CFG_SCHEMA("models/drafts/NAME.ini", "Speculative draft", "A draft model and its acceptance tables per context bucket (sim/spec.h); [dspark] for kind = dspark.", draft_keys);
 
 static int parse_bucket(const char *file, const char *sec, uint64_t *ctx_max)
 {
@@ -49,7 +80,7 @@ static int load_bucket(cfg *c, const char *sec, uint32_t gamma, spec_accept_tabl
     const char *file = cfg_name(c);
     size_t n;
     memset(t->marginal, 0, sizeof t->marginal);
-    if (cfg_get_doubles(c, sec, "marginal", t->marginal, SPEC_MAX_GAMMA, &n, 0, 1) < 0) return -1;
+    if (cfgk_doubles(c, &draft_schema, sec, "marginal", t->marginal, SPEC_MAX_GAMMA, &n) < 0) return -1;
     if (n != gamma)
         return dh_err("%s: [%s] marginal has %zu values, expected gamma = %u", file, sec, n, gamma);
     for (uint32_t i = 1; i < gamma; i++)
@@ -69,8 +100,8 @@ static int load_bucket(cfg *c, const char *sec, uint32_t gamma, spec_accept_tabl
     if (have_tau) {
         double tau;
         long npos;
-        if (cfg_get_double(c, sec, "reported_tau", &tau, CFG_REQUIRED, 1, 1 + (double)gamma) < 0) return -1;
-        if (cfg_get_int(c, sec, "reported_tau_positions", &npos, CFG_REQUIRED, 1, gamma) < 0) return -1;
+        if (cfgk_double_in(c, &draft_schema, sec, "reported_tau", &tau, CFG_REQUIRED, 1, 1 + (double)gamma) < 0) return -1;
+        if (cfgk_int_in(c, &draft_schema, sec, "reported_tau_positions", &npos, CFG_REQUIRED, 1, gamma) < 0) return -1;
         double model = 1 + spec_expected_accepted(t, (uint32_t)npos);
         if (fabs(model - tau) > SPEC_TAU_TOLERANCE)
             return dh_err("%s: [%s] the table gives tau = 1 + a[0] + ... + a[%ld] = %.4f at %ld positions, "
@@ -94,34 +125,34 @@ int spec_draft_from_cfg(cfg *c, spec_draft **out)
     const char *S = "draft", *s;
     long l;
     if (!cfg_has_section(c, S)) { dh_err("%s: missing section [draft]", file); goto fail; }
-    if (cfg_get_string(c, S, "name", &s, CFG_REQUIRED) < 0) goto fail;
+    if (cfgk_string(c, &draft_schema, S, "name", &s) < 0) goto fail;
     snprintf(d->name, sizeof d->name, "%s", s);
-    if (cfg_get_string(c, S, "target", &s, CFG_REQUIRED) < 0) goto fail;
+    if (cfgk_string(c, &draft_schema, S, "target", &s) < 0) goto fail;
     snprintf(d->target, sizeof d->target, "%s", s);
-    if (cfg_get_string(c, S, "kind", &s, CFG_REQUIRED) < 0) goto fail;
+    if (cfgk_string(c, &draft_schema, S, "kind", &s) < 0) goto fail;
     if (!strcmp(s, "dflash2")) d->kind = SPEC_DFLASH2;
     else if (!strcmp(s, "dspark")) d->kind = SPEC_DSPARK;
     else { dh_err("%s: [draft] kind = '%s' (expected dflash2 or dspark)", file, s); goto fail; }
-    if (cfg_get_int(c, S, "layers", &l, CFG_REQUIRED, 1, 1024) < 0) goto fail;
+    if (cfgk_int(c, &draft_schema, S, "layers", &l) < 0) goto fail;
     d->layers = (uint32_t)l;
-    if (cfg_get_double(c, S, "hidden", &d->hidden, CFG_REQUIRED, 1, 1e6) < 0) goto fail;
-    if (cfg_get_int(c, S, "block", &l, CFG_REQUIRED, 1, SPEC_MAX_GAMMA + 1) < 0) goto fail;
+    if (cfgk_double(c, &draft_schema, S, "hidden", &d->hidden) < 0) goto fail;
+    if (cfgk_int(c, &draft_schema, S, "block", &l) < 0) goto fail;
     d->block = (uint32_t)l;
-    if (cfg_get_int(c, S, "gamma", &l, CFG_REQUIRED, 1, SPEC_MAX_GAMMA) < 0) goto fail;
+    if (cfgk_int(c, &draft_schema, S, "gamma", &l) < 0) goto fail;
     d->gamma = (uint32_t)l;
     if (d->gamma > d->block) {
         dh_err("%s: [draft] gamma = %u exceeds block = %u (a pass drafts at most its block)", file, d->gamma, d->block);
         goto fail;
     }
-    if (cfg_get_int(c, S, "window", &l, CFG_REQUIRED, 1, 1L << 40) < 0) goto fail;
+    if (cfgk_int(c, &draft_schema, S, "window", &l) < 0) goto fail;
     d->window = (uint64_t)l;
-    if (cfg_get_double(c, S, "row_bytes", &d->row_bytes, CFG_REQUIRED, 1, 1e9) < 0 ||
-        cfg_get_double(c, S, "weight_bytes", &d->weight_bytes, CFG_REQUIRED, 1, 1e13) < 0 ||
-        cfg_get_double(c, S, "weight_shards", &d->weight_shards, CFG_REQUIRED, 1, 1024) < 0 ||
-        cfg_get_double(c, S, "pass_bytes", &d->pass_bytes, CFG_REQUIRED, 0, 1e13) < 0 ||
-        cfg_get_double(c, S, "flops_per_token", &d->flops_per_token, CFG_REQUIRED, 0, 1e15) < 0 ||
-        cfg_get_double(c, S, "attn_flops_per_row", &d->attn_flops_per_row, CFG_REQUIRED, 0, 1e12) < 0 ||
-        cfg_get_bool(c, S, "fp8", &d->fp8, CFG_REQUIRED) < 0)
+    if (cfgk_double(c, &draft_schema, S, "row_bytes", &d->row_bytes) < 0 ||
+        cfgk_double(c, &draft_schema, S, "weight_bytes", &d->weight_bytes) < 0 ||
+        cfgk_double(c, &draft_schema, S, "weight_shards", &d->weight_shards) < 0 ||
+        cfgk_double(c, &draft_schema, S, "pass_bytes", &d->pass_bytes) < 0 ||
+        cfgk_double(c, &draft_schema, S, "flops_per_token", &d->flops_per_token) < 0 ||
+        cfgk_double(c, &draft_schema, S, "attn_flops_per_row", &d->attn_flops_per_row) < 0 ||
+        cfgk_bool(c, &draft_schema, S, "fp8", &d->fp8) < 0)
         goto fail;
 
     /* Acceptance buckets, and no section this module does not know. */
@@ -156,12 +187,12 @@ int spec_draft_from_cfg(cfg *c, spec_draft **out)
     if (d->kind == SPEC_DSPARK) {
         const char *D = "dspark";
         if (!has_dspark) { dh_err("%s: kind = dspark needs a [dspark] section", file); goto fail; }
-        if (cfg_get_double(c, D, "markov_rank", &d->markov_rank, CFG_REQUIRED, 1, 1e5) < 0 ||
-            cfg_get_double(c, D, "vocab", &d->vocab, CFG_REQUIRED, 1, 1e8) < 0 ||
-            cfg_get_double(c, D, "markov_value_bytes", &d->markov_value_bytes, CFG_REQUIRED, 0.125, 8) < 0 ||
-            cfg_get_double(c, D, "confidence_params", &d->confidence_params, CFG_REQUIRED, 0, 1e11) < 0 ||
-            cfg_get_double(c, D, "confidence_concentration", &d->confidence_concentration, CFG_REQUIRED, 1e-3, 1e9) < 0 ||
-            cfg_get_double(c, D, "confidence_error", &d->confidence_error, CFG_REQUIRED, 0, 10) < 0)
+        if (cfgk_double(c, &draft_schema, D, "markov_rank", &d->markov_rank) < 0 ||
+            cfgk_double(c, &draft_schema, D, "vocab", &d->vocab) < 0 ||
+            cfgk_double(c, &draft_schema, D, "markov_value_bytes", &d->markov_value_bytes) < 0 ||
+            cfgk_double(c, &draft_schema, D, "confidence_params", &d->confidence_params) < 0 ||
+            cfgk_double(c, &draft_schema, D, "confidence_concentration", &d->confidence_concentration) < 0 ||
+            cfgk_double(c, &draft_schema, D, "confidence_error", &d->confidence_error) < 0)
             goto fail;
     } else if (has_dspark) {
         dh_err("%s: section [dspark] given for kind = %s (it belongs to kind = dspark)", file, spec_kind_name(d->kind));

@@ -93,6 +93,7 @@
 #include <stdint.h>
 
 #include "common/cfg.h"
+#include "common/cfgkey.h"
 #include "common/rng.h"
 #include "sim/hw.h"
 
@@ -190,5 +191,8 @@ void spec_draft_cost(const spec_draft *d, double n_req, double ring_rows, spec_c
  * and head), each a roofline of its share of bytes and FLOPs (cost_roofline_time). */
 double spec_draft_time(const spec_draft *d, const hw_profile *hw, double compute_sms, double n_req,
                        double ring_rows);
+
+/* Every key of a draft file (docs/CONFIG.md). */
+extern const cfg_schema draft_schema;
 
 #endif

@@ -2,6 +2,7 @@
  * specrun.h for the step and spec.h / union.h for the models. */
 #include "common/path.h"
 #include "sim/specrun.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
 #include "sim/mbatch.h"
@@ -10,6 +11,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The [spec] keys of an instance (docs/CONFIG.md is printed from them). */
+static const cfg_key specrun_keys[] = {
+    CK_ROW("spec", "mode", CK_STR, "", 0, 0, "", "Speculative decoding: none, dflash2 or dspark (empty: the draft's kind, "
+           "or none without a draft; a policy name's +MODE sets it).", 0),
+    CK_DYN_ROW("spec", "draft", CK_STR, "", 0, 0, "models/drafts/MODEL-MODE.ini", NULL, "The draft's config file.", 0),
+    CK_ROW("spec", "shared_retrieval", CK_BOOL, "", 0, 0, "true", "A verification step fetches the union of its queries' "
+           "rows once (else once per query).", 0),
+    CK_ROW("spec", "draft_ring", CK_BOOL, "", 0, 0, "true", "The draft's KV is a ring of its window (else the full "
+           "context).", 0),
+    CK_ROW("spec", "staging_reuse", CK_BOOL, "", 0, 0, "true", "The staging area is reused across groups (else one per "
+           "group).", 0),
+};
+const cfg_schema specrun_schema = CFG_SCHEMA("models/instances/NAME.ini", "Instance: speculative decoding",
+    "Speculative decoding of a run (sim/specrun.h).", specrun_keys);
 
 int specrun_parse_mode(const char *name, int *mode)
 {
@@ -24,11 +40,11 @@ int specrun_config_load(cfg *c, const model_cfg *m, specrun_cfg *s)
 {
     memset(s, 0, sizeof *s);
     const char *mode, *draft;
-    int yes = 1;
-    if (cfg_get_string(c, "spec", "mode", &mode, "") < 0 || cfg_get_string(c, "spec", "draft", &draft, "") < 0 ||
-        cfg_get_bool(c, "spec", "shared_retrieval", &s->shared_retrieval, &yes) < 0 ||
-        cfg_get_bool(c, "spec", "draft_ring", &s->draft_ring, &yes) < 0 ||
-        cfg_get_bool(c, "spec", "staging_reuse", &s->staging_reuse, &yes) < 0)
+    const cfg_schema *S = &specrun_schema;
+    if (cfgk_string(c, S, "spec", "mode", &mode) < 0 || cfgk_string_or(c, S, "spec", "draft", &draft, "") < 0 ||
+        cfgk_bool(c, S, "spec", "shared_retrieval", &s->shared_retrieval) < 0 ||
+        cfgk_bool(c, S, "spec", "draft_ring", &s->draft_ring) < 0 ||
+        cfgk_bool(c, S, "spec", "staging_reuse", &s->staging_reuse) < 0)
         return -1;
     if (*mode && specrun_parse_mode(mode, &s->mode) < 0) return dh_err_prefix("%s: [spec] mode: ", cfg_name(c));
     if (!*mode && !*draft) return 0;
@@ -126,6 +142,7 @@ double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, 
                 k_eff[g] += (rows < m->group[g].k ? rows : m->group[g].k) / n;
             }
             e.mb.window_rows += sl[i].ctx < m->max_window ? (double)sl[i].ctx : m->max_window;
+            e.mb.ctx_tokens += (double)sl[i].ctx;
         }
         spec_choose_verify(pred, n, gam, gam, est_time, &e, L);
         for (uint32_t i = 0; i < n; i++) sl[i].L = L[i];

@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "common/cfg.h"
+#include "common/cfgkey.h"
 #include "sim/model.h"
 #include "sim/pol.h"
 #include "sim/spec.h"
@@ -120,5 +121,8 @@ typedef struct {
  * naming request and group on a bad stream. */
 int specrun_verify(pol_stream *ps, const trace_shape *sh, union_ahead *ahead, union_set *u, uint32_t L,
                    uint32_t a, int shared, const specrun_hooks *hk, specrun_out *o);
+
+/* The [spec] keys (docs/CONFIG.md). */
+extern const cfg_schema specrun_schema;
 
 #endif

@@ -90,7 +90,7 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     const model_kind *k = &md->layer[l];
     int32_t g = md->layer_group[l];
     if (m->n_req <= 0) return 0;
-    double rows = g < 0 ? m->window_rows : m->sel[g];
+    double rows = step_attn_rows(k, g, m);
     double attn_bytes = rows * k->row_bytes;
     double attn_flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
     double t = cost_attention_time(&cx->hw->cost, attn_bytes, attn_flops, k->attn_fp8, cx->compute_sms);
@@ -110,6 +110,37 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
         /* Expert-parallel dispatch and combine, one message per token and destination GPU. */
         const double msg[2] = { md->moe_dispatch_bytes, md->moe_combine_bytes };
         t = cost_a2a_add(t, cx->a2a_lat_s, cx->a2a_gbps, cx->a2a_ranks_per_token, m->tokens, msg);
+        /* Every rank waits for the slowest at the dispatch and the combine. */
+        if (cx->straggler_factor > 1) t *= cx->straggler_factor;
+    } else if (k->mlp_params > 0 && cx->dense_mlp_tp > 1) {
+        /* DP attention around a tensor-parallel MLP: the MLP group's hidden states gathered
+         * before it and scattered after (BF16, hidden x 2 bytes a token). */
+        double b = m->tokens * cx->dense_mlp_tp * md->hidden * 2;
+        t += 2 * cost_collective_time(cx->dp_gather_lat_s, cx->dp_gather_gbps, b, cx->dense_mlp_tp);
+    }
+    if (l + 1 == md->n_layers) t += step_tail_s(cx, m);
+    return t;
+}
+
+double step_attn_rows(const model_kind *k, int32_t g, const step_mb *m)
+{
+    if (k->select == MODEL_SELECT_DENSE) return m->ctx_tokens / k->compress + (k->window ? m->window_rows : 0);
+    if (g < 0) return m->window_rows;
+    return m->sel[g] + (k->window ? m->window_rows : 0);
+}
+
+double step_tail_s(const step_ctx *cx, const step_mb *m)
+{
+    const model_cfg *md = cx->model;
+    double t = cx->sampling_s;
+    if (cx->lm_head_bytes > 0 && m->tokens > 0) {
+        /* The vocabulary-parallel LM head: the group's hidden states gathered, this GPU's
+         * shard of the vocabulary over all of them, the logits gathered back (BF16). */
+        double tp = cx->lm_head_tp, tok = m->tokens * tp;
+        double flops = 2.0 * tok * md->hidden * (md->lm_head_params / md->hidden) / tp;
+        t += cost_gemm_time(&cx->hw->cost, cx->lm_head_bytes, flops, cx->compute_sms);
+        t += cost_collective_time(cx->dp_gather_lat_s, cx->dp_gather_gbps, tok * md->hidden * 2, tp);
+        t += cost_collective_time(cx->dp_gather_lat_s, cx->dp_gather_gbps, tok * (md->lm_head_params / md->hidden) * 2, tp);
     }
     return t;
 }
@@ -159,7 +190,7 @@ static void note_compute_inputs(const step_ctx *cx, const step_mb *m, uint32_t l
 {
     const model_kind *k = &cx->model->layer[l];
     int32_t g = cx->model->layer_group[l];
-    hw_range_note(cx->hw, &st->ranges, HW_FIT_ATTN_BYTES, (g < 0 ? m->window_rows : m->sel[g]) * k->row_bytes);
+    hw_range_note(cx->hw, &st->ranges, HW_FIT_ATTN_BYTES, step_attn_rows(k, g, m) * k->row_bytes);
     hw_range_note(cx->hw, &st->ranges, HW_FIT_ATTN_BATCH, m->tokens);
     hw_range_note(cx->hw, &st->ranges, HW_FIT_GEMM_M, m->tokens);
 }

@@ -51,7 +51,8 @@ typedef struct {
     double *stage_pages, *stage_regions;
     double *idx_rows;    /* [groups] rows the indexer scores (summed over requests) */
     double *written;     /* [groups] rows written through (per kv-owning layer) */
-    double window_rows;  /* rows read by each window layer */
+    double window_rows;  /* rows read by each window layer (and by a layer's extra window) */
+    double ctx_tokens;   /* context tokens summed over requests (a dense layer reads / compress) */
 } step_mb;
 /* The [groups] arrays of a step_mb (sel, miss, pages, idx_rows, written, regions, stage,
  * stage_pages, stage_regions): callers that carve them from one buffer take this many of G
@@ -74,6 +75,14 @@ typedef struct {
                                     * draft pass of speculative decoding; 0 plain) */
     double pool_bytes;             /* host KV history the fetches gather from (for the
                                     * [fit_range] check of fetch_pool_bytes; 0: unchecked) */
+    /* Costs outside the replay's layers (docs/MEMORY.md, "Costs"), charged on the last
+     * layer (LM head, its gathers, sampling), on the dense layers' tensor-parallel MLP
+     * (gather and scatter) and on every MoE layer (the straggler factor). */
+    double lm_head_bytes, lm_head_tp;  /* LM head per GPU (0: not charged) and its TP */
+    double dense_mlp_tp;               /* a dense layer's MLP TP (1: replicated, no gather) */
+    double sampling_s;
+    double dp_gather_lat_s, dp_gather_gbps;
+    double straggler_cv, straggler_factor; /* the factor: cost_straggler_factor(cv, moe_ep) */
     int fetch_main;                /* 1: a selecting layer's fetch on the compute server (above) */
 } step_ctx;
 
@@ -94,6 +103,10 @@ double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
  * the serial sum of every layer's indexer and compute, plus cx->pre_s; fetch
  * is assumed hidden. O(layers), no events: DSpark's verify-length rule calls
  * it once per candidate total. */
+/* Rows layer kind k of group g (-1: none) attends to in micro-batch m. */
+double step_attn_rows(const model_kind *k, int32_t g, const step_mb *m);
+/* The step's work after its last layer: the LM head with its gathers, sampling. */
+double step_tail_s(const step_ctx *cx, const step_mb *m);
 double step_estimate_s(const step_ctx *cx, const step_mb *m);
 
 /* Per-task costs, exposed for tests and for reports. */

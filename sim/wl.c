@@ -1,61 +1,92 @@
 /* wl.c: workload lengths, arrivals and load steps; see wl.h. */
 #include "sim/wl.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 #include "common/rng.h"
 
 #include <math.h>
 #include <string.h>
 
+/* The [workload] keys of an instance (docs/CONFIG.md is printed from them). */
+static const cfg_key wl_keys[] = {
+    CK_STR_ROW("workload", "mode", "closed", "closed|open|step", "Closed loop (a finished request is replaced at "
+               "once), open-loop arrivals at rate, or load steps (step_times, step_concurrency).", 0),
+    CK_ROW("workload", "concurrency", CK_NUM, "requests", 1, 1e7, NULL, "Requests in flight over all GPUs (closed; the "
+           "admission cap otherwise).", 0),
+    CK_ROW("workload", "prompt_len", CK_INT, "tokens", 1, 1L << 30, NULL, "Prompt length (the lower end with "
+           "prompt_len_max).", 0),
+    CK_DYN_ROW("workload", "prompt_len_max", CK_INT, "tokens", 1, 1L << 30, "prompt_len", "prompt_len .. 1073741824",
+               "Prompt lengths are drawn uniformly in [prompt_len, prompt_len_max].", 0),
+    CK_ROW("workload", "output_len", CK_INT, "tokens", 1, 1L << 26, NULL, "Output length (lower end).", 0),
+    CK_DYN_ROW("workload", "output_len_max", CK_INT, "tokens", 1, 1L << 26, "output_len", "output_len .. 67108864",
+               "Output lengths are drawn uniformly in [output_len, output_len_max].", 0),
+    CK_ROW("workload", "steps", CK_INT, "steps", 1, 1L << 30, "1000", "Decode steps simulated.", 0),
+    CK_ROW("workload", "requests", CK_INT, "requests", 0, 1L << 30, "0", "Requests in the trace; 0: as many as the run "
+           "needs.", 0),
+    CK_DYN_ROW("workload", "warmup_steps", CK_INT, "steps", 0, 1L << 30, "0", "0 .. steps - 1", "Steps left out of the "
+               "measured statistics.", 0),
+    CK_ROW("workload", "max_time_s", CK_NUM, "s", 0, 1e9, "0", "Stop at this simulated time; 0: no limit.", 0),
+    CK_STR_ROW("workload", "arrival", "poisson", "poisson|gamma", "Open-loop inter-arrival law.", 0),
+    CK_DYN_ROW("workload", "rate", CK_NUM, "requests/s", 0, 1e9, "required for mode = open, else 0",
+               "1e-09 .. 1e+09 (open), else 0 .. 1e+09", "Open-loop arrival rate over all GPUs.", 0),
+    CK_ROW("workload", "gamma_cv", CK_NUM, "", 1e-3, 100, "1", "Coefficient of variation of gamma inter-arrivals.", 0),
+    CK_DYN_ROW("workload", "step_times", CK_LIST, "s", 0, 1e9, "required for mode = step", NULL, "Times of the load "
+               "changes, from 0, increasing (mode = step only).", 0),
+    CK_DYN_ROW("workload", "step_concurrency", CK_LIST, "requests", 0, 1e7, "required for mode = step", NULL,
+               "Concurrency from each step time on (as many items as step_times).", 0),
+};
+const cfg_schema wl_schema = CFG_SCHEMA("models/instances/NAME.ini", "Instance: workload", "The requests a run "
+    "serves (sim/wl.h).", wl_keys);
+
 enum { RNG_LENGTHS = 0x571, RNG_ARRIVALS = 0x572 };
 
 int wl_load(cfg *c, wl_cfg *w)
 {
+    const cfg_schema *W = &wl_schema;
     memset(w, 0, sizeof *w);
     const char *mode, *arr;
-    if (cfg_get_string(c, "workload", "mode", &mode, "closed") < 0) return -1;
+    if (cfgk_string(c, W, "workload", "mode", &mode) < 0) return -1;
     if (!strcmp(mode, "closed")) w->mode = WL_CLOSED;
     else if (!strcmp(mode, "open")) w->mode = WL_OPEN;
     else if (!strcmp(mode, "step")) w->mode = WL_STEP;
     else return dh_err("%s: [workload] mode = '%s' (expected closed, open or step)", cfg_name(c), mode);
     long v, zero = 0;
-    if (cfg_get_double(c, "workload", "concurrency", &w->concurrency, CFG_REQUIRED, 1, 1e7) < 0) return -1;
-    if (cfg_get_int(c, "workload", "prompt_len", &v, CFG_REQUIRED, 1, 1L << 30) < 0) return -1;
+    if (cfgk_double(c, W, "workload", "concurrency", &w->concurrency) < 0) return -1;
+    if (cfgk_int(c, W, "workload", "prompt_len", &v) < 0) return -1;
     w->prompt_len = (uint32_t)v;
     long pdef = (long)w->prompt_len;
-    if (cfg_get_int(c, "workload", "prompt_len_max", &v, &pdef, 1, 1L << 30) < 0) return -1;
+    if (cfgk_int_in(c, W, "workload", "prompt_len_max", &v, &pdef, 1, 1L << 30) < 0) return -1;
     w->prompt_len_max = (uint32_t)v;
-    if (cfg_get_int(c, "workload", "output_len", &v, CFG_REQUIRED, 1, 1L << 26) < 0) return -1;
+    if (cfgk_int(c, W, "workload", "output_len", &v) < 0) return -1;
     w->output_len = (uint32_t)v;
     long odef = (long)w->output_len;
-    if (cfg_get_int(c, "workload", "output_len_max", &v, &odef, 1, 1L << 26) < 0) return -1;
+    if (cfgk_int_in(c, W, "workload", "output_len_max", &v, &odef, 1, 1L << 26) < 0) return -1;
     w->output_len_max = (uint32_t)v;
     if (w->prompt_len_max < w->prompt_len)
         return dh_err("%s: [workload] prompt_len_max = %u is below prompt_len = %u", cfg_name(c), w->prompt_len_max, w->prompt_len);
     if (w->output_len_max < w->output_len)
         return dh_err("%s: [workload] output_len_max = %u is below output_len = %u", cfg_name(c), w->output_len_max, w->output_len);
-    long sdef = 1000;
-    if (cfg_get_int(c, "workload", "steps", &v, &sdef, 1, 1L << 30) < 0) return -1;
+    if (cfgk_int(c, W, "workload", "steps", &v) < 0) return -1;
     w->steps = (uint32_t)v;
-    if (cfg_get_int(c, "workload", "requests", &v, &zero, 0, 1L << 30) < 0) return -1;
+    if (cfgk_int(c, W, "workload", "requests", &v) < 0) return -1;
     w->requests = (uint32_t)v;
-    if (cfg_get_int(c, "workload", "warmup_steps", &v, &zero, 0, 1L << 30) < 0) return -1;
+    if (cfgk_int_in(c, W, "workload", "warmup_steps", &v, &zero, 0, 1L << 30) < 0) return -1;
     w->warmup_steps = (uint32_t)v;
     if (w->warmup_steps >= w->steps)
         return dh_err("%s: [workload] warmup_steps = %u leaves no measured step of %u", cfg_name(c), w->warmup_steps, w->steps);
     double dz = 0;
-    if (cfg_get_double(c, "workload", "max_time_s", &w->max_time_s, &dz, 0, 1e9) < 0) return -1;
-    if (cfg_get_string(c, "workload", "arrival", &arr, "poisson") < 0) return -1;
+    if (cfgk_double(c, W, "workload", "max_time_s", &w->max_time_s) < 0) return -1;
+    if (cfgk_string(c, W, "workload", "arrival", &arr) < 0) return -1;
     if (!strcmp(arr, "poisson")) w->gamma = 0;
     else if (!strcmp(arr, "gamma")) w->gamma = 1;
     else return dh_err("%s: [workload] arrival = '%s' (expected poisson or gamma)", cfg_name(c), arr);
     int need_rate = w->mode == WL_OPEN;
-    if (cfg_get_double(c, "workload", "rate", &w->rate, need_rate ? CFG_REQUIRED : &dz, need_rate ? 1e-9 : 0, 1e9) < 0) return -1;
-    double cv1 = 1;
-    if (cfg_get_double(c, "workload", "gamma_cv", &w->gamma_cv, &cv1, 1e-3, 100) < 0) return -1;
+    if (cfgk_double_in(c, W, "workload", "rate", &w->rate, need_rate ? CFG_REQUIRED : &dz, need_rate ? 1e-9 : 0, 1e9) < 0) return -1;
+    if (cfgk_double(c, W, "workload", "gamma_cv", &w->gamma_cv) < 0) return -1;
     if (w->mode == WL_STEP) {
         size_t nt, nc;
-        if (cfg_get_doubles(c, "workload", "step_times", w->load_time, WL_MAX_STEPS, &nt, 0, 1e9) < 0) return -1;
-        if (cfg_get_doubles(c, "workload", "step_concurrency", w->load_conc, WL_MAX_STEPS, &nc, 0, 1e7) < 0) return -1;
+        if (cfgk_doubles(c, W, "workload", "step_times", w->load_time, WL_MAX_STEPS, &nt) < 0) return -1;
+        if (cfgk_doubles(c, W, "workload", "step_concurrency", w->load_conc, WL_MAX_STEPS, &nc) < 0) return -1;
         if (nt != nc) return dh_err("%s: [workload] step_times has %zu items, step_concurrency %zu", cfg_name(c), nt, nc);
         if (w->load_time[0] != 0) return dh_err("%s: [workload] step_times must start at 0", cfg_name(c));
         for (size_t i = 1; i < nt; i++)

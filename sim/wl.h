@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "common/cfg.h"
+#include "common/cfgkey.h"
 
 enum { WL_CLOSED = 0, WL_OPEN, WL_STEP };
 #define WL_MAX_STEPS 64
@@ -53,5 +54,8 @@ void wl_arrivals(const wl_cfg *w, uint64_t seed, double gpus, uint32_t n, double
 double wl_target(const wl_cfg *w, double t);
 /* Step mode: the first load change after time t, or -1 when none is left. */
 double wl_next_change(const wl_cfg *w, double t);
+
+/* The [workload] keys (docs/CONFIG.md). */
+extern const cfg_schema wl_schema;
 
 #endif

@@ -5,6 +5,7 @@
  * index (mixed-radix digits for product, one index for zip). */
 #include "sweep/swdef.h"
 #include "common/cfg.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
 #include "common/path.h"
@@ -29,6 +30,26 @@ uint64_t swdef_fnv(uint64_t h, const void *data, size_t n)
     for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
     return h;
 }
+
+/* ---- the schema (docs/CONFIG.md is printed from it: bin/dhconfig schema) ---- */
+
+static const cfg_key swdef_keys[] = {
+    CK_ROW("sweep", "config", CK_STR, "", 0, 0, DEFAULT_INSTANCE, "The instance every point starts from.", 0),
+    CK_ROW("sweep", "policies", CK_STR, "", 0, 0, "", "Comma-separated policy columns (NAME or NAME+MODE, as dhsim "
+           "--policy); empty: the instance's.", 0),
+    CK_ROW("sweep", "seeds", CK_STR, "", 0, 0, "", "Seeds: a list a,b,c or a range FIRST:LAST:STEP; empty: the "
+           "instance's.", 0),
+    CK_ROW("sweep", "steps", CK_STR, "", 0, 0, "", "Decode steps of every point; empty: the instance's.", 0),
+    CK_ROW("sweep", "output", CK_STR, "", 0, 0, NULL, "The output folder (created; must be writable).", 0),
+    CK_STR_ROW("sweep", "combine", "product", "product|zip", "Points: every combination of the axes, or their i-th "
+               "values together (axes of one length).", 0),
+    CK_ROW("base", "SECTION.KEY", CK_STR, "", 0, 0, "(none)", "Any key of the instance, its model or its profile, set for "
+           "every point (as --set SECTION.KEY=VALUE).", 0),
+    CK_ROW("axes", "SECTION.KEY", CK_STR, "", 0, 0, "(none)", "An axis: the values of that key, a list a,b,c (or a|b|c) "
+           "or a range FIRST:LAST:STEP.", 0),
+};
+const cfg_schema swdef_schema = CFG_SCHEMA("sweeps/NAME.ini", "Sweep", "A parameter sweep for bin/dhsweep "
+    "(sweep/swdef.h): the points are the axes' values over a base instance.", swdef_keys);
 
 static char *xstrdup(const char *s)
 {
@@ -216,12 +237,10 @@ int swdef_load(const char *path, swdef *d)
             goto done;
         }
     }
-    if (cfg_get_string(c, "sweep", "config", &config, DEFAULT_INSTANCE) < 0 ||
-        cfg_get_string(c, "sweep", "policies", &policies, "") < 0 ||
-        cfg_get_string(c, "sweep", "seeds", &seeds, "") < 0 ||
-        cfg_get_string(c, "sweep", "steps", &steps, "") < 0 ||
-        cfg_get_string(c, "sweep", "output", &output, CFG_REQUIRED) < 0 ||
-        cfg_get_string(c, "sweep", "combine", &combine, "product") < 0)
+    const cfg_schema *S = &swdef_schema;
+    if (cfgk_string(c, S, "sweep", "config", &config) < 0 || cfgk_string(c, S, "sweep", "policies", &policies) < 0 ||
+        cfgk_string(c, S, "sweep", "seeds", &seeds) < 0 || cfgk_string(c, S, "sweep", "steps", &steps) < 0 ||
+        cfgk_string(c, S, "sweep", "output", &output) < 0 || cfgk_string(c, S, "sweep", "combine", &combine) < 0)
         goto done;
     snprintf(d->config, sizeof d->config, "%s", config);
     if (!strcmp(combine, "zip")) d->zip = 1;

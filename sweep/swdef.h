@@ -30,6 +30,8 @@
 #ifndef DH_SWDEF_H
 #define DH_SWDEF_H
 
+#include "common/cfgkey.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,5 +100,8 @@ void swdef_task_release(swdef_task *t);
 /* FNV-1a, 64 bits, chained from h (start with SWDEF_FNV_INIT). */
 #define SWDEF_FNV_INIT 0xcbf29ce484222325ULL
 uint64_t swdef_fnv(uint64_t h, const void *data, size_t n);
+
+/* Every key of a sweep file (docs/CONFIG.md). */
+extern const cfg_schema swdef_schema;
 
 #endif

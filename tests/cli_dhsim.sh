@@ -62,12 +62,12 @@ else echo "FAIL spec_deterministic_json ($(cat "$tmp/err1" "$tmp/err2"))"; fi
 # count the file has no section for is an error.
 dsv="--config models/instances/dsv41flash-h200x4.ini --steps 2 --policy hisparse --set workload.concurrency=8 --quiet --json -"
 a2a_of() { "$bin" $dsv "$@" 2>&1 | grep -o '"a2a": "[^"]*"'; }
-case "$(a2a_of --set instance.moe_ep=2 --set instance.weights_per_gpu_bytes=130e9)" in
+case "$(a2a_of --set instance.moe_ep=2)" in
   *"measured (models/hw/a2a.ini, 2 GPUs)"*) echo "PASS a2a_measured_used" ;; *) echo "FAIL a2a_measured_used" ;; esac
 case "$(a2a_of)" in *"assumed"*) echo "PASS a2a_unmeasured_assumed" ;; *) echo "FAIL a2a_unmeasured_assumed" ;; esac
 # A GPU count the file does not list is no longer an error but the assumed cost, said in the
 # run's a2a line (a2a_unlisted_gpus_assumed below).
-case "$(a2a_of --set instance.moe_ep=3 --set instance.gpus=3 --set instance.attention_dp=3 --set instance.weights_per_gpu_bytes=130e9)" in
+case "$(a2a_of --set instance.moe_ep=3 --set instance.gpus=3 --set instance.attention_dp=3 --set instance.lm_head_tp=3 --set instance.dense_mlp_tp=3)" in
   *"assumed ([instance] moe_comm_s, moe_comm_gbps; models/hw/a2a.ini lists no 3 GPUs)"*) echo "PASS a2a_no_section_assumed" ;;
   *) echo "FAIL a2a_no_section_assumed" ;; esac
 
@@ -84,7 +84,7 @@ else echo "FAIL search_latency_bound (no result: $(cat "$tmp/err"))"; fi
 # --search-latency under a memory limit: a concurrency that HBM cannot admit
 # never meets a bound (its waiting requests get no tokens), so with a bound no
 # run misses, the result is the largest concurrency admitted in full.
-search_mem="--steps 4 --set workload.output_len=8 --set instance.weights_per_gpu_bytes=140e9 --policy hisparse"
+search_mem="--steps 4 --set workload.output_len=8 --set instance.weights_per_gpu_bytes=124e9 --policy hisparse"
 per_gpu=$("$bin" $search_mem --search-latency 100000 2>"$tmp/err" | awk '$1 == "hisparse" { print $3 }')
 active_at() { "$bin" $search_mem --concurrency "$1" --quiet --json - | tr ',' '\n' | awk -F': ' '/"mean_active"/ { print $2 }'; }
 if [ -n "$per_gpu" ] && [ "$per_gpu" -ge 1 ]; then
@@ -117,3 +117,12 @@ for c in name:"bogus_key = 1, 2":"bogus_key is not KERNEL_INPUT" value:"fetch_fo
   if [ $rc -ne 0 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "$want" "$tmp/err" && [ ! -s "$tmp/out" ]
   then echo "PASS fit_range_checked_$f"; else echo "FAIL fit_range_checked_$f (rc $rc: $(cat "$tmp/err"))"; fi
 done
+
+# --memory: the plan's breakdown, whose KV pool is HBM less the weights in use and the
+# framework's share (the figures in bytes, the last column but one), and the weights' parts
+# add to the computed total.
+"$bin" --memory > "$tmp/mem.txt" 2>&1
+if awk '/^  HBM / { h = $(NF-1) } /weights in use/ { w = $(NF-1) } /framework besides weights and KV/ { f = $(NF-1) }
+        /KV pool \(HBM/ { k = $(NF-1) } /weights: / { s += $(NF-1) } /weights computed from the model/ { c = $(NF-1) }
+        END { exit !(h > 0 && k > 0 && (h - w - f - k) ^ 2 < 4 && (s - c) ^ 2 < 100) }' "$tmp/mem.txt"
+then echo "PASS memory_plan_adds_up"; else echo "FAIL memory_plan_adds_up"; cat "$tmp/mem.txt"; fi

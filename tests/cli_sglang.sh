@@ -3,7 +3,8 @@
 # line and a non-zero exit; ideal-lru is the idealised LRU's other name (the same bytes);
 # the dynamic policies give the same bytes on 1 and 3 threads; with every request resident
 # (a small concurrency) sglang-dynamic is resident (the same output per GPU, nothing
-# fetched), and with the device pool short it fetches. Runs from the repository root.
+# fetched; 2 requests per GPU fit the pool of the default instance), and with the device
+# pool short it fetches. Runs from the repository root.
 bin=./bin/dhsim
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 small="--steps 8 --set workload.output_len=8 --set workload.output_len_max=16"
@@ -15,8 +16,8 @@ expect_error() {
   if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && grep -q "^dhsim: .*$needle" "$tmp/err"; then echo "PASS $name"
   else echo "FAIL $name (rc $rc, stderr: $(cat "$tmp/err"))"; fi
 }
-expect_error sglang_bad_cold "sglang_cold = 'warm'" --set policy.sglang_cold=warm
-expect_error sglang_bad_order "sglang_order = 'random'" --set policy.sglang_order=random
+expect_error sglang_bad_cold "sglang_cold" --set policy.sglang_cold=warm
+expect_error sglang_bad_order "sglang_order" --set policy.sglang_order=random
 expect_error sglang_buffer_below_topk "device_buffer_size = 1000 is below group 0's top-k 2048" --policy sglang-hisparse --set policy.device_buffer_size=1000 $small
 expect_error sglang_dynamic_buffer_below_topk "device_buffer_size = 1000 is below" --policy sglang-dynamic --set policy.device_buffer_size=1000 $small
 expect_error sglang_watermarks_crossed "sglang_low_watermark = 0.9 is above" --set policy.sglang_low_watermark=0.9
@@ -35,7 +36,7 @@ p=sglang-hisparse,sglang-dynamic,sglang-watermark,adaptive
 if [ -s "$tmp/t1.json" ] && cmp -s "$tmp/t1.json" "$tmp/t3.json"; then echo "PASS sglang_thread_independent"
 else echo "FAIL sglang_thread_independent"; fi
 
-"$bin" --policy resident,sglang-dynamic --concurrency 32 $small --quiet --json "$tmp/fit.json" >/dev/null 2>&1
+"$bin" --policy resident,sglang-dynamic --concurrency 16 $small --quiet --json "$tmp/fit.json" >/dev/null 2>&1
 r=$(json "$tmp/fit.json" tok_s_per_gpu resident); d=$(json "$tmp/fit.json" tok_s_per_gpu sglang-dynamic)
 f=$(json "$tmp/fit.json" fetch_bytes sglang-dynamic)
 if [ -n "$r" ] && [ "$r" = "$d" ] && [ "$f" = "0.0" -o "$f" = "0" ]; then echo "PASS sglang_dynamic_resident_when_it_fits"

@@ -40,8 +40,8 @@ static void test_datasheet_is_roofline(void **state)
     const double sms = hw.sms - hw.fetch_sms;
     for (double bytes = 1e5; bytes <= 1e9; bytes *= 10) {
         const double flops = 3e3 * bytes;
-        const double want8 = 4e-6 + max2(bytes / 4266e9, flops / (1979e12 * 0.6 * sms / 132));
-        const double want16 = 4e-6 + max2(bytes / 4266e9, flops / (989e12 * 0.6 * sms / 132));
+        const double want8 = 4e-6 + max2(bytes / 4.8e12, flops / (1979e12 * sms / 132));
+        const double want16 = 4e-6 + max2(bytes / 4.8e12, flops / (989e12 * sms / 132));
         assert_true(fabs(cost_roofline_time(&c->roof, bytes, flops, 1, sms) - want8) <= 1e-12 * want8);
         assert_true(fabs(cost_roofline_time(&c->roof, bytes, flops, 0, sms) - want16) <= 1e-12 * want16);
         assert_true(cost_attention_time(c, bytes, flops, 0, sms) == cost_roofline_time(&c->roof, bytes, flops, 0, sms));

@@ -61,6 +61,7 @@
 #include "common/path.h"
 #include "traces/gen.h"
 #include "common/cfg.h"
+#include "common/cfgkey.h"
 #include "common/dh_err.h"
 #include "common/rng.h"
 
@@ -172,18 +173,64 @@ static int resolve_profile(const char *cfgname, const char *key, const char *spe
     return 0;
 }
 
-static int get_u32(cfg *c, const char *sec, const char *key, uint32_t *out, long def, int required, long lo, long hi)
+/* ---- the schema of a preset (docs/CONFIG.md is printed from it: bin/dhconfig schema) ---- */
+
+static const cfg_key gen_keys[] = {
+    CK_ROW("preset", "name", CK_STR, "", 0, 0, NULL, "The preset's name (dhtrace gen --preset NAME).", 0),
+    CK_ROW("preset", "description", CK_STR, "", 0, 0, "", "What it reproduces, in words.", 0),
+    CK_ROW("shape", "model", CK_STR, "", 0, 0, NULL, "The model the selections are of.", 0),
+    CK_ROW("shape", "n_requests", CK_INT, "requests", 1, 1 << 20, NULL, "Requests of the default shape.", 0),
+    CK_ROW("shape", "n_layers", CK_INT, "layers", 1, 4096, NULL, "Layers (the sum of group_sizes).", 0),
+    CK_ROW("shape", "group_sizes", CK_STR, "", 0, 0, NULL, "Layers per selection group, e.g. 1, 4*19, 1.", 0),
+    CK_ROW("shape", "k", CK_INT, "rows", 1, 1 << 24, NULL, "Rows selected per query (top-k).", 0),
+    CK_ROW("shape", "compress", CK_INT, "tokens/row", 1, 1 << 16, "1", "Tokens per KV row.", 0),
+    CK_ROW("shape", "prompt_len", CK_INT, "tokens", 1, 1L << 30, NULL, "Prompt length of the default shape.", 0),
+    CK_ROW("shape", "output_len", CK_INT, "tokens", 0, 1L << 30, NULL, "Output length of the default shape.", 0),
+    CK_ROW("selection", "sinks", CK_INT, "rows", 0, 1 << 20, NULL, "The first rows, always selected (attention "
+           "sinks).", 0),
+    CK_ROW("selection", "window", CK_INT, "rows", 0, 1 << 20, NULL, "The newest rows, always selected.", 0),
+    CK_ROW("selection", "warmup", CK_INT, "positions", 0, 1 << 16, NULL, "Burn-in positions before position 0.", 0),
+    CK_ROW("selection", "step_overlap", CK_NUM, "", 0, 1, NULL, "Mean step overlap of consecutive selections, "
+           "|S_t and S_t-1| / k.", 0),
+    CK_ROW("selection", "heavy_fraction", CK_NUM, "", 0, 1, NULL, "Share of the dynamic slots held by heavy hitters.", 0),
+    CK_ROW("selection", "heavy_leave", CK_NUM, "1/position", 0, 1, NULL, "Probability a heavy hitter leaves at a "
+           "position.", 0),
+    CK_ROW("selection", "heavy_return_mean", CK_NUM, "positions", 1, 1e6, NULL, "Mean absence of a heavy hitter.", 0),
+    CK_ROW("selection", "reuse_p", CK_NUM, "", 0, 1, NULL, "Probability a leaving volatile row comes back.", 0),
+    CK_ROW("selection", "reuse_near_p", CK_NUM, "", 0, 1, NULL, "Probability its reuse distance is near (geometric).",
+           0),
+    CK_ROW("selection", "reuse_near_mean", CK_NUM, "positions", 1, 1e6, NULL, "Mean of the near reuse distance.", 0),
+    CK_ROW("selection", "reuse_far_max", CK_INT, "positions", 1, 1 << 20, NULL, "Upper end of the far (log-uniform) "
+           "reuse distance.", 0),
+    CK_ROW("selection", "run_mean", CK_NUM, "rows", 1, 1e4, NULL, "Mean length of a run of fresh rows.", 0),
+    CK_ROW("selection", "fresh_recent_p", CK_NUM, "", 0, 1, NULL, "Probability fresh rows come from the newest "
+           "fresh_recent_span rows.", 0),
+    CK_ROW("selection", "fresh_recent_span", CK_INT, "rows", 1, 1L << 30, NULL, "The newest rows fresh ones are drawn "
+           "from with fresh_recent_p.", 0),
+    CK_ROW("groups", "substitute", CK_NUM, "", 0, 1, NULL, "Probability a group maps a latent row to a nearby one.", 0),
+    CK_ROW("groups", "substitute_span", CK_INT, "rows", 1, 1 << 24, NULL, "How near a substitute row is.", 0),
+    CK_ROW("groups", "substitute_profile", CK_STR, "", 0, 0, "", "Per-group substitute probabilities (GROUPS:P, ...); "
+           "empty: substitute for every group.", 0),
+    CK_ROW("groups", "overlap_profile", CK_STR, "", 0, 0, "", "Per-group step overlaps below the latent one (GROUPS:LO..HI, "
+           "...); empty: every group keeps it.", 0),
+    CK_ROW("targets", "STATISTIC", CK_NUM, "", -1e300, 1e300, "(none)", "A published statistic the tests and the "
+           "calibration reproduce from a fresh trace (e.g. lru_miss_2k), and its tolerance; not read by the generator.", 0),
+};
+const cfg_schema gen_schema = CFG_SCHEMA("traces/presets/NAME.ini", "Trace generator preset", "The calibrated "
+    "synthetic generator's parameters (traces/gen.h, traces/README.md).", gen_keys);
+
+/* Keys read through the table: its range and default. */
+static int get_u32(cfg *c, const char *sec, const char *key, uint32_t *out)
 {
     long v;
-    int rc = cfg_get_int(c, sec, key, &v, required ? CFG_REQUIRED : &def, lo, hi);
-    if (rc < 0) return -1;
+    if (cfgk_int(c, &gen_schema, sec, key, &v) < 0) return -1;
     *out = (uint32_t)v;
     return 0;
 }
 
-static int get_d(cfg *c, const char *sec, const char *key, double *out, double lo, double hi)
+static int get_d(cfg *c, const char *sec, const char *key, double *out)
 {
-    return cfg_get_double(c, sec, key, out, CFG_REQUIRED, lo, hi) < 0 ? -1 : 0;
+    return cfgk_double(c, &gen_schema, sec, key, out) < 0 ? -1 : 0;
 }
 
 /* Read every parameter from p->c (again after a gen_params_set). */
@@ -191,49 +238,49 @@ static int params_parse(gen_params *p)
 {
     cfg *c = p->c;
     const char *s;
-    if (cfg_get_string(c, "preset", "name", &s, CFG_REQUIRED) < 0) return -1;
+    if (cfgk_string(c, &gen_schema, "preset", "name", &s) < 0) return -1;
     snprintf(p->name, sizeof p->name, "%s", s);
-    if (cfg_get_string(c, "preset", "description", &s, "") < 0) return -1;
+    if (cfgk_string(c, &gen_schema, "preset", "description", &s) < 0) return -1;
 
-    if (cfg_get_string(c, "shape", "model", &s, CFG_REQUIRED) < 0) return -1;
+    if (cfgk_string(c, &gen_schema, "shape", "model", &s) < 0) return -1;
     snprintf(p->model, sizeof p->model, "%s", s);
-    if (get_u32(c, "shape", "n_requests", &p->n_requests, 0, 1, 1, 1 << 20) < 0 ||
-        get_u32(c, "shape", "n_layers", &p->n_layers, 0, 1, 1, 4096) < 0 ||
-        get_u32(c, "shape", "k", &p->k, 0, 1, 1, 1 << 24) < 0 ||
-        get_u32(c, "shape", "compress", &p->compress, 1, 0, 1, 1 << 16) < 0 ||
-        get_u32(c, "shape", "prompt_len", &p->prompt_len, 0, 1, 1, 1L << 30) < 0 ||
-        get_u32(c, "shape", "output_len", &p->output_len, 0, 1, 0, 1L << 30) < 0)
+    if (get_u32(c, "shape", "n_requests", &p->n_requests) < 0 ||
+        get_u32(c, "shape", "n_layers", &p->n_layers) < 0 ||
+        get_u32(c, "shape", "k", &p->k) < 0 ||
+        get_u32(c, "shape", "compress", &p->compress) < 0 ||
+        get_u32(c, "shape", "prompt_len", &p->prompt_len) < 0 ||
+        get_u32(c, "shape", "output_len", &p->output_len) < 0)
         return -1;
-    if (cfg_get_string(c, "shape", "group_sizes", &s, CFG_REQUIRED) < 0 || parse_group_sizes(p, s) < 0) return -1;
+    if (cfgk_string(c, &gen_schema, "shape", "group_sizes", &s) < 0 || parse_group_sizes(p, s) < 0) return -1;
     uint64_t sum = 0;
     for (uint32_t i = 0; i < p->n_group_sizes; i++) sum += p->group_sizes[i];
     if (sum != p->n_layers)
         return dh_err("%s: [shape] group_sizes add up to %llu layers, but n_layers = %u", cfg_name(c), (unsigned long long)sum, p->n_layers);
 
-    if (get_u32(c, "selection", "sinks", &p->sinks, 0, 1, 0, 1 << 20) < 0 ||
-        get_u32(c, "selection", "window", &p->window, 0, 1, 0, 1 << 20) < 0 ||
-        get_u32(c, "selection", "warmup", &p->warmup, 0, 1, 0, 1 << 16) < 0 ||
-        get_d(c, "selection", "step_overlap", &p->step_overlap, 0, 1) < 0 ||
-        get_d(c, "selection", "heavy_fraction", &p->heavy_fraction, 0, 1) < 0 ||
-        get_d(c, "selection", "heavy_leave", &p->heavy_leave, 0, 1) < 0 ||
-        get_d(c, "selection", "heavy_return_mean", &p->heavy_return_mean, 1, 1e6) < 0 ||
-        get_d(c, "selection", "reuse_p", &p->reuse_p, 0, 1) < 0 ||
-        get_d(c, "selection", "reuse_near_p", &p->reuse_near_p, 0, 1) < 0 ||
-        get_d(c, "selection", "reuse_near_mean", &p->reuse_near_mean, 1, 1e6) < 0 ||
-        get_u32(c, "selection", "reuse_far_max", &p->reuse_far_max, 0, 1, 1, 1 << 20) < 0 ||
-        get_d(c, "selection", "run_mean", &p->run_mean, 1, 1e4) < 0 ||
-        get_d(c, "selection", "fresh_recent_p", &p->fresh_recent_p, 0, 1) < 0 ||
-        get_u32(c, "selection", "fresh_recent_span", &p->fresh_recent_span, 0, 1, 1, 1L << 30) < 0)
+    if (get_u32(c, "selection", "sinks", &p->sinks) < 0 ||
+        get_u32(c, "selection", "window", &p->window) < 0 ||
+        get_u32(c, "selection", "warmup", &p->warmup) < 0 ||
+        get_d(c, "selection", "step_overlap", &p->step_overlap) < 0 ||
+        get_d(c, "selection", "heavy_fraction", &p->heavy_fraction) < 0 ||
+        get_d(c, "selection", "heavy_leave", &p->heavy_leave) < 0 ||
+        get_d(c, "selection", "heavy_return_mean", &p->heavy_return_mean) < 0 ||
+        get_d(c, "selection", "reuse_p", &p->reuse_p) < 0 ||
+        get_d(c, "selection", "reuse_near_p", &p->reuse_near_p) < 0 ||
+        get_d(c, "selection", "reuse_near_mean", &p->reuse_near_mean) < 0 ||
+        get_u32(c, "selection", "reuse_far_max", &p->reuse_far_max) < 0 ||
+        get_d(c, "selection", "run_mean", &p->run_mean) < 0 ||
+        get_d(c, "selection", "fresh_recent_p", &p->fresh_recent_p) < 0 ||
+        get_u32(c, "selection", "fresh_recent_span", &p->fresh_recent_span) < 0)
         return -1;
     if (p->sinks + p->window >= p->k)
         return dh_err("%s: sinks (%u) + window (%u) leave no dynamic rows of k = %u", cfg_name(c), p->sinks, p->window, p->k);
 
-    if (get_d(c, "groups", "substitute", &p->substitute, 0, 1) < 0 ||
-        get_u32(c, "groups", "substitute_span", &p->substitute_span, 0, 1, 1, 1 << 24) < 0)
+    if (get_d(c, "groups", "substitute", &p->substitute) < 0 ||
+        get_u32(c, "groups", "substitute_span", &p->substitute_span) < 0)
         return -1;
-    if (cfg_get_string(c, "groups", "substitute_profile", &s, "") < 0) return -1;
+    if (cfgk_string(c, &gen_schema, "groups", "substitute_profile", &s) < 0) return -1;
     snprintf(p->substitute_spec, sizeof p->substitute_spec, "%s", s);
-    if (cfg_get_string(c, "groups", "overlap_profile", &s, "") < 0) return -1;
+    if (cfgk_string(c, &gen_schema, "groups", "overlap_profile", &s) < 0) return -1;
     snprintf(p->overlap_spec, sizeof p->overlap_spec, "%s", s);
 
     /* [targets] is read by the tests and the calibration, not the generator. */
@@ -304,7 +351,7 @@ char *gen_params_to_string(const gen_params *p) { return cfg_to_string(p->c); }
 
 int gen_params_target(const gen_params *p, const char *key, double *out)
 {
-    return cfg_get_double(p->c, "targets", key, out, CFG_REQUIRED, -1e300, 1e300) < 0 ? -1 : 0;
+    return cfgk_double_or(p->c, &gen_schema, "targets", key, out, CFG_REQUIRED) < 0 ? -1 : 0;
 }
 
 int gen_params_default_shape(const gen_params *p, trace_shape *sh)

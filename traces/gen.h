@@ -14,6 +14,8 @@
 #ifndef DH_GEN_H
 #define DH_GEN_H
 
+#include "common/cfgkey.h"
+
 #include "traces/sel.h"
 
 typedef struct gen_params gen_params;
@@ -60,5 +62,8 @@ int gen_source_new_shared(const gen_params *p, const trace_shape *sh, uint64_t s
  * sources sharing it. Content never depends on either limit; 0 turns sharing
  * off. -1 with dh_err() if src is not a generator source. */
 int gen_source_set_share_limit(sel_source *src, size_t bytes);
+
+/* Every key of a generator preset (docs/CONFIG.md). */
+extern const cfg_schema gen_schema;
 
 #endif

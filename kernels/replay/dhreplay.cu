@@ -2,7 +2,7 @@
  * residency policy, run through the project's real kernels at a scale one GPU holds, with
  * every step timed (CUDA events) and its misses counted.
  *
- *   dhreplay --run ID [--run ...] [--configs kernels/replay/configs.ini] [--model models/glm53.ini]
+ *   dhreplay --run ID [--run ...] [--configs kernels/replay/configs.ini] [--model models/glm53-replay.ini]
  *            [--preset glm51-longbench] [--seed S] [--keyframe 64] [--requests R]
  *            [--prompt-len P] [--steps N] [--attention-dp 8] [--moe-ep 8]
  *            [--fetch-sms 8] [--attention-version 8] [--topk-version 6] [--indexer-version 5]
@@ -77,6 +77,9 @@
  * layer (kernels/replay/timeline.sh sums it; it implies --fetch-times). --fetch-priority high creates the fetch stream at
  * the device's greatest stream priority, so that its blocks are dispatched before the compute
  * stream's pending ones (default: the same priority as the compute stream).
+ *
+ * Modules load eagerly (CUDA_MODULE_LOADING=EAGER unless the environment sets it), so that no
+ * step times a kernel's first load.
  *
  * Output: the replay CSV of analysis/README.md (config_id,policy,mode,step,measured_us,misses,
  * selected,heldout), misses and selected summed over requests and layers; the command line in
@@ -300,12 +303,11 @@ static long parse_long(const char *opt, const char *s, long lo, long hi)
     return v;
 }
 
-int main(int argc, char **argv)
-{
-    const char *model = "models/glm53.ini", *preset = "glm51-longbench", *out = NULL;
+/* The command line (usage() above); the batch of the runs once resolve() has read them. */
+struct rp_opts {
+    const char *model = "models/glm53-replay.ini", *preset = "glm51-longbench", *out = NULL;
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
     long attn_version = 8, topk_version = 6, indexer_version = 5;
-    std::vector<rp_run> runs;
     std::vector<std::string> run_ids;
     const char *configs = NULL;
     int given_seed = 0, given_R = 0, given_prompt = 0, given_steps = 0; /* overrides of the file's values */
@@ -315,6 +317,16 @@ int main(int argc, char **argv)
     int fetch_high = 0;          /* --fetch-priority high */
     std::string skip_name;
     std::string cmdline = "#";
+
+    void parse(int argc, char **argv);
+    /* --skip LIST: a comma-separated list of parts; the CSV's mode says which were left out. */
+    void parse_skip(const char *v);
+    /* The runs from the configurations file; a bad file or an unknown ID is an option error. */
+    std::vector<rp_run> resolve();
+};
+
+void rp_opts::parse(int argc, char **argv)
+{
     for (int i = 0; i < argc; i++) cmdline += std::string(" ") + argv[i];
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -347,33 +359,39 @@ int main(int argc, char **argv)
             }
             fetch_high = !strcmp(v, "high");
         }
-        else if (a == "--skip") {
-            /* A comma-separated list of parts; the CSV's mode says which were left out. */
-            std::string list = v, part;
-            size_t pos = 0;
-            skip_name = "skip";
-            while (pos <= list.size()) {
-                size_t e = list.find(',', pos);
-                part = list.substr(pos, e == std::string::npos ? std::string::npos : e - pos);
-                int bit = part == "indexer" ? RP_SKIP_INDEXER : part == "attention" ? RP_SKIP_ATTENTION
-                        : part == "dense" ? RP_SKIP_DENSE : part == "experts" ? RP_SKIP_EXPERTS
-                        : part == "fetch" ? RP_SKIP_FETCH : 0;
-                if (!bit) {
-                    fprintf(stderr, "dhreplay: --skip '%s': '%s' is not indexer, attention, dense, experts or fetch\n", v,
-                            part.c_str());
-                    exit(2);
-                }
-                skip |= bit;
-                skip_name += "-" + part;
-                if (e == std::string::npos) break;
-                pos = e + 1;
-            }
-        }
+        else if (a == "--skip") parse_skip(v);
         else if (a == "--run") run_ids.push_back(v);
         else usage();
     }
     if (run_ids.empty()) usage();
-    /* The runs from the configurations file; a bad file or an unknown ID is an option error. */
+}
+
+void rp_opts::parse_skip(const char *v)
+{
+    std::string list = v, part;
+    size_t pos = 0;
+    skip_name = "skip";
+    while (pos <= list.size()) {
+        size_t e = list.find(',', pos);
+        part = list.substr(pos, e == std::string::npos ? std::string::npos : e - pos);
+        int bit = part == "indexer" ? RP_SKIP_INDEXER : part == "attention" ? RP_SKIP_ATTENTION
+                : part == "dense" ? RP_SKIP_DENSE : part == "experts" ? RP_SKIP_EXPERTS
+                : part == "fetch" ? RP_SKIP_FETCH : 0;
+        if (!bit) {
+            fprintf(stderr, "dhreplay: --skip '%s': '%s' is not indexer, attention, dense, experts or fetch\n", v,
+                    part.c_str());
+            exit(2);
+        }
+        skip |= bit;
+        skip_name += "-" + part;
+        if (e == std::string::npos) break;
+        pos = e + 1;
+    }
+}
+
+std::vector<rp_run> rp_opts::resolve()
+{
+    std::vector<rp_run> runs;
     rcfg_set rs;
     if (rcfg_load(configs, &rs) < 0) {
         fprintf(stderr, "dhreplay: %s\n", dh_errmsg());
@@ -403,26 +421,160 @@ int main(int argc, char **argv)
         }
     }
     rcfg_release(&rs);
-    /* Verification steps: each request's stream must hold gamma + 1 positions per step (the
-     * simulator's workload.output_len of the same run, kernels/replay/configs.ini). */
-    const std::string draft = rp_draft_path(model);
-    long gamma = 0;
+    return runs;
+}
+
+/* Verification steps: each request's stream must hold gamma + 1 positions per step (the
+ * simulator's workload.output_len of the same run, kernels/replay/configs.ini); gamma is the
+ * draft's (0 when no run verifies). */
+static long rp_gamma(const rp_opts &o, const std::vector<rp_run> &runs, const std::string &draft)
+{
     for (auto &r : runs)
-        if (r.spec && !gamma) {
-            rp_host_cfg dc = {model, preset, (uint64_t)r.seed, (uint32_t)keyframe, 1, (uint32_t)prompt, 1, (uint32_t)r.budget,
-                              draft.c_str(), 2};
+        if (r.spec) {
+            rp_host_cfg dc = {o.model, o.preset, (uint64_t)r.seed, (uint32_t)o.keyframe, 1, (uint32_t)o.prompt, 1,
+                              (uint32_t)r.budget, draft.c_str(), 2};
             rp_host *hg;
             if (rp_host_open(&dc, &hg) < 0) dh_die_last("dhreplay");
-            gamma = rp_host_gamma(hg);
+            const long gamma = rp_host_gamma(hg);
             rp_host_close(hg);
+            return gamma;
         }
-    const long out_len = gamma ? steps * (gamma + 1) + 1 : steps;
-    if (gamma && indexer_version != 5 && !dry_run) {
-        fprintf(stderr, "dhreplay: verification steps need --indexer-version 5 (several queries per request)\n");
-        exit(2);
+    return 0;
+}
+
+/* The runs of one call on the GPU: the options, the device's buffers, kernels' plans, events
+ * and host staging (set up once for the largest budget), and one method per part of a step. */
+struct rp_replay : rp_opts {
+    std::vector<rp_run> runs;
+    std::string draft;
+    long gamma = 0, out_len = 0;
+    FILE *fo = stdout, *ftl = NULL;
+    rp_host_cfg hc;
+    int L = 0, G = 0, k = 0, row_bytes = 0, idx_heads = 0;
+    std::vector<int> layer_group, selects, moe, group_layers;
+    double experts = 0, ept = 0, expert_bytes = 0;
+    uint32_t moe_layers = 0;
+    int Bmax = 0, win = 0;   /* win: rows per (layer, request) window */
+    cudaDeviceProp prop;
+    size_t smem_res = 0;
+    /* Host pool: every row of every (layer, request) window, pinned and mapped. */
+    size_t pool_bytes = 0;
+    uint8_t *pool_h = nullptr, *pool_d = nullptr;
+    /* Device state. Per layer, the slot space is the hot buffers' R x Bmax slots and, for
+     * verification steps, a staging area of gamma x k slots per request after them. */
+    int Q = 1, xcap = 0;   /* queries per request of a verification step; staging slots per request */
+    size_t P = 0, LS = 0;  /* pairs (group, request); slots per layer */
+    uint8_t *hot = nullptr;
+    size_t hot_bytes = 0;
+    int32_t *slot_row, *slot_last, *row_slot, *sel_d, *wfirst_d, *wcnt_d, *sel_slot, *miss_rows, *miss_slots, *n_miss;
+    int64_t *flat_rows;
+    int32_t *flat_slots;
+    /* Verification: attention sources, the union's staged rows (per pair, and as one fetch list
+     * per group), the commit's active pairs, the map's disagreement count. */
+    int32_t *src_q = nullptr, *xr_d = nullptr, *xs_slots = nullptr, *active_d = nullptr, *bad_d = nullptr;
+    uint32_t *nxr_d = nullptr;
+    int64_t *xs_rows = nullptr;
+    /* Indexer keys and queries (setup()). */
+    uint8_t *ikeys, *iq;
+    float *iscales, *iw, *scores;
+    int32_t *top;
+    /* Attention. */
+    __nv_bfloat16 *q;
+    float *aout;
+    attn_scratch sc;
+    /* GEMMs, one set per tokens per step (R plain, R x Q verifying). */
+    void *ws;
+    size_t ws_bytes = 32u << 20;
+    struct rp_layer_gemms {
+        rp_gemm qa, qb, kva, o, sgu, sd, egu, ed;
+        int tokens, touched, m_exp;
+    } gm[2];
+    uint8_t *x_act;
+    void *y_act;
+    cudaStream_t fst;
+    std::vector<cudaEvent_t> ev_sel, ev_fetch, ev_fs, ev_fe, ev_pw, ev_as, ev_le;
+    std::vector<int> fetch_rows;
+    std::vector<float> tl_ms;   /* per layer: fetch start, end, wait, attention, end */
+    std::vector<char> fetch_timed;
+    float fetch_busy_ms = 0;
+    cudaEvent_t t0, t1, t2;
+    /* Host staging of a step. */
+    std::vector<int32_t> sel_h, wf_h, wc_h, nm_h, sr_h;
+    std::vector<uint32_t> miss_h, nrows_h;
+    std::vector<int> group_miss, group_stage, group_stage_off;
+    rp_spec_host sp;
+    std::vector<int32_t> selq_h, xs_slots_h, act_h;
+    std::vector<int64_t> xs_rows_h;
+    float sm_scale = 0;
+    int failed = 0;
+    int32_t stamp = 0;   /* residency steps so far: the LRU stamp, one per hot-buffer step of a pair */
+
+    /* The output files, opened before any CUDA call. */
+    void open_outputs();
+    /* Shapes from the first run's host side, every device buffer, plan and event, the CSV
+     * headers; 1 when the model or budget does not fit the replay. */
+    int setup();
+    void setup_buffers();
+    void setup_gemms();
+    void setup_events();
+    float run_layers(const rp_run &run, int ctx, int Qn, rp_layer_gemms &e, bool with_union);
+    void write_step(const rp_run &run, const std::string &mode, long step, float ms, double misses, double selected);
+    void check_misses(const rp_run &run, long step, const char *what, const uint32_t *want, const int32_t *act);
+    void check_resident(const rp_run &run, long step, rp_host *h);
+    /* One plain or verification step of run; 1 on a replay error (the message printed). */
+    int plain_step(const rp_run &run, rp_host *h, long step, float &ms, double &misses);
+    int verify_step(const rp_run &run, rp_host *h, long step, float &ms, double &misses, double &commit_ms);
+    /* Every step of run; 1 on a replay error. */
+    int run_one(const rp_run &run);
+};
+
+/* --dry-run: the host side alone (no GPU): every step's misses, summed over requests and
+ * layers, as the replay would count and check them. */
+static int rp_dry_run(const rp_opts &o, const std::vector<rp_run> &runs, const std::string &draft, long gamma,
+                      long out_len)
+{
+    const char *model = o.model, *preset = o.preset;
+    const long keyframe = o.keyframe, R = o.R, prompt = o.prompt, steps = o.steps;
+    printf("config_id,policy,step,misses,selected\n");
+    for (auto &run : runs) {
+        rp_host_cfg dc = {model, preset, (uint64_t)run.seed, (uint32_t)keyframe, (uint32_t)R, (uint32_t)prompt,
+                          (uint32_t)steps, (uint32_t)run.budget, run.spec ? draft.c_str() : NULL,
+                          (uint32_t)(run.spec ? out_len : 0)};
+        rp_host *h;
+        if (rp_host_open(&dc, &h) < 0) dh_die_last("dhreplay");
+        const size_t P = (size_t)rp_host_groups(h) * R, k = rp_host_k(h);
+        std::vector<int> gl(rp_host_groups(h), 0);
+        for (uint32_t l = 0; l < rp_host_layers(h); l++) gl[rp_host_layer_group(h, l)]++;
+        if (run.spec) {
+            /* Rows fetched: the base's misses and the union's staged rows, per layer. */
+            rp_spec_host sh;
+            sh.size(P, R, k, gamma);
+            for (long step = 0; step < steps; step++) {
+                if (rp_host_spec_step(h, &sh.o) != 0) dh_die_last("dhreplay");
+                double m = 0;
+                for (size_t p = 0; p < P; p++) m += (double)(sh.miss[p] + sh.n_xr[p]) * gl[p / R];
+                printf("%s,%s,%ld,%.0f,%.0f\n", run.id.c_str(), run.policy.c_str(), step, m,
+                       (double)rp_host_layers(h) * R * k * (gamma + 1));
+            }
+            rp_host_close(h);
+            continue;
+        }
+        std::vector<int32_t> sel(P * k), wf(P), wc(P);
+        std::vector<uint32_t> miss(P), nr(R);
+        for (long step = 0; step < steps; step++) {
+            if (rp_host_step(h, sel.data(), wf.data(), wc.data(), miss.data(), nr.data()) != 0) dh_die_last("dhreplay");
+            double m = 0;
+            for (size_t p = 0; p < P; p++) m += (double)miss[p] * gl[p / R];
+            printf("%s,%s,%ld,%.0f,%.0f\n", run.id.c_str(), run.policy.c_str(), step, m,
+                   (double)rp_host_layers(h) * R * k);
+        }
+        rp_host_close(h);
     }
-    /* The output files, opened before any CUDA call; the dry run prints to stdout and opens
-     * neither. */
+    return 0;
+}
+
+void rp_replay::open_outputs()
+{
     auto open_out = [](const char *opt, const char *path) {
         FILE *f = fopen(path, "w");
         if (!f) {
@@ -431,69 +583,31 @@ int main(int argc, char **argv)
         }
         return f;
     };
-    FILE *fo = stdout, *ftl = NULL;
-    if (out && !dry_run) fo = open_out("--out", out);
-    if (timeline && !dry_run) ftl = open_out("--timeline", timeline);
+    if (out) fo = open_out("--out", out);
+    if (timeline) ftl = open_out("--timeline", timeline);
+}
 
-    /* --dry-run: the host side alone (no GPU): every step's misses, summed over requests and
-     * layers, as the replay would count and check them. */
-    if (dry_run) {
-        printf("config_id,policy,step,misses,selected\n");
-        for (auto &run : runs) {
-            rp_host_cfg dc = {model, preset, (uint64_t)run.seed, (uint32_t)keyframe, (uint32_t)R, (uint32_t)prompt,
-                              (uint32_t)steps, (uint32_t)run.budget, run.spec ? draft.c_str() : NULL,
-                              (uint32_t)(run.spec ? out_len : 0)};
-            rp_host *h;
-            if (rp_host_open(&dc, &h) < 0) dh_die_last("dhreplay");
-            const size_t P = (size_t)rp_host_groups(h) * R, k = rp_host_k(h);
-            std::vector<int> gl(rp_host_groups(h), 0);
-            for (uint32_t l = 0; l < rp_host_layers(h); l++) gl[rp_host_layer_group(h, l)]++;
-            if (run.spec) {
-                /* Rows fetched: the base's misses and the union's staged rows, per layer. */
-                rp_spec_host sh;
-                sh.size(P, R, k, gamma);
-                for (long step = 0; step < steps; step++) {
-                    if (rp_host_spec_step(h, &sh.o) != 0) dh_die_last("dhreplay");
-                    double m = 0;
-                    for (size_t p = 0; p < P; p++) m += (double)(sh.miss[p] + sh.n_xr[p]) * gl[p / R];
-                    printf("%s,%s,%ld,%.0f,%.0f\n", run.id.c_str(), run.policy.c_str(), step, m,
-                           (double)rp_host_layers(h) * R * k * (gamma + 1));
-                }
-                rp_host_close(h);
-                continue;
-            }
-            std::vector<int32_t> sel(P * k), wf(P), wc(P);
-            std::vector<uint32_t> miss(P), nr(R);
-            for (long step = 0; step < steps; step++) {
-                if (rp_host_step(h, sel.data(), wf.data(), wc.data(), miss.data(), nr.data()) != 0) dh_die_last("dhreplay");
-                double m = 0;
-                for (size_t p = 0; p < P; p++) m += (double)miss[p] * gl[p / R];
-                printf("%s,%s,%ld,%.0f,%.0f\n", run.id.c_str(), run.policy.c_str(), step, m,
-                       (double)rp_host_layers(h) * R * k);
-            }
-            rp_host_close(h);
-        }
-        return 0;
-    }
-
+int rp_replay::setup()
+{
+    open_outputs();
     /* Shape and sizes from the first run's host side. */
-    rp_host_cfg hc = {model, preset, (uint64_t)seed, (uint32_t)keyframe, (uint32_t)R, (uint32_t)prompt,
-                      (uint32_t)steps, (uint32_t)runs[0].budget};
+    hc = {model, preset, (uint64_t)seed, (uint32_t)keyframe, (uint32_t)R, (uint32_t)prompt, (uint32_t)steps,
+          (uint32_t)runs[0].budget};
     rp_host *h0;
     if (rp_host_open(&hc, &h0) < 0) dh_die_last("dhreplay");
-    const int L = (int)rp_host_layers(h0), G = (int)rp_host_groups(h0), k = (int)rp_host_k(h0);
-    const int row_bytes = (int)rp_host_row_bytes(h0);
-    const int idx_heads = (int)rp_host_indexer_heads(h0);
-    std::vector<int> layer_group(L), selects(L), moe(L), group_layers(G, 0);
+    L = (int)rp_host_layers(h0), G = (int)rp_host_groups(h0), k = (int)rp_host_k(h0);
+    row_bytes = (int)rp_host_row_bytes(h0);
+    idx_heads = (int)rp_host_indexer_heads(h0);
+    layer_group.resize(L), selects.resize(L), moe.resize(L), group_layers.assign(G, 0);
     for (int l = 0; l < L; l++) {
         layer_group[l] = rp_host_layer_group(h0, l);
         selects[l] = rp_host_layer_selects(h0, l);
         moe[l] = rp_host_layer_moe(h0, l);
         group_layers[layer_group[l]]++;
     }
-    const double experts = rp_host_experts(h0), ept = rp_host_experts_per_token(h0);
-    const double expert_bytes = rp_host_expert_bytes(h0);
-    const uint32_t moe_layers = rp_host_moe_layers(h0);
+    experts = rp_host_experts(h0), ept = rp_host_experts_per_token(h0);
+    expert_bytes = rp_host_expert_bytes(h0);
+    moe_layers = rp_host_moe_layers(h0);
     rp_host_close(h0);
     if (row_bytes != KREF_ROW_BYTES_FP8 || (idx_heads != 32 && idx_heads != 64)) {
         fprintf(stderr, "dhreplay: model '%s': the replay runs 656-byte FP8 rows and 32 or 64 indexer heads\n", model);
@@ -504,13 +618,11 @@ int main(int argc, char **argv)
                 idx_heads, gamma + 1);
         return 1;
     }
-    int Bmax = 0;
     for (auto &r : runs) Bmax = std::max(Bmax, r.budget);
-    const int win = (int)(prompt + out_len);   /* rows per (layer, request) window */
+    win = (int)(prompt + out_len);
 
-    cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
-    const size_t smem_res = dhk_residency_smem_bytes(Bmax, k);
+    smem_res = dhk_residency_smem_bytes(Bmax, k);
     if (smem_res > prop.sharedMemPerBlockOptin - 4096) {
         fprintf(stderr, "dhreplay: budget %d needs %zu B of shared memory per block (limit %zu)\n", Bmax, smem_res,
                 (size_t)prop.sharedMemPerBlockOptin);
@@ -518,27 +630,51 @@ int main(int argc, char **argv)
     }
     dhk_residency_setup(smem_res);
 
-    /* Host pool: every row of every (layer, request) window, pinned and mapped. */
-    size_t pool_bytes = (size_t)L * R * win * row_bytes;
-    uint8_t *pool_h, *pool_d;
+    pool_bytes = (size_t)L * R * win * row_bytes;
     cudaError_t pe = cudaHostAlloc(&pool_h, pool_bytes, cudaHostAllocMapped);
     if (pe != cudaSuccess) {
         fprintf(stderr, "dhreplay: cannot pin a %zu-byte host pool: %s\n", pool_bytes, cudaGetErrorString(pe));
         return 1;
     }
     cudaCheck(cudaHostGetDevicePointer((void **)&pool_d, pool_h, 0));
+    setup_buffers();
+    setup_gemms();
+    setup_events();
 
-    /* Device state. Per layer, the slot space is the hot buffers' R x Bmax slots and, for
-     * verification steps, a staging area of gamma x k slots per request after them. */
-    const int Q = (int)gamma + 1;                     /* queries per request of a verification step */
-    const int xcap = (int)gamma * k;                  /* staging slots per request */
-    const size_t P = (size_t)G * R;
-    const size_t LS = (size_t)R * Bmax + (size_t)R * xcap;   /* slots per layer */
-    uint8_t *hot;
-    size_t hot_bytes = (size_t)L * LS * row_bytes;
+    fprintf(fo, "%s\n# device: %s; pool %zu bytes; fetch version 5 on %ld SMs; attention version %ld fp8; indexer version %ld (%d heads) + top-k version %ld\n",
+            cmdline.c_str(), prop.name, pool_bytes, fetch_sms, attn_version, indexer_version, idx_heads, topk_version);
+    if (gamma)
+        fprintf(fo, "# verify: DFlash2 draft %s, gamma %ld (%d queries per request), output length %ld; the draft pass and the commit of accepted drafts are not timed\n",
+                draft.c_str(), gamma, Q, out_len);
+    fprintf(fo, "config_id,policy,mode,step,measured_us,misses,selected,heldout\n");
+    if (ftl)
+        fprintf(ftl, "%s\n# fetch stream priority %s; microseconds from the step's start\n"
+                     "config_id,mode,step,layer,fetch_rows,fetch_start_us,fetch_end_us,wait_us,attn_start_us,layer_end_us\n",
+                cmdline.c_str(), fetch_high ? "high (the device's greatest)" : "default");
+
+    sel_h.resize(P * k), wf_h.resize(P), wc_h.resize(P), nm_h.resize(P), sr_h.resize((size_t)Bmax);
+    miss_h.resize(P), nrows_h.resize(R);
+    group_miss.resize(G), group_stage.resize(G), group_stage_off.resize(G);
+    if (gamma) {
+        sp.size(P, R, k, gamma);
+        selq_h.resize(P * Q * k);
+        xs_rows_h.resize(P * xcap);
+        xs_slots_h.resize(P * xcap);
+        act_h.resize(P * Q);
+    }
+    sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));
+    return 0;
+}
+
+void rp_replay::setup_buffers()
+{
+    Q = (int)gamma + 1;
+    xcap = (int)gamma * k;
+    P = (size_t)G * R;
+    LS = (size_t)R * Bmax + (size_t)R * xcap;
+    hot_bytes = (size_t)L * LS * row_bytes;
     cudaCheck(cudaMalloc(&hot, hot_bytes));
     cudaCheck(cudaMemset(hot, 0, hot_bytes));
-    int32_t *slot_row, *slot_last, *row_slot, *sel_d, *wfirst_d, *wcnt_d, *sel_slot, *miss_rows, *miss_slots, *n_miss;
     cudaCheck(cudaMalloc(&slot_row, P * Bmax * 4));
     cudaCheck(cudaMalloc(&slot_last, P * Bmax * 4));
     cudaCheck(cudaMalloc(&row_slot, P * (size_t)win * 4));
@@ -549,15 +685,8 @@ int main(int argc, char **argv)
     cudaCheck(cudaMalloc(&miss_rows, P * k * 4));
     cudaCheck(cudaMalloc(&miss_slots, P * k * 4));
     cudaCheck(cudaMalloc(&n_miss, P * 4));
-    int64_t *flat_rows;
-    int32_t *flat_slots;
     cudaCheck(cudaMalloc(&flat_rows, P * k * 8));
     cudaCheck(cudaMalloc(&flat_slots, P * k * 4));
-    /* Verification: attention sources, the union's staged rows (per pair, and as one fetch list
-     * per group), the commit's active pairs, the map's disagreement count. */
-    int32_t *src_q = nullptr, *xr_d = nullptr, *xs_slots = nullptr, *active_d = nullptr, *bad_d = nullptr;
-    uint32_t *nxr_d = nullptr;
-    int64_t *xs_rows = nullptr;
     if (gamma) {
         cudaCheck(cudaMalloc(&src_q, P * Q * k * 4));
         cudaCheck(cudaMalloc(&xr_d, P * xcap * 4));
@@ -570,9 +699,6 @@ int main(int argc, char **argv)
     /* Indexer: one set of keys (every indexer layer reads as many bytes; 16 x 100K keys are
      * far beyond L2, so sharing them costs nothing in realism); Q query tokens per request in
      * verification steps. */
-    uint8_t *ikeys, *iq;
-    float *iscales, *iw, *scores;
-    int32_t *top;
     cudaCheck(cudaMalloc(&ikeys, (size_t)R * win * DHK_IX_DIM));
     cudaCheck(cudaMalloc(&iscales, (size_t)R * win * 4));
     cudaCheck(cudaMalloc(&iq, (size_t)R * Q * idx_heads * DHK_IX_DIM));
@@ -585,26 +711,21 @@ int main(int argc, char **argv)
     rp_fill_f32<<<16, 256>>>(iw, (size_t)R * Q * idx_heads, 0x77, 0.01f, 0.02f);
     CUDA_LAUNCH_CHECK();
     /* Attention. */
-    __nv_bfloat16 *q;
-    float *aout;
     cudaCheck(cudaMalloc(&q, (size_t)R * Q * AT_H * AT_QK * 2));
     cudaCheck(cudaMemset(q, 0x3c, (size_t)R * Q * AT_H * AT_QK * 2));
     cudaCheck(cudaMalloc(&aout, (size_t)R * Q * AT_H * AT_V * 4));
-    attn_scratch sc;
     attn_setup(sc, (size_t)R * Q * AT_H);
+}
+
+void rp_replay::setup_gemms()
+{
     /* GEMMs (FP8 e4m3, shapes of kernels/suites/default.suite: GLM-5.3 hidden 6144, q_lora 2048,
      * 64 heads x 256, kv 576, moe_intermediate 2048), one set per tokens per step (R plain, R x Q
      * verifying). Local experts the instance's tokens touch: E/ep * (1 - (1 - e/E)^(tokens * dp)),
      * the simulator's expectation, rounded. */
     const int hidden = 6144, qlora = 2048, qdim = 16384, kvdim = 576, inter = 2048;
     const double local = experts / ep;
-    void *ws;
-    size_t ws_bytes = 32u << 20;
     cudaCheck(cudaMalloc(&ws, ws_bytes));
-    struct rp_layer_gemms {
-        rp_gemm qa, qb, kva, o, sgu, sd, egu, ed;
-        int tokens, touched, m_exp;
-    } gm[2];
     size_t x_bytes = 0;
     for (int i = 0; i < (gamma ? 2 : 1); i++) {
         rp_layer_gemms &e = gm[i];
@@ -622,8 +743,6 @@ int main(int argc, char **argv)
         rp_gemm_make(e.ed, e.m_exp, hidden, inter, e.touched, ws, ws_bytes);
         x_bytes = std::max(x_bytes, (size_t)std::max(e.tokens, e.m_exp) * std::max(e.touched, 1) * qdim);
     }
-    uint8_t *x_act;
-    void *y_act;
     cudaCheck(cudaMalloc(&x_act, x_bytes));
     cudaCheck(cudaMemset(x_act, 0x30, x_bytes));
     cudaCheck(cudaMalloc(&y_act, x_bytes * 2));
@@ -642,376 +761,387 @@ int main(int argc, char **argv)
     if (gamma)
         fprintf(stderr, "  verification steps: %d queries per request, %d of %.0f local experts touched, m %d per expert\n", Q,
                 gm[1].touched, local, gm[1].m_exp);
+}
 
-    cudaStream_t fst;
+void rp_replay::setup_events()
+{
     int prio_least = 0, prio_greatest = 0;   /* least is 0: the default priority */
     cudaCheck(cudaDeviceGetStreamPriorityRange(&prio_least, &prio_greatest));
     cudaCheck(cudaStreamCreateWithPriority(&fst, cudaStreamNonBlocking, fetch_high ? prio_greatest : 0));
     if (timeline) fetch_times = 1;
-    std::vector<cudaEvent_t> ev_sel(G), ev_fetch(L);
+    ev_sel.resize(G), ev_fetch.resize(L);
     for (auto &e : ev_sel) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     for (auto &e : ev_fetch) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     /* --fetch-times: events around each layer's fetches on the fetch stream; their sum is the
      * time the fetch stream spent fetching, beside whatever the compute stream ran. */
-    std::vector<cudaEvent_t> ev_fs(fetch_times ? L : 0), ev_fe(fetch_times ? L : 0);
+    ev_fs.resize(fetch_times ? L : 0), ev_fe.resize(fetch_times ? L : 0);
     for (auto &e : ev_fs) cudaCheck(cudaEventCreate(&e));
     for (auto &e : ev_fe) cudaCheck(cudaEventCreate(&e));
     /* --timeline: on the compute stream, each layer's arrival at its fetch wait, the wait's end
      * and the layer's end; the rows each layer's fetch moved. */
-    std::vector<cudaEvent_t> ev_pw(timeline ? L : 0), ev_as(timeline ? L : 0), ev_le(timeline ? L : 0);
+    ev_pw.resize(timeline ? L : 0), ev_as.resize(timeline ? L : 0), ev_le.resize(timeline ? L : 0);
     for (auto *v : {&ev_pw, &ev_as, &ev_le})
         for (auto &e : *v) cudaCheck(cudaEventCreate(&e));
-    std::vector<int> fetch_rows(L);
-    std::vector<float> tl_ms(timeline ? (size_t)L * 5 : 0);   /* per layer: fetch start, end, wait, attention, end */
-    std::vector<char> fetch_timed(L);
-    float fetch_busy_ms = 0;
-    cudaEvent_t t0, t1, t2;
+    fetch_rows.resize(L);
+    tl_ms.resize(timeline ? (size_t)L * 5 : 0);
+    fetch_timed.resize(L);
     cudaCheck(cudaEventCreate(&t0));
     cudaCheck(cudaEventCreate(&t1));
     cudaCheck(cudaEventCreate(&t2));
+}
 
-    fprintf(fo, "%s\n# device: %s; pool %zu bytes; fetch version 5 on %ld SMs; attention version %ld fp8; indexer version %ld (%d heads) + top-k version %ld\n",
-            cmdline.c_str(), prop.name, pool_bytes, fetch_sms, attn_version, indexer_version, idx_heads, topk_version);
-    if (gamma)
-        fprintf(fo, "# verify: DFlash2 draft %s, gamma %ld (%d queries per request), output length %ld; the draft pass and the commit of accepted drafts are not timed\n",
-                draft.c_str(), gamma, Q, out_len);
-    fprintf(fo, "config_id,policy,mode,step,measured_us,misses,selected,heldout\n");
-    if (ftl)
-        fprintf(ftl, "%s\n# fetch stream priority %s; microseconds from the step's start\n"
-                     "config_id,mode,step,layer,fetch_rows,fetch_start_us,fetch_end_us,wait_us,attn_start_us,layer_end_us\n",
-                cmdline.c_str(), fetch_high ? "high (the device's greatest)" : "default");
-
-    std::vector<int32_t> sel_h(P * k), wf_h(P), wc_h(P), nm_h(P), sr_h((size_t)Bmax);
-    std::vector<uint32_t> miss_h(P), nrows_h(R);
-    std::vector<int> group_miss(G), group_stage(G), group_stage_off(G);
-    rp_spec_host sp;
-    std::vector<int32_t> selq_h, xs_slots_h, act_h;
-    std::vector<int64_t> xs_rows_h;
-    if (gamma) {
-        sp.size(P, R, k, gamma);
-        selq_h.resize(P * Q * k);
-        xs_rows_h.resize(P * xcap);
-        xs_slots_h.resize(P * xcap);
-        act_h.resize(P * Q);
-    }
-    const float sm_scale = (float)(1.0 / sqrt((double)KREF_QK_DIM));
-    int failed = 0;
-    int32_t stamp = 0;   /* residency steps so far: the LRU stamp, one per hot-buffer step of a pair */
-
-    /* One decode step's layers on the GPU, timed (ms, CUDA events): Qn queries per request (1
-     * plain), the GEMMs of e, attention sources src (per group: R x Qn x k slots; plain: the
-     * residency's sel_slot), and with a union the staged rows fetched beside the misses. The
-     * step's residency launches take the next LRU stamp. */
-    auto run_layers = [&](const rp_run &run, int ctx, int Qn, rp_layer_gemms &e, bool with_union) -> float {
-        cudaCheck(cudaEventRecord(t0, 0));
-        std::fill(fetch_timed.begin(), fetch_timed.end(), 0);
-        for (int l = 0; l < L; l++) {
-            const int g = layer_group[l];
-            const size_t gp = (size_t)g * R;
-            if (selects[l]) {
-                if (!(skip & RP_SKIP_INDEXER)) {
-                    indexer_launch((int)indexer_version, idx_heads, iq, iw, ikeys, iscales, (int)R, ctx, scores, 0, 0, Qn);
-                    topk_launch((int)topk_version, scores, (int)R * Qn, ctx, k, top, 0);
-                }
-                dhk_residency_launch((int)R, run.budget, Bmax, k, win, stamp, nullptr, sel_d + gp * k, wfirst_d + gp,
-                                     wcnt_d + gp, slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win,
-                                     sel_slot + gp * k, miss_rows + gp * k, miss_slots + gp * k, n_miss + gp, smem_res, 0);
-                rp_compact_kernel<<<1, 1024>>>((int)R, k, win, Bmax, n_miss + gp, miss_rows + gp * k,
-                                               miss_slots + gp * k, flat_rows + gp * k, flat_slots + gp * k);
+/* One decode step's layers on the GPU, timed (ms, CUDA events): Qn queries per request (1
+ * plain), the GEMMs of e, attention sources src (per group: R x Qn x k slots; plain: the
+ * residency's sel_slot), and with a union the staged rows fetched beside the misses. The
+ * step's residency launches take the next LRU stamp. */
+float rp_replay::run_layers(const rp_run &run, int ctx, int Qn, rp_layer_gemms &e, bool with_union)
+{
+    cudaCheck(cudaEventRecord(t0, 0));
+    std::fill(fetch_timed.begin(), fetch_timed.end(), 0);
+    for (int l = 0; l < L; l++) {
+        const int g = layer_group[l];
+        const size_t gp = (size_t)g * R;
+        if (selects[l]) {
+            if (!(skip & RP_SKIP_INDEXER)) {
+                indexer_launch((int)indexer_version, idx_heads, iq, iw, ikeys, iscales, (int)R, ctx, scores, 0, 0, Qn);
+                topk_launch((int)topk_version, scores, (int)R * Qn, ctx, k, top, 0);
+            }
+            dhk_residency_launch((int)R, run.budget, Bmax, k, win, stamp, nullptr, sel_d + gp * k, wfirst_d + gp,
+                                 wcnt_d + gp, slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win,
+                                 sel_slot + gp * k, miss_rows + gp * k, miss_slots + gp * k, n_miss + gp, smem_res, 0);
+            rp_compact_kernel<<<1, 1024>>>((int)R, k, win, Bmax, n_miss + gp, miss_rows + gp * k,
+                                           miss_slots + gp * k, flat_rows + gp * k, flat_slots + gp * k);
+            CUDA_LAUNCH_CHECK();
+            if (with_union) {
+                rp_map_kernel<<<(unsigned)R, 256>>>(Qn, k, win, Bmax, (int)R * Bmax, xcap, sel_d + gp * k, P * k,
+                                                    sel_slot + gp * k, row_slot + gp * win, xr_d + gp * xcap,
+                                                    nxr_d + gp, src_q + gp * Qn * k, bad_d);
                 CUDA_LAUNCH_CHECK();
-                if (with_union) {
-                    rp_map_kernel<<<(unsigned)R, 256>>>(Qn, k, win, Bmax, (int)R * Bmax, xcap, sel_d + gp * k, P * k,
-                                                        sel_slot + gp * k, row_slot + gp * win, xr_d + gp * xcap,
-                                                        nxr_d + gp, src_q + gp * Qn * k, bad_d);
-                    CUDA_LAUNCH_CHECK();
+            }
+            cudaCheck(cudaEventRecord(ev_sel[g], 0));
+            /* IndexShare prefetch: every layer of the group, on the fetch stream; a
+             * verification's staged union rows beside the misses. */
+            cudaCheck(cudaStreamWaitEvent(fst, ev_sel[g], 0));
+            for (int j = l; j < L; j++) {
+                if (layer_group[j] != g) continue;
+                if (j > l && selects[j]) break;
+                const uint8_t *pool_l = pool_d + (size_t)j * R * win * row_bytes;
+                uint8_t *hot_l = hot + (size_t)j * LS * row_bytes;
+                const bool any = !(skip & RP_SKIP_FETCH) && (group_miss[g] > 0 || (with_union && group_stage[g] > 0));
+                if (fetch_times && any) {
+                    cudaCheck(cudaEventRecord(ev_fs[j], fst));
+                    fetch_timed[j] = 1;
                 }
-                cudaCheck(cudaEventRecord(ev_sel[g], 0));
-                /* IndexShare prefetch: every layer of the group, on the fetch stream; a
-                 * verification's staged union rows beside the misses. */
-                cudaCheck(cudaStreamWaitEvent(fst, ev_sel[g], 0));
-                for (int j = l; j < L; j++) {
-                    if (layer_group[j] != g) continue;
-                    if (j > l && selects[j]) break;
-                    const uint8_t *pool_l = pool_d + (size_t)j * R * win * row_bytes;
-                    uint8_t *hot_l = hot + (size_t)j * LS * row_bytes;
-                    const bool any = !(skip & RP_SKIP_FETCH) && (group_miss[g] > 0 || (with_union && group_stage[g] > 0));
-                    if (fetch_times && any) {
-                        cudaCheck(cudaEventRecord(ev_fs[j], fst));
-                        fetch_timed[j] = 1;
-                    }
-                    if (group_miss[g] > 0 && !(skip & RP_SKIP_FETCH)) {
-                        dhk_fetch_launch(pool_l, row_bytes, flat_rows + gp * k, flat_slots + gp * k, group_miss[g],
-                                         row_bytes, hot_l, row_bytes, (int)fetch_sms, fst);
-                    }
-                    if (with_union && group_stage[g] > 0 && !(skip & RP_SKIP_FETCH)) {
-                        dhk_fetch_launch(pool_l, row_bytes, xs_rows + group_stage_off[g], xs_slots + group_stage_off[g],
-                                         group_stage[g], row_bytes, hot_l, row_bytes, (int)fetch_sms, fst);
-                    }
-                    if (fetch_timed[j]) cudaCheck(cudaEventRecord(ev_fe[j], fst));
-                    fetch_rows[j] = any ? group_miss[g] + (with_union ? group_stage[g] : 0) : 0;
-                    cudaCheck(cudaEventRecord(ev_fetch[j], fst));
+                if (group_miss[g] > 0 && !(skip & RP_SKIP_FETCH)) {
+                    dhk_fetch_launch(pool_l, row_bytes, flat_rows + gp * k, flat_slots + gp * k, group_miss[g],
+                                     row_bytes, hot_l, row_bytes, (int)fetch_sms, fst);
                 }
+                if (with_union && group_stage[g] > 0 && !(skip & RP_SKIP_FETCH)) {
+                    dhk_fetch_launch(pool_l, row_bytes, xs_rows + group_stage_off[g], xs_slots + group_stage_off[g],
+                                     group_stage[g], row_bytes, hot_l, row_bytes, (int)fetch_sms, fst);
+                }
+                if (fetch_timed[j]) cudaCheck(cudaEventRecord(ev_fe[j], fst));
+                fetch_rows[j] = any ? group_miss[g] + (with_union ? group_stage[g] : 0) : 0;
+                cudaCheck(cudaEventRecord(ev_fetch[j], fst));
             }
-            if (!(skip & RP_SKIP_DENSE)) {
-                rp_gemm_run(e.qa, l, x_act, y_act);
-                rp_gemm_run(e.qb, l, x_act, y_act);
-                rp_gemm_run(e.kva, l, x_act, y_act);
-            }
-            /* The attention waits for its layer's fetch (with --fetch-only: the step does). */
-            if (timeline) cudaCheck(cudaEventRecord(ev_pw[l], 0));
-            cudaCheck(cudaStreamWaitEvent(0, ev_fetch[l], 0));
-            if (timeline) cudaCheck(cudaEventRecord(ev_as[l], 0));
-            if (skip == RP_SKIP_COMPUTE) {
-                if (timeline) cudaCheck(cudaEventRecord(ev_le[l], 0));
-                continue;
-            }
-            if (!(skip & RP_SKIP_ATTENTION)) {
-                attn_args a;
-                memset(&a, 0, sizeof a);
-                a.hot = hot + (size_t)l * LS * row_bytes;
-                a.hot_stride = row_bytes;
-                a.src = with_union ? src_q + gp * Qn * k : sel_slot + gp * k;
-                a.q = q; a.nq = (int)R * Qn; a.k = k; a.heads = AT_H; a.format = KREF_ROW_FP8; a.row_bytes = row_bytes;
-                a.sm_scale = sm_scale;
-                attn_launch((int)attn_version, a, sc, aout, prop.multiProcessorCount, 0);
-            }
-            if (!(skip & RP_SKIP_DENSE)) {
-                rp_gemm_run(e.o, l, x_act, y_act);
-                rp_gemm_run(e.sgu, l, x_act, y_act);
-                rp_gemm_run(e.sd, l, x_act, y_act);
-            }
-            if (moe[l] && e.touched > 0 && !(skip & RP_SKIP_EXPERTS)) {
-                const float one = 1.f, zero = 0.f;
-                cublasCheck(cublasLtMatmul(e.egu.plan.lt, e.egu.plan.op, &one, e.egu.w[l & 1], e.egu.plan.la, x_act,
-                                           e.egu.plan.lb, &zero, y_act, e.egu.plan.lc, y_act, e.egu.plan.lc,
-                                           &e.egu.plan.algo, ws, ws_bytes, 0));
-                cublasCheck(cublasLtMatmul(e.ed.plan.lt, e.ed.plan.op, &one, e.ed.w[l & 1], e.ed.plan.la, x_act,
-                                           e.ed.plan.lb, &zero, y_act, e.ed.plan.lc, y_act, e.ed.plan.lc,
-                                           &e.ed.plan.algo, ws, ws_bytes, 0));
-            }
+        }
+        if (!(skip & RP_SKIP_DENSE)) {
+            rp_gemm_run(e.qa, l, x_act, y_act);
+            rp_gemm_run(e.qb, l, x_act, y_act);
+            rp_gemm_run(e.kva, l, x_act, y_act);
+        }
+        /* The attention waits for its layer's fetch (with --fetch-only: the step does). */
+        if (timeline) cudaCheck(cudaEventRecord(ev_pw[l], 0));
+        cudaCheck(cudaStreamWaitEvent(0, ev_fetch[l], 0));
+        if (timeline) cudaCheck(cudaEventRecord(ev_as[l], 0));
+        if (skip == RP_SKIP_COMPUTE) {
             if (timeline) cudaCheck(cudaEventRecord(ev_le[l], 0));
+            continue;
         }
-        cudaCheck(cudaEventRecord(t1, 0));
-        cudaCheck(cudaEventSynchronize(t1));
-        cudaCheck(cudaGetLastError());
-        float elapsed = 0;
-        cudaCheck(cudaEventElapsedTime(&elapsed, t0, t1));
-        fetch_busy_ms = 0;
-        for (int j = 0; j < L; j++) {
-            if (!fetch_timed[j]) continue;
-            float f = 0;
-            cudaCheck(cudaEventElapsedTime(&f, ev_fs[j], ev_fe[j]));
-            fetch_busy_ms += f;
+        if (!(skip & RP_SKIP_ATTENTION)) {
+            attn_args a;
+            memset(&a, 0, sizeof a);
+            a.hot = hot + (size_t)l * LS * row_bytes;
+            a.hot_stride = row_bytes;
+            a.src = with_union ? src_q + gp * Qn * k : sel_slot + gp * k;
+            a.q = q; a.nq = (int)R * Qn; a.k = k; a.heads = AT_H; a.format = KREF_ROW_FP8; a.row_bytes = row_bytes;
+            a.sm_scale = sm_scale;
+            attn_launch((int)attn_version, a, sc, aout, prop.multiProcessorCount, 0);
         }
-        for (int j = 0; j < (timeline ? L : 0); j++) {
-            float *t = &tl_ms[(size_t)j * 5];
-            t[0] = t[1] = -1;
-            if (fetch_timed[j]) {
-                cudaCheck(cudaEventElapsedTime(&t[0], t0, ev_fs[j]));
-                cudaCheck(cudaEventElapsedTime(&t[1], t0, ev_fe[j]));
+        if (!(skip & RP_SKIP_DENSE)) {
+            rp_gemm_run(e.o, l, x_act, y_act);
+            rp_gemm_run(e.sgu, l, x_act, y_act);
+            rp_gemm_run(e.sd, l, x_act, y_act);
+        }
+        if (moe[l] && e.touched > 0 && !(skip & RP_SKIP_EXPERTS)) {
+            const float one = 1.f, zero = 0.f;
+            cublasCheck(cublasLtMatmul(e.egu.plan.lt, e.egu.plan.op, &one, e.egu.w[l & 1], e.egu.plan.la, x_act,
+                                       e.egu.plan.lb, &zero, y_act, e.egu.plan.lc, y_act, e.egu.plan.lc,
+                                       &e.egu.plan.algo, ws, ws_bytes, 0));
+            cublasCheck(cublasLtMatmul(e.ed.plan.lt, e.ed.plan.op, &one, e.ed.w[l & 1], e.ed.plan.la, x_act,
+                                       e.ed.plan.lb, &zero, y_act, e.ed.plan.lc, y_act, e.ed.plan.lc,
+                                       &e.ed.plan.algo, ws, ws_bytes, 0));
+        }
+        if (timeline) cudaCheck(cudaEventRecord(ev_le[l], 0));
+    }
+    cudaCheck(cudaEventRecord(t1, 0));
+    cudaCheck(cudaEventSynchronize(t1));
+    cudaCheck(cudaGetLastError());
+    float elapsed = 0;
+    cudaCheck(cudaEventElapsedTime(&elapsed, t0, t1));
+    fetch_busy_ms = 0;
+    for (int j = 0; j < L; j++) {
+        if (!fetch_timed[j]) continue;
+        float f = 0;
+        cudaCheck(cudaEventElapsedTime(&f, ev_fs[j], ev_fe[j]));
+        fetch_busy_ms += f;
+    }
+    for (int j = 0; j < (timeline ? L : 0); j++) {
+        float *t = &tl_ms[(size_t)j * 5];
+        t[0] = t[1] = -1;
+        if (fetch_timed[j]) {
+            cudaCheck(cudaEventElapsedTime(&t[0], t0, ev_fs[j]));
+            cudaCheck(cudaEventElapsedTime(&t[1], t0, ev_fe[j]));
+        }
+        cudaCheck(cudaEventElapsedTime(&t[2], t0, ev_pw[j]));
+        cudaCheck(cudaEventElapsedTime(&t[3], t0, ev_as[j]));
+        cudaCheck(cudaEventElapsedTime(&t[4], t0, ev_le[j]));
+    }
+    stamp++;
+    return elapsed;
+}
+
+/* One step's CSV line, and with --fetch-times its fetch kernels' time as mode MODE-fetch-busy. */
+void rp_replay::write_step(const rp_run &run, const std::string &mode, long step, float ms, double misses, double selected)
+{
+    fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), mode.c_str(), step,
+            ms * 1000.0, misses, selected, run.heldout);
+    if (fetch_times)
+        fprintf(fo, "%s,%s,%s-fetch-busy,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), mode.c_str(),
+                step, fetch_busy_ms * 1000.0, misses, selected, run.heldout);
+    for (int j = 0; j < (timeline ? L : 0); j++) {
+        const float *t = &tl_ms[(size_t)j * 5];
+        fprintf(ftl, "%s,%s,%ld,%d,%d,", run.id.c_str(), mode.c_str(), step, j, fetch_rows[j]);
+        if (t[0] >= 0) fprintf(ftl, "%.1f,%.1f,", t[0] * 1000.0, t[1] * 1000.0);
+        else fputs(",,", ftl);
+        fprintf(ftl, "%.1f,%.1f,%.1f\n", t[2] * 1000.0, t[3] * 1000.0, t[4] * 1000.0);
+    }
+}
+
+/* Every pair's miss count (n_miss on the GPU) against the host's want[p] (the simulator's
+ * hot buffer); pairs with act[p] == 0 skipped. */
+void rp_replay::check_misses(const rp_run &run, long step, const char *what, const uint32_t *want, const int32_t *act)
+{
+    cudaCheck(cudaMemcpy(nm_h.data(), n_miss, P * 4, cudaMemcpyDeviceToHost));
+    for (size_t p = 0; p < P; p++) {
+        if (act && !act[p]) continue;
+        if (nm_h[p] != (int32_t)want[p]) {
+            fprintf(stderr, "dhreplay: %s step %ld%s: request %zu group %zu: GPU %d misses, simulator %u\n",
+                    run.id.c_str(), step, what, p % R, p / R, nm_h[p], want[p]);
+            failed = 1;
+        }
+    }
+}
+
+/* The resident set of the first and last pair of group 0, row by row, against the host. */
+void rp_replay::check_resident(const rp_run &run, long step, rp_host *h)
+{
+    for (size_t p : {(size_t)0, (size_t)R - 1}) {
+        cudaCheck(cudaMemcpy(sr_h.data(), slot_row + p * Bmax, (size_t)run.budget * 4, cudaMemcpyDeviceToHost));
+        uint32_t n_res = 0;
+        for (int s = 0; s < run.budget; s++) {
+            if (sr_h[s] < 0) continue;
+            n_res++;
+            if (!rp_host_resident(h, (uint32_t)p, (uint32_t)sr_h[s])) {
+                fprintf(stderr, "dhreplay: %s step %ld pair %zu: row %d resident on the GPU, not in the simulator\n",
+                        run.id.c_str(), step, p, sr_h[s]);
+                failed = 1;
+                break;
             }
-            cudaCheck(cudaEventElapsedTime(&t[2], t0, ev_pw[j]));
-            cudaCheck(cudaEventElapsedTime(&t[3], t0, ev_as[j]));
-            cudaCheck(cudaEventElapsedTime(&t[4], t0, ev_le[j]));
+        }
+        if (n_res != rp_host_n_resident(h, (uint32_t)p)) {
+            fprintf(stderr, "dhreplay: %s step %ld pair %zu: %u rows resident on the GPU, %u in the simulator\n",
+                    run.id.c_str(), step, p, n_res, rp_host_n_resident(h, (uint32_t)p));
+            failed = 1;
+        }
+    }
+}
+
+int rp_replay::plain_step(const rp_run &run, rp_host *h, long step, float &ms, double &misses)
+{
+    int rc = rp_host_step(h, sel_h.data(), wf_h.data(), wc_h.data(), miss_h.data(), nrows_h.data());
+    if (rc < 0) dh_die_last("dhreplay");
+    for (size_t p = 0; p < P; p++)
+        if (wc_h[p] > RP_WMAX) { fprintf(stderr, "dhreplay: %d rows written in one step\n", wc_h[p]); return 1; }
+    const int ctx = (int)nrows_h[0];
+    for (long r = 1; r < R; r++)
+        if ((int)nrows_h[r] != ctx) { fprintf(stderr, "dhreplay: requests are not aligned\n"); return 1; }
+    for (int g = 0; g < G; g++) {
+        group_miss[g] = 0;
+        for (long r = 0; r < R; r++) group_miss[g] += (int)miss_h[(size_t)g * R + r];
+    }
+    cudaCheck(cudaMemcpy(sel_d, sel_h.data(), P * k * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(wfirst_d, wf_h.data(), P * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(wcnt_d, wc_h.data(), P * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaDeviceSynchronize());
+
+    ms = run_layers(run, ctx, 1, gm[0], false);
+
+    /* Check: every pair's miss count against the simulator's hot buffer, and the
+     * resident set of the first and last pair of group 0 row by row. */
+    check_misses(run, step, "", miss_h.data(), nullptr);
+    for (size_t p = 0; p < P; p++) misses += (double)miss_h[p] * group_layers[p / R];
+    check_resident(run, step, h);
+    write_step(run, skip ? "plain-" + skip_name : "plain", step, ms, misses, (double)L * R * k);
+    return 0;
+}
+
+int rp_replay::verify_step(const rp_run &run, rp_host *h, long step, float &ms, double &misses, double &commit_ms)
+{
+    /* A verification step: the base position's residency and misses as a plain step,
+     * the union's other rows staged, Q queries per request through the indexer,
+     * top-k and attention, GEMMs over R x Q tokens; then (not timed) the accepted
+     * drafts' positions applied to the hot buffers, as the simulator commits them. */
+    int rc = rp_host_spec_step(h, &sp.o);
+    if (rc < 0) dh_die_last("dhreplay");
+    int ctx = 0;
+    for (long r = 0; r < R; r++) ctx = std::max(ctx, (int)sp.nrows[r]);
+    /* The union and the commit write at most gamma + 1 positions' rows per request. */
+    for (size_t p = 0; p < P; p++)
+        if (sp.wc[p] > RP_WMAX) { fprintf(stderr, "dhreplay: %d rows written in one step\n", sp.wc[p]); return 1; }
+    /* Selections as [t][pair][k]; staged rows as one fetch list per group. */
+    for (size_t p = 0; p < P; p++)
+        for (int t = 0; t < Q; t++)
+            memcpy(&selq_h[((size_t)t * P + p) * k], &sp.sel[(p * Q + t) * k], (size_t)k * 4);
+    int off = 0;
+    for (int g = 0; g < G; g++) {
+        group_miss[g] = 0;
+        group_stage_off[g] = off;
+        for (long r = 0; r < R; r++) {
+            const size_t p = (size_t)g * R + r;
+            group_miss[g] += (int)sp.miss[p];
+            for (uint32_t j = 0; j < sp.n_xr[p]; j++) {
+                xs_rows_h[off] = (int64_t)r * win + sp.xr[p * xcap + j];
+                xs_slots_h[off] = (int32_t)(R * Bmax + r * xcap + j);
+                off++;
+            }
+        }
+        group_stage[g] = off - group_stage_off[g];
+    }
+    cudaCheck(cudaMemcpy(sel_d, selq_h.data(), P * Q * k * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(wfirst_d, sp.wf.data(), P * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(wcnt_d, sp.wc.data(), P * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(xr_d, sp.xr.data(), P * xcap * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(nxr_d, sp.n_xr.data(), P * 4, cudaMemcpyHostToDevice));
+    if (off) {
+        cudaCheck(cudaMemcpy(xs_rows, xs_rows_h.data(), (size_t)off * 8, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(xs_slots, xs_slots_h.data(), (size_t)off * 4, cudaMemcpyHostToDevice));
+    }
+    cudaCheck(cudaMemset(bad_d, 0, 4));
+    cudaCheck(cudaDeviceSynchronize());
+
+    ms = run_layers(run, ctx, Q, gm[1], true);
+    check_misses(run, step, " (base)", sp.miss.data(), nullptr);
+    int32_t bad = 0;
+    cudaCheck(cudaMemcpy(&bad, bad_d, 4, cudaMemcpyDeviceToHost));
+    if (bad) {
+        fprintf(stderr, "dhreplay: %s step %ld: %d rows of the drafts' selections neither resident nor staged\n",
+                run.id.c_str(), step, bad);
+        failed = 1;
+    }
+    /* Commit: accepted draft t of every request that accepted t or more. */
+    cudaCheck(cudaEventRecord(t1, 0));
+    std::vector<uint32_t> want(P);
+    std::vector<int32_t> cwf(P), cwc(P);
+    for (int t = 1; t < Q && !failed; t++) {
+        int any = 0;
+        for (size_t p = 0; p < P; p++) {
+            act_h[p] = (int)sp.acc[p % R] >= t;
+            any |= act_h[p];
+            const size_t i = p * gamma + t - 1;
+            want[p] = act_h[p] ? sp.cmiss[i] : 0;
+            cwf[p] = act_h[p] ? sp.cwf[i] : 0;
+            cwc[p] = act_h[p] ? sp.cwc[i] : 0;
+            if (cwc[p] > RP_WMAX) { fprintf(stderr, "dhreplay: %d rows written in one step\n", cwc[p]); return 1; }
+        }
+        if (!any) break;
+        cudaCheck(cudaMemcpy(active_d, act_h.data(), P * 4, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(wfirst_d, cwf.data(), P * 4, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(wcnt_d, cwc.data(), P * 4, cudaMemcpyHostToDevice));
+        for (int g = 0; g < G; g++) {
+            const size_t gp = (size_t)g * R;
+            dhk_residency_launch((int)R, run.budget, Bmax, k, win, stamp, active_d + gp,
+                                 sel_d + (size_t)t * P * k + gp * k, wfirst_d + gp, wcnt_d + gp,
+                                 slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win,
+                                 sel_slot + gp * k, miss_rows + gp * k, miss_slots + gp * k, n_miss + gp,
+                                 smem_res, 0);
         }
         stamp++;
-        return elapsed;
-    };
-    /* One step's CSV line, and with --fetch-times its fetch kernels' time as mode MODE-fetch-busy. */
-    auto write_step = [&](const rp_run &run, const std::string &mode, long step, float ms, double misses, double selected) {
-        fprintf(fo, "%s,%s,%s,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), mode.c_str(), step,
-                ms * 1000.0, misses, selected, run.heldout);
-        if (fetch_times)
-            fprintf(fo, "%s,%s,%s-fetch-busy,%ld,%.1f,%.0f,%.0f,%d\n", run.id.c_str(), run.policy.c_str(), mode.c_str(),
-                    step, fetch_busy_ms * 1000.0, misses, selected, run.heldout);
-        for (int j = 0; j < (timeline ? L : 0); j++) {
-            const float *t = &tl_ms[(size_t)j * 5];
-            fprintf(ftl, "%s,%s,%ld,%d,%d,", run.id.c_str(), mode.c_str(), step, j, fetch_rows[j]);
-            if (t[0] >= 0) fprintf(ftl, "%.1f,%.1f,", t[0] * 1000.0, t[1] * 1000.0);
-            else fputs(",,", ftl);
-            fprintf(ftl, "%.1f,%.1f,%.1f\n", t[2] * 1000.0, t[3] * 1000.0, t[4] * 1000.0);
-        }
-    };
-    /* Every pair's miss count (n_miss on the GPU) against the host's want[p] (the simulator's
-     * hot buffer); pairs with act[p] == 0 skipped. */
-    auto check_misses = [&](const rp_run &run, long step, const char *what, const uint32_t *want, const int32_t *act) {
-        cudaCheck(cudaMemcpy(nm_h.data(), n_miss, P * 4, cudaMemcpyDeviceToHost));
-        for (size_t p = 0; p < P; p++) {
-            if (act && !act[p]) continue;
-            if (nm_h[p] != (int32_t)want[p]) {
-                fprintf(stderr, "dhreplay: %s step %ld%s: request %zu group %zu: GPU %d misses, simulator %u\n",
-                        run.id.c_str(), step, what, p % R, p / R, nm_h[p], want[p]);
-                failed = 1;
-            }
-        }
-    };
-    /* The resident set of the first and last pair of group 0, row by row, against the host. */
-    auto check_resident = [&](const rp_run &run, long step, rp_host *h) {
-        for (size_t p : {(size_t)0, (size_t)R - 1}) {
-            cudaCheck(cudaMemcpy(sr_h.data(), slot_row + p * Bmax, (size_t)run.budget * 4, cudaMemcpyDeviceToHost));
-            uint32_t n_res = 0;
-            for (int s = 0; s < run.budget; s++) {
-                if (sr_h[s] < 0) continue;
-                n_res++;
-                if (!rp_host_resident(h, (uint32_t)p, (uint32_t)sr_h[s])) {
-                    fprintf(stderr, "dhreplay: %s step %ld pair %zu: row %d resident on the GPU, not in the simulator\n",
-                            run.id.c_str(), step, p, sr_h[s]);
-                    failed = 1;
-                    break;
-                }
-            }
-            if (n_res != rp_host_n_resident(h, (uint32_t)p)) {
-                fprintf(stderr, "dhreplay: %s step %ld pair %zu: %u rows resident on the GPU, %u in the simulator\n",
-                        run.id.c_str(), step, p, n_res, rp_host_n_resident(h, (uint32_t)p));
-                failed = 1;
-            }
-        }
-    };
-
-    for (auto &run : runs) {
-        hc.budget_rows = (uint32_t)run.budget;
-        hc.seed = (uint64_t)run.seed;
-        hc.draft_path = run.spec ? draft.c_str() : NULL;
-        hc.output_len = (uint32_t)(run.spec ? out_len : 0);
-        rp_host *h;
-        if (rp_host_open(&hc, &h) < 0) dh_die_last("dhreplay");
-        cudaCheck(cudaMemset(slot_row, 0xff, P * Bmax * 4));
-        cudaCheck(cudaMemset(slot_last, 0xff, P * Bmax * 4));
-        cudaCheck(cudaMemset(row_slot, 0xff, P * (size_t)win * 4));
-        stamp = 0;
-        for (long step = 0; step < steps && !failed; step++) {
-            double misses = 0, commit_ms = 0;
-            float ms = 0;
-            if (!run.spec) {
-                int rc = rp_host_step(h, sel_h.data(), wf_h.data(), wc_h.data(), miss_h.data(), nrows_h.data());
-                if (rc < 0) dh_die_last("dhreplay");
-                for (size_t p = 0; p < P; p++)
-                    if (wc_h[p] > RP_WMAX) { fprintf(stderr, "dhreplay: %d rows written in one step\n", wc_h[p]); return 1; }
-                const int ctx = (int)nrows_h[0];
-                for (long r = 1; r < R; r++)
-                    if ((int)nrows_h[r] != ctx) { fprintf(stderr, "dhreplay: requests are not aligned\n"); return 1; }
-                for (int g = 0; g < G; g++) {
-                    group_miss[g] = 0;
-                    for (long r = 0; r < R; r++) group_miss[g] += (int)miss_h[(size_t)g * R + r];
-                }
-                cudaCheck(cudaMemcpy(sel_d, sel_h.data(), P * k * 4, cudaMemcpyHostToDevice));
-                cudaCheck(cudaMemcpy(wfirst_d, wf_h.data(), P * 4, cudaMemcpyHostToDevice));
-                cudaCheck(cudaMemcpy(wcnt_d, wc_h.data(), P * 4, cudaMemcpyHostToDevice));
-                cudaCheck(cudaDeviceSynchronize());
-
-                ms = run_layers(run, ctx, 1, gm[0], false);
-
-                /* Check: every pair's miss count against the simulator's hot buffer, and the
-                 * resident set of the first and last pair of group 0 row by row. */
-                check_misses(run, step, "", miss_h.data(), nullptr);
-                for (size_t p = 0; p < P; p++) misses += (double)miss_h[p] * group_layers[p / R];
-                check_resident(run, step, h);
-                write_step(run, skip ? "plain-" + skip_name : "plain", step, ms, misses, (double)L * R * k);
-            } else {
-                /* A verification step: the base position's residency and misses as a plain step,
-                 * the union's other rows staged, Q queries per request through the indexer,
-                 * top-k and attention, GEMMs over R x Q tokens; then (not timed) the accepted
-                 * drafts' positions applied to the hot buffers, as the simulator commits them. */
-                int rc = rp_host_spec_step(h, &sp.o);
-                if (rc < 0) dh_die_last("dhreplay");
-                int ctx = 0;
-                for (long r = 0; r < R; r++) ctx = std::max(ctx, (int)sp.nrows[r]);
-                /* The union and the commit write at most gamma + 1 positions' rows per request. */
-                for (size_t p = 0; p < P; p++)
-                    if (sp.wc[p] > RP_WMAX) { fprintf(stderr, "dhreplay: %d rows written in one step\n", sp.wc[p]); return 1; }
-                /* Selections as [t][pair][k]; staged rows as one fetch list per group. */
-                for (size_t p = 0; p < P; p++)
-                    for (int t = 0; t < Q; t++)
-                        memcpy(&selq_h[((size_t)t * P + p) * k], &sp.sel[(p * Q + t) * k], (size_t)k * 4);
-                int off = 0;
-                for (int g = 0; g < G; g++) {
-                    group_miss[g] = 0;
-                    group_stage_off[g] = off;
-                    for (long r = 0; r < R; r++) {
-                        const size_t p = (size_t)g * R + r;
-                        group_miss[g] += (int)sp.miss[p];
-                        for (uint32_t j = 0; j < sp.n_xr[p]; j++) {
-                            xs_rows_h[off] = (int64_t)r * win + sp.xr[p * xcap + j];
-                            xs_slots_h[off] = (int32_t)(R * Bmax + r * xcap + j);
-                            off++;
-                        }
-                    }
-                    group_stage[g] = off - group_stage_off[g];
-                }
-                cudaCheck(cudaMemcpy(sel_d, selq_h.data(), P * Q * k * 4, cudaMemcpyHostToDevice));
-                cudaCheck(cudaMemcpy(wfirst_d, sp.wf.data(), P * 4, cudaMemcpyHostToDevice));
-                cudaCheck(cudaMemcpy(wcnt_d, sp.wc.data(), P * 4, cudaMemcpyHostToDevice));
-                cudaCheck(cudaMemcpy(xr_d, sp.xr.data(), P * xcap * 4, cudaMemcpyHostToDevice));
-                cudaCheck(cudaMemcpy(nxr_d, sp.n_xr.data(), P * 4, cudaMemcpyHostToDevice));
-                if (off) {
-                    cudaCheck(cudaMemcpy(xs_rows, xs_rows_h.data(), (size_t)off * 8, cudaMemcpyHostToDevice));
-                    cudaCheck(cudaMemcpy(xs_slots, xs_slots_h.data(), (size_t)off * 4, cudaMemcpyHostToDevice));
-                }
-                cudaCheck(cudaMemset(bad_d, 0, 4));
-                cudaCheck(cudaDeviceSynchronize());
-
-                ms = run_layers(run, ctx, Q, gm[1], true);
-                check_misses(run, step, " (base)", sp.miss.data(), nullptr);
-                int32_t bad = 0;
-                cudaCheck(cudaMemcpy(&bad, bad_d, 4, cudaMemcpyDeviceToHost));
-                if (bad) {
-                    fprintf(stderr, "dhreplay: %s step %ld: %d rows of the drafts' selections neither resident nor staged\n",
-                            run.id.c_str(), step, bad);
-                    failed = 1;
-                }
-                /* Commit: accepted draft t of every request that accepted t or more. */
-                cudaCheck(cudaEventRecord(t1, 0));
-                std::vector<uint32_t> want(P);
-                std::vector<int32_t> cwf(P), cwc(P);
-                for (int t = 1; t < Q && !failed; t++) {
-                    int any = 0;
-                    for (size_t p = 0; p < P; p++) {
-                        act_h[p] = (int)sp.acc[p % R] >= t;
-                        any |= act_h[p];
-                        const size_t i = p * gamma + t - 1;
-                        want[p] = act_h[p] ? sp.cmiss[i] : 0;
-                        cwf[p] = act_h[p] ? sp.cwf[i] : 0;
-                        cwc[p] = act_h[p] ? sp.cwc[i] : 0;
-                        if (cwc[p] > RP_WMAX) { fprintf(stderr, "dhreplay: %d rows written in one step\n", cwc[p]); return 1; }
-                    }
-                    if (!any) break;
-                    cudaCheck(cudaMemcpy(active_d, act_h.data(), P * 4, cudaMemcpyHostToDevice));
-                    cudaCheck(cudaMemcpy(wfirst_d, cwf.data(), P * 4, cudaMemcpyHostToDevice));
-                    cudaCheck(cudaMemcpy(wcnt_d, cwc.data(), P * 4, cudaMemcpyHostToDevice));
-                    for (int g = 0; g < G; g++) {
-                        const size_t gp = (size_t)g * R;
-                        dhk_residency_launch((int)R, run.budget, Bmax, k, win, stamp, active_d + gp,
-                                             sel_d + (size_t)t * P * k + gp * k, wfirst_d + gp, wcnt_d + gp,
-                                             slot_row + gp * Bmax, slot_last + gp * Bmax, row_slot + gp * win,
-                                             sel_slot + gp * k, miss_rows + gp * k, miss_slots + gp * k, n_miss + gp,
-                                             smem_res, 0);
-                    }
-                    stamp++;
-                    cudaCheck(cudaDeviceSynchronize());
-                    char what[32];
-                    snprintf(what, sizeof what, " (commit %d)", t);
-                    check_misses(run, step, what, want.data(), act_h.data());
-                }
-                cudaCheck(cudaEventRecord(t2, 0));
-                cudaCheck(cudaEventSynchronize(t2));
-                float cm = 0;
-                cudaCheck(cudaEventElapsedTime(&cm, t1, t2));
-                commit_ms = cm;
-                for (size_t p = 0; p < P; p++) misses += (double)(sp.miss[p] + sp.n_xr[p]) * group_layers[p / R];
-                check_resident(run, step, h);
-                write_step(run, skip ? "verify-" + skip_name : "verify", step, ms, misses, (double)L * R * k * Q);
-            }
-            fflush(fo);
-            if (step % 8 == 0 || step == steps - 1) {
-                fprintf(stderr, "dhreplay: %s step %ld: %.1f us, %.0f misses", run.id.c_str(), step, ms * 1000.0, misses);
-                if (run.spec) fprintf(stderr, " (commit, not timed: %.1f us)", commit_ms * 1000.0);
-                fputc('\n', stderr);
-            }
-        }
-        rp_host_close(h);
-        if (failed) break;
+        cudaCheck(cudaDeviceSynchronize());
+        char what[32];
+        snprintf(what, sizeof what, " (commit %d)", t);
+        check_misses(run, step, what, want.data(), act_h.data());
     }
-    if (out) fclose(fo);
-    if (ftl) fclose(ftl);
-    return failed ? 1 : 0;
+    cudaCheck(cudaEventRecord(t2, 0));
+    cudaCheck(cudaEventSynchronize(t2));
+    float cm = 0;
+    cudaCheck(cudaEventElapsedTime(&cm, t1, t2));
+    commit_ms = cm;
+    for (size_t p = 0; p < P; p++) misses += (double)(sp.miss[p] + sp.n_xr[p]) * group_layers[p / R];
+    check_resident(run, step, h);
+    write_step(run, skip ? "verify-" + skip_name : "verify", step, ms, misses, (double)L * R * k * Q);
+    return 0;
+}
+
+int rp_replay::run_one(const rp_run &run)
+{
+    hc.budget_rows = (uint32_t)run.budget;
+    hc.seed = (uint64_t)run.seed;
+    hc.draft_path = run.spec ? draft.c_str() : NULL;
+    hc.output_len = (uint32_t)(run.spec ? out_len : 0);
+    rp_host *h;
+    if (rp_host_open(&hc, &h) < 0) dh_die_last("dhreplay");
+    cudaCheck(cudaMemset(slot_row, 0xff, P * Bmax * 4));
+    cudaCheck(cudaMemset(slot_last, 0xff, P * Bmax * 4));
+    cudaCheck(cudaMemset(row_slot, 0xff, P * (size_t)win * 4));
+    stamp = 0;
+    for (long step = 0; step < steps && !failed; step++) {
+        double misses = 0, commit_ms = 0;
+        float ms = 0;
+        if (!run.spec ? plain_step(run, h, step, ms, misses) : verify_step(run, h, step, ms, misses, commit_ms)) return 1;
+        fflush(fo);
+        if (step % 8 == 0 || step == steps - 1) {
+            fprintf(stderr, "dhreplay: %s step %ld: %.1f us, %.0f misses", run.id.c_str(), step, ms * 1000.0, misses);
+            if (run.spec) fprintf(stderr, " (commit, not timed: %.1f us)", commit_ms * 1000.0);
+            fputc('\n', stderr);
+        }
+    }
+    rp_host_close(h);
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    /* Every kernel's module loaded when the context is created, not at its first launch (CUDA
+     * 12's lazy default): otherwise step 0 also times the loading (11 ms of a 64 x 25K step,
+     * measurements/h200/replay-glm53-64x25k-loading.csv). The user's own setting stands. */
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+    rp_replay rp;
+    rp.parse(argc, argv);
+    rp.runs = rp.resolve();
+    rp.draft = rp_draft_path(rp.model);
+    rp.gamma = rp_gamma(rp, rp.runs, rp.draft);
+    rp.out_len = rp.gamma ? rp.steps * (rp.gamma + 1) + 1 : rp.steps;
+    if (rp.gamma && rp.indexer_version != 5 && !rp.dry_run) {
+        fprintf(stderr, "dhreplay: verification steps need --indexer-version 5 (several queries per request)\n");
+        exit(2);
+    }
+    if (rp.dry_run) return rp_dry_run(rp, rp.runs, rp.draft, rp.gamma, rp.out_len);
+    if (rp.setup()) return 1;
+    int rc = 0;
+    for (auto &run : rp.runs)
+        if ((rc = rp.run_one(run))) break;
+    if (rp.out) fclose(rp.fo);
+    if (rp.ftl) fclose(rp.ftl);
+    return rc || rp.failed ? 1 : 0;
 }
