@@ -181,6 +181,11 @@ bin/dhbench: $(BUILD)/kernels/dhbench.cu.o $(BUILD)/kernels/libdhkbench.a $(BUIL
 	@mkdir -p bin
 	$(NVCC) $(NVCCFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) -lcublasLt -lpthread
 
+# The GPU check of SGLang's hot-buffer kernel against its CPU steps (kernels/sglcheck.cu).
+bin/dhsglcheck: $(BUILD)/kernels/sglcheck.cu.o $(BUILD)/kernels/libdhk.a $(KGPU_C_OBJ)
+	@mkdir -p bin
+	$(NVCC) $(NVCCFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) -lcublasLt -lpthread
+
 bin/dha2a: kernels/a2a/dha2a.cu kernels/a2a/a2a_plan.h $(BUILD)/gpu/kernels/a2a/a2a_plan.o $(BUILD)/gpu/common/dh_err.o
 	@test -n "$(NCCL_LIB)" -a -n "$(NCCL_INC)" || { echo "bin/dha2a: NCCL not found (libnccl.so and nccl.h); set NCCL_HOME"; exit 1; }
 	@mkdir -p bin

@@ -62,6 +62,21 @@ void dhk_residency_launch(int pairs, int B, int stride, int k, int win, int32_t 
                           int32_t *slot_last, int32_t *row_slot, int32_t *sel_slot, int32_t *miss_rows,
                           int32_t *miss_slots, int32_t *n_miss, size_t smem, cudaStream_t stream);
 
+/* ---- SGLang's hot buffer (sim/sglhb.h; the steps of kernels/lib/sglang_rule.cuh) ----
+ * One block per pair p < pairs: the pair's B LRU slots (lru, slot_row: B per pair; row_slot,
+ * row_mark: win rows per pair, started with sglr_pair_init) take the n_sel[p] selected rows of
+ * topk (k per pair, in the indexer's output order) at a context of nrows[p] rows: the fast path
+ * while nrows <= B, else the kernel's hit scan, miss placement and LRU write-back. Outputs per
+ * pair: sel_slot (B for the newest row), the misses in top-k order (miss_rows, miss_slots),
+ * n_miss and n_evicted. stamp must change from one call to the next. */
+size_t dhk_sglang_residency_smem_bytes(int B);
+void dhk_sglang_residency_setup(size_t smem);
+void dhk_sglang_residency_launch(int pairs, int B, int k, int win, uint32_t stamp, const int32_t *topk,
+                                 const int32_t *n_sel, const int32_t *nrows, int32_t *lru, int32_t *slot_row,
+                                 int32_t *row_slot, uint32_t *row_mark, int32_t *sel_slot, int32_t *miss_rows,
+                                 int32_t *miss_slots, int32_t *n_miss, int32_t *n_evicted, size_t smem,
+                                 cudaStream_t stream);
+
 /* ---- indexer scoring (indexer version 5, sm_90a) ----
  * score(q, t) = scales[t] * sum_h w[q][h] * relu(q_h . k_t) for batch requests x ctx keys of
  * DHK_IX_DIM FP8 bytes, heads x DHK_IX_DIM FP8 query bytes per query token, queries tokens per

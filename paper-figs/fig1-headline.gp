@@ -1,6 +1,6 @@
 # Result 1 of the paper: output tokens/s per decode GPU, GLM-5.3, 100K context,
 # concurrency 128 (8 x H200). Inputs written by make-figs.sh.
-name = "fig1-headline"; w = 1000; h = 560
+name = "fig1-headline"; w = 1200; h = 600
 load "term.gp"
 set datafile separator "\t"
 mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/headline-marks.tsv"))
@@ -13,7 +13,7 @@ set yrange [0:*]
 set grid ytics
 set xtics rotate by -20
 set key top left box opaque
-set xrange [-0.6:7.6]
+set xrange [-0.6:10.6]
 set offsets 0,0,graph 0.25,0
 plot "data/headline.tsv" using 2:xtic(1) skip 1 title "simulated" lc rgb "#4477aa", \
      "" using 0:2:(sprintf("%.0f", $2)) skip 1 with labels offset 0,0.7 notitle, \

@@ -30,14 +30,15 @@ ini() { # ini FILE SECTION KEY: one value of an INI file (the first word after "
 
 fig1() {
     # Result 1: throughput per decode GPU at 100K context, concurrency 128.
-    # --compare runs the four policies and Adaptive + DFlash2; hisparse-spec is
-    # HiSparse with speculation but none of the paper's mechanisms.
+    # --compare runs every built-in policy and Adaptive + DFlash2: SGLang's
+    # HiSparse as shipped (static, watermark, dynamic) stands beside Adaptive;
+    # hisparse-spec is HiSparse with speculation but none of the paper's mechanisms.
     run --compare --quiet --json paper-figs/data/headline.json
     run --policy hisparse-spec,hisparse+dflash2,resident+dflash2 --steps 53 --quiet \
         --json paper-figs/data/headline-spec.json
     {
         printf 'label\ttok_s_per_gpu\n'
-        for p in resident hisparse oracle adaptive adaptive+dflash2; do
+        for p in resident hisparse oracle sglang-hisparse sglang-watermark sglang-dynamic adaptive adaptive+dflash2; do
             printf '%s\t%s\n' "$p" "$(./jget.sh data/headline.json $p tok_s_per_gpu)"
         done
         for p in hisparse-spec hisparse+dflash2 resident+dflash2; do

@@ -21,6 +21,9 @@ int admit_init(admit_state *a, const sim_config *sc, const pol_ops *pol, sel_sou
     uint32_t n = a->sh->n_requests;
     pol_env_init(&a->env, &sc->model, sc->hisparse_budget_k, sc->adaptive_max_optional_k);
     ledger_init(&a->hbm, sc->hw.hbm_bytes);
+    a->env.sgl = sc->sgl;
+    a->env.sgl.pool_bytes = sc->mem.kv_pool;
+    a->env.sgl.order_seed = sc->seed;
     a->req = dh_calloc(n, sizeof *a->req);
     a->active = dh_calloc(n, sizeof *a->active);
     a->arrival = dh_calloc(n, sizeof *a->arrival);

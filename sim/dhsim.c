@@ -29,11 +29,13 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: dhsim [options]\n"
         "  --config FILE        instance config (default " DEFAULT_INSTANCE ")\n"
-        "  --policy LIST        comma-separated columns: resident, hisparse, adaptive, oracle; POLICY+MODE\n"
+        "  --policy LIST        comma-separated columns: resident, hisparse (ideal-lru: an idealised LRU, the\n"
+        "                       fetch overlapped), adaptive, oracle, sglang-hisparse, sglang-dynamic,\n"
+        "                       sglang-watermark (SGLang's HiSparse as shipped, sim/pol.h); POLICY+MODE\n"
         "                       (e.g. adaptive+dflash2) runs it with speculative decoding; hisparse-spec is\n"
         "                       hisparse with speculation but no shared retrieval, draft ring or staging\n"
         "                       reuse (default: the config's policy)\n"
-        "  --compare            the four policies plus adaptive with speculation (the config's [spec]\n"
+        "  --compare            every built-in policy plus adaptive with speculation (the config's [spec]\n"
         "                       mode, else dflash2 where the model has that draft, else dspark) and the paper's\n"
         "                       headline comparison\n"
         "  --spec MODE          none, dflash2, dspark or mtp (spec.mode; draft models/drafts/MODEL-MODE.ini)\n"
@@ -359,9 +361,10 @@ static int add_column(run_spec *s, const char *name, const char *mode)
  * and Adaptive + speculation, the ratios beside the paper's (PAPER_RESULTS). */
 static int print_headline(FILE *f, const sim_result *r, int n)
 {
-    const sim_result *hs = NULL, *ad = NULL, *sp = NULL;
+    const sim_result *hs = NULL, *ad = NULL, *sp = NULL, *dy = NULL;
     for (int i = 0; i < n; i++) {
-        if (!strcmp(r[i].policy, "hisparse")) hs = &r[i];
+        if (!strcmp(r[i].policy, "sglang-dynamic")) dy = &r[i];
+        else if (!strcmp(r[i].policy, "hisparse")) hs = &r[i];
         else if (!strcmp(r[i].policy, "adaptive")) ad = &r[i];
         else if (!strcmp(r[i].policy, "adaptive+dflash2")) sp = &r[i];
     }
@@ -381,9 +384,14 @@ static int print_headline(FILE *f, const sim_result *r, int n)
     fprintf(f, "  %-34s %10s %10s\n", "output tokens/s per decode GPU", "simulated", "paper");
     fprintf(f, "  %-34s %10.1f %10s\n", "hisparse", hs->tok_s_gpu, "");
     fprintf(f, "  %-34s %10.1f %10s\n", "adaptive", ad->tok_s_gpu, "");
+    if (dy) fprintf(f, "  %-34s %10.1f %10s\n", "sglang-dynamic (as shipped)", dy->tok_s_gpu, "");
     fprintf(f, "  %-34s %10.1f %10.0f\n", sp->policy, sp->tok_s_gpu, tok);
     fprintf(f, "  %-34s %9.2fx %9.2fx\n", "ratio vs hisparse", hs->tok_s_gpu > 0 ? sp->tok_s_gpu / hs->tok_s_gpu : 0, vs_hs);
     fprintf(f, "  %-34s %9.2fx %9.2fx\n", "ratio vs adaptive (plain)", ad->tok_s_gpu > 0 ? sp->tok_s_gpu / ad->tok_s_gpu : 0, vs_ad);
+    if (dy && dy->tok_s_gpu > 0) {
+        fprintf(f, "  %-34s %9.2fx %10s\n", "ratio vs sglang-dynamic", sp->tok_s_gpu / dy->tok_s_gpu, "-");
+        fprintf(f, "  %-34s %9.2fx %10s\n", "adaptive (plain) vs sglang-dynamic", ad->tok_s_gpu / dy->tok_s_gpu, "-");
+    }
     rc = ferror(f) ? dh_err("write error on the report") : 0;
 done:
     cfg_free(c);

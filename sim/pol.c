@@ -12,7 +12,8 @@
 /* ---- the registry ------------------------------------------------------ */
 
 /* The built-in policies in pol_kind order, then the registered ones. */
-static const pol_ops *registry[POL_MAX] = { &pol_resident_ops, &pol_hisparse_ops, &pol_adaptive_ops, &pol_oracle_ops };
+static const pol_ops *registry[POL_MAX] = { &pol_resident_ops, &pol_hisparse_ops, &pol_adaptive_ops, &pol_oracle_ops,
+                                           &pol_sglang_hisparse_ops, &pol_sglang_dynamic_ops, &pol_sglang_watermark_ops };
 static int n_registered = POL_N;
 
 const pol_ops *pol_ops_of(pol_kind kind)
@@ -28,9 +29,11 @@ const char *pol_name_of(pol_kind kind)
 
 int pol_parse(const char *name, pol_kind *out)
 {
+    /* The idealised LRU's name for what it is; "hisparse" stays its printed name. */
+    if (!strcmp(name, "ideal-lru")) name = "hisparse";
     for (int i = 0; i < n_registered; i++)
         if (!strcmp(name, registry[i]->name)) { *out = (pol_kind)i; return 0; }
-    return dh_err("unknown policy '%s' (expected resident, hisparse, adaptive or oracle)", name);
+    return dh_err("unknown policy '%s' (expected resident, hisparse (ideal-lru), adaptive, oracle, sglang-hisparse, sglang-dynamic or sglang-watermark)", name);
 }
 
 int pol_register(const pol_ops *ops, pol_kind *kind)

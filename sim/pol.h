@@ -13,9 +13,11 @@
  *   resident  every row on GPU: all selected rows are hits, nothing is
  *             fetched or written through (there is no host tier); the
  *             stream is not even read, since n_sel = min(k, rows) is known.
- *   hisparse  LRU hot buffer with one fixed budget B per (request, layer)
- *             (hotbuf.h); the host holds every row. The miss sequence is a pure
- *             function of the stream, so it is computed ahead for the
+ *   hisparse  an idealised LRU hot buffer with the fetch overlapped (alias
+ *             ideal-lru): one fixed budget B per (request, layer) (hotbuf.h),
+ *             the host holding every row, a produced row resident at once, and
+ *             the fetch on its own path beside compute. The miss sequence is a
+ *             pure function of the stream, so it is computed ahead for the
  *             request's horizon when the request is admitted (cache-hot).
  *   adaptive  the same LRU hot buffer, but its budget is k + E where E, the
  *             optional rows, is set every step from spare HBM (and cut first
@@ -24,6 +26,14 @@
  *             from the whole stream when the request is admitted.
  * All four apply the same rules (new rows produced on the GPU enter
  * residency; position 0 starts with nothing resident except under resident).
+ * And SGLang's HiSparse as it ships (pol_sglang.c, sglhb.h), whose fetch runs
+ * on the compute stream (pol_ops.fetch_main):
+ *   sglang-hisparse   the static hot buffer: device_buffer_size rows per
+ *             (request, layer) plus the newest row's slot, the kernel's order;
+ *   sglang-dynamic    every request resident with a host backup until the pool
+ *             runs short, then demoted to the hot buffer largest first;
+ *   sglang-watermark  resident or hot buffer decided at admission by the pool's
+ *             high and low watermarks (demotion as dynamic when still short).
  *
  * A stream is followed in one of four modes (pol_mode), whichever policy
  * opened it: counted only, LRU or MIN computed ahead, or a live LRU buffer
@@ -36,12 +46,16 @@
 
 #include "sim/belady.h"
 #include "sim/hotbuf.h"
+#include "sim/sglhb.h"
 #include "sim/model.h"
 #include "traces/sel.h"
 
 /* A policy's index in the registry. The built-in ones come first, in this
  * order; pol_register() hands out the indices after them. */
-typedef enum { POL_RESIDENT = 0, POL_HISPARSE, POL_ADAPTIVE, POL_ORACLE, POL_N } pol_kind;
+typedef enum {
+    POL_RESIDENT = 0, POL_HISPARSE, POL_ADAPTIVE, POL_ORACLE,
+    POL_SGLANG_HISPARSE, POL_SGLANG_DYNAMIC, POL_SGLANG_WATERMARK, POL_N
+} pol_kind;
 /* Most policies the registry holds (built-in and registered). */
 #define POL_MAX 16
 
@@ -84,6 +98,7 @@ typedef struct {
     pol_ahead ahead;          /* live: positions read ahead */
     hotbuf buf;               /* live (ahead LRU only while computing ahead) */
     belady_seq seq;           /* ahead: per-position results */
+    void *priv;               /* a policy's own state (pol_sglang.c), freed by its close */
 } pol_stream;
 
 /* Open the stream of (req, group) in the given mode. The ahead modes compute
@@ -99,6 +114,18 @@ void pol_stream_close(pol_stream *ps);
 
 /* ---- policies ---------------------------------------------------------- */
 
+/* The [policy] settings of the SGLang policies (sim.h lists the keys and
+ * their sources). */
+typedef struct {
+    uint32_t device_buffer_size;  /* LRU slots per (request, layer), rows (SGLang's name and unit) */
+    uint32_t page_size;           /* the KV pool's page (the padded buffer's extra page) */
+    int cold;                     /* sglhb_cold: how a request's buffer starts */
+    int order;                    /* sglhb_order: the top-k order the kernel sees */
+    double high_watermark, low_watermark; /* sglang-watermark: of the device KV pool */
+    double pool_bytes;            /* the device KV pool: HBM less weights and workspace (admit.c) */
+    uint64_t order_seed;          /* SGLHB_ORDER_HASHED: the run's seed (admit.c) */
+} pol_sglang_cfg;
+
 /* What a policy sees of the run: the model, the [policy] settings, the fixed
  * budget they imply and, for a policy whose budget follows spare HBM, the
  * optional rows it last chose. */
@@ -108,6 +135,13 @@ typedef struct {
     double max_optional_k;      /* [policy] adaptive_max_optional_k (0: no cap) */
     uint32_t *budget;           /* [groups] the fixed budget B = ceil(budget_k x k) */
     uint32_t optional_rows;     /* E, set by rebalance (0 for a fixed budget) */
+    pol_sglang_cfg sgl;         /* the SGLang policies' settings */
+    /* The SGLang dynamic policies' state: the spare bytes of the last rebalance
+     * (at an admission: with the new request charged), whether admission is in
+     * hot-buffer mode (watermark), and the demotions so far. */
+    double sgl_used;            /* device KV pool bytes in use, residents' rows included */
+    int sgl_admit_hot;
+    uint32_t sgl_demotions;
 } pol_env;
 
 /* How one stream is to be opened (pol_ops.open). */
@@ -127,6 +161,13 @@ typedef struct {
      * its SMs, rows are written through, verification stages its union);
      * 0: every row is on the GPU. */
     int host_tier;
+    /* 1: the fetch of a selecting layer runs on the compute stream between
+     * its indexer and its attention, one block per request, not overlapped
+     * (SGLang's swap-in); the layers sharing its selection replay the miss
+     * plan on the fetch path (step.h). 0: every fetch on the fetch path. */
+    int fetch_main;
+    /* What the policy is, in a line (for --help and the docs). */
+    const char *what;
     /* Why the policy does not run with speculative decoding (NULL: it does). */
     const char *no_spec;
     /* Ledger bytes of group g of a request whose final context has rows rows:
@@ -149,7 +190,7 @@ typedef struct {
 const pol_ops *pol_ops_of(pol_kind kind);
 /* Its name ("?" for an index with no policy). */
 const char *pol_name_of(pol_kind kind);
-/* Parse a policy name; -1 with dh_err() if unknown. */
+/* Parse a policy name (or an alias: ideal-lru for hisparse); -1 with dh_err() if unknown. */
 int pol_parse(const char *name, pol_kind *out);
 /* Add a policy (before any run: the registry is not locked); *kind is its
  * index. -1 with dh_err() when the name is taken or the registry is full. */
@@ -165,5 +206,6 @@ void pol_reserve_fixed(const pol_env *e, uint32_t g, double rows, double *prot, 
 double pol_budget_fixed(const pol_env *e, uint32_t g);
 
 extern const pol_ops pol_resident_ops, pol_hisparse_ops, pol_adaptive_ops, pol_oracle_ops;
+extern const pol_ops pol_sglang_hisparse_ops, pol_sglang_dynamic_ops, pol_sglang_watermark_ops;
 
 #endif

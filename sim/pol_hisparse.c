@@ -1,4 +1,6 @@
-/* pol_hisparse.c: an LRU hot buffer of one fixed budget B = ceil(budget_k x k)
+/* pol_hisparse.c: an idealised LRU hot buffer with the fetch overlapped (the CLI
+ * also takes the name ideal-lru; sglang-hisparse, pol_sglang.c, is HiSparse as SGLang
+ * ships it): one fixed budget B = ceil(budget_k x k)
  * rows per (request, group), the host holding every row. The fixed budget
  * makes the miss sequence a pure function of the stream, so it is computed
  * for the request's horizon when the stream opens (pol.h); speculative
@@ -14,6 +16,7 @@ static int open_stream(const pol_env *e, pol_stream *ps, const pol_open_args *a)
 const pol_ops pol_hisparse_ops = {
     .name = "hisparse",
     .host_tier = 1,
+    .what = "an idealised LRU hot buffer (a produced row resident at once), the fetch overlapped with compute",
     .reserve = pol_reserve_fixed,
     .budget = pol_budget_fixed,
     .open = open_stream,

@@ -110,6 +110,12 @@
  *      overlaps every fetch.
  *   Not modelled: speculative (multi-position) steps; the commit read swaps in
  *   one position per call.
+ * Where it is used: the policies sglang-hisparse (pol_sglang.c: this buffer from
+ * position 0, computed ahead at admission), sglang-dynamic and sglang-watermark
+ * (pol_dynamic.c: from a demotion or a hot admission on, live); their fetch is
+ * placed on the compute stream by step.c (pol_ops.fetch_main). The GPU kernel of
+ * the same rule is kernels/lib/residency.cu's dhk_sglang_residency_launch
+ * (kernels/lib/sglang_rule.cuh, checked on the CPU by tests/test_sglang_rule.c).
  *
  * Cost. SGLHB_IMPL_SCAN does what the kernel does, O(B + k) per position (it
  * scans every slot), plus a radix sort of the selection for the hashed order

@@ -99,6 +99,18 @@ static const cfg_key inst_keys[] = {
            "KV pool (SGLang's host_to_device_ratio); 0: unbounded.", 0),
     CK_ROW("policy", "adaptive_max_optional_k", CK_NUM, "x k", 0, 1e9, "0", "Adaptive's cap on optional rows per "
            "(request, group), in multiples of k; 0: no cap.", 0),
+    CK_ROW("policy", "device_buffer_size", CK_INT, "rows", 1, 1 << 24, "4096", "The SGLang policies' hot buffer per "
+           "(request, layer) in rows, SGLang's key and unit (SparseConfig's default); at least every group's k.", 0),
+    CK_ROW("policy", "sglang_page_size", CK_INT, "rows", 1, 1 << 16, "64", "The KV pool's page: the padded buffer's "
+           "extra page and the allocation's rounding (the page of SGLang's HiSparse tests; assumed).", 0),
+    CK_STR_ROW("policy", "sglang_cold", "staging", "staging|direct", "How an SGLang hot buffer starts: the prefill's KV "
+               "on the device (rows 0 .. B-1 filled) or written to host (empty slots; a short context preloaded).", 0),
+    CK_STR_ROW("policy", "sglang_order", "hashed", "hashed|ascending", "The top-k order SGLang's kernel sees: a "
+               "seeded pseudo-random order per position (the indexer's output is unsorted) or ascending rows.", 0),
+    CK_ROW("policy", "sglang_high_watermark", CK_NUM, "", 0, 1, "0.85", "sglang-watermark: above this use of the "
+           "device KV pool requests are admitted to the hot buffer (sgl-project/sglang#30266).", 0),
+    CK_ROW("policy", "sglang_low_watermark", CK_NUM, "", 0, 1, "0.70", "sglang-watermark: below it admissions are "
+           "resident again (sgl-project/sglang#30266).", 0),
     CK_ROW("trace", "preset", CK_STR, "", 0, 0, "", "A generator preset (traces/presets); one of preset and path.", 0),
     CK_ROW("trace", "path", CK_STR, "", 0, 0, "", "A recorded selection trace (HDF5); one of preset and path.", 0),
     CK_ROW("trace", "seed", CK_INT, "", 0, 9.223372036854774e18, "1", "Seed of every random stream of the run.", 0),
@@ -211,6 +223,29 @@ static int a2a_resolve(sim_config *sc, const char *path)
         sc->a2a_gbps[p] = bw[p];
     }
     snprintf(sc->a2a_source, sizeof sc->a2a_source, "measured (%s, %g GPUs)", path, sc->moe_ep);
+    return 0;
+}
+
+/* The SGLang policies' [policy] keys (sim.h). device_buffer_size >= every group's top-k is
+ * checked by the SGLang policies themselves (pol_sglang.c), so that a config no SGLang column
+ * runs is not refused for it. */
+static int sglang_config_load(cfg *c, const cfg_schema *I, pol_sglang_cfg *g)
+{
+    long dbs, page;
+    int cold, order;
+    memset(g, 0, sizeof *g);
+    if (cfgk_int(c, I, "policy", "device_buffer_size", &dbs) < 0 || cfgk_int(c, I, "policy", "sglang_page_size", &page) < 0 ||
+        cfgk_choice(c, I, "policy", "sglang_cold", &cold) < 0 || cfgk_choice(c, I, "policy", "sglang_order", &order) < 0 ||
+        cfgk_double(c, I, "policy", "sglang_high_watermark", &g->high_watermark) < 0 ||
+        cfgk_double(c, I, "policy", "sglang_low_watermark", &g->low_watermark) < 0)
+        return -1;
+    g->device_buffer_size = (uint32_t)dbs;
+    g->page_size = (uint32_t)page;
+    g->cold = cold == 0 ? SGLHB_COLD_STAGING : SGLHB_COLD_DIRECT;      /* the row's choices: staging|direct */
+    g->order = order == 0 ? SGLHB_ORDER_HASHED : SGLHB_ORDER_ASCENDING; /* hashed|ascending */
+    if (g->low_watermark > g->high_watermark)
+        return dh_err("%s: [policy] sglang_low_watermark = %g is above sglang_high_watermark = %g", cfg_name(c),
+                      g->low_watermark, g->high_watermark);
     return 0;
 }
 
@@ -377,6 +412,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     if (cfgk_double(c, I, "policy", "hisparse_budget_k", &sc->hisparse_budget_k) < 0) return -1;
     if (cfgk_double(c, I, "policy", "host_to_device_ratio", &sc->mem.host_to_device_ratio) < 0) return -1;
     if (cfgk_double(c, I, "policy", "adaptive_max_optional_k", &sc->adaptive_max_optional_k) < 0) return -1;
+    if (sglang_config_load(c, I, &sc->sgl) < 0) return -1;
     const char *preset, *path;
     if (cfgk_string(c, I, "trace", "preset", &preset) < 0) return -1;
     if (cfgk_string(c, I, "trace", "path", &path) < 0) return -1;
@@ -536,8 +572,15 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
         cx->a2a_gbps[p] = sc->a2a_gbps[p];
     }
     cx->a2a_ranks_per_token = cost_a2a_ranks(m->experts, m->experts_per_token, sc->moe_ep);
-    /* The fetch kernel holds its SMs whenever a host tier exists. */
-    cx->compute_sms = pol->host_tier ? sc->hw.sms - sc->hw.fetch_sms : sc->hw.sms;
+    /* The fetch kernel holds its SMs whenever a host tier exists. SGLang's swap-in
+     * (fetch_main) runs between compute kernels on the main stream and holds none
+     * of them during compute, unless layers share a selection: their replays run
+     * on a side stream beside compute. */
+    int side = 0;
+    for (uint32_t l = 0; l < m->n_layers; l++)
+        side |= m->layer_group[l] >= 0 && m->layer[l].select != MODEL_SELECT_OWN && m->layer[l].kv_own;
+    cx->compute_sms = pol->host_tier && (!pol->fetch_main || side) ? sc->hw.sms - sc->hw.fetch_sms : sc->hw.sms;
+    cx->fetch_main = pol->fetch_main;
     cx->queries = 1;
     cx->tp = sc->tp;
 }

@@ -32,7 +32,16 @@
  *               the same B), host_to_device_ratio (the host KV pool of a
  *               policy with a host tier, as a multiple of the device KV pool:
  *               SGLang HiSparse's; 0 = unbounded), adaptive_max_optional_k (cap on optional rows
- *               per (request, group) as a multiple of k; 0 = none)
+ *               per (request, group) as a multiple of k; 0 = none);
+ *               the SGLang policies' (pol_sglang.c): device_buffer_size
+ *               (rows per (request, layer), >= every group's k; default 4096,
+ *               SGLang's SparseConfig), sglang_page_size (default 64, the page
+ *               of SGLang's HiSparse tests; assumed for the deployments),
+ *               sglang_cold (staging|direct, default staging),
+ *               sglang_order (hashed|ascending, default hashed: the indexer's
+ *               top-k comes out unsorted),
+ *               sglang_high_watermark / sglang_low_watermark (0.85 / 0.70,
+ *               sgl-project/sglang#30266)
  *   [trace]     preset (generator preset name) or path (HDF5 trace file),
  *               seed, keyframe_interval
  *   [spec]      speculative decoding: mode, draft, shared_retrieval,
@@ -90,6 +99,7 @@ typedef struct {
     tp_cfg tp;                         /* [instance] attn_tp and its all-reduce (ranks 1: none) */
     pol_kind policy;
     double hisparse_budget_k, adaptive_max_optional_k;
+    pol_sglang_cfg sgl;                /* [policy] the SGLang policies' keys */
     char preset[256], trace_path[512];
     uint64_t seed;
     uint32_t keyframe_interval;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EV_IDX = 1, EV_FETCH, EV_COMP };
+enum { EV_IDX = 1, EV_FETCH, EV_COMP, EV_MAIN_FETCH };
 
 double step_indexer_s(const step_ctx *cx, const step_mb *m, uint32_t l)
 {
@@ -51,7 +51,17 @@ static int fetch_launches(const step_mb *m, int32_t g, double rows[2], double pa
 
 /* step_fetch_s, and in *weight (when not NULL) the fetch's weight under compute_interference:
  * its launches' beside_slowdown at their densities, weighted by their times (hw.h). */
+static double fetch_cost_sms(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes, double *weight,
+                             double sms);
+
 static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes, double *weight)
+{
+    return fetch_cost_sms(cx, m, l, bytes, weight, cx->hw->fetch_sms);
+}
+
+/* The same with sms SMs (fetch_main: one block per request). */
+static double fetch_cost_sms(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes, double *weight,
+                             double sms)
 {
     const model_kind *k = &cx->model->layer[l];
     int32_t g = cx->model->layer_group[l];
@@ -61,7 +71,7 @@ static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, doubl
     *bytes = m->miss[g] * k->row_bytes;
     double rows[2], pages[2], regions[2], t = 0, ts = 0;
     for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
-        const double d = cost_fetch_time(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], cx->hw->fetch_sms,
+        const double d = cost_fetch_time(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], sms,
                                          cx->pool_bytes);
         t += d;
         if (weight) ts += d * cost_fetch_beside(&cx->hw->cost.fetch, rows[i], regions[i]);
@@ -254,7 +264,7 @@ static void submit_group_fetches(step_state *r, uint32_t mi, uint32_t l, double 
     const model_cfg *md = cx->model;
     const step_mb *m = &r->mb[mi];
     int32_t g = md->layer_group[l];
-    for (uint32_t j = l; j < md->n_layers; j++) {
+    for (uint32_t j = cx->fetch_main ? l + 1 : l; j < md->n_layers; j++) {
         if (md->layer_group[j] != g) continue;
         if (j > l && md->layer[j].select == MODEL_SELECT_OWN) break;
         double bytes, weight, d = fetch_cost(cx, m, j, &bytes, &weight);
@@ -264,6 +274,30 @@ static void submit_group_fetches(step_state *r, uint32_t mi, uint32_t l, double 
         r->st->fetch_busy += d;
         r->st->fetch_bytes += bytes;
     }
+}
+
+/* fetch_main: the selecting layer l's swap-in on the compute server, after its indexer and
+ * before its attention (FIFO), one block per request. */
+static void submit_main_fetch(step_state *r, uint32_t mi, uint32_t l, double now)
+{
+    const step_ctx *cx = r->cx;
+    const step_mb *m = &r->mb[mi];
+    const model_kind *k = &cx->model->layer[l];
+    if (!k->kv_own || cx->model->layer_group[l] < 0) { r->s[mi].fetch_done[l] = 1; return; }
+    double sms = m->n_req < cx->hw->sms ? m->n_req : cx->hw->sms, bytes;
+    double d = fetch_cost_sms(cx, m, l, &bytes, NULL, sms);
+    /* Nothing missed: no swap-in task (a batch of resident requests runs SGLang's "resident"
+     * graph, which has none; a hot buffer that hits every row is taken to cost nothing too). */
+    if (d <= 0) { r->s[mi].fetch_done[l] = 1; return; }
+    note_fetch_inputs(cx, m, l, cx->model->layer_group[l], r->st);
+    double end = res_submit(r->gpu, now, d, 0);
+    /* The rows still cross the host link: its byte count holds every fetched byte, whichever
+     * stream issued the copy (its busy time only the fetch path's own work). */
+    if (r->h2d) r->h2d->bytes += bytes;
+    r->st->compute_busy += d;
+    r->st->fetch_busy += d;
+    r->st->fetch_bytes += bytes;
+    evq_push(r->q, end, EV_MAIN_FETCH, mi, l);
 }
 
 static void start_layer(step_state *r, uint32_t mi, double now)
@@ -336,8 +370,13 @@ double step_run(const step_ctx *cx, const step_mb *mb, uint32_t n_mb, double t0,
         switch (e.kind) {
         case EV_IDX:
             ms->idx_done = 1;
+            if (cx->fetch_main) submit_main_fetch(&r, e.a, e.b, e.time);
             submit_group_fetches(&r, e.a, e.b, e.time);
             try_compute(&r, e.a, e.time);
+            break;
+        case EV_MAIN_FETCH:
+            ms->fetch_done[e.b] = 1;
+            if (ms->layer == e.b) try_compute(&r, e.a, e.time);
             break;
         case EV_FETCH:
             res_complete(h2d, &e);

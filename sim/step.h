@@ -15,7 +15,14 @@
  *   WRITE(m,l) write-through of the rows produced at layer l to host; after
  *              COMP(m,l), off the critical path.
  * IDX and COMP share the compute server, FETCH the fetch server, WRITE the
- * write-through server; each server is FIFO. While one micro-batch computes
+ * write-through server; each server is FIFO. With fetch_main (SGLang's
+ * HiSparse) the fetch of a selecting layer is a task on the compute server
+ * instead, queued when its indexer ends and before its COMP: SGLang's swap-in
+ * runs on the main stream between the indexer and the attention, one block
+ * per request (so min(requests, SMs) SMs in the fetch's SM table), not
+ * overlapped with compute (no task when nothing misses: a batch of resident
+ * requests runs SGLang's "resident" graph, without a swap-in); the layers sharing the selection replay the anchor's miss plan on the
+ * fetch path (a side stream), overlapped as before. While one micro-batch computes
  * layer l, another's misses for layer l travel over PCIe. The step ends when
  * every micro-batch finished its last layer. Costs come from sim/cost.h only. */
 #ifndef DH_STEP_H
@@ -80,6 +87,7 @@ typedef struct {
     double straggler_cv, straggler_factor; /* the factor: cost_straggler_factor(cv, moe_ep) */
     tp_cfg tp;                     /* tensor-parallel attention (sim/tp.h); ranks 0 or 1:
                                     * none, and every cost is the data-parallel one */
+    int fetch_main;                /* 1: a selecting layer's fetch on the compute server (above) */
 } step_ctx;
 
 typedef struct {

@@ -9,6 +9,7 @@
  * (rp_host.h) at every step, and two pairs' resident sets row by row. */
 #include "kernels/dhk.h"
 #include "kernels/lib/block_scan.cuh"   // defines: block_excl_scan, radix_select_digit, block_compact_le
+#include "kernels/lib/sglang_rule.cuh"  // defines: sglr_is_miss, sglr_is_hit, sglr_new_position (SGLang's rule)
 
 /* The eviction key of kref_lru_key() (kernels/kref.h), as kernels/versions/residency.cu computes it. */
 static __device__ __forceinline__ uint64_t res_lru_key(int32_t slot, int32_t row, int32_t last, bool prot)
@@ -183,5 +184,111 @@ void dhk_residency_launch(int pairs, int B, int stride, int k, int win, int32_t 
     dhk_residency_kernel<<<(unsigned)pairs, DHK_RES_THREADS, smem, stream>>>(B, stride, k, win, step, active, sel, wfirst,
                                                                            wcnt, slot_row, slot_last, row_slot, sel_slot,
                                                                            miss_rows, miss_slots, n_miss);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* ---- SGLang's hot buffer (sim/sglhb.h), the steps of kernels/lib/sglang_rule.cuh ----
+ *
+ * One block per pair, as SGLang's swap-in runs one block per request. Each thread takes a
+ * contiguous chunk of the top-k and of the LRU positions, so that block-wide exclusive scans
+ * of its counts give every element its rank in order: the misses' ranks in top-k order and
+ * the hits' in LRU order (SGLang's kernel does the same with warp ballots). Dynamic shared
+ * memory: the evictable slots a miss takes (evict) and the new LRU order (lru2), B each. The
+ * CPU runs the same steps one element at a time (sglr_step_cpu), checked against sim/sglhb.c
+ * by tests/test_sglang_rule.c; on the GPU the kernel is checked against sglr_step_cpu. */
+__global__ void __launch_bounds__(DHK_RES_THREADS)
+dhk_sglang_residency_kernel(int B, int k, int win, uint32_t stamp, const int32_t *__restrict__ topk_all,
+                            const int32_t *__restrict__ n_sel_all, const int32_t *__restrict__ nrows_all,
+                            int32_t *__restrict__ lru_all, int32_t *__restrict__ slot_row_all,
+                            int32_t *__restrict__ row_slot_all, uint32_t *__restrict__ row_mark_all,
+                            int32_t *__restrict__ sel_slot_all, int32_t *__restrict__ miss_rows_all,
+                            int32_t *__restrict__ miss_slots_all, int32_t *__restrict__ n_miss_all,
+                            int32_t *__restrict__ n_evicted_all)
+{
+    extern __shared__ __align__(16) int32_t sgl_smem[];
+    int32_t *evict = sgl_smem, *lru2 = sgl_smem + B;
+    __shared__ int s_evicted;
+    const size_t p = blockIdx.x;
+    const int tid = threadIdx.x, nt = blockDim.x, n = n_sel_all[p];
+    const int32_t nrows = nrows_all[p], newest = nrows - 1;
+    const int32_t *topk = topk_all + p * k;
+    int32_t *lru = lru_all + p * B, *slot_row = slot_row_all + p * B;
+    int32_t *row_slot = row_slot_all + p * (size_t)win;
+    uint32_t *row_mark = row_mark_all + p * (size_t)win;
+    int32_t *sel_slot = sel_slot_all + p * k, *miss_rows = miss_rows_all + p * k, *miss_slots = miss_slots_all + p * k;
+    if (nrows <= B) { /* the fast path: slot = row */
+        for (int i = tid; i < n; i += nt) sel_slot[i] = topk[i];
+        if (tid == 0) n_miss_all[p] = 0, n_evicted_all[p] = 0;
+        return;
+    }
+    if (tid == 0) s_evicted = 0;
+    for (int i = tid; i < n; i += nt) row_mark[topk[i]] = stamp;
+    __syncthreads();
+    /* Misses in top-k order. */
+    const int kper = (n + nt - 1) / nt, k0 = min(n, tid * kper), k1 = min(n, k0 + kper);
+    int mc = 0;
+    for (int i = k0; i < k1; i++) mc += sglr_is_miss(row_slot, topk[i], newest);
+    int M;
+    int m = block_excl_scan(mc, &M);
+    /* Hits in LRU order, and every slot's new position. */
+    const int bper = (B + nt - 1) / nt, b0 = min(B, tid * bper), b1 = min(B, b0 + bper);
+    int hc = 0;
+    for (int i = b0; i < b1; i++) hc += sglr_is_hit(lru, slot_row, row_mark, stamp, newest, i);
+    int n_hit;
+    int h = block_excl_scan(hc, &n_hit);
+    const int n_evict = B - n_hit;
+    for (int i = b0; i < b1; i++) {
+        int hit = sglr_is_hit(lru, slot_row, row_mark, stamp, newest, i);
+        if (!hit && i - h < M) evict[i - h] = lru[i];
+        lru2[sglr_new_position(hit, h, i, n_evict, M)] = lru[i];
+        h += hit;
+    }
+    __syncthreads();
+    /* The m-th miss takes evict[m]: first the old rows leave (they are unselected, so no miss
+     * row is among them), then the misses move in. */
+    int my_ev = 0;
+    for (int i = k0, j = m; i < k1; i++)
+        if (sglr_is_miss(row_slot, topk[i], newest)) {
+            int32_t old = slot_row[evict[j++]];
+            if (old >= 0) row_slot[old] = -1, my_ev++;
+        }
+    if (my_ev) atomicAdd(&s_evicted, my_ev);
+    __syncthreads();
+    for (int i = k0, j = m; i < k1; i++) {
+        int32_t row = topk[i];
+        if (row != newest && row_slot[row] < 0) {
+            int32_t s = evict[j];
+            slot_row[s] = row;
+            row_slot[row] = s;
+            miss_rows[j] = row;
+            miss_slots[j] = s;
+            j++;
+        }
+    }
+    __syncthreads();
+    for (int i = tid; i < n; i += nt) {
+        int32_t row = topk[i];
+        sel_slot[i] = row == newest ? B : row_slot[row];
+    }
+    for (int i = tid; i < B; i += nt) lru[i] = lru2[i];
+    if (tid == 0) n_miss_all[p] = M, n_evicted_all[p] = s_evicted;
+}
+
+size_t dhk_sglang_residency_smem_bytes(int B) { return 2 * (size_t)B * sizeof(int32_t); }
+
+void dhk_sglang_residency_setup(size_t smem)
+{
+    cudaCheck(cudaFuncSetAttribute(dhk_sglang_residency_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+}
+
+void dhk_sglang_residency_launch(int pairs, int B, int k, int win, uint32_t stamp, const int32_t *topk,
+                                 const int32_t *n_sel, const int32_t *nrows, int32_t *lru, int32_t *slot_row,
+                                 int32_t *row_slot, uint32_t *row_mark, int32_t *sel_slot, int32_t *miss_rows,
+                                 int32_t *miss_slots, int32_t *n_miss, int32_t *n_evicted, size_t smem,
+                                 cudaStream_t stream)
+{
+    dhk_sglang_residency_kernel<<<(unsigned)pairs, DHK_RES_THREADS, smem, stream>>>(
+        B, k, win, stamp, topk, n_sel, nrows, lru, slot_row, row_slot, row_mark, sel_slot, miss_rows, miss_slots, n_miss,
+        n_evicted);
     CUDA_LAUNCH_CHECK();
 }

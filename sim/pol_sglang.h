@@ -1,0 +1,42 @@
+/* pol_sglang.h: the stream of one (request, group) under SGLang's HiSparse,
+ * shared by the static policy (pol_sglang.c) and the dynamic ones
+ * (pol_dynamic.c): either resident (every row on the device, a host backup
+ * of each row that stops being the newest) or in hot-buffer mode (sglhb.h),
+ * switching once from the first to the second (a demotion). */
+#ifndef DH_POL_SGLANG_H
+#define DH_POL_SGLANG_H
+
+#include <stdint.h>
+
+#include "sim/pol.h"
+#include "sim/sglhb.h"
+
+typedef struct {
+    const trace_shape *sh;
+    sglhb_config hcfg;
+    sglhb h;
+    int hot;                    /* 1: hot-buffer mode (h initialised) */
+    int demote;                 /* 1: switch to hot-buffer mode at the next position */
+    uint32_t demoted_at;        /* the position of the switch (UINT32_MAX: never) */
+    int started;
+    uint32_t prev_nrows;        /* context rows at the last position */
+    uint32_t *sel, *sel_next;   /* resident: the selection, ascending */
+    uint32_t n_sel, cap_sel;
+    uint32_t *scratch;          /* [cap_sel] scratch */
+    double rows_per_region;
+    uint32_t *reg_mark, cap_reg, reg_stamp; /* the misses' host regions (stamped per position) */
+    /* Ahead (the static policy): per-position results, positions [0, npos). */
+    uint32_t npos;
+    pol_out *seq;
+} sgl_stream;
+
+/* Open ps's private state for (a->req, a->group): resident unless hot, and
+ * the sel_stream itself (ps->st). 0 or -1 with dh_err(). */
+int sgl_stream_open(const pol_env *e, pol_stream *ps, const pol_open_args *a, int hot);
+/* The next position, live (reads ps->st). */
+int sgl_stream_step(pol_stream *ps, const trace_shape *sh, pol_out *o);
+void sgl_stream_close(pol_stream *ps);
+/* Device slots of the hot buffer of group g for a context of rows rows (sglhb_device_slots). */
+double sgl_slots(const pol_env *e, uint32_t g, double rows);
+
+#endif
