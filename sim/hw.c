@@ -99,13 +99,19 @@ void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double va
     /* A relative tolerance keeps the printed bounds' rounding from counting. */
     if (value >= lo * (1 - 1e-9) && value <= hi * (1 + 1e-9)) return;
     for (uint32_t j = 0; j < log->n; j++)
-        if (!strcmp(log->e[j].key, hw->fit[i].key)) { log->e[j].count++; return; }
+        if (!strcmp(log->e[j].key, hw->fit[i].key)) {
+            log->e[j].count++;
+            if (value < log->e[j].vmin) log->e[j].vmin = value;
+            if (value > log->e[j].vmax) log->e[j].vmax = value;
+            return;
+        }
     if (log->n == HW_FIT_N) return;
     snprintf(log->e[log->n].key, sizeof log->e[0].key, "%s", hw->fit[i].key);
     log->e[log->n].first = value;
     log->e[log->n].lo = lo;
     log->e[log->n].hi = hi;
     log->e[log->n].count = 1;
+    log->e[log->n].vmin = log->e[log->n].vmax = value;
     log->n++;
 }
 
@@ -114,7 +120,11 @@ void hw_range_merge(hw_range_log *a, const hw_range_log *b)
     for (uint32_t j = 0; j < b->n; j++) {
         uint32_t i = 0;
         while (i < a->n && strcmp(a->e[i].key, b->e[j].key)) i++;
-        if (i < a->n) a->e[i].count += b->e[j].count;
+        if (i < a->n) {
+            a->e[i].count += b->e[j].count;
+            if (b->e[j].vmin < a->e[i].vmin) a->e[i].vmin = b->e[j].vmin;
+            if (b->e[j].vmax > a->e[i].vmax) a->e[i].vmax = b->e[j].vmax;
+        }
         else if (a->n < HW_FIT_N) a->e[a->n++] = b->e[j];
     }
 }

@@ -141,7 +141,7 @@ typedef struct {
  * input and how many evaluations fell outside. */
 typedef struct {
     uint32_t n;
-    struct { char key[64]; double first, lo, hi; double count; } e[HW_FIT_N];
+    struct { char key[64]; double first, lo, hi; double count; double vmin, vmax; /* values seen outside */ } e[HW_FIT_N];
 } hw_range_log;
 
 /* Record value of checked input which (HW_FIT_*) if the profile has a fitted

@@ -42,6 +42,8 @@ int wl_load(cfg *c, wl_cfg *w)
     w->warmup_steps = (uint32_t)v;
     if (w->warmup_steps >= w->steps)
         return dh_err("%s: [workload] warmup_steps = %u leaves no measured step of %u", cfg_name(c), w->warmup_steps, w->steps);
+    if (cfg_get_int(c, "workload", "measure_tokens", &v, &zero, 0, 1L << 40) < 0) return -1;
+    w->measure_tokens = (double)v;
     double dz = 0;
     if (cfg_get_double(c, "workload", "max_time_s", &w->max_time_s, &dz, 0, 1e9) < 0) return -1;
     if (cfg_get_string(c, "workload", "arrival", &arr, "poisson") < 0) return -1;
