@@ -38,8 +38,12 @@ int wl_load(cfg *c, wl_cfg *w)
     w->steps = (uint32_t)v;
     if (cfg_get_int(c, "workload", "requests", &v, &zero, 0, 1L << 30) < 0) return -1;
     w->requests = (uint32_t)v;
+    /* The warm-up: warmup_steps where given, else warmup_fraction of the steps. */
+    double fz = 0, frac;
+    if (cfg_get_double(c, "workload", "warmup_fraction", &frac, &fz, 0, 0.9) < 0) return -1;
+    int explicit_warmup = cfg_has(c, "workload", "warmup_steps");
     if (cfg_get_int(c, "workload", "warmup_steps", &v, &zero, 0, 1L << 30) < 0) return -1;
-    w->warmup_steps = (uint32_t)v;
+    w->warmup_steps = explicit_warmup ? (uint32_t)v : (uint32_t)floor(frac * w->steps + 1e-9);
     if (w->warmup_steps >= w->steps)
         return dh_err("%s: [workload] warmup_steps = %u leaves no measured step of %u", cfg_name(c), w->warmup_steps, w->steps);
     if (cfg_get_int(c, "workload", "measure_tokens", &v, &zero, 0, 1L << 40) < 0) return -1;

@@ -13,6 +13,8 @@
  *   max_time_s      stop after this much simulated time (0: no limit)
  *   requests        requests in the trace for this GPU (0: enough for `steps`)
  *   warmup_steps    steps excluded from the reported rates and percentiles
+ *   warmup_fraction the same as a share of steps, used where warmup_steps is
+ *                   not given (floor(fraction x steps); default 0, at most 0.9)
  *   measure_tokens  stop once the measured steps emitted this many tokens
  *                   (0: no limit; steps stays the cap). dhsim --compare sets
  *                   it so that a speculative column is measured over as many
