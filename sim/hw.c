@@ -95,6 +95,7 @@ void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double va
 {
     int i = hw->fit_idx[which];
     if (i < 0) return;
+    log->evals[which]++;
     double lo = hw->fit[i].lo, hi = hw->fit[i].hi;
     /* A relative tolerance keeps the printed bounds' rounding from counting. */
     if (value >= lo * (1 - 1e-9) && value <= hi * (1 + 1e-9)) return;
@@ -115,8 +116,16 @@ void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double va
     log->n++;
 }
 
+double hw_range_evals(const hw_range_log *log, const char *key)
+{
+    for (int w = 0; w < HW_FIT_N; w++)
+        if (!strcmp(hw_fit_name[w], key)) return log->evals[w];
+    return 0;
+}
+
 void hw_range_merge(hw_range_log *a, const hw_range_log *b)
 {
+    for (int w = 0; w < HW_FIT_N; w++) a->evals[w] += b->evals[w];
     for (uint32_t j = 0; j < b->n; j++) {
         uint32_t i = 0;
         while (i < a->n && strcmp(a->e[i].key, b->e[j].key)) i++;

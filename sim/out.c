@@ -169,7 +169,9 @@ int out_table(FILE *f, const sim_result *r, int n)
                "   fraction: rows copied from host memory over rows the attention selected; per output token,\n"
                "   every layer's rows and bytes count (comparable between plain and speculative columns).\n"
                "Protected rows: each request's current top-k, which must be on the GPU; optional rows: rows\n"
-               "   kept beyond them while memory allows (adaptive). A group: the layers sharing one selection.\n");
+               "   kept beyond them while memory allows (adaptive). A group: the layers sharing one selection.\n"
+               "Extrapolated costs (below): a fitted table holds its end value beyond its range, an affine\n"
+               "   form extends its line; fetch_pool_bytes and gemm_fp8_m were fitted at one value each.\n");
     /* Once per run and input: a cost table asked outside the range its fit saw. */
     for (int i = 0; i < n; i++) {
         const hw_range_log *g = &r[i].ranges;
@@ -178,7 +180,9 @@ int out_table(FILE *f, const sim_result *r, int n)
         for (uint32_t j = 0; j < g->n; j++) {
             char b[160];
             range_extent(b, sizeof b, g, j);
-            fprintf(f, "%s %s %s in %.0f evaluations", j ? ";" : "", g->e[j].key, b, g->e[j].count);
+            double all = hw_range_evals(g, g->e[j].key);
+            fprintf(f, "%s %s %s in %.0f %% of %.0f evaluations", j ? ";" : "", g->e[j].key, b,
+                    all > 0 ? 100 * g->e[j].count / all : 100, all > 0 ? all : g->e[j].count);
         }
         fprintf(f, "\n");
     }
@@ -265,9 +269,9 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
         {
             fprintf(f, "%s{\"input\": ", j ? ", " : "");
             json_str(f, x->ranges.e[j].key);
-            fprintf(f, ", \"first\": %.17g, \"min\": %.17g, \"max\": %.17g, \"evaluations\": %.17g, \"seen_min\": %.17g, \"seen_max\": %.17g}",
-                    x->ranges.e[j].first, x->ranges.e[j].lo, x->ranges.e[j].hi, x->ranges.e[j].count, x->ranges.e[j].vmin,
-                    x->ranges.e[j].vmax);
+            fprintf(f, ", \"first\": %.17g, \"min\": %.17g, \"max\": %.17g, \"evaluations\": %.17g, \"evaluations_checked\": %.17g, \"seen_min\": %.17g, \"seen_max\": %.17g}",
+                    x->ranges.e[j].first, x->ranges.e[j].lo, x->ranges.e[j].hi, x->ranges.e[j].count,
+                    hw_range_evals(&x->ranges, x->ranges.e[j].key), x->ranges.e[j].vmin, x->ranges.e[j].vmax);
         }
         fprintf(f, "]");
         if (with_wall) fprintf(f, ",\n   \"wall_s\": %.6g, \"rows_per_wall_s\": %.6g", x->wall_s, x->rows_per_wall_s);
