@@ -274,10 +274,12 @@ static int print_headline(FILE *f, const sim_result *r, int n)
     }
     /* One line on what the comparison says, and where the reasons are written. */
     double lo = sp->tok_s_gpu - sp->ci_tok_s.half, hi = sp->tok_s_gpu + sp->ci_tok_s.half;
-    fprintf(f, "  agreement: the paper's %.0f tokens/s is %s the simulated interval (%.0f%%); its ratios %.2fx and %.2fx are\n"
-               "  %s; why the simulator's speculative gain is larger: %s\n",
-            tok, tok < lo ? "below" : tok > hi ? "above" : "inside", 100 * (sp->tok_s_gpu / tok - 1), vs_hs, vs_ad,
-            vs_hs < q[0] - qh[0] && vs_ad < q[1] - qh[1] ? "below the simulated ones" : "not both below the simulated ones",
+    fprintf(f, "  agreement: the simulated %.0f tokens/s is %.0f %% %s the paper's %.0f, which lies %s its 95 %% interval;\n"
+               "  the paper's ratios %.2fx and %.2fx are %s; why they differ: %s\n",
+            sp->tok_s_gpu, 100 * fabs(sp->tok_s_gpu / tok - 1), sp->tok_s_gpu >= tok ? "above" : "below", tok,
+            tok < lo || tok > hi ? "outside" : "inside", vs_hs, vs_ad,
+            vs_hs < q[0] - qh[0] && vs_ad < q[1] - qh[1] ? "below the simulated ones (a larger speculative gain here)"
+            : vs_hs > q[0] + qh[0] && vs_ad > q[1] + qh[1] ? "above the simulated ones" : "not both outside the simulated intervals",
             HEADLINE_DOC);
     rc = ferror(f) ? dh_err("write error on the report") : 0;
 done:
