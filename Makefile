@@ -1,8 +1,8 @@
 # Adaptive DHiSparse: trace-driven simulator + reference CUDA kernels.
 #
 #   make          build bin/dhtrace, bin/dhsim, bin/dhsweep, bin/dhcal (and bin/dhbench, bin/dhreplay when nvcc exists)
-#   make run      the built-in default: GLM-5.3, 100K context, concurrency 128, all policies
-#                 (builds bin/dhsim only)
+#   make run      the built-in default: GLM-5.3, 100K context, concurrency 128, all policies,
+#                 every figure with its 95 % interval (builds bin/dhsim only; about 45 CPU s)
 #   make test     unit and differential tests (no GPU needed); ends with "N passed, N failed"
 #   make sanitize the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make fuzz     libFuzzer harnesses of the input readers (build-fuzz/; tests/fuzz/RESULTS.md)
