@@ -81,6 +81,10 @@ typedef struct {
 } cost_model;
 
 double cost_table_eval(const cost_table *t, double x);
+/* The same with the end segments' lines carried on beyond the table (floored
+ * at a tenth of the end value): the other plausible extrapolation, which the
+ * reports compare with the held end value. */
+double cost_table_eval_slope(const cost_table *t, double x);
 
 /* A kernel reading bytes and doing flops at the FP8 or BF16 rate, the compute rate scaled
  * by the SMs left to compute. */
@@ -114,6 +118,8 @@ double cost_gather_bw(const cost_fetch *f, double row_bytes, double pages, doubl
 /* Seconds for one gather launch of rows rows touching pages pages and regions regions
  * (0 rows: 0 s; regions <= 0 with a density table: one per row) with sms SMs. */
 double cost_fetch_time(const cost_fetch *f, double rows, double row_bytes, double pages, double regions, double sms);
+/* cost_fetch_time with every table extrapolated by cost_table_eval_slope. */
+double cost_fetch_time_slope(const cost_fetch *f, double rows, double row_bytes, double pages, double regions, double sms);
 /* The weight of compute interference for a fetch launch of rows over regions (rows per
  * region, 1 when the regions are not known): the beside slowdown there, 1 without the table. */
 double cost_fetch_beside(const cost_fetch *f, double rows, double regions);

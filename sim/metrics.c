@@ -254,6 +254,8 @@ int metrics_finish(metrics *mt, const metrics_end *e, sim_result *res)
     res->mean_optional_rows = mt->n_tl ? mt->optional / mt->n_tl : 0;
     res->mean_budget_rows = mt->n_tl ? mt->budget / mt->n_tl : 0;
     res->ranges = e->st->ranges;
+    res->fetch_busy_s = e->st->fetch_busy;
+    res->fetch_slope_delta_s = e->st->fetch_slope_delta;
     if (sc->spec.mode) spec_result(mt, e, res);
     struct timespec w1;
     clock_gettime(CLOCK_MONOTONIC, &w1);

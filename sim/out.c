@@ -171,7 +171,9 @@ int out_table(FILE *f, const sim_result *r, int n)
                "Protected rows: each request's current top-k, which must be on the GPU; optional rows: rows\n"
                "   kept beyond them while memory allows (adaptive). A group: the layers sharing one selection.\n"
                "Extrapolated costs (below): a fitted table holds its end value beyond its range, an affine\n"
-               "   form extends its line; fetch_pool_bytes and gemm_fp8_m were fitted at one value each.\n");
+               "   form extends its line (the same slope: no other choice to compare); fetch_pool_bytes is\n"
+               "   no input of a cost (the fetch was measured at one pool size) and gemm_fp8_m was fitted at\n"
+               "   one value (the GPU replay checks 8-query verification steps, analysis/VALIDATION.md).\n");
     /* Once per run and input: a cost table asked outside the range its fit saw. */
     for (int i = 0; i < n; i++) {
         const hw_range_log *g = &r[i].ranges;
@@ -184,6 +186,19 @@ int out_table(FILE *f, const sim_result *r, int n)
             fprintf(f, "%s %s %s in %.0f %% of %.0f evaluations", j ? ";" : "", g->e[j].key, b,
                     all > 0 ? 100 * g->e[j].count / all : 100, all > 0 ? all : g->e[j].count);
         }
+        /* The size of the effect where a fetch table was left: the fetch time with the
+         * tables' end slopes carried on instead of their end values held. The fetch runs
+         * partly hidden under compute, so the share of the run is an upper bound on how
+         * much tokens/s moves. */
+        int table = 0;
+        for (uint32_t j = 0; j < g->n; j++)
+            table |= !strcmp(g->e[j].key, "fetch_pages") || !strcmp(g->e[j].key, "fetch_row_bytes") ||
+                     !strcmp(g->e[j].key, "fetch_sms") || !strcmp(g->e[j].key, "fetch_density");
+        if (table && r[i].fetch_busy_s > 0)
+            fprintf(f, "; effect: the fetch tables' end slopes instead of their end values change the fetch time by "
+                       "%+.2f %%, %+.2f %% of the run's time (at most that on tokens/s)",
+                    100 * r[i].fetch_slope_delta_s / r[i].fetch_busy_s,
+                    r[i].sim_time > 0 ? 100 * r[i].fetch_slope_delta_s / r[i].sim_time : 0);
         fprintf(f, "\n");
     }
     return ferror(f) ? dh_err("write error on the report") : 0;
@@ -273,7 +288,8 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
                     x->ranges.e[j].first, x->ranges.e[j].lo, x->ranges.e[j].hi, x->ranges.e[j].count,
                     hw_range_evals(&x->ranges, x->ranges.e[j].key), x->ranges.e[j].vmin, x->ranges.e[j].vmax);
         }
-        fprintf(f, "]");
+        fprintf(f, "],\n   \"fetch_busy_s\": %.17g, \"fetch_slope_extrapolation_delta_s\": %.17g", x->fetch_busy_s,
+                x->fetch_slope_delta_s);
         if (with_wall) fprintf(f, ",\n   \"wall_s\": %.6g, \"rows_per_wall_s\": %.6g", x->wall_s, x->rows_per_wall_s);
         fprintf(f, "}");
     }

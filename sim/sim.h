@@ -142,6 +142,9 @@ typedef struct {
     double draft_share, verify_share;  /* of the measured step time */
     double staging_used_peak;          /* bytes of union rows staged at once, largest step */
     hw_range_log ranges;               /* cost tables used outside the profile's [fit_range] */
+    double fetch_busy_s;               /* fetch seconds charged, whole run */
+    double fetch_slope_delta_s;        /* their change had the fetch tables been extrapolated by
+                                        * their end slopes instead of held at their ends */
     /* Uncertainty: 95 % intervals by batch means over the measured steps
      * (common/stats.h), one batch plan per run, decided on tokens/s. */
     stats_plan batches;

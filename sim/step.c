@@ -51,7 +51,7 @@ static int fetch_launches(const step_mb *m, int32_t g, double rows[2], double pa
 
 /* step_fetch_s, and in *weight (when not NULL) the fetch's weight under compute_interference:
  * its launches' beside_slowdown at their densities, weighted by their times (hw.h). */
-static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes, double *weight)
+static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes, double *weight, int slope)
 {
     const model_kind *k = &cx->model->layer[l];
     int32_t g = cx->model->layer_group[l];
@@ -61,7 +61,8 @@ static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, doubl
     *bytes = m->miss[g] * k->row_bytes;
     double rows[2], pages[2], regions[2], t = 0, ts = 0;
     for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
-        const double d = cost_fetch_time(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], cx->hw->fetch_sms);
+        const double d = (slope ? cost_fetch_time_slope : cost_fetch_time)(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i],
+                                                                           regions[i], cx->hw->fetch_sms);
         t += d;
         if (weight) ts += d * cost_fetch_beside(&cx->hw->cost.fetch, rows[i], regions[i]);
     }
@@ -71,7 +72,7 @@ static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, doubl
 
 double step_fetch_s(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes)
 {
-    return fetch_cost(cx, m, l, bytes, NULL);
+    return fetch_cost(cx, m, l, bytes, NULL, 0);
 }
 
 double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
@@ -215,9 +216,11 @@ static void submit_group_fetches(step_state *r, uint32_t mi, uint32_t l, double 
     for (uint32_t j = l; j < md->n_layers; j++) {
         if (md->layer_group[j] != g) continue;
         if (j > l && md->layer[j].select == MODEL_SELECT_OWN) break;
-        double bytes, weight, d = fetch_cost(cx, m, j, &bytes, &weight);
+        double bytes, weight, d = fetch_cost(cx, m, j, &bytes, &weight, 0);
         if (d <= 0) { r->s[mi].fetch_done[j] = 1; continue; }
         note_fetch_inputs(cx, m, j, g, r->st);
+        double b2;
+        r->st->fetch_slope_delta += fetch_cost(cx, m, j, &b2, NULL, 1) - d;
         res_submit_event(r->h2d, r->q, now, d, bytes, weight, EV_FETCH, mi, j);
         r->st->fetch_busy += d;
         r->st->fetch_bytes += bytes;

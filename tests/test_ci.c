@@ -15,7 +15,11 @@
  *   - Student's quantile against the printed table (Student 1908 / Fisher
  *     and Yates: t(0.975, 29) = 2.045, t(0.975, 14) = 2.145);
  *   - MSER-5: an exponential transient of known decay is cut near where it
- *     falls below the noise; a stationary series loses little. */
+ *     falls below the noise; a stationary series loses little;
+ *   - the other extrapolation the reports compare (sim/cost.h,
+ *     cost_table_eval_slope): inside a table it is the table; beyond it, the
+ *     end segment's line in log x, written out here from the two end points;
+ *     floored at a tenth of the end value; a planted flat end differs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 
 #include "common/stats.h"
+#include "sim/cost.h"
 
 /* One stationary AR(1) path of n values with mean mu and innovation sd 1. */
 static void ar1(gsl_rng *r, double mu, double phi, uint32_t n, double *x)
@@ -178,13 +183,27 @@ static void test_mser5(void **st)
     gsl_rng_free(r);
 }
 
+static void test_table_slope(void **st)
+{
+    (void)st;
+    cost_table t = { 3, { 10, 100, 1000 }, { 5, 7, 4 } };
+    for (double x = 10; x <= 1000; x *= 1.7) assert_true(cost_table_eval_slope(&t, x) == cost_table_eval(&t, x));
+    /* Below: the line through (log 10, 5) and (log 100, 7); above: through (log 100, 7), (log 1000, 4). */
+    double lo = 5 + (log(2) - log(10)) / (log(100) - log(10)) * (7 - 5);
+    double hi = 7 + (log(3000) - log(100)) / (log(1000) - log(100)) * (4 - 7);
+    assert_true(fabs(cost_table_eval_slope(&t, 2) - lo) < 1e-12);
+    assert_true(fabs(cost_table_eval_slope(&t, 3000) - hi) < 1e-12);
+    assert_true(cost_table_eval(&t, 3000) == 4);          /* the held end value differs */
+    assert_true(cost_table_eval_slope(&t, 1e9) == 0.4);   /* floored at a tenth of the end */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_coverage_ar1_moderate), cmocka_unit_test(test_coverage_ar1_strong),
         cmocka_unit_test(test_coverage_ratio),        cmocka_unit_test(test_naive_interval_undercovers),
         cmocka_unit_test(test_plan),                  cmocka_unit_test(test_t_table),
-        cmocka_unit_test(test_mser5),
+        cmocka_unit_test(test_mser5),                 cmocka_unit_test(test_table_slope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
