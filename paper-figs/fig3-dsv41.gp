@@ -21,9 +21,10 @@ plot "data/dsv41.tsv" using 2:6:xtic(1) skip 1 title "resident + DSpark" lc rgb 
 set ylabel "Adaptive + DSpark / resident + DSpark"
 set style histogram rowstacked
 set boxwidth 0.5
-set yrange [0:3.2]
+set yrange [0:3.6]
+set key top left
 plot "data/dsv41.tsv" using ($3/$2):xtic(1) skip 1 title "simulated ratio" lc rgb "#4477aa", \
      "" using 0:($3/$2):(($3/$2)*sqrt(($6/$2)**2+($7/$3)**2)) skip 1 with yerrorbars lc rgb "black" pt 0 lw 1.5 title "95 % confidence interval", \
-     "" using 0:($3/$2):(sprintf("%.2fx", $3/$2)) skip 1 with labels offset 2.5,0.8 notitle, \
+     "" using 0:(($3/$2)*(1+sqrt(($6/$2)**2+($7/$3)**2))):(sprintf("%.2fx", $3/$2)) skip 1 with labels offset 0,0.8 notitle, \
      mark("paper_ratio") with lines dt 2 lw 2 lc rgb "black" title sprintf("paper: %.2fx", mark("paper_ratio"))
 unset multiplot

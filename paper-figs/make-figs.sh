@@ -20,10 +20,14 @@ paper() { # paper SECTION KEY: a published figure from models/paper-results.ini
         in_s && $1 == k { print $3; found = 1 } END { exit !found }' ../models/paper-results.ini
 }
 run() { echo "make-figs: dhsim $*" >&2; (cd .. && ./bin/dhsim "$@"); }
-# jci FILE POLICY KEY: the 95 % half-width of one figure of a `dhsim --json` file ("ci95_half").
+# jci FILE POLICY KEY: the 95 % half-width of one figure of a `dhsim --json` file or a dhsweep
+# point ("ci95_half").
 jci() {
     python3 -c 'import json, sys
-r = {x["policy"]: x for x in json.load(open(sys.argv[1]))["runs"]}[sys.argv[2]]
+d = json.load(open(sys.argv[1]))
+# dhsim --json has "runs"; a dhsweep point has "results", each holding its "run".
+runs = d["runs"] if "runs" in d else [x["run"] for x in d["results"]]
+r = {x["policy"]: x for x in runs}[sys.argv[2]]
 v = r["ci95_half"][sys.argv[3]]
 print(0 if v is None else v)' "$@"
 }
