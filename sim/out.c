@@ -107,7 +107,7 @@ int out_table(FILE *f, const sim_result *r, int n)
         row_begin(&t, "speculative decoding");
         for (int i = 0; i < n; i++) cell(&t, r[i].spec[0] ? r[i].spec : "-");
         row_end(&t);
-        row_begin(&t, "  shared retrieval / draft ring / staging reuse");
+        row_begin(&t, "  shared retrieval/draft ring/staging reuse");
         for (int i = 0; i < n; i++) {
             char b[32];
             snprintf(b, sizeof b, "%s/%s/%s", r[i].shared_retrieval ? "on" : "off", r[i].draft_ring ? "on" : "off",
@@ -122,7 +122,7 @@ int out_table(FILE *f, const sim_result *r, int n)
         SROW("  union of the verify selections (rows)", sim_opt_or(x->union_rows, -1), 0);
         SROW("  union / top-k", sim_opt_or(x->union_rows_k, -1), 3);
         SROW("  rows fetched per request and group, shared", sim_opt_or(x->fetched_shared_rows, -1), 1);
-        SROW("  rows fetched per request and group, per query", sim_opt_or(x->fetched_per_query_rows, -1), 1);
+        SROW("  the same, if each query fetched its own", sim_opt_or(x->fetched_per_query_rows, -1), 1);
         SROW("  draft share of step time", x->draft_share, 3);
         SROW("  verify share of step time", x->verify_share, 3);
         SROW("  draft KV, peak (GB)", x->hbm_peak[MEM_DRAFT] / 1e9, 3);
