@@ -1,8 +1,8 @@
 # Adaptive DHiSparse: trace-driven simulator + reference CUDA kernels.
 #
 #   make          build bin/dhtrace, bin/dhsim, bin/dhsweep, bin/dhcal (and bin/dhbench, bin/dhreplay when nvcc exists)
-#   make run      the built-in default: GLM-5.3, 100K context, concurrency 128, all policies
-#                 (builds bin/dhsim only)
+#   make run      the built-in default: GLM-5.3, 100K context, concurrency 128, all policies,
+#                 every figure with its 95 % interval (builds bin/dhsim only; about 45 CPU s)
 #   make test     unit and differential tests (no GPU needed); ends with "N passed, N failed"
 #   make sanitize the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make fuzz     libFuzzer harnesses of the input readers (build-fuzz/; tests/fuzz/RESULTS.md)
@@ -161,9 +161,9 @@ $(BUILD)/kernels/libdhkbench.a: $(KBENCH_OBJ)
 
 # C objects of the GPU tools (see above): plain C11 with libc, libinih and Random123 only.
 # The replay's host side is every library file of common/, traces/ and sim/ except those that
-# read or write HDF5 (GPU_C_NEEDS_HDF5): a module the simulator gains is in the replay's
+# read or write HDF5 or call GSL (GPU_C_NEEDS_HDF5): a module the simulator gains is in the replay's
 # archive with no edit here, and the linker takes from it what kernels/replay/rp_host.c uses.
-GPU_C_NEEDS_HDF5 := common/h5det.c common/h5init.c traces/trace.c traces/trace_info.c sim/out.c
+GPU_C_NEEDS_HDF5 := common/h5det.c common/h5init.c common/stats.c traces/trace.c traces/trace_info.c sim/out.c
 GPU_C_INC   := -I. $(if $(INIH_INC),-I$(INIH_INC)) $(if $(R123_INC),-I$(R123_INC))
 KGPU_C_OBJ  := $(patsubst %.c,$(BUILD)/gpu/%.o,$(call lib_src,kernels) common/dh_err.c)
 REPLAY_C_SRC := kernels/replay/rp_host.c analysis/rcfg.c \

@@ -20,6 +20,17 @@ paper() { # paper SECTION KEY: a published figure from models/paper-results.ini
         in_s && $1 == k { print $3; found = 1 } END { exit !found }' ../models/paper-results.ini
 }
 run() { echo "make-figs: dhsim $*" >&2; (cd .. && ./bin/dhsim "$@"); }
+# jci FILE POLICY KEY: the 95 % half-width of one figure of a `dhsim --json` file or a dhsweep
+# point ("ci95_half").
+jci() {
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+# dhsim --json has "runs"; a dhsweep point has "results", each holding its "run".
+runs = d["runs"] if "runs" in d else [x["run"] for x in d["results"]]
+r = {x["policy"]: x for x in runs}[sys.argv[2]]
+v = r["ci95_half"][sys.argv[3]]
+print(0 if v is None else v)' "$@"
+}
 # draw NAME: NAME.png and NAME.pdf from NAME.gp (term.gp picks the terminal).
 draw() { gnuplot -e "fmt='png'" "$1.gp" && gnuplot -e "fmt='pdf'" "$1.gp"; echo "make-figs: $1.png, $1.pdf" >&2; }
 sweep() { echo "make-figs: dhsweep run $1" >&2; (cd .. && ./bin/dhsweep run "$1" --quiet); }
@@ -34,15 +45,21 @@ fig1() {
     # HiSparse as shipped (static, watermark, dynamic) stands beside Adaptive;
     # hisparse-spec is HiSparse with speculation but none of the paper's mechanisms.
     run --compare --quiet --json paper-figs/data/headline.json
-    run --policy hisparse-spec,hisparse+dflash2,resident+dflash2 --steps 53 --quiet \
+    # The other speculative columns over as many output tokens as the plain
+    # ones, after the same warm-up as --compare's speculative column.
+    tokens=$(./jget.sh data/headline.json adaptive measured_tokens)
+    warm=$(./jget.sh data/headline.json adaptive+dflash2 warmup_steps)
+    run --policy hisparse-spec,hisparse+dflash2,resident+dflash2 --quiet \
+        --set workload.measure_tokens="$tokens" --set workload.warmup_steps="$warm" \
         --json paper-figs/data/headline-spec.json
     {
-        printf 'label\ttok_s_per_gpu\n'
+        printf 'label\ttok_s_per_gpu\tci95_half\n'
         for p in resident hisparse oracle sglang-hisparse sglang-watermark sglang-dynamic adaptive adaptive+dflash2; do
-            printf '%s\t%s\n' "$p" "$(./jget.sh data/headline.json $p tok_s_per_gpu)"
+            printf '%s\t%s\t%s\n' "$p" "$(./jget.sh data/headline.json $p tok_s_per_gpu)" "$(jci data/headline.json $p tok_s_per_gpu)"
         done
         for p in hisparse-spec hisparse+dflash2 resident+dflash2; do
-            printf '%s\t%s\n' "$p" "$(./jget.sh data/headline-spec.json $p tok_s_per_gpu)"
+            printf '%s\t%s\t%s\n' "$p" "$(./jget.sh data/headline-spec.json $p tok_s_per_gpu)" \
+                "$(jci data/headline-spec.json $p tok_s_per_gpu)"
         done
     } > data/headline.tsv
     hs=$(./jget.sh data/headline.json hisparse tok_s_per_gpu)
@@ -117,15 +134,17 @@ instance.weights_per_gpu_bytes = $host,${ENGRAM_HBM_WEIGHTS:-$hbm}
 EOF
     sweep paper-figs/data/dsv41.sweep.ini
     {
-        printf 'placement\tresident_dspark\tadaptive_dspark\tresident_conc\tadaptive_conc\n'
+        printf 'placement\tresident_dspark\tadaptive_dspark\tresident_conc\tadaptive_conc\tresident_ci95_half\tadaptive_ci95_half\n'
         i=0
         for v in host hbm; do
             j=$(ls data/dsv41-sweep/points/p00000$i-s*.json)
-            printf '%s\t%s\t%s\t%s\t%s\n' "Engram tables in $v" \
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "Engram tables in $v" \
                 "$(./jget.sh $j resident+dspark tok_s_per_gpu)" \
                 "$(./jget.sh $j adaptive+dspark tok_s_per_gpu)" \
                 "$(./jget.sh $j resident+dspark mean_active)" \
-                "$(./jget.sh $j adaptive+dspark mean_active)"
+                "$(./jget.sh $j adaptive+dspark mean_active)" \
+                "$(jci $j resident+dspark tok_s_per_gpu)" \
+                "$(jci $j adaptive+dspark tok_s_per_gpu)"
             i=$((i + 1))
         done
     } > data/dsv41.tsv

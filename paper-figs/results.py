@@ -55,6 +55,22 @@ def timeline(name, policy):
     return rows
 
 
+def half(run, key):
+    """The 95 % half-width of a run's figure (dhsim --json "ci95_half"); None when not computed."""
+    return run.get("ci95_half", {}).get(key)
+
+
+def fmt_half(v):
+    return "?" if v is None else ("%.0f" % v if v >= 1 else "%.1f" % v)
+
+
+def ratio(a, b, key="tok_s_per_gpu"):
+    """a / b and its 95 % half-width, the two intervals combined as if independent."""
+    q = a[key] / b[key]
+    ra, rb = (half(a, key) or 0) / a[key], (half(b, key) or 0) / b[key]
+    return q, q * (ra * ra + rb * rb) ** 0.5
+
+
 def paper():
     c = configparser.ConfigParser(inline_comment_prefixes=(";",))
     c.read(os.path.join(ROOT, "models", "paper-results.ini"))
@@ -67,20 +83,30 @@ def block():
     # 1. Headline.
     h = runs("headline.json")
     hs, ad, sp = (h[k]["tok_s_per_gpu"] for k in ("hisparse", "adaptive", "adaptive+dflash2"))
-    out += ["**1. Headline** (GLM-5.3, 100K context, concurrency 128; output tokens/s per decode GPU; "
-            "`paper-figs/data/headline.json`)", "",
+    cols = ("resident", "hisparse", "oracle", "adaptive", "adaptive+dflash2")
+    cells = ["%.0f \u00b1%s" % (h[k]["tok_s_per_gpu"], fmt_half(half(h[k], "tok_s_per_gpu"))) for k in cols]
+    r_hs, r_ad = ratio(h["adaptive+dflash2"], h["hisparse"]), ratio(h["adaptive+dflash2"], h["adaptive"])
+    plain = h["adaptive"]
+    out += ["**1. Headline** (GLM-5.3, 100K context, concurrency 128; output tokens/s per decode GPU "
+            "\u00b1 the 95 %% confidence half-width; %d measured steps after a warm-up of %d, the speculative "
+            "column over as many output tokens; `paper-figs/data/headline.json`)" % (
+                plain["measured_steps"], plain["warmup_steps"]), "",
             "| | resident | HiSparse | Oracle | Adaptive | Adaptive + DFlash2 | vs HiSparse | vs Adaptive |",
             "|---|---|---|---|---|---|---|---|",
-            "| simulated | %.0f | %.0f | %.0f | %.0f | %.0f | %.2fx | %.2fx |" % (
-                h["resident"]["tok_s_per_gpu"], hs, h["oracle"]["tok_s_per_gpu"], ad, sp, sp / hs, sp / ad),
+            "| simulated | %s | %.2fx \u00b1%.2f | %.2fx \u00b1%.2f |" % (" | ".join(cells), r_hs[0], r_hs[1], r_ad[0], r_ad[1]),
             "| paper | | | | | %s | %sx | %sx |" % (
                 p["headline"]["adaptive_dflash2_tok_s_per_gpu"], p["headline"]["ratio_vs_hisparse"],
                 p["headline"]["ratio_vs_adaptive_plain"]),
             "", "Fetch fraction: HiSparse %.1f %%, Adaptive %.1f %%, Adaptive + DFlash2 %.1f %%; "
-            "resident serving admits %.0f of %d requests per GPU." % (
+            "resident serving admits %.0f of %d requests per GPU. Fetched per output token (every layer): "
+            "HiSparse %.0f rows (%.1f MB), Adaptive %.0f rows (%.1f MB), Adaptive + DFlash2 %.0f rows (%.1f MB). "
+            "The paper's figures lie outside the intervals; why: `docs/HEADLINE.md`." % (
                 100 * h["hisparse"]["fetch_fraction"], 100 * h["adaptive"]["fetch_fraction"],
                 100 * h["adaptive+dflash2"]["fetch_fraction"], h["resident"]["mean_active"],
-                h["resident"]["per_gpu"]), ""]
+                h["resident"]["per_gpu"],
+                h["hisparse"]["fetched_rows_per_token"], h["hisparse"]["fetched_bytes_per_token"] / 1e6,
+                h["adaptive"]["fetched_rows_per_token"], h["adaptive"]["fetched_bytes_per_token"] / 1e6,
+                h["adaptive+dflash2"]["fetched_rows_per_token"], h["adaptive+dflash2"]["fetched_bytes_per_token"] / 1e6), ""]
     # 2. Latency bounds.
     steps = marks("latency-marks.tsv").get("steps")
     out += ["**2. Same latency bound as HiSparse** (TPOT p90 in steady state%s; the largest concurrency "
@@ -103,14 +129,16 @@ def block():
         r2["max_concurrency_ratio"], r2["output_ratio_low"], r2["output_ratio_high"]), ""]
     # 3. DeepSeek-V4.1-Flash.
     out += ["**3. DeepSeek-V4.1-Flash** (500K context, concurrency 512, DSpark; output tokens/s per "
-            "decode GPU; `paper-figs/data/dsv41.tsv`)", "",
+            "decode GPU \u00b1 the 95 % confidence half-width; `paper-figs/data/dsv41.tsv`)", "",
             "| placement of the Engram tables | resident + DSpark | Adaptive + DSpark | ratio | "
             "requests per GPU (resident / Adaptive) |", "|---|---|---|---|---|"]
     for r in tsv("dsv41.tsv"):
         rs, ads = float(r["resident_dspark"]), float(r["adaptive_dspark"])
-        out.append("| %s | %.0f | %.0f | %.2fx | %.0f / %.0f |" % (
-            r["placement"].replace("Engram tables in ", ""), rs, ads, ads / rs,
-            float(r["resident_conc"]), float(r["adaptive_conc"])))
+        hr, ha = float(r["resident_ci95_half"]), float(r["adaptive_ci95_half"])
+        q = ads / rs
+        out.append("| %s | %.0f \u00b1%s | %.0f \u00b1%s | %.2fx \u00b1%.2f | %.0f / %.0f |" % (
+            r["placement"].replace("Engram tables in ", ""), rs, fmt_half(hr), ads, fmt_half(ha), q,
+            q * ((hr / rs) ** 2 + (ha / ads) ** 2) ** 0.5, float(r["resident_conc"]), float(r["adaptive_conc"])))
     out += ["", "Paper: %sx." % p["result3"]["ratio_vs_resident_dspark"], ""]
     # 4. Load step.
     m = marks("loadstep-marks.tsv")

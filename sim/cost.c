@@ -14,6 +14,18 @@ double cost_table_eval(const cost_table *t, double x)
     return t->y[i - 1] + u * (t->y[i] - t->y[i - 1]);
 }
 
+/* The extrapolation a report compares with the held end value: beyond either
+ * end the end segment's line (in log x, as inside) goes on, floored at a tenth
+ * of the end value so that a falling bandwidth stays positive. */
+double cost_table_eval_slope(const cost_table *t, double x)
+{
+    if (t->n < 2 || (x > t->x[0] && x < t->x[t->n - 1])) return cost_table_eval(t, x);
+    size_t a = x <= t->x[0] ? 0 : t->n - 2, e = x <= t->x[0] ? 0 : t->n - 1;
+    double u = (log(x) - log(t->x[a])) / (log(t->x[a + 1]) - log(t->x[a]));
+    double y = t->y[a] + u * (t->y[a + 1] - t->y[a]);
+    return y > 0.1 * t->y[e] ? y : 0.1 * t->y[e];
+}
+
 double cost_roofline_time(const cost_roofline *r, double bytes, double flops, int fp8, double compute_sms)
 {
     double rate = (fp8 ? r->fp8_flops : r->bf16_flops) * r->mma_efficiency * compute_sms / r->sms;
@@ -98,11 +110,17 @@ double cost_a2a_add(double t, const double lat_s[2], const double gbps[2], doubl
     return t;
 }
 
+typedef double (*table_eval_fn)(const cost_table *, double);
+
+static double gather_bw(const cost_fetch *f, double row_bytes, double pages, double sms, table_eval_fn ev)
+{
+    double bw = ev(&f->row, row_bytes) / ev(&f->row, f->ref_row_bytes) * ev(&f->pages, pages) * ev(&f->sms, sms);
+    return bw < f->h2d_bw ? bw : f->h2d_bw;
+}
+
 double cost_gather_bw(const cost_fetch *f, double row_bytes, double pages, double sms)
 {
-    double bw = cost_table_eval(&f->row, row_bytes) / cost_table_eval(&f->row, f->ref_row_bytes) *
-                cost_table_eval(&f->pages, pages) * cost_table_eval(&f->sms, sms);
-    return bw < f->h2d_bw ? bw : f->h2d_bw;
+    return gather_bw(f, row_bytes, pages, sms, cost_table_eval);
 }
 
 double cost_fetch_fit_row(const cost_fetch_fit *p, double row_bytes, double sms, double rho, int *branch)
@@ -126,12 +144,24 @@ double cost_fetch_fit_launch(const cost_fetch_fit *p, double rows, double row_by
     return t;
 }
 
+static double fetch_time(const cost_fetch *f, double rows, double row_bytes, double pages, double regions, double sms,
+                         double pool, table_eval_fn ev)
+{
+    if (rows <= 0) return 0;
+    if (f->form != COST_FITTED) return f->launch_s + rows * row_bytes / gather_bw(f, row_bytes, pages, sms, ev);
+    return cost_fetch_fit_launch(&f->fit, rows, row_bytes, sms, regions > 0 ? rows / regions : 1, pages, pool);
+}
+
 double cost_fetch_time(const cost_fetch *f, double rows, double row_bytes, double pages, double regions, double sms,
                        double pool)
 {
-    if (rows <= 0) return 0;
-    if (f->form != COST_FITTED) return f->launch_s + rows * row_bytes / cost_gather_bw(f, row_bytes, pages, sms);
-    return cost_fetch_fit_launch(&f->fit, rows, row_bytes, sms, regions > 0 ? rows / regions : 1, pages, pool);
+    return fetch_time(f, rows, row_bytes, pages, regions, sms, pool, cost_table_eval);
+}
+
+double cost_fetch_time_slope(const cost_fetch *f, double rows, double row_bytes, double pages, double regions,
+                             double sms, double pool)
+{
+    return fetch_time(f, rows, row_bytes, pages, regions, sms, pool, cost_table_eval_slope);
 }
 
 double cost_beside_slowdown(const cost_beside *b, double rho)

@@ -104,6 +104,10 @@ typedef struct {
 } cost_model;
 
 double cost_table_eval(const cost_table *t, double x);
+/* The same with the end segments' lines carried on beyond the table (floored
+ * at a tenth of the end value): the other plausible extrapolation, which the
+ * reports compare with the held end value. */
+double cost_table_eval_slope(const cost_table *t, double x);
 
 /* A kernel reading bytes and doing flops at the FP8 or BF16 rate, the compute rate scaled
  * by the SMs left to compute. */
@@ -152,6 +156,11 @@ double cost_fetch_fit_launch(const cost_fetch_fit *p, double rows, double row_by
  * (0 rows: 0 s; regions <= 0: one per row) with sms SMs, from a host pool of pool bytes. */
 double cost_fetch_time(const cost_fetch *f, double rows, double row_bytes, double pages, double regions, double sms,
                        double pool);
+/* cost_fetch_time with every table extrapolated by cost_table_eval_slope (the tables' form;
+ * the fitted form extrapolates by its formula, and its callers compare it with its inputs
+ * held at the fitted range's ends instead, hw_fit_clamp). */
+double cost_fetch_time_slope(const cost_fetch *f, double rows, double row_bytes, double pages, double regions,
+                             double sms, double pool);
 /* The beside form at rho rows per region. */
 double cost_beside_slowdown(const cost_beside *b, double rho);
 /* The weight of compute interference for a fetch launch of rows over regions (rows per

@@ -23,6 +23,7 @@
 #define MAX_SETS 256
 #define MAX_COLS 16
 #define PAPER_RESULTS "models/paper-results.ini"
+#define HEADLINE_DOC "docs/HEADLINE.md"
 
 static void usage(FILE *f)
 {
@@ -357,6 +358,17 @@ static int add_column(run_spec *s, const char *name, const char *mode)
     return 0;
 }
 
+/* The ratio of two columns' tokens/s and its 95 % half-width, the two
+ * intervals combined as if independent (first-order delta method). The
+ * columns share the seed, so their errors are positively correlated and the
+ * paired interval would be narrower: this one is conservative. */
+static void headline_ratio(const sim_result *a, const sim_result *b, double *q, double *half)
+{
+    *q = b->tok_s_gpu > 0 ? a->tok_s_gpu / b->tok_s_gpu : 0;
+    double ra = a->tok_s_gpu > 0 ? a->ci_tok_s.half / a->tok_s_gpu : 0, rb = b->tok_s_gpu > 0 ? b->ci_tok_s.half / b->tok_s_gpu : 0;
+    *half = *q * sqrt(ra * ra + rb * rb);
+}
+
 /* The paper's headline: output tokens/s per decode GPU of HiSparse, Adaptive
  * and Adaptive + speculation, the ratios beside the paper's (PAPER_RESULTS). */
 static int print_headline(FILE *f, const sim_result *r, int n)
@@ -381,17 +393,45 @@ static int print_headline(FILE *f, const sim_result *r, int n)
     const char *what = ph.setting;
     fprintf(f, "\nheadline (paper: %s; %s)\n", what, path);
     fprintf(f, "  this run: %s, concurrency %g (%u per GPU), %s\n", sp->model, sp->concurrency, sp->per_gpu, sp->source);
-    fprintf(f, "  %-34s %10s %10s\n", "output tokens/s per decode GPU", "simulated", "paper");
-    fprintf(f, "  %-34s %10.1f %10s\n", "hisparse", hs->tok_s_gpu, "");
-    fprintf(f, "  %-34s %10.1f %10s\n", "adaptive", ad->tok_s_gpu, "");
-    if (dy) fprintf(f, "  %-34s %10.1f %10s\n", "sglang-dynamic (as shipped)", dy->tok_s_gpu, "");
-    fprintf(f, "  %-34s %10.1f %10.0f\n", sp->policy, sp->tok_s_gpu, tok);
-    fprintf(f, "  %-34s %9.2fx %9.2fx\n", "ratio vs hisparse", hs->tok_s_gpu > 0 ? sp->tok_s_gpu / hs->tok_s_gpu : 0, vs_hs);
-    fprintf(f, "  %-34s %9.2fx %9.2fx\n", "ratio vs adaptive (plain)", ad->tok_s_gpu > 0 ? sp->tok_s_gpu / ad->tok_s_gpu : 0, vs_ad);
-    if (dy && dy->tok_s_gpu > 0) {
-        fprintf(f, "  %-34s %9.2fx %10s\n", "ratio vs sglang-dynamic", sp->tok_s_gpu / dy->tok_s_gpu, "-");
-        fprintf(f, "  %-34s %9.2fx %10s\n", "adaptive (plain) vs sglang-dynamic", ad->tok_s_gpu / dy->tok_s_gpu, "-");
+    fprintf(f, "  %-34s %20s %10s\n", "output tokens/s per decode GPU", "simulated (95 % CI)", "paper");
+    const sim_result *rows[4] = { hs, ad, dy, sp };
+    for (int i = 0; i < 4; i++) {
+        if (!rows[i]) continue;
+        char b[64];
+        snprintf(b, sizeof b, "%.1f \xc2\xb1%.1f", rows[i]->tok_s_gpu, rows[i]->ci_tok_s.half);
+        const char *label = rows[i] == dy ? "sglang-dynamic (as shipped)" : rows[i]->policy;
+        if (i < 3) fprintf(f, "  %-34s %20s %10s\n", label, b, "");
+        else fprintf(f, "  %-34s %20s %10.0f\n", label, b, tok);
     }
+    double q[2], qh[2], paper[2] = { vs_hs, vs_ad };
+    const char *qname[2] = { "ratio vs hisparse", "ratio vs adaptive (plain)" };
+    for (int i = 0; i < 2; i++) {
+        headline_ratio(sp, rows[i], &q[i], &qh[i]);
+        char b[64];
+        snprintf(b, sizeof b, "%.2fx \xc2\xb1%.2f", q[i], qh[i]);
+        fprintf(f, "  %-34s %20s %9.2fx\n", qname[i], b, paper[i]);
+    }
+    if (dy && dy->tok_s_gpu > 0) {
+        /* The shipped baseline: the speculative column and plain Adaptive against it. */
+        const sim_result *num[2] = { sp, ad };
+        const char *dname[2] = { "ratio vs sglang-dynamic", "adaptive (plain) vs sglang-dynamic" };
+        for (int i = 0; i < 2; i++) {
+            double r, rh;
+            headline_ratio(num[i], dy, &r, &rh);
+            char b[64];
+            snprintf(b, sizeof b, "%.2fx \xc2\xb1%.2f", r, rh);
+            fprintf(f, "  %-34s %20s %10s\n", dname[i], b, "-");
+        }
+    }
+    /* One line on what the comparison says, and where the reasons are written. */
+    double lo = sp->tok_s_gpu - sp->ci_tok_s.half, hi = sp->tok_s_gpu + sp->ci_tok_s.half;
+    fprintf(f, "  agreement: the simulated %.0f tokens/s is %.0f %% %s the paper's %.0f, which lies %s its 95 %% interval;\n"
+               "  the paper's ratios %.2fx and %.2fx are %s; why they differ: %s\n",
+            sp->tok_s_gpu, 100 * fabs(sp->tok_s_gpu / tok - 1), sp->tok_s_gpu >= tok ? "above" : "below", tok,
+            tok < lo || tok > hi ? "outside" : "inside", vs_hs, vs_ad,
+            vs_hs < q[0] - qh[0] && vs_ad < q[1] - qh[1] ? "below the simulated ones (a larger speculative gain here)"
+            : vs_hs > q[0] + qh[0] && vs_ad > q[1] + qh[1] ? "above the simulated ones" : "not both outside the simulated intervals",
+            HEADLINE_DOC);
     rc = ferror(f) ? dh_err("write error on the report") : 0;
 done:
     cfg_free(c);
@@ -564,15 +604,21 @@ int main(int argc, char **argv)
             dh_die("dhsim", "policy %s does not run with speculative decoding (use --spec none or another policy)",
                    pol_name_of(spec.cols[i].pol));
         if (compare && c2.spec.mode) {
-            /* The speculative column decodes about as many tokens per request as
-             * the plain columns: steps / E[tokens per step] steps (the table's
-             * expectation at the prompt length and the full gamma). */
+            /* The speculative column is measured over as many output tokens as
+             * a plain column that admits every request: it stops once its
+             * measured steps emitted (steps - warmup) x requests per GPU tokens
+             * (steps stays the cap). Its warm-up is the plain one over
+             * E[tokens per step] (the table's expectation at the prompt length
+             * and the full gamma), about as many tokens. Cutting the steps
+             * instead (steps / E) measured a shorter run whose cold start
+             * weighed more, and fewer tokens when acceptance fell short of E. */
             const spec_draft *d = c2.spec.draft;
             double e = 1 + spec_expected_accepted(spec_table(d, c2.wl.prompt_len), d->gamma);
             column *c = &spec.cols[i];
             if (c->n_sets + 2 > 4) dh_die("dhsim", "internal: too many overrides for column %d", i);
-            snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "workload.steps=%.0f", ceil(c2.wl.steps / e));
-            snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "workload.warmup_steps=%.0f", floor(c2.wl.warmup_steps / e));
+            snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "workload.measure_tokens=%.0f",
+                     (double)(c2.wl.steps - c2.wl.warmup_steps) * sim_per_gpu(&c2, c2.wl.concurrency));
+            snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "workload.warmup_steps=%.0f", ceil(c2.wl.warmup_steps / e));
         }
         sim_config_release(&c2);
     }

@@ -248,26 +248,45 @@ void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double va
 {
     int i = hw->fit_idx[which];
     if (i < 0) return;
+    log->evals[which]++;
     double lo = hw->fit[i].lo, hi = hw->fit[i].hi;
     /* A relative tolerance keeps the printed bounds' rounding from counting. */
     if (value >= lo * (1 - 1e-9) && value <= hi * (1 + 1e-9)) return;
     for (uint32_t j = 0; j < log->n; j++)
-        if (!strcmp(log->e[j].key, hw->fit[i].key)) { log->e[j].count++; return; }
+        if (!strcmp(log->e[j].key, hw->fit[i].key)) {
+            log->e[j].count++;
+            if (value < log->e[j].vmin) log->e[j].vmin = value;
+            if (value > log->e[j].vmax) log->e[j].vmax = value;
+            return;
+        }
     if (log->n == HW_FIT_N) return;
     snprintf(log->e[log->n].key, sizeof log->e[0].key, "%s", hw->fit[i].key);
     log->e[log->n].first = value;
     log->e[log->n].lo = lo;
     log->e[log->n].hi = hi;
     log->e[log->n].count = 1;
+    log->e[log->n].vmin = log->e[log->n].vmax = value;
     log->n++;
+}
+
+double hw_range_evals(const hw_range_log *log, const char *key)
+{
+    for (int w = 0; w < HW_FIT_N; w++)
+        if (!strcmp(hw_fit_name[w], key)) return log->evals[w];
+    return 0;
 }
 
 void hw_range_merge(hw_range_log *a, const hw_range_log *b)
 {
+    for (int w = 0; w < HW_FIT_N; w++) a->evals[w] += b->evals[w];
     for (uint32_t j = 0; j < b->n; j++) {
         uint32_t i = 0;
         while (i < a->n && strcmp(a->e[i].key, b->e[j].key)) i++;
-        if (i < a->n) a->e[i].count += b->e[j].count;
+        if (i < a->n) {
+            a->e[i].count += b->e[j].count;
+            if (b->e[j].vmin < a->e[i].vmin) a->e[i].vmin = b->e[j].vmin;
+            if (b->e[j].vmax > a->e[i].vmax) a->e[i].vmax = b->e[j].vmax;
+        }
         else if (a->n < HW_FIT_N) a->e[a->n++] = b->e[j];
     }
 }
@@ -527,6 +546,13 @@ int hw_load(cfg *c, hw_profile *hw)
         return hw_load_scaled(c, hw);
     }
     return hw_load_measured(c, hw);
+}
+
+double hw_fit_clamp(const hw_profile *hw, int which, double value)
+{
+    int i = hw->fit_idx[which];
+    if (i < 0) return value;
+    return value < hw->fit[i].lo ? hw->fit[i].lo : value > hw->fit[i].hi ? hw->fit[i].hi : value;
 }
 
 double hw_window_bins(double m, double window_rows, double row_bytes, double bin_bytes)

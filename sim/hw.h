@@ -155,12 +155,18 @@ typedef struct {
  * input and how many evaluations fell outside. */
 typedef struct {
     uint32_t n;
-    struct { char key[64]; double first, lo, hi; double count; } e[HW_FIT_N];
+    struct { char key[64]; double first, lo, hi; double count; double vmin, vmax; /* values seen outside */ } e[HW_FIT_N];
+    double evals[HW_FIT_N];  /* every checked evaluation of each input, inside or outside */
 } hw_range_log;
 
 /* Record value of checked input which (HW_FIT_*) if the profile has a fitted
  * range for it and value lies outside. O(1). */
 void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double value);
+/* value held inside the profile's fitted range of input which (HW_FIT_*): the range's
+ * nearer end outside it, value itself inside or when the profile has no range. */
+double hw_fit_clamp(const hw_profile *hw, int which, double value);
+/* Evaluations of the input named key (inside its range or not), 0 when unknown. */
+double hw_range_evals(const hw_range_log *log, const char *key);
 /* Merge b into a (first values of a win). */
 void hw_range_merge(hw_range_log *a, const hw_range_log *b);
 

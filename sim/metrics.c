@@ -3,6 +3,7 @@
 #include "sim/metrics.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
+#include "common/stats.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -125,6 +126,78 @@ static void spec_result(const metrics *mt, const metrics_end *e, sim_result *res
     res->staging_used_peak = mt->staging_peak;
 }
 
+/* The measured steps' series (timeline rows from the warm-up on), in step order. */
+enum { S_TOK, S_DT, S_WAIT, S_MISS, S_SEL, S_BYTES, S_ACTIVE, S_N };
+
+/* 95 % intervals by batch means (common/stats.h). The batch plan is decided
+ * on tokens/s, the headline figure, and every other figure uses the same
+ * batches: TPOT's mean as the ratio of waited seconds (a step's time x its
+ * requests) to tokens, its quantiles as each batch's own token-weighted
+ * quantile (batch quantiles, Law 5th ed. section 9.5.3: biased for p99 in
+ * short batches; the interval is printed beside the whole run's quantile).
+ * Must run before the latencies are sorted (durs is in step order). */
+static void intervals(const metrics *mt, sim_result *res)
+{
+    uint32_t n = mt->n_durs;
+    double *s[S_N];
+    for (int k = 0; k < S_N; k++) s[k] = dh_calloc(n ? n : 1, sizeof *s[k]);
+    uint32_t i = 0;
+    double w_tok = 0, w_time = 0;
+    double *x = dh_calloc(mt->n_tl ? mt->n_tl : 1, sizeof *x);
+    for (uint32_t j = 0; j < mt->n_tl; j++) {
+        const sim_tl_row *r = &mt->tl[j];
+        double dt = r->t_end - r->t_start;
+        x[j] = dt > 0 ? r->tokens / dt : 0;
+        if (r->step < mt->warmup) { w_tok += r->tokens; w_time += dt; continue; }
+        DH_BUG_ON(i == n);
+        s[S_TOK][i] = r->tokens;
+        s[S_DT][i] = dt;
+        s[S_WAIT][i] = dt * r->active;
+        s[S_MISS][i] = r->missed;
+        s[S_SEL][i] = r->selected;
+        s[S_BYTES][i] = r->fetch_bytes;
+        s[S_ACTIVE][i] = r->active;
+        i++;
+    }
+    DH_BUG_ON(i != n);
+    res->warmup_steps = mt->warmup;
+    res->warmup_tok_s = w_time > 0 ? w_tok / w_time : 0;
+    res->mser_warmup = stats_mser5(x, mt->n_tl);
+    double bytes = 0;
+    for (uint32_t j = 0; j < n; j++) bytes += s[S_BYTES][j];
+    res->fetched_rows_per_token = mt->m_tokens > 0 ? mt->m_miss / mt->m_tokens : 0;
+    res->fetched_bytes_per_token = mt->m_tokens > 0 ? bytes / mt->m_tokens : 0;
+    stats_plan p = stats_plan_of(s[S_TOK], s[S_DT], n);
+    res->batches = p;
+    res->ci_tok_s = stats_ratio_ci(&p, s[S_TOK], s[S_DT]);
+    res->ci_tpot_mean = stats_ratio_ci(&p, s[S_WAIT], s[S_TOK]);
+    res->ci_fetch_fraction = stats_ratio_ci(&p, s[S_MISS], s[S_SEL]);
+    res->ci_rows_per_token = stats_ratio_ci(&p, s[S_MISS], s[S_TOK]);
+    res->ci_bytes_per_token = stats_ratio_ci(&p, s[S_BYTES], s[S_TOK]);
+    res->ci_tokens_per_step = stats_ratio_ci(&p, s[S_TOK], s[S_ACTIVE]);
+    stats_ci *q[3] = { &res->ci_tpot_p50, &res->ci_tpot_p90, &res->ci_tpot_p99 };
+    const double qs[3] = { 0.50, 0.90, 0.99 };
+    if (p.b >= STATS_MIN_BATCHES) {
+        double v[3][STATS_BATCHES];
+        metrics_dur *d = dh_calloc(p.len, sizeof *d);
+        for (uint32_t b = 0; b < p.b; b++) {
+            double tot = 0;
+            for (uint32_t j = 0; j < p.len; j++) {
+                d[j] = mt->durs[p.first + b * p.len + j];
+                tot += d[j].tokens;
+            }
+            metrics_sort_durs(d, p.len);
+            for (int k = 0; k < 3; k++) v[k][b] = metrics_quantile(d, p.len, tot, qs[k]);
+        }
+        for (int k = 0; k < 3; k++) *q[k] = stats_ci_of(v[k], p.b);
+        free(d);
+    } else {
+        for (int k = 0; k < 3; k++) *q[k] = (stats_ci){ NAN, NAN, NAN };
+    }
+    for (int k = 0; k < S_N; k++) free(s[k]);
+    free(x);
+}
+
 int metrics_finish(metrics *mt, const metrics_end *e, sim_result *res)
 {
     const sim_config *sc = e->sc;
@@ -149,7 +222,12 @@ int metrics_finish(metrics *mt, const metrics_end *e, sim_result *res)
     res->tokens = mt->tokens;
     res->measured_tokens = mt->m_tokens;
     /* Under TP attention the attn_tp GPUs of a group emit its tokens together (sim/tp.h). */
-    res->tok_s_gpu = mt->m_time > 0 ? mt->m_tokens / mt->m_time / (sc->tp.ranks > 1 ? sc->tp.ranks : 1) : 0;
+    const double tp = sc->tp.ranks > 1 ? sc->tp.ranks : 1;
+    res->tok_s_gpu = mt->m_time > 0 ? mt->m_tokens / mt->m_time / tp : 0;
+    intervals(mt, res);
+    res->ci_tok_s.mean /= tp;
+    res->ci_tok_s.half /= tp;
+    res->warmup_tok_s /= tp;
     metrics_sort_durs(mt->durs, mt->n_durs);
     res->tpot_p50 = metrics_quantile(mt->durs, mt->n_durs, mt->m_tokens, 0.50);
     res->tpot_p90 = metrics_quantile(mt->durs, mt->n_durs, mt->m_tokens, 0.90);
@@ -181,6 +259,8 @@ int metrics_finish(metrics *mt, const metrics_end *e, sim_result *res)
     res->mean_optional_rows = mt->n_tl ? mt->optional / mt->n_tl : 0;
     res->mean_budget_rows = mt->n_tl ? mt->budget / mt->n_tl : 0;
     res->ranges = e->st->ranges;
+    res->fetch_busy_s = e->st->fetch_busy;
+    res->fetch_slope_delta_s = e->st->fetch_slope_delta;
     if (sc->spec.mode) spec_result(mt, e, res);
     struct timespec w1;
     clock_gettime(CLOCK_MONOTONIC, &w1);

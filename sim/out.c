@@ -6,91 +6,209 @@
 #include "common/json.h"
 
 #include <errno.h>
+#include <math.h>
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* Table layout: the label column, then one column per result. */
+#define LABEL_W 44
+#define CELL_W 17
+
+typedef struct {
+    FILE *f;
+    const sim_result *r;
+    int n, w;
+} tab;
+
+static void row_begin(const tab *t, const char *label) { fprintf(t->f, "%-*s", LABEL_W, label); }
+static void row_end(const tab *t) { fprintf(t->f, "\n"); }
+static void cell(const tab *t, const char *s) { fprintf(t->f, " %*s", t->w, s); }
+
+/* A figure with its interval: "value +/-half" at dec decimals, the value alone
+ * when no interval could be computed; "-" when the figure is not defined. */
+static void cell_ci(const tab *t, double v, const stats_ci *c, double scale, int dec)
+{
+    char b[64];
+    if (v < 0 || isnan(v)) snprintf(b, sizeof b, "-");
+    else if (!c || isnan(c->half)) snprintf(b, sizeof b, "%.*f", dec, v * scale);
+    else snprintf(b, sizeof b, "%.*f \xc2\xb1%.*f", dec, v * scale, dec, c->half * scale);
+    cell(t, b);
+}
+
+static void cell_num(const tab *t, double v, int dec)
+{
+    char b[64];
+    if (v < 0 || isnan(v)) snprintf(b, sizeof b, "-");
+    else snprintf(b, sizeof b, "%.*f", dec, v);
+    cell(t, b);
+}
+
+/* The figures of a row: a member of sim_result with its interval, or without. */
+#define ROW_CI(label, val, ci, scale, dec) do { row_begin(&t, label); \
+        for (int i = 0; i < n; i++) { const sim_result *x = &r[i]; cell_ci(&t, (val), &x->ci, scale, dec); } \
+        row_end(&t); } while (0)
+#define ROW(label, val, dec) do { row_begin(&t, label); \
+        for (int i = 0; i < n; i++) { const sim_result *x = &r[i]; (void)x; cell_num(&t, (val), dec); } \
+        row_end(&t); } while (0)
+/* A speculative figure: "-" in plain columns. */
+#define SROW(label, val, dec) ROW(label, x->spec[0] ? (val) : -1, dec)
+
+/* How far outside its fitted range an input went, e.g. "up to 1.28x the
+ * fitted max" (both ends when both were crossed). */
+static void range_extent(char *b, size_t nb, const hw_range_log *g, uint32_t j)
+{
+    double lo = g->e[j].lo, hi = g->e[j].hi, vmin = g->e[j].vmin, vmax = g->e[j].vmax;
+    int below = vmin < lo, above = vmax > hi;
+    char a[64] = "", c[64] = "";
+    if (below) snprintf(a, sizeof a, "down to %.3g (%.2fx the fitted min %.3g)", vmin, lo > 0 ? vmin / lo : 0, lo);
+    if (above) snprintf(c, sizeof c, "up to %.3g (%.2fx the fitted max %.3g)", vmax, hi > 0 ? vmax / hi : 0, hi);
+    snprintf(b, nb, "%s%s%s", a, below && above ? " and " : "", c);
+}
+
 int out_table(FILE *f, const sim_result *r, int n)
 {
-    fprintf(f, "%s on %s, concurrency %g (%u per GPU), selections: %s\n", r[0].model, r[0].hw, r[0].concurrency,
+    fprintf(f, "%s on %s, concurrency %g (%u requests per GPU), selections: %s\n", r[0].model, r[0].hw, r[0].concurrency,
             r[0].per_gpu, r[0].source);
     fprintf(f, "expert-parallel all-to-all: %s\n", r[0].a2a);
-    int spec = 0, w = 12;
+    tab t = { f, r, n, CELL_W };
+    int spec = 0;
     for (int i = 0; i < n; i++) {
         if (r[i].spec[0]) spec = 1;
         int l = (int)strlen(r[i].policy);
-        if (l > w) w = l;
+        if (l > t.w) t.w = l;
     }
-    fprintf(f, "%-32s", "");
-    for (int i = 0; i < n; i++) fprintf(f, " %*s", w, r[i].policy);
-    fprintf(f, "\n");
-#define ROW(label, fmt, expr) do { fprintf(f, "%-32s", label); \
-        for (int i = 0; i < n; i++) { const sim_result *x = &r[i]; (void)x; fprintf(f, " %*s", w - 12, ""); fprintf(f, fmt, expr); } fprintf(f, "\n"); } while (0)
-/* A speculative figure: "-" for plain columns (or when not computed). */
-#define SROW(label, fmt, expr) do { fprintf(f, "%-32s", label); \
-        for (int i = 0; i < n; i++) { const sim_result *x = &r[i]; double v = x->spec[0] ? (expr) : -1; \
-            if (v < 0) fprintf(f, " %*s", w, "-"); else { fprintf(f, " %*s", w - 12, ""); fprintf(f, fmt, v); } } \
-        fprintf(f, "\n"); } while (0)
-    ROW("output tokens/s per GPU", "%12.1f", x->tok_s_gpu);
-    ROW("TPOT p50 (ms)", "%12.2f", x->tpot_p50 * 1e3);
-    ROW("TPOT p90 (ms)", "%12.2f", x->tpot_p90 * 1e3);
-    ROW("TPOT p99 (ms)", "%12.2f", x->tpot_p99 * 1e3);
-    ROW("mean admitted requests / GPU", "%12.2f", x->mean_active);
-    ROW("fetch fraction (missed/sel.)", "%12.4f", x->fetch_fraction);
-    ROW("PCIe H2D GB fetched", "%12.2f", x->fetch_bytes / 1e9);
-    ROW("PCIe H2D utilisation", "%12.3f", x->h2d_util);
-    ROW("PCIe D2H GB written through", "%12.2f", x->write_bytes / 1e9);
-    ROW("GPU compute utilisation", "%12.3f", x->compute_util);
-    ROW("HBM peak (GB)", "%12.2f", x->hbm_peak_total / 1e9);
-    ROW("  weights+workspace (GB)", "%12.2f", (x->hbm_peak[MEM_WEIGHTS] + x->hbm_peak[MEM_WORKSPACE]) / 1e9);
-    ROW("  indexer keys peak (GB)", "%12.2f", x->hbm_peak[MEM_INDEXER] / 1e9);
-    ROW("  protected rows peak (GB)", "%12.2f", x->hbm_peak[MEM_PROTECTED] / 1e9);
-    ROW("  optional rows peak (GB)", "%12.2f", x->hbm_peak[MEM_OPTIONAL] / 1e9);
-    ROW("hot budget rows/(req,grp) mean", "%12.0f", x->mean_budget_rows);
-    ROW("mean optional rows/(req,grp)", "%12.0f", x->mean_optional_rows);
+    row_begin(&t, "");
+    for (int i = 0; i < n; i++) cell(&t, r[i].policy);
+    row_end(&t);
+    ROW_CI("output tokens/s per GPU", x->tok_s_gpu, ci_tok_s, 1, 1);
+    ROW_CI("time per output token (TPOT), mean (ms)", x->tpot_mean, ci_tpot_mean, 1e3, 2);
+    ROW_CI("  TPOT median, p50 (ms)", x->tpot_p50, ci_tpot_p50, 1e3, 2);
+    ROW_CI("  TPOT p90 (ms)", x->tpot_p90, ci_tpot_p90, 1e3, 2);
+    ROW_CI("  TPOT p99 (ms)", x->tpot_p99, ci_tpot_p99, 1e3, 2);
+    ROW("requests running per GPU, mean", x->mean_active, 2);
+    ROW_CI("fetch fraction (fetched / selected rows)", x->fetch_fraction, ci_fetch_fraction, 1, 4);
+    ROW_CI("rows fetched per output token (all layers)", x->fetched_rows_per_token, ci_rows_per_token, 1, 0);
+    ROW_CI("KB fetched per output token", x->fetched_bytes_per_token, ci_bytes_per_token, 1e-3, 1);
+    ROW("host-to-device GB fetched, whole run", x->fetch_bytes / 1e9, 2);
+    ROW("host-to-device link busy (share of time)", x->h2d_util, 3);
+    ROW("device-to-host GB written back, whole run", x->write_bytes / 1e9, 2);
+    ROW("GPU compute busy (share of time)", x->compute_util, 3);
+    ROW("HBM peak (GB)", x->hbm_peak_total / 1e9, 2);
+    ROW("  weights + workspace (GB)", (x->hbm_peak[MEM_WEIGHTS] + x->hbm_peak[MEM_WORKSPACE]) / 1e9, 2);
+    ROW("  indexer keys, peak (GB)", x->hbm_peak[MEM_INDEXER] / 1e9, 2);
+    ROW("  protected KV rows, peak (GB)", x->hbm_peak[MEM_PROTECTED] / 1e9, 2);
+    ROW("  optional KV rows, peak (GB)", x->hbm_peak[MEM_OPTIONAL] / 1e9, 2);
+    ROW("hot-buffer rows per request and group, mean", x->mean_budget_rows, 0);
+    ROW("  of which optional rows, mean", x->mean_optional_rows, 0);
     if (spec) {
-        fprintf(f, "%-32s", "speculative decoding");
-        for (int i = 0; i < n; i++) fprintf(f, " %*s", w, r[i].spec[0] ? r[i].spec : "-");
-        fprintf(f, "\n");
-        fprintf(f, "%-32s", "  shared/ring/reuse");
+        row_begin(&t, "speculative decoding");
+        for (int i = 0; i < n; i++) cell(&t, r[i].spec[0] ? r[i].spec : "-");
+        row_end(&t);
+        row_begin(&t, "  shared retrieval/draft ring/staging reuse");
         for (int i = 0; i < n; i++) {
             char b[32];
             snprintf(b, sizeof b, "%s/%s/%s", r[i].shared_retrieval ? "on" : "off", r[i].draft_ring ? "on" : "off",
                      r[i].staging_reuse ? "on" : "off");
-            fprintf(f, " %*s", w, r[i].spec[0] ? b : "-");
+            cell(&t, r[i].spec[0] ? b : "-");
         }
-        fprintf(f, "\n");
-        SROW("  accepted length (+1 token)", "%12.3f", x->tokens_per_step);
-        SROW("  mean accepted drafts", "%12.3f", x->mean_accepted);
-        SROW("  mean verify length", "%12.3f", x->mean_verify_len);
-        SROW("  union rows/(req,grp)", "%12.0f", sim_opt_or(x->union_rows, -1));
-        SROW("  union rows / k", "%12.3f", sim_opt_or(x->union_rows_k, -1));
-        SROW("  fetched rows/(req,grp) shared", "%12.1f", sim_opt_or(x->fetched_shared_rows, -1));
-        SROW("  fetched rows/(req,grp) per-q", "%12.1f", sim_opt_or(x->fetched_per_query_rows, -1));
-        SROW("  draft time share", "%12.3f", x->draft_share);
-        SROW("  verify time share", "%12.3f", x->verify_share);
-        SROW("  draft KV peak (GB)", "%12.3f", x->hbm_peak[MEM_DRAFT] / 1e9);
-        SROW("  staging reserved peak (GB)", "%12.3f", x->hbm_peak[MEM_STAGING] / 1e9);
-        SROW("  staging used peak (GB)", "%12.3f", x->staging_used_peak / 1e9);
+        row_end(&t);
+        row_begin(&t, "  tokens per request and step (accepted + 1)");
+        for (int i = 0; i < n; i++) cell_ci(&t, r[i].spec[0] ? r[i].tokens_per_step : -1, &r[i].ci_tokens_per_step, 1, 3);
+        row_end(&t);
+        SROW("  drafts verified per request and step", x->mean_verify_len, 3);
+        SROW("  union of the verify selections (rows)", sim_opt_or(x->union_rows, -1), 0);
+        SROW("  union / top-k", sim_opt_or(x->union_rows_k, -1), 3);
+        SROW("  rows fetched per request and group, shared", sim_opt_or(x->fetched_shared_rows, -1), 1);
+        SROW("  the same, if each query fetched its own", sim_opt_or(x->fetched_per_query_rows, -1), 1);
+        SROW("  draft share of step time", x->draft_share, 3);
+        SROW("  verify share of step time", x->verify_share, 3);
+        SROW("  draft KV, peak (GB)", x->hbm_peak[MEM_DRAFT] / 1e9, 3);
+        SROW("  staging reserved, peak (GB)", x->hbm_peak[MEM_STAGING] / 1e9, 3);
+        SROW("  staging used, peak (GB)", x->staging_used_peak / 1e9, 3);
     }
-    ROW("steps (measured)", "%12u", x->measured_steps);
-    ROW("simulated seconds", "%12.3f", x->sim_time);
-    fprintf(f, "%-32s", "requests done / unfinished");
-    for (int i = 0; i < n; i++) fprintf(f, " %*s%6u/%-5u", w - 12, "", r[i].completed, r[i].unfinished);
-    fprintf(f, "\n");
-    ROW("rows decided / wall s (M)", "%12.1f", x->rows_per_wall_s / 1e6);
-    ROW("wall seconds", "%12.2f", x->wall_s);
+    ROW("steps measured", (double)x->measured_steps, 0);
+    ROW("output tokens measured", x->measured_tokens, 0);
+    row_begin(&t, "batches for the intervals (lag-1 autocorr.)");
+    for (int i = 0; i < n; i++) {
+        char b[48];
+        if (r[i].batches.b) snprintf(b, sizeof b, "%u x %u%s (%.2f)", r[i].batches.b, r[i].batches.len,
+                                     r[i].batches.lag1_ok ? "" : "!", r[i].ci_tok_s.lag1);
+        else snprintf(b, sizeof b, "too few steps");
+        cell(&t, b);
+    }
+    row_end(&t);
+    row_begin(&t, "warm-up steps excluded (MSER-5 suggests)");
+    for (int i = 0; i < n; i++) {
+        char b[48];
+        snprintf(b, sizeof b, "%u (%u)%s", r[i].warmup_steps, r[i].mser_warmup, r[i].mser_warmup > r[i].warmup_steps ? "!" : "");
+        cell(&t, b);
+    }
+    row_end(&t);
+    ROW("  output tokens/s per GPU during the warm-up", x->warmup_steps ? x->warmup_tok_s : -1, 1);
+    ROW("simulated seconds", x->sim_time, 3);
+    row_begin(&t, "requests finished / still running");
+    for (int i = 0; i < n; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "%u/%u", r[i].completed, r[i].unfinished);
+        cell(&t, b);
+    }
+    row_end(&t);
+    ROW("wall: M rows decided per second", x->rows_per_wall_s / 1e6, 1);
+    ROW("wall seconds", x->wall_s, 2);
+#undef ROW_CI
 #undef ROW
 #undef SROW
-    /* Once per run: a cost table asked outside the range its fit saw. */
-    for (int i = 0; i < n; i++)
-        for (uint32_t j = 0; j < r[i].ranges.n; j++)
-            fprintf(f, "note: %s: %s = %.6g is outside the profile's [fit_range] %.6g .. %.6g (%.0f evaluations extrapolated)\n",
-                    r[i].policy, r[i].ranges.e[j].key, r[i].ranges.e[j].first, r[i].ranges.e[j].lo, r[i].ranges.e[j].hi,
-                    r[i].ranges.e[j].count);
+    fprintf(f, "\xc2\xb1: 95 %% confidence half-width by batch means over the measured steps (common/stats.h); the\n"
+               "   headline's ratios combine the two columns' intervals as if independent (wider than paired).\n"
+               "   \"!\" after the batches: their means stay correlated, the interval may be too narrow; after\n"
+               "   the warm-up: MSER-5 finds a longer transient than was excluded.\n"
+               "TPOT: a step's time over the tokens each request emitted in it, weighted by tokens. Fetch\n"
+               "   fraction: rows copied from host memory over rows the attention selected; per output token,\n"
+               "   every layer's rows and bytes count (comparable between plain and speculative columns).\n"
+               "Protected rows: each request's current top-k, which must be on the GPU; optional rows: rows\n"
+               "   kept beyond them while memory allows (adaptive). A group: the layers sharing one selection.\n"
+               "Extrapolated costs (below): a fitted table holds its end value beyond its range, an affine\n"
+               "   form extends its line (the same slope: no other choice to compare); fetch_pool_bytes is\n"
+               "   no input of a cost (the fetch was measured at one pool size) and gemm_fp8_m was fitted at\n"
+               "   one value (the GPU replay checks 8-query verification steps, analysis/VALIDATION.md).\n");
+    /* Once per run and input: a cost table asked outside the range its fit saw. */
+    for (int i = 0; i < n; i++) {
+        const hw_range_log *g = &r[i].ranges;
+        if (!g->n) continue;
+        fprintf(f, "note: %s: outside the profile's [fit_range] (costs extrapolated):", r[i].policy);
+        for (uint32_t j = 0; j < g->n; j++) {
+            char b[160];
+            range_extent(b, sizeof b, g, j);
+            double all = hw_range_evals(g, g->e[j].key);
+            fprintf(f, "%s %s %s in %.0f %% of %.0f evaluations", j ? ";" : "", g->e[j].key, b,
+                    all > 0 ? 100 * g->e[j].count / all : 100, all > 0 ? all : g->e[j].count);
+        }
+        /* The size of the effect where a fetch table was left: the fetch time with the
+         * tables' end slopes carried on instead of their end values held. The fetch runs
+         * partly hidden under compute, so the share of the run is an upper bound on how
+         * much tokens/s moves. */
+        int table = 0;
+        for (uint32_t j = 0; j < g->n; j++)
+            table |= !strcmp(g->e[j].key, "fetch_pages") || !strcmp(g->e[j].key, "fetch_row_bytes") ||
+                     !strcmp(g->e[j].key, "fetch_sms") || !strcmp(g->e[j].key, "fetch_density");
+        if (table && r[i].fetch_busy_s > 0)
+            fprintf(f, "; effect: the fetch tables' end slopes instead of their end values change the fetch time by "
+                       "%+.2f %%, %+.2f %% of the run's time (at most that on tokens/s)",
+                    100 * r[i].fetch_slope_delta_s / r[i].fetch_busy_s,
+                    r[i].sim_time > 0 ? 100 * r[i].fetch_slope_delta_s / r[i].sim_time : 0);
+        fprintf(f, "\n");
+    }
     return ferror(f) ? dh_err("write error on the report") : 0;
+}
+
+/* A number, or null when it is not one (an interval that could not be computed). */
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v)) fprintf(f, "%.17g", v);
+    else fputs("null", f);
 }
 
 int out_json(FILE *f, const sim_result *r, int n, int with_wall)
@@ -141,14 +259,37 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
             fprintf(f, "    \"draft_share\": %.17g, \"verify_share\": %.17g, \"draft_peak\": %.17g, \"staging_peak\": %.17g, \"staging_used_peak\": %.17g}",
                     x->draft_share, x->verify_share, x->hbm_peak[MEM_DRAFT], x->hbm_peak[MEM_STAGING], x->staging_used_peak);
         }
+        /* Uncertainty (common/stats.h): half-widths of the 95 % intervals, null where none. */
+        fprintf(f, ",\n   \"warmup_steps\": %u, \"mser5_warmup_steps\": %u, \"warmup_tok_s_per_gpu\": %.17g,\n", x->warmup_steps,
+                x->mser_warmup, x->warmup_tok_s);
+        fprintf(f, "   \"fetched_rows_per_token\": %.17g, \"fetched_bytes_per_token\": %.17g,\n", x->fetched_rows_per_token,
+                x->fetched_bytes_per_token);
+        fprintf(f, "   \"batches\": {\"count\": %u, \"steps_each\": %u, \"first_measured_step_used\": %u, \"lag1_ok\": %s, \"lag1_tok_s\": ",
+                x->batches.b, x->batches.len, x->batches.first, x->batches.lag1_ok ? "true" : "false");
+        json_num(f, x->ci_tok_s.lag1);
+        fputs("},\n   \"ci95_half\": {", f);
+        const struct { const char *name; const stats_ci *c; } cis[] = {
+            { "tok_s_per_gpu", &x->ci_tok_s }, { "tpot_mean_s", &x->ci_tpot_mean }, { "tpot_p50_s", &x->ci_tpot_p50 },
+            { "tpot_p90_s", &x->ci_tpot_p90 }, { "tpot_p99_s", &x->ci_tpot_p99 }, { "fetch_fraction", &x->ci_fetch_fraction },
+            { "fetched_rows_per_token", &x->ci_rows_per_token }, { "fetched_bytes_per_token", &x->ci_bytes_per_token },
+            { "tokens_per_step", &x->ci_tokens_per_step },
+        };
+        for (size_t k = 0; k < sizeof cis / sizeof cis[0]; k++) {
+            fprintf(f, "%s\"%s\": ", k ? ", " : "", cis[k].name);
+            json_num(f, cis[k].c->half);
+        }
+        fputs("}", f);
         fprintf(f, ",\n   \"fit_range_exceeded\": [");
         for (uint32_t j = 0; j < x->ranges.n; j++)
         {
             fprintf(f, "%s{\"input\": ", j ? ", " : "");
             json_str(f, x->ranges.e[j].key);
-            fprintf(f, ", \"first\": %.17g, \"min\": %.17g, \"max\": %.17g, \"evaluations\": %.17g}", x->ranges.e[j].first, x->ranges.e[j].lo, x->ranges.e[j].hi, x->ranges.e[j].count);
+            fprintf(f, ", \"first\": %.17g, \"min\": %.17g, \"max\": %.17g, \"evaluations\": %.17g, \"evaluations_checked\": %.17g, \"seen_min\": %.17g, \"seen_max\": %.17g}",
+                    x->ranges.e[j].first, x->ranges.e[j].lo, x->ranges.e[j].hi, x->ranges.e[j].count,
+                    hw_range_evals(&x->ranges, x->ranges.e[j].key), x->ranges.e[j].vmin, x->ranges.e[j].vmax);
         }
-        fprintf(f, "]");
+        fprintf(f, "],\n   \"fetch_busy_s\": %.17g, \"fetch_slope_extrapolation_delta_s\": %.17g", x->fetch_busy_s,
+                x->fetch_slope_delta_s);
         if (with_wall) fprintf(f, ",\n   \"wall_s\": %.6g, \"rows_per_wall_s\": %.6g", x->wall_s, x->rows_per_wall_s);
         fprintf(f, "}");
     }

@@ -1002,6 +1002,7 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     double t = 0;
     for (uint32_t step = 0; step < sc->wl.steps;) {
         if (sc->wl.max_time_s > 0 && t >= sc->wl.max_time_s) break;
+        if (sc->wl.measure_tokens > 0 && mt.m_tokens >= sc->wl.measure_tokens) break;
         int go = fill(&R, &t, step);
         if (go < 0) goto out;
         if (go == 0) break;

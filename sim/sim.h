@@ -65,6 +65,7 @@
 #include <stdint.h>
 
 #include "common/cfg.h"
+#include "common/stats.h"
 #include "sim/ledger.h"
 #include "sim/hw.h"
 #include "sim/memplan.h"
@@ -180,6 +181,19 @@ typedef struct {
     double draft_share, verify_share;  /* of the measured step time */
     double staging_used_peak;          /* bytes of union rows staged at once, largest step */
     hw_range_log ranges;               /* cost tables used outside the profile's [fit_range] */
+    double fetch_busy_s;               /* fetch seconds charged, whole run */
+    double fetch_slope_delta_s;        /* their change had the fetch tables been extrapolated by
+                                        * their end slopes instead of held at their ends */
+    /* Uncertainty: 95 % intervals by batch means over the measured steps
+     * (common/stats.h), one batch plan per run, decided on tokens/s. */
+    stats_plan batches;
+    uint32_t warmup_steps;             /* steps before the measured ones (configured) */
+    uint32_t mser_warmup;              /* MSER-5's warm-up on the per-step tokens/s series */
+    double warmup_tok_s;               /* output tokens/s over the warm-up steps (0: none) */
+    double fetched_rows_per_token;     /* rows fetched (every layer) per output token, measured steps */
+    double fetched_bytes_per_token;    /* bytes fetched host to device per output token, measured steps */
+    stats_ci ci_tok_s, ci_tpot_mean, ci_tpot_p50, ci_tpot_p90, ci_tpot_p99, ci_fetch_fraction;
+    stats_ci ci_rows_per_token, ci_bytes_per_token, ci_tokens_per_step;
     double wall_s, rows_per_wall_s;    /* wall clock: not deterministic, reported apart */
     sim_tl_row *tl;
     uint32_t n_tl;

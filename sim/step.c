@@ -52,16 +52,18 @@ static int fetch_launches(const step_mb *m, int32_t g, double rows[2], double pa
 /* step_fetch_s, and in *weight (when not NULL) the fetch's weight under compute_interference:
  * its launches' beside_slowdown at their densities, weighted by their times (hw.h). */
 static double fetch_cost_sms(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes, double *weight,
-                             double sms);
+                             double sms, int slope);
 
-static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes, double *weight)
+/* slope: the other plausible extrapolation, for the report (step_stats.fetch_slope_delta): the
+ * tables' end slopes carried on, or the fitted form's inputs held at their fitted ranges. */
+static double fetch_cost(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes, double *weight, int slope)
 {
-    return fetch_cost_sms(cx, m, l, bytes, weight, cx->hw->fetch_sms);
+    return fetch_cost_sms(cx, m, l, bytes, weight, cx->hw->fetch_sms, slope);
 }
 
 /* The same with sms SMs (fetch_main: one block per request). */
 static double fetch_cost_sms(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes, double *weight,
-                             double sms)
+                             double sms, int slope)
 {
     const model_kind *k = &cx->model->layer[l];
     int32_t g = cx->model->layer_group[l];
@@ -71,8 +73,20 @@ static double fetch_cost_sms(const step_ctx *cx, const step_mb *m, uint32_t l, d
     *bytes = m->miss[g] * k->row_bytes;
     double rows[2], pages[2], regions[2], t = 0, ts = 0;
     for (int i = 0, n = fetch_launches(m, g, rows, pages, regions); i < n; i++) {
-        const double d = cost_fetch_time(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], sms,
-                                         cx->pool_bytes);
+        double d;
+        if (!slope) d = cost_fetch_time(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], sms, cx->pool_bytes);
+        else if (cx->hw->cost.fetch.form != COST_FITTED)
+            d = cost_fetch_time_slope(&cx->hw->cost.fetch, rows[i], k->row_bytes, pages[i], regions[i], sms, cx->pool_bytes);
+        else {
+            /* The fitted form with its inputs held at the fitted range's ends. */
+            const hw_profile *hw = cx->hw;
+            const double r = hw_fit_clamp(hw, HW_FIT_FETCH_ROWS, rows[i]);
+            const double rho = regions[i] > 0 ? hw_fit_clamp(hw, HW_FIT_FETCH_DENSITY, rows[i] / regions[i]) : 1;
+            d = rows[i] / r * cost_fetch_time(&hw->cost.fetch, r, hw_fit_clamp(hw, HW_FIT_FETCH_ROW_BYTES, k->row_bytes),
+                                             hw_fit_clamp(hw, HW_FIT_FETCH_PAGES, pages[i]), r / rho,
+                                             hw_fit_clamp(hw, HW_FIT_FETCH_SMS, sms),
+                                             hw_fit_clamp(hw, HW_FIT_FETCH_POOL_BYTES, cx->pool_bytes));
+        }
         t += d;
         if (weight) ts += d * cost_fetch_beside(&cx->hw->cost.fetch, rows[i], regions[i]);
     }
@@ -82,7 +96,7 @@ static double fetch_cost_sms(const step_ctx *cx, const step_mb *m, uint32_t l, d
 
 double step_fetch_s(const step_ctx *cx, const step_mb *m, uint32_t l, double *bytes)
 {
-    return fetch_cost(cx, m, l, bytes, NULL);
+    return fetch_cost(cx, m, l, bytes, NULL, 0);
 }
 
 double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
@@ -267,9 +281,11 @@ static void submit_group_fetches(step_state *r, uint32_t mi, uint32_t l, double 
     for (uint32_t j = cx->fetch_main ? l + 1 : l; j < md->n_layers; j++) {
         if (md->layer_group[j] != g) continue;
         if (j > l && md->layer[j].select == MODEL_SELECT_OWN) break;
-        double bytes, weight, d = fetch_cost(cx, m, j, &bytes, &weight);
+        double bytes, weight, d = fetch_cost(cx, m, j, &bytes, &weight, 0);
         if (d <= 0) { r->s[mi].fetch_done[j] = 1; continue; }
         note_fetch_inputs(cx, m, j, g, r->st);
+        double b2;
+        r->st->fetch_slope_delta += fetch_cost(cx, m, j, &b2, NULL, 1) - d;
         res_submit_event(r->h2d, r->q, now, d, bytes, weight, EV_FETCH, mi, j);
         r->st->fetch_busy += d;
         r->st->fetch_bytes += bytes;
@@ -285,7 +301,7 @@ static void submit_main_fetch(step_state *r, uint32_t mi, uint32_t l, double now
     const model_kind *k = &cx->model->layer[l];
     if (!k->kv_own || cx->model->layer_group[l] < 0) { r->s[mi].fetch_done[l] = 1; return; }
     double sms = m->n_req < cx->hw->sms ? m->n_req : cx->hw->sms, bytes;
-    double d = fetch_cost_sms(cx, m, l, &bytes, NULL, sms);
+    double d = fetch_cost_sms(cx, m, l, &bytes, NULL, sms, 0);
     /* Nothing missed: no swap-in task (a batch of resident requests runs SGLang's "resident"
      * graph, which has none; a hot buffer that hits every row is taken to cost nothing too). */
     if (d <= 0) { r->s[mi].fetch_done[l] = 1; return; }

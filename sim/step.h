@@ -96,6 +96,10 @@ typedef struct {
     uint64_t events;
     double pre_busy;               /* seconds of pre_s work (draft passes) */
     hw_range_log ranges;           /* cost inputs outside the profile's [fit_range] (hw.h) */
+    double fetch_slope_delta;      /* what fetch_busy would gain (or lose) had every fetch table
+                                    * been extrapolated by its end slope instead of held at its end
+                                    * (a report's measure of what the extrapolation moves;
+                                    * cost_table_eval_slope) */
 } step_stats;
 
 /* Run one step starting at t0 over micro-batches mb[0..n_mb). Returns the

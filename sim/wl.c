@@ -23,8 +23,13 @@ static const cfg_key wl_keys[] = {
     CK_ROW("workload", "steps", CK_INT, "steps", 1, 1L << 30, "1000", "Decode steps simulated.", 0),
     CK_ROW("workload", "requests", CK_INT, "requests", 0, 1L << 30, "0", "Requests in the trace; 0: as many as the run "
            "needs.", 0),
-    CK_DYN_ROW("workload", "warmup_steps", CK_INT, "steps", 0, 1L << 30, "0", "0 .. steps - 1", "Steps left out of the "
-               "measured statistics.", 0),
+    CK_DYN_ROW("workload", "warmup_steps", CK_INT, "steps", 0, 1L << 30, "warmup_fraction x steps", "0 .. steps - 1",
+               "Steps left out of the measured statistics (reported apart).", 0),
+    CK_ROW("workload", "warmup_fraction", CK_NUM, "", 0, 0.9, "0", "The warm-up as a share of the steps, where "
+           "warmup_steps is not given.", 0),
+    CK_ROW("workload", "measure_tokens", CK_INT, "tokens", 0, 1099511627776.0, "0", "Stop once the measured steps have "
+           "emitted this many output tokens (0: run every step); dhsim --compare gives a speculative column the plain "
+           "columns' count.", 0),
     CK_ROW("workload", "max_time_s", CK_NUM, "s", 0, 1e9, "0", "Stop at this simulated time; 0: no limit.", 0),
     CK_STR_ROW("workload", "arrival", "poisson", "poisson|gamma", "Open-loop inter-arrival law.", 0),
     CK_DYN_ROW("workload", "rate", CK_NUM, "requests/s", 0, 1e9, "required for mode = open, else 0",
@@ -70,10 +75,16 @@ int wl_load(cfg *c, wl_cfg *w)
     w->steps = (uint32_t)v;
     if (cfgk_int(c, W, "workload", "requests", &v) < 0) return -1;
     w->requests = (uint32_t)v;
+    /* The warm-up: warmup_steps where given, else warmup_fraction of the steps. */
+    double frac;
+    if (cfgk_double(c, W, "workload", "warmup_fraction", &frac) < 0) return -1;
+    int explicit_warmup = cfg_has(c, "workload", "warmup_steps");
     if (cfgk_int_in(c, W, "workload", "warmup_steps", &v, &zero, 0, 1L << 30) < 0) return -1;
-    w->warmup_steps = (uint32_t)v;
+    w->warmup_steps = explicit_warmup ? (uint32_t)v : (uint32_t)floor(frac * w->steps + 1e-9);
     if (w->warmup_steps >= w->steps)
         return dh_err("%s: [workload] warmup_steps = %u leaves no measured step of %u", cfg_name(c), w->warmup_steps, w->steps);
+    if (cfgk_int(c, W, "workload", "measure_tokens", &v) < 0) return -1;
+    w->measure_tokens = (double)v;
     double dz = 0;
     if (cfgk_double(c, W, "workload", "max_time_s", &w->max_time_s) < 0) return -1;
     if (cfgk_string(c, W, "workload", "arrival", &arr) < 0) return -1;

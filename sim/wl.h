@@ -13,6 +13,12 @@
  *   max_time_s      stop after this much simulated time (0: no limit)
  *   requests        requests in the trace for this GPU (0: enough for `steps`)
  *   warmup_steps    steps excluded from the reported rates and percentiles
+ *   warmup_fraction the same as a share of steps, used where warmup_steps is
+ *                   not given (floor(fraction x steps); default 0, at most 0.9)
+ *   measure_tokens  stop once the measured steps emitted this many tokens
+ *                   (0: no limit; steps stays the cap). dhsim --compare sets
+ *                   it so that a speculative column is measured over as many
+ *                   output tokens as the plain ones
  *   arrival         poisson | gamma (open loop)
  *   rate            arrivals per second on the instance (open loop)
  *   gamma_cv        coefficient of variation of gamma inter-arrival times
@@ -37,6 +43,7 @@ typedef struct {
     uint32_t prompt_len, prompt_len_max, output_len, output_len_max;
     uint32_t steps, requests, warmup_steps;
     double max_time_s;
+    double measure_tokens;         /* 0: none */
     int gamma;                     /* open loop: 1 gamma, 0 poisson */
     double rate, gamma_cv;
     uint32_t n_load;

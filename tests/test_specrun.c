@@ -343,8 +343,10 @@ static void test_fit_range_reported(void **state)
     FILE *f = open_memstream(&buf, &n);
     assert_int_equal(out_table(f, &b, 1), 0);
     fclose(f);
-    char *note = strstr(buf, "note: hisparse: fetch_rows");
+    /* One line per policy naming each input (sim/out.c). */
+    char *note = strstr(buf, "note: hisparse: outside the profile's [fit_range]");
     assert_non_null(note);
+    assert_non_null(strstr(note, " fetch_rows up to "));
     assert_null(strstr(note + 1, "note:"));
     free(buf);
     char *jb = json_of(&b), *ja = json_of(&a);

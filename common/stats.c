@@ -1,0 +1,108 @@
+/* stats.c: batch-means intervals and MSER-5; see stats.h. */
+#include "common/stats.h"
+#include "common/mem.h"
+
+#include <gsl/gsl_cdf.h>
+#include <math.h>
+#include <stdlib.h>
+
+double stats_t975(uint32_t dof)
+{
+    return gsl_cdf_tdist_Pinv(0.5 + STATS_LEVEL / 2, (double)dof);
+}
+
+static double lag1_of(const double *v, uint32_t b, double m)
+{
+    double num = 0, den = 0;
+    for (uint32_t i = 0; i < b; i++) den += (v[i] - m) * (v[i] - m);
+    for (uint32_t i = 0; i + 1 < b; i++) num += (v[i] - m) * (v[i + 1] - m);
+    return den > 0 ? num / den : 0;
+}
+
+stats_ci stats_ci_of(const double *v, uint32_t b)
+{
+    stats_ci c = { NAN, NAN, NAN };
+    if (b == 0) return c;
+    double m = 0;
+    for (uint32_t i = 0; i < b; i++) m += v[i];
+    m /= b;
+    c.mean = m;
+    if (b < 2) return c;
+    double ss = 0;
+    for (uint32_t i = 0; i < b; i++) ss += (v[i] - m) * (v[i] - m);
+    c.half = stats_t975(b - 1) * sqrt(ss / (b - 1) / b);
+    c.lag1 = lag1_of(v, b, m);
+    return c;
+}
+
+/* The b batch values of num / den, batches of len steps from first. */
+static void batch_values(const double *num, const double *den, uint32_t first, uint32_t b, uint32_t len, double *v)
+{
+    for (uint32_t j = 0; j < b; j++) {
+        double sn = 0, sd = 0;
+        for (uint32_t i = first + j * len; i < first + (j + 1) * len; i++) {
+            sn += num[i];
+            sd += den ? den[i] : 1;
+        }
+        v[j] = sd != 0 ? sn / sd : 0;
+    }
+}
+
+stats_plan stats_plan_of(const double *num, const double *den, uint32_t n)
+{
+    stats_plan p = { 0, 0, 0, 0 };
+    if (n < STATS_MIN_BATCHES) return p;
+    uint32_t b = n >= STATS_BATCHES ? STATS_BATCHES : n;
+    double v[STATS_BATCHES];
+    for (;;) {
+        p.b = b;
+        p.len = n / b;
+        p.first = n - b * p.len;
+        batch_values(num, den, p.first, b, p.len, v);
+        stats_ci c = stats_ci_of(v, b);
+        p.lag1_ok = !(c.lag1 > 1.645 / sqrt((double)b));
+        /* Merging pairs needs an even count and keeps at least the minimum. */
+        if (p.lag1_ok || b % 2 || b / 2 < STATS_MIN_BATCHES) return p;
+        b /= 2;
+    }
+}
+
+stats_ci stats_ratio_ci(const stats_plan *p, const double *num, const double *den)
+{
+    if (p->b < STATS_MIN_BATCHES) return (stats_ci){ NAN, NAN, NAN };
+    double v[STATS_BATCHES];
+    batch_values(num, den, p->first, p->b, p->len, v);
+    return stats_ci_of(v, p->b);
+}
+
+uint32_t stats_mser5(const double *x, uint32_t n)
+{
+    uint32_t nb = n / 5;
+    if (n < 20) return 0;
+    double *y = dh_calloc(nb, sizeof *y);
+    for (uint32_t j = 0; j < nb; j++) {
+        for (uint32_t i = 0; i < 5; i++) y[j] += x[5 * j + i];
+        y[j] /= 5;
+    }
+    /* Suffix sums give each truncation's mean and sum of squares in O(1). */
+    double s = 0, s2 = 0, best = INFINITY;
+    uint32_t best_d = 0;
+    double *suf = dh_calloc(nb + 1, sizeof *suf), *suf2 = dh_calloc(nb + 1, sizeof *suf2);
+    for (uint32_t j = nb; j-- > 0;) {
+        s += y[j];
+        s2 += y[j] * y[j];
+        suf[j] = s;
+        suf2[j] = s2;
+    }
+    for (uint32_t d = 0; d <= nb / 2; d++) {
+        double m = nb - d, mean = suf[d] / m;
+        double ss = suf2[d] - m * mean * mean;
+        if (ss < 0) ss = 0;
+        double e = ss / (m * m);
+        if (e < best) { best = e; best_d = d; }
+    }
+    free(y);
+    free(suf);
+    free(suf2);
+    return 5 * best_d;
+}
