@@ -170,10 +170,12 @@ int out_table(FILE *f, const sim_result *r, int n)
                "   every layer's rows and bytes count (comparable between plain and speculative columns).\n"
                "Protected rows: each request's current top-k, which must be on the GPU; optional rows: rows\n"
                "   kept beyond them while memory allows (adaptive). A group: the layers sharing one selection.\n"
-               "Extrapolated costs (below): a fitted table holds its end value beyond its range, an affine\n"
-               "   form extends its line (the same slope: no other choice to compare); fetch_pool_bytes is\n"
-               "   no input of a cost (the fetch was measured at one pool size) and gemm_fp8_m was fitted at\n"
-               "   one value (the GPU replay checks 8-query verification steps, analysis/VALIDATION.md).\n");
+               "Extrapolated costs (below): a fitted form extends its formula beyond its inputs' range (the\n"
+               "   fetch is compared with its inputs held at the range's ends; a profile's tables hold their\n"
+               "   end values and are compared with their end slopes carried on); an affine form extends its\n"
+               "   line (no other choice to compare); the host pool enters the fetch only through its page\n"
+               "   walks, which the fit found 0, and gemm_fp8_m was fitted at one value (the GPU replay checks\n"
+               "   8-query verification steps, analysis/VALIDATION.md).\n");
     /* Once per run and input: a cost table asked outside the range its fit saw. */
     for (int i = 0; i < n; i++) {
         const hw_range_log *g = &r[i].ranges;
@@ -186,17 +188,16 @@ int out_table(FILE *f, const sim_result *r, int n)
             fprintf(f, "%s %s %s in %.0f %% of %.0f evaluations", j ? ";" : "", g->e[j].key, b,
                     all > 0 ? 100 * g->e[j].count / all : 100, all > 0 ? all : g->e[j].count);
         }
-        /* The size of the effect where a fetch table was left: the fetch time with the
-         * tables' end slopes carried on instead of their end values held. The fetch runs
-         * partly hidden under compute, so the share of the run is an upper bound on how
-         * much tokens/s moves. */
-        int table = 0;
-        for (uint32_t j = 0; j < g->n; j++)
-            table |= !strcmp(g->e[j].key, "fetch_pages") || !strcmp(g->e[j].key, "fetch_row_bytes") ||
-                     !strcmp(g->e[j].key, "fetch_sms") || !strcmp(g->e[j].key, "fetch_density");
-        if (table && r[i].fetch_busy_s > 0)
-            fprintf(f, "; effect: the fetch tables' end slopes instead of their end values change the fetch time by "
-                       "%+.2f %%, %+.2f %% of the run's time (at most that on tokens/s)",
+        /* The size of the effect where the fetch left its fitted range: the fetch time with
+         * the other plausible extrapolation (step.c: the fitted form's inputs held at the
+         * range's ends, or a profile's tables' end slopes carried on). The fetch runs partly
+         * hidden under compute, so the share of the run is an upper bound on how much
+         * tokens/s moves. */
+        int fetch = 0;
+        for (uint32_t j = 0; j < g->n; j++) fetch |= !strncmp(g->e[j].key, "fetch_", 6);
+        if (fetch && r[i].fetch_busy_s > 0)
+            fprintf(f, "; effect: the fetch's other extrapolation (inputs held at the range's ends) changes the fetch "
+                       "time by %+.2f %%, %+.2f %% of the run's time (at most that on tokens/s)",
                     100 * r[i].fetch_slope_delta_s / r[i].fetch_busy_s,
                     r[i].sim_time > 0 ? 100 * r[i].fetch_slope_delta_s / r[i].sim_time : 0);
         fprintf(f, "\n");
