@@ -754,7 +754,7 @@ int h5pre_check(const char *path)
     int rc = 0;
     unsigned sb = m[8];
     if (memcmp(m, sig, 8) != 0 || sb > 3) goto done;
-    uint64_t root = UINT64_MAX;
+    uint64_t root = UINT64_MAX, eof = UINT64_MAX;
     if (sb <= 1) {
         /* Offsets and lengths 8 bytes wide (the default), group K values, then
          * base, free-space, end-of-file and driver addresses and the root entry. */
@@ -769,6 +769,7 @@ int h5pre_check(const char *path)
             goto done;
         }
         root = abs_addr(&c, le64(m + a + 32 + 8));
+        eof = abs_addr(&c, le64(m + a + 16));
     } else {
         if (m[9] != 8 || m[10] != 8) goto done;
         /* These superblocks do not hold the group ranks (a superblock extension
@@ -776,9 +777,13 @@ int h5pre_check(const char *path)
         c.group_leaf_k = c.group_node_k = 0xffff;
         c.base = le64(m + 12);
         root = abs_addr(&c, le64(m + 36));
+        eof = abs_addr(&c, le64(m + 28));
         uint64_t ext = abs_addr(&c, le64(m + 20));
         if (ext != UINT64_MAX && inside(&c, ext, 16)) todo_push(&c, ext, 0);
     }
+    /* A file shorter than its superblock says is truncated: HDF5 reports that
+     * itself and reads nothing more. */
+    if (eof > c.size) goto done;
     /* Global heaps first: an object header check reads them. */
     if ((rc = check_all_gcols(&c)) < 0) goto done;
     if (root == UINT64_MAX || !inside(&c, root, 16)) goto done; /* HDF5 reports it */
