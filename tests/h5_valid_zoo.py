@@ -113,6 +113,9 @@ for libver in ("earliest", "latest"):
             g["external"] = h5py.ExternalLink("other.h5", "/x")
             g["big/loop"] = g["big"]
             g.create_group("a/b/c/d/e").attrs["deep"] = "yes"
+            h5py.h5o.set_comment(g["a/b"].id, b"a comment on a group")
+            g.create_dataset("external_data", shape=(100,), dtype="<u4",
+                             external=[(f"{out}/raw-{libver}{int(order)}.bin", 0, 400)])
             g.create_dataset("doomed", data=np.arange(64))
             g.create_group("doomed_group").attrs["x"] = "gone"
         # Reopened: objects deleted (their headers stay behind as free space), attributes
