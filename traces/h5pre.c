@@ -274,14 +274,20 @@ static int parse_dtype(const h5p *c, const char *where, const unsigned char *p, 
             uint64_t nlen = (uint64_t)(nul - (p + q)) + 1;
             q += ver < 3 ? align8(nlen) : nlen;
             if (q > n) NEED(1);
+            uint64_t moff;
             if (ver < 3) {
-                NEED(4); q += 4; /* byte offset */
+                NEED(4); moff = le32(p + q); q += 4; /* byte offset */
                 if (ver == 1) { NEED(28); q += 28; } /* dimensionality, permutation, dimensions */
             } else {
-                NEED(off_bytes); q += off_bytes;
+                NEED(off_bytes); moff = le_n(p + q, off_bytes); q += off_bytes;
             }
             if (parse_dtype(c, where, p + q, n - q, depth + 1, &base, &sub) < 0) return -1;
             q += sub;
+            /* HDF5 refuses to create a member outside its compound; one is read
+             * past the element buffer. */
+            if (moff > di->size || base.size > di->size - moff)
+                return fail(c, "%s (compound member %u of %llu bytes at byte %llu of a %llu-byte compound)", where, i,
+                            (unsigned long long)base.size, (unsigned long long)moff, (unsigned long long)di->size);
         }
         break;
     }
@@ -303,7 +309,12 @@ static int parse_dtype(const h5p *c, const char *where, const unsigned char *p, 
     case 9: /* variable-length: the base type; on disk a length, a collection address and an index */
         if (parse_dtype(c, where, p + q, n - q, depth + 1, &base, &sub) < 0) return -1;
         q += sub;
-        di->size = 4 + 8 + 4;
+        /* On disk a variable-length value is a length, a collection address and
+         * an index. HDF5 sizes an attribute's data with the stored size when it
+         * decodes the message and with this one when it reads the value, so a
+         * stored size other than this one is copied past its buffer. */
+        if (di->size != 4 + 8 + 4)
+            return fail(c, "%s (variable-length datatype of %llu bytes, expected 16)", where, (unsigned long long)di->size);
         di->vlen = 1;
         di->vbase = base.size;
         break;
@@ -314,9 +325,18 @@ static int parse_dtype(const h5p *c, const char *where, const unsigned char *p, 
         if (ndims == 0 || ndims > MAX_RANK) return fail(c, "%s (array datatype of rank %u)", where, ndims);
         q += ver == 2 ? 4 : 1;
         NEED(4ull * ndims * (ver == 2 ? 2 : 1));
+        uint64_t nel = 1;
+        for (unsigned i = 0; i < ndims; i++) {
+            uint64_t d = le32(p + q + 4ull * i);
+            nel = d && nel > UINT64_MAX / d ? UINT64_MAX : nel * d;
+        }
         q += 4ull * ndims * (ver == 2 ? 2 : 1);
         if (parse_dtype(c, where, p + q, n - q, depth + 1, &base, &sub) < 0) return -1;
         q += sub;
+        /* HDF5 sizes an array as its elements times its base type. */
+        if (nel == UINT64_MAX || (base.size && nel > UINT64_MAX / base.size) || nel * base.size != di->size)
+            return fail(c, "%s (array datatype of %llu bytes holds %llu elements of %llu)", where,
+                        (unsigned long long)di->size, (unsigned long long)nel, (unsigned long long)base.size);
         break;
     }
     default: return fail(c, "%s (datatype class %u)", where, cls);
@@ -786,7 +806,7 @@ int h5pre_check(const char *path)
     int rc = 0;
     unsigned sb = m[8];
     if (memcmp(m, sig, 8) != 0 || sb > 3) goto done;
-    uint64_t root = UINT64_MAX, eof = UINT64_MAX;
+    uint64_t root = UINT64_MAX, eof = UINT64_MAX, base_field = 0;
     if (sb <= 1) {
         /* Offsets and lengths 8 bytes wide (the default), group K values, then
          * base, free-space, end-of-file and driver addresses and the root entry. */
@@ -795,27 +815,29 @@ int h5pre_check(const char *path)
         c.group_node_k = le16(m + 18);
         uint64_t a = sb == 0 ? 24 : 28;
         if (!inside(&c, a, 32 + 40)) goto done;
-        c.base = le64(m + a);
+        base_field = le64(m + a);
         if (c.group_leaf_k == 0 || c.group_node_k == 0) {
             rc = fail(&c, "superblock (group B-tree rank of 0)");
             goto done;
         }
         root = abs_addr(&c, le64(m + a + 32 + 8));
-        eof = abs_addr(&c, le64(m + a + 16));
+        eof = le64(m + a + 16);
     } else {
         if (m[9] != 8 || m[10] != 8) goto done;
         /* These superblocks do not hold the group ranks (a superblock extension
          * may): only the 16-bit field's bound is checked. */
         c.group_leaf_k = c.group_node_k = 0xffff;
-        c.base = le64(m + 12);
+        base_field = le64(m + 12);
         root = abs_addr(&c, le64(m + 36));
-        eof = abs_addr(&c, le64(m + 28));
+        eof = le64(m + 28);
         uint64_t ext = abs_addr(&c, le64(m + 20));
         if (ext != UINT64_MAX && inside(&c, ext, 16)) todo_push(&c, ext, 0);
     }
-    /* A file shorter than its superblock says is truncated: HDF5 reports that
-     * itself and reads nothing more. */
-    if (eof > c.size) goto done;
+    /* HDF5 takes the superblock's own address (0 here) as the base address
+     * whatever the field says, and moves the end-of-file address by the
+     * difference (H5F__super_read); c.base stays 0. A file shorter than that
+     * is truncated: HDF5 reports it itself and reads nothing more. */
+    if (eof - base_field > c.size) goto done;
     /* Global heaps first: an object header check reads them. */
     if ((rc = check_all_gcols(&c)) < 0) goto done;
     if (root == UINT64_MAX || !inside(&c, root, 16)) goto done; /* HDF5 reports it */
