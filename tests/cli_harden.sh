@@ -107,6 +107,7 @@ for f in tests/fuzz/hdf5-defects/*.h5; do
   d=$(basename "$f" .h5)
   case $d in
     *global-heap*) needle="damaged HDF5 global heap at byte 2048" ;;
+    oom-attr-vlen-length-1) needle="attribute 'model' (variable-length value of 4294967285 bytes is stored as a heap object of 7)" ;;
     overflow-attr-read-vlen-size-1) needle="attribute 'generator' (variable-length datatype of 1 bytes, expected 16)" ;;
     overflow-attr-exists-1) needle="attribute 'generator' (dataspace of 15112 bytes runs past the message of 72)" ;;
     use-after-free-attr-exists-1) needle="attribute 'model' (datatype of 2836 bytes runs past the message of 64)" ;;

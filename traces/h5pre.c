@@ -378,9 +378,12 @@ static void name_copy(char *dst, size_t cap, const unsigned char *src, size_t n)
     dst[i] = 0;
 }
 
-/* A variable-length value's heap ID: the collection must hold the object, no
- * larger than the value (HDF5 copies the object into a buffer of the value's
- * size). */
+/* A variable-length value's heap ID: the collection must hold the object,
+ * of exactly the value's length times its base type's size, as HDF5 writes
+ * it (H5T__vlen_disk_write). HDF5 copies the object into a buffer of the
+ * value's size, so a larger object overflows it, and it allocates and fills
+ * that buffer whatever the object holds, so a length of 2^32 with an object
+ * of a few bytes costs gigabytes. */
 static int check_heap_id(const h5p *c, const char *where, const unsigned char *e, uint64_t vbase)
 {
     uint64_t len = le32(e), rel = le64(e + 4);
@@ -395,7 +398,7 @@ static int check_heap_id(const h5p *c, const char *where, const unsigned char *e
         return fail(c, "%s (variable-length value names object %u of the global heap at byte %llu, which has no such object)",
                     where, idx, (unsigned long long)off);
     uint64_t want = vbase && len > UINT64_MAX / vbase ? UINT64_MAX : len * vbase;
-    if (osize > want)
+    if (osize != want)
         return fail(c, "%s (variable-length value of %llu bytes is stored as a heap object of %llu)", where,
                     (unsigned long long)want, (unsigned long long)osize);
     return 0;
