@@ -6,9 +6,10 @@
 # sanitizer report or leak fails it. New inputs go to a scratch folder, never into the corpus.
 # The harnesses need clang (make fuzz); where it is missing this prints a note and a SKIP line.
 # FUZZ_TEST_RUNS sets the inputs per harness (default 50000). The trace reader's harness only
-# replays its corpus here (runs 0): mutating HDF5 files still finds defects inside the HDF5
-# library itself (Debian 12's 1.10.8; tests/fuzz/RESULTS.md, inputs in tests/fuzz/hdf5-open/),
-# which a fixed seed reaches within its first few thousand inputs.
+# replays its corpus here (runs 0): mutating HDF5 files may still reach defects inside the HDF5
+# library itself (Debian 12's 1.10.8) in structures the reader's pre-check leaves to HDF5
+# (tests/fuzz/RESULTS.md; the ones found are closed, their inputs in tests/fuzz/hdf5-defects/ and
+# run by tests/cli_harden.sh).
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export LSAN_OPTIONS=suppressions=$(pwd)/tests/lsan.supp:print_suppressions=0
 # A huge allocation fails as in a plain build (NULL, which HDF5 reports) instead of aborting.
