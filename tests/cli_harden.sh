@@ -107,6 +107,8 @@ for f in tests/fuzz/hdf5-defects/*.h5; do
   d=$(basename "$f" .h5)
   case $d in
     *global-heap*) needle="damaged HDF5 global heap at byte 2048" ;;
+    segv-dataset-compact-size-1) needle="object header at byte 1704 (dataset of 2 elements of 8 bytes in compact storage of 0 bytes)" ;;
+    oom-dataset-type-size-1) needle="object header at byte 10600 (dataset of 9 elements of 2382364689 bytes in contiguous storage of 153 bytes)" ;;
     oom-attr-vlen-length-1) needle="attribute 'model' (variable-length value of 4294967285 bytes is stored as a heap object of 7)" ;;
     overflow-attr-read-vlen-size-1) needle="attribute 'generator' (variable-length datatype of 1 bytes, expected 16)" ;;
     overflow-attr-exists-1) needle="attribute 'generator' (dataspace of 15112 bytes runs past the message of 72)" ;;

@@ -75,6 +75,13 @@ typedef struct {
     struct todo { uint64_t off; int local; } *todo;
     size_t ntodo, captodo;
     int local;              /* the header being checked was found by the scan */
+    /* The dataset messages of the header being checked, compared at its end. */
+    struct {
+        int space, type, layout;       /* seen (and not shared) */
+        uint64_t nelem, tsize;         /* elements, bytes per element */
+        unsigned lclass, lver;         /* layout class (0 compact, 1 contiguous, 2 chunked), version */
+        uint64_t lsize, laddr, celem;  /* stored data size, contiguous address, chunk element size */
+    } ds;
 } h5p;
 
 enum { SEEN_OHDR = 1, SEEN_BTREE = 2, SEEN_SNOD = 3 };
@@ -473,7 +480,7 @@ static int check_fill(const h5p *c, const char *where, unsigned type, const unsi
     return 0;
 }
 
-static int check_layout(const h5p *c, const char *where, const unsigned char *p, uint64_t n)
+static int check_layout(h5p *c, const char *where, const unsigned char *p, uint64_t n)
 {
     if (n < 2) return fail(c, "%s (layout message of %llu bytes)", where, (unsigned long long)n);
     unsigned ver = p[0];
@@ -487,13 +494,27 @@ static int check_layout(const h5p *c, const char *where, const unsigned char *p,
         if (cls == 0) {
             if (n - q < 4 || le32(p + q) > n - q - 4)
                 return fail(c, "%s (compact data runs past its layout message of %llu bytes)", where, (unsigned long long)n);
+            c->ds.layout = 1;
+            c->ds.lclass = 0;
+            c->ds.lver = ver;
+            c->ds.lsize = le32(p + q);
         }
         return 0;
     }
     unsigned cls = p[1];
+    c->ds.lver = ver;
     if (cls == 0) {
         if (n < 4 || le16(p + 2) > n - 4)
             return fail(c, "%s (compact data runs past its layout message of %llu bytes)", where, (unsigned long long)n);
+        c->ds.layout = 1;
+        c->ds.lclass = 0;
+        c->ds.lsize = le16(p + 2);
+    } else if (cls == 1) {
+        if (n < 18) return fail(c, "%s (layout message of %llu bytes)", where, (unsigned long long)n);
+        c->ds.layout = 1;
+        c->ds.lclass = 1;
+        c->ds.laddr = le64(p + 2);
+        c->ds.lsize = le64(p + 10);
     } else if (cls == 2) {
         uint64_t q = 2;
         if (ver == 4) q++; /* flags */
@@ -508,6 +529,41 @@ static int check_layout(const h5p *c, const char *where, const unsigned char *p,
         } else q += 8; /* the B-tree address */
         if (q > n || (uint64_t)w * ndims > n - q)
             return fail(c, "%s (chunked layout of %u dimensions runs past its %llu bytes)", where, ndims, (unsigned long long)n);
+        /* The last chunk dimension is the size of one element. */
+        c->ds.layout = 1;
+        c->ds.lclass = 2;
+        c->ds.celem = le_n(p + q + (uint64_t)w * (ndims - 1), w);
+    }
+    return 0;
+}
+
+/* A dataset's messages against each other. HDF5 writes a compact or
+ * contiguous dataset's stored size as its elements times the element size,
+ * and a chunk's last dimension as the element size; HDF5 1.10.8 reads with
+ * the dataspace and datatype but copies from the stored data, so a compact
+ * dataset that holds fewer bytes is read from a null buffer, and a datatype
+ * of a damaged size makes it allocate that size times the elements. */
+static int check_dataset(const h5p *c, uint64_t hdr)
+{
+    if (!c->ds.space || !c->ds.type || !c->ds.layout) return 0;
+    uint64_t want = c->ds.tsize && c->ds.nelem > UINT64_MAX / c->ds.tsize ? UINT64_MAX : c->ds.nelem * c->ds.tsize;
+    const char *kind = c->ds.lclass == 0 ? "compact" : "contiguous";
+    if (c->ds.lclass == 2) {
+        if (c->ds.celem != c->ds.tsize)
+            return fail(c, "object header at byte %llu (dataset of %llu-byte elements in chunks of %llu-byte elements)",
+                        (unsigned long long)hdr, (unsigned long long)c->ds.tsize, (unsigned long long)c->ds.celem);
+        return 0;
+    }
+    if (c->ds.lclass == 1 && c->ds.lver < 3) return 0; /* no stored size */
+    if (c->ds.lsize != want)
+        return fail(c, "object header at byte %llu (dataset of %llu elements of %llu bytes in %s storage of %llu bytes)",
+                    (unsigned long long)hdr, (unsigned long long)c->ds.nelem, (unsigned long long)c->ds.tsize, kind,
+                    (unsigned long long)c->ds.lsize);
+    if (c->ds.lclass == 1 && c->ds.laddr != UNDEF_ADDR && !c->local) {
+        uint64_t off = abs_addr(c, c->ds.laddr);
+        if (off == UINT64_MAX || !inside(c, off, c->ds.lsize))
+            return fail(c, "object header at byte %llu (contiguous data of %llu bytes at byte %llu, past the end of the file)",
+                        (unsigned long long)hdr, (unsigned long long)c->ds.lsize, (unsigned long long)c->ds.laddr);
     }
     return 0;
 }
@@ -641,8 +697,18 @@ static int check_message(h5p *c, uint64_t hdr, unsigned type, unsigned mflags, c
     uint64_t nelem, used;
     dtype_info di;
     switch (type) {
-    case 0x01: return shared ? 0 : parse_dspace(c, where, p, n, &nelem);
-    case 0x03: return shared ? 0 : parse_dtype(c, where, p, n, 0, &di, &used);
+    case 0x01:
+        if (shared) return 0;
+        if (parse_dspace(c, where, p, n, &nelem) < 0) return -1;
+        c->ds.space = 1;
+        c->ds.nelem = nelem;
+        return 0;
+    case 0x03:
+        if (shared) return 0;
+        if (parse_dtype(c, where, p, n, 0, &di, &used) < 0) return -1;
+        c->ds.type = 1;
+        c->ds.tsize = di.size;
+        return 0;
     case 0x04: case 0x05: return shared ? 0 : check_fill(c, where, type, p, n);
     case 0x06: return check_link(c, where, p, n);
     case 0x08: return check_layout(c, where, p, n);
@@ -710,6 +776,7 @@ static int check_ohdr(h5p *c, uint64_t off)
     size_t nchunks = 0, capchunks = 8;
     chunk *chunks = dh_malloc(capchunks * sizeof *chunks);
     int rc = 0;
+    memset(&c->ds, 0, sizeof c->ds);
     unsigned hflags = 0;
     if (!v2) {
         if (!inside(c, off, 16) || m[off] != 1) {
@@ -767,6 +834,7 @@ static int check_ohdr(h5p *c, uint64_t off)
             q += msize;
         }
     }
+    if (rc == 0) rc = check_dataset(c, off);
 out:
     free(chunks);
     return rc;
