@@ -280,7 +280,7 @@ static int parse_dtype(const h5p *c, const char *where, const unsigned char *p, 
             if (!nul) return fail(c, "%s (compound member %u has no terminated name)", where, i);
             uint64_t nlen = (uint64_t)(nul - (p + q)) + 1;
             q += ver < 3 ? align8(nlen) : nlen;
-            if (q > n) NEED(1);
+            if (q > n) return fail(c, "%s (datatype of class %u runs past its %llu bytes)", where, cls, (unsigned long long)n);
             uint64_t moff;
             if (ver < 3) {
                 NEED(4); moff = le32(p + q); q += 4; /* byte offset */
@@ -307,7 +307,7 @@ static int parse_dtype(const h5p *c, const char *where, const unsigned char *p, 
             if (!nul) return fail(c, "%s (enumeration member %u has no terminated name)", where, i);
             uint64_t nlen = (uint64_t)(nul - (p + q)) + 1;
             q += ver < 3 ? align8(nlen) : nlen;
-            if (q > n) NEED(1);
+            if (q > n) return fail(c, "%s (datatype of class %u runs past its %llu bytes)", where, cls, (unsigned long long)n);
         }
         if (base.size && nmemb > (n - q) / base.size) NEED(n - q + 1);
         q += (uint64_t)nmemb * base.size;
@@ -327,7 +327,7 @@ static int parse_dtype(const h5p *c, const char *where, const unsigned char *p, 
         break;
     case 10: { /* array */
         if (ver < 2) return fail(c, "%s (array datatype of version %u)", where, ver);
-        NEED(1);
+        NEED(ver == 2 ? 4 : 1); /* rank, and 3 reserved bytes in version 2 */
         unsigned ndims = p[q];
         if (ndims == 0 || ndims > MAX_RANK) return fail(c, "%s (array datatype of rank %u)", where, ndims);
         q += ver == 2 ? 4 : 1;
@@ -802,7 +802,7 @@ static int check_ohdr(h5p *c, uint64_t off)
         uint64_t start = chunks[ci].off, len = chunks[ci].len, end;
         if (ci == 0) {
             end = start + len;
-            if (!inside(c, start, len + (v2 ? 4 : 0))) {
+            if (len > c->size || !inside(c, start, len + (v2 ? 4 : 0))) {
                 rc = fail(c, "object header at byte %llu (a chunk of %llu bytes runs past the file)", (unsigned long long)off,
                           (unsigned long long)len);
                 break;
