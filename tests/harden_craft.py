@@ -46,7 +46,7 @@ def lookup3(k):
 # Byte-level faults in a file the project wrote (version-2 object headers, checksummed):
 # a damaged message with its header's checksum recomputed, as a crafted file can have it, so
 # that HDF5's checksum does not catch it and the pre-check (traces/h5pre.c) must.
-if mode in ("forged_compound", "forged_dspace_rank"):
+if mode in ("forged_compound", "forged_dspace_rank", "forged_chunk_elem"):
     with h5py.File(src, "r") as f:
         off = h5py.h5o.get_info(f["req/0/g/0/index"].id).addr
     d = bytearray(open(src, "rb").read())
@@ -63,6 +63,11 @@ if mode in ("forged_compound", "forged_dspace_rank"):
         body = p + 4 + (2 if fl & 4 else 0)
         if mode == "forged_compound" and typ == 3 and d[body] & 15 == 6:
             d[body + 1:body + 3] = (200).to_bytes(2, "little")   # 200 members in a 4-member type
+            hit = True
+        if mode == "forged_chunk_elem" and typ == 8 and d[body] == 4 and d[body + 1] == 2:
+            nd, w = d[body + 3], d[body + 4]
+            last = body + 5 + w * (nd - 1)                        # a chunk's element size, +1
+            d[last:last + w] = (int.from_bytes(d[last:last + w], "little") + 1).to_bytes(w, "little")
             hit = True
         if mode == "forged_dspace_rank" and typ == 1:
             d[body + 1] = 40                                      # rank 40, above HDF5's 32
