@@ -126,6 +126,8 @@ craft forged_compound
 err1 forged_compound_members "object header at byte 9520 (compound member 4 has no terminated name)" $DHT check "$T/forged_compound.h5"
 craft forged_dspace_rank
 err1 forged_dataspace_rank "object header at byte 9520 (dataspace of rank 40)" $DHT check "$T/forged_dspace_rank.h5"
+craft gcol_size
+err1 gcol_size_past_eof "(a collection of 2147483648 bytes past the end of the file)" $DHT check "$T/gcol_size.h5"
 craft forged_chunk_elem
 err1 forged_chunk_element_size "object header at byte 9520 (dataset of 17-byte elements in chunks of 18-byte elements)" $DHT check "$T/forged_chunk_elem.h5"
 

@@ -43,6 +43,16 @@ def lookup3(k):
     return c
 
 
+# A global heap collection (no checksum) claiming 2 GiB: HDF5 would allocate that to read it.
+if mode == "gcol_size":
+    d = bytearray(open(src, "rb").read())
+    i = d.find(b"GCOL\x01\x00\x00\x00")
+    assert i >= 0, "no global heap collection"
+    d[i + 8:i + 16] = (1 << 31).to_bytes(8, "little")
+    open(dst, "wb").write(d)
+    sys.exit(0)
+
+
 # Byte-level faults in a file the project wrote (version-2 object headers, checksummed):
 # a damaged message with its header's checksum recomputed, as a crafted file can have it, so
 # that HDF5's checksum does not catch it and the pre-check (traces/h5pre.c) must.

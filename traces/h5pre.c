@@ -30,7 +30,8 @@
  *    bounded), fill values, compact layouts, filter pipelines, external file
  *    lists, comments, and the fixed-layout messages (link, group and attribute
  *    info, times, reference counts);
- *  - every global heap collection ("GCOL") in the file, walked as HDF5 walks it.
+ *  - every global heap collection ("GCOL") in the file, walked as HDF5 walks it,
+ *    and of HDF5's sizes (at least 4096 bytes, inside the file).
  *
  * Left to HDF5: fractal heaps and version-2 B-trees of dense attribute and
  * link storage (every block of them carries a checksum HDF5 verifies), chunk
@@ -232,7 +233,17 @@ static int check_all_gcols(const h5p *c)
 {
     const unsigned char *p = c->m, *end = c->m + c->size;
     while ((p = memmem(p, (size_t)(end - p), "GCOL", 4)) != NULL) {
-        if (gcol_walk(c, (uint64_t)(p - c->m), 0, NULL) < 0) return -1;
+        uint64_t off = (uint64_t)(p - c->m);
+        /* A whole header (signature, version 1, three zero bytes): HDF5 makes
+         * every collection at least 4096 bytes (H5HG_MINSIZE) and inside the
+         * file; one claiming more makes it allocate that much to read it. */
+        if (end - p >= 16 && p[4] == 1 && !p[5] && !p[6] && !p[7]) {
+            uint64_t csize = le64(p + 8);
+            if (csize < 4096 || csize > c->size - off)
+                return fail(c, "global heap at byte %llu (a collection of %llu bytes%s)", (unsigned long long)off,
+                            (unsigned long long)csize, csize < 4096 ? ", below HDF5's 4096" : " past the end of the file");
+        }
+        if (gcol_walk(c, off, 0, NULL) < 0) return -1;
         p += 4;
     }
     return 0;
