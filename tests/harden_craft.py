@@ -8,6 +8,87 @@ import numpy as np
 mode, src, dst = sys.argv[1:4]
 
 
+def lookup3(k):
+    """Jenkins' lookup3 hashlittle with initial value 0: HDF5's metadata checksum."""
+    M = 0xffffffff
+    rot = lambda x, r: ((x << r) | (x >> (32 - r))) & M
+    n = len(k)
+    a = b = c = (0xdeadbeef + n) & M
+    i = 0
+    while n > 12:
+        a = (a + int.from_bytes(k[i:i + 4], "little")) & M
+        b = (b + int.from_bytes(k[i + 4:i + 8], "little")) & M
+        c = (c + int.from_bytes(k[i + 8:i + 12], "little")) & M
+        a = (a - c) & M; a ^= rot(c, 4); c = (c + b) & M
+        b = (b - a) & M; b ^= rot(a, 6); a = (a + c) & M
+        c = (c - b) & M; c ^= rot(b, 8); b = (b + a) & M
+        a = (a - c) & M; a ^= rot(c, 16); c = (c + b) & M
+        b = (b - a) & M; b ^= rot(a, 19); a = (a + c) & M
+        c = (c - b) & M; c ^= rot(b, 4); b = (b + a) & M
+        n -= 12
+        i += 12
+    if n == 0:
+        return c
+    t = k[i:i + n] + bytes(12 - n)
+    a = (a + int.from_bytes(t[0:4], "little")) & M
+    b = (b + int.from_bytes(t[4:8], "little")) & M
+    c = (c + int.from_bytes(t[8:12], "little")) & M
+    c ^= b; c = (c - rot(b, 14)) & M
+    a ^= c; a = (a - rot(c, 11)) & M
+    b ^= a; b = (b - rot(a, 25)) & M
+    c ^= b; c = (c - rot(b, 16)) & M
+    a ^= c; a = (a - rot(c, 4)) & M
+    b ^= a; b = (b - rot(a, 14)) & M
+    c ^= b; c = (c - rot(b, 24)) & M
+    return c
+
+
+# A global heap collection (no checksum) claiming 2 GiB: HDF5 would allocate that to read it.
+if mode == "gcol_size":
+    d = bytearray(open(src, "rb").read())
+    i = d.find(b"GCOL\x01\x00\x00\x00")
+    assert i >= 0, "no global heap collection"
+    d[i + 8:i + 16] = (1 << 31).to_bytes(8, "little")
+    open(dst, "wb").write(d)
+    sys.exit(0)
+
+
+# Byte-level faults in a file the project wrote (version-2 object headers, checksummed):
+# a damaged message with its header's checksum recomputed, as a crafted file can have it, so
+# that HDF5's checksum does not catch it and the pre-check (traces/h5pre.c) must.
+if mode in ("forged_compound", "forged_dspace_rank", "forged_chunk_elem"):
+    with h5py.File(src, "r") as f:
+        off = h5py.h5o.get_info(f["req/0/g/0/index"].id).addr
+    d = bytearray(open(src, "rb").read())
+    assert d[off:off + 4] == b"OHDR" and d[off + 4] == 2, "not a version-2 object header"
+    fl = d[off + 5]
+    q = off + 6 + (16 if fl & 0x20 else 0) + (4 if fl & 0x10 else 0)
+    w = 1 << (fl & 3)
+    size = int.from_bytes(d[q:q + w], "little")
+    start = q + w
+    end = start + size
+    p, hit = start, False
+    while end - p >= 4 + (2 if fl & 4 else 0):
+        typ, msize = d[p], int.from_bytes(d[p + 1:p + 3], "little")
+        body = p + 4 + (2 if fl & 4 else 0)
+        if mode == "forged_compound" and typ == 3 and d[body] & 15 == 6:
+            d[body + 1:body + 3] = (200).to_bytes(2, "little")   # 200 members in a 4-member type
+            hit = True
+        if mode == "forged_chunk_elem" and typ == 8 and d[body] == 4 and d[body + 1] == 2:
+            nd, w = d[body + 3], d[body + 4]
+            last = body + 5 + w * (nd - 1)                        # a chunk's element size, +1
+            d[last:last + w] = (int.from_bytes(d[last:last + w], "little") + 1).to_bytes(w, "little")
+            hit = True
+        if mode == "forged_dspace_rank" and typ == 1:
+            d[body + 1] = 40                                      # rank 40, above HDF5's 32
+            hit = True
+        p = body + msize
+    assert hit, "message not found"
+    d[end:end + 4] = lookup3(bytes(d[off:end])).to_bytes(4, "little")
+    open(dst, "wb").write(d)
+    sys.exit(0)
+
+
 def copy(f, g, skip_attr=(), skip=()):
     for k, v in f.attrs.items():
         if k not in skip_attr:

@@ -32,6 +32,7 @@
 #include "common/h5det.h"
 #include "common/h5init.h"
 #include "common/ofile.h"
+#include "traces/h5pre.h"
 
 #include <hdf5.h>
 #include <pthread.h>
@@ -40,7 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1106,67 +1106,6 @@ static int read_meta(trace_src *ts, trace_meta *m)
     return 0;
 }
 
-/* HDF5 1.10 keeps variable-length strings (the model, generator and preset
- * attributes) in global heap collections, and it walks a collection's
- * objects without bounds checks: an object of size 0 makes it loop forever,
- * one larger than its collection makes it copy past the end (a crash). Both
- * were found by fuzzing (tests/fuzz/RESULTS.md). So before HDF5 sees a file,
- * every collection in it ("GCOL", version 1) is walked here the way HDF5
- * walks it, and a file whose walk would not end inside the collection is
- * rejected. O(file size), a memmem over the mapped file (about a second per
- * GB); a file whose superblock is not at byte 0 or whose lengths are not 8
- * bytes wide is left to HDF5. */
-static uint64_t le_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-
-static int check_global_heaps(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return dh_err("trace '%s': cannot read the file", path);
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < 64) {
-        close(fd);
-        return 0; /* too small to hold a collection; HDF5 reports what it is */
-    }
-    size_t size = (size_t)st.st_size;
-    const unsigned char *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return 0;
-    int rc = 0;
-    static const unsigned char sig[8] = { 0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n' };
-    unsigned sb = m[8];
-    unsigned len_size = sb <= 1 ? m[14] : m[10];
-    if (memcmp(m, sig, 8) == 0 && sb <= 3 && len_size == 8) {
-        const unsigned char *p = m, *end_file = m + size;
-        while (rc == 0 && (p = memmem(p, (size_t)(end_file - p), "GCOL", 4)) != NULL) {
-            const unsigned char *c = p;
-            p += 4;
-            if (end_file - c < 16 || c[4] != 1) continue;
-            uint64_t csize = le_u64(c + 8);
-            if (csize < 16 || csize > (uint64_t)(end_file - c)) continue; /* HDF5 fails the read itself */
-            const unsigned char *q = c + 16, *end = c + csize;
-            while (q < end && end - q >= 16) {
-                unsigned idx = (unsigned)q[0] | (unsigned)q[1] << 8;
-                uint64_t osize = le_u64(q + 8), room = (uint64_t)(end - q);
-                uint64_t need = idx ? 16 + ((osize + 7) & ~(uint64_t)7) : osize;
-                if (osize > room || need == 0 || need > room) {
-                    rc = dh_err("trace '%s': damaged HDF5 global heap at byte %llu (object %u of %llu bytes in a "
-                                "collection of %llu)", path, (unsigned long long)(c - m), idx,
-                                (unsigned long long)osize, (unsigned long long)csize);
-                    break;
-                }
-                q += need;
-            }
-        }
-    }
-    munmap((void *)m, size);
-    return rc;
-}
-
 int trace_open(const char *path, sel_source **out)
 {
     sel_source *src = dh_calloc(1, sizeof *src);
@@ -1184,7 +1123,9 @@ int trace_open(const char *path, sel_source **out)
         dh_err("trace '%s': cannot read the file", path);
         goto out;
     }
-    if (check_global_heaps(path) < 0) goto out;
+    /* HDF5 1.10.8 trusts sizes and indices of several structures it reads;
+     * a damaged one is rejected here, before HDF5 sees it (h5pre.h). */
+    if (h5pre_check(path) < 0) goto out;
     htri_t is = H5Fis_hdf5(path);
     if (is <= 0) {
         dh_err("trace '%s': not an HDF5 file", path);
