@@ -23,7 +23,7 @@ set -- $(row "$tmp/s1")
 if [ $# -ge 12 ]; then
   conc=$2; stat=$5; stop=$7; check=$8; check_ms=$9; warm=${10}
   p50=$("$bin" $small --concurrency "$conc" --set workload.warmup_steps="$warm" --quiet --json - |
-        tr ',' '\n' | awk -F': ' '/"tpot_p50_s"/ { printf "%.2f", $2 * 1000 }')
+        tr ',' '\n' | awk -F': ' '/"tpot_p50_s"/ { printf "%.2f", $2 * 1000; exit }')
   if [ "$p50" = "$stat" ] && [ "$stop" = latency ] && awk -v a="$stat" -v b="$check_ms" 'BEGIN { exit !(a <= 30 && b > 30) }'
   then echo "PASS search_bound_and_check"
   else echo "FAIL search_bound_and_check (per GPU $3: $stat ms, plain run $p50 ms; check $check: $check_ms ms; stop $stop)"; fi
