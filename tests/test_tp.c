@@ -26,33 +26,7 @@
 #include "sim/step.h"
 #include "sim/tp.h"
 
-typedef struct {
-    model_cfg model;
-    hw_profile hw;
-} fixture;
-
-static int setup(void **state)
-{
-    static fixture f;
-    cfg *mc, *hc;
-    memset(&f, 0, sizeof f);
-    if (cfg_load("models/glm53.ini", &mc) < 0 || model_load(mc, &f.model) < 0 ||
-        cfg_load("models/hw/h200.ini", &hc) < 0 || hw_load(hc, &f.hw) < 0) {
-        fprintf(stderr, "%s\n", dh_errmsg());
-        return -1;
-    }
-    cfg_free(mc);
-    cfg_free(hc);
-    *state = &f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    model_release(&f->model);
-    return 0;
-}
+#include "tests/test_step_fixture.h"
 
 enum { G = 64 };
 typedef struct {
