@@ -115,6 +115,8 @@ for f in tests/fuzz/hdf5-defects/*.h5; do
     use-after-free-attr-exists-1) needle="attribute 'model' (datatype of 2836 bytes runs past the message of 64)" ;;
     segv-vlen-conv-1) needle="damaged HDF5 symbol table B-tree (child at byte 8192 is not a symbol node)" ;;
     segv-vlen-conv-2) needle="attribute 'generator_params' (variable-length value names object 63490 of the global heap at byte 2048, which has no such object)" ;;
+    segv-dense-heap-address-1) needle="object header at byte 27896 (dense storage's fractal heap at byte 43448 is not one)" ;;
+    segv-dense-heap-address-2) needle="object header at byte 15536 (dense storage's fractal heap at byte 18446744073709551360 is not one)" ;;
     *) needle="damaged HDF5" ;;
   esac
   err1 "hdf5_defect_$d" "$needle" $DHT check "$f"

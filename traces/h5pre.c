@@ -707,6 +707,37 @@ past:
 
 /* ---- dense groups ---------------------------------------------------------- */
 
+/* HDF5 reads a dense store's fractal heap header and version-2 B-tree headers
+ * at the addresses the link or attribute info message gives, and in 1.10.8
+ * copies from past the file's end when one is not there. Each must be inside
+ * the file with its signature, version 0 and its checksum: HDF5 writes no other
+ * (8-byte addresses and lengths, as everything this module reads). */
+static int check_dense_store(const h5p *c, const char *where, uint64_t heap, uint64_t name_bt, uint64_t order_bt)
+{
+    if (heap == UNDEF_ADDR) return 0; /* links or attributes stored compactly */
+    uint64_t h = abs_addr(c, heap);
+    const unsigned char *m = c->m;
+    /* The heap header: 142 bytes, an I/O filter pipeline of the length at byte 7
+     * with 12 bytes of its own when there is one, then the checksum. */
+    uint64_t hlen = 0;
+    if (h != UINT64_MAX && inside(c, h, 146) && memcmp(m + h, "FRHP", 4) == 0 && m[h + 4] == 0) {
+        uint64_t flen = le16(m + h + 7);
+        hlen = 142 + (flen ? 12 + flen : 0);
+        if (!inside(c, h, hlen + 4) || lookup3(m + h, (size_t)hlen) != le32(m + h + hlen)) hlen = 0;
+    }
+    if (hlen == 0) return fail(c, "%s (dense storage's fractal heap at byte %llu is not one)", where, (unsigned long long)heap);
+    uint64_t bt[2] = { name_bt, order_bt };
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && bt[i] == UNDEF_ADDR) break;
+        uint64_t b = abs_addr(c, bt[i]);
+        if (b == UINT64_MAX || !inside(c, b, 38) || memcmp(m + b, "BTHD", 4) != 0 || m[b + 4] != 0 ||
+            lookup3(m + b, 34) != le32(m + b + 34))
+            return fail(c, "%s (dense storage's %s index at byte %llu is not a B-tree header)", where,
+                        i ? "creation-order" : "name", (unsigned long long)bt[i]);
+    }
+    return 0;
+}
+
 static void dense_add(h5p *c, uint64_t hdr)
 {
     if (c->ndense == c->capdense) {
@@ -853,7 +884,12 @@ static int check_message(h5p *c, uint64_t hdr, unsigned type, unsigned mflags, c
         if (n < need)
             return fail(c, "%s (message of type %u has %llu bytes, its fields take %llu)", where, type, (unsigned long long)n,
                         (unsigned long long)need);
-        if (type == 0x02 && !c->local && le64(p + 2 + (f & 1 ? 8 : 0)) != UNDEF_ADDR) dense_add(c, hdr);
+        if ((type == 0x02 || type == 0x15) && !c->local) {
+            /* Link or attribute info: a dense store's heap and indexes. */
+            const unsigned char *a = p + 2 + (f & 1 ? (type == 0x02 ? 8 : 2) : 0);
+            if (check_dense_store(c, where, le64(a), le64(a + 8), f & 2 ? le64(a + 16) : UNDEF_ADDR) < 0) return -1;
+            if (type == 0x02 && le64(a) != UNDEF_ADDR) dense_add(c, hdr);
+        }
         return 0;
     }
     case 0x0d: /* comment: HDF5 copies it up to its terminator */
