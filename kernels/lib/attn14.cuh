@@ -29,6 +29,9 @@
  * The barriers are initialised before a cluster barrier, and both blocks pass a second cluster
  * barrier before they exit, so no remote arrival or store reaches a block that has left.
  * Consumers, softmax, P V, the epilogue and the splits' combine: version 8's. */
+/* Version 15 is version 14 (and, where 14 takes version 8, version 8) with the row loads
+ * prefetching 256 B into L2 (attn6.cuh, a6_ld_row16); version 16 is version 14 with the next
+ * tile's loads in flight in the producer (a14_producer_pipe). */
 #ifndef KERNELS_ATTN14_CUH
 #define KERNELS_ATTN14_CUH
 
@@ -146,6 +149,81 @@ __device__ __forceinline__ void a14_producer(const attn_args &a, uint8_t *sm, ui
     }
 }
 
+/* Version 16's producer: version 14's with the next tile's loads in flight while this tile is
+ * converted and stored. Half a tile per block leaves a thread 11 loads (44 registers) per tile,
+ * so two tiles' loads fit in the producer's 120 registers, where version 8's 21 per thread
+ * (84 registers) fit once (version 10 split them in halves instead). The loop is unrolled by
+ * two tiles over two register sets, A and B, so that no register move waits for a load in
+ * flight; row ids are loaded two tiles ahead. */
+struct a14_rowset {
+    uint4 lat[8], rope[2], sc;
+};
+template <int DIAG>
+__device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
+                                                  int re, int ntiles, uint32_t rank)
+{
+    if (DIAG == A6_DIAG_CONSUMERS) {
+        a14_producer<DIAG, false>(a, sm, sbase, p, q, rb, re, ntiles, rank);
+        return;
+    }
+    const int jr = 32 * (int)rank + (p >> 2), qt = p & 3;
+    const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
+    const uint32_t peer = rank ^ 1u, peer_full = a14_mapa(bar_full, peer), peer_sm = a14_mapa(sbase, peer);
+    auto has_row = [&](int t) { return t < ntiles && rb + t * A6_N + jr < re; };
+    auto row_id = [&](int t) { return has_row(t) ? attn4_row_id(a, q, rb + t * A6_N + jr) : 0ll; };
+    auto load = [&](a14_rowset &r, long long id, bool valid) {
+        const uint8_t *src = valid ? attn4_row_ptr(a, id) : nullptr;
+#pragma unroll
+        for (int i = 0; i < 8; i++) r.lat[i] = valid ? *(const uint4 *)(src + (qt + 4 * i) * 16) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            r.rope[i] = valid ? *(const uint4 *)(src + KREF_LATENT + 16 + (qt + 4 * i) * 16) : make_uint4(0, 0, 0, 0);
+        r.sc = valid ? *(const uint4 *)(src + KREF_LATENT) : make_uint4(0, 0, 0, 0);
+    };
+    auto fill = [&](const a14_rowset &r, int t) {
+        const int s = t & 1;
+        if (t >= 2) a14_wait_cluster(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+        if (p == 0) a14_expect_tx(bar_full + 8 * s, A14_PEER_BYTES);
+        const uint32_t st_off = A6_TILE_BYTES * (1 + s);
+        uint8_t *stage = sm + st_off;
+        const uint32_t pst = peer_sm + st_off, pbar = peer_full + 8 * s;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int o = qt + 4 * i;
+            const uint32_t gb = (i >> 1) == 0 ? r.sc.x : (i >> 1) == 1 ? r.sc.y : (i >> 1) == 2 ? r.sc.z : r.sc.w;
+            uint4 w[2];
+            dh_fp8x16_to_f16(r.lat[i], __float2half2_rn(__uint_as_float(gb)), w);
+            const uint32_t o0 = a6_swz(jr, 2 * o), o1 = a6_swz(jr, 2 * o + 1);
+            *(uint4 *)(stage + o0) = w[0];
+            *(uint4 *)(stage + o1) = w[1];
+            a14_st_async(pst + o0, w[0], pbar);
+            a14_st_async(pst + o1, w[1], pbar);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const uint4 w = dh_bf16x8_to_f16(r.rope[i]);
+            const uint32_t o = a6_swz(jr, 64 + qt + 4 * i);
+            *(uint4 *)(stage + o) = w;
+            a14_st_async(pst + o, w, pbar);
+        }
+        dh_fence_proxy_async();
+        dh_mbar_arrive(bar_full + 8 * s);
+    };
+    a14_rowset A, B;
+    if (ntiles > 0) load(A, row_id(0), has_row(0));
+    long long id_odd = row_id(1);
+#pragma unroll 1
+    for (int t = 0; t < ntiles; t += 2) {
+        const long long id_even = row_id(t + 2);
+        if (t + 1 < ntiles) load(B, id_odd, has_row(t + 1));
+        fill(A, t);
+        if (t + 1 >= ntiles) break;
+        id_odd = row_id(t + 3);
+        if (t + 2 < ntiles) load(A, id_even, has_row(t + 2));
+        fill(B, t + 1);
+    }
+}
+
 /* The consumers: version 8's tile loop (S, softmax, P V) with the cluster's barriers. */
 template <int DIAG>
 __device__ __forceinline__ void a14_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
@@ -209,7 +287,7 @@ __device__ __forceinline__ void a14_consumer(const attn_args &a, float *__restri
     }
 }
 
-template <int DIAG, bool HINT>
+template <int DIAG, int VER>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn14_kernel(const attn_args a, float *__restrict__ out)
 {
     extern __shared__ __align__(1024) uint8_t a14_smem_raw[];
@@ -235,7 +313,8 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn14_kernel(const attn_args a
     a14_cluster_sync();
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A6_PRODUCER_REGS(0)));
-        a14_producer<DIAG, HINT>(a, sm, sbase, tid - 256, q, rb, re, ntiles, rank);
+        if (VER == 16) a14_producer_pipe<DIAG>(a, sm, sbase, tid - 256, q, rb, re, ntiles, rank);
+        else a14_producer<DIAG, VER == 15>(a, sm, sbase, tid - 256, q, rb, re, ntiles, rank);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A6_CONSUMER_REGS(0)));
         a6_load_q<KREF_ROW_FP8, 256>(a, sm, tid, q, hb);
@@ -247,15 +326,15 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn14_kernel(const attn_args a
     a14_cluster_sync();
 }
 
-/* Version 14's (HINT: version 15's) main kernel over grid (splits, nq, heads / 64) in clusters of the two 64-head
+/* Version VER's (14, 15 or 16) main kernel over grid (splits, nq, heads / 64) in clusters of the two 64-head
  * groups 2 c, 2 c + 1; FP8 rows with heads / 64 even only (the caller sends the rest to
  * version 8). */
-template <int DIAG, bool HINT>
+template <int DIAG, int VER>
 static void a14_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn14_kernel<DIAG, HINT>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn14_kernel<DIAG, VER>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     cudaLaunchConfig_t cfg = {};
@@ -270,7 +349,7 @@ static void a14_launch(const attn_args &a, float *out, cudaStream_t stream)
     attr[0].val.clusterDim.z = 2;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    cudaCheck(cudaLaunchKernelEx(&cfg, attn14_kernel<DIAG, HINT>, a, out));
+    cudaCheck(cudaLaunchKernelEx(&cfg, attn14_kernel<DIAG, VER>, a, out));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -279,7 +358,7 @@ static int a14_max_clusters()
 {
     static int n = -1;
     if (n < 0) {
-        cudaCheck(cudaFuncSetAttribute(attn14_kernel<A6_DIAG_NONE, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn14_kernel<A6_DIAG_NONE, 14>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(1, 1, 2);
         cfg.blockDim = dim3(A6_THREADS);
@@ -291,7 +370,7 @@ static int a14_max_clusters()
         attr[0].val.clusterDim.z = 2;
         cfg.attrs = attr;
         cfg.numAttrs = 1;
-        cudaCheck(cudaOccupancyMaxActiveClusters(&n, (void *)attn14_kernel<A6_DIAG_NONE, false>, &cfg));
+        cudaCheck(cudaOccupancyMaxActiveClusters(&n, (void *)attn14_kernel<A6_DIAG_NONE, 14>, &cfg));
     }
     return n;
 }

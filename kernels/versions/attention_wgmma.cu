@@ -5,11 +5,11 @@
  * e4m3; BF16 rows go to version 8), and version 14 with its diagnostic variants, instances of
  * kernels/lib/attn14.cuh (FP8 rows at 128 heads or more: clusters of two blocks sharing each
  * tile's dequantisation; the rest go to version 8), and version 15 (14 and 8 with the row loads
- * prefetching 256 B into L2), built for sm_90a. Version 8 itself is the
+ * prefetching 256 B into L2) and 16 (14 with the next tile's loads in flight), built for sm_90a. Version 8 itself is the
  * library's (kernels/lib/attention_wgmma.cu). */
 #include "kernels/bench.cuh"
 #include "kernels/lib/attn11.cuh"  // defines: attn6_kernel, a6_launch<V>, attn11_kernel, a11_launch<D>
-#include "kernels/lib/attn14.cuh"  // defines: attn14_kernel, a14_launch<D>
+#include "kernels/lib/attn14.cuh"  // defines: attn14_kernel, a14_launch<D, V>
 
 /* Versions 11-13 (V): FP8 rows by attn11_kernel, BF16 rows by version 8's kernel. */
 template <int V>
@@ -28,7 +28,15 @@ int attn14_resident_blocks(const attn_args &a) { return a14_applies(a) ? 2 * a14
 template <int D>
 static void a14_or_8(const attn_args &a, float *out, cudaStream_t stream)
 {
-    if (a14_applies(a)) a14_launch<D, false>(a, out, stream);
+    if (a14_applies(a)) a14_launch<D, 14>(a, out, stream);
+    else if (D == A6_DIAG_NONE) dhk__attn8_launch(a, out, stream);
+    else a6_launch<80 + D>(a, out, stream);
+}
+/* Version 16: version 14 with the next tile's loads in flight in the producer; the rest by 8. */
+template <int D>
+static void a16_or_8(const attn_args &a, float *out, cudaStream_t stream)
+{
+    if (a14_applies(a)) a14_launch<D, 16>(a, out, stream);
     else if (D == A6_DIAG_NONE) dhk__attn8_launch(a, out, stream);
     else a6_launch<80 + D>(a, out, stream);
 }
@@ -36,7 +44,7 @@ static void a14_or_8(const attn_args &a, float *out, cudaStream_t stream)
 template <int D>
 static void a15_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
-    if (a14_applies(a)) a14_launch<D, true>(a, out, stream);
+    if (a14_applies(a)) a14_launch<D, 15>(a, out, stream);
     else a6_launch<D == A6_DIAG_NONE ? 15 : 150 + D>(a, out, stream);
 }
 
@@ -67,6 +75,9 @@ void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int versi
     case 140: a14_or_8<A6_DIAG_NONE>(a, out, stream); break;
     case 140 + A6_DIAG_PRODUCER: a14_or_8<A6_DIAG_PRODUCER>(a, out, stream); break;
     case 140 + A6_DIAG_CONSUMERS: a14_or_8<A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 160: a16_or_8<A6_DIAG_NONE>(a, out, stream); break;
+    case 160 + A6_DIAG_PRODUCER: a16_or_8<A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 160 + A6_DIAG_CONSUMERS: a16_or_8<A6_DIAG_CONSUMERS>(a, out, stream); break;
     case 150: a15_launch<A6_DIAG_NONE>(a, out, stream); break;
     case 150 + A6_DIAG_PRODUCER: a15_launch<A6_DIAG_PRODUCER>(a, out, stream); break;
     case 150 + A6_DIAG_CONSUMERS: a15_launch<A6_DIAG_CONSUMERS>(a, out, stream); break;
