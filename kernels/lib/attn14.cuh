@@ -31,7 +31,8 @@
  * Consumers, softmax, P V, the epilogue and the splits' combine: version 8's. */
 /* Version 15 is version 14 (and, where 14 takes version 8, version 8) with the row loads
  * prefetching 256 B into L2 (attn6.cuh, a6_ld_row16); version 16 is version 14 with the next
- * tile's loads in flight in the producer (a14_producer_pipe). */
+ * tile's loads in flight in the producer (a14_producer_pipe); version 17 is version 16 with the
+ * barriers' waits and arrivals at CTA scope (a14_wait, a14_arrive_any). */
 #ifndef KERNELS_ATTN14_CUH
 #define KERNELS_ATTN14_CUH
 
@@ -72,6 +73,25 @@ __device__ __forceinline__ void a14_arrive_cluster(uint32_t bar)
 {
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+/* Version 17's: an arrival on a barrier of any block of the cluster with the default semantics
+ * (release at CTA scope), as CUTLASS's ClusterBarrier::arrive(cta_id) issues it. */
+__device__ __forceinline__ void a14_arrive_remote_cta(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+/* CS (version 17): waits and arrivals at CTA scope, the st.async bytes ordered by their
+ * complete_tx on the barrier (the pattern of CUTLASS's multicast loads and of FlashMLA's
+ * crossover). Versions 14-16: acquire and release at cluster scope, which ptxas compiles to an
+ * L1 invalidation (CCTL.IVALL) after every wait and a GPU-scope memory barrier (MEMBAR.ALL.GPU,
+ * ERRBAR) before every remote arrival. */
+template <bool CS>
+__device__ __forceinline__ void a14_wait(uint32_t bar, int parity);
+template <bool CS>
+__device__ __forceinline__ void a14_arrive_any(uint32_t bar)
+{
+    if (CS) a14_arrive_remote_cta(bar);
+    else a14_arrive_cluster(bar);
+}
 __device__ __forceinline__ void a14_wait_cluster(uint32_t bar, int parity)
 {
     uint32_t done;
@@ -82,10 +102,17 @@ __device__ __forceinline__ void a14_wait_cluster(uint32_t bar, int parity)
     } while (!done);
 }
 
+template <bool CS>
+__device__ __forceinline__ void a14_wait(uint32_t bar, int parity)
+{
+    if (CS) dh_mbar_wait(bar, parity);
+    else a14_wait_cluster(bar, parity);
+}
+
 /* The producer: thread p owns row 32 rank + p / 4 of each tile and its 16-byte chunks p % 4 +
  * 4 i (latent i = 0..7: 128 of its codes, in group i / 2; RoPE i = 0, 1), so a warp's load
  * covers 8 rows x 64 contiguous bytes. DIAG == A6_DIAG_CONSUMERS: stages handed over unfilled. */
-template <int DIAG, bool HINT>
+template <int DIAG, bool HINT, bool CS = false>
 __device__ __forceinline__ void a14_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
                                              int re, int ntiles, uint32_t rank)
 {
@@ -96,7 +123,7 @@ __device__ __forceinline__ void a14_producer(const attn_args &a, uint8_t *sm, ui
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, base = rb + t * A6_N, cnt = min(A6_N, re - base);
         if (DIAG == A6_DIAG_CONSUMERS) {
-            if (t >= 2) a14_wait_cluster(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+            if (t >= 2) a14_wait<CS>(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
             dh_mbar_arrive(bar_full + 8 * s);
             continue;
         }
@@ -119,7 +146,7 @@ __device__ __forceinline__ void a14_producer(const attn_args &a, uint8_t *sm, ui
 #pragma unroll
             for (int i = 0; i < 2; i++) rope[i] = make_uint4(0, 0, 0, 0);
         }
-        if (t >= 2) a14_wait_cluster(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+        if (t >= 2) a14_wait<CS>(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
         /* The peer's half of this phase: its bytes may land before or after this. */
         if (p == 0) a14_expect_tx(bar_full + 8 * s, A14_PEER_BYTES);
         const uint32_t st_off = A6_TILE_BYTES * (1 + s);
@@ -158,12 +185,12 @@ __device__ __forceinline__ void a14_producer(const attn_args &a, uint8_t *sm, ui
 struct a14_rowset {
     uint4 lat[8], rope[2], sc;
 };
-template <int DIAG>
+template <int DIAG, bool CS>
 __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
                                                   int re, int ntiles, uint32_t rank)
 {
     if (DIAG == A6_DIAG_CONSUMERS) {
-        a14_producer<DIAG, false>(a, sm, sbase, p, q, rb, re, ntiles, rank);
+        a14_producer<DIAG, false, CS>(a, sm, sbase, p, q, rb, re, ntiles, rank);
         return;
     }
     const int jr = 32 * (int)rank + (p >> 2), qt = p & 3;
@@ -182,7 +209,7 @@ __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *s
     };
     auto fill = [&](const a14_rowset &r, int t) {
         const int s = t & 1;
-        if (t >= 2) a14_wait_cluster(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+        if (t >= 2) a14_wait<CS>(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
         if (p == 0) a14_expect_tx(bar_full + 8 * s, A14_PEER_BYTES);
         const uint32_t st_off = A6_TILE_BYTES * (1 + s);
         uint8_t *stage = sm + st_off;
@@ -225,7 +252,7 @@ __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *s
 }
 
 /* The consumers: version 8's tile loop (S, softmax, P V) with the cluster's barriers. */
-template <int DIAG>
+template <int DIAG, bool CS>
 __device__ __forceinline__ void a14_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                              int w, int tid, int q, int split, int hb, int rb, int re, int ntiles,
                                              uint32_t rank)
@@ -246,7 +273,7 @@ __device__ __forceinline__ void a14_consumer(const attn_args &a, float *__restri
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, cnt = min(A6_N, re - (rb + t * A6_N));
         const uint32_t stage = sK + A6_TILE_BYTES * s;
-        a14_wait_cluster(bar_full + 8 * s, (t >> 1) & 1);
+        a14_wait<CS>(bar_full + 8 * s, (t >> 1) & 1);
         if (DIAG != A6_DIAG_PRODUCER) {
             dh_fence_proxy_async();   /* the peer's st.async bytes, before the tensor cores read them */
             a6_issue_s<FMT>(sc, sQ, stage, w);
@@ -261,8 +288,8 @@ __device__ __forceinline__ void a14_consumer(const attn_args &a, float *__restri
         }
         __syncwarp();
         if (lane == 0) {
-            a14_arrive_cluster(my_empty + 8 * s);
-            a14_arrive_cluster(peer_empty + 8 * s);
+            a14_arrive_any<CS>(my_empty + 8 * s);
+            a14_arrive_any<CS>(peer_empty + 8 * s);
         }
     }
     l0 += __shfl_xor_sync(0xffffffff, l0, 1);
@@ -313,20 +340,20 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn14_kernel(const attn_args a
     a14_cluster_sync();
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A6_PRODUCER_REGS(0)));
-        if (VER == 16) a14_producer_pipe<DIAG>(a, sm, sbase, tid - 256, q, rb, re, ntiles, rank);
+        if (VER >= 16) a14_producer_pipe<DIAG, VER == 17>(a, sm, sbase, tid - 256, q, rb, re, ntiles, rank);
         else a14_producer<DIAG, VER == 15>(a, sm, sbase, tid - 256, q, rb, re, ntiles, rank);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A6_CONSUMER_REGS(0)));
         a6_load_q<KREF_ROW_FP8, 256>(a, sm, tid, q, hb);
         dh_fence_proxy_async();
         a6_consumer_bar();
-        a14_consumer<DIAG>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles, rank);
+        a14_consumer<DIAG, VER == 17>(a, out, sm, sbase, wg, tid, q, split, hb, rb, re, ntiles, rank);
     }
     /* No block leaves while the peer may still arrive on its barriers. */
     a14_cluster_sync();
 }
 
-/* Version VER's (14, 15 or 16) main kernel over grid (splits, nq, heads / 64) in clusters of the two 64-head
+/* Version VER's (14-17) main kernel over grid (splits, nq, heads / 64) in clusters of the two 64-head
  * groups 2 c, 2 c + 1; FP8 rows with heads / 64 even only (the caller sends the rest to
  * version 8). */
 template <int DIAG, int VER>

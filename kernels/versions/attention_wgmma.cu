@@ -5,7 +5,8 @@
  * e4m3; BF16 rows go to version 8), and version 14 with its diagnostic variants, instances of
  * kernels/lib/attn14.cuh (FP8 rows at 128 heads or more: clusters of two blocks sharing each
  * tile's dequantisation; the rest go to version 8), and version 15 (14 and 8 with the row loads
- * prefetching 256 B into L2) and 16 (14 with the next tile's loads in flight), built for sm_90a. Version 8 itself is the
+ * prefetching 256 B into L2), 16 (14 with the next tile's loads in flight) and 17 (16 with the
+ * cluster's barriers at CTA scope), built for sm_90a. Version 8 itself is the
  * library's (kernels/lib/attention_wgmma.cu). */
 #include "kernels/bench.cuh"
 #include "kernels/lib/attn11.cuh"  // defines: attn6_kernel, a6_launch<V>, attn11_kernel, a11_launch<D>
@@ -32,11 +33,12 @@ static void a14_or_8(const attn_args &a, float *out, cudaStream_t stream)
     else if (D == A6_DIAG_NONE) dhk__attn8_launch(a, out, stream);
     else a6_launch<80 + D>(a, out, stream);
 }
-/* Version 16: version 14 with the next tile's loads in flight in the producer; the rest by 8. */
-template <int D>
+/* Version V = 16 (version 14 with the next tile's loads in flight in the producer) or 17 (16
+ * with the barriers at CTA scope); the rest by 8. */
+template <int D, int V = 16>
 static void a16_or_8(const attn_args &a, float *out, cudaStream_t stream)
 {
-    if (a14_applies(a)) a14_launch<D, 16>(a, out, stream);
+    if (a14_applies(a)) a14_launch<D, V>(a, out, stream);
     else if (D == A6_DIAG_NONE) dhk__attn8_launch(a, out, stream);
     else a6_launch<80 + D>(a, out, stream);
 }
@@ -75,6 +77,9 @@ void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int versi
     case 140: a14_or_8<A6_DIAG_NONE>(a, out, stream); break;
     case 140 + A6_DIAG_PRODUCER: a14_or_8<A6_DIAG_PRODUCER>(a, out, stream); break;
     case 140 + A6_DIAG_CONSUMERS: a14_or_8<A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 170: a16_or_8<A6_DIAG_NONE, 17>(a, out, stream); break;
+    case 170 + A6_DIAG_PRODUCER: a16_or_8<A6_DIAG_PRODUCER, 17>(a, out, stream); break;
+    case 170 + A6_DIAG_CONSUMERS: a16_or_8<A6_DIAG_CONSUMERS, 17>(a, out, stream); break;
     case 160: a16_or_8<A6_DIAG_NONE>(a, out, stream); break;
     case 160 + A6_DIAG_PRODUCER: a16_or_8<A6_DIAG_PRODUCER>(a, out, stream); break;
     case 160 + A6_DIAG_CONSUMERS: a16_or_8<A6_DIAG_CONSUMERS>(a, out, stream); break;
