@@ -15,7 +15,7 @@ cfgfile() {
 }
 cfgfile lru lru 0; cfgfile held2 hisparse 2; cfgfile dspark adaptive+dspark 0
 # bad NAME WANT ARGS...: exit 2 and exactly one stderr line containing WANT.
-bad attention_version "--attention-version '14'" --attention-version 14 --run hs4k
+bad attention_version "--attention-version '18'" --attention-version 18 --run hs4k
 bad topk_version "--topk-version '0'" --topk-version 0 --run hs4k
 bad indexer_version "--indexer-version '6'" --indexer-version 6 --run hs4k
 bad run_policy "policy 'lru'" --configs "$tmp/lru.ini" --run a

@@ -796,6 +796,8 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     const bool fp8 = a.format == KREF_ROW_FP8;
     const int tn = version >= 6 ? (int)ATTN6_TILE_ROWS : fp8 ? a4_cfg<KREF_ROW_FP8>::N : a4_cfg<KREF_ROW_BF16>::N;
     const int per_split = a.nq * (a.heads / AT_H);
+    /* Version 14 runs in clusters of two blocks: one wave is what fits of those. */
+    if (version >= 14 && version <= 17) sms = std::min(sms, attn14_resident_blocks(a));
     if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
     a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
     a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
@@ -838,7 +840,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
 }
 
-/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-10 (attention_wgmma.cu; 8 the library's);
+/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-17 (attention_wgmma.cu; 8 the library's);
  * ATTN_MAX_VERSION is in kernels/bench.cuh. */
 
 /* The grid point's attention version (default 2), or -1 after an error line naming the
@@ -998,9 +1000,10 @@ static int parse_diag(const bench_params &p, int version)
     const int diag = name == "none" ? A6_DIAG_NONE : name == "producer" ? A6_DIAG_PRODUCER
                    : name == "consumers" ? A6_DIAG_CONSUMERS : name == "nodequant" ? A11_DIAG_NODEQUANT
                    : name == "qhi" ? A11_DIAG_QHI : -1;
-    if (diag < 0 || (diag != A6_DIAG_NONE && version != 8 && version < 10) || (diag > A6_DIAG_CONSUMERS && version < 11)) {
-        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8 or 10-12, "
-                        "or nodequant or qhi with version 11 or 12\n", name.c_str());
+    if (diag < 0 || (diag != A6_DIAG_NONE && version != 8 && version < 10) || (diag > A6_DIAG_CONSUMERS && version < 11) ||
+        (diag > A6_DIAG_CONSUMERS && version > 13)) {
+        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8 or 10-17, "
+                        "or nodequant or qhi with version 11-13\n", name.c_str());
         return -1;
     }
     return diag;
