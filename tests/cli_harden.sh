@@ -117,6 +117,9 @@ for f in tests/fuzz/hdf5-defects/*.h5; do
     segv-vlen-conv-2) needle="attribute 'generator_params' (variable-length value names object 63490 of the global heap at byte 2048, which has no such object)" ;;
     segv-dense-heap-address-1) needle="object header at byte 27896 (dense storage's fractal heap at byte 43448 is not one)" ;;
     segv-dense-heap-address-2) needle="object header at byte 15536 (dense storage's fractal heap at byte 18446744073709551360 is not one)" ;;
+    segv-chunk-fletcher-size-1) needle="chunk B-tree node at byte 25800 (a chunk of 2 bytes at byte 9213, too small for its filters)" ;;
+    oom-chunk-size-1) needle="chunk B-tree node at byte 41520 (a chunk of 4160749584 bytes at byte 9994, past the end of the file)" ;;
+    oom-chunk-size-2) needle="chunk B-tree node at byte 25800 (a chunk of 4194304068 bytes at byte 9341, past the end of the file)" ;;
     *) needle="damaged HDF5" ;;
   esac
   err1 "hdf5_defect_$d" "$needle" $DHT check "$f"

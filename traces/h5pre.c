@@ -31,12 +31,17 @@
  *    lists, comments, and the fixed-layout messages (link, group and attribute
  *    info, times, reference counts);
  *  - every global heap collection ("GCOL") in the file, walked as HDF5 walks it,
- *    and of HDF5's sizes (at least 4096 bytes, inside the file).
+ *    and of HDF5's sizes (at least 4096 bytes, inside the file);
+ *  - a dense store's fractal heap and B-tree headers (signature, version,
+ *    checksum, inside the file) where a link or attribute info message names
+ *    them;
+ *  - every chunk of a version-1 chunk B-tree (no checksum): inside the file,
+ *    at least a byte, four with a Fletcher-32 filter applied; a single-chunk
+ *    index's filtered chunk likewise.
  *
  * Left to HDF5: fractal heaps and version-2 B-trees of dense attribute and
- * link storage (every block of them carries a checksum HDF5 verifies), chunk
- * indexes (version-1 B-tree nodes are bounded by HDF5 itself; the newer ones
- * are checksummed), and raw data. The members of a dense group are still
+ * link storage (every block of them carries a checksum HDF5 verifies), the
+ * newer chunk indexes (checksummed), and raw data. The members of a dense group are still
  * checked: once the headers the links reach are done, HDF5 lists each dense
  * group's links (through the group's header, checked by then) and the headers
  * they name are checked like any other, so a version-1 header (no checksum)
@@ -92,6 +97,9 @@ typedef struct {
         uint64_t nelem, tsize;         /* elements, bytes per element */
         unsigned lclass, lver;         /* layout class (0 compact, 1 contiguous, 2 chunked), version */
         uint64_t lsize, laddr, celem;  /* stored data size, contiguous address, chunk element size */
+        uint64_t lbtree;               /* a version-3 chunked layout's chunk B-tree */
+        unsigned lndims;               /* its dimensions (the element's included) */
+        unsigned fletcher;             /* 1 + the Fletcher-32 filter's place in the pipeline, or 0 */
     } ds;
 } h5p;
 
@@ -547,13 +555,68 @@ static int check_layout(h5p *c, const char *where, const unsigned char *p, uint6
             if (q >= n) return fail(c, "%s (layout message of %llu bytes)", where, (unsigned long long)n);
             w = p[q++];
             if (w < 1 || w > 8) return fail(c, "%s (chunk dimensions of %u bytes)", where, w);
-        } else q += 8; /* the B-tree address */
+        } else {
+            if (n - q < 8) return fail(c, "%s (layout message of %llu bytes)", where, (unsigned long long)n);
+            c->ds.lbtree = le64(p + q);
+            c->ds.lndims = ndims;
+            q += 8;
+        }
         if (q > n || (uint64_t)w * ndims > n - q)
             return fail(c, "%s (chunked layout of %u dimensions runs past its %llu bytes)", where, ndims, (unsigned long long)n);
         /* The last chunk dimension is the size of one element. */
         c->ds.layout = 1;
         c->ds.lclass = 2;
         c->ds.celem = le_n(p + q + (uint64_t)w * (ndims - 1), w);
+        q += (uint64_t)w * ndims;
+        /* A single-chunk index of a filtered dataset: the chunk's stored size
+         * (which HDF5 allocates to read it) and filter mask, then its address. */
+        if (ver == 4 && q < n && p[q] == 1 && (p[2] & 0x02) && !c->local) {
+            if (n - q < 1 + 8 + 4 + 8) return fail(c, "%s (single-chunk index runs past its layout message)", where);
+            uint64_t size = le64(p + q + 1), addr = le64(p + q + 13), off = abs_addr(c, addr);
+            if (addr != UNDEF_ADDR && (size == 0 || off == UINT64_MAX || !inside(c, off, size)))
+                return fail(c, "%s (a chunk of %llu bytes at byte %llu, past the end of the file)", where, (unsigned long long)size,
+                            (unsigned long long)addr);
+        }
+    }
+    return 0;
+}
+
+/* A version-1 chunk B-tree (node type 1, no checksum), walked as HDF5 reads
+ * it: HDF5 1.10.8 allocates each chunk's stored size from its key and reads
+ * that many bytes from the chunk's address, and its Fletcher-32 filter takes
+ * the last four bytes of the chunk as the checksum whatever the chunk's size.
+ * Every chunk must lie inside the file, hold a byte, and with that filter four. */
+static int check_chunk_btree(h5p *c, uint64_t hdr, uint64_t rel, int level)
+{
+    uint64_t off = abs_addr(c, rel);
+    if (rel == UNDEF_ADDR) return 0; /* no chunk written */
+    if (off == UINT64_MAX || !inside(c, off, 24) || memcmp(c->m + off, "TREE", 4) != 0 || c->m[off + 4] != 1)
+        return fail(c, "object header at byte %llu (chunk B-tree at byte %llu is not one)", (unsigned long long)hdr,
+                    (unsigned long long)rel);
+    if (!seen_add(c, off, SEEN_BTREE)) return 0;
+    int lvl = c->m[off + 5];
+    if (level >= 0 && lvl != level)
+        return fail(c, "chunk B-tree node at byte %llu (level %d under a node of level %d)", (unsigned long long)off, lvl, level + 1);
+    unsigned used = le16(c->m + off + 6);
+    /* Keys (chunk size, filter mask, an offset per dimension) and children
+     * alternate: key0, child0, key1, ..., keyN. */
+    uint64_t ksize = 8 + 8ull * c->ds.lndims, stride = ksize + 8;
+    if (!inside(c, off + 24, stride * used + ksize))
+        return fail(c, "chunk B-tree node at byte %llu (runs past the file)", (unsigned long long)off);
+    for (unsigned i = 0; i < used; i++) {
+        const unsigned char *key = c->m + off + 24 + stride * i;
+        uint64_t child = le64(key + ksize);
+        if (lvl > 0) {
+            if (check_chunk_btree(c, hdr, child, lvl - 1) < 0) return -1;
+            continue;
+        }
+        /* The filter mask's bit i set: filter i was skipped for this chunk. */
+        uint64_t size = le32(key), coff = abs_addr(c, child);
+        unsigned f = c->ds.fletcher, least = f && f <= 32 && !(le32(key + 4) >> (f - 1) & 1) ? 4 : 1;
+        if (size < least || coff == UINT64_MAX || !inside(c, coff, size))
+            return fail(c, "chunk B-tree node at byte %llu (a chunk of %llu bytes at byte %llu%s)", (unsigned long long)off,
+                        (unsigned long long)size, (unsigned long long)child,
+                        size < least ? ", too small for its filters" : ", past the end of the file");
     }
     return 0;
 }
@@ -564,7 +627,7 @@ static int check_layout(h5p *c, const char *where, const unsigned char *p, uint6
  * the dataspace and datatype but copies from the stored data, so a compact
  * dataset that holds fewer bytes is read from a null buffer, and a datatype
  * of a damaged size makes it allocate that size times the elements. */
-static int check_dataset(const h5p *c, uint64_t hdr)
+static int check_dataset(h5p *c, uint64_t hdr)
 {
     if (!c->ds.space || !c->ds.type || !c->ds.layout) return 0;
     uint64_t want = c->ds.tsize && c->ds.nelem > UINT64_MAX / c->ds.tsize ? UINT64_MAX : c->ds.nelem * c->ds.tsize;
@@ -573,6 +636,7 @@ static int check_dataset(const h5p *c, uint64_t hdr)
         if (c->ds.celem != c->ds.tsize)
             return fail(c, "object header at byte %llu (dataset of %llu-byte elements in chunks of %llu-byte elements)",
                         (unsigned long long)hdr, (unsigned long long)c->ds.tsize, (unsigned long long)c->ds.celem);
+        if (c->ds.lver == 3 && !c->local) return check_chunk_btree(c, hdr, c->ds.lbtree, -1);
         return 0;
     }
     if (c->ds.lclass == 1 && c->ds.lver < 3) return 0; /* no stored size */
@@ -589,7 +653,7 @@ static int check_dataset(const h5p *c, uint64_t hdr)
     return 0;
 }
 
-static int check_filters(const h5p *c, const char *where, const unsigned char *p, uint64_t n)
+static int check_filters(h5p *c, const char *where, const unsigned char *p, uint64_t n)
 {
     if (n < 2) return fail(c, "%s (filter pipeline message of %llu bytes)", where, (unsigned long long)n);
     unsigned ver = p[0], nf = p[1];
@@ -599,6 +663,7 @@ static int check_filters(const h5p *c, const char *where, const unsigned char *p
     for (unsigned i = 0; i < nf; i++) {
         if (q > n || n - q < 2) goto past;
         unsigned id = le16(p + q);
+        if (id == 3) c->ds.fletcher = i + 1;
         int has_name = ver == 1 || id >= 256;
         uint64_t hdr = has_name ? 8 : 6;
         if (n - q < hdr) goto past;
