@@ -138,12 +138,16 @@ __device__ __forceinline__ void ix2_tile(const uint8_t *ksm, const uint32_t (&af
         ldsm_x4_b(b0, b1, b2, b3, ksm + (warp * 16 + (lane % 8) + (lane / 16) * 8) * IX2_KS + ks * 32 + ((lane / 8) % 2) * 16);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
+#if DH_HAS_FP8MMA
             asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                          : "+f"(c[mt][0][0]), "+f"(c[mt][0][1]), "+f"(c[mt][0][2]), "+f"(c[mt][0][3])
                          : "r"(af[mt][ks][0]), "r"(af[mt][ks][1]), "r"(af[mt][ks][2]), "r"(af[mt][ks][3]), "r"(b0), "r"(b1));
             asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                          : "+f"(c[mt][1][0]), "+f"(c[mt][1][1]), "+f"(c[mt][1][2]), "+f"(c[mt][1][3])
                          : "r"(af[mt][ks][0]), "r"(af[mt][ks][1]), "r"(af[mt][ks][2]), "r"(af[mt][ks][3]), "r"(b2), "r"(b3));
+#else
+            DH_ARCH_TRAP();   /* versions 2-4 need FP8 mma.sync, sm_89 (kernels/karch.c) */
+#endif
         }
     }
     /* relu, head weights, sum over the 16 heads of each fragment and then across lanes. */
