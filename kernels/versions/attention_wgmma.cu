@@ -15,6 +15,11 @@ static void a11_or_8(const attn_args &a, float *out, cudaStream_t stream)
     else dhk__attn8_launch(a, out, stream);
 }
 
+size_t attn6_smem_need(int version, int format)
+{
+    return version >= 11 && format == KREF_ROW_FP8 ? (size_t)A11_SMEM_BYTES : (size_t)A6_SMEM_BYTES;
+}
+
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
 {
     const int diag = version == 8 || version >= 10 ? a.diag : A6_DIAG_NONE;

@@ -163,6 +163,11 @@ __global__ void gather_v4(const uint8_t *__restrict__ pool, size_t stride, const
 #endif
 }
 
+size_t gather_smem_need(int version, int row_bytes)
+{
+    return version == 4 ? (size_t)g4_stages(row_bytes) * G4_ROWS * row_bytes + 16 * g4_stages(row_bytes) : 0;
+}
+
 template <int CH>
 static void gather_launch(int version, int blocks, int threads, const uint8_t *pool, size_t stride, const int32_t *idx,
                           int n, uint32_t *out)
