@@ -50,7 +50,9 @@ ifeq ($(BUILD_CUDA),1)
 endif
 CUDA_PTX    = $(lastword $(CUDA_ARCHS))
 NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
-               -gencode=arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX)
+               -gencode=arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX) $(if $(NVCC_THREADS),--threads $(NVCC_THREADS))
+# NVCC_THREADS=N compiles a unit's architectures on N threads (0: one per CPU), for machines with
+# more cores than make -j keeps busy.
 
 BUILD := build
 BIN   := bin
