@@ -22,7 +22,7 @@ for k in residency attention verify ring indexer topk gemm; do
 done
 for mode in native forced; do
   if [ $mode = native ]; then set --; else set -- --as-arch "$A"; fi
-  bin/dhbench --kernel fetch version=1,2,3,4,5,6,7,8,9,10 pool_gb=4 row_bytes=656 rows=16384 sms=8 pattern=serving \
+  bin/dhbench --kernel fetch version=1,2,3,4,5,6,7,8,9,10 pool_gb=8 row_bytes=656 rows=16384 sms=8 pattern=serving \
     --reps 5 --out "$O" "$@" > "$O/$mode-fetch.log" 2>&1 || { echo "fetch ($mode): FAILED"; fail=1; }
 done
 if [ -x bin/dhreplay ]; then
