@@ -399,8 +399,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "dhbench: wrote %s\n", path.c_str());
     }
     if (env.skipped)
-        fprintf(stderr, "dhbench: %d grid point(s) skipped: versions this GPU (%s%s) cannot run\n", env.skipped,
-                env.arch.c_str(), env.forced ? (", decided as sm_" + std::to_string(env.kdev.cc)).c_str() : "");
+        fprintf(stderr, "dhbench: %d grid point(s) skipped: versions this GPU (%s, %s sm_%d) cannot run\n", env.skipped,
+                env.arch.c_str(), env.forced ? "decided as" : "code", env.kdev.cc);
     if (env.failures) fprintf(stderr, "dhbench: %d configuration(s) failed their check\n", env.failures);
     return env.failures ? 1 : 0;
 }
