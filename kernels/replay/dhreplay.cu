@@ -14,6 +14,10 @@
  * prompt length, steps; the runs of one call share the batch). --seed, --requests,
  * --prompt-len and --steps override the file's values for every run (diagnostics, dry runs).
  *
+ * On a GPU that cannot run a default version (attention 8, indexer 5: sm_90a; top-k 6: 176 KB of
+ * shared memory; FP8 GEMMs: sm_89), the fastest one it runs takes its place, each named in one
+ * line and in the CSV's header (kernels/karch.h; --as-arch sm_XY chooses as on sm_XY).
+ *
  * One decode step, per layer l of the model (group g = the layer's selection group):
  *   if l runs g's indexer: indexer scoring (--indexer-version, default 5: the library's,
  *     kernels/lib/indexer_wgmma.cu) over every request's context and top-k (--topk-version, default 6:
