@@ -27,7 +27,7 @@
  *       measurements/h200, measurements/h200/replay-glm53-16x100k.csv,
  *       models/hw/h200-datasheet.ini; an OUT that is a directory (or ends in
  *       '/') names the profile after the GPU of BENCH_DIR's lines:
- *       OUT/measured-<device>.ini (e.g. measured-nvidia-a100-sxm4-80gb.ini),
+ *       OUT/measured-NAME.ini (e.g. measured-nvidia-a100-sxm4-80gb.ini),
  *       an error when the lines name more than one device
  *   dhcal deployments [DIR] [--csv FILE]
  *       the simulator against published deployments (deploy.h), one row per
