@@ -208,7 +208,7 @@ bin/dhsglcheck: $(BUILD)/kernels/sglcheck.cu.o $(BUILD)/kernels/libdhk.a $(KGPU_
 bin/dha2a: kernels/a2a/dha2a.cu kernels/a2a/a2a_plan.h $(BUILD)/gpu/kernels/a2a/a2a_plan.o $(BUILD)/gpu/common/dh_err.o
 	@test -n "$(NCCL_LIB)" -a -n "$(NCCL_INC)" || { echo "bin/dha2a: NCCL not found (libnccl.so and nccl.h); set NCCL_HOME"; exit 1; }
 	@mkdir -p bin
-	$(NVCC) $(NVCCFLAGS) -I. -I$(NCCL_INC) -o $@ $< $(BUILD)/gpu/kernels/a2a/a2a_plan.o \
+	$(NVCC) $(NVCCFLAGS) $(NVCC_GENCODE) -I. -I$(NCCL_INC) -o $@ $< $(BUILD)/gpu/kernels/a2a/a2a_plan.o \
 	  $(BUILD)/gpu/common/dh_err.o -L$(dir $(NCCL_LIB)) -l:$(notdir $(NCCL_LIB)) -Xlinker -rpath=$(dir $(NCCL_LIB))
 
 # Only the sources and objects are linked: -MMD adds the headers a test includes to its
