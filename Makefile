@@ -47,6 +47,9 @@ CUDA_ARCHS_ALL := 80 86 89 90 100 120
 ifeq ($(BUILD_CUDA),1)
   NVCC_SM    := $(patsubst sm_%,%,$(filter sm_%,$(shell $(NVCC) --list-gpu-code 2>/dev/null)))
   CUDA_ARCHS ?= $(if $(NVCC_SM),$(filter $(NVCC_SM),$(CUDA_ARCHS_ALL)),$(CUDA_ARCHS_ALL))
+  ifneq ($(shell echo '$(CUDA_ARCHS)' | grep -Eqx ' *([0-9]+ *)+' || echo bad),)
+    $(error CUDA_ARCHS='$(CUDA_ARCHS)': list architectures as numbers, e.g. CUDA_ARCHS="80 90")
+  endif
 endif
 CUDA_PTX    = $(lastword $(CUDA_ARCHS))
 NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
