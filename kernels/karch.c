@@ -18,7 +18,9 @@ typedef struct {
 static const karch_rule rules[] = {
     {"fetch", 4, 4, NULL, KARCH_SM90},        /* cp.async.bulk through shared memory */
     {"gather", 4, 4, NULL, KARCH_SM90},       /* cp.async.bulk, mbarrier expect_tx */
-    {"attention", 6, 13, NULL, KARCH_WGMMA},  /* kernels/lib/attn6.cuh, attn11.cuh */
+    /* kernels/lib/attn6.cuh, attn11.cuh: 6-13; later versions are taken to be wgmma ones too
+     * until a line here says otherwise (a wrong "needs" skips a version, a wrong "runs" traps). */
+    {"attention", 6, 99, NULL, KARCH_WGMMA},
     {"indexer", 2, 4, NULL, KARCH_FP8MMA},    /* mma.sync m16n8k32 e4m3 */
     {"indexer", 5, 5, NULL, KARCH_WGMMA},     /* kernels/lib/indexer_wgmma.cu */
     {"gemm", 1, 1, "fp8", KARCH_FP8GEMM},     /* cuBLASLt CUDA_R_8F_E4M3 */
