@@ -47,7 +47,8 @@ bad topk_dist "dist 'zipf'" --kernel topk dist=normal,zipf
 bad indexer_version "version 6 is not 1 to 5" --kernel indexer version=6
 bad indexer_tiles_version "version 5 only" --kernel indexer version=4 tiles=8
 bad indexer_tiles_negative "tiles=-1" --kernel indexer version=5 tiles=-1
-bad indexer_queries_version "more than one query needs version 5" --kernel indexer version=4 queries=2
+bad indexer_queries_many "need 1 to 8 queries" --kernel indexer version=4 queries=9
+bad as_arch_bad "--as-arch: 'sm_75' is not an architecture" --suite default --as-arch sm_75
 bad indexer_queries_wide "queries=8 heads=64" --kernel indexer version=5 heads=64 queries=8
 bad indexer_queries_odd "queries=3 heads=32" --kernel indexer version=5 heads=32 queries=3
 bad indexer_topk "topk version 9 is not 1 to 6" --kernel indexer topk=9

@@ -18,6 +18,7 @@ cfgfile lru lru 0; cfgfile held2 hisparse 2; cfgfile dspark adaptive+dspark 0
 bad attention_version "--attention-version '18'" --attention-version 18 --run hs4k
 bad topk_version "--topk-version '0'" --topk-version 0 --run hs4k
 bad indexer_version "--indexer-version '6'" --indexer-version 6 --run hs4k
+bad as_arch "--as-arch: 'sm_70' is not an architecture" --as-arch sm_70 --run hs4k
 bad run_policy "policy 'lru'" --configs "$tmp/lru.ini" --run a
 bad run_heldout "heldout = 2 is outside" --configs "$tmp/held2.ini" --run a
 bad run_unknown "no replay configuration 'nosuch'" --run nosuch
@@ -59,7 +60,6 @@ else
   echo "FAIL dry_run_verify_matches_simulator (dhcal simulate failed)"
 fi
 bad draft_policy "policy 'adaptive+dspark'" --configs "$tmp/dspark.ini" --run a
-bad verify_indexer "need --indexer-version 5" --indexer-version 3 --run sp4k
 bad skip_part "'gemm' is not indexer, attention, dense, experts or fetch" --skip attention,gemm --run hs4k
 bad fetch_priority "--fetch-priority 'highest' is not default or high" --fetch-priority highest --run hs4k
 bad out_unwritable "--out: cannot write '$tmp/no/such/dir/a.csv'" --out "$tmp/no/such/dir/a.csv" --run hs4k

@@ -896,22 +896,44 @@ void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms
     CUDA_LAUNCH_CHECK();
 }
 
+size_t attn_smem_need(int version, int format)
+{
+    const bool fp8 = format == KREF_ROW_FP8;
+    if (version >= 6) return attn6_smem_need(version, format);
+    if (version >= 4) return fp8 ? attn4_smem_bytes<KREF_ROW_FP8>() : attn4_smem_bytes<KREF_ROW_BF16>();
+    return attn_smem_bytes(attn_tile_rows(version, format), fp8 ? KREF_ROW_BYTES_FP8 : KREF_ROW_BYTES_BF16);
+}
+
+/* A version's shared memory is allowed only where the GPU has it (kernels/karch.c refuses the
+ * version there before any launch). */
+static void attn_allow(const void *fn, size_t bytes)
+{
+    static int optin = -1;
+    if (optin < 0) {
+        int dev;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    }
+    if (bytes <= (size_t)optin) cudaCheck(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
 void attn_setup(attn_scratch &sc, size_t max_q_heads)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        int s32 = (int)attn_smem_bytes(32, KREF_ROW_BYTES_BF16), s64 = (int)attn_smem_bytes(64, KREF_ROW_BYTES_FP8);
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<1, 32, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<1, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<2, 32, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<2, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<3, 64, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s64));
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<3, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
-        const int s8 = (int)attn4_smem_bytes<KREF_ROW_FP8>(), s16 = (int)attn4_smem_bytes<KREF_ROW_BF16>();
-        cudaCheck(cudaFuncSetAttribute(attn4_kernel<4, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s8));
-        cudaCheck(cudaFuncSetAttribute(attn4_kernel<4, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s16));
-        cudaCheck(cudaFuncSetAttribute(attn4_kernel<5, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s8));
-        cudaCheck(cudaFuncSetAttribute(attn4_kernel<5, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s16));
+        /* Versions 1 and 2 allow the larger of their two formats' tiles, as before. */
+        const size_t s32 = attn_smem_bytes(32, KREF_ROW_BYTES_BF16), s64 = attn_smem_bytes(64, KREF_ROW_BYTES_FP8);
+        attn_allow((const void *)attn_kernel<1, 32, KREF_ROW_FP8>, s32);
+        attn_allow((const void *)attn_kernel<1, 32, KREF_ROW_BF16>, s32);
+        attn_allow((const void *)attn_kernel<2, 32, KREF_ROW_FP8>, s32);
+        attn_allow((const void *)attn_kernel<2, 32, KREF_ROW_BF16>, s32);
+        attn_allow((const void *)attn_kernel<3, 64, KREF_ROW_FP8>, s64);
+        attn_allow((const void *)attn_kernel<3, 32, KREF_ROW_BF16>, s32);
+        const size_t s8 = attn4_smem_bytes<KREF_ROW_FP8>(), s16 = attn4_smem_bytes<KREF_ROW_BF16>();
+        attn_allow((const void *)attn4_kernel<4, KREF_ROW_FP8>, s8);
+        attn_allow((const void *)attn4_kernel<4, KREF_ROW_BF16>, s16);
+        attn_allow((const void *)attn4_kernel<5, KREF_ROW_FP8>, s8);
+        attn_allow((const void *)attn4_kernel<5, KREF_ROW_BF16>, s16);
         attr_done = true;
     }
     dhk_attn_scratch_alloc(sc, max_q_heads);

@@ -50,6 +50,12 @@ static void a15_launch(const attn_args &a, float *out, cudaStream_t stream)
     else a6_launch<D == A6_DIAG_NONE ? 15 : 150 + D>(a, out, stream);
 }
 
+/* Versions 11-13 stage FP8 rows in their own, larger layout; the others in version 6's. */
+size_t attn6_smem_need(int version, int format)
+{
+    return version >= 11 && version <= 13 && format == KREF_ROW_FP8 ? (size_t)A11_SMEM_BYTES : (size_t)A6_SMEM_BYTES;
+}
+
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
 {
     const int diag = version == 8 || version >= 10 ? a.diag : A6_DIAG_NONE;
