@@ -458,27 +458,41 @@ done:
 typedef struct {
     sim_config sc[MAX_COLS + 1]; /* the columns', then the command line's */
     int n_sc;
-    char *col_sets[MAX_COLS][4];
+    char pol_set[MAX_COLS][64];  /* policy.name=POLICY: the policy the column ran */
+    char *col_sets[MAX_COLS][5];
     out_run_inputs run[MAX_COLS];
     out_inputs in;
 } run_inputs;
 
+/* A column's configuration names the policy it ran ([policy] name, which --policy
+ * overrides without a config key), so that the recorded files run it again. */
 static int load_run_inputs(const run_spec *spec, const column *col, const char *label, sim_config *sc, out_run_inputs *ri,
-                           char **col_sets)
+                           char **col_sets, char *pol_set)
 {
-    char *sets[MAX_SETS + 4];
-    int n = 0;
+    char *sets[MAX_SETS + 5];
+    int n = 0, nc = 0;
     for (int i = 0; i < spec->n_sets; i++) sets[n++] = spec->sets[i];
-    for (int i = 0; col && i < col->n_sets; i++) sets[n++] = col_sets[i] = (char *)col->sets[i];
+    if (col) {
+        snprintf(pol_set, 64, "policy.name=%s", pol_name_of(col->pol));
+        sets[n++] = col_sets[nc++] = pol_set;
+        for (int i = 0; i < col->n_sets; i++) sets[n++] = col_sets[nc++] = (char *)col->sets[i];
+    }
     if (sim_config_load(spec->config, sets, n, sc) < 0) return -1;
     memset(ri, 0, sizeof *ri);
     prov_files(sc, ri->files);
     prov_digest(sc, NULL, 0, label, ri->digest);
     ri->sets = col_sets;
-    ri->n_sets = col ? col->n_sets : 0;
+    ri->n_sets = nc;
     ri->seed = sc->seed;
     ri->steps = sc->wl.steps;
     return 0;
+}
+
+static void inputs_free(run_inputs *x)
+{
+    if (!x) return;
+    for (int i = 0; i < x->n_sc; i++) sim_config_release(&x->sc[i]);
+    free(x);
 }
 
 static run_inputs *inputs_load(const run_spec *spec, const sim_result *res, const out_opt *opts, int n_opts)
@@ -486,12 +500,17 @@ static run_inputs *inputs_load(const run_spec *spec, const sim_result *res, cons
     run_inputs *x = calloc(1, sizeof *x);
     if (!x) abort();
     for (int i = 0; i < spec->n_pol; i++) {
-        if (load_run_inputs(spec, &spec->cols[i], res[i].policy, &x->sc[x->n_sc++], &x->run[i], x->col_sets[i]) < 0)
+        if (load_run_inputs(spec, &spec->cols[i], res[i].policy, &x->sc[x->n_sc++], &x->run[i], x->col_sets[i], x->pol_set[i]) < 0) {
+            inputs_free(x);
             return NULL;
+        }
     }
     /* The command line's configuration: its digest's label is its [policy] name. */
     sim_config *b = &x->sc[x->n_sc++];
-    if (load_run_inputs(spec, NULL, "", b, &x->in.base, NULL) < 0) return NULL;
+    if (load_run_inputs(spec, NULL, "", b, &x->in.base, NULL, NULL) < 0) {
+        inputs_free(x);
+        return NULL;
+    }
     prov_digest(b, NULL, 0, pol_name_of(b->policy), x->in.base.digest);
     x->in.tool = "dhsim";
     x->in.commit = dh_commit();
@@ -502,13 +521,6 @@ static run_inputs *inputs_load(const run_spec *spec, const sim_result *res, cons
     x->in.n_opts = n_opts;
     x->in.run = x->run;
     return x;
-}
-
-static void inputs_free(run_inputs *x)
-{
-    if (!x) return;
-    for (int i = 0; i < x->n_sc; i++) sim_config_release(&x->sc[i]);
-    free(x);
 }
 
 static void add_set(run_spec *s, const char *fmt, const char *val)
