@@ -15,10 +15,14 @@
 #define DH_H5ATTR_H
 
 #include <hdf5.h>
+#include <stddef.h>
 #include <stdint.h>
 
 int h5_attr_str(hid_t obj, const char *name, const char *value);
 int h5_attr_f64(hid_t obj, const char *name, double value);
 int h5_attr_u64(hid_t obj, const char *name, uint64_t value);
+/* n texts as one 1-D attribute of fixed-length strings (the longest's length;
+ * h5py reads a numpy array of bytes), e.g. a unit per field of a compound dataset. */
+int h5_attr_strs(hid_t obj, const char *name, const char *const *v, size_t n);
 
 #endif

@@ -5,6 +5,8 @@
 #include "common/h5det.h"
 #include "common/h5init.h"
 #include "common/json.h"
+#include "common/cfgkey.h"
+#include "traces/gen.h"
 
 #include <errno.h>
 #include <math.h>
@@ -389,6 +391,67 @@ int out_json_inputs(FILE *f, const sim_result *r, int n, int with_wall, const ou
     }
     fprintf(f, "}\n");
     return ferror(f) ? dh_err("write error on the JSON report") : 0;
+}
+
+/* The units of the JSON run object's figures, by key as a flattening reader
+ * names them (nested keys joined with '_': spec_union_rows, batches_count);
+ * "" for counts of events, flags and names, "1" for ratios and shares. */
+static const struct { const char *key, *unit; } json_units[] = {
+    { "policy", "" }, { "model", "" }, { "hw", "" }, { "source", "" }, { "a2a", "" },
+    { "concurrency", "requests" }, { "per_gpu", "requests" }, { "steps", "steps" }, { "measured_steps", "steps" },
+    { "sim_time_s", "s" }, { "measured_time_s", "s" }, { "tokens", "tokens" }, { "measured_tokens", "tokens" },
+    { "tok_s_per_gpu", "tokens/s" }, { "tpot_p50_s", "s/token" }, { "tpot_p90_s", "s/token" },
+    { "tpot_p99_s", "s/token" }, { "tpot_mean_s", "s/token" }, { "selected_rows", "rows" }, { "missed_rows", "rows" },
+    { "fetch_fraction", "1" }, { "fetch_bytes", "bytes" }, { "write_bytes", "bytes" }, { "h2d_util", "1" },
+    { "d2h_util", "1" }, { "h2d_gbps", "GB/s" }, { "compute_util", "1" }, { "hbm_capacity", "bytes" },
+    { "hbm_peak", "bytes" }, { "mean_active", "requests" }, { "admitted", "requests" }, { "completed", "requests" },
+    { "unfinished", "requests" }, { "never_admitted", "requests" }, { "budget_rows", "rows" },
+    { "mean_budget_rows", "rows" }, { "mean_optional_rows", "rows" }, { "spec_mode", "" },
+    { "spec_shared_retrieval", "" }, { "spec_draft_ring", "" }, { "spec_staging_reuse", "" },
+    { "spec_mean_accepted", "tokens" }, { "spec_tokens_per_step", "tokens" }, { "spec_mean_verify_len", "tokens" },
+    { "spec_union_rows", "rows" }, { "spec_union_rows_k", "1" }, { "spec_fetched_shared_rows", "rows" },
+    { "spec_fetched_per_query_rows", "rows" }, { "spec_draft_share", "1" }, { "spec_verify_share", "1" },
+    { "spec_draft_peak", "bytes" }, { "spec_staging_peak", "bytes" }, { "spec_staging_used_peak", "bytes" },
+    { "warmup_steps", "steps" }, { "mser5_warmup_steps", "steps" }, { "warmup_tok_s_per_gpu", "tokens/s" },
+    { "fetched_rows_per_token", "rows/token" }, { "fetched_bytes_per_token", "bytes/token" },
+    { "tokens_per_step", "tokens" }, { "batches_count", "" }, { "batches_steps_each", "steps" },
+    { "batches_first_measured_step_used", "steps" }, { "batches_lag1_ok", "" }, { "batches_lag1_tok_s", "1" },
+    { "fit_range_exceeded_n", "" }, { "fetch_busy_s", "s" }, { "fetch_slope_extrapolation_delta_s", "s" },
+    { "wall_s", "s" }, { "rows_per_wall_s", "rows/s" },
+};
+
+static const char *unit_of_config_key(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (!dot || dot == name) return NULL;
+    char sec[128];
+    size_t n = (size_t)(dot - name);
+    if (n >= sizeof sec) return NULL;
+    memcpy(sec, name, n);
+    sec[n] = 0;
+    const cfg_schema *all[] = { &instance_schema, &wl_schema, &specrun_schema, &model_schema, &hw_schema, &gen_schema };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const cfg_key *k = cfgk_find(all[i], sec, dot + 1);
+        if (k) return k->unit;
+    }
+    return NULL;
+}
+
+const char *out_unit_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof json_units / sizeof json_units[0]; i++)
+        if (!strcmp(json_units[i].key, name)) return json_units[i].unit;
+    if (!strncmp(name, "hbm_peak_by_category_", 21) || !strncmp(name, "hbm_mean_by_category_", 21)) return "bytes";
+    if (!strncmp(name, "ci95_half_", 10)) return out_unit_of(name + 10);
+    /* A sweep table's mean and interval over seeds have the figure's unit. */
+    size_t l = strlen(name);
+    char base[256];
+    if (l < sizeof base && ((l > 5 && !strcmp(name + l - 5, "_mean")) || (l > 5 && !strcmp(name + l - 5, "_ci95")))) {
+        memcpy(base, name, l - 5);
+        base[l - 5] = 0;
+        return out_unit_of(base);
+    }
+    return unit_of_config_key(name);
 }
 
 /* Timeline columns shared by TSV and HDF5: name, unit ("1": a ratio; "" an

@@ -71,6 +71,11 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall);
 int out_json_inputs(FILE *f, const sim_result *r, int n, int with_wall, const out_inputs *in);
 int out_tsv(const char *path, const sim_result *r, int n);
 int out_h5(const char *path, const sim_result *r, int n);
+/* The unit of a figure of the JSON run object ("tok_s_per_gpu": "tokens/s"; nested
+ * keys joined with '_' as a flattening reader names them, "ci95_half_X" and a sweep
+ * table's "X_mean" and "X_ci95" as X), or of a config key "section.key" (its schema
+ * row's); "" for counts, flags and names, "1" for ratios; NULL when unknown. */
+const char *out_unit_of(const char *name);
 /* out_h5 with the inputs as attributes (in NULL: units and descriptions only). */
 int out_h5_inputs(const char *path, const sim_result *r, int n, const out_inputs *in);
 
