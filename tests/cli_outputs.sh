@@ -148,7 +148,7 @@ try:
     import h5py
 except ImportError:
     sys.exit(0)
-text = h5py.File(sys.argv[3], "r")["timeline/hisparse"].attrs["config_instance"].decode()
+text = h5py.File(sys.argv[3], "r")["timeline/hisparse"].attrs["config_instance"]
 assert ("path = " + want + "\n") in text
 EOF
 then ok outputs_strings_escaped; else bad outputs_strings_escaped "$(cat "$T/err") $(tail -2 "$T/out")"; fi
