@@ -242,6 +242,48 @@ static void json_cfg_values(FILE *f, const cfg *c, const char *indent)
     fputs("}", f);
 }
 
+/* The defaults a file's loaders took (cfg_default_at) that the file does not give,
+ * grouped by section in the order first read: as JSON like json_cfg_values, or
+ * (json 0) as INI text. */
+static void cfg_defaults(FILE *f, const cfg *c, const char *indent, int json)
+{
+    size_t nd = cfg_default_count(c);
+    const char **secs = calloc(nd ? nd : 1, sizeof *secs);
+    if (!secs) abort();
+    size_t ns = 0;
+    for (size_t i = 0; i < nd; i++) {
+        const char *sec, *key, *val;
+        cfg_default_at(c, i, &sec, &key, &val);
+        if (cfg_has(c, sec, key)) continue;
+        size_t j = 0;
+        while (j < ns && strcmp(secs[j], sec)) j++;
+        if (j == ns) secs[ns++] = sec;
+    }
+    if (json) fputs("{", f);
+    for (size_t s = 0; s < ns; s++) {
+        if (json) {
+            fprintf(f, "%s\n%s", s ? "," : "", indent);
+            json_str(f, secs[s]);
+            fputs(": {", f);
+        } else fprintf(f, "[%s]\n", secs[s]);
+        int k = 0;
+        for (size_t i = 0; i < nd; i++) {
+            const char *sec, *key, *val;
+            cfg_default_at(c, i, &sec, &key, &val);
+            if (strcmp(sec, secs[s]) || cfg_has(c, sec, key)) continue;
+            if (json) {
+                fputs(k++ ? ", " : "", f);
+                json_str(f, key);
+                fputs(": ", f);
+                json_str(f, val);
+            } else fprintf(f, "%s = %s\n", key, val);
+        }
+        if (json) fputs("}", f);
+    }
+    if (json) fputs("}", f);
+    free(secs);
+}
+
 static void json_strs(FILE *f, char *const *v, int n)
 {
     fputs("[", f);
@@ -265,6 +307,8 @@ static void json_run_inputs(FILE *f, const out_run_inputs *ri)
         json_str(f, cfg_name(ri->files[i]));
         fputs(", \"values\": ", f);
         json_cfg_values(f, ri->files[i], "      ");
+        fputs(",\n      \"defaults\": ", f);
+        cfg_defaults(f, ri->files[i], "      ", 1);
         fputs("}", f);
     }
     fputs("}}", f);
@@ -569,12 +613,19 @@ int out_tsv(const char *path, const sim_result *r, int n)
 static int h5_run_attrs(hid_t obj, const out_run_inputs *ri)
 {
     for (int i = 0; i < PROV_N_FILES; i++) {
-        char a[64], b[64];
+        char a[64], b[64], d[64];
         snprintf(a, sizeof a, "config_%s", prov_file_role[i]);
         snprintf(b, sizeof b, "config_%s_file", prov_file_role[i]);
-        char *text = cfg_to_string(ri->files[i]);
-        int rc = h5_attr_str(obj, a, text);
+        snprintf(d, sizeof d, "config_%s_defaults", prov_file_role[i]);
+        char *text = cfg_to_string(ri->files[i]), *defs = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&defs, &len);
+        if (!m) abort();
+        cfg_defaults(m, ri->files[i], "", 0);
+        fclose(m);
+        int rc = h5_attr_str(obj, a, text) < 0 || h5_attr_str(obj, d, defs) < 0 ? -1 : 0;
         free(text);
+        free(defs);
         if (rc < 0 || h5_attr_str(obj, b, cfg_name(ri->files[i])) < 0) return -1;
     }
     char *sets = NULL;

@@ -7,8 +7,9 @@
 #   - the HDF5 timeline: every dataset has a unit and a description, the root
 #     names the tool, the commit (the one dhsim --version prints), the seed and the
 #     steps; each policy's group holds its configuration as INI text that
-#     re-parses to exactly the entries the JSON records for that run, and the
-#     same digest (h5py; h5dump -A where h5py is missing);
+#     re-parses to exactly the entries the JSON records for that run, the defaults
+#     its loaders took likewise, and the same digest (h5py; h5dump -A where h5py
+#     is missing);
 #   - the JSON's inputs reproduce the run: the recorded files written out and run
 #     again give the same figures; one recorded value changed gives other figures
 #     and another digest (so the comparison can fail);
@@ -85,6 +86,10 @@ for pol, g in f["timeline"].items():
         want = r["config"][role]["values"]
         assert ini(s(g.attrs["config_" + role])) == want, (pol, role)
         assert s(g.attrs["config_%s_file" % role]) == r["config"][role]["file"]
+        # The defaults the loaders took for keys the file does not give: the same both ways, none given too.
+        d = r["config"][role]["defaults"]
+        assert ini(s(g.attrs["config_%s_defaults" % role])) == d, (pol, role)
+        assert not [(x, k) for x in d for k in d[x] if k in want.get(x, {})], (pol, role)
     mine = [x for x in rows if x["policy"] == pol]
     for name, ds in g.items():
         assert s(ds.attrs["unit"]) in ("", "1", "s", "tokens", "tokens/s", "rows", "bytes", "requests"), (name, ds.attrs["unit"])
