@@ -11,8 +11,9 @@
 #     its loaders took likewise, and the same digest (h5py; h5dump -A where h5py
 #     is missing);
 #   - the JSON's inputs reproduce the run: the recorded files written out and run
-#     again give the same figures; one recorded value changed gives other figures
-#     and another digest (so the comparison can fail);
+#     again give the same figures, and so do they with the recorded defaults
+#     written in as well; one recorded value changed gives other figures and
+#     another digest (so the comparison can fail);
 #   - strings are escaped: a trace path with a quote and a backslash survives
 #     json.load and the HDF5 attribute as it was given;
 #   - the JSON and the TSV do not depend on the thread count (it is not recorded).
@@ -132,6 +133,28 @@ r.pop("inputs"); print(json.dumps(r, sort_keys=True))' "$@"; }
 if grep -q '^ok' "$T/out" && $bin --config "$T/instance.ini" --quiet --json "$T/b.json" 2> "$T/err" &&
    [ "$(figs "$T/a.json" adaptive+dflash2)" = "$(figs "$T/b.json" adaptive+dflash2)" ]
 then ok outputs_json_inputs_reproduce; else bad outputs_json_inputs_reproduce "$(tail -2 "$T/out") $(cat "$T/err")"; fi
+# The defaults are the values the loaders took: written into the files as well, the run is the same.
+$PY - "$T/a.json" "$T" <<'EOF' > "$T/out" 2>&1
+import json, sys
+d, out = json.load(open(sys.argv[1])), sys.argv[2]
+r = {x["policy"]: x for x in d["runs"]}["adaptive+dflash2"]["inputs"]
+for role in ("instance", "model", "hw"):
+    v = r["config"][role]["values"]
+    for sec, kv in r["config"][role]["defaults"].items():
+        v.setdefault(sec, {}).update(kv)
+    if role == "instance":
+        v["instance"]["model"], v["instance"]["hw"] = out + "/model-d.ini", out + "/hw-d.ini"
+    with open("%s/%s-d.ini" % (out, role), "w") as f:
+        for sec, kv in v.items():
+            f.write("[%s]\n" % sec + "".join("%s = %s\n" % (k, x) for k, x in kv.items()))
+# The warm-up a run takes when none is given: warmup_fraction of the steps (sim/wl.h).
+w = r["config"]["instance"]["values"]["workload"]
+assert int(r["config"]["instance"]["defaults"]["workload"]["warmup_steps"]) == int(float(w["warmup_fraction"]) * int(w["steps"]) + 1e-9)
+print("ok")
+EOF
+if grep -q '^ok' "$T/out" && $bin --config "$T/instance-d.ini" --quiet --json "$T/d.json" 2> "$T/err" &&
+   [ "$(figs "$T/a.json" adaptive+dflash2)" = "$(figs "$T/d.json" adaptive+dflash2)" ]
+then ok outputs_json_defaults_reproduce; else bad outputs_json_defaults_reproduce "$(tail -2 "$T/out") $(cat "$T/err")"; fi
 # Planted: one recorded value changed (56 requests in flight instead of 64) moves the figures and the digest.
 sed -i 's/^concurrency = 64$/concurrency = 56/' "$T/instance.ini"
 if $bin --config "$T/instance.ini" --quiet --json "$T/c.json" 2> "$T/err" &&
