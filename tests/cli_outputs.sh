@@ -9,7 +9,7 @@
 #     steps; each policy's group holds its configuration as INI text that
 #     re-parses to exactly the entries the JSON records for that run, the defaults
 #     its loaders took likewise, and the same digest (h5py; h5dump -A where h5py
-#     is missing);
+#     is missing); docs/OUTPUTS.md lists every column with the same unit and meaning;
 #   - the JSON's inputs reproduce the run: the recorded files written out and run
 #     again give the same figures, and so do they with the recorded defaults
 #     written in as well; one recorded value changed gives other figures and
@@ -100,6 +100,16 @@ for pol, g in f["timeline"].items():
 for pol, g in f["requests"].items():
     for name, ds in g.items():
         assert "unit" in ds.attrs and s(ds.attrs["description"]), (pol, name)
+# docs/OUTPUTS.md lists every column with the unit and meaning the file gives it.
+doc = {}
+for line in open("docs/OUTPUTS.md"):
+    c = [x.strip() for x in line.strip().strip("|").split("|")]
+    if len(c) == 3 and c[0].startswith("`") and c[0].endswith("`"):
+        doc.setdefault(c[0].strip("`"), (c[1], c[2]))
+for g in (f["timeline/hisparse"], f["requests/hisparse"]):
+    for name, ds in g.items():
+        want = (s(ds.attrs["unit"]) or "-", s(ds.attrs["description"]))
+        assert doc.get(name) == want, ("docs/OUTPUTS.md", name, doc.get(name), want)
 print("ok")
 EOF
 else
