@@ -125,16 +125,20 @@ $(BIN)/dhsim: $(BUILD)/sim/dhsim.o $(SIM_OBJ) $(TRACES_OBJ) $(COMMON_OBJ)
 # libopenmpi-dev), so that `mpirun -n N bin/dhsweep run FILE` shares the points between
 # ranks; without it dhsweep runs on threads alone (dhsweep --version says which). MPICC is
 # looked up when the rule runs, after deps-check has installed the packages. The commit
-# (git describe) is a -D define; build/commit.stamp changes only when it does, so the tool
-# is recompiled then and only then.
+# (git describe) every tool records (common/version.h) is a -D define of common/version.c
+# alone; build/commit.stamp changes only when it does, so that file is recompiled then and
+# only then.
 MPICC     ?= $(shell command -v mpicc 2>/dev/null)
 DH_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 .PHONY: FORCE
 $(BUILD)/commit.stamp: FORCE
 	@mkdir -p $(BUILD); echo '$(DH_COMMIT)' | cmp -s - $@ || echo '$(DH_COMMIT)' > $@
-$(BUILD)/sweep/dhsweep.o: sweep/dhsweep.c $(BUILD)/commit.stamp | deps-check
+$(BUILD)/common/version.o $(BUILD)/gpu/common/version.o: $(BUILD)/commit.stamp
+$(BUILD)/common/version.o: CPPFLAGS += -DDH_COMMIT='"$(DH_COMMIT)"'
+$(BUILD)/gpu/common/version.o: GPU_C_INC += -DDH_COMMIT='"$(DH_COMMIT)"'
+$(BUILD)/sweep/dhsweep.o: sweep/dhsweep.c | deps-check
 	@mkdir -p $(dir $@)
-	$(if $(MPICC),$(MPICC) -DDH_MPI,$(CC)) $(CPPFLAGS) $(CFLAGS) -DDH_COMMIT='"$(DH_COMMIT)"' -c $< -o $@
+	$(if $(MPICC),$(MPICC) -DDH_MPI,$(CC)) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 $(BIN)/dhsweep: $(BUILD)/sweep/dhsweep.o $(SWEEP_OBJ) $(SIM_OBJ) $(TRACES_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(BIN)
 	$(if $(MPICC),$(MPICC),$(CC)) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
@@ -185,7 +189,7 @@ $(BUILD)/kernels/libdhkbench.a: $(KBENCH_OBJ)
 # The replay's host side is every library file of common/, traces/ and sim/ except those that
 # read or write HDF5 or call GSL (GPU_C_NEEDS_HDF5): a module the simulator gains is in the replay's
 # archive with no edit here, and the linker takes from it what kernels/replay/rp_host.c uses.
-GPU_C_NEEDS_HDF5 := common/h5det.c common/h5init.c common/stats.c traces/trace.c traces/trace_info.c sim/out.c
+GPU_C_NEEDS_HDF5 := common/h5attr.c common/h5det.c common/h5init.c common/stats.c traces/trace.c traces/trace_info.c sim/out.c
 GPU_C_INC   := -I. $(if $(INIH_INC),-I$(INIH_INC)) $(if $(R123_INC),-I$(R123_INC))
 KGPU_C_OBJ  := $(patsubst %.c,$(BUILD)/gpu/%.o,$(call lib_src,kernels) common/dh_err.c)
 REPLAY_C_SRC := kernels/replay/rp_host.c analysis/rcfg.c \

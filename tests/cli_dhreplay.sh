@@ -52,7 +52,7 @@ dry_matches dry_run_verify_adaptive_matches_gpu_replay measurements/h200/replay-
 dry_matches dry_run_verify_r64_matches_gpu_replay measurements/h200/replay-glm53-64x25k-verify.csv sa6k-r64 --run sa6k-r64
 dry_matches dry_run_r64_matches_gpu_replay measurements/h200/replay-glm53-64x25k.csv hs4k-r64 --run hs4k-r64
 if bin/dhcal simulate --profile models/hw/h200.ini --out "$tmp/sim" sp2k >/dev/null 2>&1; then
-  awk -F'\t' 'NR > 2 && $1 < 6 {print "sp2k," $1 "," $9}' "$tmp/sim/sp2k.tsv" > "$tmp/simv"
+  awk -F'\t' 'NR > 1 && $3 < 6 {print "sp2k," $3 "," $11}' "$tmp/sim/sp2k.tsv" > "$tmp/simv"
   awk -F, '{print $1 "," $2 "," $3}' "$tmp/dry_run_verify_matches_gpu_replay" > "$tmp/gotv3"
   if [ "$(wc -l < "$tmp/simv")" -eq 6 ] && cmp -s "$tmp/simv" "$tmp/gotv3"; then echo "PASS dry_run_verify_matches_simulator"
   else echo "FAIL dry_run_verify_matches_simulator ($(diff "$tmp/simv" "$tmp/gotv3" | head -3 | tr '\n' ' '))"; fi
