@@ -34,7 +34,9 @@
  *     - the GEMMs: cost_gemm_time at M = the iteration's tokens: the fitted form is evaluated
  *       far outside its fitted M (the run reports it under [fit_range], gemm_fp8_m): its
  *       tensor term is the roofline's, so large chunks are compute-bound at mma_efficiency;
- *       dhbench has not measured these shapes;
+ *       dhbench has not measured these shapes (a profile without the prefill table); with
+ *       it ([hw] prefill_gemm_m, prefill_gemm_flops, prefill_expert_flops: measured at
+ *       M = 1024-16384 on the H200 by kernels/suites/gemm-prefill.suite) prefill_gemm_s;
  *     - MoE: experts touched by the chunk's tokens (and the other ranks' decode tokens), the
  *       all-to-all of the chunk's tokens; TP attention's all-reduce as in decode (tp.h).
  *   Under a policy with a host tier the prompt's KV rows (every kv-owning layer) are written
@@ -87,6 +89,14 @@ typedef struct {
     double written;                         /* prompt KV bytes to host */
     double tokens;
 } prefill_parts;
+
+/* One layer's GEMMs in a prefill iteration of `tokens` tokens on this GPU (flops: the layer's
+ * GEMM FLOPs, weight_bytes the weights it reads; moe: a layer with routed experts). With the
+ * profile's measured prefill table ([hw] prefill_gemm_m, hw.h): the projections' FLOPs at
+ * the rate measured at M = tokens, the routed experts' at M = the rows the GPU's experts take,
+ * the weights' streaming time as the floor; without it cost_gemm_time. O(table). */
+double prefill_gemm_s(const step_ctx *cx, int moe, double weight_bytes, double flops, double tokens,
+                      double decode_tokens_dp);
 
 /* The compute seconds of one prefill iteration over n spans on this GPU, with
  * decode_tokens_dp decode tokens on the whole instance routed beside it (experts touched);
