@@ -54,6 +54,8 @@ static const cfg_key hw_keys[] = {
            "shared expert at M tokens, measured (FLOPs over time summed over the shapes); absent: the GEMM form.", FIT),
     CK_ROW("hw", "prefill_expert_flops", CK_LIST, "FLOP/s", 1, 1e20, "(none)", "Prefill GEMM table: the routed experts' "
            "GEMMs at M rows, measured.", FIT),
+    CK_ROW("hw", "prefill_attn_flops", CK_NUM, "FLOP/s", 0, 1e20, "0", "Sparse attention's FLOP rate at prefill (rows "
+           "read at hbm_bw as its floor; sim/prefill.h); 0: the decode attention form.", FIT),
     CK_ROW("hw", "topk_slots", CK_NUM, "", 0, 1e7, "0", "Top-k blocks that run at once (SMs x resident blocks per SM); 0: no waves, "
       "the top-k is all in select_s.", FIT),
     CK_ROW("hw", "topk_wave_s", CK_NUM, "s", 0, 1, "0", "Fixed cost of one top-k wave (needs topk_slots).", FIT),
@@ -315,6 +317,7 @@ static const struct { const char *sec, *key, *rate; int bound; } hw_bind[] = {
     { "gather", "row_bw", "h2d_bw", -1 },      { "gather", "pages_bw", "h2d_bw", -1 },
     { "gather", "link_s_per_byte", "h2d_bw", -2 },
     { "hw", "prefill_gemm_flops", "fp8_flops", 1 }, { "hw", "prefill_expert_flops", "fp8_flops", 1 },
+    { "hw", "prefill_attn_flops", "fp8_flops", 1 },
 };
 #define HW_NBIND (sizeof hw_bind / sizeof hw_bind[0])
 static const char *const hw_rates[] = { "hbm_bw", "fp8_flops", "kernel_launch_s", "sms", "h2d_bw" };
@@ -441,6 +444,7 @@ static int hw_load_measured(cfg *c, hw_profile *hw)
         { "hw", "topk_row_s", &cm->topk.row_s }, { "hw", "topk_k_s", &cm->topk.k_s },
         { "hw", "topk_score_rate", &cm->topk.score_rate }, { "hw", "topk_steepness", &cm->topk.steepness },
         { "gather", "region_bytes", &hw->region_bytes },
+        { "hw", "prefill_attn_flops", &hw->prefill_attn_flops },
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (cfgk_double(c, S, d[i].sec, d[i].key, d[i].dst) < 0) return -1;

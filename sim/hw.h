@@ -149,6 +149,9 @@ typedef struct {
      * layer's projections and shared expert at M tokens, and of the routed experts' GEMMs at M
      * rows, interpolated in log(M) and held flat beyond the measured M. */
     cost_table prefill_gemm, prefill_expert;
+    /* [hw] prefill_attn_flops: sparse attention's FLOP rate at prefill (a query block per
+     * request, many queries per launch); 0 when absent: the decode attention form. */
+    double prefill_attn_flops;
     /* [fit_range]: every entry, and the index of each input the simulator
      * checks (-1 when the profile has no range for it). */
     size_t n_fit;

@@ -27,7 +27,8 @@
  *     - attention: each query token at position p attends min(k, p / compress + 1) rows
  *       (window layers min(window, p + 1)), the rows' bytes read per query (no reuse across
  *       queries assumed), FLOPs 2 x heads x rows x (qk + v) -- the absorbed decode shape,
- *       assumed for prefill too; cost_attention_time;
+ *       assumed for prefill too; prefill_attention_s (the prefill kernel's rate when the
+ *       profile gives one, else the decode attention's form, cost_attention_time);
  *     - the indexer (selecting layers): every query scores every earlier key: multiply-adds
  *       heads x dim x sum_p (p / compress + 1), the keys read once per iteration; a roofline
  *       (the fitted indexer form is a decode kernel's);
@@ -89,6 +90,13 @@ typedef struct {
     double written;                         /* prompt KV bytes to host */
     double tokens;
 } prefill_parts;
+
+/* One layer's attention in a prefill iteration: its queries' rows (bytes) and FLOPs. With the
+ * profile's [hw] prefill_attn_flops (a prefill kernel's published rate): the FLOPs at that
+ * rate, the rows' bytes at hbm_bw as the floor (each query reads its rows once, no reuse
+ * across queries credited), plus the attention's launch; without it cost_attention_time (the
+ * decode kernel's fitted form, whose byte rate is a decode gather's). O(1). */
+double prefill_attention_s(const step_ctx *cx, double bytes, double flops, int fp8);
 
 /* One layer's GEMMs in a prefill iteration of `tokens` tokens on this GPU (flops: the layer's
  * GEMM FLOPs, weight_bytes the weights it reads; moe: a layer with routed experts). With the

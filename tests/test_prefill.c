@@ -88,8 +88,12 @@ static double reference(const fixture *f, const step_ctx *cx, const prefill_span
         for (uint32_t i = 0; i < n; i++)
             if (g >= 0 && k->select == MODEL_SELECT_OWN)
                 keys += floor((sp[i].start + sp[i].tokens - 1) / md->group[g].compress) + 1;
-        t += cost_attention_time(&f->hw.cost, rows * k->row_bytes,
-                                 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim), k->attn_fp8, cx->compute_sms);
+        const double ab = rows * k->row_bytes, af = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
+        /* The prefill kernel's rate when the profile gives one: FLOPs at it, bytes at hbm_bw. */
+        if (f->hw.prefill_attn_flops > 0)
+            t += f->hw.cost.attn.launch_s + fmax(ab / f->hw.cost.roof.hbm_bw, af / f->hw.prefill_attn_flops);
+        else
+            t += cost_attention_time(&f->hw.cost, ab, af, k->attn_fp8, cx->compute_sms);
         if (with_indexer && macs > 0)
             t += cost_roofline_time(&f->hw.cost.roof, keys * k->indexer_key_bytes, 2 * macs, 1, cx->compute_sms);
         double w = cx->dense_bytes_per_layer;
