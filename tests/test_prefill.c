@@ -148,6 +148,12 @@ static void test_gemm_table_known_answer(void **state)
     /* Weights larger than the tensor time: the streaming floor. */
     const double w = 1e10;
     assert_true(fabs(prefill_gemm_s(&cx, 0, w, flops, 2048, 0) - (f->hw.cost.gemm.fixed_s + w / f->hw.cost.gemm.bw)) <= 1e-15);
+    /* The prefill attention: FLOPs at the published 640 TFLOP/s (models/hw/h200.ini), the
+     * rows' bytes at hbm_bw when they take longer, plus the attention's launch. */
+    assert_true(f->hw.prefill_attn_flops == 640e12);
+    const double la = f->hw.cost.attn.launch_s;
+    assert_true(fabs(prefill_attention_s(&cx, 1e6, 6.4e12, 0) - (la + 0.01)) <= 1e-12);
+    assert_true(fabs(prefill_attention_s(&cx, 4.8e10, 6.4e9, 0) - (la + 0.01)) <= 1e-12);
     /* No table: the decode GEMM form. */
     hw_profile bare = f->hw;
     bare.prefill_gemm.n = bare.prefill_expert.n = 0;
