@@ -65,7 +65,7 @@ static void usage(FILE *f)
         "  --search-stat S      the same as --latency-stat\n"
         "  --search-max N       upper limit of the search, requests per GPU (default 65536)\n"
         "  --requests FILE      per-request latencies as CSV (arrival, admission, first token, finish,\n"
-        "                       queue, TTFT, TPOT, end-to-end; prefill not modelled: sim/reqlat.h)\n"
+        "                       queue, TTFT, TPOT, end-to-end, colocated prefill: sim/reqlat.h)\n"
         "  --threads N          policies simulated in parallel (default 2; results do not depend on it)\n"
         "  --quiet              no table\n"
         "  --memory             print the memory plan per GPU (weights by part, framework, KV pool) and exit\n"
@@ -264,9 +264,14 @@ static int search_column(const run_spec *spec, const column *col, const search_c
  * 95% CIs (sim/reqlat.h says what each includes). */
 static int print_reqlat(FILE *f, const sim_result *r, int n)
 {
+    int colocated = 0;
+    for (int i = 0; i < n; i++)
+        for (uint32_t q = 0; q < r[i].n_req && !colocated; q++) colocated = r[i].req[q].prefill >= 0;
     fprintf(f, "\nper-request latency (ms) of the requests that arrived after the warm-up and got that far (N of arrived;\n"
-               "TTFT = admission wait + first decode step, prefill not modelled; TPOT = (e2e - TTFT) / (tokens - 1)):\n"
-               "p50, p90, p99 [95%% CI]\n");
+               "%s; TPOT = (e2e - TTFT) / (tokens - 1)):\n"
+               "p50, p90, p99 [95%% CI]\n",
+            colocated ? "TTFT = admission wait + colocated prefill + first decode step"
+                      : "TTFT = admission wait + first decode step, prefill not modelled");
     static const int show[3] = { RL_TTFT, RL_TPOT, RL_E2E };
     for (int i = 0; i < n; i++)
         for (int j = 0; j < 3; j++) {
@@ -300,7 +305,8 @@ static int requests_h5(const char *tmp, const sim_result *r, int n)
     hid_t top = file < 0 ? -1 : H5Gcreate2(file, "requests", H5P_DEFAULT, gcpl, H5P_DEFAULT);
     int rc = top < 0 ? dh_err("'%s': unable to create group /requests", tmp) : 0;
     static const char *const col[] = { "request", "prompt_tokens", "output_tokens", "measured", "arrival_s", "admit_s",
-                                       "first_token_s", "finish_s", "queue_s", "ttft_s", "tpot_s", "e2e_s" };
+                                       "first_token_s", "finish_s", "queue_s", "ttft_s", "tpot_s", "e2e_s",
+                                       "prefill_done_s", "prefill_s" };
     enum { NC = sizeof col / sizeof col[0] };
     static const char *const unit[NC] = { "", "tokens", "tokens", "", "s", "s", "s", "s", "s", "s", "s/token", "s" };
     static const char *const doc[NC] = {
@@ -324,7 +330,7 @@ static int requests_h5(const char *tmp, const sim_result *r, int n)
                 if (x->arrival < 0) continue;
                 double t[NC] = { j, x->prompt, x->output, x->arrival >= r[i].measured_from_s, x->arrival, x->admit, x->first,
                                  x->finish, reqlat_value(x, RL_QUEUE), reqlat_value(x, RL_TTFT), reqlat_value(x, RL_TPOT),
-                                 reqlat_value(x, RL_E2E) };
+                                 reqlat_value(x, RL_E2E), x->prefill, reqlat_prefill_s(x) };
                 v[m++] = c >= 4 && t[c] < 0 ? NAN : t[c];
             }
             hsize_t dims[1] = { k };

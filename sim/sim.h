@@ -206,6 +206,9 @@ typedef struct {
  * with dh_err() set (bad trace, an impossible workload, a broken invariant). */
 int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *res);
 void sim_result_release(sim_result *r);
+/* The layer-graph context a run of policy on sc starts from (costs, SMs, the all-to-all,
+ * TP): what prefill_iter_s and the step model are evaluated with. 0 or -1 with dh_err(). */
+int sim_step_ctx(const sim_config *sc, pol_kind policy, step_ctx *cx);
 
 /* The keys of an instance ([instance], [policy], [trace]; [workload] and [spec] are wl_schema's
  * and specrun_schema's) and of an all-to-all file (docs/CONFIG.md). */
