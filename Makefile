@@ -189,7 +189,8 @@ $(BUILD)/kernels/libdhkbench.a: $(KBENCH_OBJ)
 # The replay's host side is every library file of common/, traces/ and sim/ except those that
 # read or write HDF5 or call GSL (GPU_C_NEEDS_HDF5): a module the simulator gains is in the replay's
 # archive with no edit here, and the linker takes from it what kernels/replay/rp_host.c uses.
-GPU_C_NEEDS_HDF5 := common/h5attr.c common/h5det.c common/h5init.c common/stats.c traces/trace.c traces/trace_info.c sim/out.c
+GPU_C_NEEDS_HDF5 := common/h5attr.c common/h5det.c common/h5init.c common/stats.c traces/h5pre.c traces/trace.c traces/trace_info.c \
+                    sim/out.c
 GPU_C_INC   := -I. $(if $(INIH_INC),-I$(INIH_INC)) $(if $(R123_INC),-I$(R123_INC))
 KGPU_C_OBJ  := $(patsubst %.c,$(BUILD)/gpu/%.o,$(call lib_src,kernels) common/dh_err.c)
 REPLAY_C_SRC := kernels/replay/rp_host.c analysis/rcfg.c \
