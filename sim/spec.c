@@ -389,6 +389,14 @@ uint32_t spec_accept(const spec_conf *cf, uint32_t verify_len, uint64_t seed, ui
     return spec_sample_marginal(cf->marginal, verify_len, &r);
 }
 
+double spec_accept_expected(const spec_conf *cf, uint32_t verify_len)
+{
+    DH_BUG_ON(verify_len > cf->gamma);
+    double e = 0;
+    for (uint32_t i = 0; i < verify_len; i++) e += cf->marginal[i];
+    return e;
+}
+
 /* ---- DSpark verify length --------------------------------------------- */
 
 typedef struct {

@@ -333,6 +333,7 @@ double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, 
     if (gam == 0) {
         for (uint32_t i = 0; i < n; i++) {
             sl[i].L = sl[i].a = 0;
+            sl[i].expected = 0;
             sl[i].queries = 1;
         }
         if (s->adaptive.n_slots && !(s->disable_batch_size && n > s->disable_batch_size)) {
@@ -391,6 +392,7 @@ double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, 
         if (sl[i].L > gam) sl[i].L = gam;
         if (sl[i].L > sl[i].left) sl[i].L = sl[i].left;
         sl[i].a = acc[i] = spec_accept(&cf[i], sl[i].L, seed, sl[i].req, sl[i].pos);
+        sl[i].expected = spec_accept_expected(&cf[i], sl[i].L);
         /* A tree (MTP, topk > 1) verifies its num_draft_tokens nodes; its accepted path is
          * the chain's (the table is of the tree's accepted length). */
         sl[i].queries = sl[i].L + 1;
