@@ -113,38 +113,46 @@ stats_cv stats_cv_of(const double *y, const double *x, uint32_t b, double mu_x)
     return r;
 }
 
-stats_cv stats_cv_ratio_ci(const double *num, const double *den, const double *ctl, double mu_x, uint32_t n,
-                           stats_plan *p)
+stats_cv stats_cv_ratio_on(const stats_plan *p, const double *num, const double *den, const double *ctl, double mu_x)
 {
     stats_cv r;
     memset(&r, 0, sizeof r);
     r.ci = r.raw = (stats_ci){ NAN, NAN, NAN };
     r.rho = NAN;
-    *p = (stats_plan){ 0, 0, 0, 0 };
-    if (n < STATS_MIN_BATCHES) return r;
-    uint32_t b = n >= STATS_BATCHES ? STATS_BATCHES : n;
+    if (p->b < STATS_MIN_BATCHES) return r;
     double y[STATS_BATCHES], x[STATS_BATCHES];
+    batch_values(num, den, p->first, p->b, p->len, y);
+    batch_values(ctl, NULL, p->first, p->b, p->len, x);
+    r = stats_cv_of(y, x, p->b, mu_x);
+    /* The point: the ratio of sums over the batched steps, adjusted by the fitted slope.
+     * The mean of the batch ratios carries the ratio's bias of order 1 / len (Jensen: a
+     * step's tokens and seconds move together), which the control's narrow interval
+     * would expose; the ratio of sums carries it at order 1 / n. */
+    if (!isnan(r.ci.half) && r.beta != 0) {
+        const uint32_t n = p->first + p->b * p->len;
+        double sn = 0, sd = 0, sx = 0;
+        for (uint32_t i = p->first; i < n; i++) {
+            sn += num[i];
+            sd += den ? den[i] : 1;
+            sx += ctl[i];
+        }
+        if (sd != 0) r.ci.mean = sn / sd - r.beta * (sx / (n - p->first) - mu_x);
+    }
+    return r;
+}
+
+stats_cv stats_cv_ratio_ci(const double *num, const double *den, const double *ctl, double mu_x, uint32_t n,
+                           stats_plan *p)
+{
+    *p = (stats_plan){ 0, 0, 0, 0 };
+    if (n < STATS_MIN_BATCHES) return stats_cv_ratio_on(p, num, den, ctl, mu_x);
+    uint32_t b = n >= STATS_BATCHES ? STATS_BATCHES : n;
     /* Each candidate plan is O(n); at most log2(30 / 10) + 1 = 2 of them. */
     for (;;) {
         p->b = b;
         p->len = n / b;
         p->first = n - b * p->len;
-        batch_values(num, den, p->first, b, p->len, y);
-        batch_values(ctl, NULL, p->first, b, p->len, x);
-        r = stats_cv_of(y, x, b, mu_x);
-        /* The point: the ratio of sums over the batched steps, adjusted by the fitted slope.
-         * The mean of the batch ratios carries the ratio's bias of order 1 / len (Jensen: a
-         * step's tokens and seconds move together), which the control's narrow interval
-         * would expose; the ratio of sums carries it at order 1 / n. */
-        if (!isnan(r.ci.half) && r.beta != 0) {
-            double sn = 0, sd = 0, sx = 0;
-            for (uint32_t i = p->first; i < n; i++) {
-                sn += num[i];
-                sd += den ? den[i] : 1;
-                sx += ctl[i];
-            }
-            if (sd != 0) r.ci.mean = sn / sd - r.beta * (sx / (n - p->first) - mu_x);
-        }
+        stats_cv r = stats_cv_ratio_on(p, num, den, ctl, mu_x);
         p->lag1_ok = !(r.ci.lag1 > 1.645 / sqrt((double)b));
         if (p->lag1_ok || b % 2 || b / 2 < STATS_MIN_BATCHES) return r;
         b /= 2;

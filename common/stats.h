@@ -109,6 +109,8 @@ stats_cv stats_cv_of(const double *y, const double *x, uint32_t b, double mu_x);
  * that the narrowed interval no longer hides. */
 stats_cv stats_cv_ratio_ci(const double *num, const double *den, const double *ctl, double mu_x, uint32_t n,
                            stats_plan *p);
+/* The same on a given plan (another figure of the same run, on its batches). */
+stats_cv stats_cv_ratio_on(const stats_plan *p, const double *num, const double *den, const double *ctl, double mu_x);
 
 /* MSER-5: the steps of x[0..n) to delete as warm-up (a multiple of 5; 0 when
  * n < 20). */

@@ -135,7 +135,7 @@ enum { S_TOK, S_DT, S_WAIT, S_MISS, S_SEL, S_BYTES, S_ACTIVE, S_CTL, S_DEM, S_N 
  * requests) to tokens, its quantiles as each batch's own token-weighted
  * quantile (batch quantiles, Law 5th ed. section 9.5.3: biased for p99 in
  * short batches; the interval is printed beside the whole run's quantile).
- * A speculative run's tokens/s takes the accepted drafts as a control
+ * A speculative run's tokens/s (and TPOT's mean) takes the accepted drafts as a control
  * variate (common/stats.h): per step, accepted less its expectation given the
  * plan (spec_accept_expected), mean 0; its batch plan (the residuals' lag-1
  * test) is then the one every figure uses.
@@ -187,6 +187,11 @@ static void intervals(const metrics *mt, int spec, sim_result *res)
         }
     }
     res->batches = p;
+    /* TPOT's mean moves with the accepted drafts as tokens/s does: the same control on the
+     * same batches. Tokens per step stays the measured acceptance (plain batch means). */
+    res->ci_tpot_mean = res->cv_used ? stats_cv_ratio_on(&p, s[S_WAIT], s[S_TOK], s[S_CTL], 0).ci
+                                     : stats_ratio_ci(&p, s[S_WAIT], s[S_TOK]);
+    res->ci_tokens_per_step = stats_ratio_ci(&p, s[S_TOK], s[S_ACTIVE]);
     {
         double dm = 0;
         for (uint32_t j = 0; j < n; j++) dm += s[S_DEM][j];
@@ -196,11 +201,11 @@ static void intervals(const metrics *mt, int spec, sim_result *res)
         res->ci_demotions_per_1k.mean *= 1000;
         res->ci_demotions_per_1k.half *= 1000;
     }
-    res->ci_tpot_mean = stats_ratio_ci(&p, s[S_WAIT], s[S_TOK]);
+
     res->ci_fetch_fraction = stats_ratio_ci(&p, s[S_MISS], s[S_SEL]);
     res->ci_rows_per_token = stats_ratio_ci(&p, s[S_MISS], s[S_TOK]);
     res->ci_bytes_per_token = stats_ratio_ci(&p, s[S_BYTES], s[S_TOK]);
-    res->ci_tokens_per_step = stats_ratio_ci(&p, s[S_TOK], s[S_ACTIVE]);
+
     stats_ci *q[3] = { &res->ci_tpot_p50, &res->ci_tpot_p90, &res->ci_tpot_p99 };
     const double qs[3] = { 0.50, 0.90, 0.99 };
     if (p.b >= STATS_MIN_BATCHES) {
@@ -272,6 +277,7 @@ int metrics_finish(metrics *mt, const metrics_end *e, sim_result *res)
     double wsum = 0;
     for (uint32_t i = 0; i < mt->n_durs; i++) wsum += mt->durs[i].s_per_token * mt->durs[i].tokens;
     res->tpot_mean = mt->m_tokens > 0 ? wsum / mt->m_tokens : 0;
+    if (res->cv_used && !isnan(res->ci_tpot_mean.half)) res->tpot_mean = res->ci_tpot_mean.mean;
     res->selected_rows = mt->m_sel;
     res->missed_rows = mt->m_miss;
     res->fetch_fraction = mt->m_sel > 0 ? mt->m_miss / mt->m_sel : 0;

@@ -172,9 +172,10 @@ int out_table(FILE *f, const sim_result *r, int n)
 #undef ROW
 #undef SROW
     fprintf(f, "\xc2\xb1: 95 %% confidence half-width by batch means over the measured steps (common/stats.h); the\n"
-               "   speculative tokens/s with the accepted drafts as a control variate (their expectation is known);\n"
-               "   demotions: the run's count, then per 1000 measured steps; the\n"
-               "   headline's ratios combine the two columns' intervals as if independent (wider than paired).\n"
+               "   speculative tokens/s and TPOT mean with the accepted drafts as a control variate (their\n"
+               "   expectation is known, docs/HEADLINE.md); demotions: the run's count, then per 1000 measured\n"
+               "   steps. The headline's ratios combine the two columns' intervals as if independent (wider\n"
+               "   than paired).\n"
                "   \"!\" after the batches: their means stay correlated, the interval may be too narrow; after\n"
                "   the warm-up: MSER-5 finds a longer transient than was excluded.\n"
                "TPOT: a step's time over the tokens each request emitted in it, weighted by tokens. Fetch\n"
