@@ -95,9 +95,9 @@ typedef struct {
     double beta, rho;
 } stats_cv;
 
-/* From b batch values y[j] and control values x[j] of known mean mu_x
- * (b >= 3; NAN half when S_xx is 0: the control carries nothing, then ci is
- * the plain interval). */
+/* From b batch values y[j] and control values x[j] of known mean mu_x. With
+ * b < 3, or S_xx = 0 (a constant control carries nothing), ci is the plain
+ * interval and beta 0. */
 stats_cv stats_cv_of(const double *y, const double *x, uint32_t b, double mu_x);
 
 /* The controlled interval of the ratio of sums num / den (den NULL: the mean
