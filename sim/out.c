@@ -104,6 +104,16 @@ int out_table(FILE *f, const sim_result *r, int n)
     ROW("  indexer keys, peak (GB)", x->hbm_peak[MEM_INDEXER] / 1e9, 2);
     ROW("  protected KV rows, peak (GB)", x->hbm_peak[MEM_PROTECTED] / 1e9, 2);
     ROW("  optional KV rows, peak (GB)", x->hbm_peak[MEM_OPTIONAL] / 1e9, 2);
+    row_begin(&t, "requests demoted to hot buffer (per 1k steps)");
+    for (int i = 0; i < n; i++) {
+        char b[64];
+        const sim_result *x = &r[i];
+        if (!x->has_demotions) snprintf(b, sizeof b, "-");
+        else if (isnan(x->ci_demotions_per_1k.half)) snprintf(b, sizeof b, "%.0f (%.1f)", x->demotions, x->demotions_per_1k);
+        else snprintf(b, sizeof b, "%.0f (%.1f \xc2\xb1%.1f)", x->demotions, x->demotions_per_1k, x->ci_demotions_per_1k.half);
+        cell(&t, b);
+    }
+    row_end(&t);
     ROW("hot-buffer rows per request and group, mean", x->mean_budget_rows, 0);
     ROW("  of which optional rows, mean", x->mean_optional_rows, 0);
     if (spec) {
@@ -165,7 +175,10 @@ int out_table(FILE *f, const sim_result *r, int n)
 #undef ROW
 #undef SROW
     fprintf(f, "\xc2\xb1: 95 %% confidence half-width by batch means over the measured steps (common/stats.h); the\n"
-               "   headline's ratios combine the two columns' intervals as if independent (wider than paired).\n"
+               "   speculative tokens/s and TPOT mean with the accepted drafts as a control variate (their\n"
+               "   expectation is known, docs/HEADLINE.md); demotions: the run's count, then per 1000 measured\n"
+               "   steps. The headline's ratios combine the two columns' intervals as if independent (wider\n"
+               "   than paired).\n"
                "   \"!\" after the batches: their means stay correlated, the interval may be too narrow; after\n"
                "   the warm-up: MSER-5 finds a longer transient than was excluded.\n"
                "TPOT: a step's time over the tokens each request emitted in it, weighted by tokens. Fetch\n"
@@ -399,6 +412,19 @@ int out_json_inputs(FILE *f, const sim_result *r, int n, int with_wall, const ou
             json_num(f, cis[k].c->half);
         }
         fputs("}", f);
+        if (x->cv_used) {
+            fprintf(f, ",\n   \"control_variate\": {\"tok_s_per_gpu_plain\": %.17g, \"ci95_half_plain\": ", x->tok_s_plain);
+            json_num(f, x->cv.raw.half);
+            fprintf(f, ", \"beta\": %.17g, \"rho\": ", x->cv.beta);
+            json_num(f, x->cv.rho);
+            fputs("}", f);
+        }
+        if (x->has_demotions) {
+            fprintf(f, ",\n   \"demotions\": {\"count\": %.17g, \"measured\": %.17g, \"per_1k_steps\": %.17g, \"ci95_half\": ",
+                    x->demotions, x->measured_demotions, x->demotions_per_1k);
+            json_num(f, x->ci_demotions_per_1k.half);
+            fputs("}", f);
+        }
         fprintf(f, ",\n   \"fit_range_exceeded\": [");
         for (uint32_t j = 0; j < x->ranges.n; j++)
         {

@@ -170,6 +170,8 @@ typedef struct {
     const char *what;
     /* Why the policy does not run with speculative decoding (NULL: it does). */
     const char *no_spec;
+    /* 1: the policy demotes resident requests to the hot buffer (pol_env.sgl_demotions counts them). */
+    int demotes;
     /* Ledger bytes of group g of a request whose final context has rows rows:
      * added to the protected and optional categories. */
     void (*reserve)(const pol_env *e, uint32_t g, double rows, double *prot, double *opt);

@@ -743,6 +743,7 @@ static int classify(run *R, metrics_step *rec)
         }
         row->accepted += acc;
         row->verified += L;
+        if (R->slot) row->expected_accepted += R->slot[i].expected;
         tokens += acc + 1.0;
     }
     row->tokens = tokens;
@@ -874,6 +875,7 @@ static int run_step(run *R, uint32_t step, double t, metrics_step *rec)
     row->write_bytes = st->write_bytes - wb0;
     row->fetch_busy = st->fetch_busy - fbusy0;
     row->optional_rows = a->env.optional_rows;
+    row->demotions_total = a->env.sgl_demotions;
     memcpy(row->hbm, a->hbm.bytes, sizeof row->hbm);
     rec->overhead_s = sc->step_overhead_s;
     return 0;
