@@ -10,6 +10,7 @@
 #include "sim/cost.h"
 #include "sim/hw.h"
 #include "common/dh_err.h"
+#include "common/mem.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -560,9 +561,10 @@ out:
     return rc;
 }
 
-/* ---- linear forms ----------------------------------------------------------- */
+/* ---- linear forms, and the roofline forms of the attention and the GEMMs ------ */
 
 #define LIN_MAX 4
+#define LIN_ROUNDS 8   /* regime assignments tried before a fit that keeps changing them fails */
 
 typedef struct {
     const char *key;          /* profile key */
@@ -570,7 +572,8 @@ typedef struct {
     double scale;
 } lin_term;
 
-/* Design row of a line for a linear form; returns the number of terms. */
+/* Design row of a line for a linear form; returns the number of terms. For the hbm and gemm
+ * forms term 1 is the bytes' time, to which the roofline's tensor time is the alternative. */
 static size_t lin_design(fit_form f, const bcsv_row *r, double *x, lin_term *terms)
 {
     double batch = isnan(r->v[BCSV_BATCH]) ? 1 : r->v[BCSV_BATCH];
@@ -605,63 +608,121 @@ static size_t lin_design(fit_form f, const bcsv_row *r, double *x, lin_term *ter
     return 0;
 }
 
-static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold,
-                   const bcsv_table *t, const fit_opts *o, fit_section *s)
+/* Whether the line's tensor work is FP8 (the attention's rows, a GEMM's dtype): anything but
+ * a "bf16" dtype. */
+static int line_fp8(const bcsv_row *r) { return !(r->s[BCSV_DTYPE] && !strcmp(r->s[BCSV_DTYPE], "bf16")); }
+
+/* The roofline a section's tensor term is evaluated at: the section's own, or without one a
+ * roofline of infinite tensor rate (no tensor term). */
+static cost_roofline section_roof(const fit_section *s)
 {
+    if (s->roof.sms > 0) return s->roof;
+    return (cost_roofline){0, INFINITY, INFINITY, INFINITY, 1, 1};
+}
+
+/* The line's tensor time in us at the section's roofline on the whole GPU (a benchmark has
+ * every SM), as the simulator evaluates it (cost_tensor_time); 0 for the forms without one
+ * and for lines without flops. */
+static double lin_tensor_us(const fit_section *s, const bcsv_row *r)
+{
+    if ((s->form != FIT_FORM_HBM && s->form != FIT_FORM_GEMM) || isnan(r->v[BCSV_FLOPS])) return 0;
+    const cost_roofline roof = section_roof(s);
+    return cost_tensor_time(&roof, r->v[BCSV_FLOPS], line_fp8(r), roof.sms) * 1e6;
+}
+
+double fit_line_time_us(const fit_section *s, const bcsv_row *r)
+{
+    double x[LIN_MAX];
     lin_term terms[LIN_MAX];
-    size_t nt = 0;
-    double *X = malloc((n + nhold + 1) * LIN_MAX * sizeof *X), *y = malloc((n + nhold + 1) * sizeof *y);
-    double *w = malloc((n + 1) * sizeof *w), *Xa = malloc((n + 1) * LIN_MAX * sizeof *Xa);
-    if (!X || !y || !w || !Xa) abort();
-    int rc = 0;
+    const size_t nt = lin_design(s->form, r, x, terms);
+    double c[LIN_MAX] = {0};
+    for (size_t j = 0; j < nt; j++) {
+        const fit_coef *fc = &s->coef[j];
+        c[j] = terms[j].rate ? terms[j].scale / fc->value : fc->value;
+    }
+    const double flops = isnan(r->v[BCSV_FLOPS]) ? 0 : r->v[BCSV_FLOPS];
+    const cost_roofline roof = section_roof(s);
+    if (s->form == FIT_FORM_HBM) {
+        /* The simulator's attention (sim/cost.c) with the fit's coefficients; the union-row
+         * term (a verification kernel reading its queries' union once) is the fit's alone. */
+        const cost_model cm = {.roof = roof, .attn = {COST_FITTED, c[0] * 1e-6, 1e6 / c[1], c[2] * 1e-6}};
+        return cost_attention_time(&cm, x[1], flops, x[2], line_fp8(r), roof.sms) * 1e6 + c[3] * x[3];
+    }
+    if (s->form == FIT_FORM_GEMM) {
+        /* The simulator's GEMM form for one launch: its fixed cost is the fit's t0. */
+        const cost_model cm = {.roof = roof, .gemm = {COST_FITTED, c[0] * 1e-6, 1e6 / c[1]}};
+        return cost_gemm_time(&cm, x[1], flops, line_fp8(r), roof.sms) * 1e6;
+    }
+    double t = 0;
+    for (size_t j = 0; j < nt; j++) t += x[j] * c[j];
+    return t;
+}
+
+/* The design and times of every line (fitted ones first, then the held-out ones), and each
+ * fitted line's weight and inputs into the section's ranges. */
+static int lin_points(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                      fit_section *s, double *X, double *y, double *w, lin_term *terms, size_t *nt)
+{
     for (size_t i = 0; i < n + nhold; i++) {
         const bcsv_row *r = i < n ? rows[i] : hold[i - n];
-        nt = lin_design(s->form, r, X + i * LIN_MAX, terms);
+        *nt = lin_design(s->form, r, X + i * LIN_MAX, terms);
         y[i] = r->v[BCSV_MEDIAN_US];
-        for (size_t j = 0; j < nt; j++)
-            if (!isfinite(X[i * LIN_MAX + j]) || X[i * LIN_MAX + j] < 0) {
-                rc = dh_err("file '%s' line %ld: %s line lacks an input of term '%s'", t->files[r->file], r->line,
-                            fit_form_name(s->form), terms[j].key);
-                goto out;
-            }
-        if (!(y[i] > 0)) { rc = dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line); goto out; }
-        if (i < n) w[i] = 1.0 / (y[i] * y[i]);
+        for (size_t j = 0; j < *nt; j++)
+            if (!isfinite(X[i * LIN_MAX + j]) || X[i * LIN_MAX + j] < 0)
+                return dh_err("file '%s' line %ld: %s line lacks an input of term '%s'", t->files[r->file], r->line,
+                              fit_form_name(s->form), terms[j].key);
+        if (!(y[i] > 0)) return dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line);
+        if (i >= n) continue;
+        w[i] = 1.0 / (y[i] * y[i]);
         switch (s->form) {
         case FIT_FORM_HBM:
-            if (i < n) { range_add(s, "bytes", r->v[BCSV_BYTES]); range_add(s, "batch", r->v[BCSV_BATCH]);
-                         range_add(s, "queries", r->v[BCSV_QUERIES]); range_add(s, "union_rows", r->v[BCSV_UNION_ROWS]);
-                         range_add(s, "k", r->v[BCSV_K]); }
+            range_add(s, "bytes", r->v[BCSV_BYTES]); range_add(s, "batch", r->v[BCSV_BATCH]);
+            range_add(s, "queries", r->v[BCSV_QUERIES]); range_add(s, "union_rows", r->v[BCSV_UNION_ROWS]);
+            range_add(s, "k", r->v[BCSV_K]);
             break;
         case FIT_FORM_INDEXER:
-            if (i < n) { range_add(s, "ctx", r->v[BCSV_CTX]); range_add(s, "heads", r->v[BCSV_HEADS]);
-                         range_add(s, "kdim", r->v[BCSV_KDIM]); range_add(s, "batch", r->v[BCSV_BATCH]); }
+            range_add(s, "ctx", r->v[BCSV_CTX]); range_add(s, "heads", r->v[BCSV_HEADS]);
+            range_add(s, "kdim", r->v[BCSV_KDIM]); range_add(s, "batch", r->v[BCSV_BATCH]);
             break;
         case FIT_FORM_CONST:
-            if (i < n) { range_add(s, "batch", r->v[BCSV_BATCH]); range_add(s, "ctx", r->v[BCSV_CTX]);
-                         range_add(s, "k", r->v[BCSV_K]); }
+            range_add(s, "batch", r->v[BCSV_BATCH]); range_add(s, "ctx", r->v[BCSV_CTX]); range_add(s, "k", r->v[BCSV_K]);
             break;
         default:
-            if (i < n) { range_add(s, "bytes", r->v[BCSV_BYTES]); range_add(s, "flops", r->v[BCSV_FLOPS]); range_add(s, "m", r->v[BCSV_M]);
-                         range_add(s, "n", r->v[BCSV_N]); range_add(s, "kdim", r->v[BCSV_KDIM]); }
+            range_add(s, "bytes", r->v[BCSV_BYTES]); range_add(s, "flops", r->v[BCSV_FLOPS]); range_add(s, "m", r->v[BCSV_M]);
+            range_add(s, "n", r->v[BCSV_N]); range_add(s, "kdim", r->v[BCSV_KDIM]);
         }
     }
-    /* Terms whose input is constant across the points (every line has zero
-     * union rows, say) are not determined by the data: leave them out. */
-    int active[LIN_MAX], zeroed[LIN_MAX] = {0}, undetermined[LIN_MAX] = {0};
-    double fitval[LIN_MAX] = {0}, fitse[LIN_MAX] = {0};
+    return 0;
+}
+
+/* One linear solve of the fitted lines' design X against y: terms whose input never varies
+ * are left out, a per-item term the bytes make collinear too, a fixed or per-item cost below
+ * 0 inside the noise is held at 0 and the fit repeated. The result in full / fse (0 for a
+ * term left out), the flags per term. */
+typedef struct {
+    fit_result r;
+    double full[LIN_MAX], fse[LIN_MAX], fitval[LIN_MAX], fitse[LIN_MAX];
+    int zeroed[LIN_MAX], undetermined[LIN_MAX];
+} lin_fit;
+
+static int lin_solve(const double *X, const double *y, const double *w, size_t n, size_t nt, const lin_term *terms,
+                     const fit_section *s, double *Xa, lin_fit *lf)
+{
+    memset(lf, 0, sizeof *lf);
+    int active[LIN_MAX];
     for (size_t j = 0; j < nt; j++) {
         active[j] = 1;
         if (j == 0) continue;
         int varies = 0;
         for (size_t i = 1; i < n; i++) if (X[i * LIN_MAX + j] != X[j]) varies = 1;
-        if (!varies && !terms[j].rate) { active[j] = 0; undetermined[j] = 1; }
+        if (!varies && !terms[j].rate) { active[j] = 0; lf->undetermined[j] = 1; }
     }
-    fit_result r;
-    for (int round = 0; ; round++) {
+    for (;;) {
         size_t na = 0, map[LIN_MAX];
         for (size_t j = 0; j < nt; j++) if (active[j]) map[na++] = j;
         for (size_t i = 0; i < n; i++)
             for (size_t a = 0; a < na; a++) Xa[i * na + a] = X[i * LIN_MAX + map[a]];
+        fit_result r;
         if (fit_linear(Xa, y, w, n, na, &r) < 0) {
             /* A per-item term proportional to the bytes (union rows when the
              * bytes are the union's rows) cannot be told apart from the
@@ -669,60 +730,108 @@ static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_
             size_t drop = 0;
             for (size_t a = na; a-- > 1;)
                 if (!terms[map[a]].rate) { drop = map[a]; break; }
-            if (!drop || !strstr(dh_errmsg(), "determine only")) {
-                rc = dh_err_prefix("kernel '%s' version '%s': %s fit: ", s->kernel, s->version, fit_form_name(s->form));
-                goto out;
-            }
+            if (!drop || !strstr(dh_errmsg(), "determine only"))
+                return dh_err_prefix("kernel '%s' version '%s': %s fit: ", s->kernel, s->version, fit_form_name(s->form));
             active[drop] = 0;
-            undetermined[drop] = 1;
+            lf->undetermined[drop] = 1;
             continue;
         }
         int again = 0;
         for (size_t a = 0; a < na; a++) {
-            lin_term *tm = &terms[map[a]];
-            if (tm->rate && !(r.p[a] > 0)) {
-                rc = dh_err("kernel '%s' version '%s': %s fit is non-physical: %s = %g", s->kernel, s->version,
-                            fit_form_name(s->form), tm->key, r.p[a] ? tm->scale / r.p[a] : INFINITY);
-                goto out;
-            }
+            const lin_term *tm = &terms[map[a]];
+            if (tm->rate && !(r.p[a] > 0))
+                return dh_err("kernel '%s' version '%s': %s fit is non-physical: %s = %g", s->kernel, s->version,
+                              fit_form_name(s->form), tm->key, r.p[a] ? tm->scale / r.p[a] : INFINITY);
             if (!tm->rate && r.p[a] < 0) {
-                if (r.p[a] < -2 * r.se[a]) {
-                    rc = dh_err("kernel '%s' version '%s': %s fit is non-physical: %s = %g (+- %g) is below zero beyond the noise",
-                                s->kernel, s->version, fit_form_name(s->form), tm->key, r.p[a], r.se[a]);
-                    goto out;
-                }
-                active[map[a]] = 0; zeroed[map[a]] = 1; fitval[map[a]] = r.p[a]; fitse[map[a]] = r.se[a]; again = 1;
+                if (r.p[a] < -2 * r.se[a])
+                    return dh_err("kernel '%s' version '%s': %s fit is non-physical: %s = %g (+- %g) is below zero beyond "
+                                  "the noise", s->kernel, s->version, fit_form_name(s->form), tm->key, r.p[a], r.se[a]);
+                active[map[a]] = 0; lf->zeroed[map[a]] = 1; lf->fitval[map[a]] = r.p[a]; lf->fitse[map[a]] = r.se[a];
+                again = 1;
             }
         }
-        if (!again) {
-            double full[LIN_MAX] = {0}, fse[LIN_MAX] = {0};
-            for (size_t a = 0; a < na; a++) { full[map[a]] = r.p[a]; fse[map[a]] = r.se[a]; }
-            s->res = r;
-            for (size_t j = 0; j < nt; j++) {
-                if (terms[j].rate) coef_add(s, terms[j].key, terms[j].scale / full[j], terms[j].scale * fse[j] / (full[j] * full[j]), 0, 0, 0);
-                else {
-                    coef_add(s, terms[j].key, full[j], fse[j], zeroed[j], fitval[j], fitse[j]);
-                    s->coef[s->ncoef - 1].undetermined = undetermined[j];
-                }
-            }
-            if (nhold) {
-                double *pred = malloc(nhold * sizeof *pred);
-                if (!pred) abort();
-                for (size_t i = 0; i < nhold; i++) {
-                    pred[i] = 0;
-                    for (size_t j = 0; j < nt; j++) pred[i] += X[(n + i) * LIN_MAX + j] * full[j];
-                }
-                fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
-                free(pred);
-            }
-            break;
-        }
+        if (again) continue;
+        for (size_t a = 0; a < na; a++) { lf->full[map[a]] = r.p[a]; lf->fse[map[a]] = r.se[a]; }
+        lf->r = r;
+        return 0;
     }
-out:
+}
+
+/* The hbm and gemm forms are the simulator's: t0 (+ per-item terms) + max(bytes / rate, the
+ * roofline's tensor time tf), tf known per line. For a given assignment of the lines to the
+ * two regimes that is linear: a tensor-bound line's bytes column is 0 and its time less tf.
+ * Starting from every line bound by its bytes, the fit is repeated with the regimes its rate
+ * gives until they no longer change (lines far from the knee: once; a fit that keeps changing
+ * them after LIN_ROUNDS fails). With no roofline (or no flops) every tf is 0: the plain linear
+ * fit. O(rounds x lines x terms^2). */
+static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold,
+                   const bcsv_table *t, const fit_opts *o, fit_section *s)
+{
+    (void)o;
+    lin_term terms[LIN_MAX];
+    size_t nt = 0;
+    double *X = dh_malloc((n + nhold + 1) * LIN_MAX * sizeof *X), *y = dh_malloc((n + nhold + 1) * sizeof *y);
+    double *w = dh_malloc((n + 1) * sizeof *w), *Xa = dh_malloc((n + 1) * LIN_MAX * sizeof *Xa);
+    double *Xr = dh_malloc((n + 1) * LIN_MAX * sizeof *Xr), *yr = dh_malloc((n + 1) * sizeof *yr);
+    double *tf = dh_malloc((n + 1) * sizeof *tf);
+    int *tensor = dh_calloc(n + 1, sizeof *tensor);
+    lin_fit lf;
+    int rc = lin_points(rows, n, hold, nhold, t, s, X, y, w, terms, &nt);
+    size_t tensor_bound = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) tf[i] = lin_tensor_us(s, rows[i]);
+    for (int round = 0; rc == 0; round++) {
+        for (size_t i = 0; i < n; i++) {
+            memcpy(Xr + i * LIN_MAX, X + i * LIN_MAX, LIN_MAX * sizeof *Xr);
+            yr[i] = y[i];
+            if (tensor[i]) { Xr[i * LIN_MAX + 1] = 0; yr[i] -= tf[i]; }
+        }
+        if ((rc = lin_solve(Xr, yr, w, n, nt, terms, s, Xa, &lf)) < 0) break;
+        if (nt < 2 || !terms[1].rate || (s->form != FIT_FORM_HBM && s->form != FIT_FORM_GEMM)) break;
+        int changed = 0;
+        tensor_bound = 0;
+        for (size_t i = 0; i < n; i++) {
+            const int tb = tf[i] > X[i * LIN_MAX + 1] * lf.full[1];
+            changed |= tb != tensor[i];
+            tensor[i] = tb;
+            tensor_bound += tb;
+        }
+        if (!changed) break;
+        if (round + 1 == LIN_ROUNDS)
+            rc = dh_err("kernel '%s' version '%s': %s fit: the lines bound by the tensor rate keep changing after %d fits",
+                        s->kernel, s->version, fit_form_name(s->form), LIN_ROUNDS);
+    }
+    if (rc == 0) {
+        s->res = lf.r;
+        for (size_t j = 0; j < nt; j++) {
+            if (terms[j].rate)
+                coef_add(s, terms[j].key, terms[j].scale / lf.full[j], terms[j].scale * lf.fse[j] / (lf.full[j] * lf.full[j]),
+                         0, 0, 0);
+            else {
+                coef_add(s, terms[j].key, lf.full[j], lf.fse[j], lf.zeroed[j], lf.fitval[j], lf.fitse[j]);
+                s->coef[s->ncoef - 1].undetermined = lf.undetermined[j];
+            }
+        }
+        s->tensor_bound = tensor_bound;
+        double *pred = dh_malloc((n + nhold + 1) * sizeof *pred);
+        for (size_t i = 0; i < n + nhold; i++) pred[i] = fit_line_time_us(s, i < n ? rows[i] : hold[i - n]);
+        /* With lines bound by the tensor rate the statistics are those of the whole form on
+         * the measured times (the solve saw them less tf). */
+        if (tensor_bound) {
+            const size_t npar = s->res.npar;
+            fit_stats(pred, y, w, n, &s->res);
+            s->res.npar = npar;
+        }
+        if (nhold) fit_error_distribution(pred + n, y + n, nhold, &s->holdout_err);
+        free(pred);
+    }
     free(X);
     free(y);
     free(w);
     free(Xa);
+    free(Xr);
+    free(yr);
+    free(tf);
+    free(tensor);
     return rc;
 }
 
@@ -1289,6 +1398,39 @@ static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section 
     return rc;
 }
 
+double fit_mma_efficiency(double ceiling_tflops, double peak_flops)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%.4f", ceiling_tflops * 1e12 / peak_flops);
+    return strtod(b, NULL);
+}
+
+/* The roofline of the sections after the GEMMs: the base's, at the efficiency of the weights'
+ * dtype's GEMM section when it measured a rate (else the base's efficiency, which the profile
+ * then keeps). */
+static void roof_from_gemms(const fit_opts *o, const fit_section *secs, size_t ns, cost_roofline *roof)
+{
+    const char *dtype = o->weight_dtype ? o->weight_dtype : "fp8";
+    for (size_t i = 0; i < ns; i++)
+        if (secs[i].form == FIT_FORM_GEMM && !strcmp(secs[i].dtype, dtype) && !isnan(secs[i].ceiling) && roof->sms > 0)
+            roof->mma_efficiency = secs[i].roof.mma_efficiency;
+}
+
+/* The sections back in the order of their kernels in the table (the GEMMs were fitted
+ * first), a kernel's dtypes in their order: a stable insertion sort, a few sections. */
+static void sections_in_kernel_order(fit_section *secs, size_t *kidx, size_t ns)
+{
+    for (size_t i = 1; i < ns; i++)
+        for (size_t j = i; j > 0 && kidx[j - 1] > kidx[j]; j--) {
+            fit_section t = secs[j];
+            secs[j] = secs[j - 1];
+            secs[j - 1] = t;
+            size_t x = kidx[j];
+            kidx[j] = kidx[j - 1];
+            kidx[j - 1] = x;
+        }
+}
+
 int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t *nout, FILE *log)
 {
     *out = NULL;
@@ -1307,12 +1449,19 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
     if (unselected && log) fprintf(log, "dhcal: %zu lines match no --select and are not used\n", unselected);
     const bcsv_row **rows = malloc((t->n + 1) * sizeof *rows), **hold = malloc((t->n + 1) * sizeof *hold);
     fit_section *secs = calloc(nk * FIT_MAX_GROUPS + 2, sizeof *secs);   /* + fetch_beside */
+    size_t *kidx = dh_calloc(nk * FIT_MAX_GROUPS + 2, sizeof *kidx);    /* each section's kernel */
     if (!rows || !hold || !secs) abort();
     size_t ns = 0;
     int rc = 0;
+    /* The GEMMs first: the weights' dtype's measured rate is the efficiency of every other
+     * section's tensor term (the profile's one mma_efficiency). */
+    cost_roofline roof = o->roof;
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+    if (pass == 1) roof_from_gemms(o, secs, ns, &roof);
     for (size_t k = 0; k < nk && rc == 0; k++) {
         fit_form form;
         if ((rc = form_of(kernels[k], o, &form)) < 0) break;
+        if ((form == FIT_FORM_GEMM) != (pass == 0)) continue;
         if (form == FIT_FORM_NONE) {
             if (log) fprintf(log, "dhcal: kernel '%s' has no cost-model form; not fitted (use --form %s=FORM)\n", kernels[k], kernels[k]);
             continue;
@@ -1377,6 +1526,10 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
                 hold[nh++] = r;
             }
             s->held_out = nh;
+            kidx[ns] = k;
+            s->roof = roof;
+            if (form == FIT_FORM_GEMM && roof.sms > 0 && !isnan(s->ceiling))
+                s->roof.mma_efficiency = fit_mma_efficiency(s->ceiling, strcmp(s->dtype, "bf16") ? roof.fp8_flops : roof.bf16_flops);
             rc = form == FIT_FORM_FETCH     ? fit_fetch(rows, m, hold, nh, t, o, s)
                  : form == FIT_FORM_INDEXER ? fit_indexer(rows, m, hold, nh, t, o, s)
                  : form == FIT_FORM_TOPK    ? fit_topk(rows, m, hold, nh, t, o, s)
@@ -1396,6 +1549,9 @@ int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t 
             }
         }
     }
+    }
+    if (rc == 0) sections_in_kernel_order(secs, kidx, ns);
+    free(kidx);
     if (rc == 0) {
         int found = 0;
         if ((rc = fit_fetch_beside(t, o, &secs[ns], &found, log)) == 0 && found) ns++;

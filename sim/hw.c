@@ -37,6 +37,8 @@ static const cfg_key hw_keys[] = {
     CK_ROW("hw", "attn_bw", CK_NUM, "bytes/s", 0, 1e15, "0", "Sparse attention's rate over the selected rows' bytes; 0: the "
       "roofline (hbm_bw). Replaces hbm_bw in the attention's cost.", FIT),
     CK_ROW("hw", "attn_launch_s", CK_NUM, "s", 0, 1, "0", "Sparse attention's fixed cost per launch (fitted form).", FIT),
+    CK_ROW("hw", "attn_query_s", CK_NUM, "s", 0, 1, "0", "Sparse attention's fixed cost per query token of a launch (fitted "
+      "form; a verification step's queries per request multiply it).", FIT),
     CK_ROW("hw", "weight_bw", CK_NUM, "bytes/s", 0, 1e15, "0", "Decode GEMMs' weight streaming rate; 0: the roofline. Replaces "
       "hbm_bw in the GEMMs' cost.", FIT),
     CK_ROW("hw", "layer_fixed_s", CK_NUM, "s", 0, 1, "0", "A layer's GEMM launches (fitted form; replaces kernel_launch_s).", FIT),
@@ -305,6 +307,7 @@ static const struct { const char *sec, *key, *rate; int bound; } hw_bind[] = {
     { "hw", "indexer_bw", "hbm_bw", 1 },       { "hw", "topk_score_rate", "hbm_bw", 0 },
     { "hw", "indexer_ops_s", "fp8_flops", 2 }, { "hw", "attn_launch_s", "kernel_launch_s", 0 },
     { "hw", "layer_fixed_s", "kernel_launch_s", 0 }, { "hw", "select_s", "kernel_launch_s", 0 },
+    { "hw", "attn_query_s", "kernel_launch_s", 0 },
     { "hw", "topk_wave_s", "kernel_launch_s", 0 },   { "hw", "topk_slots", "sms", 0 },
     { "gather", "row_bw", "h2d_bw", -1 },      { "gather", "pages_bw", "h2d_bw", -1 },
     { "gather", "link_s_per_byte", "h2d_bw", -2 },
@@ -412,7 +415,7 @@ static int hw_load_measured(cfg *c, hw_profile *hw)
         { "gather", "launch_s", &cm->fetch.launch_s },
         { "host", "dram_bytes", &hw->host_dram_bytes },
         /* Optional kernel-fitted costs (hw.h); 0, the default, keeps the roofline forms. */
-        { "hw", "attn_bw", &cm->attn.bw }, { "hw", "attn_launch_s", &cm->attn.launch_s },
+        { "hw", "attn_bw", &cm->attn.bw }, { "hw", "attn_launch_s", &cm->attn.launch_s }, { "hw", "attn_query_s", &cm->attn.query_s },
         { "hw", "weight_bw", &cm->gemm.bw }, { "hw", "layer_fixed_s", &cm->gemm.fixed_s },
         { "hw", "indexer_ops_s", &cm->indexer.ops_s }, { "hw", "select_s", &cm->indexer.select_s },
         { "hw", "indexer_bw", &cm->indexer.bw }, { "hw", "fetch_interference", &cm->inter.fetch },

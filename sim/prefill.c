@@ -91,7 +91,7 @@ double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, do
         }
         double flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
         if (tp) flops /= cx->tp.ranks;
-        const double ta = cost_attention_time(cm, rows * k->row_bytes, flops, k->attn_fp8, cx->compute_sms);
+        const double ta = cost_attention_time(cm, rows * k->row_bytes, flops, P.tokens, k->attn_fp8, cx->compute_sms);
         double ti = 0;
         if (macs > 0) ti = cost_roofline_time(&cm->roof, keys * k->indexer_key_bytes, 2.0 * macs, 1, cx->compute_sms);
         double w = cx->dense_bytes_per_layer;
@@ -101,7 +101,7 @@ double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, do
         }
         double gf = 2.0 * md->active_params / md->n_layers * P.tokens;
         if (tp) gf /= cx->tp.ranks;
-        const double tg = cost_gemm_time(cm, w, gf, cx->compute_sms);
+        const double tg = cost_gemm_time(cm, w, gf, 1, cx->compute_sms);
         double tc = tp ? tp_allreduce_s(&cx->tp, P.tokens * md->hidden * 2.0) : 0;
         if (k->moe) {
             const double msg[2] = { md->moe_dispatch_bytes, md->moe_combine_bytes };

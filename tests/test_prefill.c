@@ -62,13 +62,13 @@ static double reference(const fixture *f, const step_ctx *cx, const prefill_span
             if (g >= 0 && k->select == MODEL_SELECT_OWN)
                 keys += floor((sp[i].start + sp[i].tokens - 1) / md->group[g].compress) + 1;
         t += cost_attention_time(&f->hw.cost, rows * k->row_bytes,
-                                 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim), k->attn_fp8, cx->compute_sms);
+                                 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim), tokens, k->attn_fp8, cx->compute_sms);
         if (with_indexer && macs > 0)
             t += cost_roofline_time(&f->hw.cost.roof, keys * k->indexer_key_bytes, 2 * macs, 1, cx->compute_sms);
         double w = cx->dense_bytes_per_layer;
         if (k->moe)
             w += md->experts / cx->moe_ep * (1 - pow(1 - md->experts_per_token / md->experts, tokens + dec)) * md->expert_bytes;
-        t += cost_gemm_time(&f->hw.cost, w, 2.0 * md->active_params / md->n_layers * tokens, cx->compute_sms);
+        t += cost_gemm_time(&f->hw.cost, w, 2.0 * md->active_params / md->n_layers * tokens, 1, cx->compute_sms);
         if (k->moe)
             for (int p = 0; p < 2; p++)
                 t += cx->a2a_lat_s[p] + tokens * cx->a2a_ranks_per_token *
