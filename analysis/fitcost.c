@@ -1431,132 +1431,162 @@ static void sections_in_kernel_order(fit_section *secs, size_t *kidx, size_t ns)
         }
 }
 
+/* The kernel's checked lines outside the hold-out into rows (*n), and how many were left out
+ * unchecked. */
+static int kernel_lines(const bcsv_table *t, const fit_opts *o, const char *kernel, const bcsv_row **rows, size_t *n,
+                        size_t *unchecked)
+{
+    *n = 0;
+    if (unchecked) *unchecked = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        int role;
+        if (line_role(&t->rows[i], o, kernel, &role) < 0) return -1;
+        if (role == ROLE_UNCHECKED && unchecked) (*unchecked)++;
+        if (role == ROLE_FIT) rows[(*n)++] = &t->rows[i];
+    }
+    return 0;
+}
+
+static int same_version_dtype(const bcsv_row *r, fit_form form, const char *version, const char *dtype)
+{
+    if (strcmp(r->s[BCSV_VERSION] ? r->s[BCSV_VERSION] : "", version)) return 0;
+    return form != FIT_FORM_GEMM || !strcmp(r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "", dtype);
+}
+
+/* One section, s->form, s->kernel, s->version and s->dtype set: its lines of that version
+ * (and dtype) out of rows[0..n) (compacted in place), the GEMM ceiling they measured, the
+ * held-out lines of the same, then the form's fit at roof and the R^2 check. */
+static int fit_section_lines(const bcsv_table *t, const fit_opts *o, const bcsv_row **rows, size_t n,
+                             const bcsv_row **hold, const cost_roofline *roof, fit_section *s)
+{
+    const fit_form form = s->form;
+    size_t m = 0, nh = 0;
+    for (size_t i = 0; i < n; i++) {
+        const bcsv_row *r = rows[i];
+        if (!same_version_dtype(r, form, s->version, s->dtype)) continue;
+        add_file(s, t->files[r->file]);
+        /* The largest GEMM rate the run measured (dhbench's ceiling). */
+        const char *cn = r->s[BCSV_CEILING_NAME];
+        if (form == FIT_FORM_GEMM && cn && strstr(cn, "gemm") && !isnan(r->v[BCSV_CEILING_VALUE]) &&
+            !(r->v[BCSV_CEILING_VALUE] <= s->ceiling)) {
+            s->ceiling = r->v[BCSV_CEILING_VALUE];
+            snprintf(s->ceiling_name, sizeof s->ceiling_name, "%s", cn);
+        }
+        rows[m++] = r; /* compact in place: rows[m] <= rows[i] */
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        const bcsv_row *r = &t->rows[i];
+        int role;
+        if (line_role(r, o, s->kernel, &role) < 0) return -1;
+        if (role == ROLE_HELD_OUT && same_version_dtype(r, form, s->version, s->dtype)) hold[nh++] = r;
+    }
+    s->held_out = nh;
+    s->roof = *roof;
+    if (form == FIT_FORM_GEMM && roof->sms > 0 && !isnan(s->ceiling))
+        s->roof.mma_efficiency = fit_mma_efficiency(s->ceiling, strcmp(s->dtype, "bf16") ? roof->fp8_flops : roof->bf16_flops);
+    int rc = form == FIT_FORM_FETCH     ? fit_fetch(rows, m, hold, nh, t, o, s)
+             : form == FIT_FORM_INDEXER ? fit_indexer(rows, m, hold, nh, t, o, s)
+             : form == FIT_FORM_TOPK    ? fit_topk(rows, m, hold, nh, t, o, s)
+                                        : fit_lin(rows, m, hold, nh, t, o, s);
+    if (rc == 0 && form != FIT_FORM_CONST && !(s->res.r2 >= o->min_r2))
+        rc = dh_err("kernel '%s' version '%s': %s fit R^2 %.4f is below the threshold %.4f (relative rms %.1f %%)",
+                    s->kernel, s->version, s->section, s->res.r2, o->min_r2, 100 * s->res.rms_rel);
+    return rc;
+}
+
+/* Every section of one kernel (GEMMs one per dtype, the rest one) appended at secs[*ns]. */
+static int fit_kernel(const bcsv_table *t, const fit_opts *o, const char *kernel, fit_form form, const cost_roofline *roof,
+                      const bcsv_row **rows, const bcsv_row **hold, fit_section *secs, size_t *ns)
+{
+    size_t n, unchecked;
+    if (kernel_lines(t, o, kernel, rows, &n, &unchecked) < 0) return -1;
+    if (n == 0) return dh_err("kernel '%s': no checked line outside the hold-out", kernel);
+    char version[64], seen[256], why[160];
+    if (choose_version(rows, n, kernel, o, version, sizeof version, seen, sizeof seen, why, sizeof why) < 0) return -1;
+    /* Groups: GEMMs per dtype, everything else one group. */
+    char *dtypes[FIT_MAX_GROUPS];
+    size_t nd = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *d = form == FIT_FORM_GEMM && rows[i]->s[BCSV_DTYPE] ? rows[i]->s[BCSV_DTYPE] : "";
+        if (str_in(dtypes, nd, d) < 0) {
+            if (nd == FIT_MAX_GROUPS) return dh_err("kernel '%s': more than %d dtypes", kernel, FIT_MAX_GROUPS);
+            dtypes[nd++] = (char *)d;
+        }
+    }
+    for (size_t d = 0; d < nd; d++) {
+        /* Each dtype group compacts rows: it needs the kernel's full line list again. */
+        if (d > 0 && kernel_lines(t, o, kernel, rows, &n, NULL) < 0) return -1;
+        fit_section *s = &secs[(*ns)++];
+        memset(s, 0, sizeof *s);
+        s->form = form;
+        snprintf(s->kernel, sizeof s->kernel, "%s", kernel);
+        snprintf(s->version, sizeof s->version, "%s", version);
+        snprintf(s->versions_seen, sizeof s->versions_seen, "%s", seen);
+        snprintf(s->selection, sizeof s->selection, "%s", why);
+        if (form == FIT_FORM_GEMM) snprintf(s->section, sizeof s->section, "%s_%s", kernel, dtypes[d]);
+        else snprintf(s->section, sizeof s->section, "%s", kernel);
+        s->skipped_unchecked = unchecked;
+        s->ceiling = NAN;
+        if (form == FIT_FORM_GEMM) snprintf(s->dtype, sizeof s->dtype, "%s", dtypes[d]);
+        if (fit_section_lines(t, o, rows, n, hold, roof, s) < 0) return -1;
+    }
+    return 0;
+}
+
+/* The kernels of the selected lines, in the order of their first line. */
+static int bench_kernels(const bcsv_table *t, const fit_opts *o, char **kernels, size_t *nk, FILE *log)
+{
+    size_t unselected = 0;
+    *nk = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        int use;
+        if (selected(&t->rows[i], o, &use) < 0) return -1;
+        if (!use) { unselected++; continue; }
+        if (str_in(kernels, *nk, t->rows[i].s[BCSV_KERNEL]) < 0) {
+            if (*nk == 64) return dh_err("more than 64 kernels in the results");
+            kernels[(*nk)++] = t->rows[i].s[BCSV_KERNEL];
+        }
+    }
+    if (unselected && log) fprintf(log, "dhcal: %zu lines match no --select and are not used\n", unselected);
+    return 0;
+}
+
 int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t *nout, FILE *log)
 {
     *out = NULL;
     *nout = 0;
     char *kernels[64];
-    size_t nk = 0, unselected = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        int use;
-        if (selected(&t->rows[i], o, &use) < 0) return -1;
-        if (!use) { unselected++; continue; }
-        if (str_in(kernels, nk, t->rows[i].s[BCSV_KERNEL]) < 0) {
-            if (nk == 64) return dh_err("more than 64 kernels in the results");
-            kernels[nk++] = t->rows[i].s[BCSV_KERNEL];
-        }
-    }
-    if (unselected && log) fprintf(log, "dhcal: %zu lines match no --select and are not used\n", unselected);
-    const bcsv_row **rows = malloc((t->n + 1) * sizeof *rows), **hold = malloc((t->n + 1) * sizeof *hold);
-    fit_section *secs = calloc(nk * FIT_MAX_GROUPS + 2, sizeof *secs);   /* + fetch_beside */
-    size_t *kidx = dh_calloc(nk * FIT_MAX_GROUPS + 2, sizeof *kidx);    /* each section's kernel */
-    if (!rows || !hold || !secs) abort();
+    size_t nk;
+    if (bench_kernels(t, o, kernels, &nk, log) < 0) return -1;
+    const bcsv_row **rows = dh_malloc((t->n + 1) * sizeof *rows), **hold = dh_malloc((t->n + 1) * sizeof *hold);
+    fit_section *secs = dh_calloc(nk * FIT_MAX_GROUPS + 2, sizeof *secs);   /* + fetch_beside */
+    size_t *kidx = dh_calloc(nk * FIT_MAX_GROUPS + 2, sizeof *kidx);       /* each section's kernel */
     size_t ns = 0;
     int rc = 0;
     /* The GEMMs first: the weights' dtype's measured rate is the efficiency of every other
      * section's tensor term (the profile's one mma_efficiency). */
     cost_roofline roof = o->roof;
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
-    if (pass == 1) roof_from_gemms(o, secs, ns, &roof);
-    for (size_t k = 0; k < nk && rc == 0; k++) {
-        fit_form form;
-        if ((rc = form_of(kernels[k], o, &form)) < 0) break;
-        if ((form == FIT_FORM_GEMM) != (pass == 0)) continue;
-        if (form == FIT_FORM_NONE) {
-            if (log) fprintf(log, "dhcal: kernel '%s' has no cost-model form; not fitted (use --form %s=FORM)\n", kernels[k], kernels[k]);
-            continue;
-        }
-        /* All checked lines of the kernel, for the version choice. */
-        size_t n = 0, unchecked = 0;
-        for (size_t i = 0; i < t->n; i++) {
-            int role;
-            if ((rc = line_role(&t->rows[i], o, kernels[k], &role)) < 0) goto done;
-            if (role == ROLE_UNCHECKED) unchecked++;
-            if (role == ROLE_FIT) rows[n++] = &t->rows[i];
-        }
-        if (n == 0) { rc = dh_err("kernel '%s': no checked line outside the hold-out", kernels[k]); break; }
-        char version[64], seen[256], why[160];
-        if ((rc = choose_version(rows, n, kernels[k], o, version, sizeof version, seen, sizeof seen, why, sizeof why)) < 0) break;
-        /* Groups: GEMMs per dtype, everything else one group. */
-        char *dtypes[FIT_MAX_GROUPS];
-        size_t nd = 0;
-        for (size_t i = 0; i < n; i++) {
-            const char *d = form == FIT_FORM_GEMM && rows[i]->s[BCSV_DTYPE] ? rows[i]->s[BCSV_DTYPE] : "";
-            if (str_in(dtypes, nd, d) < 0) {
-                if (nd == FIT_MAX_GROUPS) { rc = dh_err("kernel '%s': more than %d dtypes", kernels[k], FIT_MAX_GROUPS); goto done; }
-                dtypes[nd++] = (char *)d;
+        if (pass == 1) roof_from_gemms(o, secs, ns, &roof);
+        for (size_t k = 0; k < nk && rc == 0; k++) {
+            fit_form form;
+            if ((rc = form_of(kernels[k], o, &form)) < 0) break;
+            if ((form == FIT_FORM_GEMM) != (pass == 0)) continue;
+            if (form == FIT_FORM_NONE) {
+                if (log) fprintf(log, "dhcal: kernel '%s' has no cost-model form; not fitted (use --form %s=FORM)\n", kernels[k], kernels[k]);
+                continue;
             }
+            const size_t first = ns;
+            rc = fit_kernel(t, o, kernels[k], form, &roof, rows, hold, secs, &ns);
+            for (size_t i = first; i < ns; i++) kidx[i] = k;
         }
-        for (size_t d = 0; d < nd && rc == 0; d++) {
-            fit_section *s = &secs[ns];
-            memset(s, 0, sizeof *s);
-            s->form = form;
-            snprintf(s->kernel, sizeof s->kernel, "%s", kernels[k]);
-            snprintf(s->version, sizeof s->version, "%s", version);
-            snprintf(s->versions_seen, sizeof s->versions_seen, "%s", seen);
-            snprintf(s->selection, sizeof s->selection, "%s", why);
-            if (form == FIT_FORM_GEMM) snprintf(s->section, sizeof s->section, "%s_%s", kernels[k], dtypes[d]);
-            else snprintf(s->section, sizeof s->section, "%s", kernels[k]);
-            s->skipped_unchecked = unchecked;
-            s->ceiling = NAN;
-            if (form == FIT_FORM_GEMM) snprintf(s->dtype, sizeof s->dtype, "%s", dtypes[d]);
-            size_t m = 0, nh = 0;
-            for (size_t i = 0; i < n; i++) {
-                const bcsv_row *r = rows[i];
-                if (strcmp(r->s[BCSV_VERSION] ? r->s[BCSV_VERSION] : "", version)) continue;
-                if (form == FIT_FORM_GEMM && strcmp(r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "", dtypes[d])) continue;
-                add_file(s, t->files[r->file]);
-                /* The largest GEMM rate the run measured (dhbench's ceiling). */
-                const char *cn = r->s[BCSV_CEILING_NAME];
-                if (form == FIT_FORM_GEMM && cn && strstr(cn, "gemm") && !isnan(r->v[BCSV_CEILING_VALUE]) &&
-                    !(r->v[BCSV_CEILING_VALUE] <= s->ceiling)) {
-                    s->ceiling = r->v[BCSV_CEILING_VALUE];
-                    snprintf(s->ceiling_name, sizeof s->ceiling_name, "%s", cn);
-                }
-                rows[m++] = r; /* compact in place: rows[m] <= rows[i] */
-            }
-            /* Hold-out lines of the same version and dtype. */
-            for (size_t i = 0; i < t->n; i++) {
-                const bcsv_row *r = &t->rows[i];
-                int role;
-                if ((rc = line_role(r, o, kernels[k], &role)) < 0) goto done;
-                if (role != ROLE_HELD_OUT) continue;
-                if (strcmp(r->s[BCSV_VERSION] ? r->s[BCSV_VERSION] : "", version)) continue;
-                if (form == FIT_FORM_GEMM && strcmp(r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "", dtypes[d])) continue;
-                hold[nh++] = r;
-            }
-            s->held_out = nh;
-            kidx[ns] = k;
-            s->roof = roof;
-            if (form == FIT_FORM_GEMM && roof.sms > 0 && !isnan(s->ceiling))
-                s->roof.mma_efficiency = fit_mma_efficiency(s->ceiling, strcmp(s->dtype, "bf16") ? roof.fp8_flops : roof.bf16_flops);
-            rc = form == FIT_FORM_FETCH     ? fit_fetch(rows, m, hold, nh, t, o, s)
-                 : form == FIT_FORM_INDEXER ? fit_indexer(rows, m, hold, nh, t, o, s)
-                 : form == FIT_FORM_TOPK    ? fit_topk(rows, m, hold, nh, t, o, s)
-                                            : fit_lin(rows, m, hold, nh, t, o, s);
-            if (rc == 0 && form != FIT_FORM_CONST && !(s->res.r2 >= o->min_r2))
-                rc = dh_err("kernel '%s' version '%s': %s fit R^2 %.4f is below the threshold %.4f (relative rms %.1f %%)",
-                            s->kernel, s->version, s->section, s->res.r2, o->min_r2, 100 * s->res.rms_rel);
-            ns++;
-            /* The next dtype group needs the kernel's full line list again. */
-            if (d + 1 < nd) {
-                n = 0;
-                for (size_t i = 0; i < t->n; i++) {
-                    int role;
-                    if ((rc = line_role(&t->rows[i], o, kernels[k], &role)) < 0) goto done;
-                    if (role == ROLE_FIT) rows[n++] = &t->rows[i];
-                }
-            }
-        }
-    }
     }
     if (rc == 0) sections_in_kernel_order(secs, kidx, ns);
-    free(kidx);
     if (rc == 0) {
         int found = 0;
         if ((rc = fit_fetch_beside(t, o, &secs[ns], &found, log)) == 0 && found) ns++;
     }
-done:
+    free(kidx);
     free(rows);
     free(hold);
     if (rc) { free(secs); return -1; }
