@@ -404,28 +404,31 @@ static int fetch_point(const bcsv_row *r, const fit_opts *o, char **groups, size
 }
 
 /* Every fetch parameter is a cost or a capacity and must be >= 0. */
-static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold,
-                     const bcsv_table *t, const fit_opts *o, fit_section *s)
+/* What the fetch lines' inputs span: which parameters the data determine. */
+typedef struct {
+    int any_time;
+    size_t nrho;   /* distinct densities among the fitted lines */
+    double sms_min, sms_max, pool_min, pool_max;
+} fetch_span;
+
+/* The fetch points of every line (fitted ones first), the fitted ones' weights, ranges and
+ * span. */
+static int fetch_points(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                        const fit_opts *o, fit_section *s, char **groups, size_t *ng, fetch_pt *pt, double *y, double *w,
+                        fetch_span *sp)
 {
-    fetch_pt *pt = malloc((n + nhold + 1) * sizeof *pt);
-    double *y = malloc((n + nhold + 1) * sizeof *y), *w = malloc((n + 1) * sizeof *w);
-    if (!pt || !y || !w) abort();
-    char *groups[FIT_MAX_GROUPS];
-    size_t ng = 0;
-    int rc = 0, any_time = 0;
-    size_t nrho = 0; /* distinct densities among the fitted lines */
-    double sms_min = INFINITY, sms_max = -INFINITY, pool_min = INFINITY, pool_max = -INFINITY;
-    for (size_t i = 0; i < n + nhold && rc == 0; i++) {
+    *sp = (fetch_span){0, 0, INFINITY, -INFINITY, INFINITY, -INFINITY};
+    for (size_t i = 0; i < n + nhold; i++) {
         const bcsv_row *r = i < n ? rows[i] : hold[i - n];
-        rc = fetch_point(r, o, groups, &ng, &pt[i], &y[i], t->files[r->file]);
-        if (rc || i >= n) continue;
+        if (fetch_point(r, o, groups, ng, &pt[i], &y[i], t->files[r->file]) < 0) return -1;
+        if (i >= n) continue;
         w[i] = 1.0 / (y[i] * y[i]);
-        if (!isnan(pt[i].rows)) any_time = 1;
-        if (pt[i].sms < sms_min) sms_min = pt[i].sms;
-        if (pt[i].sms > sms_max) sms_max = pt[i].sms;
+        if (!isnan(pt[i].rows)) sp->any_time = 1;
+        if (pt[i].sms < sp->sms_min) sp->sms_min = pt[i].sms;
+        if (pt[i].sms > sp->sms_max) sp->sms_max = pt[i].sms;
         if (pt[i].group >= 0) {
-            if (pt[i].pool < pool_min) pool_min = pt[i].pool;
-            if (pt[i].pool > pool_max) pool_max = pt[i].pool;
+            if (pt[i].pool < sp->pool_min) sp->pool_min = pt[i].pool;
+            if (pt[i].pool > sp->pool_max) sp->pool_max = pt[i].pool;
         }
         range_add(s, "row_bytes", pt[i].s);
         range_add(s, "sms", pt[i].sms);
@@ -435,24 +438,93 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
             range_add(s, "density", pt[i].rho);
             int seen = 0;
             for (size_t j = 0; j < i && !seen; j++) seen = pt[j].rho == pt[i].rho;
-            nrho += !seen;
+            sp->nrho += !seen;
         }
     }
-    if (rc) goto out;
     /* A hold-out line with a pattern the fit never saw cannot be predicted. */
     for (size_t i = n; i < n + nhold; i++)
-        if (pt[i].group >= 0 && (size_t)pt[i].group >= ng) { rc = dh_err("internal pattern group"); goto out; }
+        if (pt[i].group >= 0 && (size_t)pt[i].group >= *ng) return dh_err("internal pattern group");
+    return 0;
+}
 
+/* One fit from start p0 (parameters in fx held): refit with any parameter that went below
+ * zero within two standard errors held at 0; further below is a non-physical result. 1 with
+ * the fit in r, fx, fitval, fitse; 0 with the reason in why. */
+static int fetch_try(const fit_model *fm, const double *y, const double *w, size_t n, double *p0, int *fx, char **groups,
+                     fit_result *r, double *fitval, double *fitse, char *why, size_t whycap)
+{
+    const size_t npar = fm->npar;
+    for (int round = 0; round <= (int)npar; round++) {
+        if (fit_nonlinear(fm, y, w, n, p0, fx, r) < 0) {
+            snprintf(why, whycap, "%s", dh_errmsg());
+            return 0;
+        }
+        int again = 0;
+        for (size_t j = 0; j < npar; j++) {
+            if (fx[j] || r->p[j] >= 0) continue;
+            if (r->p[j] < -2 * r->se[j]) {
+                snprintf(why, whycap, "fit is non-physical: parameter %s = %g (+- %g) is below zero beyond the noise",
+                         fetch_par_name(j, groups), r->p[j], r->se[j]);
+                return 0;
+            }
+            fitval[j] = r->p[j];
+            fitse[j] = r->se[j];
+            fx[j] = 1;
+            again = 1;
+        }
+        if (!again) return 1;
+        for (size_t k = 0; k < npar; k++) p0[k] = fx[k] && fitval[k] < 0 ? 0 : r->p[k];
+    }
+    return 1;
+}
+
+/* The fetch fit's coefficients, in the units of the report. */
+static void fetch_coefs(fit_section *s, const fit_result *best, const int *best_fixed, const double *best_fitval,
+                        const double *best_fitse, char **groups, size_t ng, int dens)
+{
+    const double *p = best->p, *se = best->se;
+#define ZERO(j) (best_fixed[j] && best_fitval[j] < 0)
+    coef_add(s, "t0_us", p[FIT_FP_T0], se[FIT_FP_T0], ZERO(FIT_FP_T0), best_fitval[FIT_FP_T0], best_fitse[FIT_FP_T0]);
+    coef_add(s, "sm_row_ns", p[FIT_FP_SM], se[FIT_FP_SM], ZERO(FIT_FP_SM), best_fitval[FIT_FP_SM], best_fitse[FIT_FP_SM]);
+    coef_add(s, "row_issue_ns", p[FIT_FP_ISSUE], se[FIT_FP_ISSUE], ZERO(FIT_FP_ISSUE), best_fitval[FIT_FP_ISSUE], best_fitse[FIT_FP_ISSUE]);
+    coef_add(s, "row_issue_ps_per_byte", p[FIT_FP_ISSUE_B] * 1e3, se[FIT_FP_ISSUE_B] * 1e3, ZERO(FIT_FP_ISSUE_B), best_fitval[FIT_FP_ISSUE_B] * 1e3, best_fitse[FIT_FP_ISSUE_B] * 1e3);
+    coef_add(s, "link_gbps", 1.0 / p[FIT_FP_LINK], se[FIT_FP_LINK] / (p[FIT_FP_LINK] * p[FIT_FP_LINK]), 0, 0, 0);
+    s->ngroups = ng;
+    for (size_t g = 0; g < ng; g++) snprintf(s->groups[g], sizeof s->groups[g], "%s", groups[g]);
+    if (ng) coef_add(s, "walk_reach_gb", p[FIT_FP_WALK], se[FIT_FP_WALK], ZERO(FIT_FP_WALK), best_fitval[FIT_FP_WALK], best_fitse[FIT_FP_WALK]);
+    if (dens)
+        for (int j = FIT_FP_DENS; j <= FIT_FP_DENS_POW; j++)
+            coef_add(s, fetch_par_name((size_t)j, groups), p[j], se[j], ZERO(j), best_fitval[j], best_fitse[j]);
+    for (size_t g = 0; g < ng; g++) {
+        char key[64];
+        snprintf(key, sizeof key, "page_ns_%s", groups[g]);
+        coef_add(s, key, p[FIT_FP_PAGE0 + 2 * g], se[FIT_FP_PAGE0 + 2 * g], ZERO(FIT_FP_PAGE0 + 2 * g), best_fitval[FIT_FP_PAGE0 + 2 * g], best_fitse[FIT_FP_PAGE0 + 2 * g]);
+        snprintf(key, sizeof key, "page_reach_%s", groups[g]);
+        coef_add(s, key, p[FIT_FP_PAGE0 + 2 * g + 1], se[FIT_FP_PAGE0 + 2 * g + 1], ZERO(FIT_FP_PAGE0 + 2 * g + 1), best_fitval[FIT_FP_PAGE0 + 2 * g + 1], best_fitse[FIT_FP_PAGE0 + 2 * g + 1]);
+    }
+#undef ZERO
+}
+
+static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold,
+                     const bcsv_table *t, const fit_opts *o, fit_section *s)
+{
+    fetch_pt *pt = dh_malloc((n + nhold + 1) * sizeof *pt);
+    double *y = dh_malloc((n + nhold + 1) * sizeof *y), *w = dh_malloc((n + 1) * sizeof *w);
+    char *groups[FIT_MAX_GROUPS];
+    size_t ng = 0;
+    fetch_span sp;
+    int rc = fetch_points(rows, n, hold, nhold, t, o, s, groups, &ng, pt, y, w, &sp);
+    if (rc) goto out;
     size_t npar = FIT_FP_PAGE0 + 2 * ng;
     int fixed[FIT_MAX_PAR] = {0};
     double p0[FIT_MAX_PAR] = {0};
     /* Inputs that never vary leave their parameter undetermined: fix it at a
      * neutral value and say so in the profile rather than report noise. */
-    if (!any_time) fixed[FIT_FP_T0] = 1;
-    if (sms_min == sms_max) fixed[FIT_FP_SM] = 1;
-    if (!(pool_min < pool_max)) fixed[FIT_FP_WALK] = 1;
+    if (!sp.any_time) fixed[FIT_FP_T0] = 1;
+    if (sp.sms_min == sp.sms_max) fixed[FIT_FP_SM] = 1;
+    if (!(sp.pool_min < sp.pool_max)) fixed[FIT_FP_WALK] = 1;
     /* The density curve's two parameters need at least three densities. */
-    int dens = nrho >= 3;
+    int dens = sp.nrho >= 3;
     if (!dens) fixed[FIT_FP_DENS] = fixed[FIT_FP_DENS_POW] = 1;
 
     fetch_model m = {pt};
@@ -472,7 +544,7 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
         p0[FIT_FP_ISSUE] = 10;
         p0[FIT_FP_ISSUE_B] = 0.005;
         p0[FIT_FP_LINK] = 1.0 / 50;
-        p0[FIT_FP_WALK] = fixed[FIT_FP_WALK] ? 0 : (isfinite(pool_min) ? pool_min / 2e9 : 0);
+        p0[FIT_FP_WALK] = fixed[FIT_FP_WALK] ? 0 : (isfinite(sp.pool_min) ? sp.pool_min / 2e9 : 0);
         /* No density term: D = 0 (density_ns 0); else a walk of tens of ns, shared by the
          * region's rows. */
         p0[FIT_FP_DENS] = dens ? 20 : 0;
@@ -482,33 +554,8 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
         double fitval[FIT_MAX_PAR] = {0}, fitse[FIT_MAX_PAR] = {0};
         memcpy(fx, fixed, sizeof fx);
         fit_result r;
-        int ok = 1;
-        /* Refit with any parameter that went below zero within two standard
-         * errors held at 0; further below is a non-physical result. */
-        for (int round = 0; round <= (int)npar && ok; round++) {
-            if (fit_nonlinear(&fm, y, w, n, p0, fx, &r) < 0) {
-                snprintf(last_err, sizeof last_err, "%s", dh_errmsg());
-                ok = 0;
-                break;
-            }
-            int again = 0;
-            for (size_t j = 0; j < npar; j++) {
-                if (fx[j] || r.p[j] >= 0) continue;
-                if (r.p[j] < -2 * r.se[j]) {
-                    snprintf(last_err, sizeof last_err, "fit is non-physical: parameter %s = %g (+- %g) is below zero beyond the noise",
-                             fetch_par_name(j, groups), r.p[j], r.se[j]);
-                    ok = 0;
-                    break;
-                }
-                fitval[j] = r.p[j];
-                fitse[j] = r.se[j];
-                fx[j] = 1;
-                again = 1;
-            }
-            if (!again || !ok) break;
-            for (size_t k = 0; k < npar; k++) p0[k] = fx[k] && fitval[k] < 0 ? 0 : r.p[k];
-        }
-        if (ok && (!have || r.chisq < best.chisq)) {
+        if (fetch_try(&fm, y, w, n, p0, fx, groups, &r, fitval, fitse, last_err, sizeof last_err) &&
+            (!have || r.chisq < best.chisq)) {
             best = r;
             have = 1;
             memcpy(best_fixed, fx, sizeof best_fixed);
@@ -526,31 +573,10 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
                     best.p[FIT_FP_LINK] ? 1.0 / best.p[FIT_FP_LINK] : INFINITY);
         goto out;
     }
-    const double *p = best.p, *se = best.se;
-#define ZERO(j) (best_fixed[j] && best_fitval[j] < 0)
-    coef_add(s, "t0_us", p[FIT_FP_T0], se[FIT_FP_T0], ZERO(FIT_FP_T0), best_fitval[FIT_FP_T0], best_fitse[FIT_FP_T0]);
-    coef_add(s, "sm_row_ns", p[FIT_FP_SM], se[FIT_FP_SM], ZERO(FIT_FP_SM), best_fitval[FIT_FP_SM], best_fitse[FIT_FP_SM]);
-    coef_add(s, "row_issue_ns", p[FIT_FP_ISSUE], se[FIT_FP_ISSUE], ZERO(FIT_FP_ISSUE), best_fitval[FIT_FP_ISSUE], best_fitse[FIT_FP_ISSUE]);
-    coef_add(s, "row_issue_ps_per_byte", p[FIT_FP_ISSUE_B] * 1e3, se[FIT_FP_ISSUE_B] * 1e3, ZERO(FIT_FP_ISSUE_B), best_fitval[FIT_FP_ISSUE_B] * 1e3, best_fitse[FIT_FP_ISSUE_B] * 1e3);
-    coef_add(s, "link_gbps", 1.0 / p[FIT_FP_LINK], se[FIT_FP_LINK] / (p[FIT_FP_LINK] * p[FIT_FP_LINK]), 0, 0, 0);
-    s->ngroups = ng;
-    for (size_t g = 0; g < ng; g++) snprintf(s->groups[g], sizeof s->groups[g], "%s", groups[g]);
-    if (ng) coef_add(s, "walk_reach_gb", p[FIT_FP_WALK], se[FIT_FP_WALK], ZERO(FIT_FP_WALK), best_fitval[FIT_FP_WALK], best_fitse[FIT_FP_WALK]);
-    if (dens)
-        for (int j = FIT_FP_DENS; j <= FIT_FP_DENS_POW; j++)
-            coef_add(s, fetch_par_name((size_t)j, groups), p[j], se[j], ZERO(j), best_fitval[j], best_fitse[j]);
-    for (size_t g = 0; g < ng; g++) {
-        char key[64];
-        snprintf(key, sizeof key, "page_ns_%s", groups[g]);
-        coef_add(s, key, p[FIT_FP_PAGE0 + 2 * g], se[FIT_FP_PAGE0 + 2 * g], ZERO(FIT_FP_PAGE0 + 2 * g), best_fitval[FIT_FP_PAGE0 + 2 * g], best_fitse[FIT_FP_PAGE0 + 2 * g]);
-        snprintf(key, sizeof key, "page_reach_%s", groups[g]);
-        coef_add(s, key, p[FIT_FP_PAGE0 + 2 * g + 1], se[FIT_FP_PAGE0 + 2 * g + 1], ZERO(FIT_FP_PAGE0 + 2 * g + 1), best_fitval[FIT_FP_PAGE0 + 2 * g + 1], best_fitse[FIT_FP_PAGE0 + 2 * g + 1]);
-#undef ZERO
-    }
+    fetch_coefs(s, &best, best_fixed, best_fitval, best_fitse, groups, ng, dens);
     if (nhold) {
-        double *pred = malloc(nhold * sizeof *pred);
-        if (!pred) abort();
-        for (size_t i = 0; i < nhold; i++) pred[i] = fetch_eval_pt(&pt[n + i], p, NULL);
+        double *pred = dh_malloc(nhold * sizeof *pred);
+        for (size_t i = 0; i < nhold; i++) pred[i] = fetch_eval_pt(&pt[n + i], best.p, NULL);
         fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
         free(pred);
     }
