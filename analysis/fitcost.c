@@ -1133,15 +1133,11 @@ static int tk_try(const fit_model *m, const double *y, const double *w, size_t n
                   both ? 1u << TK_Q : 0, name, c, why, whycap);
 }
 
-static int fit_topk(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
-                    const fit_opts *o, fit_section *s)
+/* The top-k lines' top-ks per launch, scores per request, k and times (fitted lines first),
+ * the fitted ones' weights and ranges, and the blocks at once (every line's sms, one value). */
+static int topk_points(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                       fit_section *s, double *topks, double *ctx, double *k, double *y, double *w)
 {
-    (void)o;
-    double *topks = malloc((n + nhold + 1) * sizeof *topks), *ctx = malloc((n + nhold + 1) * sizeof *ctx);
-    double *k = malloc((n + nhold + 1) * sizeof *k), *y = malloc((n + nhold + 1) * sizeof *y);
-    double *w = malloc((n + 1) * sizeof *w);
-    if (!topks || !ctx || !k || !y || !w) abort();
-    int rc = 0;
     for (size_t i = 0; i < n + nhold; i++) {
         const bcsv_row *r = i < n ? rows[i] : hold[i - n];
         const double batch = isnan(r->v[BCSV_BATCH]) ? 1 : r->v[BCSV_BATCH], q = isnan(r->v[BCSV_QUERIES]) ? 1 : r->v[BCSV_QUERIES];
@@ -1149,107 +1145,130 @@ static int fit_topk(const bcsv_row **rows, size_t n, const bcsv_row **hold, size
         ctx[i] = r->v[BCSV_CTX];
         k[i] = r->v[BCSV_K];
         y[i] = r->v[BCSV_MEDIAN_US];
-        if (!(r->v[BCSV_SMS] >= 1) || !(ctx[i] > 0) || !(k[i] > 0)) {
-            rc = dh_err("file '%s' line %ld: topk line lacks ctx, k or sms (the blocks that run at once, recorded by dhbench "
-                        "since the topk form)", t->files[r->file], r->line);
-            goto out;
-        }
+        if (!(r->v[BCSV_SMS] >= 1) || !(ctx[i] > 0) || !(k[i] > 0))
+            return dh_err("file '%s' line %ld: topk line lacks ctx, k or sms (the blocks that run at once, recorded by dhbench "
+                          "since the topk form)", t->files[r->file], r->line);
         if (i == 0) s->slots = r->v[BCSV_SMS];
-        else if (r->v[BCSV_SMS] != s->slots) {
-            rc = dh_err("file '%s' line %ld: topk line ran %g blocks at once (sms), another line %g: one device and version per fit",
-                        t->files[r->file], r->line, r->v[BCSV_SMS], s->slots);
-            goto out;
-        }
-        if (!(y[i] > 0)) { rc = dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line); goto out; }
+        else if (r->v[BCSV_SMS] != s->slots)
+            return dh_err("file '%s' line %ld: topk line ran %g blocks at once (sms), another line %g: one device and version per fit",
+                          t->files[r->file], r->line, r->v[BCSV_SMS], s->slots);
+        if (!(y[i] > 0)) return dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line);
         if (i >= n) continue;
         w[i] = 1.0 / (y[i] * y[i]);
         /* batch: the top-ks of a launch (requests x queries). */
         range_add(s, "batch", topks[i]); range_add(s, "ctx", ctx[i]); range_add(s, "k", k[i]);
     }
-    tk_model tm = {topks, ctx, k, s->slots};
-    fit_model fm = {TK_NPAR, tk_eval, &tm};
+    return 0;
+}
+
+enum { TK_ROWB = 1 << TK_ROW, TK_SCOREB = 1 << TK_SCORE };
+
+/* The candidates (each roofline term alone, then both from four starts; a both-term fit whose
+ * points all sit in one regime is not a candidate) and the one of least chi^2 in *best. */
+static int topk_best(const fit_model *fm, const tk_model *tm, const double *y, const double *w, size_t n, fit_section *s,
+                     nl_cand *cand, nl_cand **best)
+{
     /* Start values: a fixed cost under the fastest line, the per-score times through the
      * slowest points per score of a block and of a wave. */
     double ymin = y[0], per_row = INFINITY, per_score = INFINITY;
     for (size_t i = 0; i < n; i++) {
-        const double waves = ceil(topks[i] / s->slots - 1e-9), full = fmin(topks[i], s->slots);
+        const double waves = ceil(tm->topks[i] / s->slots - 1e-9), full = fmin(tm->topks[i], s->slots);
         if (y[i] < ymin) ymin = y[i];
-        per_row = fmin(per_row, y[i] / (waves * ctx[i]));
-        per_score = fmin(per_score, y[i] / (waves * full * ctx[i]));
+        per_row = fmin(per_row, y[i] / (waves * tm->ctx[i]));
+        per_score = fmin(per_score, y[i] / (waves * full * tm->ctx[i]));
     }
-    enum { ROW = 1 << TK_ROW, SCORE = 1 << TK_SCORE };
-    nl_cand cand[7], *best = NULL;
     size_t nc = 0;
     char why[256] = "no candidate converged";
     const double p0[TK_NPAR] = {0.3 * ymin, 0.3 * ymin, 0.5 * per_row, 0, 0.5 * per_score, 1};
-    const int have_row = tk_try(&fm, y, w, n, ROW, p0, &cand[nc], why, sizeof why) == 0;
+    const int have_row = tk_try(fm, y, w, n, TK_ROWB, p0, &cand[nc], why, sizeof why) == 0;
     if (have_row) nc++;
-    const int have_score = tk_try(&fm, y, w, n, SCORE, p0, &cand[nc], why, sizeof why) == 0;
+    const int have_score = tk_try(fm, y, w, n, TK_SCOREB, p0, &cand[nc], why, sizeof why) == 0;
     if (have_score) nc++;
-    {
-        /* Both terms, from the single-term fits that converged (as the indexer's roofline), or
-         * for a term whose fit alone failed (a fixed cost below zero, say) from the guess. */
-        const double *pr = have_row ? cand[0].r.p : p0, *ps = have_score ? cand[have_row].r.p : p0;
-        const double starts[4][3] = {{1, 1, 1.5}, {1, 0.5, 2}, {0.5, 1, 2}, {0.7, 0.7, 3}};
-        for (int j = 0; j < 4; j++) {
-            double pb[TK_NPAR] = {fmax(0, fmin(pr[TK_T0], ps[TK_T0])), fmax(0, fmin(pr[TK_WAVE], ps[TK_WAVE])),
-                                  starts[j][0] * pr[TK_ROW], fmax(0, fmax(pr[TK_K], ps[TK_K])), starts[j][1] * ps[TK_SCORE],
-                                  starts[j][2]};
-            nl_cand c;
-            if (tk_try(&fm, y, w, n, ROW | SCORE, pb, &c, why, sizeof why) < 0) continue;
-            size_t nrow = 0;   /* points whose every wave is bound by the block's pass */
-            for (size_t i = 0; i < n; i++) nrow += ctx[i] * c.r.p[TK_ROW] >= fmin(topks[i], s->slots) * ctx[i] * c.r.p[TK_SCORE];
-            if (nrow == 0 || nrow == n) continue;
-            cand[nc++] = c;
-        }
+    /* Both terms, from the single-term fits that converged (as the indexer's roofline), or
+     * for a term whose fit alone failed (a fixed cost below zero, say) from the guess. */
+    const double *pr = have_row ? cand[0].r.p : p0, *ps = have_score ? cand[have_row].r.p : p0;
+    const double starts[4][3] = {{1, 1, 1.5}, {1, 0.5, 2}, {0.5, 1, 2}, {0.7, 0.7, 3}};
+    for (int j = 0; j < 4; j++) {
+        double pb[TK_NPAR] = {fmax(0, fmin(pr[TK_T0], ps[TK_T0])), fmax(0, fmin(pr[TK_WAVE], ps[TK_WAVE])),
+                              starts[j][0] * pr[TK_ROW], fmax(0, fmax(pr[TK_K], ps[TK_K])), starts[j][1] * ps[TK_SCORE],
+                              starts[j][2]};
+        nl_cand c;
+        if (tk_try(fm, y, w, n, TK_ROWB | TK_SCOREB, pb, &c, why, sizeof why) < 0) continue;
+        size_t nrow = 0;   /* points whose every wave is bound by the block's pass */
+        for (size_t i = 0; i < n; i++)
+            nrow += tm->ctx[i] * c.r.p[TK_ROW] >= fmin(tm->topks[i], s->slots) * tm->ctx[i] * c.r.p[TK_SCORE];
+        if (nrow == 0 || nrow == n) continue;
+        cand[nc++] = c;
     }
+    *best = NULL;
     for (size_t j = 0; j < nc; j++)
-        if (!best || cand[j].r.chisq < best->r.chisq * (1 - 1e-9)) best = &cand[j];
-    if (!best) {
-        rc = dh_err("kernel '%s' version '%s': topk fit failed: %s", s->kernel, s->version, why);
-        goto out;
-    }
+        if (!*best || cand[j].r.chisq < (*best)->r.chisq * (1 - 1e-9)) *best = &cand[j];
+    if (!*best) return dh_err("kernel '%s' version '%s': topk fit failed: %s", s->kernel, s->version, why);
+    return 0;
+}
+
+/* The chosen candidate's coefficients; a term it leaves out is bounded by the points: the
+ * slowest per-score time at which every wave would still be bound by the other term. Its
+ * per-score times in *prow, *pscore. */
+static void topk_coefs(fit_section *s, const nl_cand *best, const tk_model *tm, size_t n, double *prow, double *pscore)
+{
     s->res = best->r;
     size_t free_par = 0;
     for (int j = 0; j < TK_NPAR; j++)
-        free_par += !best->zero[j] && (j == TK_ROW ? !!(best->terms & ROW) : j == TK_SCORE ? !!(best->terms & SCORE) : 1);
+        free_par += !best->zero[j] && (j == TK_ROW ? !!(best->terms & TK_ROWB) : j == TK_SCORE ? !!(best->terms & TK_SCOREB) : 1);
     s->res.npar = free_par;
     const double *p = best->r.p, *se = best->r.se;
     coef_add(s, "t0_us", p[TK_T0], se[TK_T0], best->zero[TK_T0], best->fit_value[TK_T0], best->fit_se[TK_T0]);
     coef_add(s, "wave_us", p[TK_WAVE], se[TK_WAVE], best->zero[TK_WAVE], best->fit_value[TK_WAVE], best->fit_se[TK_WAVE]);
-    /* A term the chosen fit leaves out is bounded by the points: the slowest per-score time at
-     * which every wave would still be bound by the other term. */
-    double prow = p[TK_ROW], pscore = p[TK_SCORE];
-    if (!(best->terms & ROW)) {
-        prow = INFINITY;
+    *prow = p[TK_ROW];
+    *pscore = p[TK_SCORE];
+    if (!(best->terms & TK_ROWB)) {
+        *prow = INFINITY;
         for (size_t i = 0; i < n; i++) {
-            const double rem = topks[i] - floor(topks[i] / s->slots + 1e-9) * s->slots;
-            prow = fmin(prow, (rem > 1e-9 ? rem : fmin(topks[i], s->slots)) * pscore);
+            const double rem = tm->topks[i] - floor(tm->topks[i] / s->slots + 1e-9) * s->slots;
+            *prow = fmin(*prow, (rem > 1e-9 ? rem : fmin(tm->topks[i], s->slots)) * *pscore);
         }
     }
-    if (!(best->terms & SCORE)) {
-        pscore = INFINITY;
-        for (size_t i = 0; i < n; i++) pscore = fmin(pscore, prow / fmin(topks[i], s->slots));
+    if (!(best->terms & TK_SCOREB)) {
+        *pscore = INFINITY;
+        for (size_t i = 0; i < n; i++) *pscore = fmin(*pscore, *prow / fmin(tm->topks[i], s->slots));
     }
-    coef_add(s, "row_ns", prow * 1e3, best->terms & ROW ? se[TK_ROW] * 1e3 : 0, 0, 0, 0);
-    s->coef[s->ncoef - 1].bound = !(best->terms & ROW);
+    coef_add(s, "row_ns", *prow * 1e3, best->terms & TK_ROWB ? se[TK_ROW] * 1e3 : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & TK_ROWB);
     coef_add(s, "k_ns", p[TK_K] * 1e3, se[TK_K] * 1e3, best->zero[TK_K], best->fit_value[TK_K] * 1e3, best->fit_se[TK_K] * 1e3);
-    coef_add(s, "score_gps", 1e-3 / pscore, best->terms & SCORE ? 1e-3 * se[TK_SCORE] / (pscore * pscore) : 0, 0, 0, 0);
-    s->coef[s->ncoef - 1].bound = !(best->terms & SCORE);
+    coef_add(s, "score_gps", 1e-3 / *pscore, best->terms & TK_SCOREB ? 1e-3 * se[TK_SCORE] / (*pscore * *pscore) : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & TK_SCOREB);
     /* With one term the steepness is not determined: 1 (a plain maximum). */
     coef_add(s, "steepness", p[TK_Q], se[TK_Q], 0, 0, 0);
-    s->coef[s->ncoef - 1].undetermined = best->terms != (ROW | SCORE);
-    if (nhold) {
-        /* As the profile will: a term the fit left out is absent (prof.c writes it 0). */
-        const double pe[TK_NPAR] = {p[TK_T0], p[TK_WAVE], best->terms & ROW ? prow : 0, p[TK_K],
-                                    best->terms & SCORE ? pscore : 0, p[TK_Q]};
-        double *pred = malloc(nhold * sizeof *pred);
-        if (!pred) abort();
-        for (size_t i = 0; i < nhold; i++) pred[i] = fit_topk_time_us(pe, topks[n + i], ctx[n + i], k[n + i], s->slots, NULL);
-        fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
-        free(pred);
+    s->coef[s->ncoef - 1].undetermined = best->terms != (TK_ROWB | TK_SCOREB);
+}
+
+static int fit_topk(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                    const fit_opts *o, fit_section *s)
+{
+    (void)o;
+    double *topks = dh_malloc((n + nhold + 1) * sizeof *topks), *ctx = dh_malloc((n + nhold + 1) * sizeof *ctx);
+    double *k = dh_malloc((n + nhold + 1) * sizeof *k), *y = dh_malloc((n + nhold + 1) * sizeof *y);
+    double *w = dh_malloc((n + 1) * sizeof *w);
+    int rc = topk_points(rows, n, hold, nhold, t, s, topks, ctx, k, y, w);
+    tk_model tm = {topks, ctx, k, s->slots};
+    fit_model fm = {TK_NPAR, tk_eval, &tm};
+    nl_cand cand[7], *best = NULL;
+    if (rc == 0) rc = topk_best(&fm, &tm, y, w, n, s, cand, &best);
+    if (rc == 0) {
+        double prow, pscore;
+        topk_coefs(s, best, &tm, n, &prow, &pscore);
+        if (nhold) {
+            /* As the profile will: a term the fit left out is absent (prof.c writes it 0). */
+            const double *p = best->r.p;
+            const double pe[TK_NPAR] = {p[TK_T0], p[TK_WAVE], best->terms & TK_ROWB ? prow : 0, p[TK_K],
+                                        best->terms & TK_SCOREB ? pscore : 0, p[TK_Q]};
+            double *pred = dh_malloc(nhold * sizeof *pred);
+            for (size_t i = 0; i < nhold; i++) pred[i] = fit_topk_time_us(pe, topks[n + i], ctx[n + i], k[n + i], s->slots, NULL);
+            fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
+            free(pred);
+        }
     }
-out:
     free(topks);
     free(ctx);
     free(k);
