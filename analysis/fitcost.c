@@ -952,35 +952,38 @@ static int ix_try(const fit_model *m, const double *y, const double *w, size_t n
     return nl_try(m, y, w, n, p0, 1u << IX_BYTE | 1u << IX_MAC, terms, 0, 1u << IX_T0, 0, name, c, why, whycap);
 }
 
-static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
-                       const fit_opts *o, fit_section *s)
+/* The indexer lines' key bytes, multiply-adds and times (fitted lines first), the fitted
+ * ones' weights and ranges. */
+static int indexer_points(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                          fit_section *s, double *bytes, double *macs, double *y, double *w)
 {
-    /* Lines without their bytes give the compute term alone (the linear form). */
-    for (size_t i = 0; i < n + nhold; i++)
-        if (isnan((i < n ? rows[i] : hold[i - n])->v[BCSV_BYTES])) return fit_lin(rows, n, hold, nhold, t, o, s);
-    double *bytes = malloc((n + nhold + 1) * sizeof *bytes), *macs = malloc((n + nhold + 1) * sizeof *macs);
-    double *y = malloc((n + nhold + 1) * sizeof *y), *w = malloc((n + 1) * sizeof *w);
-    if (!bytes || !macs || !y || !w) abort();
-    int rc = 0;
     for (size_t i = 0; i < n + nhold; i++) {
         const bcsv_row *r = i < n ? rows[i] : hold[i - n];
         const double batch = isnan(r->v[BCSV_BATCH]) ? 1 : r->v[BCSV_BATCH], q = isnan(r->v[BCSV_QUERIES]) ? 1 : r->v[BCSV_QUERIES];
         bytes[i] = r->v[BCSV_BYTES];
         macs[i] = !isnan(r->v[BCSV_FLOPS]) ? r->v[BCSV_FLOPS] / 2 : batch * q * r->v[BCSV_CTX] * r->v[BCSV_HEADS] * r->v[BCSV_KDIM];
         y[i] = r->v[BCSV_MEDIAN_US];
-        if (!(bytes[i] > 0) || !(macs[i] > 0) || !isfinite(macs[i])) {
-            rc = dh_err("file '%s' line %ld: indexer line lacks its bytes or its multiply-adds (flops, or ctx, heads and kdim)",
-                        t->files[r->file], r->line);
-            goto out;
-        }
-        if (!(y[i] > 0)) { rc = dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line); goto out; }
+        if (!(bytes[i] > 0) || !(macs[i] > 0) || !isfinite(macs[i]))
+            return dh_err("file '%s' line %ld: indexer line lacks its bytes or its multiply-adds (flops, or ctx, heads and kdim)",
+                          t->files[r->file], r->line);
+        if (!(y[i] > 0)) return dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line);
         if (i >= n) continue;
         w[i] = 1.0 / (y[i] * y[i]);
         range_add(s, "ctx", r->v[BCSV_CTX]); range_add(s, "heads", r->v[BCSV_HEADS]); range_add(s, "batch", batch);
         range_add(s, "queries", q); range_add(s, "bytes", bytes[i]); range_add(s, "macs", macs[i]);
     }
-    ix_model im = {bytes, macs};
-    fit_model fm = {IX_NPAR, ix_eval, &im};
+    return 0;
+}
+
+enum { IX_MEMB = 1 << IX_BYTE, IX_COMPB = 1 << IX_MAC };
+
+/* The candidates (the memory term alone, the compute term alone, both from three starts; a
+ * both-term fit whose points all sit in one regime is not a candidate) and the one of least
+ * residual in *best: a two-term fit must beat the single terms outright (ties go to the
+ * simpler model, which comes first). */
+static int indexer_best(const fit_model *fm, const double *bytes, const double *macs, const double *y, const double *w,
+                        size_t n, const fit_section *s, nl_cand *cand, nl_cand **best)
+{
     /* Start values: a fixed cost under the fastest line, each term alone through the points. */
     double ymin = y[0], per_byte = INFINITY, per_mac = INFINITY;
     for (size_t i = 0; i < n; i++) {
@@ -988,14 +991,12 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
         if (y[i] / bytes[i] < per_byte) per_byte = y[i] / bytes[i];
         if (y[i] / macs[i] < per_mac) per_mac = y[i] / macs[i];
     }
-    enum { MEM = 1 << IX_BYTE, COMP = 1 << IX_MAC };
-    nl_cand cand[5], *best = NULL;
     size_t nc = 0;
     char why[256] = "no candidate converged";
     double p0[IX_NPAR] = {0.5 * ymin, 0.5 * per_byte, 0.5 * per_mac};
-    int have_mem = ix_try(&fm, y, w, n, MEM, p0, &cand[nc], why, sizeof why) == 0;
+    int have_mem = ix_try(fm, y, w, n, IX_MEMB, p0, &cand[nc], why, sizeof why) == 0;
     if (have_mem) nc++;
-    int have_comp = ix_try(&fm, y, w, n, COMP, p0, &cand[nc], why, sizeof why) == 0;
+    int have_comp = ix_try(fm, y, w, n, IX_COMPB, p0, &cand[nc], why, sizeof why) == 0;
     if (have_comp) nc++;
     if (have_mem && have_comp) {
         /* Both terms, from the single-term fits: each point starts in whichever regime its
@@ -1006,7 +1007,7 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
             double pb[IX_NPAR] = {fmin(rm->p[IX_T0], rcp->p[IX_T0]), starts[k][0] * rm->p[IX_BYTE], starts[k][1] * rcp->p[IX_MAC]};
             if (pb[IX_T0] < 0) pb[IX_T0] = 0;
             nl_cand c;
-            if (ix_try(&fm, y, w, n, MEM | COMP, pb, &c, why, sizeof why) < 0) continue;
+            if (ix_try(fm, y, w, n, IX_MEMB | IX_COMPB, pb, &c, why, sizeof why) < 0) continue;
             /* Every point in one regime: the same model as that term alone. */
             size_t nmem = 0;
             for (size_t i = 0; i < n; i++) nmem += bytes[i] * c.r.p[IX_BYTE] >= macs[i] * c.r.p[IX_MAC];
@@ -1014,39 +1015,50 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
             cand[nc++] = c;
         }
     }
-    for (size_t k = 0; k < nc; k++) {
-        /* The least residual; a two-term fit must beat the single terms outright (ties go to
-         * the simpler model, which comes first). */
-        if (!best || cand[k].r.chisq < best->r.chisq * (1 - 1e-9)) best = &cand[k];
-    }
-    if (!best) {
-        rc = dh_err("kernel '%s' version '%s': indexer fit failed: %s", s->kernel, s->version, why);
-        goto out;
-    }
+    *best = NULL;
+    for (size_t k = 0; k < nc; k++)
+        if (!*best || cand[k].r.chisq < (*best)->r.chisq * (1 - 1e-9)) *best = &cand[k];
+    if (!*best) return dh_err("kernel '%s' version '%s': indexer fit failed: %s", s->kernel, s->version, why);
+    return 0;
+}
+
+static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                       const fit_opts *o, fit_section *s)
+{
+    /* Lines without their bytes give the compute term alone (the linear form). */
+    for (size_t i = 0; i < n + nhold; i++)
+        if (isnan((i < n ? rows[i] : hold[i - n])->v[BCSV_BYTES])) return fit_lin(rows, n, hold, nhold, t, o, s);
+    double *bytes = dh_malloc((n + nhold + 1) * sizeof *bytes), *macs = dh_malloc((n + nhold + 1) * sizeof *macs);
+    double *y = dh_malloc((n + nhold + 1) * sizeof *y), *w = dh_malloc((n + 1) * sizeof *w);
+    int rc = indexer_points(rows, n, hold, nhold, t, s, bytes, macs, y, w);
+    ix_model im = {bytes, macs};
+    fit_model fm = {IX_NPAR, ix_eval, &im};
+    nl_cand cand[5], *best = NULL;
+    if (rc == 0) rc = indexer_best(&fm, bytes, macs, y, w, n, s, cand, &best);
+    if (rc) goto out;
     s->res = best->r;
-    s->res.npar = (size_t)(!best->zero[IX_T0] + !!(best->terms & MEM) + !!(best->terms & COMP));   /* the free ones */
+    s->res.npar = (size_t)(!best->zero[IX_T0] + !!(best->terms & IX_MEMB) + !!(best->terms & IX_COMPB));   /* the free ones */
     const double *p = best->r.p, *se = best->r.se;
     coef_add(s, "t0_us", p[IX_T0], se[IX_T0], best->zero[IX_T0], best->fit_value[IX_T0], best->fit_se[IX_T0]);
     /* A term the chosen fit leaves out is bounded by the points: the slowest rate at which
      * every point would still be limited by the other term. */
     double bpb = p[IX_BYTE], bpm = p[IX_MAC];
-    if (!(best->terms & MEM)) {
+    if (!(best->terms & IX_MEMB)) {
         bpb = INFINITY;
         for (size_t i = 0; i < n; i++) bpb = fmin(bpb, macs[i] * p[IX_MAC] / bytes[i]);
     }
-    if (!(best->terms & COMP)) {
+    if (!(best->terms & IX_COMPB)) {
         bpm = INFINITY;
         for (size_t i = 0; i < n; i++) bpm = fmin(bpm, bytes[i] * p[IX_BYTE] / macs[i]);
     }
-    coef_add(s, "key_gbps", 1e-3 / bpb, best->terms & MEM ? 1e-3 * se[IX_BYTE] / (bpb * bpb) : 0, 0, 0, 0);
-    s->coef[s->ncoef - 1].bound = !(best->terms & MEM);
-    coef_add(s, "rate_gmacs", 1e-3 / bpm, best->terms & COMP ? 1e-3 * se[IX_MAC] / (bpm * bpm) : 0, 0, 0, 0);
-    s->coef[s->ncoef - 1].bound = !(best->terms & COMP);
+    coef_add(s, "key_gbps", 1e-3 / bpb, best->terms & IX_MEMB ? 1e-3 * se[IX_BYTE] / (bpb * bpb) : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & IX_MEMB);
+    coef_add(s, "rate_gmacs", 1e-3 / bpm, best->terms & IX_COMPB ? 1e-3 * se[IX_MAC] / (bpm * bpm) : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & IX_COMPB);
     if (nhold) {
         /* Held-out lines are predicted as the profile will: a bounded term at its bound. */
         const double pe[IX_NPAR] = {p[IX_T0], bpb, bpm};
-        double *pred = malloc(nhold * sizeof *pred);
-        if (!pred) abort();
+        double *pred = dh_malloc(nhold * sizeof *pred);
         for (size_t i = 0; i < nhold; i++) pred[i] = fit_indexer_time_us(pe, bytes[n + i], macs[n + i], NULL);
         fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
         free(pred);
