@@ -1362,13 +1362,54 @@ static int same_str(const char *a, const char *b) { return !strcmp(a ? a : "", b
 
 /* The "+beside_hbm" lines among the selected, checked fetch lines, each against its partner
  * (fitcost.h); *s is filled as section "fetch_beside". *found = 0 when there is no such line. */
+/* Line r's partner timed alone: every input the same, the pattern base without the suffix
+ * (config_key), in the same file; NULL if none. */
+static const bcsv_row *beside_partner(const bcsv_table *t, const bcsv_row *r, const char *base)
+{
+    char want[512], key[512];
+    config_key_as(r, base, want, sizeof want);
+    for (size_t j = 0; j < t->n; j++) {
+        const bcsv_row *c = &t->rows[j];
+        if (c->file != r->file || !bcsv_row_checked(c) || !same_str(c->s[BCSV_KERNEL], r->s[BCSV_KERNEL]) ||
+            !same_str(c->s[BCSV_VERSION], r->s[BCSV_VERSION]) || !same_str(c->s[BCSV_TIMING], r->s[BCSV_TIMING]))
+            continue;
+        config_key(c, key, sizeof key);
+        if (!strcmp(key, want)) return c;
+    }
+    return NULL;
+}
+
+/* The beside form fitted to the n pairs' slowdowns y at densities rho. */
+static int beside_fit(fit_section *s, const double *rho, const double *y, size_t n)
+{
+    if (n < 4) return dh_err("the fetch beside the memory system: %zu pairs; the form has 3 parameters (give 4 or more)", n);
+    double ymax = 0, lmin = INFINITY, lmax = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (y[i] > ymax) ymax = y[i];
+        if (log(rho[i]) < lmin) lmin = log(rho[i]);
+        if (log(rho[i]) > lmax) lmax = log(rho[i]);
+        range_add(s, "density", rho[i]);
+    }
+    const fit_model m = {3, beside_eval, rho};
+    const double p0[3] = {ymax > 0 ? ymax : 0.1, 0.5 * (lmin + lmax), 2};
+    int rc = fit_nonlinear(&m, y, NULL, n, p0, NULL, &s->res);
+    if (rc) return rc;
+    const double *p = s->res.p, *se = s->res.se;
+    if (!(p[0] >= 0) || !(p[2] > 0))
+        rc = dh_err("the fetch beside the memory system: the fit gave slowdown_max %.3g, steepness %.3g (need >= 0 and > 0)",
+                    p[0], p[2]);
+    coef_add(s, "slowdown_max", p[0], se[0], 0, 0, 0);
+    coef_add(s, "density_half", exp(p[1]), exp(p[1]) * se[1], 0, 0, 0);
+    coef_add(s, "steepness", p[2], se[2], 0, 0, 0);
+    return rc;
+}
+
 static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section *s, int *found, FILE *msg)
 {
     static const char suffix[] = "+beside_hbm";
     *found = 0;
     size_t n = 0, other = 0;
-    double *rho = malloc((t->n + 1) * sizeof *rho), *y = malloc((t->n + 1) * sizeof *y);
-    if (!rho || !y) abort();
+    double *rho = dh_malloc((t->n + 1) * sizeof *rho), *y = dh_malloc((t->n + 1) * sizeof *y);
     int rc = 0;
     memset(s, 0, sizeof *s);
     for (size_t i = 0; i < t->n && rc == 0; i++) {
@@ -1381,19 +1422,9 @@ static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section 
         if (!use || !bcsv_row_checked(r)) continue;
         if (strcmp(at, suffix)) { other++; continue; }   /* beside=alu and the like: reported */
         const size_t base_len = (size_t)(at - pat);
-        char base[64], want[512], key[512];
+        char base[64];
         snprintf(base, sizeof base, "%.*s", (int)base_len, pat);
-        /* The partner: every input the same, the pattern without the suffix (config_key). */
-        config_key_as(r, base, want, sizeof want);
-        const bcsv_row *a = NULL;
-        for (size_t j = 0; j < t->n && !a; j++) {
-            const bcsv_row *c = &t->rows[j];
-            if (c->file != r->file || !bcsv_row_checked(c) || !same_str(c->s[BCSV_KERNEL], r->s[BCSV_KERNEL]) ||
-                !same_str(c->s[BCSV_VERSION], r->s[BCSV_VERSION]) || !same_str(c->s[BCSV_TIMING], r->s[BCSV_TIMING]))
-                continue;
-            config_key(c, key, sizeof key);
-            if (!strcmp(key, want)) a = c;
-        }
+        const bcsv_row *a = beside_partner(t, r, base);
         if (!a) {
             rc = dh_err("%s line %ld: a fetch line beside the memory system (%s) without its partner timed alone "
                         "(pattern '%.*s', the same parameters, in the same file)",
@@ -1425,28 +1456,7 @@ static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section 
         snprintf(s->kernel, sizeof s->kernel, "fetch");
         snprintf(s->versions_seen, sizeof s->versions_seen, "%s", s->version);
         snprintf(s->selection, sizeof s->selection, "each '%s' line against its partner timed alone", suffix);
-        if (n < 4) {
-            rc = dh_err("the fetch beside the memory system: %zu pairs; the form has 3 parameters (give 4 or more)", n);
-        } else {
-            double ymax = 0, lmin = INFINITY, lmax = -INFINITY;
-            for (size_t i = 0; i < n; i++) {
-                if (y[i] > ymax) ymax = y[i];
-                if (log(rho[i]) < lmin) lmin = log(rho[i]);
-                if (log(rho[i]) > lmax) lmax = log(rho[i]);
-                range_add(s, "density", rho[i]);
-            }
-            const fit_model m = {3, beside_eval, rho};
-            const double p0[3] = {ymax > 0 ? ymax : 0.1, 0.5 * (lmin + lmax), 2};
-            if ((rc = fit_nonlinear(&m, y, NULL, n, p0, NULL, &s->res)) == 0) {
-                const double *p = s->res.p, *se = s->res.se;
-                if (!(p[0] >= 0) || !(p[2] > 0))
-                    rc = dh_err("the fetch beside the memory system: the fit gave slowdown_max %.3g, steepness %.3g "
-                                "(need >= 0 and > 0)", p[0], p[2]);
-                coef_add(s, "slowdown_max", p[0], se[0], 0, 0, 0);
-                coef_add(s, "density_half", exp(p[1]), exp(p[1]) * se[1], 0, 0, 0);
-                coef_add(s, "steepness", p[2], se[2], 0, 0, 0);
-            }
-        }
+        rc = beside_fit(s, rho, y, n);
     }
     if (rc == 0 && other && msg)
         fprintf(msg, "dhcal: %zu fetch lines beside other work than the memory system (beside=alu, ...) are not fitted\n", other);
