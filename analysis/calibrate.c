@@ -45,7 +45,8 @@ int cal_fit(const char *const *bench, size_t nbench, fit_opts *fo, prof_opts *po
             FILE *log)
 {
     /* Pages and regions must be counted with the sizes the simulator uses. */
-    if (po->base_path && prof_base_page_bytes(po->base_path, &fo->page_bytes, &fo->region_bytes) < 0) return -1;
+    if (po->base_path && prof_base_inputs(po->base_path, fo) < 0) return -1;
+    fo->weight_dtype = po->weight_dtype;
     bcsv_table t;
     bcsv_init(&t);
     int rc = 0;

@@ -10,6 +10,7 @@
 #include "sim/cost.h"
 #include "sim/hw.h"
 #include "common/dh_err.h"
+#include "common/mem.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -403,28 +404,31 @@ static int fetch_point(const bcsv_row *r, const fit_opts *o, char **groups, size
 }
 
 /* Every fetch parameter is a cost or a capacity and must be >= 0. */
-static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold,
-                     const bcsv_table *t, const fit_opts *o, fit_section *s)
+/* What the fetch lines' inputs span: which parameters the data determine. */
+typedef struct {
+    int any_time;
+    size_t nrho;   /* distinct densities among the fitted lines */
+    double sms_min, sms_max, pool_min, pool_max;
+} fetch_span;
+
+/* The fetch points of every line (fitted ones first), the fitted ones' weights, ranges and
+ * span. */
+static int fetch_points(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                        const fit_opts *o, fit_section *s, char **groups, size_t *ng, fetch_pt *pt, double *y, double *w,
+                        fetch_span *sp)
 {
-    fetch_pt *pt = malloc((n + nhold + 1) * sizeof *pt);
-    double *y = malloc((n + nhold + 1) * sizeof *y), *w = malloc((n + 1) * sizeof *w);
-    if (!pt || !y || !w) abort();
-    char *groups[FIT_MAX_GROUPS];
-    size_t ng = 0;
-    int rc = 0, any_time = 0;
-    size_t nrho = 0; /* distinct densities among the fitted lines */
-    double sms_min = INFINITY, sms_max = -INFINITY, pool_min = INFINITY, pool_max = -INFINITY;
-    for (size_t i = 0; i < n + nhold && rc == 0; i++) {
+    *sp = (fetch_span){0, 0, INFINITY, -INFINITY, INFINITY, -INFINITY};
+    for (size_t i = 0; i < n + nhold; i++) {
         const bcsv_row *r = i < n ? rows[i] : hold[i - n];
-        rc = fetch_point(r, o, groups, &ng, &pt[i], &y[i], t->files[r->file]);
-        if (rc || i >= n) continue;
+        if (fetch_point(r, o, groups, ng, &pt[i], &y[i], t->files[r->file]) < 0) return -1;
+        if (i >= n) continue;
         w[i] = 1.0 / (y[i] * y[i]);
-        if (!isnan(pt[i].rows)) any_time = 1;
-        if (pt[i].sms < sms_min) sms_min = pt[i].sms;
-        if (pt[i].sms > sms_max) sms_max = pt[i].sms;
+        if (!isnan(pt[i].rows)) sp->any_time = 1;
+        if (pt[i].sms < sp->sms_min) sp->sms_min = pt[i].sms;
+        if (pt[i].sms > sp->sms_max) sp->sms_max = pt[i].sms;
         if (pt[i].group >= 0) {
-            if (pt[i].pool < pool_min) pool_min = pt[i].pool;
-            if (pt[i].pool > pool_max) pool_max = pt[i].pool;
+            if (pt[i].pool < sp->pool_min) sp->pool_min = pt[i].pool;
+            if (pt[i].pool > sp->pool_max) sp->pool_max = pt[i].pool;
         }
         range_add(s, "row_bytes", pt[i].s);
         range_add(s, "sms", pt[i].sms);
@@ -434,24 +438,93 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
             range_add(s, "density", pt[i].rho);
             int seen = 0;
             for (size_t j = 0; j < i && !seen; j++) seen = pt[j].rho == pt[i].rho;
-            nrho += !seen;
+            sp->nrho += !seen;
         }
     }
-    if (rc) goto out;
     /* A hold-out line with a pattern the fit never saw cannot be predicted. */
     for (size_t i = n; i < n + nhold; i++)
-        if (pt[i].group >= 0 && (size_t)pt[i].group >= ng) { rc = dh_err("internal pattern group"); goto out; }
+        if (pt[i].group >= 0 && (size_t)pt[i].group >= *ng) return dh_err("internal pattern group");
+    return 0;
+}
 
+/* One fit from start p0 (parameters in fx held): refit with any parameter that went below
+ * zero within two standard errors held at 0; further below is a non-physical result. 1 with
+ * the fit in r, fx, fitval, fitse; 0 with the reason in why. */
+static int fetch_try(const fit_model *fm, const double *y, const double *w, size_t n, double *p0, int *fx, char **groups,
+                     fit_result *r, double *fitval, double *fitse, char *why, size_t whycap)
+{
+    const size_t npar = fm->npar;
+    for (int round = 0; round <= (int)npar; round++) {
+        if (fit_nonlinear(fm, y, w, n, p0, fx, r) < 0) {
+            snprintf(why, whycap, "%s", dh_errmsg());
+            return 0;
+        }
+        int again = 0;
+        for (size_t j = 0; j < npar; j++) {
+            if (fx[j] || r->p[j] >= 0) continue;
+            if (r->p[j] < -2 * r->se[j]) {
+                snprintf(why, whycap, "fit is non-physical: parameter %s = %g (+- %g) is below zero beyond the noise",
+                         fetch_par_name(j, groups), r->p[j], r->se[j]);
+                return 0;
+            }
+            fitval[j] = r->p[j];
+            fitse[j] = r->se[j];
+            fx[j] = 1;
+            again = 1;
+        }
+        if (!again) return 1;
+        for (size_t k = 0; k < npar; k++) p0[k] = fx[k] && fitval[k] < 0 ? 0 : r->p[k];
+    }
+    return 1;
+}
+
+/* The fetch fit's coefficients, in the units of the report. */
+static void fetch_coefs(fit_section *s, const fit_result *best, const int *best_fixed, const double *best_fitval,
+                        const double *best_fitse, char **groups, size_t ng, int dens)
+{
+    const double *p = best->p, *se = best->se;
+#define ZERO(j) (best_fixed[j] && best_fitval[j] < 0)
+    coef_add(s, "t0_us", p[FIT_FP_T0], se[FIT_FP_T0], ZERO(FIT_FP_T0), best_fitval[FIT_FP_T0], best_fitse[FIT_FP_T0]);
+    coef_add(s, "sm_row_ns", p[FIT_FP_SM], se[FIT_FP_SM], ZERO(FIT_FP_SM), best_fitval[FIT_FP_SM], best_fitse[FIT_FP_SM]);
+    coef_add(s, "row_issue_ns", p[FIT_FP_ISSUE], se[FIT_FP_ISSUE], ZERO(FIT_FP_ISSUE), best_fitval[FIT_FP_ISSUE], best_fitse[FIT_FP_ISSUE]);
+    coef_add(s, "row_issue_ps_per_byte", p[FIT_FP_ISSUE_B] * 1e3, se[FIT_FP_ISSUE_B] * 1e3, ZERO(FIT_FP_ISSUE_B), best_fitval[FIT_FP_ISSUE_B] * 1e3, best_fitse[FIT_FP_ISSUE_B] * 1e3);
+    coef_add(s, "link_gbps", 1.0 / p[FIT_FP_LINK], se[FIT_FP_LINK] / (p[FIT_FP_LINK] * p[FIT_FP_LINK]), 0, 0, 0);
+    s->ngroups = ng;
+    for (size_t g = 0; g < ng; g++) snprintf(s->groups[g], sizeof s->groups[g], "%s", groups[g]);
+    if (ng) coef_add(s, "walk_reach_gb", p[FIT_FP_WALK], se[FIT_FP_WALK], ZERO(FIT_FP_WALK), best_fitval[FIT_FP_WALK], best_fitse[FIT_FP_WALK]);
+    if (dens)
+        for (int j = FIT_FP_DENS; j <= FIT_FP_DENS_POW; j++)
+            coef_add(s, fetch_par_name((size_t)j, groups), p[j], se[j], ZERO(j), best_fitval[j], best_fitse[j]);
+    for (size_t g = 0; g < ng; g++) {
+        char key[64];
+        snprintf(key, sizeof key, "page_ns_%s", groups[g]);
+        coef_add(s, key, p[FIT_FP_PAGE0 + 2 * g], se[FIT_FP_PAGE0 + 2 * g], ZERO(FIT_FP_PAGE0 + 2 * g), best_fitval[FIT_FP_PAGE0 + 2 * g], best_fitse[FIT_FP_PAGE0 + 2 * g]);
+        snprintf(key, sizeof key, "page_reach_%s", groups[g]);
+        coef_add(s, key, p[FIT_FP_PAGE0 + 2 * g + 1], se[FIT_FP_PAGE0 + 2 * g + 1], ZERO(FIT_FP_PAGE0 + 2 * g + 1), best_fitval[FIT_FP_PAGE0 + 2 * g + 1], best_fitse[FIT_FP_PAGE0 + 2 * g + 1]);
+    }
+#undef ZERO
+}
+
+static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold,
+                     const bcsv_table *t, const fit_opts *o, fit_section *s)
+{
+    fetch_pt *pt = dh_malloc((n + nhold + 1) * sizeof *pt);
+    double *y = dh_malloc((n + nhold + 1) * sizeof *y), *w = dh_malloc((n + 1) * sizeof *w);
+    char *groups[FIT_MAX_GROUPS];
+    size_t ng = 0;
+    fetch_span sp;
+    int rc = fetch_points(rows, n, hold, nhold, t, o, s, groups, &ng, pt, y, w, &sp);
+    if (rc) goto out;
     size_t npar = FIT_FP_PAGE0 + 2 * ng;
     int fixed[FIT_MAX_PAR] = {0};
     double p0[FIT_MAX_PAR] = {0};
     /* Inputs that never vary leave their parameter undetermined: fix it at a
      * neutral value and say so in the profile rather than report noise. */
-    if (!any_time) fixed[FIT_FP_T0] = 1;
-    if (sms_min == sms_max) fixed[FIT_FP_SM] = 1;
-    if (!(pool_min < pool_max)) fixed[FIT_FP_WALK] = 1;
+    if (!sp.any_time) fixed[FIT_FP_T0] = 1;
+    if (sp.sms_min == sp.sms_max) fixed[FIT_FP_SM] = 1;
+    if (!(sp.pool_min < sp.pool_max)) fixed[FIT_FP_WALK] = 1;
     /* The density curve's two parameters need at least three densities. */
-    int dens = nrho >= 3;
+    int dens = sp.nrho >= 3;
     if (!dens) fixed[FIT_FP_DENS] = fixed[FIT_FP_DENS_POW] = 1;
 
     fetch_model m = {pt};
@@ -471,7 +544,7 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
         p0[FIT_FP_ISSUE] = 10;
         p0[FIT_FP_ISSUE_B] = 0.005;
         p0[FIT_FP_LINK] = 1.0 / 50;
-        p0[FIT_FP_WALK] = fixed[FIT_FP_WALK] ? 0 : (isfinite(pool_min) ? pool_min / 2e9 : 0);
+        p0[FIT_FP_WALK] = fixed[FIT_FP_WALK] ? 0 : (isfinite(sp.pool_min) ? sp.pool_min / 2e9 : 0);
         /* No density term: D = 0 (density_ns 0); else a walk of tens of ns, shared by the
          * region's rows. */
         p0[FIT_FP_DENS] = dens ? 20 : 0;
@@ -481,33 +554,8 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
         double fitval[FIT_MAX_PAR] = {0}, fitse[FIT_MAX_PAR] = {0};
         memcpy(fx, fixed, sizeof fx);
         fit_result r;
-        int ok = 1;
-        /* Refit with any parameter that went below zero within two standard
-         * errors held at 0; further below is a non-physical result. */
-        for (int round = 0; round <= (int)npar && ok; round++) {
-            if (fit_nonlinear(&fm, y, w, n, p0, fx, &r) < 0) {
-                snprintf(last_err, sizeof last_err, "%s", dh_errmsg());
-                ok = 0;
-                break;
-            }
-            int again = 0;
-            for (size_t j = 0; j < npar; j++) {
-                if (fx[j] || r.p[j] >= 0) continue;
-                if (r.p[j] < -2 * r.se[j]) {
-                    snprintf(last_err, sizeof last_err, "fit is non-physical: parameter %s = %g (+- %g) is below zero beyond the noise",
-                             fetch_par_name(j, groups), r.p[j], r.se[j]);
-                    ok = 0;
-                    break;
-                }
-                fitval[j] = r.p[j];
-                fitse[j] = r.se[j];
-                fx[j] = 1;
-                again = 1;
-            }
-            if (!again || !ok) break;
-            for (size_t k = 0; k < npar; k++) p0[k] = fx[k] && fitval[k] < 0 ? 0 : r.p[k];
-        }
-        if (ok && (!have || r.chisq < best.chisq)) {
+        if (fetch_try(&fm, y, w, n, p0, fx, groups, &r, fitval, fitse, last_err, sizeof last_err) &&
+            (!have || r.chisq < best.chisq)) {
             best = r;
             have = 1;
             memcpy(best_fixed, fx, sizeof best_fixed);
@@ -525,31 +573,10 @@ static int fit_fetch(const bcsv_row **rows, size_t n, const bcsv_row **hold, siz
                     best.p[FIT_FP_LINK] ? 1.0 / best.p[FIT_FP_LINK] : INFINITY);
         goto out;
     }
-    const double *p = best.p, *se = best.se;
-#define ZERO(j) (best_fixed[j] && best_fitval[j] < 0)
-    coef_add(s, "t0_us", p[FIT_FP_T0], se[FIT_FP_T0], ZERO(FIT_FP_T0), best_fitval[FIT_FP_T0], best_fitse[FIT_FP_T0]);
-    coef_add(s, "sm_row_ns", p[FIT_FP_SM], se[FIT_FP_SM], ZERO(FIT_FP_SM), best_fitval[FIT_FP_SM], best_fitse[FIT_FP_SM]);
-    coef_add(s, "row_issue_ns", p[FIT_FP_ISSUE], se[FIT_FP_ISSUE], ZERO(FIT_FP_ISSUE), best_fitval[FIT_FP_ISSUE], best_fitse[FIT_FP_ISSUE]);
-    coef_add(s, "row_issue_ps_per_byte", p[FIT_FP_ISSUE_B] * 1e3, se[FIT_FP_ISSUE_B] * 1e3, ZERO(FIT_FP_ISSUE_B), best_fitval[FIT_FP_ISSUE_B] * 1e3, best_fitse[FIT_FP_ISSUE_B] * 1e3);
-    coef_add(s, "link_gbps", 1.0 / p[FIT_FP_LINK], se[FIT_FP_LINK] / (p[FIT_FP_LINK] * p[FIT_FP_LINK]), 0, 0, 0);
-    s->ngroups = ng;
-    for (size_t g = 0; g < ng; g++) snprintf(s->groups[g], sizeof s->groups[g], "%s", groups[g]);
-    if (ng) coef_add(s, "walk_reach_gb", p[FIT_FP_WALK], se[FIT_FP_WALK], ZERO(FIT_FP_WALK), best_fitval[FIT_FP_WALK], best_fitse[FIT_FP_WALK]);
-    if (dens)
-        for (int j = FIT_FP_DENS; j <= FIT_FP_DENS_POW; j++)
-            coef_add(s, fetch_par_name((size_t)j, groups), p[j], se[j], ZERO(j), best_fitval[j], best_fitse[j]);
-    for (size_t g = 0; g < ng; g++) {
-        char key[64];
-        snprintf(key, sizeof key, "page_ns_%s", groups[g]);
-        coef_add(s, key, p[FIT_FP_PAGE0 + 2 * g], se[FIT_FP_PAGE0 + 2 * g], ZERO(FIT_FP_PAGE0 + 2 * g), best_fitval[FIT_FP_PAGE0 + 2 * g], best_fitse[FIT_FP_PAGE0 + 2 * g]);
-        snprintf(key, sizeof key, "page_reach_%s", groups[g]);
-        coef_add(s, key, p[FIT_FP_PAGE0 + 2 * g + 1], se[FIT_FP_PAGE0 + 2 * g + 1], ZERO(FIT_FP_PAGE0 + 2 * g + 1), best_fitval[FIT_FP_PAGE0 + 2 * g + 1], best_fitse[FIT_FP_PAGE0 + 2 * g + 1]);
-#undef ZERO
-    }
+    fetch_coefs(s, &best, best_fixed, best_fitval, best_fitse, groups, ng, dens);
     if (nhold) {
-        double *pred = malloc(nhold * sizeof *pred);
-        if (!pred) abort();
-        for (size_t i = 0; i < nhold; i++) pred[i] = fetch_eval_pt(&pt[n + i], p, NULL);
+        double *pred = dh_malloc(nhold * sizeof *pred);
+        for (size_t i = 0; i < nhold; i++) pred[i] = fetch_eval_pt(&pt[n + i], best.p, NULL);
         fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
         free(pred);
     }
@@ -560,9 +587,10 @@ out:
     return rc;
 }
 
-/* ---- linear forms ----------------------------------------------------------- */
+/* ---- linear forms, and the roofline forms of the attention and the GEMMs ------ */
 
 #define LIN_MAX 4
+#define LIN_ROUNDS 8   /* regime assignments tried before a fit that keeps changing them fails */
 
 typedef struct {
     const char *key;          /* profile key */
@@ -570,7 +598,8 @@ typedef struct {
     double scale;
 } lin_term;
 
-/* Design row of a line for a linear form; returns the number of terms. */
+/* Design row of a line for a linear form; returns the number of terms. For the hbm and gemm
+ * forms term 1 is the bytes' time, to which the roofline's tensor time is the alternative. */
 static size_t lin_design(fit_form f, const bcsv_row *r, double *x, lin_term *terms)
 {
     double batch = isnan(r->v[BCSV_BATCH]) ? 1 : r->v[BCSV_BATCH];
@@ -605,63 +634,121 @@ static size_t lin_design(fit_form f, const bcsv_row *r, double *x, lin_term *ter
     return 0;
 }
 
-static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold,
-                   const bcsv_table *t, const fit_opts *o, fit_section *s)
+/* Whether the line's tensor work is FP8 (the attention's rows, a GEMM's dtype): anything but
+ * a "bf16" dtype. */
+static int line_fp8(const bcsv_row *r) { return !(r->s[BCSV_DTYPE] && !strcmp(r->s[BCSV_DTYPE], "bf16")); }
+
+/* The roofline a section's tensor term is evaluated at: the section's own, or without one a
+ * roofline of infinite tensor rate (no tensor term). */
+static cost_roofline section_roof(const fit_section *s)
 {
+    if (s->roof.sms > 0) return s->roof;
+    return (cost_roofline){0, INFINITY, INFINITY, INFINITY, 1, 1};
+}
+
+/* The line's tensor time in us at the section's roofline on the whole GPU (a benchmark has
+ * every SM), as the simulator evaluates it (cost_tensor_time); 0 for the forms without one
+ * and for lines without flops. */
+static double lin_tensor_us(const fit_section *s, const bcsv_row *r)
+{
+    if ((s->form != FIT_FORM_HBM && s->form != FIT_FORM_GEMM) || isnan(r->v[BCSV_FLOPS])) return 0;
+    const cost_roofline roof = section_roof(s);
+    return cost_tensor_time(&roof, r->v[BCSV_FLOPS], line_fp8(r), roof.sms) * 1e6;
+}
+
+double fit_line_time_us(const fit_section *s, const bcsv_row *r)
+{
+    double x[LIN_MAX];
     lin_term terms[LIN_MAX];
-    size_t nt = 0;
-    double *X = malloc((n + nhold + 1) * LIN_MAX * sizeof *X), *y = malloc((n + nhold + 1) * sizeof *y);
-    double *w = malloc((n + 1) * sizeof *w), *Xa = malloc((n + 1) * LIN_MAX * sizeof *Xa);
-    if (!X || !y || !w || !Xa) abort();
-    int rc = 0;
+    const size_t nt = lin_design(s->form, r, x, terms);
+    double c[LIN_MAX] = {0};
+    for (size_t j = 0; j < nt; j++) {
+        const fit_coef *fc = &s->coef[j];
+        c[j] = terms[j].rate ? terms[j].scale / fc->value : fc->value;
+    }
+    const double flops = isnan(r->v[BCSV_FLOPS]) ? 0 : r->v[BCSV_FLOPS];
+    const cost_roofline roof = section_roof(s);
+    if (s->form == FIT_FORM_HBM) {
+        /* The simulator's attention (sim/cost.c) with the fit's coefficients; the union-row
+         * term (a verification kernel reading its queries' union once) is the fit's alone. */
+        const cost_model cm = {.roof = roof, .attn = {COST_FITTED, c[0] * 1e-6, 1e6 / c[1], c[2] * 1e-6}};
+        return cost_attention_time(&cm, x[1], flops, x[2], line_fp8(r), roof.sms) * 1e6 + c[3] * x[3];
+    }
+    if (s->form == FIT_FORM_GEMM) {
+        /* The simulator's GEMM form for one launch: its fixed cost is the fit's t0. */
+        const cost_model cm = {.roof = roof, .gemm = {COST_FITTED, c[0] * 1e-6, 1e6 / c[1]}};
+        return cost_gemm_time(&cm, x[1], flops, line_fp8(r), roof.sms) * 1e6;
+    }
+    double t = 0;
+    for (size_t j = 0; j < nt; j++) t += x[j] * c[j];
+    return t;
+}
+
+/* The design and times of every line (fitted ones first, then the held-out ones), and each
+ * fitted line's weight and inputs into the section's ranges. */
+static int lin_points(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                      fit_section *s, double *X, double *y, double *w, lin_term *terms, size_t *nt)
+{
     for (size_t i = 0; i < n + nhold; i++) {
         const bcsv_row *r = i < n ? rows[i] : hold[i - n];
-        nt = lin_design(s->form, r, X + i * LIN_MAX, terms);
+        *nt = lin_design(s->form, r, X + i * LIN_MAX, terms);
         y[i] = r->v[BCSV_MEDIAN_US];
-        for (size_t j = 0; j < nt; j++)
-            if (!isfinite(X[i * LIN_MAX + j]) || X[i * LIN_MAX + j] < 0) {
-                rc = dh_err("file '%s' line %ld: %s line lacks an input of term '%s'", t->files[r->file], r->line,
-                            fit_form_name(s->form), terms[j].key);
-                goto out;
-            }
-        if (!(y[i] > 0)) { rc = dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line); goto out; }
-        if (i < n) w[i] = 1.0 / (y[i] * y[i]);
+        for (size_t j = 0; j < *nt; j++)
+            if (!isfinite(X[i * LIN_MAX + j]) || X[i * LIN_MAX + j] < 0)
+                return dh_err("file '%s' line %ld: %s line lacks an input of term '%s'", t->files[r->file], r->line,
+                              fit_form_name(s->form), terms[j].key);
+        if (!(y[i] > 0)) return dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line);
+        if (i >= n) continue;
+        w[i] = 1.0 / (y[i] * y[i]);
         switch (s->form) {
         case FIT_FORM_HBM:
-            if (i < n) { range_add(s, "bytes", r->v[BCSV_BYTES]); range_add(s, "batch", r->v[BCSV_BATCH]);
-                         range_add(s, "queries", r->v[BCSV_QUERIES]); range_add(s, "union_rows", r->v[BCSV_UNION_ROWS]);
-                         range_add(s, "k", r->v[BCSV_K]); }
+            range_add(s, "bytes", r->v[BCSV_BYTES]); range_add(s, "batch", r->v[BCSV_BATCH]);
+            range_add(s, "queries", r->v[BCSV_QUERIES]); range_add(s, "union_rows", r->v[BCSV_UNION_ROWS]);
+            range_add(s, "k", r->v[BCSV_K]);
             break;
         case FIT_FORM_INDEXER:
-            if (i < n) { range_add(s, "ctx", r->v[BCSV_CTX]); range_add(s, "heads", r->v[BCSV_HEADS]);
-                         range_add(s, "kdim", r->v[BCSV_KDIM]); range_add(s, "batch", r->v[BCSV_BATCH]); }
+            range_add(s, "ctx", r->v[BCSV_CTX]); range_add(s, "heads", r->v[BCSV_HEADS]);
+            range_add(s, "kdim", r->v[BCSV_KDIM]); range_add(s, "batch", r->v[BCSV_BATCH]);
             break;
         case FIT_FORM_CONST:
-            if (i < n) { range_add(s, "batch", r->v[BCSV_BATCH]); range_add(s, "ctx", r->v[BCSV_CTX]);
-                         range_add(s, "k", r->v[BCSV_K]); }
+            range_add(s, "batch", r->v[BCSV_BATCH]); range_add(s, "ctx", r->v[BCSV_CTX]); range_add(s, "k", r->v[BCSV_K]);
             break;
         default:
-            if (i < n) { range_add(s, "bytes", r->v[BCSV_BYTES]); range_add(s, "flops", r->v[BCSV_FLOPS]); range_add(s, "m", r->v[BCSV_M]);
-                         range_add(s, "n", r->v[BCSV_N]); range_add(s, "kdim", r->v[BCSV_KDIM]); }
+            range_add(s, "bytes", r->v[BCSV_BYTES]); range_add(s, "flops", r->v[BCSV_FLOPS]); range_add(s, "m", r->v[BCSV_M]);
+            range_add(s, "n", r->v[BCSV_N]); range_add(s, "kdim", r->v[BCSV_KDIM]);
         }
     }
-    /* Terms whose input is constant across the points (every line has zero
-     * union rows, say) are not determined by the data: leave them out. */
-    int active[LIN_MAX], zeroed[LIN_MAX] = {0}, undetermined[LIN_MAX] = {0};
-    double fitval[LIN_MAX] = {0}, fitse[LIN_MAX] = {0};
+    return 0;
+}
+
+/* One linear solve of the fitted lines' design X against y: terms whose input never varies
+ * are left out, a per-item term the bytes make collinear too, a fixed or per-item cost below
+ * 0 inside the noise is held at 0 and the fit repeated. The result in full / fse (0 for a
+ * term left out), the flags per term. */
+typedef struct {
+    fit_result r;
+    double full[LIN_MAX], fse[LIN_MAX], fitval[LIN_MAX], fitse[LIN_MAX];
+    int zeroed[LIN_MAX], undetermined[LIN_MAX];
+} lin_fit;
+
+static int lin_solve(const double *X, const double *y, const double *w, size_t n, size_t nt, const lin_term *terms,
+                     const fit_section *s, double *Xa, lin_fit *lf)
+{
+    memset(lf, 0, sizeof *lf);
+    int active[LIN_MAX];
     for (size_t j = 0; j < nt; j++) {
         active[j] = 1;
         if (j == 0) continue;
         int varies = 0;
         for (size_t i = 1; i < n; i++) if (X[i * LIN_MAX + j] != X[j]) varies = 1;
-        if (!varies && !terms[j].rate) { active[j] = 0; undetermined[j] = 1; }
+        if (!varies && !terms[j].rate) { active[j] = 0; lf->undetermined[j] = 1; }
     }
-    fit_result r;
-    for (int round = 0; ; round++) {
+    for (;;) {
         size_t na = 0, map[LIN_MAX];
         for (size_t j = 0; j < nt; j++) if (active[j]) map[na++] = j;
         for (size_t i = 0; i < n; i++)
             for (size_t a = 0; a < na; a++) Xa[i * na + a] = X[i * LIN_MAX + map[a]];
+        fit_result r;
         if (fit_linear(Xa, y, w, n, na, &r) < 0) {
             /* A per-item term proportional to the bytes (union rows when the
              * bytes are the union's rows) cannot be told apart from the
@@ -669,60 +756,108 @@ static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_
             size_t drop = 0;
             for (size_t a = na; a-- > 1;)
                 if (!terms[map[a]].rate) { drop = map[a]; break; }
-            if (!drop || !strstr(dh_errmsg(), "determine only")) {
-                rc = dh_err_prefix("kernel '%s' version '%s': %s fit: ", s->kernel, s->version, fit_form_name(s->form));
-                goto out;
-            }
+            if (!drop || !strstr(dh_errmsg(), "determine only"))
+                return dh_err_prefix("kernel '%s' version '%s': %s fit: ", s->kernel, s->version, fit_form_name(s->form));
             active[drop] = 0;
-            undetermined[drop] = 1;
+            lf->undetermined[drop] = 1;
             continue;
         }
         int again = 0;
         for (size_t a = 0; a < na; a++) {
-            lin_term *tm = &terms[map[a]];
-            if (tm->rate && !(r.p[a] > 0)) {
-                rc = dh_err("kernel '%s' version '%s': %s fit is non-physical: %s = %g", s->kernel, s->version,
-                            fit_form_name(s->form), tm->key, r.p[a] ? tm->scale / r.p[a] : INFINITY);
-                goto out;
-            }
+            const lin_term *tm = &terms[map[a]];
+            if (tm->rate && !(r.p[a] > 0))
+                return dh_err("kernel '%s' version '%s': %s fit is non-physical: %s = %g", s->kernel, s->version,
+                              fit_form_name(s->form), tm->key, r.p[a] ? tm->scale / r.p[a] : INFINITY);
             if (!tm->rate && r.p[a] < 0) {
-                if (r.p[a] < -2 * r.se[a]) {
-                    rc = dh_err("kernel '%s' version '%s': %s fit is non-physical: %s = %g (+- %g) is below zero beyond the noise",
-                                s->kernel, s->version, fit_form_name(s->form), tm->key, r.p[a], r.se[a]);
-                    goto out;
-                }
-                active[map[a]] = 0; zeroed[map[a]] = 1; fitval[map[a]] = r.p[a]; fitse[map[a]] = r.se[a]; again = 1;
+                if (r.p[a] < -2 * r.se[a])
+                    return dh_err("kernel '%s' version '%s': %s fit is non-physical: %s = %g (+- %g) is below zero beyond "
+                                  "the noise", s->kernel, s->version, fit_form_name(s->form), tm->key, r.p[a], r.se[a]);
+                active[map[a]] = 0; lf->zeroed[map[a]] = 1; lf->fitval[map[a]] = r.p[a]; lf->fitse[map[a]] = r.se[a];
+                again = 1;
             }
         }
-        if (!again) {
-            double full[LIN_MAX] = {0}, fse[LIN_MAX] = {0};
-            for (size_t a = 0; a < na; a++) { full[map[a]] = r.p[a]; fse[map[a]] = r.se[a]; }
-            s->res = r;
-            for (size_t j = 0; j < nt; j++) {
-                if (terms[j].rate) coef_add(s, terms[j].key, terms[j].scale / full[j], terms[j].scale * fse[j] / (full[j] * full[j]), 0, 0, 0);
-                else {
-                    coef_add(s, terms[j].key, full[j], fse[j], zeroed[j], fitval[j], fitse[j]);
-                    s->coef[s->ncoef - 1].undetermined = undetermined[j];
-                }
-            }
-            if (nhold) {
-                double *pred = malloc(nhold * sizeof *pred);
-                if (!pred) abort();
-                for (size_t i = 0; i < nhold; i++) {
-                    pred[i] = 0;
-                    for (size_t j = 0; j < nt; j++) pred[i] += X[(n + i) * LIN_MAX + j] * full[j];
-                }
-                fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
-                free(pred);
-            }
-            break;
-        }
+        if (again) continue;
+        for (size_t a = 0; a < na; a++) { lf->full[map[a]] = r.p[a]; lf->fse[map[a]] = r.se[a]; }
+        lf->r = r;
+        return 0;
     }
-out:
+}
+
+/* The hbm and gemm forms are the simulator's: t0 (+ per-item terms) + max(bytes / rate, the
+ * roofline's tensor time tf), tf known per line. For a given assignment of the lines to the
+ * two regimes that is linear: a tensor-bound line's bytes column is 0 and its time less tf.
+ * Starting from every line bound by its bytes, the fit is repeated with the regimes its rate
+ * gives until they no longer change (lines far from the knee: once; a fit that keeps changing
+ * them after LIN_ROUNDS fails). With no roofline (or no flops) every tf is 0: the plain linear
+ * fit. O(rounds x lines x terms^2). */
+static int fit_lin(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold,
+                   const bcsv_table *t, const fit_opts *o, fit_section *s)
+{
+    (void)o;
+    lin_term terms[LIN_MAX];
+    size_t nt = 0;
+    double *X = dh_malloc((n + nhold + 1) * LIN_MAX * sizeof *X), *y = dh_malloc((n + nhold + 1) * sizeof *y);
+    double *w = dh_malloc((n + 1) * sizeof *w), *Xa = dh_malloc((n + 1) * LIN_MAX * sizeof *Xa);
+    double *Xr = dh_malloc((n + 1) * LIN_MAX * sizeof *Xr), *yr = dh_malloc((n + 1) * sizeof *yr);
+    double *tf = dh_malloc((n + 1) * sizeof *tf);
+    int *tensor = dh_calloc(n + 1, sizeof *tensor);
+    lin_fit lf;
+    int rc = lin_points(rows, n, hold, nhold, t, s, X, y, w, terms, &nt);
+    size_t tensor_bound = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) tf[i] = lin_tensor_us(s, rows[i]);
+    for (int round = 0; rc == 0; round++) {
+        for (size_t i = 0; i < n; i++) {
+            memcpy(Xr + i * LIN_MAX, X + i * LIN_MAX, LIN_MAX * sizeof *Xr);
+            yr[i] = y[i];
+            if (tensor[i]) { Xr[i * LIN_MAX + 1] = 0; yr[i] -= tf[i]; }
+        }
+        if ((rc = lin_solve(Xr, yr, w, n, nt, terms, s, Xa, &lf)) < 0) break;
+        if (nt < 2 || !terms[1].rate || (s->form != FIT_FORM_HBM && s->form != FIT_FORM_GEMM)) break;
+        int changed = 0;
+        tensor_bound = 0;
+        for (size_t i = 0; i < n; i++) {
+            const int tb = tf[i] > X[i * LIN_MAX + 1] * lf.full[1];
+            changed |= tb != tensor[i];
+            tensor[i] = tb;
+            tensor_bound += tb;
+        }
+        if (!changed) break;
+        if (round + 1 == LIN_ROUNDS)
+            rc = dh_err("kernel '%s' version '%s': %s fit: the lines bound by the tensor rate keep changing after %d fits",
+                        s->kernel, s->version, fit_form_name(s->form), LIN_ROUNDS);
+    }
+    if (rc == 0) {
+        s->res = lf.r;
+        for (size_t j = 0; j < nt; j++) {
+            if (terms[j].rate)
+                coef_add(s, terms[j].key, terms[j].scale / lf.full[j], terms[j].scale * lf.fse[j] / (lf.full[j] * lf.full[j]),
+                         0, 0, 0);
+            else {
+                coef_add(s, terms[j].key, lf.full[j], lf.fse[j], lf.zeroed[j], lf.fitval[j], lf.fitse[j]);
+                s->coef[s->ncoef - 1].undetermined = lf.undetermined[j];
+            }
+        }
+        s->tensor_bound = tensor_bound;
+        double *pred = dh_malloc((n + nhold + 1) * sizeof *pred);
+        for (size_t i = 0; i < n + nhold; i++) pred[i] = fit_line_time_us(s, i < n ? rows[i] : hold[i - n]);
+        /* With lines bound by the tensor rate the statistics are those of the whole form on
+         * the measured times (the solve saw them less tf). */
+        if (tensor_bound) {
+            const size_t npar = s->res.npar;
+            fit_stats(pred, y, w, n, &s->res);
+            s->res.npar = npar;
+        }
+        if (nhold) fit_error_distribution(pred + n, y + n, nhold, &s->holdout_err);
+        free(pred);
+    }
     free(X);
     free(y);
     free(w);
     free(Xa);
+    free(Xr);
+    free(yr);
+    free(tf);
+    free(tensor);
     return rc;
 }
 
@@ -817,35 +952,38 @@ static int ix_try(const fit_model *m, const double *y, const double *w, size_t n
     return nl_try(m, y, w, n, p0, 1u << IX_BYTE | 1u << IX_MAC, terms, 0, 1u << IX_T0, 0, name, c, why, whycap);
 }
 
-static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
-                       const fit_opts *o, fit_section *s)
+/* The indexer lines' key bytes, multiply-adds and times (fitted lines first), the fitted
+ * ones' weights and ranges. */
+static int indexer_points(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                          fit_section *s, double *bytes, double *macs, double *y, double *w)
 {
-    /* Lines without their bytes give the compute term alone (the linear form). */
-    for (size_t i = 0; i < n + nhold; i++)
-        if (isnan((i < n ? rows[i] : hold[i - n])->v[BCSV_BYTES])) return fit_lin(rows, n, hold, nhold, t, o, s);
-    double *bytes = malloc((n + nhold + 1) * sizeof *bytes), *macs = malloc((n + nhold + 1) * sizeof *macs);
-    double *y = malloc((n + nhold + 1) * sizeof *y), *w = malloc((n + 1) * sizeof *w);
-    if (!bytes || !macs || !y || !w) abort();
-    int rc = 0;
     for (size_t i = 0; i < n + nhold; i++) {
         const bcsv_row *r = i < n ? rows[i] : hold[i - n];
         const double batch = isnan(r->v[BCSV_BATCH]) ? 1 : r->v[BCSV_BATCH], q = isnan(r->v[BCSV_QUERIES]) ? 1 : r->v[BCSV_QUERIES];
         bytes[i] = r->v[BCSV_BYTES];
         macs[i] = !isnan(r->v[BCSV_FLOPS]) ? r->v[BCSV_FLOPS] / 2 : batch * q * r->v[BCSV_CTX] * r->v[BCSV_HEADS] * r->v[BCSV_KDIM];
         y[i] = r->v[BCSV_MEDIAN_US];
-        if (!(bytes[i] > 0) || !(macs[i] > 0) || !isfinite(macs[i])) {
-            rc = dh_err("file '%s' line %ld: indexer line lacks its bytes or its multiply-adds (flops, or ctx, heads and kdim)",
-                        t->files[r->file], r->line);
-            goto out;
-        }
-        if (!(y[i] > 0)) { rc = dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line); goto out; }
+        if (!(bytes[i] > 0) || !(macs[i] > 0) || !isfinite(macs[i]))
+            return dh_err("file '%s' line %ld: indexer line lacks its bytes or its multiply-adds (flops, or ctx, heads and kdim)",
+                          t->files[r->file], r->line);
+        if (!(y[i] > 0)) return dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line);
         if (i >= n) continue;
         w[i] = 1.0 / (y[i] * y[i]);
         range_add(s, "ctx", r->v[BCSV_CTX]); range_add(s, "heads", r->v[BCSV_HEADS]); range_add(s, "batch", batch);
         range_add(s, "queries", q); range_add(s, "bytes", bytes[i]); range_add(s, "macs", macs[i]);
     }
-    ix_model im = {bytes, macs};
-    fit_model fm = {IX_NPAR, ix_eval, &im};
+    return 0;
+}
+
+enum { IX_MEMB = 1 << IX_BYTE, IX_COMPB = 1 << IX_MAC };
+
+/* The candidates (the memory term alone, the compute term alone, both from three starts; a
+ * both-term fit whose points all sit in one regime is not a candidate) and the one of least
+ * residual in *best: a two-term fit must beat the single terms outright (ties go to the
+ * simpler model, which comes first). */
+static int indexer_best(const fit_model *fm, const double *bytes, const double *macs, const double *y, const double *w,
+                        size_t n, const fit_section *s, nl_cand *cand, nl_cand **best)
+{
     /* Start values: a fixed cost under the fastest line, each term alone through the points. */
     double ymin = y[0], per_byte = INFINITY, per_mac = INFINITY;
     for (size_t i = 0; i < n; i++) {
@@ -853,14 +991,12 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
         if (y[i] / bytes[i] < per_byte) per_byte = y[i] / bytes[i];
         if (y[i] / macs[i] < per_mac) per_mac = y[i] / macs[i];
     }
-    enum { MEM = 1 << IX_BYTE, COMP = 1 << IX_MAC };
-    nl_cand cand[5], *best = NULL;
     size_t nc = 0;
     char why[256] = "no candidate converged";
     double p0[IX_NPAR] = {0.5 * ymin, 0.5 * per_byte, 0.5 * per_mac};
-    int have_mem = ix_try(&fm, y, w, n, MEM, p0, &cand[nc], why, sizeof why) == 0;
+    int have_mem = ix_try(fm, y, w, n, IX_MEMB, p0, &cand[nc], why, sizeof why) == 0;
     if (have_mem) nc++;
-    int have_comp = ix_try(&fm, y, w, n, COMP, p0, &cand[nc], why, sizeof why) == 0;
+    int have_comp = ix_try(fm, y, w, n, IX_COMPB, p0, &cand[nc], why, sizeof why) == 0;
     if (have_comp) nc++;
     if (have_mem && have_comp) {
         /* Both terms, from the single-term fits: each point starts in whichever regime its
@@ -871,7 +1007,7 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
             double pb[IX_NPAR] = {fmin(rm->p[IX_T0], rcp->p[IX_T0]), starts[k][0] * rm->p[IX_BYTE], starts[k][1] * rcp->p[IX_MAC]};
             if (pb[IX_T0] < 0) pb[IX_T0] = 0;
             nl_cand c;
-            if (ix_try(&fm, y, w, n, MEM | COMP, pb, &c, why, sizeof why) < 0) continue;
+            if (ix_try(fm, y, w, n, IX_MEMB | IX_COMPB, pb, &c, why, sizeof why) < 0) continue;
             /* Every point in one regime: the same model as that term alone. */
             size_t nmem = 0;
             for (size_t i = 0; i < n; i++) nmem += bytes[i] * c.r.p[IX_BYTE] >= macs[i] * c.r.p[IX_MAC];
@@ -879,39 +1015,50 @@ static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, s
             cand[nc++] = c;
         }
     }
-    for (size_t k = 0; k < nc; k++) {
-        /* The least residual; a two-term fit must beat the single terms outright (ties go to
-         * the simpler model, which comes first). */
-        if (!best || cand[k].r.chisq < best->r.chisq * (1 - 1e-9)) best = &cand[k];
-    }
-    if (!best) {
-        rc = dh_err("kernel '%s' version '%s': indexer fit failed: %s", s->kernel, s->version, why);
-        goto out;
-    }
+    *best = NULL;
+    for (size_t k = 0; k < nc; k++)
+        if (!*best || cand[k].r.chisq < (*best)->r.chisq * (1 - 1e-9)) *best = &cand[k];
+    if (!*best) return dh_err("kernel '%s' version '%s': indexer fit failed: %s", s->kernel, s->version, why);
+    return 0;
+}
+
+static int fit_indexer(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                       const fit_opts *o, fit_section *s)
+{
+    /* Lines without their bytes give the compute term alone (the linear form). */
+    for (size_t i = 0; i < n + nhold; i++)
+        if (isnan((i < n ? rows[i] : hold[i - n])->v[BCSV_BYTES])) return fit_lin(rows, n, hold, nhold, t, o, s);
+    double *bytes = dh_malloc((n + nhold + 1) * sizeof *bytes), *macs = dh_malloc((n + nhold + 1) * sizeof *macs);
+    double *y = dh_malloc((n + nhold + 1) * sizeof *y), *w = dh_malloc((n + 1) * sizeof *w);
+    int rc = indexer_points(rows, n, hold, nhold, t, s, bytes, macs, y, w);
+    ix_model im = {bytes, macs};
+    fit_model fm = {IX_NPAR, ix_eval, &im};
+    nl_cand cand[5], *best = NULL;
+    if (rc == 0) rc = indexer_best(&fm, bytes, macs, y, w, n, s, cand, &best);
+    if (rc) goto out;
     s->res = best->r;
-    s->res.npar = (size_t)(!best->zero[IX_T0] + !!(best->terms & MEM) + !!(best->terms & COMP));   /* the free ones */
+    s->res.npar = (size_t)(!best->zero[IX_T0] + !!(best->terms & IX_MEMB) + !!(best->terms & IX_COMPB));   /* the free ones */
     const double *p = best->r.p, *se = best->r.se;
     coef_add(s, "t0_us", p[IX_T0], se[IX_T0], best->zero[IX_T0], best->fit_value[IX_T0], best->fit_se[IX_T0]);
     /* A term the chosen fit leaves out is bounded by the points: the slowest rate at which
      * every point would still be limited by the other term. */
     double bpb = p[IX_BYTE], bpm = p[IX_MAC];
-    if (!(best->terms & MEM)) {
+    if (!(best->terms & IX_MEMB)) {
         bpb = INFINITY;
         for (size_t i = 0; i < n; i++) bpb = fmin(bpb, macs[i] * p[IX_MAC] / bytes[i]);
     }
-    if (!(best->terms & COMP)) {
+    if (!(best->terms & IX_COMPB)) {
         bpm = INFINITY;
         for (size_t i = 0; i < n; i++) bpm = fmin(bpm, bytes[i] * p[IX_BYTE] / macs[i]);
     }
-    coef_add(s, "key_gbps", 1e-3 / bpb, best->terms & MEM ? 1e-3 * se[IX_BYTE] / (bpb * bpb) : 0, 0, 0, 0);
-    s->coef[s->ncoef - 1].bound = !(best->terms & MEM);
-    coef_add(s, "rate_gmacs", 1e-3 / bpm, best->terms & COMP ? 1e-3 * se[IX_MAC] / (bpm * bpm) : 0, 0, 0, 0);
-    s->coef[s->ncoef - 1].bound = !(best->terms & COMP);
+    coef_add(s, "key_gbps", 1e-3 / bpb, best->terms & IX_MEMB ? 1e-3 * se[IX_BYTE] / (bpb * bpb) : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & IX_MEMB);
+    coef_add(s, "rate_gmacs", 1e-3 / bpm, best->terms & IX_COMPB ? 1e-3 * se[IX_MAC] / (bpm * bpm) : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & IX_COMPB);
     if (nhold) {
         /* Held-out lines are predicted as the profile will: a bounded term at its bound. */
         const double pe[IX_NPAR] = {p[IX_T0], bpb, bpm};
-        double *pred = malloc(nhold * sizeof *pred);
-        if (!pred) abort();
+        double *pred = dh_malloc(nhold * sizeof *pred);
         for (size_t i = 0; i < nhold; i++) pred[i] = fit_indexer_time_us(pe, bytes[n + i], macs[n + i], NULL);
         fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
         free(pred);
@@ -998,15 +1145,11 @@ static int tk_try(const fit_model *m, const double *y, const double *w, size_t n
                   both ? 1u << TK_Q : 0, name, c, why, whycap);
 }
 
-static int fit_topk(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
-                    const fit_opts *o, fit_section *s)
+/* The top-k lines' top-ks per launch, scores per request, k and times (fitted lines first),
+ * the fitted ones' weights and ranges, and the blocks at once (every line's sms, one value). */
+static int topk_points(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                       fit_section *s, double *topks, double *ctx, double *k, double *y, double *w)
 {
-    (void)o;
-    double *topks = malloc((n + nhold + 1) * sizeof *topks), *ctx = malloc((n + nhold + 1) * sizeof *ctx);
-    double *k = malloc((n + nhold + 1) * sizeof *k), *y = malloc((n + nhold + 1) * sizeof *y);
-    double *w = malloc((n + 1) * sizeof *w);
-    if (!topks || !ctx || !k || !y || !w) abort();
-    int rc = 0;
     for (size_t i = 0; i < n + nhold; i++) {
         const bcsv_row *r = i < n ? rows[i] : hold[i - n];
         const double batch = isnan(r->v[BCSV_BATCH]) ? 1 : r->v[BCSV_BATCH], q = isnan(r->v[BCSV_QUERIES]) ? 1 : r->v[BCSV_QUERIES];
@@ -1014,107 +1157,130 @@ static int fit_topk(const bcsv_row **rows, size_t n, const bcsv_row **hold, size
         ctx[i] = r->v[BCSV_CTX];
         k[i] = r->v[BCSV_K];
         y[i] = r->v[BCSV_MEDIAN_US];
-        if (!(r->v[BCSV_SMS] >= 1) || !(ctx[i] > 0) || !(k[i] > 0)) {
-            rc = dh_err("file '%s' line %ld: topk line lacks ctx, k or sms (the blocks that run at once, recorded by dhbench "
-                        "since the topk form)", t->files[r->file], r->line);
-            goto out;
-        }
+        if (!(r->v[BCSV_SMS] >= 1) || !(ctx[i] > 0) || !(k[i] > 0))
+            return dh_err("file '%s' line %ld: topk line lacks ctx, k or sms (the blocks that run at once, recorded by dhbench "
+                          "since the topk form)", t->files[r->file], r->line);
         if (i == 0) s->slots = r->v[BCSV_SMS];
-        else if (r->v[BCSV_SMS] != s->slots) {
-            rc = dh_err("file '%s' line %ld: topk line ran %g blocks at once (sms), another line %g: one device and version per fit",
-                        t->files[r->file], r->line, r->v[BCSV_SMS], s->slots);
-            goto out;
-        }
-        if (!(y[i] > 0)) { rc = dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line); goto out; }
+        else if (r->v[BCSV_SMS] != s->slots)
+            return dh_err("file '%s' line %ld: topk line ran %g blocks at once (sms), another line %g: one device and version per fit",
+                          t->files[r->file], r->line, r->v[BCSV_SMS], s->slots);
+        if (!(y[i] > 0)) return dh_err("file '%s' line %ld: median_us must be > 0", t->files[r->file], r->line);
         if (i >= n) continue;
         w[i] = 1.0 / (y[i] * y[i]);
         /* batch: the top-ks of a launch (requests x queries). */
         range_add(s, "batch", topks[i]); range_add(s, "ctx", ctx[i]); range_add(s, "k", k[i]);
     }
-    tk_model tm = {topks, ctx, k, s->slots};
-    fit_model fm = {TK_NPAR, tk_eval, &tm};
+    return 0;
+}
+
+enum { TK_ROWB = 1 << TK_ROW, TK_SCOREB = 1 << TK_SCORE };
+
+/* The candidates (each roofline term alone, then both from four starts; a both-term fit whose
+ * points all sit in one regime is not a candidate) and the one of least chi^2 in *best. */
+static int topk_best(const fit_model *fm, const tk_model *tm, const double *y, const double *w, size_t n, fit_section *s,
+                     nl_cand *cand, nl_cand **best)
+{
     /* Start values: a fixed cost under the fastest line, the per-score times through the
      * slowest points per score of a block and of a wave. */
     double ymin = y[0], per_row = INFINITY, per_score = INFINITY;
     for (size_t i = 0; i < n; i++) {
-        const double waves = ceil(topks[i] / s->slots - 1e-9), full = fmin(topks[i], s->slots);
+        const double waves = ceil(tm->topks[i] / s->slots - 1e-9), full = fmin(tm->topks[i], s->slots);
         if (y[i] < ymin) ymin = y[i];
-        per_row = fmin(per_row, y[i] / (waves * ctx[i]));
-        per_score = fmin(per_score, y[i] / (waves * full * ctx[i]));
+        per_row = fmin(per_row, y[i] / (waves * tm->ctx[i]));
+        per_score = fmin(per_score, y[i] / (waves * full * tm->ctx[i]));
     }
-    enum { ROW = 1 << TK_ROW, SCORE = 1 << TK_SCORE };
-    nl_cand cand[7], *best = NULL;
     size_t nc = 0;
     char why[256] = "no candidate converged";
     const double p0[TK_NPAR] = {0.3 * ymin, 0.3 * ymin, 0.5 * per_row, 0, 0.5 * per_score, 1};
-    const int have_row = tk_try(&fm, y, w, n, ROW, p0, &cand[nc], why, sizeof why) == 0;
+    const int have_row = tk_try(fm, y, w, n, TK_ROWB, p0, &cand[nc], why, sizeof why) == 0;
     if (have_row) nc++;
-    const int have_score = tk_try(&fm, y, w, n, SCORE, p0, &cand[nc], why, sizeof why) == 0;
+    const int have_score = tk_try(fm, y, w, n, TK_SCOREB, p0, &cand[nc], why, sizeof why) == 0;
     if (have_score) nc++;
-    {
-        /* Both terms, from the single-term fits that converged (as the indexer's roofline), or
-         * for a term whose fit alone failed (a fixed cost below zero, say) from the guess. */
-        const double *pr = have_row ? cand[0].r.p : p0, *ps = have_score ? cand[have_row].r.p : p0;
-        const double starts[4][3] = {{1, 1, 1.5}, {1, 0.5, 2}, {0.5, 1, 2}, {0.7, 0.7, 3}};
-        for (int j = 0; j < 4; j++) {
-            double pb[TK_NPAR] = {fmax(0, fmin(pr[TK_T0], ps[TK_T0])), fmax(0, fmin(pr[TK_WAVE], ps[TK_WAVE])),
-                                  starts[j][0] * pr[TK_ROW], fmax(0, fmax(pr[TK_K], ps[TK_K])), starts[j][1] * ps[TK_SCORE],
-                                  starts[j][2]};
-            nl_cand c;
-            if (tk_try(&fm, y, w, n, ROW | SCORE, pb, &c, why, sizeof why) < 0) continue;
-            size_t nrow = 0;   /* points whose every wave is bound by the block's pass */
-            for (size_t i = 0; i < n; i++) nrow += ctx[i] * c.r.p[TK_ROW] >= fmin(topks[i], s->slots) * ctx[i] * c.r.p[TK_SCORE];
-            if (nrow == 0 || nrow == n) continue;
-            cand[nc++] = c;
-        }
+    /* Both terms, from the single-term fits that converged (as the indexer's roofline), or
+     * for a term whose fit alone failed (a fixed cost below zero, say) from the guess. */
+    const double *pr = have_row ? cand[0].r.p : p0, *ps = have_score ? cand[have_row].r.p : p0;
+    const double starts[4][3] = {{1, 1, 1.5}, {1, 0.5, 2}, {0.5, 1, 2}, {0.7, 0.7, 3}};
+    for (int j = 0; j < 4; j++) {
+        double pb[TK_NPAR] = {fmax(0, fmin(pr[TK_T0], ps[TK_T0])), fmax(0, fmin(pr[TK_WAVE], ps[TK_WAVE])),
+                              starts[j][0] * pr[TK_ROW], fmax(0, fmax(pr[TK_K], ps[TK_K])), starts[j][1] * ps[TK_SCORE],
+                              starts[j][2]};
+        nl_cand c;
+        if (tk_try(fm, y, w, n, TK_ROWB | TK_SCOREB, pb, &c, why, sizeof why) < 0) continue;
+        size_t nrow = 0;   /* points whose every wave is bound by the block's pass */
+        for (size_t i = 0; i < n; i++)
+            nrow += tm->ctx[i] * c.r.p[TK_ROW] >= fmin(tm->topks[i], s->slots) * tm->ctx[i] * c.r.p[TK_SCORE];
+        if (nrow == 0 || nrow == n) continue;
+        cand[nc++] = c;
     }
+    *best = NULL;
     for (size_t j = 0; j < nc; j++)
-        if (!best || cand[j].r.chisq < best->r.chisq * (1 - 1e-9)) best = &cand[j];
-    if (!best) {
-        rc = dh_err("kernel '%s' version '%s': topk fit failed: %s", s->kernel, s->version, why);
-        goto out;
-    }
+        if (!*best || cand[j].r.chisq < (*best)->r.chisq * (1 - 1e-9)) *best = &cand[j];
+    if (!*best) return dh_err("kernel '%s' version '%s': topk fit failed: %s", s->kernel, s->version, why);
+    return 0;
+}
+
+/* The chosen candidate's coefficients; a term it leaves out is bounded by the points: the
+ * slowest per-score time at which every wave would still be bound by the other term. Its
+ * per-score times in *prow, *pscore. */
+static void topk_coefs(fit_section *s, const nl_cand *best, const tk_model *tm, size_t n, double *prow, double *pscore)
+{
     s->res = best->r;
     size_t free_par = 0;
     for (int j = 0; j < TK_NPAR; j++)
-        free_par += !best->zero[j] && (j == TK_ROW ? !!(best->terms & ROW) : j == TK_SCORE ? !!(best->terms & SCORE) : 1);
+        free_par += !best->zero[j] && (j == TK_ROW ? !!(best->terms & TK_ROWB) : j == TK_SCORE ? !!(best->terms & TK_SCOREB) : 1);
     s->res.npar = free_par;
     const double *p = best->r.p, *se = best->r.se;
     coef_add(s, "t0_us", p[TK_T0], se[TK_T0], best->zero[TK_T0], best->fit_value[TK_T0], best->fit_se[TK_T0]);
     coef_add(s, "wave_us", p[TK_WAVE], se[TK_WAVE], best->zero[TK_WAVE], best->fit_value[TK_WAVE], best->fit_se[TK_WAVE]);
-    /* A term the chosen fit leaves out is bounded by the points: the slowest per-score time at
-     * which every wave would still be bound by the other term. */
-    double prow = p[TK_ROW], pscore = p[TK_SCORE];
-    if (!(best->terms & ROW)) {
-        prow = INFINITY;
+    *prow = p[TK_ROW];
+    *pscore = p[TK_SCORE];
+    if (!(best->terms & TK_ROWB)) {
+        *prow = INFINITY;
         for (size_t i = 0; i < n; i++) {
-            const double rem = topks[i] - floor(topks[i] / s->slots + 1e-9) * s->slots;
-            prow = fmin(prow, (rem > 1e-9 ? rem : fmin(topks[i], s->slots)) * pscore);
+            const double rem = tm->topks[i] - floor(tm->topks[i] / s->slots + 1e-9) * s->slots;
+            *prow = fmin(*prow, (rem > 1e-9 ? rem : fmin(tm->topks[i], s->slots)) * *pscore);
         }
     }
-    if (!(best->terms & SCORE)) {
-        pscore = INFINITY;
-        for (size_t i = 0; i < n; i++) pscore = fmin(pscore, prow / fmin(topks[i], s->slots));
+    if (!(best->terms & TK_SCOREB)) {
+        *pscore = INFINITY;
+        for (size_t i = 0; i < n; i++) *pscore = fmin(*pscore, *prow / fmin(tm->topks[i], s->slots));
     }
-    coef_add(s, "row_ns", prow * 1e3, best->terms & ROW ? se[TK_ROW] * 1e3 : 0, 0, 0, 0);
-    s->coef[s->ncoef - 1].bound = !(best->terms & ROW);
+    coef_add(s, "row_ns", *prow * 1e3, best->terms & TK_ROWB ? se[TK_ROW] * 1e3 : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & TK_ROWB);
     coef_add(s, "k_ns", p[TK_K] * 1e3, se[TK_K] * 1e3, best->zero[TK_K], best->fit_value[TK_K] * 1e3, best->fit_se[TK_K] * 1e3);
-    coef_add(s, "score_gps", 1e-3 / pscore, best->terms & SCORE ? 1e-3 * se[TK_SCORE] / (pscore * pscore) : 0, 0, 0, 0);
-    s->coef[s->ncoef - 1].bound = !(best->terms & SCORE);
+    coef_add(s, "score_gps", 1e-3 / *pscore, best->terms & TK_SCOREB ? 1e-3 * se[TK_SCORE] / (*pscore * *pscore) : 0, 0, 0, 0);
+    s->coef[s->ncoef - 1].bound = !(best->terms & TK_SCOREB);
     /* With one term the steepness is not determined: 1 (a plain maximum). */
     coef_add(s, "steepness", p[TK_Q], se[TK_Q], 0, 0, 0);
-    s->coef[s->ncoef - 1].undetermined = best->terms != (ROW | SCORE);
-    if (nhold) {
-        /* As the profile will: a term the fit left out is absent (prof.c writes it 0). */
-        const double pe[TK_NPAR] = {p[TK_T0], p[TK_WAVE], best->terms & ROW ? prow : 0, p[TK_K],
-                                    best->terms & SCORE ? pscore : 0, p[TK_Q]};
-        double *pred = malloc(nhold * sizeof *pred);
-        if (!pred) abort();
-        for (size_t i = 0; i < nhold; i++) pred[i] = fit_topk_time_us(pe, topks[n + i], ctx[n + i], k[n + i], s->slots, NULL);
-        fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
-        free(pred);
+    s->coef[s->ncoef - 1].undetermined = best->terms != (TK_ROWB | TK_SCOREB);
+}
+
+static int fit_topk(const bcsv_row **rows, size_t n, const bcsv_row **hold, size_t nhold, const bcsv_table *t,
+                    const fit_opts *o, fit_section *s)
+{
+    (void)o;
+    double *topks = dh_malloc((n + nhold + 1) * sizeof *topks), *ctx = dh_malloc((n + nhold + 1) * sizeof *ctx);
+    double *k = dh_malloc((n + nhold + 1) * sizeof *k), *y = dh_malloc((n + nhold + 1) * sizeof *y);
+    double *w = dh_malloc((n + 1) * sizeof *w);
+    int rc = topk_points(rows, n, hold, nhold, t, s, topks, ctx, k, y, w);
+    tk_model tm = {topks, ctx, k, s->slots};
+    fit_model fm = {TK_NPAR, tk_eval, &tm};
+    nl_cand cand[7], *best = NULL;
+    if (rc == 0) rc = topk_best(&fm, &tm, y, w, n, s, cand, &best);
+    if (rc == 0) {
+        double prow, pscore;
+        topk_coefs(s, best, &tm, n, &prow, &pscore);
+        if (nhold) {
+            /* As the profile will: a term the fit left out is absent (prof.c writes it 0). */
+            const double *p = best->r.p;
+            const double pe[TK_NPAR] = {p[TK_T0], p[TK_WAVE], best->terms & TK_ROWB ? prow : 0, p[TK_K],
+                                        best->terms & TK_SCOREB ? pscore : 0, p[TK_Q]};
+            double *pred = dh_malloc(nhold * sizeof *pred);
+            for (size_t i = 0; i < nhold; i++) pred[i] = fit_topk_time_us(pe, topks[n + i], ctx[n + i], k[n + i], s->slots, NULL);
+            fit_error_distribution(pred, y + n, nhold, &s->holdout_err);
+            free(pred);
+        }
     }
-out:
     free(topks);
     free(ctx);
     free(k);
@@ -1196,13 +1362,54 @@ static int same_str(const char *a, const char *b) { return !strcmp(a ? a : "", b
 
 /* The "+beside_hbm" lines among the selected, checked fetch lines, each against its partner
  * (fitcost.h); *s is filled as section "fetch_beside". *found = 0 when there is no such line. */
+/* Line r's partner timed alone: every input the same, the pattern base without the suffix
+ * (config_key), in the same file; NULL if none. */
+static const bcsv_row *beside_partner(const bcsv_table *t, const bcsv_row *r, const char *base)
+{
+    char want[512], key[512];
+    config_key_as(r, base, want, sizeof want);
+    for (size_t j = 0; j < t->n; j++) {
+        const bcsv_row *c = &t->rows[j];
+        if (c->file != r->file || !bcsv_row_checked(c) || !same_str(c->s[BCSV_KERNEL], r->s[BCSV_KERNEL]) ||
+            !same_str(c->s[BCSV_VERSION], r->s[BCSV_VERSION]) || !same_str(c->s[BCSV_TIMING], r->s[BCSV_TIMING]))
+            continue;
+        config_key(c, key, sizeof key);
+        if (!strcmp(key, want)) return c;
+    }
+    return NULL;
+}
+
+/* The beside form fitted to the n pairs' slowdowns y at densities rho. */
+static int beside_fit(fit_section *s, const double *rho, const double *y, size_t n)
+{
+    if (n < 4) return dh_err("the fetch beside the memory system: %zu pairs; the form has 3 parameters (give 4 or more)", n);
+    double ymax = 0, lmin = INFINITY, lmax = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (y[i] > ymax) ymax = y[i];
+        if (log(rho[i]) < lmin) lmin = log(rho[i]);
+        if (log(rho[i]) > lmax) lmax = log(rho[i]);
+        range_add(s, "density", rho[i]);
+    }
+    const fit_model m = {3, beside_eval, rho};
+    const double p0[3] = {ymax > 0 ? ymax : 0.1, 0.5 * (lmin + lmax), 2};
+    int rc = fit_nonlinear(&m, y, NULL, n, p0, NULL, &s->res);
+    if (rc) return rc;
+    const double *p = s->res.p, *se = s->res.se;
+    if (!(p[0] >= 0) || !(p[2] > 0))
+        rc = dh_err("the fetch beside the memory system: the fit gave slowdown_max %.3g, steepness %.3g (need >= 0 and > 0)",
+                    p[0], p[2]);
+    coef_add(s, "slowdown_max", p[0], se[0], 0, 0, 0);
+    coef_add(s, "density_half", exp(p[1]), exp(p[1]) * se[1], 0, 0, 0);
+    coef_add(s, "steepness", p[2], se[2], 0, 0, 0);
+    return rc;
+}
+
 static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section *s, int *found, FILE *msg)
 {
     static const char suffix[] = "+beside_hbm";
     *found = 0;
     size_t n = 0, other = 0;
-    double *rho = malloc((t->n + 1) * sizeof *rho), *y = malloc((t->n + 1) * sizeof *y);
-    if (!rho || !y) abort();
+    double *rho = dh_malloc((t->n + 1) * sizeof *rho), *y = dh_malloc((t->n + 1) * sizeof *y);
     int rc = 0;
     memset(s, 0, sizeof *s);
     for (size_t i = 0; i < t->n && rc == 0; i++) {
@@ -1215,19 +1422,9 @@ static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section 
         if (!use || !bcsv_row_checked(r)) continue;
         if (strcmp(at, suffix)) { other++; continue; }   /* beside=alu and the like: reported */
         const size_t base_len = (size_t)(at - pat);
-        char base[64], want[512], key[512];
+        char base[64];
         snprintf(base, sizeof base, "%.*s", (int)base_len, pat);
-        /* The partner: every input the same, the pattern without the suffix (config_key). */
-        config_key_as(r, base, want, sizeof want);
-        const bcsv_row *a = NULL;
-        for (size_t j = 0; j < t->n && !a; j++) {
-            const bcsv_row *c = &t->rows[j];
-            if (c->file != r->file || !bcsv_row_checked(c) || !same_str(c->s[BCSV_KERNEL], r->s[BCSV_KERNEL]) ||
-                !same_str(c->s[BCSV_VERSION], r->s[BCSV_VERSION]) || !same_str(c->s[BCSV_TIMING], r->s[BCSV_TIMING]))
-                continue;
-            config_key(c, key, sizeof key);
-            if (!strcmp(key, want)) a = c;
-        }
+        const bcsv_row *a = beside_partner(t, r, base);
         if (!a) {
             rc = dh_err("%s line %ld: a fetch line beside the memory system (%s) without its partner timed alone "
                         "(pattern '%.*s', the same parameters, in the same file)",
@@ -1259,28 +1456,7 @@ static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section 
         snprintf(s->kernel, sizeof s->kernel, "fetch");
         snprintf(s->versions_seen, sizeof s->versions_seen, "%s", s->version);
         snprintf(s->selection, sizeof s->selection, "each '%s' line against its partner timed alone", suffix);
-        if (n < 4) {
-            rc = dh_err("the fetch beside the memory system: %zu pairs; the form has 3 parameters (give 4 or more)", n);
-        } else {
-            double ymax = 0, lmin = INFINITY, lmax = -INFINITY;
-            for (size_t i = 0; i < n; i++) {
-                if (y[i] > ymax) ymax = y[i];
-                if (log(rho[i]) < lmin) lmin = log(rho[i]);
-                if (log(rho[i]) > lmax) lmax = log(rho[i]);
-                range_add(s, "density", rho[i]);
-            }
-            const fit_model m = {3, beside_eval, rho};
-            const double p0[3] = {ymax > 0 ? ymax : 0.1, 0.5 * (lmin + lmax), 2};
-            if ((rc = fit_nonlinear(&m, y, NULL, n, p0, NULL, &s->res)) == 0) {
-                const double *p = s->res.p, *se = s->res.se;
-                if (!(p[0] >= 0) || !(p[2] > 0))
-                    rc = dh_err("the fetch beside the memory system: the fit gave slowdown_max %.3g, steepness %.3g "
-                                "(need >= 0 and > 0)", p[0], p[2]);
-                coef_add(s, "slowdown_max", p[0], se[0], 0, 0, 0);
-                coef_add(s, "density_half", exp(p[1]), exp(p[1]) * se[1], 0, 0, 0);
-                coef_add(s, "steepness", p[2], se[2], 0, 0, 0);
-            }
-        }
+        rc = beside_fit(s, rho, y, n);
     }
     if (rc == 0 && other && msg)
         fprintf(msg, "dhcal: %zu fetch lines beside other work than the memory system (beside=alu, ...) are not fitted\n", other);
@@ -1289,118 +1465,195 @@ static int fit_fetch_beside(const bcsv_table *t, const fit_opts *o, fit_section 
     return rc;
 }
 
+double fit_mma_efficiency(double ceiling_tflops, double peak_flops)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%.4f", ceiling_tflops * 1e12 / peak_flops);
+    return strtod(b, NULL);
+}
+
+/* The roofline of the sections after the GEMMs: the base's, at the efficiency of the weights'
+ * dtype's GEMM section when it measured a rate (else the base's efficiency, which the profile
+ * then keeps). */
+static void roof_from_gemms(const fit_opts *o, const fit_section *secs, size_t ns, cost_roofline *roof)
+{
+    const char *dtype = o->weight_dtype ? o->weight_dtype : "fp8";
+    for (size_t i = 0; i < ns; i++)
+        if (secs[i].form == FIT_FORM_GEMM && !strcmp(secs[i].dtype, dtype) && !isnan(secs[i].ceiling) && roof->sms > 0)
+            roof->mma_efficiency = secs[i].roof.mma_efficiency;
+}
+
+/* The sections back in the order of their kernels in the table (the GEMMs were fitted
+ * first), a kernel's dtypes in their order: a stable insertion sort, a few sections. */
+static void sections_in_kernel_order(fit_section *secs, size_t *kidx, size_t ns)
+{
+    for (size_t i = 1; i < ns; i++)
+        for (size_t j = i; j > 0 && kidx[j - 1] > kidx[j]; j--) {
+            fit_section t = secs[j];
+            secs[j] = secs[j - 1];
+            secs[j - 1] = t;
+            size_t x = kidx[j];
+            kidx[j] = kidx[j - 1];
+            kidx[j - 1] = x;
+        }
+}
+
+/* The kernel's checked lines outside the hold-out into rows (*n), and how many were left out
+ * unchecked. */
+static int kernel_lines(const bcsv_table *t, const fit_opts *o, const char *kernel, const bcsv_row **rows, size_t *n,
+                        size_t *unchecked)
+{
+    *n = 0;
+    if (unchecked) *unchecked = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        int role;
+        if (line_role(&t->rows[i], o, kernel, &role) < 0) return -1;
+        if (role == ROLE_UNCHECKED && unchecked) (*unchecked)++;
+        if (role == ROLE_FIT) rows[(*n)++] = &t->rows[i];
+    }
+    return 0;
+}
+
+static int same_version_dtype(const bcsv_row *r, fit_form form, const char *version, const char *dtype)
+{
+    if (strcmp(r->s[BCSV_VERSION] ? r->s[BCSV_VERSION] : "", version)) return 0;
+    return form != FIT_FORM_GEMM || !strcmp(r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "", dtype);
+}
+
+/* One section, s->form, s->kernel, s->version and s->dtype set: its lines of that version
+ * (and dtype) out of rows[0..n) (compacted in place), the GEMM ceiling they measured, the
+ * held-out lines of the same, then the form's fit at roof and the R^2 check. */
+static int fit_section_lines(const bcsv_table *t, const fit_opts *o, const bcsv_row **rows, size_t n,
+                             const bcsv_row **hold, const cost_roofline *roof, fit_section *s)
+{
+    const fit_form form = s->form;
+    size_t m = 0, nh = 0;
+    for (size_t i = 0; i < n; i++) {
+        const bcsv_row *r = rows[i];
+        if (!same_version_dtype(r, form, s->version, s->dtype)) continue;
+        add_file(s, t->files[r->file]);
+        /* The largest GEMM rate the run measured (dhbench's ceiling). */
+        const char *cn = r->s[BCSV_CEILING_NAME];
+        if (form == FIT_FORM_GEMM && cn && strstr(cn, "gemm") && !isnan(r->v[BCSV_CEILING_VALUE]) &&
+            !(r->v[BCSV_CEILING_VALUE] <= s->ceiling)) {
+            s->ceiling = r->v[BCSV_CEILING_VALUE];
+            snprintf(s->ceiling_name, sizeof s->ceiling_name, "%s", cn);
+        }
+        rows[m++] = r; /* compact in place: rows[m] <= rows[i] */
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        const bcsv_row *r = &t->rows[i];
+        int role;
+        if (line_role(r, o, s->kernel, &role) < 0) return -1;
+        if (role == ROLE_HELD_OUT && same_version_dtype(r, form, s->version, s->dtype)) hold[nh++] = r;
+    }
+    s->held_out = nh;
+    s->roof = *roof;
+    if (form == FIT_FORM_GEMM && roof->sms > 0 && !isnan(s->ceiling))
+        s->roof.mma_efficiency = fit_mma_efficiency(s->ceiling, strcmp(s->dtype, "bf16") ? roof->fp8_flops : roof->bf16_flops);
+    int rc = form == FIT_FORM_FETCH     ? fit_fetch(rows, m, hold, nh, t, o, s)
+             : form == FIT_FORM_INDEXER ? fit_indexer(rows, m, hold, nh, t, o, s)
+             : form == FIT_FORM_TOPK    ? fit_topk(rows, m, hold, nh, t, o, s)
+                                        : fit_lin(rows, m, hold, nh, t, o, s);
+    if (rc == 0 && form != FIT_FORM_CONST && !(s->res.r2 >= o->min_r2))
+        rc = dh_err("kernel '%s' version '%s': %s fit R^2 %.4f is below the threshold %.4f (relative rms %.1f %%)",
+                    s->kernel, s->version, s->section, s->res.r2, o->min_r2, 100 * s->res.rms_rel);
+    return rc;
+}
+
+/* Every section of one kernel (GEMMs one per dtype, the rest one) appended at secs[*ns]. */
+static int fit_kernel(const bcsv_table *t, const fit_opts *o, const char *kernel, fit_form form, const cost_roofline *roof,
+                      const bcsv_row **rows, const bcsv_row **hold, fit_section *secs, size_t *ns)
+{
+    size_t n, unchecked;
+    if (kernel_lines(t, o, kernel, rows, &n, &unchecked) < 0) return -1;
+    if (n == 0) return dh_err("kernel '%s': no checked line outside the hold-out", kernel);
+    char version[64], seen[256], why[160];
+    if (choose_version(rows, n, kernel, o, version, sizeof version, seen, sizeof seen, why, sizeof why) < 0) return -1;
+    /* Groups: GEMMs per dtype, everything else one group. */
+    char *dtypes[FIT_MAX_GROUPS];
+    size_t nd = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *d = form == FIT_FORM_GEMM && rows[i]->s[BCSV_DTYPE] ? rows[i]->s[BCSV_DTYPE] : "";
+        if (str_in(dtypes, nd, d) < 0) {
+            if (nd == FIT_MAX_GROUPS) return dh_err("kernel '%s': more than %d dtypes", kernel, FIT_MAX_GROUPS);
+            dtypes[nd++] = (char *)d;
+        }
+    }
+    for (size_t d = 0; d < nd; d++) {
+        /* Each dtype group compacts rows: it needs the kernel's full line list again. */
+        if (d > 0 && kernel_lines(t, o, kernel, rows, &n, NULL) < 0) return -1;
+        fit_section *s = &secs[(*ns)++];
+        memset(s, 0, sizeof *s);
+        s->form = form;
+        snprintf(s->kernel, sizeof s->kernel, "%s", kernel);
+        snprintf(s->version, sizeof s->version, "%s", version);
+        snprintf(s->versions_seen, sizeof s->versions_seen, "%s", seen);
+        snprintf(s->selection, sizeof s->selection, "%s", why);
+        if (form == FIT_FORM_GEMM) snprintf(s->section, sizeof s->section, "%s_%s", kernel, dtypes[d]);
+        else snprintf(s->section, sizeof s->section, "%s", kernel);
+        s->skipped_unchecked = unchecked;
+        s->ceiling = NAN;
+        if (form == FIT_FORM_GEMM) snprintf(s->dtype, sizeof s->dtype, "%s", dtypes[d]);
+        if (fit_section_lines(t, o, rows, n, hold, roof, s) < 0) return -1;
+    }
+    return 0;
+}
+
+/* The kernels of the selected lines, in the order of their first line. */
+static int bench_kernels(const bcsv_table *t, const fit_opts *o, char **kernels, size_t *nk, FILE *log)
+{
+    size_t unselected = 0;
+    *nk = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        int use;
+        if (selected(&t->rows[i], o, &use) < 0) return -1;
+        if (!use) { unselected++; continue; }
+        if (str_in(kernels, *nk, t->rows[i].s[BCSV_KERNEL]) < 0) {
+            if (*nk == 64) return dh_err("more than 64 kernels in the results");
+            kernels[(*nk)++] = t->rows[i].s[BCSV_KERNEL];
+        }
+    }
+    if (unselected && log) fprintf(log, "dhcal: %zu lines match no --select and are not used\n", unselected);
+    return 0;
+}
+
 int fit_bench(const bcsv_table *t, const fit_opts *o, fit_section **out, size_t *nout, FILE *log)
 {
     *out = NULL;
     *nout = 0;
     char *kernels[64];
-    size_t nk = 0, unselected = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        int use;
-        if (selected(&t->rows[i], o, &use) < 0) return -1;
-        if (!use) { unselected++; continue; }
-        if (str_in(kernels, nk, t->rows[i].s[BCSV_KERNEL]) < 0) {
-            if (nk == 64) return dh_err("more than 64 kernels in the results");
-            kernels[nk++] = t->rows[i].s[BCSV_KERNEL];
-        }
-    }
-    if (unselected && log) fprintf(log, "dhcal: %zu lines match no --select and are not used\n", unselected);
-    const bcsv_row **rows = malloc((t->n + 1) * sizeof *rows), **hold = malloc((t->n + 1) * sizeof *hold);
-    fit_section *secs = calloc(nk * FIT_MAX_GROUPS + 2, sizeof *secs);   /* + fetch_beside */
-    if (!rows || !hold || !secs) abort();
+    size_t nk;
+    if (bench_kernels(t, o, kernels, &nk, log) < 0) return -1;
+    const bcsv_row **rows = dh_malloc((t->n + 1) * sizeof *rows), **hold = dh_malloc((t->n + 1) * sizeof *hold);
+    fit_section *secs = dh_calloc(nk * FIT_MAX_GROUPS + 2, sizeof *secs);   /* + fetch_beside */
+    size_t *kidx = dh_calloc(nk * FIT_MAX_GROUPS + 2, sizeof *kidx);       /* each section's kernel */
     size_t ns = 0;
     int rc = 0;
-    for (size_t k = 0; k < nk && rc == 0; k++) {
-        fit_form form;
-        if ((rc = form_of(kernels[k], o, &form)) < 0) break;
-        if (form == FIT_FORM_NONE) {
-            if (log) fprintf(log, "dhcal: kernel '%s' has no cost-model form; not fitted (use --form %s=FORM)\n", kernels[k], kernels[k]);
-            continue;
-        }
-        /* All checked lines of the kernel, for the version choice. */
-        size_t n = 0, unchecked = 0;
-        for (size_t i = 0; i < t->n; i++) {
-            int role;
-            if ((rc = line_role(&t->rows[i], o, kernels[k], &role)) < 0) goto done;
-            if (role == ROLE_UNCHECKED) unchecked++;
-            if (role == ROLE_FIT) rows[n++] = &t->rows[i];
-        }
-        if (n == 0) { rc = dh_err("kernel '%s': no checked line outside the hold-out", kernels[k]); break; }
-        char version[64], seen[256], why[160];
-        if ((rc = choose_version(rows, n, kernels[k], o, version, sizeof version, seen, sizeof seen, why, sizeof why)) < 0) break;
-        /* Groups: GEMMs per dtype, everything else one group. */
-        char *dtypes[FIT_MAX_GROUPS];
-        size_t nd = 0;
-        for (size_t i = 0; i < n; i++) {
-            const char *d = form == FIT_FORM_GEMM && rows[i]->s[BCSV_DTYPE] ? rows[i]->s[BCSV_DTYPE] : "";
-            if (str_in(dtypes, nd, d) < 0) {
-                if (nd == FIT_MAX_GROUPS) { rc = dh_err("kernel '%s': more than %d dtypes", kernels[k], FIT_MAX_GROUPS); goto done; }
-                dtypes[nd++] = (char *)d;
+    /* The GEMMs first: the weights' dtype's measured rate is the efficiency of every other
+     * section's tensor term (the profile's one mma_efficiency). */
+    cost_roofline roof = o->roof;
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        if (pass == 1) roof_from_gemms(o, secs, ns, &roof);
+        for (size_t k = 0; k < nk && rc == 0; k++) {
+            fit_form form;
+            if ((rc = form_of(kernels[k], o, &form)) < 0) break;
+            if ((form == FIT_FORM_GEMM) != (pass == 0)) continue;
+            if (form == FIT_FORM_NONE) {
+                if (log) fprintf(log, "dhcal: kernel '%s' has no cost-model form; not fitted (use --form %s=FORM)\n", kernels[k], kernels[k]);
+                continue;
             }
-        }
-        for (size_t d = 0; d < nd && rc == 0; d++) {
-            fit_section *s = &secs[ns];
-            memset(s, 0, sizeof *s);
-            s->form = form;
-            snprintf(s->kernel, sizeof s->kernel, "%s", kernels[k]);
-            snprintf(s->version, sizeof s->version, "%s", version);
-            snprintf(s->versions_seen, sizeof s->versions_seen, "%s", seen);
-            snprintf(s->selection, sizeof s->selection, "%s", why);
-            if (form == FIT_FORM_GEMM) snprintf(s->section, sizeof s->section, "%s_%s", kernels[k], dtypes[d]);
-            else snprintf(s->section, sizeof s->section, "%s", kernels[k]);
-            s->skipped_unchecked = unchecked;
-            s->ceiling = NAN;
-            if (form == FIT_FORM_GEMM) snprintf(s->dtype, sizeof s->dtype, "%s", dtypes[d]);
-            size_t m = 0, nh = 0;
-            for (size_t i = 0; i < n; i++) {
-                const bcsv_row *r = rows[i];
-                if (strcmp(r->s[BCSV_VERSION] ? r->s[BCSV_VERSION] : "", version)) continue;
-                if (form == FIT_FORM_GEMM && strcmp(r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "", dtypes[d])) continue;
-                add_file(s, t->files[r->file]);
-                /* The largest GEMM rate the run measured (dhbench's ceiling). */
-                const char *cn = r->s[BCSV_CEILING_NAME];
-                if (form == FIT_FORM_GEMM && cn && strstr(cn, "gemm") && !isnan(r->v[BCSV_CEILING_VALUE]) &&
-                    !(r->v[BCSV_CEILING_VALUE] <= s->ceiling)) {
-                    s->ceiling = r->v[BCSV_CEILING_VALUE];
-                    snprintf(s->ceiling_name, sizeof s->ceiling_name, "%s", cn);
-                }
-                rows[m++] = r; /* compact in place: rows[m] <= rows[i] */
-            }
-            /* Hold-out lines of the same version and dtype. */
-            for (size_t i = 0; i < t->n; i++) {
-                const bcsv_row *r = &t->rows[i];
-                int role;
-                if ((rc = line_role(r, o, kernels[k], &role)) < 0) goto done;
-                if (role != ROLE_HELD_OUT) continue;
-                if (strcmp(r->s[BCSV_VERSION] ? r->s[BCSV_VERSION] : "", version)) continue;
-                if (form == FIT_FORM_GEMM && strcmp(r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "", dtypes[d])) continue;
-                hold[nh++] = r;
-            }
-            s->held_out = nh;
-            rc = form == FIT_FORM_FETCH     ? fit_fetch(rows, m, hold, nh, t, o, s)
-                 : form == FIT_FORM_INDEXER ? fit_indexer(rows, m, hold, nh, t, o, s)
-                 : form == FIT_FORM_TOPK    ? fit_topk(rows, m, hold, nh, t, o, s)
-                                            : fit_lin(rows, m, hold, nh, t, o, s);
-            if (rc == 0 && form != FIT_FORM_CONST && !(s->res.r2 >= o->min_r2))
-                rc = dh_err("kernel '%s' version '%s': %s fit R^2 %.4f is below the threshold %.4f (relative rms %.1f %%)",
-                            s->kernel, s->version, s->section, s->res.r2, o->min_r2, 100 * s->res.rms_rel);
-            ns++;
-            /* The next dtype group needs the kernel's full line list again. */
-            if (d + 1 < nd) {
-                n = 0;
-                for (size_t i = 0; i < t->n; i++) {
-                    int role;
-                    if ((rc = line_role(&t->rows[i], o, kernels[k], &role)) < 0) goto done;
-                    if (role == ROLE_FIT) rows[n++] = &t->rows[i];
-                }
-            }
+            const size_t first = ns;
+            rc = fit_kernel(t, o, kernels[k], form, &roof, rows, hold, secs, &ns);
+            for (size_t i = first; i < ns; i++) kidx[i] = k;
         }
     }
+    if (rc == 0) sections_in_kernel_order(secs, kidx, ns);
     if (rc == 0) {
         int found = 0;
         if ((rc = fit_fetch_beside(t, o, &secs[ns], &found, log)) == 0 && found) ns++;
     }
-done:
+    free(kidx);
     free(rows);
     free(hold);
     if (rc) { free(secs); return -1; }

@@ -26,9 +26,13 @@
  *   ~14 at rho 100 and above; measurements/h200/fetch-calib-b2b20.csv). The
  *   exponent is empirical (walks of rows in flight overlap); the link path
  *   (large rows) hides it.
- * hbm (sparse attention, verification; HBM-bound):
- *   time = t0_us + bytes / (hbm_gbps * 1e3) + batch*queries * query_us + batch*union_rows * union_row_us
- *   (terms whose input never varies are left out of the fit and written as 0).
+ * hbm (sparse attention, verification), the simulator's attention form (sim/cost.h):
+ *   time = t0_us + batch*queries * query_us + max(bytes / (hbm_gbps * 1e3), tensor_us)
+ *          + batch*union_rows * union_row_us
+ *   tensor_us the roofline's tensor time of the line's flops (fit_opts.roof, every SM, FP8
+ *   unless the dtype is bf16), known per line; the union-row term (a verification kernel that
+ *   reads its queries' union once) is the fit's alone: a profile takes the attention section
+ *   only without it. Terms whose input never varies are left out of the fit and written as 0.
  * indexer (a roofline): time = t0_us + max(bytes / (key_gbps * 1e3), macs / (rate_gmacs * 1e3)):
  *           the scoring reads each request's keys once (bytes, the line's bytes column) and
  *           multiplies them by every query (macs = flops / 2, the line's flops column, else
@@ -38,10 +42,13 @@
  *           is only bounded: written as the bound (`bound`: the slowest rate, or bandwidth,
  *           that keeps every point in the regime it is in). Lines without bytes: the
  *           compute term alone (t0_us, rate_gmacs).
- * gemm:     time = t0_us + bytes / (weight_gbps * 1e3), one fit per dtype: decode
- *           GEMMs (a few to a hundred tokens) stream their weights, so the bytes
- *           set the time, not the flops; the largest rate the run measured
- *           (ceiling_value of a "*gemm*" ceiling, TFLOP/s) is recorded apart.
+ * gemm:     time = t0_us + max(bytes / (weight_gbps * 1e3), tensor_us), the simulator's GEMM
+ *           form for one launch, one fit per dtype: decode GEMMs (a few to a hundred tokens)
+ *           stream their weights, so the bytes set the time until the tensor work takes
+ *           longer; the largest rate the run measured (ceiling_value of a "*gemm*" ceiling,
+ *           TFLOP/s) is the roofline's efficiency (fit_mma_efficiency).
+ * Both are fitted linearly for a given split of the lines into byte- and tensor-bound ones,
+ *           the split repeated with the fitted rate until it holds (fit_lin).
  * topk:     one block per top-k (a request's, or a verified query's: batch * queries of
  *           them), sms blocks at once (dhbench records the device's resident blocks as the
  *           line's sms; every line of a fit must agree: the section's slots), so the launch
@@ -77,6 +84,7 @@
 
 #include "analysis/bcsv.h"
 #include "analysis/fit.h"
+#include "sim/cost.h"
 
 #include <stdio.h>
 
@@ -154,6 +162,8 @@ typedef struct {
     double ceiling;           /* gemm: largest "*gemm*" ceiling_value of its lines (TFLOP/s), NAN if none */
     char ceiling_name[48];
     double slots;             /* topk: the blocks that ran at once (the lines' sms) */
+    cost_roofline roof;       /* hbm, gemm: the roofline of the tensor term (sms 0: none) */
+    size_t tensor_bound;      /* hbm, gemm: fitted lines the tensor term bounds */
 } fit_section;
 
 /* Options for fit_bench(). */
@@ -166,6 +176,12 @@ typedef struct {
     const char *const *forms;        /* NULL-terminated "kernel=form" overrides */
     const char *const *select;       /* NULL-terminated specs (hold-out syntax): when given, only
                                       * lines matching one of them are used at all */
+    cost_roofline roof;              /* the base profile's roofline, the tensor term of the hbm and
+                                      * gemm forms (sms 0: no tensor term); its mma_efficiency is
+                                      * replaced by the measured GEMM ceiling's (fit_mma_efficiency):
+                                      * a GEMM section's own, for the others weight_dtype's */
+    const char *weight_dtype;        /* the GEMM dtype whose ceiling is the profile's mma_efficiency
+                                      * (NULL: fp8) */
 } fit_opts;
 
 void fit_opts_default(fit_opts *o);
@@ -173,6 +189,17 @@ void fit_opts_default(fit_opts *o);
 /* The beside form at rho for p = {slowdown_max, ln density_half, steepness}; grad (may be
  * NULL) gets d/dp. */
 double fit_beside_eval(const double *p, double rho, double *grad);
+
+/* The profile's mma_efficiency for a measured GEMM rate of ceiling_tflops against the peak
+ * (FLOP/s): their ratio as the profile writes it (4 decimals), so that the fit's tensor term is
+ * the simulator's. */
+double fit_mma_efficiency(double ceiling_tflops, double peak_flops);
+
+/* A fitted line's time in us by the section's form (hbm, gemm, indexer's linear fallback,
+ * const): for hbm and gemm the simulator's own cost_attention_time / cost_gemm_time (sim/cost.h)
+ * at the section's coefficients and roofline, on every SM (the hbm form's union-row term, which
+ * the simulator does not have, added). */
+double fit_line_time_us(const fit_section *s, const bcsv_row *r);
 
 /* Fit every modelled kernel of the table.  Writes a line per kernel that has
  * no model form to log (never silently dropped).  *out is malloc'd. */

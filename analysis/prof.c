@@ -36,13 +36,14 @@ static int load_cfg_hw(const char *path, cfg **c, hw_profile *hw)
     return 0;
 }
 
-int prof_base_page_bytes(const char *base_path, double *page_bytes, double *region_bytes)
+int prof_base_inputs(const char *base_path, fit_opts *fo)
 {
     cfg *c;
     hw_profile hw;
     if (load_cfg_hw(base_path, &c, &hw) < 0) return -1;
-    *page_bytes = hw.page_bytes;
-    *region_bytes = hw.region_bytes;
+    fo->page_bytes = hw.page_bytes;
+    fo->region_bytes = hw.region_bytes;
+    fo->roof = hw.cost.roof;
     cfg_free(c);
     return 0;
 }
@@ -261,180 +262,213 @@ static int write_fitted_at(FILE *out, const char *base_path, const repl *r, size
     return 0;
 }
 
-int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const char *out_path, FILE *log)
-{
-    cfg *bc;
-    hw_profile base;
-    if (load_cfg_hw(o->base_path, &bc, &base) < 0) return -1;
-    cfg_free(bc);
+/* The fitted sections the profile takes, one per kernel form, and the text of [fit_range]. */
+typedef struct {
+    const fit_section *fetch, *attn, *gemm, *indexer, *topk, *beside;
+    char ranges[4096], unused[2048];
+} prof_sections;
 
-    repl r[MAX_REPL];
-    size_t nr = 0;
-    int rc = 0;
-    const fit_section *fetch = NULL, *attn = NULL, *gemm = NULL, *indexer = NULL, *topk = NULL, *beside = NULL;
-    char ranges[4096] = "", unused[2048] = "";
+static void classify(const prof_opts *o, const fit_section *secs, size_t nsec, prof_sections *ps)
+{
+    memset(ps, 0, sizeof *ps);
     for (size_t i = 0; i < nsec; i++) {
         const fit_section *s = &secs[i];
         for (size_t j = 0; j < s->nrange; j++) {
-            size_t l = strlen(ranges);
-            snprintf(ranges + l, sizeof ranges - l, "%s_%s = %.10g, %.10g\n", s->section, s->range[j].name, s->range[j].min, s->range[j].max);
+            size_t l = strlen(ps->ranges);
+            snprintf(ps->ranges + l, sizeof ps->ranges - l, "%s_%s = %.10g, %.10g\n", s->section, s->range[j].name,
+                     s->range[j].min, s->range[j].max);
         }
-        size_t l = strlen(unused);
-        if (s->form == FIT_FORM_FETCH && (!fetch || !strcmp(s->section, "fetch"))) fetch = s;
-        else if (s->form == FIT_FORM_HBM && (!attn || strstr(s->section, "att"))) attn = s;
-        else if (s->form == FIT_FORM_GEMM && !strcmp(s->dtype, o->weight_dtype)) gemm = s;
-        else if (s->form == FIT_FORM_GEMM) snprintf(unused + l, sizeof unused - l, " %s (not the weights' dtype %s)", s->section, o->weight_dtype);
-        else if (s->form == FIT_FORM_INDEXER) indexer = s;
-        else if ((s->form == FIT_FORM_TOPK || s->form == FIT_FORM_CONST) && strstr(s->kernel, "topk")) topk = s;
-        else if (s->form == FIT_FORM_BESIDE) beside = s;
-        else snprintf(unused + l, sizeof unused - l, " %s", s->section);
+        size_t l = strlen(ps->unused);
+        if (s->form == FIT_FORM_FETCH && (!ps->fetch || !strcmp(s->section, "fetch"))) ps->fetch = s;
+        else if (s->form == FIT_FORM_HBM && (!ps->attn || strstr(s->section, "att"))) ps->attn = s;
+        else if (s->form == FIT_FORM_GEMM && !strcmp(s->dtype, o->weight_dtype)) ps->gemm = s;
+        else if (s->form == FIT_FORM_GEMM)
+            snprintf(ps->unused + l, sizeof ps->unused - l, " %s (not the weights' dtype %s)", s->section, o->weight_dtype);
+        else if (s->form == FIT_FORM_INDEXER) ps->indexer = s;
+        else if ((s->form == FIT_FORM_TOPK || s->form == FIT_FORM_CONST) && strstr(s->kernel, "topk")) ps->topk = s;
+        else if (s->form == FIT_FORM_BESIDE) ps->beside = s;
+        else snprintf(ps->unused + l, sizeof ps->unused - l, " %s", s->section);
     }
-    /* The profile is named after its file, so a calibrated copy says which it is. */
-    {
-        const char *bn = strrchr(out_path, '/');
-        bn = bn ? bn + 1 : out_path;
-        size_t len = strcspn(bn, ".");
-        repl *a = &r[nr++];
-        *a = (repl){.section = "hw", .key = "name"};
-        snprintf(a->value, sizeof a->value, "%.*s", (int)(len < 60 ? len : 60), bn);
-        snprintf(a->comment, sizeof a->comment, "; dhcal: name = the profile's file name\n");
-    }
-    if (fetch && (rc = fetch_repls(fetch, o, &base, r, &nr)) < 0) return -1;
-    if (beside) {
-        /* The fetch's slowdown beside a saturated memory system, against density (sim/hw.h:
-         * the weight of compute_interference). */
-        char prov[2048];
-        provenance(beside, prov, sizeof prov);
-        const double *bp = beside->res.p;
-        gather_key(r, &nr, "beside_max", bp[0],
-                   "%s; dhcal: beside_max = slowdown_max, beside_half = density_half, beside_steepness = steepness of the beside "
-                   "fit above: a fetch launch of rho rows per region takes beside_max / (1 + (rho / beside_half)^beside_steepness) "
-                   "longer beside a kernel that saturates the memory system (dhbench fetch beside=hbm against beside=none)\n", prov);
-        gather_key(r, &nr, "beside_half", exp(bp[1]), "%s", "");
-        gather_key(r, &nr, "beside_steepness", bp[2], "%s", "");
-    }
-    if (attn) {
-        /* Sparse attention: its own fixed cost and the selected rows' bytes at
-         * the kernel's rate (step.c); hbm_bw stays the copy rate of the base. */
-        char prov[2048];
-        provenance(attn, prov, sizeof prov);
-        repl *a = &r[nr++], *b = &r[nr++];
-        *a = (repl){.section = "hw", .key = "attn_bw", .append = 1};
-        *b = (repl){.section = "hw", .key = "attn_launch_s", .append = 1};
-        snprintf(a->value, sizeof a->value, "%.6g", coef(attn, "hbm_gbps")->value * 1e9);
-        snprintf(a->comment, sizeof a->comment, "%s; dhcal: attn_bw = hbm_gbps (selected rows' bytes the kernel reads per second); per-query and per-union-row terms are not in the simulator's form\n", prov);
-        fixed_cost(coef(attn, "t0_us"), base.cost.attn.launch_s, attn->section, b);
-    }
-    if (gemm) {
-        /* Projections and experts: launches x the GEMM's fixed cost, plus the
-         * weights at the decode GEMMs' streaming rate. */
-        if (isnan(o->layer_gemms) || !(o->layer_gemms >= 1))
-            return dh_err("the %s fit sets [hw] layer_fixed_s = launches x t0: give the GEMM launches per layer (--layer-gemms N)", gemm->section);
-        const fit_coef *t0 = coef(gemm, "t0_us");
-        if (!(t0->value > 0) || t0->fixed_zero)
-            return dh_err("kernel '%s' %s: the fixed cost per GEMM is not resolved (t0 %.3g +- %.2g us): layer_fixed_s needs it", gemm->kernel, gemm->dtype, t0->value, t0->se);
-        char prov[2048];
-        provenance(gemm, prov, sizeof prov);
-        repl *a = &r[nr++], *b = &r[nr++];
-        *a = (repl){.section = "hw", .key = "weight_bw", .append = 1};
-        *b = (repl){.section = "hw", .key = "layer_fixed_s", .append = 1};
-        snprintf(a->value, sizeof a->value, "%.6g", coef(gemm, "weight_gbps")->value * 1e9);
-        snprintf(a->comment, sizeof a->comment, "%s; dhcal: weight_bw = weight_gbps (weight bytes per second of decode GEMMs, dtype %s)\n", prov, gemm->dtype);
-        snprintf(b->value, sizeof b->value, "%.6g", o->layer_gemms * t0->value * 1e-6);
-        snprintf(b->comment, sizeof b->comment, "; dhcal: layer_fixed_s = %g GEMM launches per layer x t0_us %.4g us of the %s fit above\n",
-                 o->layer_gemms, t0->value, gemm->section);
-        if (!isnan(gemm->ceiling)) {
-            double peak = !strcmp(gemm->dtype, "fp8") ? base.cost.roof.fp8_flops : !strcmp(gemm->dtype, "bf16") ? base.cost.roof.bf16_flops : NAN;
-            if (isnan(peak)) return dh_err("GEMM dtype '%s' has no peak rate in [hw] (fp8_flops, bf16_flops)", gemm->dtype);
-            double eff = gemm->ceiling * 1e12 / peak;
-            if (!(eff > 0 && eff <= 1))
-                return dh_err("kernel '%s' %s: measured %.4g TFLOP/s (%s) is %.3g of the [hw] peak %.4g: non-physical (check the peak)",
-                              gemm->kernel, gemm->dtype, gemm->ceiling, gemm->ceiling_name, eff, peak / 1e12);
-            repl *c = &r[nr++];
-            *c = (repl){.section = "hw", .key = "mma_efficiency", .append = 1};
-            snprintf(c->value, sizeof c->value, "%.4f", eff);
-            snprintf(c->comment, sizeof c->comment, "; dhcal: mma_efficiency = %.4g TFLOP/s measured by the same run (%s, %s) / the [hw] %s peak %.4g TFLOP/s\n",
-                     gemm->ceiling, gemm->ceiling_name, gemm->files, gemm->dtype, peak / 1e12);
-        }
-    }
-    if (indexer || topk) {
-        /* The selecting layer: scoring at the indexer's rate, then one fixed
-         * cost for the indexer's launch and the top-k (step.c). */
-        if (!indexer || !topk)
-            return dh_err("[hw] indexer_ops_s and select_s need both an indexer fit and a top-k ('topk') fit; the results have only the %s",
-                          indexer ? "indexer" : "top-k");
-        char prov[2048], prov2[2048];
-        provenance(indexer, prov, sizeof prov);
-        provenance(topk, prov2, sizeof prov2);
-        const fit_coef *it0 = coef(indexer, "t0_us"), *kt0 = coef(topk, "t0_us"), *rate = coef(indexer, "rate_gmacs");
-        const fit_coef *kbw = coef(indexer, "key_gbps");
-        repl *a = &r[nr++], *b = &r[nr++];
-        *a = (repl){.section = "hw", .key = "indexer_ops_s", .append = 1};
-        *b = (repl){.section = "hw", .key = "select_s", .append = 1};
-        snprintf(a->value, sizeof a->value, "%.6g", rate->value * 1e9);
-        snprintf(a->comment, sizeof a->comment, "%s; dhcal: indexer_ops_s = rate_gmacs (multiply-adds of the scoring per second)%s%s\n", prov,
-                 rate->bound ? "; every fitted point is limited by the keys' bytes, so this is the slowest rate that keeps them so" : "",
-                 indexer->res.npoints <= indexer->res.npar ? "; as many points as coefficients: exact, no residual or standard errors" : "");
-        if (kbw && !kbw->bound) {
-            /* The keys' bytes at the kernel's own rate (without it step.c uses hbm_bw). */
-            repl *c = &r[nr++];
-            *c = (repl){.section = "hw", .key = "indexer_bw", .append = 1};
-            snprintf(c->value, sizeof c->value, "%.6g", kbw->value * 1e9);
-            snprintf(c->comment, sizeof c->comment, "; dhcal: indexer_bw = key_gbps of the %s fit above (the keys' bytes the scoring reads per second)\n",
-                     indexer->section);
-        }
-        snprintf(b->value, sizeof b->value, "%.6g", (it0->value + kt0->value) * 1e-6);
-        snprintf(b->comment, sizeof b->comment, "%s; dhcal: select_s = t0_us of the indexer (%.4g us) + the top-k (%.5g +- %.2g us)%s\n", prov2,
-                 it0->value, kt0->value, kt0->se,
-                 topk->form == FIT_FORM_TOPK ? ", the launch's fixed part; its waves are topk_*" : "");
-        if (topk->form == FIT_FORM_TOPK) {
-            /* The top-k's waves (cost_topk_time, sim/cost.h). A per-score term the points only
-             * bound (every point in the other regime) is written 0, so that the simulator's
-             * soft maximum is the other term alone, as fitted. */
-            if (!(topk->slots >= 1))
-                return dh_err("kernel '%s': the topk fit has no blocks-at-once count (the lines' sms)", topk->kernel);
-            static const struct { const char *coef, *key; double scale; } w[] = {
-                {"wave_us", "topk_wave_s", 1e-6}, {"row_ns", "topk_row_s", 1e-9}, {"k_ns", "topk_k_s", 1e-9},
-                {"score_gps", "topk_score_rate", 1e9}, {"steepness", "topk_steepness", 1}};
-            for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
-                const fit_coef *fc = coef(topk, w[i].coef);
-                repl *x = &r[nr++];
-                *x = (repl){.section = "hw", .key = w[i].key, .append = 1};
-                snprintf(x->value, sizeof x->value, "%.6g", fc->bound ? 0 : fc->value * w[i].scale);
-                snprintf(x->comment, sizeof x->comment, "; dhcal: %s = %s of the %s fit above (%.5g +- %.2g)%s\n", w[i].key, w[i].coef,
-                         topk->section, fc->value, fc->se,
-                         fc->bound          ? "; every fitted point is limited by the other term, which only bounds this one: 0, the term left out"
-                         : fc->undetermined ? "; not determined by the points (one term alone)"
-                                            : "");
-            }
-            repl *x = &r[nr++];
-            *x = (repl){.section = "hw", .key = "topk_slots", .append = 1};
-            snprintf(x->value, sizeof x->value, "%.6g", topk->slots);
-            snprintf(x->comment, sizeof x->comment, "; dhcal: topk_slots = the top-k blocks that ran at once in the %s lines (their sms: SMs x resident blocks per SM)\n",
-                     topk->section);
-        }
-    }
-    if (unused[0] && log) fprintf(log, "dhcal: fitted but not used by the simulator's profile schema:%s (coefficients in the fit report)\n", unused);
-    if (nr <= 1) return dh_err("no fitted section maps to a profile key");
+}
 
-    /* Rewrite the base text. */
-    FILE *in = fopen(o->base_path, "r");
-    if (!in) return dh_err("profile '%s': cannot open: %s", o->base_path, strerror(errno));
-    /* A registered temporary name (common/ofile.h): a signal or an error removes it. */
-    char *tmp;
-    if (ofile_begin(out_path, &tmp) < 0) { fclose(in); return -1; }
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        fclose(in);
-        int e = errno;
-        ofile_abort(tmp);
-        return dh_err("profile '%s': cannot create its temporary file: %s", out_path, strerror(e));
+/* The profile is named after its file, so a calibrated copy says which it is. */
+static void name_repl(const char *out_path, repl *r, size_t *nr)
+{
+    const char *bn = strrchr(out_path, '/');
+    bn = bn ? bn + 1 : out_path;
+    size_t len = strcspn(bn, ".");
+    repl *a = &r[(*nr)++];
+    *a = (repl){.section = "hw", .key = "name"};
+    snprintf(a->value, sizeof a->value, "%.*s", (int)(len < 60 ? len : 60), bn);
+    snprintf(a->comment, sizeof a->comment, "; dhcal: name = the profile's file name\n");
+}
+
+/* The fetch's slowdown beside a saturated memory system, against density (sim/hw.h: the
+ * weight of compute_interference). */
+static void beside_repls(const fit_section *beside, repl *r, size_t *nr)
+{
+    char prov[2048];
+    provenance(beside, prov, sizeof prov);
+    const double *bp = beside->res.p;
+    gather_key(r, nr, "beside_max", bp[0],
+               "%s; dhcal: beside_max = slowdown_max, beside_half = density_half, beside_steepness = steepness of the beside "
+               "fit above: a fetch launch of rho rows per region takes beside_max / (1 + (rho / beside_half)^beside_steepness) "
+               "longer beside a kernel that saturates the memory system (dhbench fetch beside=hbm against beside=none)\n", prov);
+    gather_key(r, nr, "beside_half", exp(bp[1]), "%s", "");
+    gather_key(r, nr, "beside_steepness", bp[2], "%s", "");
+}
+
+/* Sparse attention, the simulator's form (sim/cost.h: cost_attention_time) with the fit's
+ * coefficients: its fixed cost per launch and per query token, the selected rows' bytes at
+ * the kernel's rate; hbm_bw stays the copy rate of the base. */
+static int attn_repls(const fit_section *attn, const hw_profile *base, repl *r, size_t *nr)
+{
+    const fit_coef *un = coef(attn, "union_row_us"), *q = coef(attn, "query_us");
+    if (un && !un->undetermined && !un->fixed_zero && un->value != 0)
+        return dh_err("kernel '%s': the %s fit has a per-union-row term (%.3g us), which the simulator's attention form does "
+                      "not have (it reads each query's rows): fit the attention on lines without union rows", attn->kernel,
+                      attn->section, un->value);
+    char prov[2048];
+    provenance(attn, prov, sizeof prov);
+    repl *a = &r[(*nr)++], *b = &r[(*nr)++], *c = &r[(*nr)++];
+    *a = (repl){.section = "hw", .key = "attn_bw", .append = 1};
+    *b = (repl){.section = "hw", .key = "attn_launch_s", .append = 1};
+    *c = (repl){.section = "hw", .key = "attn_query_s", .append = 1};
+    snprintf(a->value, sizeof a->value, "%.6g", coef(attn, "hbm_gbps")->value * 1e9);
+    snprintf(a->comment, sizeof a->comment, "%s; dhcal: attn_bw = hbm_gbps (selected rows' bytes the kernel reads per second), "
+             "the form's byte rate beside the roofline's tensor time (%zu of the fitted lines bound by it)\n", prov,
+             attn->tensor_bound);
+    fixed_cost(coef(attn, "t0_us"), base->cost.attn.launch_s, attn->section, b);
+    snprintf(c->value, sizeof c->value, "%.6g", q->value * 1e-6);
+    if (q->fixed_zero)
+        snprintf(c->comment, sizeof c->comment, "; dhcal: attn_query_s = query_us of the %s fit above: 0, the fit's %.3g +- %.2g us "
+                 "per query token being below 0 inside the noise\n", attn->section, q->fit_value, q->fit_se);
+    else
+        snprintf(c->comment, sizeof c->comment, "; dhcal: attn_query_s = query_us of the %s fit above (%.4g +- %.2g us per query "
+                 "token)%s\n", attn->section, q->value, q->se, q->undetermined ? ": not determined by the lines, 0" : "");
+    return 0;
+}
+
+/* Projections and experts: launches x the GEMM's fixed cost, plus the weights at the decode
+ * GEMMs' streaming rate, and the roofline's efficiency from the rate the run measured. */
+static int gemm_repls(const fit_section *gemm, const prof_opts *o, const hw_profile *base, repl *r, size_t *nr)
+{
+    if (isnan(o->layer_gemms) || !(o->layer_gemms >= 1))
+        return dh_err("the %s fit sets [hw] layer_fixed_s = launches x t0: give the GEMM launches per layer (--layer-gemms N)",
+                      gemm->section);
+    const fit_coef *t0 = coef(gemm, "t0_us");
+    if (!(t0->value > 0) || t0->fixed_zero)
+        return dh_err("kernel '%s' %s: the fixed cost per GEMM is not resolved (t0 %.3g +- %.2g us): layer_fixed_s needs it",
+                      gemm->kernel, gemm->dtype, t0->value, t0->se);
+    char prov[2048];
+    provenance(gemm, prov, sizeof prov);
+    repl *a = &r[(*nr)++], *b = &r[(*nr)++];
+    *a = (repl){.section = "hw", .key = "weight_bw", .append = 1};
+    *b = (repl){.section = "hw", .key = "layer_fixed_s", .append = 1};
+    snprintf(a->value, sizeof a->value, "%.6g", coef(gemm, "weight_gbps")->value * 1e9);
+    snprintf(a->comment, sizeof a->comment, "%s; dhcal: weight_bw = weight_gbps (weight bytes per second of decode GEMMs, dtype "
+             "%s), the form's byte rate beside the roofline's tensor time (%zu of the fitted lines bound by it)\n", prov,
+             gemm->dtype, gemm->tensor_bound);
+    snprintf(b->value, sizeof b->value, "%.6g", o->layer_gemms * t0->value * 1e-6);
+    snprintf(b->comment, sizeof b->comment, "; dhcal: layer_fixed_s = %g GEMM launches per layer x t0_us %.4g us of the %s fit above\n",
+             o->layer_gemms, t0->value, gemm->section);
+    if (isnan(gemm->ceiling)) return 0;
+    double peak = !strcmp(gemm->dtype, "fp8") ? base->cost.roof.fp8_flops : !strcmp(gemm->dtype, "bf16") ? base->cost.roof.bf16_flops : NAN;
+    if (isnan(peak)) return dh_err("GEMM dtype '%s' has no peak rate in [hw] (fp8_flops, bf16_flops)", gemm->dtype);
+    double eff = gemm->ceiling * 1e12 / peak;
+    if (!(eff > 0 && eff <= 1))
+        return dh_err("kernel '%s' %s: measured %.4g TFLOP/s (%s) is %.3g of the [hw] peak %.4g: non-physical (check the peak)",
+                      gemm->kernel, gemm->dtype, gemm->ceiling, gemm->ceiling_name, eff, peak / 1e12);
+    repl *c = &r[(*nr)++];
+    *c = (repl){.section = "hw", .key = "mma_efficiency", .append = 1};
+    /* As the fit's tensor term took it (fit_mma_efficiency: the same 4 decimals). */
+    snprintf(c->value, sizeof c->value, "%.4f", eff);
+    snprintf(c->comment, sizeof c->comment, "; dhcal: mma_efficiency = %.4g TFLOP/s measured by the same run (%s, %s) / the [hw] %s peak %.4g TFLOP/s\n",
+             gemm->ceiling, gemm->ceiling_name, gemm->files, gemm->dtype, peak / 1e12);
+    return 0;
+}
+
+/* The top-k's waves (cost_topk_time, sim/cost.h). A per-score term the points only bound
+ * (every point in the other regime) is written 0, so that the simulator's soft maximum is the
+ * other term alone, as fitted. */
+static int topk_repls(const fit_section *topk, repl *r, size_t *nr)
+{
+    if (!(topk->slots >= 1)) return dh_err("kernel '%s': the topk fit has no blocks-at-once count (the lines' sms)", topk->kernel);
+    static const struct { const char *coef, *key; double scale; } w[] = {
+        {"wave_us", "topk_wave_s", 1e-6}, {"row_ns", "topk_row_s", 1e-9}, {"k_ns", "topk_k_s", 1e-9},
+        {"score_gps", "topk_score_rate", 1e9}, {"steepness", "topk_steepness", 1}};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        const fit_coef *fc = coef(topk, w[i].coef);
+        repl *x = &r[(*nr)++];
+        *x = (repl){.section = "hw", .key = w[i].key, .append = 1};
+        snprintf(x->value, sizeof x->value, "%.6g", fc->bound ? 0 : fc->value * w[i].scale);
+        snprintf(x->comment, sizeof x->comment, "; dhcal: %s = %s of the %s fit above (%.5g +- %.2g)%s\n", w[i].key, w[i].coef,
+                 topk->section, fc->value, fc->se,
+                 fc->bound          ? "; every fitted point is limited by the other term, which only bounds this one: 0, the term left out"
+                 : fc->undetermined ? "; not determined by the points (one term alone)"
+                                    : "");
     }
-    {
-        char head[2300];
-        snprintf(head, sizeof head, "; dhcal: keys with \"; dhcal:\" comments were fitted by: %s\n", o->command ? o->command : "dhcal fit");
-        write_wrapped(out, head);
+    repl *x = &r[(*nr)++];
+    *x = (repl){.section = "hw", .key = "topk_slots", .append = 1};
+    snprintf(x->value, sizeof x->value, "%.6g", topk->slots);
+    snprintf(x->comment, sizeof x->comment, "; dhcal: topk_slots = the top-k blocks that ran at once in the %s lines (their sms: SMs x resident blocks per SM)\n",
+             topk->section);
+    return 0;
+}
+
+/* The selecting layer: scoring at the indexer's rate, then one fixed cost for the indexer's
+ * launch and the top-k (step.c), then the top-k's waves. */
+static int select_repls(const fit_section *indexer, const fit_section *topk, repl *r, size_t *nr)
+{
+    if (!indexer || !topk)
+        return dh_err("[hw] indexer_ops_s and select_s need both an indexer fit and a top-k ('topk') fit; the results have only the %s",
+                      indexer ? "indexer" : "top-k");
+    char prov[2048], prov2[2048];
+    provenance(indexer, prov, sizeof prov);
+    provenance(topk, prov2, sizeof prov2);
+    const fit_coef *it0 = coef(indexer, "t0_us"), *kt0 = coef(topk, "t0_us"), *rate = coef(indexer, "rate_gmacs");
+    const fit_coef *kbw = coef(indexer, "key_gbps");
+    repl *a = &r[(*nr)++], *b = &r[(*nr)++];
+    *a = (repl){.section = "hw", .key = "indexer_ops_s", .append = 1};
+    *b = (repl){.section = "hw", .key = "select_s", .append = 1};
+    snprintf(a->value, sizeof a->value, "%.6g", rate->value * 1e9);
+    snprintf(a->comment, sizeof a->comment, "%s; dhcal: indexer_ops_s = rate_gmacs (multiply-adds of the scoring per second)%s%s\n", prov,
+             rate->bound ? "; every fitted point is limited by the keys' bytes, so this is the slowest rate that keeps them so" : "",
+             indexer->res.npoints <= indexer->res.npar ? "; as many points as coefficients: exact, no residual or standard errors" : "");
+    if (kbw && !kbw->bound) {
+        /* The keys' bytes at the kernel's own rate (without it step.c uses hbm_bw). */
+        repl *c = &r[(*nr)++];
+        *c = (repl){.section = "hw", .key = "indexer_bw", .append = 1};
+        snprintf(c->value, sizeof c->value, "%.6g", kbw->value * 1e9);
+        snprintf(c->comment, sizeof c->comment, "; dhcal: indexer_bw = key_gbps of the %s fit above (the keys' bytes the scoring reads per second)\n",
+                 indexer->section);
     }
+    snprintf(b->value, sizeof b->value, "%.6g", (it0->value + kt0->value) * 1e-6);
+    snprintf(b->comment, sizeof b->comment, "%s; dhcal: select_s = t0_us of the indexer (%.4g us) + the top-k (%.5g +- %.2g us)%s\n", prov2,
+             it0->value, kt0->value, kt0->se,
+             topk->form == FIT_FORM_TOPK ? ", the launch's fixed part; its waves are topk_*" : "");
+    return topk->form == FIT_FORM_TOPK ? topk_repls(topk, r, nr) : 0;
+}
+
+/* Every replacement the fitted sections make. */
+static int all_repls(const prof_opts *o, const prof_sections *ps, const hw_profile *base, const char *out_path, repl *r,
+                     size_t *nr)
+{
+    name_repl(out_path, r, nr);
+    if (ps->fetch && fetch_repls(ps->fetch, o, base, r, nr) < 0) return -1;
+    if (ps->beside) beside_repls(ps->beside, r, nr);
+    if (ps->attn && attn_repls(ps->attn, base, r, nr) < 0) return -1;
+    if (ps->gemm && gemm_repls(ps->gemm, o, base, r, nr) < 0) return -1;
+    if ((ps->indexer || ps->topk) && select_repls(ps->indexer, ps->topk, r, nr) < 0) return -1;
+    DH_BUG_ON(*nr > MAX_REPL);
+    return 0;
+}
+
+/* The base's text to out, each replaced key with its new comment and value, every optional
+ * key the base lacks at the end of its section; [fit_range] and [fitted_at] are left out (the
+ * caller writes them afresh). */
+static void rewrite_base(FILE *in, FILE *out, repl *r, size_t nr)
+{
     char *line = NULL, sec[128] = "", key[128];
     size_t cap = 0;
     int in_range = 0;
@@ -489,13 +523,46 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     fclose(pend);
     free(pending);
     free(line);
+}
+
+int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const char *out_path, FILE *log)
+{
+    cfg *bc;
+    hw_profile base;
+    if (load_cfg_hw(o->base_path, &bc, &base) < 0) return -1;
+    cfg_free(bc);
+    prof_sections ps;
+    classify(o, secs, nsec, &ps);
+    repl r[MAX_REPL];
+    size_t nr = 0;
+    if (all_repls(o, &ps, &base, out_path, r, &nr) < 0) return -1;
+    if (ps.unused[0] && log) fprintf(log, "dhcal: fitted but not used by the simulator's profile schema:%s (coefficients in the fit report)\n", ps.unused);
+    if (nr <= 1) return dh_err("no fitted section maps to a profile key");
+
+    FILE *in = fopen(o->base_path, "r");
+    if (!in) return dh_err("profile '%s': cannot open: %s", o->base_path, strerror(errno));
+    /* A registered temporary name (common/ofile.h): a signal or an error removes it. */
+    char *tmp;
+    if (ofile_begin(out_path, &tmp) < 0) { fclose(in); return -1; }
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        int e = errno;
+        ofile_abort(tmp);
+        return dh_err("profile '%s': cannot create its temporary file: %s", out_path, strerror(e));
+    }
+    char head[2300];
+    snprintf(head, sizeof head, "; dhcal: keys with \"; dhcal:\" comments were fitted by: %s\n", o->command ? o->command : "dhcal fit");
+    write_wrapped(out, head);
+    rewrite_base(in, out, r, nr);
     fclose(in);
+    int rc = 0;
     for (size_t i = 0; i < nr && rc == 0; i++)
         if (!r[i].done && !r[i].drop) rc = dh_err("profile '%s': base lacks [%s] %s", o->base_path, r[i].section, r[i].key);
     if (rc == 0) rc = write_fitted_at(out, o->base_path, r, nr);
     fprintf(out, "\n[fit_range]\n");
     write_wrapped(out, "; dhcal: the inputs each fitted section saw, \"<section>_<input> = min, max\"; a point outside is extrapolated and must be reported\n");
-    fputs(ranges, out);
+    fputs(ps.ranges, out);
     if (fclose(out) != 0 && rc == 0) rc = dh_err("profile '%s': write error", tmp);
     if (rc == 0 && prof_check(tmp) < 0) rc = dh_err_prefix("fitted profile fails its check: ");
     if (rc == 0) return ofile_commit(tmp, out_path);

@@ -36,9 +36,10 @@ typedef struct {
     double layer_gemms;        /* GEMM launches per layer for layer_fixed_s (NAN: not given) */
 } prof_opts;
 
-/* Read page_bytes and region_bytes (0 when not given) from the base profile's
- * [gather] (the fit must count pages and regions as the simulator does). */
-int prof_base_page_bytes(const char *base_path, double *page_bytes, double *region_bytes);
+/* The fit's inputs from the base profile: page_bytes and region_bytes (0 when not given) of
+ * its [gather] (the fit must count pages and regions as the simulator does) and its roofline
+ * (the tensor term of the attention and GEMM forms). */
+int prof_base_inputs(const char *base_path, fit_opts *fo);
 
 int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const char *out_path, FILE *log);
 

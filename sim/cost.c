@@ -33,25 +33,29 @@ double cost_roofline_time(const cost_roofline *r, double bytes, double flops, in
     return r->launch_s + (tb > tf ? tb : tf);
 }
 
-double cost_attention_time(const cost_model *c, double bytes, double flops, int fp8, double compute_sms)
+double cost_tensor_time(const cost_roofline *r, double flops, int fp8, double compute_sms)
 {
-    double t = cost_roofline_time(&c->roof, bytes, flops, fp8, compute_sms);
-    if (c->attn.form == COST_FITTED) {
-        /* Fitted: a fixed cost + the selected rows at the attention kernel's own rate, unless
-         * the tensor work takes longer. */
-        double ta = bytes / c->attn.bw, tf = t - c->roof.launch_s;
-        t = c->attn.launch_s + (ta > tf ? ta : tf);
-    }
-    return t;
+    /* Written as the roofline with no bytes less its launch, the order the simulator has
+     * always evaluated it in (its outputs are compared bit for bit). */
+    return cost_roofline_time(r, 0, flops, fp8, compute_sms) - r->launch_s;
 }
 
-double cost_gemm_time(const cost_model *c, double weight_bytes, double flops, double compute_sms)
+double cost_attention_time(const cost_model *c, double bytes, double flops, double queries, int fp8,
+                           double compute_sms)
 {
-    if (c->gemm.form != COST_FITTED) return cost_roofline_time(&c->roof, weight_bytes, flops, 1, compute_sms);
+    if (c->attn.form != COST_FITTED) return cost_roofline_time(&c->roof, bytes, flops, fp8, compute_sms);
+    /* Fitted: a fixed cost per launch and per query token + the selected rows at the
+     * attention kernel's own rate, unless the tensor work takes longer. */
+    double ta = bytes / c->attn.bw, tf = cost_tensor_time(&c->roof, flops, fp8, compute_sms);
+    return c->attn.launch_s + queries * c->attn.query_s + (ta > tf ? ta : tf);
+}
+
+double cost_gemm_time(const cost_model *c, double weight_bytes, double flops, int fp8, double compute_sms)
+{
+    if (c->gemm.form != COST_FITTED) return cost_roofline_time(&c->roof, weight_bytes, flops, fp8, compute_sms);
     /* Fitted: the layer's launches + its weights at the decode GEMMs' streaming rate, unless
      * the tensor work takes longer. */
-    double tw = weight_bytes / c->gemm.bw;
-    double tf = cost_roofline_time(&c->roof, 0, flops, 1, compute_sms) - c->roof.launch_s;
+    double tw = weight_bytes / c->gemm.bw, tf = cost_tensor_time(&c->roof, flops, fp8, compute_sms);
     return c->gemm.fixed_s + (tw > tf ? tw : tf);
 }
 

@@ -8,9 +8,14 @@
  * calibrated one the fitted forms. The step scheduler (sim/step.c) only calls these.
  *
  *   roofline   launch_s + max(bytes / hbm_bw, flops / (peak x mma_efficiency x compute_sms / sms))
- *   attention  roofline, or fitted: launch_s + max(bytes / bw, the roofline's tensor time)
+ *   attention  roofline, or fitted: launch_s + queries x query_s + max(bytes / bw, the
+ *              roofline's tensor time); queries: the query tokens of the launch (requests x
+ *              queries per request: a verification step's grow it), bytes the rows they read
  *   gemm       roofline, or fitted: fixed_s (the layer's fixed cost: its GEMM launches) +
  *              max(weight bytes / bw, the roofline's tensor time)
+ *   tensor     the roofline's tensor time alone: flops / (peak x mma_efficiency x
+ *              compute_sms / sms); bin/dhcal fits the attention and the GEMMs with it, at
+ *              the roofline the profile will hold (analysis/fitcost.h)
  *   indexer    roofline, or fitted: max(key bytes / bw, multiply-adds / ops_s) + select_s +
  *              the top-k's waves
  *   topk       full waves of slots blocks and a last one of the rest; a wave of n blocks takes
@@ -62,7 +67,9 @@ typedef struct {
     double launch_s, hbm_bw, fp8_flops, bf16_flops, mma_efficiency, sms;
 } cost_roofline;
 
-typedef struct { cost_form form; double launch_s, bw; } cost_attention;
+/* The attention's fitted form: launch_s a launch, query_s a query token (0: none), bw the
+ * selected rows' bytes. */
+typedef struct { cost_form form; double launch_s, bw, query_s; } cost_attention;
 typedef struct { cost_form form; double fixed_s, bw; } cost_gemm;
 typedef struct { cost_form form; double bw, ops_s, select_s; } cost_indexer;
 
@@ -112,10 +119,15 @@ double cost_table_eval_slope(const cost_table *t, double x);
 /* A kernel reading bytes and doing flops at the FP8 or BF16 rate, the compute rate scaled
  * by the SMs left to compute. */
 double cost_roofline_time(const cost_roofline *r, double bytes, double flops, int fp8, double compute_sms);
-/* Sparse attention over the selected rows' bytes. */
-double cost_attention_time(const cost_model *c, double bytes, double flops, int fp8, double compute_sms);
-/* A layer's projections and experts: their weight bytes and FP8 flops. */
-double cost_gemm_time(const cost_model *c, double weight_bytes, double flops, double compute_sms);
+/* The tensor term of cost_roofline_time alone (its launch and bytes left out). */
+double cost_tensor_time(const cost_roofline *r, double flops, int fp8, double compute_sms);
+/* Sparse attention of queries query tokens over the selected rows' bytes (summed over the
+ * queries) and flops. */
+double cost_attention_time(const cost_model *c, double bytes, double flops, double queries, int fp8,
+                           double compute_sms);
+/* A layer's projections and experts (or one GEMM launch, fixed_s its t0): their weight bytes
+ * and flops at the FP8 or BF16 rate. */
+double cost_gemm_time(const cost_model *c, double weight_bytes, double flops, int fp8, double compute_sms);
 /* The top-k's waves for topks top-ks (may be a mean) of rows scores each selecting k (at
  * most rows), added to t0 (the fit's fixed cost; 0 for the simulator's waves alone). */
 double cost_topk_time(const cost_topk *p, double t0, double topks, double rows, double k);

@@ -37,6 +37,8 @@ static const cfg_key hw_keys[] = {
     CK_ROW("hw", "attn_bw", CK_NUM, "bytes/s", 0, 1e15, "0", "Sparse attention's rate over the selected rows' bytes; 0: the "
       "roofline (hbm_bw). Replaces hbm_bw in the attention's cost.", FIT),
     CK_ROW("hw", "attn_launch_s", CK_NUM, "s", 0, 1, "0", "Sparse attention's fixed cost per launch (fitted form).", FIT),
+    CK_ROW("hw", "attn_query_s", CK_NUM, "s", 0, 1, "0", "Sparse attention's fixed cost per query token of a launch (fitted "
+      "form; a verification step's queries per request multiply it).", FIT),
     CK_ROW("hw", "weight_bw", CK_NUM, "bytes/s", 0, 1e15, "0", "Decode GEMMs' weight streaming rate; 0: the roofline. Replaces "
       "hbm_bw in the GEMMs' cost.", FIT),
     CK_ROW("hw", "layer_fixed_s", CK_NUM, "s", 0, 1, "0", "A layer's GEMM launches (fitted form; replaces kernel_launch_s).", FIT),
@@ -313,6 +315,7 @@ static const struct { const char *sec, *key, *rate; int bound; } hw_bind[] = {
     { "hw", "indexer_bw", "hbm_bw", 1 },       { "hw", "topk_score_rate", "hbm_bw", 0 },
     { "hw", "indexer_ops_s", "fp8_flops", 2 }, { "hw", "attn_launch_s", "kernel_launch_s", 0 },
     { "hw", "layer_fixed_s", "kernel_launch_s", 0 }, { "hw", "select_s", "kernel_launch_s", 0 },
+    { "hw", "attn_query_s", "kernel_launch_s", 0 },
     { "hw", "topk_wave_s", "kernel_launch_s", 0 },   { "hw", "topk_slots", "sms", 0 },
     { "gather", "row_bw", "h2d_bw", -1 },      { "gather", "pages_bw", "h2d_bw", -1 },
     { "gather", "link_s_per_byte", "h2d_bw", -2 },
@@ -435,7 +438,7 @@ static int hw_load_measured(cfg *c, hw_profile *hw)
         { "gather", "launch_s", &cm->fetch.launch_s },
         { "host", "dram_bytes", &hw->host_dram_bytes },
         /* Optional kernel-fitted costs (hw.h); 0, the default, keeps the roofline forms. */
-        { "hw", "attn_bw", &cm->attn.bw }, { "hw", "attn_launch_s", &cm->attn.launch_s },
+        { "hw", "attn_bw", &cm->attn.bw }, { "hw", "attn_launch_s", &cm->attn.launch_s }, { "hw", "attn_query_s", &cm->attn.query_s },
         { "hw", "weight_bw", &cm->gemm.bw }, { "hw", "layer_fixed_s", &cm->gemm.fixed_s },
         { "hw", "indexer_ops_s", &cm->indexer.ops_s }, { "hw", "select_s", &cm->indexer.select_s },
         { "hw", "indexer_bw", &cm->indexer.bw }, { "hw", "fetch_interference", &cm->inter.fetch },
@@ -495,6 +498,58 @@ static void scale_list(cfg *c, const char *sec, const char *key, double k)
  * file's value over the one the base was fitted at). Efficiencies, curves' shapes and the
  * fitted ranges are carried over as they are: the assumption is that the kernels reach the
  * same fractions of the new GPU's rates (docs/HARDWARE.md). */
+/* This file's keys (datasheet ones only) laid over the base's text b. */
+static int overlay_datasheet(cfg *c, cfg *b)
+{
+    const char *f = cfg_name(c);
+    for (size_t i = 0; i < cfg_entry_count(c); i++) {
+        const char *sec, *key, *val;
+        cfg_entry_at(c, i, &sec, &key, &val);
+        if (!strcmp(sec, "profile") && !strcmp(key, "base")) continue;
+        const cfg_key *k = cfgk_find(&hw_schema, sec, key);
+        if (!k) return dh_err("%s: unknown key '%s' in [%s]", f, key, sec);
+        if (!(k->flags & CK_DATASHEET))
+            return dh_err("%s: [%s] %s is a fitted key: a scaled profile carries its base's fitted keys over, scaled by the "
+                          "datasheet rates' ratios; give datasheet keys only (docs/HARDWARE.md)", f, sec, key);
+        cfg_str(c, sec, key); /* read: this file has no unknown key left */
+        cfg_set(b, sec, key, val);
+    }
+    if (!cfg_has(c, "hw", "name")) return dh_err("%s: missing key 'name' in [hw] (a scaled profile names its GPU)", f);
+    return 0;
+}
+
+/* Each fitted key of b that replaces a rate, scaled by that rate's ratio (this file's over
+ * the base bh's [fitted_at] value), and [fitted_at] set to the new rates. */
+static int scale_fitted(cfg *c, cfg *b, const hw_profile *bh)
+{
+    /* The ratios, from the new rates as the loader reads them (range-checked). */
+    double ratio[HW_NRATES];
+    for (size_t r = 0; r < HW_NRATES; r++) {
+        const char *rs = rate_section(hw_rates[r]);
+        double now, at = rate_value(bh, hw_rates[r]);
+        ratio[r] = 1;
+        if (!cfg_has(c, rs, hw_rates[r])) continue;
+        if (cfgk_double(b, &hw_schema, rs, hw_rates[r], &now) < 0) return -1;
+        ratio[r] = now / at;
+        if (cfg_has(b, "fitted_at", hw_rates[r])) cfg_set(b, "fitted_at", hw_rates[r], cfg_str(c, rs, hw_rates[r]));
+    }
+    for (size_t i = 0; i < HW_NBIND; i++) {
+        if (!cfg_has(b, hw_bind[i].sec, hw_bind[i].key)) continue;
+        size_t r = 0;
+        while (strcmp(hw_rates[r], hw_bind[i].rate)) r++;
+        double k = hw_bind[i].bound == -2 ? 1 / ratio[r] : ratio[r];   /* -2: a time per byte */
+        if (!strcmp(hw_bind[i].key, "topk_slots")) {
+            /* Blocks at once: SMs x resident blocks per SM, a whole number. */
+            char v[64];
+            snprintf(v, sizeof v, "%.0f", floor(bh->cost.topk.slots * k + 0.5));
+            cfg_set(b, "hw", "topk_slots", v);
+        } else {
+            scale_list(b, hw_bind[i].sec, hw_bind[i].key, k);
+        }
+    }
+    return 0;
+}
+
 static int hw_load_scaled(cfg *c, hw_profile *hw)
 {
     const char *f = cfg_name(c), *base;
@@ -514,47 +569,7 @@ static int hw_load_scaled(cfg *c, hw_profile *hw)
         dh_err("%s: [profile] base '%s' has no fitted keys ([fitted_at]) to carry over", f, path);
         goto out;
     }
-    /* This file's keys: datasheet ones only, each laid over the base. */
-    for (size_t i = 0; i < cfg_entry_count(c); i++) {
-        const char *sec, *key, *val;
-        cfg_entry_at(c, i, &sec, &key, &val);
-        if (!strcmp(sec, "profile") && !strcmp(key, "base")) continue;
-        const cfg_key *k = cfgk_find(&hw_schema, sec, key);
-        if (!k) { dh_err("%s: unknown key '%s' in [%s]", f, key, sec); goto out; }
-        if (!(k->flags & CK_DATASHEET)) {
-            dh_err("%s: [%s] %s is a fitted key: a scaled profile carries its base's fitted keys over, scaled by the "
-                   "datasheet rates' ratios; give datasheet keys only (docs/HARDWARE.md)", f, sec, key);
-            goto out;
-        }
-        cfg_str(c, sec, key); /* read: this file has no unknown key left */
-        cfg_set(b, sec, key, val);
-    }
-    if (!cfg_has(c, "hw", "name")) { dh_err("%s: missing key 'name' in [hw] (a scaled profile names its GPU)", f); goto out; }
-    /* The ratios, from the new rates as the loader reads them (range-checked). */
-    double ratio[HW_NRATES];
-    for (size_t r = 0; r < HW_NRATES; r++) {
-        const char *rs = rate_section(hw_rates[r]);
-        double now, at = rate_value(&bh, hw_rates[r]);
-        ratio[r] = 1;
-        if (!cfg_has(c, rs, hw_rates[r])) continue;
-        if (cfgk_double(b, &hw_schema, rs, hw_rates[r], &now) < 0) goto out;
-        ratio[r] = now / at;
-        if (cfg_has(b, "fitted_at", hw_rates[r])) cfg_set(b, "fitted_at", hw_rates[r], cfg_str(c, rs, hw_rates[r]));
-    }
-    for (size_t i = 0; i < HW_NBIND; i++) {
-        if (!cfg_has(b, hw_bind[i].sec, hw_bind[i].key)) continue;
-        size_t r = 0;
-        while (strcmp(hw_rates[r], hw_bind[i].rate)) r++;
-        double k = hw_bind[i].bound == -2 ? 1 / ratio[r] : ratio[r];   /* -2: a time per byte */
-        if (!strcmp(hw_bind[i].key, "topk_slots")) {
-            /* Blocks at once: SMs x resident blocks per SM, a whole number. */
-            char v[64];
-            snprintf(v, sizeof v, "%.0f", floor(bh.cost.topk.slots * k + 0.5));
-            cfg_set(b, "hw", "topk_slots", v);
-        } else {
-            scale_list(b, hw_bind[i].sec, hw_bind[i].key, k);
-        }
-    }
+    if (overlay_datasheet(c, b) < 0 || scale_fitted(c, b, &bh) < 0) goto out;
     if (hw_load_measured(b, hw) < 0) { dh_err_prefix("%s (scaled from %s): ", f, path); goto out; }
     if (cfg_check_unused(b) < 0) { dh_err_prefix("%s (scaled from %s): ", f, path); goto out; }
     snprintf(hw->base, sizeof hw->base, "%s", bh.name);

@@ -18,7 +18,7 @@
  *             bf16_flops      dense BF16 tensor rate
  *             mma_efficiency  achieved fraction of the tensor rates (0, 1]; default 1 (the bound)
  *             kernel_launch_s fixed cost of one kernel on the compute stream
- *             attn_bw, attn_launch_s, weight_bw, layer_fixed_s, indexer_ops_s,
+ *             attn_bw, attn_launch_s, attn_query_s, weight_bw, layer_fixed_s, indexer_ops_s,
  *             select_s, indexer_bw, fetch_interference, compute_interference,
  *             topk_slots, topk_wave_s, topk_row_s, topk_k_s, topk_score_rate,
  *             topk_steepness                             optional (default 0 =
@@ -112,8 +112,8 @@ typedef struct {
     double host_dram_bytes;
     /* Every cost, its form chosen by hw_load from the keys given (sim/cost.h):
      *   roof      [hw] hbm_bw, fp8_flops, bf16_flops, mma_efficiency, kernel_launch_s, sms;
-     *   attn      fitted when attn_bw is given: attn_launch_s + bytes / attn_bw (the selected
-     *             rows' bytes), or the tensor time if larger;
+     *   attn      fitted when attn_bw is given: attn_launch_s + query tokens x attn_query_s +
+     *             bytes / attn_bw (the selected rows' bytes), or the tensor time if larger;
      *   gemm      fitted when weight_bw is given: layer_fixed_s (the layer's GEMM launches) +
      *             weight bytes / weight_bw, or the flops;
      *   indexer   fitted when indexer_ops_s is given: max(key bytes / indexer_bw, queries x

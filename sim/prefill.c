@@ -58,10 +58,10 @@ static double rows_sum(double s, double n, double c, double cap)
     return below + capped;
 }
 
-double prefill_attention_s(const step_ctx *cx, double bytes, double flops, int fp8)
+double prefill_attention_s(const step_ctx *cx, double bytes, double flops, double queries, int fp8)
 {
     const hw_profile *hw = cx->hw;
-    if (!(hw->prefill_attn_flops > 0)) return cost_attention_time(&hw->cost, bytes, flops, fp8, cx->compute_sms);
+    if (!(hw->prefill_attn_flops > 0)) return cost_attention_time(&hw->cost, bytes, flops, queries, fp8, cx->compute_sms);
     const double tb = bytes / hw->cost.roof.hbm_bw, tf = flops / (hw->prefill_attn_flops * cx->compute_sms / hw->sms);
     const double fixed = hw->cost.attn.form == COST_FITTED ? hw->cost.attn.launch_s : hw->cost.roof.launch_s;
     return fixed + (tb > tf ? tb : tf);
@@ -72,7 +72,7 @@ double prefill_gemm_s(const step_ctx *cx, int moe, double weight_bytes, double f
 {
     const cost_model *cm = &cx->hw->cost;
     const hw_profile *hw = cx->hw;
-    if (!hw->prefill_gemm.n) return cost_gemm_time(cm, weight_bytes, flops, cx->compute_sms);
+    if (!hw->prefill_gemm.n) return cost_gemm_time(cm, weight_bytes, flops, 1, cx->compute_sms);
     const model_cfg *md = cx->model;
     /* The routed experts' share of the layer's FLOPs: k experts of expert_bytes / quantised
      * bytes per parameter each, per token; the rest (projections, shared expert, a dense
@@ -135,7 +135,7 @@ double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, do
         }
         double flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
         if (tp) flops /= cx->tp.ranks;
-        const double ta = prefill_attention_s(cx, rows * k->row_bytes, flops, k->attn_fp8);
+        const double ta = prefill_attention_s(cx, rows * k->row_bytes, flops, P.tokens, k->attn_fp8);
         double ti = 0;
         if (macs > 0) ti = cost_roofline_time(&cm->roof, keys * k->indexer_key_bytes, 2.0 * macs, 1, cx->compute_sms);
         double w = cx->dense_bytes_per_layer;

@@ -96,7 +96,7 @@ typedef struct {
  * rate, the rows' bytes at hbm_bw as the floor (each query reads its rows once, no reuse
  * across queries credited), plus the attention's launch; without it cost_attention_time (the
  * decode kernel's fitted form, whose byte rate is a decode gather's). O(1). */
-double prefill_attention_s(const step_ctx *cx, double bytes, double flops, int fp8);
+double prefill_attention_s(const step_ctx *cx, double bytes, double flops, double queries, int fp8);
 
 /* One layer's GEMMs in a prefill iteration of `tokens` tokens on this GPU (flops: the layer's
  * GEMM FLOPs, weight_bytes the weights it reads; moe: a layer with routed experts). With the

@@ -112,7 +112,7 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
      * ranks, the latent rows (shared by every head) read whole by each. */
     const int tp = cx->tp.ranks > 1;
     if (tp) attn_flops /= cx->tp.ranks;
-    double t = cost_attention_time(&cx->hw->cost, attn_bytes, attn_flops, k->attn_fp8, cx->compute_sms);
+    double t = cost_attention_time(&cx->hw->cost, attn_bytes, attn_flops, m->tokens, k->attn_fp8, cx->compute_sms);
     /* Projections and MLP: every layer reads its dense weights; an MoE layer also
      * reads each local expert that at least one token of the whole instance routes
      * to: 1 - (1 - e/E)^T of them for T tokens across the data-parallel ranks. */
@@ -125,7 +125,7 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     }
     double flops = 2.0 * md->active_params / md->n_layers * m->tokens;
     if (tp) flops /= cx->tp.ranks;
-    t += cost_gemm_time(&cx->hw->cost, w_bytes, flops, cx->compute_sms);
+    t += cost_gemm_time(&cx->hw->cost, w_bytes, flops, 1, cx->compute_sms);
     /* The row-parallel output projection's all-reduce of the group's BF16 hidden states. */
     if (tp) t += tp_allreduce_s(&cx->tp, m->tokens * md->hidden * 2.0);
     if (k->moe) {
@@ -163,7 +163,7 @@ double step_tail_s(const step_ctx *cx, const step_mb *m)
          * shard of the vocabulary over all of them, the logits gathered back (BF16). */
         double tp = cx->lm_head_tp, tok = m->tokens * tp;
         double flops = 2.0 * tok * md->hidden * (md->lm_head_params / md->hidden) / tp;
-        t += cost_gemm_time(&cx->hw->cost, cx->lm_head_bytes, flops, cx->compute_sms);
+        t += cost_gemm_time(&cx->hw->cost, cx->lm_head_bytes, flops, 1, cx->compute_sms);
         t += cost_collective_time(cx->dp_gather_lat_s, cx->dp_gather_gbps, tok * md->hidden * 2, tp);
         t += cost_collective_time(cx->dp_gather_lat_s, cx->dp_gather_gbps, tok * (md->lm_head_params / md->hidden) * 2, tp);
     }

@@ -44,8 +44,8 @@ static void test_datasheet_is_roofline(void **state)
         const double want16 = 4e-6 + max2(bytes / 4.8e12, flops / (989e12 * sms / 132));
         assert_true(fabs(cost_roofline_time(&c->roof, bytes, flops, 1, sms) - want8) <= 1e-12 * want8);
         assert_true(fabs(cost_roofline_time(&c->roof, bytes, flops, 0, sms) - want16) <= 1e-12 * want16);
-        assert_true(cost_attention_time(c, bytes, flops, 0, sms) == cost_roofline_time(&c->roof, bytes, flops, 0, sms));
-        assert_true(cost_gemm_time(c, bytes, flops, sms) == cost_roofline_time(&c->roof, bytes, flops, 1, sms));
+        assert_true(cost_attention_time(c, bytes, flops, 8, 0, sms) == cost_roofline_time(&c->roof, bytes, flops, 0, sms));
+        assert_true(cost_gemm_time(c, bytes, flops, 1, sms) == cost_roofline_time(&c->roof, bytes, flops, 1, sms));
         assert_true(cost_indexer_time(c, bytes, flops, 128, 1e5, 2048, sms) == cost_roofline_time(&c->roof, bytes, flops, 1, sms));
     }
 }
@@ -63,10 +63,11 @@ static void test_calibrated_is_fitted(void **state)
     for (double bytes = 1e5; bytes <= 1e9; bytes *= 10) {
         const double flops = 30 * bytes;
         const double tensor = flops / (c->roof.fp8_flops * c->roof.mma_efficiency * sms / c->roof.sms);
-        const double attn = c->attn.launch_s + max2(bytes / c->attn.bw, tensor);
-        assert_true(fabs(cost_attention_time(c, bytes, flops, 1, sms) - attn) <= 1e-12 * attn);
+        /* 8 query tokens: a verification of 7 drafted tokens per request. */
+        const double attn = c->attn.launch_s + 8 * c->attn.query_s + max2(bytes / c->attn.bw, tensor);
+        assert_true(fabs(cost_attention_time(c, bytes, flops, 8, 1, sms) - attn) <= 1e-12 * attn);
         const double gemm = c->gemm.fixed_s + max2(bytes / c->gemm.bw, tensor);
-        assert_true(fabs(cost_gemm_time(c, bytes, flops, sms) - gemm) <= 1e-12 * gemm);
+        assert_true(fabs(cost_gemm_time(c, bytes, flops, 1, sms) - gemm) <= 1e-12 * gemm);
         const double idx = max2(bytes / c->indexer.bw, flops / 2 / c->indexer.ops_s) + c->indexer.select_s +
                            cost_topk_time(&c->topk, 0, 128, 1e5, 2048);
         assert_true(fabs(cost_indexer_time(c, bytes, flops, 128, 1e5, 2048, sms) - idx) <= 1e-12 * idx);

@@ -1186,6 +1186,170 @@ static void test_select(void **state)
     assert_int_equal(fit_file_opts(path, &o, &s, &ns), -1);
 }
 
+/* The attention and GEMM forms are the simulator's (cost_attention_time, cost_gemm_time):
+ * synthetic lines made by those forms at a known truth (a per-query-token term for the
+ * attention, GEMMs at m up to 4096 whose tensor work binds, at the roofline the profile will
+ * hold: the base's peaks at the measured ceiling's efficiency) are recovered with the tensor
+ * term, and the profile written from the fit, read back by the simulator's loader, gives
+ * every line's time as the fit does to 1e-4. Planted: without the roofline (no tensor term)
+ * the GEMM's rate is not recovered. */
+#define AG_T0 12.0
+#define AG_Q_US 0.5
+#define AG_GBPS 1300.0
+#define AG_GEMM_T0 14.0
+#define AG_WGBPS 4400.0
+#define AG_CEIL 1450.0
+
+static void write_roofline_lines(const char *path, const cost_roofline *roof)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "# synthetic\n%s\n", bcsv_header());
+    rng_stream r;
+    rng_init(&r, 42, 9, 0, 1);
+    cost_roofline at = *roof;
+    at.mma_efficiency = fit_mma_efficiency(AG_CEIL, roof->fp8_flops);
+    const cost_model attn = {.roof = at, .attn = {COST_FITTED, AG_T0 * 1e-6, AG_GBPS * 1e9, AG_Q_US * 1e-6}};
+    /* k varies too: at one k the bytes are proportional to the query tokens. */
+    for (int b = 1; b <= 128; b *= 2)
+        for (int q = 1; q <= 8; q *= 2)
+            for (double k = 64; k <= 2048; k *= 32) {
+            line_in l = blank("attention");
+            l.dtype = "fp8"; l.pattern = "hits"; l.batch = b; l.queries = q; l.k = k;
+            l.bytes = b * q * k * 656.0;
+            l.flops = 2.0 * 64 * b * q * k * (576 + 512);
+            l.median_us = cost_attention_time(&attn, l.bytes, l.flops, b * q, 1, at.sms) * 1e6 * (1 + SIGMA * gauss(&r));
+            write_line(f, &l);
+        }
+    const cost_model gemm = {.roof = at, .gemm = {COST_FITTED, AG_GEMM_T0 * 1e-6, AG_WGBPS * 1e9}};
+    static const double nk[][2] = {{576, 7168}, {2048, 2048}, {7168, 2048}, {16384, 4096}};
+    for (double m = 16; m <= 4096; m *= 4)
+        for (size_t j = 0; j < 4; j++) {
+            line_in l = blank("gemm");
+            l.dtype = "fp8"; l.m = m; l.n = nk[j][0]; l.kdim = nk[j][1];
+            l.bytes = nk[j][0] * nk[j][1];
+            l.flops = 2 * m * nk[j][0] * nk[j][1];
+            l.median_us = cost_gemm_time(&gemm, l.bytes, l.flops, 1, at.sms) * 1e6 * (1 + SIGMA * gauss(&r));
+            l.ceiling_name = "fp8_gemm_8192";
+            l.ceiling = AG_CEIL;
+            write_line(f, &l);
+        }
+    fclose(f);
+}
+
+/* Every attention and fp8 GEMM line of t as the profile at path gives it against the fit's
+ * sections (layer_gemms 1: the profile's GEMM fixed cost is one launch's); the largest
+ * relative difference. */
+static double profile_vs_fit(const char *path, const bcsv_table *t, const fit_section *s, size_t ns, double launch_scale)
+{
+    cfg *c;
+    static hw_profile hw;
+    assert_int_equal(cfg_load(path, &c), 0);
+    if (hw_load(c, &hw) < 0) fail_msg("hw_load: %s", dh_errmsg());
+    cfg_free(c);
+    hw.cost.attn.launch_s *= launch_scale;
+    const fit_section *attn = NULL, *gemm = NULL;
+    for (size_t i = 0; i < ns; i++) {
+        if (!strcmp(s[i].section, "attention")) attn = &s[i];
+        if (!strcmp(s[i].section, "gemm_fp8")) gemm = &s[i];
+    }
+    assert_non_null(attn);
+    assert_non_null(gemm);
+    double worst = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const bcsv_row *r = &t->rows[i];
+        const char *k = r->s[BCSV_KERNEL], *d = r->s[BCSV_DTYPE] ? r->s[BCSV_DTYPE] : "";
+        const int fp8 = strcmp(d, "bf16") != 0;
+        const double b = isnan(r->v[BCSV_BATCH]) ? 1 : r->v[BCSV_BATCH], q = isnan(r->v[BCSV_QUERIES]) ? 1 : r->v[BCSV_QUERIES];
+        double sim, fit;
+        if (!strcmp(k, "attention") && !strcmp(r->s[BCSV_VERSION], attn->version) && r->s[BCSV_PATTERN] &&
+            !strcmp(r->s[BCSV_PATTERN], "hits")) {
+            sim = cost_attention_time(&hw.cost, r->v[BCSV_BYTES], r->v[BCSV_FLOPS], b * q, fp8, hw.sms) * 1e6;
+            fit = fit_line_time_us(attn, r);
+        } else if (!strcmp(k, "gemm") && fp8) {
+            sim = cost_gemm_time(&hw.cost, r->v[BCSV_BYTES], r->v[BCSV_FLOPS], 1, hw.sms) * 1e6;
+            fit = fit_line_time_us(gemm, r);
+        } else continue;
+        n++;
+        worst = fmax(worst, fabs(sim - fit) / fit);
+    }
+    assert_true(n > 0);
+    return worst;
+}
+
+static void test_roofline_forms(void **state)
+{
+    (void)state;
+    char csv[256], out[256];
+    snprintf(csv, sizeof csv, "%s/roofline.csv", tmpdir);
+    snprintf(out, sizeof out, "%s/roofline.ini", tmpdir);
+    fit_opts o;
+    fit_opts_default(&o);
+    assert_int_equal(prof_base_inputs("tests/data/hw_base.ini", &o), 0);
+    write_roofline_lines(csv, &o.roof);
+    bcsv_table t;
+    bcsv_init(&t);
+    assert_int_equal(bcsv_load(&t, csv), 0);
+    fit_section *s;
+    size_t ns;
+    if (fit_bench(&t, &o, &s, &ns, NULL) < 0) fail_msg("fit: %s", dh_errmsg());
+    assert_int_equal(ns, 2);
+    assert_string_equal(s[0].section, "attention");
+    assert_true(recovered(&s[0], "t0_us", AG_T0));
+    assert_true(recovered(&s[0], "query_us", AG_Q_US));
+    assert_true(recovered(&s[0], "hbm_gbps", AG_GBPS));
+    assert_true(recovered(&s[1], "t0_us", AG_GEMM_T0));
+    assert_true(recovered(&s[1], "weight_gbps", AG_WGBPS));
+    assert_true(s[1].tensor_bound > 0 && s[1].tensor_bound < s[1].res.npoints);
+    prof_opts po = {.base_path = "tests/data/hw_base.ini", .fetch_pattern = "serving", .command = "test",
+                    .weight_dtype = "fp8", .layer_gemms = 1};
+    if (prof_write(&po, s, ns, out, NULL) < 0) fail_msg("prof_write: %s", dh_errmsg());
+    assert_true(profile_vs_fit(out, &t, s, ns, 1) <= 1e-4);
+    /* Planted: an attention launch 1 % longer in the profile is seen. */
+    assert_true(profile_vs_fit(out, &t, s, ns, 1.01) > 1e-4);
+    free(s);
+    /* Planted: without the tensor term the fit is the plain line, and misses the rate. */
+    o.roof.sms = 0;
+    if (fit_bench(&t, &o, &s, &ns, NULL) == 0) {
+        assert_false(recovered(&s[1], "weight_gbps", AG_WGBPS) && recovered(&s[1], "t0_us", AG_GEMM_T0));
+        free(s);
+    }
+    bcsv_release(&t);
+}
+
+/* The same agreement on the committed H200 measurements, selected and held out as
+ * `dhcal calibrate` does (analysis/calibrate.c): every attention (FP8 fitted, BF16 held out)
+ * and FP8 GEMM line (m = 128 held out). */
+static void test_measured_profile_agrees(void **state)
+{
+    (void)state;
+    char out[256];
+    snprintf(out, sizeof out, "%s/measured.ini", tmpdir);
+    bcsv_table t;
+    bcsv_init(&t);
+    assert_int_equal(bcsv_load(&t, "measurements/h200/attention-attention-b2b20.csv"), 0);
+    assert_int_equal(bcsv_load(&t, "measurements/h200/default-gemm.csv"), 0);
+    fit_opts o;
+    fit_opts_default(&o);
+    static const char *const sel[] = {"kernel=attention,version=8,pattern=hits,timing=b2b20", "kernel=gemm", NULL};
+    static const char *const hold[] = {"kernel=attention,dtype=bf16", "kernel=gemm,m>=128", NULL};
+    o.select = sel;
+    o.holdout = hold;
+    o.weight_dtype = "fp8";
+    assert_int_equal(prof_base_inputs("models/hw/h200-datasheet.ini", &o), 0);
+    fit_section *s;
+    size_t ns;
+    if (fit_bench(&t, &o, &s, &ns, NULL) < 0) fail_msg("fit: %s", dh_errmsg());
+    prof_opts po = {.base_path = "models/hw/h200-datasheet.ini", .fetch_pattern = "serving", .command = "test",
+                    .weight_dtype = "fp8", .layer_gemms = 1};
+    if (prof_write(&po, s, ns, out, NULL) < 0) fail_msg("prof_write: %s", dh_errmsg());
+    assert_true(profile_vs_fit(out, &t, s, ns, 1) <= 1e-4);
+    assert_true(profile_vs_fit(out, &t, s, ns, 1.01) > 1e-4);
+    free(s);
+    bcsv_release(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1203,6 +1367,8 @@ int main(void)
         cmocka_unit_test(test_profile_write),
         cmocka_unit_test(test_select),
         cmocka_unit_test(test_indexer_roofline),
+        cmocka_unit_test(test_roofline_forms),
+        cmocka_unit_test(test_measured_profile_agrees),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

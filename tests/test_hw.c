@@ -229,9 +229,9 @@ static void test_datasheet_is_fitted_form_at_efficiency_1(void **state)
     const double sms = roof.sms - roof.fetch_sms;
     for (double bytes = 1e4; bytes <= 1e10; bytes *= 3.7)
         for (double ai = 0.5; ai <= 5e3; ai *= 4.1) {
-            double a0 = cost_attention_time(&roof.cost, bytes, ai * bytes, 1, sms);
-            double a1 = cost_attention_time(&fit.cost, bytes, ai * bytes, 1, sms);
-            double g0 = cost_gemm_time(&roof.cost, bytes, ai * bytes, sms), g1 = cost_gemm_time(&fit.cost, bytes, ai * bytes, sms);
+            double a0 = cost_attention_time(&roof.cost, bytes, ai * bytes, 1, 1, sms);
+            double a1 = cost_attention_time(&fit.cost, bytes, ai * bytes, 1, 1, sms);
+            double g0 = cost_gemm_time(&roof.cost, bytes, ai * bytes, 1, sms), g1 = cost_gemm_time(&fit.cost, bytes, ai * bytes, 1, sms);
             assert_true(fabs(a0 - a1) <= 1e-12 * a0 && fabs(g0 - g1) <= 1e-12 * g0);
         }
 }

@@ -58,7 +58,7 @@ static double ref_gemm(const fixture *f, const step_ctx *cx, int moe, double w, 
 {
     const model_cfg *md = &f->model;
     const double flops = 2.0 * md->active_params / md->n_layers * tokens;
-    if (!f->hw.prefill_gemm.n) return cost_gemm_time(&f->hw.cost, w, flops, cx->compute_sms);
+    if (!f->hw.prefill_gemm.n) return cost_gemm_time(&f->hw.cost, w, flops, 1, cx->compute_sms);
     const double fe = moe ? 2.0 * md->experts_per_token * md->expert_bytes / md->quant_bytes_per_param * tokens : 0;
     const double rows = (tokens * cx->attention_dp + dec) * md->experts_per_token / cx->moe_ep;
     const double tf = (flops - fe) / table_rate(&f->hw.prefill_gemm, tokens) + fe / table_rate(&f->hw.prefill_expert, rows);
@@ -93,7 +93,7 @@ static double reference(const fixture *f, const step_ctx *cx, const prefill_span
         if (f->hw.prefill_attn_flops > 0)
             t += f->hw.cost.attn.launch_s + fmax(ab / f->hw.cost.roof.hbm_bw, af / f->hw.prefill_attn_flops);
         else
-            t += cost_attention_time(&f->hw.cost, ab, af, k->attn_fp8, cx->compute_sms);
+            t += cost_attention_time(&f->hw.cost, ab, af, tokens, k->attn_fp8, cx->compute_sms);
         if (with_indexer && macs > 0)
             t += cost_roofline_time(&f->hw.cost.roof, keys * k->indexer_key_bytes, 2 * macs, 1, cx->compute_sms);
         double w = cx->dense_bytes_per_layer;
@@ -152,14 +152,14 @@ static void test_gemm_table_known_answer(void **state)
      * rows' bytes at hbm_bw when they take longer, plus the attention's launch. */
     assert_true(f->hw.prefill_attn_flops == 640e12);
     const double la = f->hw.cost.attn.launch_s;
-    assert_true(fabs(prefill_attention_s(&cx, 1e6, 6.4e12, 0) - (la + 0.01)) <= 1e-12);
-    assert_true(fabs(prefill_attention_s(&cx, 4.8e10, 6.4e9, 0) - (la + 0.01)) <= 1e-12);
+    assert_true(fabs(prefill_attention_s(&cx, 1e6, 6.4e12, 1, 0) - (la + 0.01)) <= 1e-12);
+    assert_true(fabs(prefill_attention_s(&cx, 4.8e10, 6.4e9, 1, 0) - (la + 0.01)) <= 1e-12);
     /* No table: the decode GEMM form. */
     hw_profile bare = f->hw;
     bare.prefill_gemm.n = bare.prefill_expert.n = 0;
     step_ctx c2 = cx;
     c2.hw = &bare;
-    assert_true(prefill_gemm_s(&c2, 1, 3e8, flops, 2048, 0) == cost_gemm_time(&bare.cost, 3e8, flops, cx.compute_sms));
+    assert_true(prefill_gemm_s(&c2, 1, 3e8, flops, 2048, 0) == cost_gemm_time(&bare.cost, 3e8, flops, 1, cx.compute_sms));
 }
 
 static void test_written_is_prompt_kv(void **state)

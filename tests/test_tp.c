@@ -103,14 +103,14 @@ static double by_hand(const fixture *f, const step_ctx *cx, const step_mb *m, ui
     const int32_t g = md->layer_group[l];
     const double rows = m->sel[g];
     double t = cost_attention_time(&f->hw.cost, rows * k->row_bytes,
-                                   2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim) / n, k->attn_fp8,
+                                   2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim) / n, m->tokens, k->attn_fp8,
                                    cx->compute_sms);
     double w = cx->dense_bytes_per_layer;
     if (k->moe) {
         const double local = md->experts / cx->moe_ep, global = m->tokens * cx->attention_dp;
         w += local * (1 - pow(1 - md->experts_per_token / md->experts, global)) * md->expert_bytes;
     }
-    t += cost_gemm_time(&f->hw.cost, w, 2.0 * md->active_params / md->n_layers * m->tokens / n, cx->compute_sms);
+    t += cost_gemm_time(&f->hw.cost, w, 2.0 * md->active_params / md->n_layers * m->tokens / n, 1, cx->compute_sms);
     if (with_ar) {
         const double bytes = m->tokens * md->hidden * 2, algbw = cx->tp.busbw_gbps * 1e9 * n / (2 * (n - 1));
         t += cx->tp.lat_s + bytes / algbw;
@@ -150,8 +150,8 @@ static void test_latent_bytes_not_split(void **state)
     const double rows = 16 * 2048, bytes = rows * k->row_bytes;
     const double flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
     const double sms = f->hw.sms - f->hw.fetch_sms;
-    const double t1 = cost_attention_time(&f->hw.cost, bytes, flops, k->attn_fp8, sms);
-    const double t8 = cost_attention_time(&f->hw.cost, bytes, flops / 8, k->attn_fp8, sms);
+    const double t1 = cost_attention_time(&f->hw.cost, bytes, flops, 16, k->attn_fp8, sms);
+    const double t8 = cost_attention_time(&f->hw.cost, bytes, flops / 8, 16, k->attn_fp8, sms);
     /* 16 requests' decode attention is memory-bound on the H200 at one rank already. */
     assert_true(t8 == t1);
 }
