@@ -120,6 +120,7 @@ for f in tests/fuzz/hdf5-defects/*.h5; do
     segv-chunk-fletcher-size-1) needle="chunk B-tree node at byte 25800 (a chunk of 2 bytes at byte 9213, too small for its filters)" ;;
     oom-chunk-size-1) needle="chunk B-tree node at byte 41520 (a chunk of 4160749584 bytes at byte 9994, past the end of the file)" ;;
     oom-chunk-size-2) needle="chunk B-tree node at byte 25800 (a chunk of 4194304068 bytes at byte 9341, past the end of the file)" ;;
+    oom-driver-info-size-1) needle="superblock (driver information block at byte 256 runs past the end of the file)" ;;
     *) needle="damaged HDF5" ;;
   esac
   err1 "hdf5_defect_$d" "$needle" $DHT check "$f"

@@ -15,7 +15,8 @@
  * What is read, from the mapped file, with every offset bounds-checked:
  *  - the superblock (versions 0-3; files with 8-byte offsets and lengths and
  *    the superblock at byte 0, which is what HDF5 writes by default; anything
- *    else is left to HDF5 whole);
+ *    else is left to HDF5 whole), and the size of a version 0-1 superblock's
+ *    driver information block;
  *  - every object header reachable from the root group through symbol tables
  *    (version-1 B-trees, symbol nodes, local heap names) and compact link
  *    messages, and every version-2 object header ("OHDR") found anywhere in the
@@ -1092,6 +1093,16 @@ int h5pre_check(const char *path)
         }
         root = abs_addr(&c, le64(m + a + 32 + 8));
         eof = le64(m + a + 16);
+        /* The driver information block: HDF5 allocates the size it gives. */
+        uint64_t drv = le64(m + a + 24);
+        if (drv != UNDEF_ADDR) {
+            uint64_t d = abs_addr(&c, drv);
+            if (d == UINT64_MAX || !inside(&c, d, 16) || le32(m + d + 4) > c.size - d - 16) {
+                rc = fail(&c, "superblock (driver information block at byte %llu runs past the end of the file)",
+                          (unsigned long long)drv);
+                goto done;
+            }
+        }
     } else {
         if (m[9] != 8 || m[10] != 8) goto done;
         /* These superblocks do not hold the group ranks (a superblock extension
