@@ -540,17 +540,20 @@ static void add_set(run_spec *s, const char *fmt, const char *val)
     s->sets[s->n_sets++] = a;
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for beyond the run specification: the outputs and
+ * the search. */
+typedef struct {
+    const char *json, *timeline, *policy_list, *requests;
+    search_stat sstat;
+    long search_max;
+    int compare, quiet, wall, memory;
+    double search_ms;
+} cli_opts;
+
+/* Parses the command line into spec and cli; returns 1 after --help or
+ * --version (the caller exits 0), else 0. Bad options die with one line. */
+static int parse_args(int argc, char **argv, run_spec *spec, cli_opts *cli)
 {
-    run_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.config = DEFAULT_INSTANCE;
-    spec.threads = 2;
-    const char *json = NULL, *timeline = NULL, *policy_list = NULL, *requests = NULL;
-    search_stat sstat = { SEARCH_TOKEN, 0.90 };
-    long search_max = 65536;
-    int compare = 0, quiet = 0, wall = 0, memory = 0;
-    double search_ms = 0;
     enum { O_SET = 256, O_STEPS, O_CONC, O_SEED, O_PRESET, O_TRACE, O_JSON, O_WALL, O_TL, O_SEARCH, O_STAT, O_THREADS, O_QUIET, O_MEMORY,
            O_SPEC, O_DRAFT, O_LSTAT, O_SMAX, O_REQ, O_VERSION };
     static const struct option opts[] = {
@@ -573,129 +576,138 @@ int main(int argc, char **argv)
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end;
         switch (o) {
-        case 'c': spec.config = optarg; break;
-        case 'p': policy_list = optarg; break;
-        case 'C': compare = 1; break;
-        case O_SET: add_set(&spec, "%s", optarg); break;
-        case O_STEPS: add_set(&spec, "workload.steps=%s", optarg); break;
-        case O_CONC: add_set(&spec, "workload.concurrency=%s", optarg); break;
-        case O_SEED: add_set(&spec, "trace.seed=%s", optarg); break;
-        case O_PRESET: add_set(&spec, "trace.preset=%s", optarg); add_set(&spec, "trace.path=%s", ""); break;
-        case O_TRACE: add_set(&spec, "trace.path=%s", optarg); add_set(&spec, "trace.preset=%s", ""); break;
-        case O_JSON: json = optarg; break;
-        case O_WALL: wall = 1; break;
-        case O_TL: timeline = optarg; break;
+        case 'c': spec->config = optarg; break;
+        case 'p': cli->policy_list = optarg; break;
+        case 'C': cli->compare = 1; break;
+        case O_SET: add_set(spec, "%s", optarg); break;
+        case O_STEPS: add_set(spec, "workload.steps=%s", optarg); break;
+        case O_CONC: add_set(spec, "workload.concurrency=%s", optarg); break;
+        case O_SEED: add_set(spec, "trace.seed=%s", optarg); break;
+        case O_PRESET: add_set(spec, "trace.preset=%s", optarg); add_set(spec, "trace.path=%s", ""); break;
+        case O_TRACE: add_set(spec, "trace.path=%s", optarg); add_set(spec, "trace.preset=%s", ""); break;
+        case O_JSON: cli->json = optarg; break;
+        case O_WALL: cli->wall = 1; break;
+        case O_TL: cli->timeline = optarg; break;
         case O_SEARCH:
-            search_ms = strtod(optarg, &end);
+            cli->search_ms = strtod(optarg, &end);
             /* A bound is a TPOT target: above 1e6 ms (1000 s a token) it is no
              * target at all, and inf would make every concurrency meet it. */
-            if (end == optarg || *end || !(search_ms > 0) || !(search_ms <= 1e6))
+            if (end == optarg || *end || !(cli->search_ms > 0) || !(cli->search_ms <= 1e6))
                 dh_die("dhsim", "--search-latency '%s': expected milliseconds in (0, 1e6]", optarg);
             break;
         case O_STAT:
         case O_LSTAT:
-            if (search_stat_parse(optarg, &sstat) < 0) dh_die_last("dhsim");
+            if (search_stat_parse(optarg, &cli->sstat) < 0) dh_die_last("dhsim");
             break;
         case O_SMAX:
-            search_max = strtol(optarg, &end, 10);
-            if (end == optarg || *end || search_max < 1 || search_max > 65536)
+            cli->search_max = strtol(optarg, &end, 10);
+            if (end == optarg || *end || cli->search_max < 1 || cli->search_max > 65536)
                 dh_die("dhsim", "--search-max '%s': expected 1 to 65536 requests per GPU", optarg);
             break;
-        case O_REQ: requests = optarg; break;
+        case O_REQ: cli->requests = optarg; break;
         case O_THREADS: {
             long t = strtol(optarg, &end, 10);
             if (end == optarg || *end || t < 1 || t > 64) dh_die("dhsim", "--threads '%s': expected 1 to 64", optarg);
-            spec.threads = (int)t;
+            spec->threads = (int)t;
             break;
         }
-        case O_QUIET: quiet = 1; break;
-        case O_MEMORY: memory = 1; break;
+        case O_QUIET: cli->quiet = 1; break;
+        case O_MEMORY: cli->memory = 1; break;
         case O_SPEC: {
             int mode;
             if (specrun_parse_mode(optarg, &mode) < 0) dh_die("dhsim", "--spec '%s': expected none, dflash2 or dspark", optarg);
-            add_set(&spec, "spec.mode=%s", optarg);
+            add_set(spec, "spec.mode=%s", optarg);
             break;
         }
-        case O_DRAFT: add_set(&spec, "spec.draft=%s", optarg); break;
-        case 'h': usage(stdout); return 0;
-        case O_VERSION: printf("dhsim %s\n", dh_commit()); return 0;
+        case O_DRAFT: add_set(spec, "spec.draft=%s", optarg); break;
+        case 'h': usage(stdout); return 1;
+        case O_VERSION: printf("dhsim %s\n", dh_commit()); return 1;
         default:
             if (optopt) dh_die("dhsim", "option '%s' needs a value or is unknown (see --help)", argv[optind - 1]);
             dh_die("dhsim", "unknown option '%s' (see --help)", argv[optind - 1]);
         }
     }
     if (optind < argc) dh_die("dhsim", "unexpected argument '%s' (see --help)", argv[optind]);
-    if (compare && policy_list) dh_die("dhsim", "--compare and --policy exclude each other");
-    /* Outputs are checked before the run, which can take minutes. */
-    if (json && strcmp(json, "-") && ofile_check(json) < 0) dh_die_last("dhsim");
-    if (requests && ofile_check(requests) < 0) dh_die_last("dhsim");
-    if (timeline) {
+    if (cli->compare && cli->policy_list) dh_die("dhsim", "--compare and --policy exclude each other");
+    return 0;
+}
+
+/* Outputs are checked before the run, which can take minutes. */
+static void check_outputs(const cli_opts *cli)
+{
+    if (cli->json && strcmp(cli->json, "-") && ofile_check(cli->json) < 0) dh_die_last("dhsim");
+    if (cli->requests && ofile_check(cli->requests) < 0) dh_die_last("dhsim");
+    if (cli->timeline) {
         char p[4096];
-        if (snprintf(p, sizeof p, "%s.tsv", timeline) >= (int)sizeof p) dh_die("dhsim", "--timeline: path is too long");
+        if (snprintf(p, sizeof p, "%s.tsv", cli->timeline) >= (int)sizeof p) dh_die("dhsim", "--timeline: path is too long");
         if (ofile_check(p) < 0) dh_die_last("dhsim");
     }
-    /* Validate the configuration once before any run (and take the config's policy and mode). */
-    sim_config sc;
-    if (sim_config_load(spec.config, spec.sets, spec.n_sets, &sc) < 0) dh_die_last("dhsim");
-    if (memory) {
-        memplan_print(&sc.mem, sc.model.name, sc.inst_path, stdout);
-        sim_config_release(&sc);
-        return 0;
-    }
-    double dp = sc.attention_dp;
-    uint32_t sc_warmup = sc.wl.warmup_steps, sc_steps = sc.wl.steps;
-    /* The search holds a concurrency: a closed loop. Open-loop arrivals or
-     * load steps would run below the target for want of requests, which the
-     * search would read as memory. */
-    if (search_ms > 0 && sc.wl.mode != WL_CLOSED)
-        dh_die("dhsim", "--search-latency needs workload.mode = closed (it searches the concurrency a closed loop holds)");
-    const char *cfg_mode = sc.spec.mode ? spec_kind_name((spec_kind)sc.spec.mode) : NULL;
-    char spec_mode[16];
-    snprintf(spec_mode, sizeof spec_mode, "%s", cfg_mode ? cfg_mode : "dflash2");
+}
+
+/* The speculative mode of --compare's speculative column and of hisparse-spec:
+ * the config's, else DFlash2 where the model has a DFlash2 draft, else DSpark.
+ * Sets *configured when the config names one. */
+static void default_spec_mode(const sim_config *sc, char *spec_mode, size_t cap, int *configured)
+{
+    const char *cfg_mode = sc->spec.mode ? spec_kind_name((spec_kind)sc->spec.mode) : NULL;
+    *configured = cfg_mode != NULL;
+    snprintf(spec_mode, cap, "%s", cfg_mode ? cfg_mode : "dflash2");
     if (!cfg_mode) {
-        /* No configured mode: DFlash2 where the model has a DFlash2 draft, else DSpark. */
         char p1[600], p2[4096];
-        snprintf(p1, sizeof p1, "models/drafts/%s-dflash2.ini", sc.model.name);
+        snprintf(p1, sizeof p1, "models/drafts/%s-dflash2.ini", sc->model.name);
         if (dh_path_find(p1, p2, sizeof p2) < 0) dh_die_last("dhsim");
-        if (access(p2, R_OK) != 0) snprintf(spec_mode, sizeof spec_mode, "dspark");
+        if (access(p2, R_OK) != 0) snprintf(spec_mode, cap, "dspark");
     }
+}
+
+/* The report's columns: --compare's (every policy plus adaptive with
+ * speculation), --policy's list, else the config's policy. Returns whether the
+ * paper's headline comparison is printed. */
+static int build_columns(run_spec *spec, const cli_opts *cli, const sim_config *sc, const char *spec_mode, int cfg_mode)
+{
     int headline = 0;
-    if (compare) {
+    if (cli->compare) {
         for (int i = 0; i < POL_N; i++) {
-            column *c = &spec.cols[spec.n_pol++];
+            column *c = &spec->cols[spec->n_pol++];
             c->pol = (pol_kind)i;
             snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.mode=none");
         }
-        if (add_column(&spec, "adaptive", spec_mode) < 0) dh_die_last("dhsim");
+        if (add_column(spec, "adaptive", spec_mode) < 0) dh_die_last("dhsim");
         headline = 1;
-    } else if (policy_list) {
-        char *l = strdup(policy_list), *save, *tok;
+    } else if (cli->policy_list) {
+        char *l = strdup(cli->policy_list), *save, *tok;
         for (tok = strtok_r(l, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            if (spec.n_pol == MAX_COLS) dh_die("dhsim", "--policy: at most %d columns", MAX_COLS);
+            if (spec->n_pol == MAX_COLS) dh_die("dhsim", "--policy: at most %d columns", MAX_COLS);
             char *plus = strchr(tok, '+');
             if (plus) *plus++ = 0;
-            if (add_column(&spec, tok, plus ? plus : NULL) < 0) dh_die_last("dhsim");
+            if (add_column(spec, tok, plus ? plus : NULL) < 0) dh_die_last("dhsim");
             if (!strcmp(tok, "hisparse-spec") && !cfg_mode && !plus) {
                 /* Speculation needs a draft: the default mode's when none is configured. */
-                column *c = &spec.cols[spec.n_pol - 1];
+                column *c = &spec->cols[spec->n_pol - 1];
                 if (c->n_sets == 4) dh_die("dhsim", "--policy '%s': too many overrides", tok);
                 snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "spec.mode=%s", spec_mode);
             }
         }
         free(l);
     }
-    if (spec.n_pol == 0) { spec.cols[0].pol = sc.policy; spec.n_pol = 1; }
-    /* Every column's configuration is checked before anything runs. */
-    for (int i = 0; i < spec.n_pol; i++) {
+    if (spec->n_pol == 0) { spec->cols[0].pol = sc->policy; spec->n_pol = 1; }
+    return headline;
+}
+
+/* Every column's configuration is checked before anything runs; under
+ * --compare the speculative column gets its token-matched length. */
+static void check_columns(run_spec *spec, int compare)
+{
+    for (int i = 0; i < spec->n_pol; i++) {
         sim_config c2;
         char *sets[MAX_SETS + 4];
         int n = 0;
-        for (int j = 0; j < spec.n_sets; j++) sets[n++] = spec.sets[j];
-        for (int j = 0; j < spec.cols[i].n_sets; j++) sets[n++] = spec.cols[i].sets[j];
-        if (sim_config_load(spec.config, sets, n, &c2) < 0) dh_die_last("dhsim");
-        if (c2.spec.mode && pol_ops_of(spec.cols[i].pol)->no_spec)
+        for (int j = 0; j < spec->n_sets; j++) sets[n++] = spec->sets[j];
+        for (int j = 0; j < spec->cols[i].n_sets; j++) sets[n++] = spec->cols[i].sets[j];
+        if (sim_config_load(spec->config, sets, n, &c2) < 0) dh_die_last("dhsim");
+        if (c2.spec.mode && pol_ops_of(spec->cols[i].pol)->no_spec)
             dh_die("dhsim", "policy %s does not run with speculative decoding (use --spec none or another policy)",
-                   pol_name_of(spec.cols[i].pol));
+                   pol_name_of(spec->cols[i].pol));
         if (compare && c2.spec.mode) {
             /* The speculative column is measured over as many output tokens as
              * a plain column that admits every request: it stops once its
@@ -707,7 +719,7 @@ int main(int argc, char **argv)
              * weighed more, and fewer tokens when acceptance fell short of E. */
             const spec_draft *d = c2.spec.draft;
             double e = 1 + spec_expected_accepted(spec_table(d, c2.wl.prompt_len), d->gamma);
-            column *c = &spec.cols[i];
+            column *c = &spec->cols[i];
             if (c->n_sets + 2 > 4) dh_die("dhsim", "internal: too many overrides for column %d", i);
             snprintf(c->sets[c->n_sets++], sizeof c->sets[0], "workload.measure_tokens=%.0f",
                      (double)(c2.wl.steps - c2.wl.warmup_steps) * sim_per_gpu(&c2, c2.wl.concurrency));
@@ -715,75 +727,86 @@ int main(int argc, char **argv)
         }
         sim_config_release(&c2);
     }
-    sim_config_release(&sc);
+}
 
-    sim_result res[MAX_COLS];
-    memset(res, 0, sizeof res);
-    if (search_ms > 0) {
-        char nm[32];
-        search_cfg scfg = { .bound_s = search_ms / 1e3, .stat = sstat, .config_warmup = sc_warmup, .max_per_gpu = (uint32_t)search_max };
-        printf("largest concurrency with %s <= %g ms in steady state (warm-up cut by MSER-5", search_stat_name(sstat, nm, sizeof nm),
-               search_ms);
-        if (sc_warmup) printf(", at least the configured %u steps", sc_warmup);
-        printf("; finished requests replaced)\n");
-        printf("%-18s %11s %7s %12s %9s %17s %8s %7s %9s %7s %8s %4s\n", "policy", "concurrency", "per_GPU", "tok/s/GPU",
-               "stat_ms", "95%_CI_ms", "stop", "check", "check_ms", "warm-up", "measured", "runs");
-        uint32_t min_steps = 0;
-        for (int i = 0; i < spec.n_pol; i++)
-            if (search_column(&spec, &spec.cols[i], &scfg, dp, &res[i], &min_steps) < 0) dh_die_last("dhsim");
-        printf("stop: why per GPU check = answer + 1 failed (latency: over the bound; memory: admission could not hold "
-               "it); max: --search-max reached\n");
-        printf("run length: %u steps; these searches need at least %u (twice the longest warm-up cut of their runs, "
-               "and 20; a shorter run is an error, not an answer)\n", sc_steps, min_steps < 20 ? 20 : min_steps);
-    } else {
-        if (run_all(&spec, res) < 0) dh_die_last("dhsim");
-        if (!quiet && out_table(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
-        if (!quiet && headline && print_headline(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
-        if (!quiet && print_reqlat(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
+/* --search-latency: one search per column, a table row each. */
+static void run_searches(const run_spec *spec, const cli_opts *cli, double dp, uint32_t sc_warmup, uint32_t sc_steps,
+                         sim_result *res)
+{
+    char nm[32];
+    search_cfg scfg = { .bound_s = cli->search_ms / 1e3, .stat = cli->sstat, .config_warmup = sc_warmup,
+                        .max_per_gpu = (uint32_t)cli->search_max };
+    printf("largest concurrency with %s <= %g ms in steady state (warm-up cut by MSER-5", search_stat_name(cli->sstat, nm, sizeof nm),
+           cli->search_ms);
+    if (sc_warmup) printf(", at least the configured %u steps", sc_warmup);
+    printf("; finished requests replaced)\n");
+    printf("%-18s %11s %7s %12s %9s %17s %8s %7s %9s %7s %8s %4s\n", "policy", "concurrency", "per_GPU", "tok/s/GPU",
+           "stat_ms", "95%_CI_ms", "stop", "check", "check_ms", "warm-up", "measured", "runs");
+    uint32_t min_steps = 0;
+    for (int i = 0; i < spec->n_pol; i++)
+        if (search_column(spec, &spec->cols[i], &scfg, dp, &res[i], &min_steps) < 0) dh_die_last("dhsim");
+    printf("stop: why per GPU check = answer + 1 failed (latency: over the bound; memory: admission could not hold "
+           "it); max: --search-max reached\n");
+    printf("run length: %u steps; these searches need at least %u (twice the longest warm-up cut of their runs, "
+           "and 20; a shorter run is an error, not an answer)\n", sc_steps, min_steps < 20 ? 20 : min_steps);
+}
+
+/* The inputs the JSON and the HDF5 timeline record: the options that change a
+ * figure and are no config key (the thread count and the output paths do not).
+ * stat_name holds --latency-stat's text while rec is used; returns the count. */
+static int record_opts(const cli_opts *cli, out_opt rec[6], char *stat_name, size_t cap)
+{
+    int n = 0;
+    rec[n++] = (out_opt){ "--policy", OUT_OPT_STR, cli->policy_list ? cli->policy_list : "", 0 };
+    rec[n++] = (out_opt){ "--compare", OUT_OPT_BOOL, NULL, cli->compare };
+    rec[n++] = (out_opt){ "--wall", OUT_OPT_BOOL, NULL, cli->wall };
+    if (cli->search_ms > 0) {
+        rec[n++] = (out_opt){ "--search-latency", OUT_OPT_NUM, NULL, cli->search_ms };
+        rec[n++] = (out_opt){ "--latency-stat", OUT_OPT_STR, search_stat_name(cli->sstat, stat_name, cap), 0 };
+        rec[n++] = (out_opt){ "--search-max", OUT_OPT_NUM, NULL, (double)cli->search_max };
     }
-    /* Every output goes to a temporary name first; all are renamed into place
-     * only when all are complete (common/ofile.h). */
+    return n;
+}
+
+/* The files: JSON, timeline (TSV, HDF5 with the per-request records and the
+ * recorded inputs, latency CDFs) and the per-request CSV. Every output goes to
+ * a temporary name first; all are renamed into place only when all are
+ * complete (common/ofile.h), else all are discarded and the tool dies. */
+static void write_outputs(const run_spec *spec, const cli_opts *cli, const sim_result *res)
+{
+    const char *json = cli->json, *timeline = cli->timeline, *requests = cli->requests;
+    int n_pol = spec->n_pol;
     ofile js = { 0 }, rq = { 0 }, cdf = { 0 };
     char *tl_tmp[2] = { NULL, NULL }, tl_path[3][4096];
     int orc = 0;
-    /* The inputs the JSON and the HDF5 timeline record: the options that change a
-     * figure and are no config key (the thread count and the output paths do not). */
     char stat_name[32];
     out_opt rec_opts[6];
-    int n_opts = 0;
-    rec_opts[n_opts++] = (out_opt){ "--policy", OUT_OPT_STR, policy_list ? policy_list : "", 0 };
-    rec_opts[n_opts++] = (out_opt){ "--compare", OUT_OPT_BOOL, NULL, compare };
-    rec_opts[n_opts++] = (out_opt){ "--wall", OUT_OPT_BOOL, NULL, wall };
-    if (search_ms > 0) {
-        rec_opts[n_opts++] = (out_opt){ "--search-latency", OUT_OPT_NUM, NULL, search_ms };
-        rec_opts[n_opts++] = (out_opt){ "--latency-stat", OUT_OPT_STR, search_stat_name(sstat, stat_name, sizeof stat_name), 0 };
-        rec_opts[n_opts++] = (out_opt){ "--search-max", OUT_OPT_NUM, NULL, (double)search_max };
-    }
+    int n_opts = record_opts(cli, rec_opts, stat_name, sizeof stat_name);
     run_inputs *ins = NULL;
     if (json || timeline) {
-        ins = inputs_load(&spec, res, rec_opts, n_opts);
+        ins = inputs_load(spec, res, rec_opts, n_opts);
         if (!ins) dh_die_last("dhsim");
     }
     const out_inputs *in = ins ? &ins->in : NULL;
-    if (json && !strcmp(json, "-")) orc = out_json_inputs(stdout, res, spec.n_pol, wall, in);
+    if (json && !strcmp(json, "-")) orc = out_json_inputs(stdout, res, n_pol, cli->wall, in);
     else if (json) {
         orc = ofile_open(&js, json);
-        if (orc == 0 && out_json_inputs(js.f, res, spec.n_pol, wall, in) < 0) orc = dh_err("write error on '%s'", json);
+        if (orc == 0 && out_json_inputs(js.f, res, n_pol, cli->wall, in) < 0) orc = dh_err("write error on '%s'", json);
     }
     if (orc == 0 && timeline) {
         snprintf(tl_path[0], sizeof tl_path[0], "%s.tsv", timeline);
         snprintf(tl_path[1], sizeof tl_path[1], "%s.h5", timeline);
         orc = ofile_begin(tl_path[0], &tl_tmp[0]) < 0 || ofile_begin(tl_path[1], &tl_tmp[1]) < 0 ||
-                      out_tsv(tl_tmp[0], res, spec.n_pol) < 0 || out_h5_inputs(tl_tmp[1], res, spec.n_pol, in) < 0 ||
-                      requests_h5(tl_tmp[1], res, spec.n_pol) < 0
+                      out_tsv(tl_tmp[0], res, n_pol) < 0 || out_h5_inputs(tl_tmp[1], res, n_pol, in) < 0 ||
+                      requests_h5(tl_tmp[1], res, n_pol) < 0
                   ? -1 : 0;
     }
-    for (int i = 0; orc == 0 && requests && i < spec.n_pol; i++) {
+    for (int i = 0; orc == 0 && requests && i < n_pol; i++) {
         if (i == 0) orc = ofile_open(&rq, requests);
         if (orc == 0 && reqlat_csv(rq.f, res[i].policy, res[i].req, res[i].n_req, res[i].measured_from_s, i == 0) < 0)
             orc = dh_err("write error on '%s'", requests);
     }
-    for (int i = 0; orc == 0 && timeline && i < spec.n_pol; i++) {
+    for (int i = 0; orc == 0 && timeline && i < n_pol; i++) {
         /* The per-request latency CDFs beside the per-step timeline. */
         if (i == 0) {
             snprintf(tl_path[2], sizeof tl_path[2], "%s.latency.tsv", timeline);
@@ -807,6 +830,49 @@ int main(int argc, char **argv)
         dh_die_last("dhsim");
     }
     inputs_free(ins);
+}
+
+int main(int argc, char **argv)
+{
+    run_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.config = DEFAULT_INSTANCE;
+    spec.threads = 2;
+    cli_opts cli = { .sstat = { SEARCH_TOKEN, 0.90 }, .search_max = 65536 };
+    if (parse_args(argc, argv, &spec, &cli)) return 0;
+    check_outputs(&cli);
+    /* Validate the configuration once before any run (and take the config's policy and mode). */
+    sim_config sc;
+    if (sim_config_load(spec.config, spec.sets, spec.n_sets, &sc) < 0) dh_die_last("dhsim");
+    if (cli.memory) {
+        memplan_print(&sc.mem, sc.model.name, sc.inst_path, stdout);
+        sim_config_release(&sc);
+        return 0;
+    }
+    double dp = sc.attention_dp;
+    uint32_t sc_warmup = sc.wl.warmup_steps, sc_steps = sc.wl.steps;
+    /* The search holds a concurrency: a closed loop. Open-loop arrivals or
+     * load steps would run below the target for want of requests, which the
+     * search would read as memory. */
+    if (cli.search_ms > 0 && sc.wl.mode != WL_CLOSED)
+        dh_die("dhsim", "--search-latency needs workload.mode = closed (it searches the concurrency a closed loop holds)");
+    char spec_mode[16];
+    int cfg_mode;
+    default_spec_mode(&sc, spec_mode, sizeof spec_mode, &cfg_mode);
+    int headline = build_columns(&spec, &cli, &sc, spec_mode, cfg_mode);
+    check_columns(&spec, cli.compare);
+    sim_config_release(&sc);
+
+    sim_result res[MAX_COLS];
+    memset(res, 0, sizeof res);
+    if (cli.search_ms > 0) run_searches(&spec, &cli, dp, sc_warmup, sc_steps, res);
+    else {
+        if (run_all(&spec, res) < 0) dh_die_last("dhsim");
+        if (!cli.quiet && out_table(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
+        if (!cli.quiet && headline && print_headline(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
+        if (!cli.quiet && print_reqlat(stdout, res, spec.n_pol) < 0) dh_die_last("dhsim");
+    }
+    write_outputs(&spec, &cli, res);
     for (int i = 0; i < spec.n_pol; i++) sim_result_release(&res[i]);
     for (int i = 0; i < spec.n_sets; i++) free(spec.sets[i]);
     return 0;
