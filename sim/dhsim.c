@@ -308,13 +308,17 @@ static int requests_h5(const char *tmp, const sim_result *r, int n)
                                        "first_token_s", "finish_s", "queue_s", "ttft_s", "tpot_s", "e2e_s",
                                        "prefill_done_s", "prefill_s" };
     enum { NC = sizeof col / sizeof col[0] };
-    static const char *const unit[NC] = { "", "tokens", "tokens", "", "s", "s", "s", "s", "s", "s", "s/token", "s" };
+    static const char *const unit[NC] = { "", "tokens", "tokens", "", "s", "s", "s", "s", "s", "s", "s/token", "s",
+                                          "s", "s" };
     static const char *const doc[NC] = {
         "request index in the workload", "prompt length", "output length",
         "1: arrived after the warm-up (in the measured latencies), 0: before", "simulated arrival time",
         "admission time (NaN: never admitted)", "time of the first output token (NaN: none yet)",
-        "time of the last output token (NaN: unfinished)", "admission wait", "time to first token (prefill not modelled)",
+        "time of the last output token (NaN: unfinished)", "admission wait",
+        "time to first token (colocated prefill: the prompt's last chunk, then the first decode step; disaggregated: prefill not modelled)",
         "time per output token after the first", "end-to-end latency",
+        "end of the prompt's last prefill chunk (NaN: disaggregated, or not yet)",
+        "admission to the prompt's last prefill chunk (NaN: disaggregated, or not yet)",
     };
     for (int i = 0; rc == 0 && i < n; i++) {
         hid_t g = H5Gcreate2(top, r[i].policy, H5P_DEFAULT, gcpl, H5P_DEFAULT);
