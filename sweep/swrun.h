@@ -37,6 +37,7 @@ typedef struct {
      * rank's bad configuration stops them all before any runs (NULL: ok). */
     int (*agree)(int ok, void *arg);
     int check_only;      /* check every task of the part, done or not, and run nothing */
+    int no_reuse;        /* run every task, even those whose results another task gives */
     void *agree_arg;
 } swrun_opts;
 
@@ -45,6 +46,7 @@ typedef struct {
     size_t skipped;      /* already done */
     size_t ran, failed;  /* units run now, and those with a failing policy */
     size_t tasks;        /* (unit, policy) runs now */
+    size_t reused;       /* of them, copied from an equal task instead of run */
 } swrun_stats;
 
 /* Check every task's configuration of this part (nothing runs if one is
