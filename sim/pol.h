@@ -172,7 +172,7 @@ typedef struct {
     const char *no_spec;
     /* The [policy] keys its results depend on, space-separated ("" for none);
      * it never reads the others, so a sweep reuses one run of it across
-     * their values (sweep/swrun.c; tests/cli_sweep_reuse.sh checks every
+     * their values (sweep/swrun.c; tests/test_knobs.c checks every
      * claim). NULL: it may read any of them. */
     const char *knobs;
     /* Ledger bytes of group g of a request whose final context has rows rows:

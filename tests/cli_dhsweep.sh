@@ -1,7 +1,7 @@
 #!/bin/sh
 # cli_dhsweep.sh: bin/dhsweep on bad sweep files (one error line "dhsweep: ...",
 # non-zero exit, no point run), on determinism (the same bytes for 1 and 3
-# workers), on agreement with bin/dhsim run alone, on resumption (a missing,
+# workers, and with every task run instead of reused), on agreement with bin/dhsim run alone, on resumption (a missing,
 # a corrupt and a killed point run again, the others are skipped), on a
 # failing point (recorded, the others go on), on a generator parameter axis,
 # on the table (CSV, and HDF5 read by h5py as the README shows) and on plot.
@@ -48,6 +48,14 @@ for f in results.csv results.h5; do cmp -s "$tmp/w1/$f" "$tmp/w3/$f" || same=0; 
 for f in "$tmp"/w1/points/*.json; do cmp -s "$f" "$tmp/w3/points/$(basename "$f")" || same=0; done
 [ "$(ls "$tmp"/w1/points/*.json | wc -l)" -eq 6 ] || same=0
 if [ $same = 1 ]; then pass "same bytes for 1 and 3 workers"; else fail "same bytes for 1 and 3 workers"; fi
+# Reuse: adaptive and resident do not read the budget, so each runs once per seed
+# here; running every task (--no-reuse) gives the same bytes.
+sweep nr "$tmp/nr"
+"$bin" run "$tmp/nr.ini" --workers 2 --quiet --no-reuse
+same=1
+for f in results.csv results.h5; do cmp -s "$tmp/w1/$f" "$tmp/nr/$f" || same=0; done
+for f in "$tmp"/w1/points/*.json; do cmp -s "$f" "$tmp/nr/points/$(basename "$f")" || same=0; done
+if [ $same = 1 ]; then pass "reused runs give the bytes of running every task"; else fail "reused runs give the bytes of running every task"; fi
 rows=$(($(wc -l <"$tmp/w1/results.csv") - 1))
 if [ "$rows" -eq 18 ]; then pass "one row per (point, seed, policy)"; else fail "one row per (point, seed, policy): $rows rows"; fi
 
