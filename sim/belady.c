@@ -7,10 +7,16 @@
  * being selected again; so at position t the buckets of positions <= t hold
  * only rows selected again and are dropped, and every row in a later bucket
  * is an unselected resident. Eviction takes the highest non-empty bucket
- * (a bitmap over the buckets finds it) and in it the largest row: a bucket is
- * kept sorted ascending, rows pushed since are sorted and merged in when it
- * is next evicted from (rows pushed at one position already come ascending).
- * Pushes are O(1); memory is the live candidates, not every removal. */
+ * (a bitmap over the buckets finds it) and in it the largest row. A bucket
+ * is two sorted runs, LSM-like: the main run and a pending run that takes
+ * the pushes (unsorted until the bucket is next evicted from, then sorted
+ * and merged with what was left of the pending run); an eviction pops the
+ * larger of the two tails, and the pending run is merged into the main one
+ * only once it is a quarter of its size. So the bucket of rows never used
+ * again, which grows over the whole stream and is evicted from at most
+ * positions, costs O(pushed rows) per eviction round, not O(bucket): merging
+ * the whole bucket at every round was a quarter of the oracle's time. Pushes
+ * are O(1); memory is the live candidates, not every removal. */
 #include "common/mem.h"
 #include "sim/belady.h"
 #include "common/dh_err.h"
@@ -20,11 +26,14 @@
 
 #define NEVER 0xFFFFFFFFu
 
-/* Rows whose next use is one position: [0, sorted) ascending, then the rows
+/* Rows whose next use is one position: the main run row[0, n) ascending,
+ * and the pending run pend[0, np): [0, psorted) ascending, then the rows
  * pushed since. */
 typedef struct {
     uint32_t *row;
-    uint32_t n, sorted, cap;
+    uint32_t n, cap;
+    uint32_t *pend;
+    uint32_t np, psorted, cap_p;
 } bel_bucket;
 
 struct belady_work {
@@ -62,7 +71,7 @@ void belady_work_free(belady_work *w)
     if (!w) return;
     free(w->add); free(w->rem); free(w->add_off); free(w->rem_off); free(w->nrows);
     free(w->rem_key); free(w->wr_key); free(w->wr_off); free(w->next_use); free(w->resident);
-    for (uint64_t i = 0; i < w->cap_bucket; i++) free(w->bucket[i].row);
+    for (uint64_t i = 0; i < w->cap_bucket; i++) { free(w->bucket[i].row); free(w->bucket[i].pend); }
     free(w->bucket); free(w->nonempty); free(w->merge);
     free(w);
 }
@@ -76,11 +85,11 @@ void belady_seq_release(belady_seq *s)
 static inline void bucket_push(belady_work *w, uint32_t key, uint32_t row)
 {
     bel_bucket *b = &w->bucket[key];
-    if (b->n == b->cap) {
-        b->cap = b->cap ? 2 * b->cap : 64;
-        b->row = dh_realloc(b->row, (size_t)b->cap * sizeof *b->row);
+    if (b->np == b->cap_p) {
+        b->cap_p = b->cap_p ? 2 * b->cap_p : 64;
+        b->pend = dh_realloc(b->pend, (size_t)b->cap_p * sizeof *b->pend);
     }
-    b->row[b->n++] = row;
+    b->pend[b->np++] = row;
     w->nonempty[key >> 6] |= 1ull << (key & 63);
 }
 
@@ -90,10 +99,9 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Sort the rows pushed since the last eviction from b and merge them in. */
-static void bucket_sort(belady_work *w, bel_bucket *b)
+/* Sort r[s, n) and merge it with the ascending r[0, s) (scratch w->merge). */
+static void run_merge_tail(belady_work *w, uint32_t *r, uint32_t s, uint32_t n)
 {
-    uint32_t *r = b->row, s = b->sorted, n = b->n;
     if (s == n) return;
     int ascending = 1;
     for (uint32_t i = s + 1; i < n && ascending; i++) ascending = r[i - 1] < r[i];
@@ -105,7 +113,24 @@ static void bucket_sort(belady_work *w, bel_bucket *b)
         while (i < s && j < n) r[o++] = w->merge[i] < r[j] ? w->merge[i++] : r[j++];
         while (i < s) r[o++] = w->merge[i++];
     }
-    b->sorted = n;
+}
+
+/* Make both runs of b sorted: the pending pushes sorted into the pending
+ * run, and that merged into the main run once it is a quarter of its size. */
+static void bucket_sort(belady_work *w, bel_bucket *b)
+{
+    run_merge_tail(w, b->pend, b->psorted, b->np);
+    b->psorted = b->np;
+    if (b->np && (uint64_t)b->np * 4 >= b->n) {
+        if (b->n + b->np > b->cap) {
+            b->cap = b->n + b->np > 2 * b->cap ? b->n + b->np : 2 * b->cap;
+            b->row = dh_realloc(b->row, (size_t)b->cap * sizeof *b->row);
+        }
+        memcpy(b->row + b->n, b->pend, (size_t)b->np * sizeof *b->pend);
+        run_merge_tail(w, b->row, b->n, b->n + b->np);
+        b->n += b->np;
+        b->np = b->psorted = 0;
+    }
 }
 
 /* The highest non-empty bucket above position p, or -1. */
@@ -196,13 +221,13 @@ int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, b
         memset(w->bucket + w->cap_bucket, 0, (size_t)(nb - w->cap_bucket) * sizeof *w->bucket);
         w->cap_bucket = nb;
     }
-    for (uint32_t i = 0; i < nb; i++) w->bucket[i].n = w->bucket[i].sorted = 0;
+    for (uint32_t i = 0; i < nb; i++) w->bucket[i].n = w->bucket[i].np = w->bucket[i].psorted = 0;
     w->nonempty = dh_realloc(w->nonempty, (((size_t)nb + 63) / 64) * 8);
     memset(w->nonempty, 0, (((size_t)nb + 63) / 64) * 8);
     uint64_t n_res = 0, n_sel = 0;
     for (uint32_t p = 0; p < n; p++) {
         /* Rows whose next use is now are selected again: no longer candidates. */
-        w->bucket[p].n = w->bucket[p].sorted = 0;
+        w->bucket[p].n = w->bucket[p].np = w->bucket[p].psorted = 0;
         w->nonempty[p >> 6] &= ~(1ull << (p & 63));
         for (uint64_t i = w->rem_off[p]; i < w->rem_off[p + 1]; i++) {
             if (!w->resident[w->rem[i]]) { belady_seq_release(out); return dh_err("position %u removes row %u, which is not selected", p, w->rem[i]); }
@@ -218,12 +243,15 @@ int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, b
                 bucket_push(w, key == NEVER ? n : key, r);
                 written++;
             }
+        /* Hit or miss is a coin toss for the branch predictor: no branch. */
         uint32_t miss = 0;
         for (uint64_t i = w->add_off[p]; i < w->add_off[p + 1]; i++) {
-            uint32_t r = w->add[i];
-            if (!w->resident[r]) { w->resident[r] = 1; n_res++; miss++; }
-            n_sel++;
+            uint32_t r = w->add[i], m = w->resident[r] ^ 1;
+            w->resident[r] = 1;
+            miss += m;
         }
+        n_res += miss;
+        n_sel += w->add_off[p + 1] - w->add_off[p];
         if (n_sel > budget) { belady_seq_release(out); return dh_err("position %u selects %llu rows, more than the budget of %u", p, (unsigned long long)n_sel, budget); }
         if (n_sel != n_sel_pos[p]) { belady_seq_release(out); return dh_err("position %u: deltas give %llu selected rows, the stream says %u", p, (unsigned long long)n_sel, n_sel_pos[p]); }
         /* Evict the furthest next use first, the larger row on a tie. */
@@ -233,14 +261,17 @@ int belady_run(belady_work *w, sel_stream *st, uint32_t npos, uint32_t budget, b
             DH_BUG_ON(k < 0);
             bel_bucket *b = &w->bucket[k];
             bucket_sort(w, b);
-            while (n_res > budget && b->n) {
-                uint32_t r = b->row[--b->n];
+            /* The larger of the two runs' tails first: the bucket in descending order. */
+            while (n_res > budget && (b->n || b->np)) {
+                uint32_t r;
+                if (b->np && (!b->n || b->pend[b->np - 1] > b->row[b->n - 1])) r = b->pend[--b->np];
+                else r = b->row[--b->n];
                 w->resident[r] = 0;
                 n_res--;
                 ev++;
             }
-            b->sorted = b->n;
-            if (!b->n) w->nonempty[k >> 6] &= ~(1ull << (k & 63));
+            b->psorted = b->np;
+            if (!b->n && !b->np) w->nonempty[k >> 6] &= ~(1ull << (k & 63));
         }
         out->misses[p] = miss;
         out->written[p] = written;
