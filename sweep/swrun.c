@@ -25,6 +25,8 @@ typedef struct {
     int pol;
     size_t group;
     uint64_t stream_key;
+    uint64_t family_key; /* stream_key less the requests (stream_key()) */
+    uint32_t n_requests; /* of the shape (0 for a trace file) */
     uint64_t result_key; /* what decides the run's results (result_key()) */
     size_t next_copy;    /* the next task that copies this one's run; SIZE_MAX: none */
     int is_copy;         /* 1: not queued, its owner's run is copied into it */
@@ -102,8 +104,12 @@ static int open_source(const sim_config *sc, const swdef_task *t, sel_source **o
     return rc;
 }
 
-/* What decides a task's selection streams; equal keys share them. */
-static int stream_key(const sim_config *sc, const swdef_task *t, uint64_t *key)
+/* What decides a task's selection streams; equal keys share them. *family
+ * is the same less the number of requests and their lengths: the streams
+ * of a family's smaller shapes are those of its largest one's first
+ * requests when their lengths agree (gen_source_new_shared), so a family
+ * runs largest first and keeps that one's streams open. */
+static int stream_key(const sim_config *sc, const swdef_task *t, uint64_t *key, uint64_t *family, uint32_t *n_requests)
 {
     uint64_t h = SWDEF_FNV_INIT;
     h = swdef_fnv(h, sc->preset, strlen(sc->preset) + 1);
@@ -111,18 +117,23 @@ static int stream_key(const sim_config *sc, const swdef_task *t, uint64_t *key)
     for (int i = 0; i < t->n_gen; i++) h = swdef_fnv(h, t->gen_sets[i], strlen(t->gen_sets[i]) + 1);
     h = swdef_fnv(h, &sc->seed, sizeof sc->seed);
     h = swdef_fnv(h, &sc->keyframe_interval, sizeof sc->keyframe_interval);
+    *n_requests = 0;
     if (!*sc->trace_path) {
         trace_shape sh;
         if (sim_shape(sc, &sh) < 0) return -1;
-        h = swdef_fnv(h, &sh.n_requests, sizeof sh.n_requests);
         h = swdef_fnv(h, &sh.n_layers, sizeof sh.n_layers);
         h = swdef_fnv(h, &sh.n_groups, sizeof sh.n_groups);
         h = swdef_fnv(h, sh.layer_group, sh.n_layers * sizeof *sh.layer_group);
         h = swdef_fnv(h, sh.group_k, sh.n_groups * sizeof *sh.group_k);
         h = swdef_fnv(h, sh.group_compress, sh.n_groups * sizeof *sh.group_compress);
+        *family = h;
+        *n_requests = sh.n_requests;
+        h = swdef_fnv(h, &sh.n_requests, sizeof sh.n_requests);
         h = swdef_fnv(h, sh.prompt_len, sh.n_requests * sizeof *sh.prompt_len);
         h = swdef_fnv(h, sh.output_len, sh.n_requests * sizeof *sh.output_len);
         trace_shape_release(&sh);
+    } else {
+        *family = h;
     }
     *key = h;
     return 0;
@@ -223,7 +234,7 @@ static void *plan_worker(void *arg)
         sim_config sc;
         memset(&sc, 0, sizeof sc);
         int rc = load_task(d, t->unit, t->pol, &in, &sc);
-        if (rc == 0) rc = stream_key(&sc, &in, &t->stream_key);
+        if (rc == 0) rc = stream_key(&sc, &in, &t->stream_key, &t->family_key, &t->n_requests);
         if (rc == 0) config_digest(&sc, &in, d->pol[t->pol].label, t->digest);
         if (rc == 0) t->result_key = r->o->no_reuse ? (uint64_t)i : result_key(&sc, &in, d->pol[t->pol].pol, d->pol[t->pol].label, t->stream_key);
         if (rc < 0) {
@@ -440,16 +451,17 @@ int swrun_run(const swdef *d, const swrun_opts *o, swrun_stats *st)
     st->tasks = r.n_tasks;
     if (o->check_only) goto done;
 
-    /* Groups by stream key in order of first appearance; the queue runs each
-     * group's tasks together, in unit and policy order. O(tasks x groups) in
-     * the worst case, a small cost beside one simulation per task. */
+    /* Groups by stream family (stream_key()) in order of first appearance;
+     * the queue runs each group's tasks together, the largest shape first,
+     * then in unit and policy order. O(tasks x groups) in the worst case, a
+     * small cost beside one simulation per task. */
     r.groups = dh_calloc(r.n_tasks ? r.n_tasks : 1, sizeof *r.groups);
     uint64_t *keys = dh_calloc(r.n_tasks ? r.n_tasks : 1, sizeof *keys);
     for (size_t i = 0; i < r.n_tasks; i++) {
         size_t g;
         for (g = r.n_groups; g-- > 0;)
-            if (keys[g] == r.tasks[i].stream_key) break;
-        if (g == (size_t)-1) { g = r.n_groups++; keys[g] = r.tasks[i].stream_key; pthread_mutex_init(&r.groups[g].mu, NULL); }
+            if (keys[g] == r.tasks[i].family_key) break;
+        if (g == (size_t)-1) { g = r.n_groups++; keys[g] = r.tasks[i].family_key; pthread_mutex_init(&r.groups[g].mu, NULL); }
         r.tasks[i].group = g;
         r.groups[g].remaining++;
         r.tasks[i].next_copy = SIZE_MAX;
@@ -459,9 +471,19 @@ int swrun_run(const swdef *d, const swrun_opts *o, swrun_stats *st)
     for (size_t g = 0; g < r.n_groups; g++) start[g + 1] = start[g] + r.groups[g].remaining;
     size_t *by_group = dh_calloc(r.n_tasks ? r.n_tasks : 1, sizeof *by_group);
     for (size_t i = 0; i < r.n_tasks; i++) by_group[start[r.tasks[i].group]++] = i;
-    /* Within a group (one stream key), a task whose result key an earlier
-     * task has is not queued: that task's run is copied into it (a chain
-     * through next_copy, ascending). O(group size^2): tens of tasks. */
+    /* The largest shape of each group first (insertion sort, stable: the
+     * rest keeps unit and policy order), so its streams cover the others'. */
+    for (size_t g = 0, b = 0; g < r.n_groups; g++) {
+        for (size_t j = b + 1; j < start[g]; j++) {
+            size_t x = by_group[j], i = j;
+            while (i > b && r.tasks[by_group[i - 1]].n_requests < r.tasks[x].n_requests) { by_group[i] = by_group[i - 1]; i--; }
+            by_group[i] = x;
+        }
+        b = start[g];
+    }
+    /* Within a group, a task whose result key an earlier task has is not
+     * queued: that task's run is copied into it (a chain through next_copy,
+     * in run order). O(group size^2): hundreds of tasks. */
     r.order = dh_calloc(r.n_tasks ? r.n_tasks : 1, sizeof *r.order);
     for (size_t g = 0, b = 0; g < r.n_groups; g++) {
         size_t e = start[g], *last = dh_calloc(e - b, sizeof *last);

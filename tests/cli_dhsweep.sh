@@ -66,6 +66,21 @@ a=$(grep -o '"tok_s_per_gpu": [^,]*\|"missed_rows": [^,]*' "$tmp/bare.json" | tr
 b=$(grep -o '"tok_s_per_gpu": [^,]*\|"missed_rows": [^,]*' "$tmp/w1/points/p000001-s2.json" | tr '\n' ' ')
 if [ -n "$a" ] && [ "$a" = "$b" ]; then pass "same figures as dhsim"; else fail "same figures as dhsim ($a / $b)"; fi
 
+# A concurrency axis: the smaller points replay the largest one's first streams
+# (generated once for the group); each point's figures are dhsim's alone.
+small_sweep "$tmp/c.ini" "$tmp/wc" hisparse,adaptive,oracle 1
+sed -i 's/^policy.hisparse_budget_k = .*/workload.concurrency = 16,48/; /^workload.concurrency = 32$/d' "$tmp/c.ini"
+"$bin" run "$tmp/c.ini" --workers 2 --quiet
+same=1
+for c in 16 48; do
+  ./bin/dhsim --policy hisparse,adaptive,oracle --steps 8 --concurrency $c --set workload.output_len=6 \
+    --set workload.output_len_max=12 --seed 1 --json "$tmp/bare$c.json" --quiet
+  a=$(grep -o '"tok_s_per_gpu": [^,]*\|"missed_rows": [^,]*\|"fetch_fraction": [^,]*' "$tmp/bare$c.json" | tr '\n' ' ')
+  b=$(grep -o '"tok_s_per_gpu": [^,]*\|"missed_rows": [^,]*\|"fetch_fraction": [^,]*' "$tmp/wc/points/p00000$((c / 48))-s1.json" | tr '\n' ' ')
+  [ -n "$a" ] && [ "$a" = "$b" ] || { same=0; echo "concurrency $c: $a / $b"; }
+done
+if [ $same = 1 ]; then pass "concurrency axis: same figures as dhsim"; else fail "concurrency axis: same figures as dhsim"; fi
+
 # Resumption: a missing and a truncated point run again, the others are skipped, same table.
 cp "$tmp/w1/results.csv" "$tmp/before.csv"
 rm "$tmp/w1/points/p000000-s1.json"

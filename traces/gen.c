@@ -1509,13 +1509,18 @@ static const uint8_t *get_rows(const uint8_t *p, uint32_t *rows, uint32_t n)
     return p;
 }
 
-static int shape_equal(const trace_shape *a, const trace_shape *b)
+/* Does a hold every stream of b? A stream (request r, group g) depends on the
+ * preset, the seed, the group's k and compression and request r's prompt and
+ * output lengths only (gen_open), never on the other requests, so a shape
+ * with the same groups whose first requests are b's requests serves b: a
+ * sweep over concurrency generates its largest point's streams once. */
+static int shape_covers(const trace_shape *a, const trace_shape *b)
 {
-    if (a->n_requests != b->n_requests || a->n_groups != b->n_groups) return 0;
+    if (a->n_requests < b->n_requests || a->n_groups != b->n_groups) return 0;
     return !memcmp(a->group_k, b->group_k, a->n_groups * sizeof(uint32_t)) &&
            !memcmp(a->group_compress, b->group_compress, a->n_groups * sizeof(uint32_t)) &&
-           !memcmp(a->prompt_len, b->prompt_len, a->n_requests * sizeof(uint32_t)) &&
-           !memcmp(a->output_len, b->output_len, a->n_requests * sizeof(uint32_t));
+           !memcmp(a->prompt_len, b->prompt_len, b->n_requests * sizeof(uint32_t)) &&
+           !memcmp(a->output_len, b->output_len, b->n_requests * sizeof(uint32_t));
 }
 
 static void shared_free(gen_shared *gs)
@@ -1581,11 +1586,11 @@ static const sel_source_ops memo_ops = {memo_open, memo_next, memo_close, memo_f
 static int memo_open(sel_source *src, uint32_t req, uint32_t group, sel_stream **out)
 {
     gen_shared *gs = src->impl;
-    const trace_shape *sh = &gs->shape;
+    const trace_shape *sh = &gs->shape, *own = &src->meta.shape; /* own: a prefix of sh (shape_covers) */
     *out = NULL;
-    if (req >= sh->n_requests || group >= sh->n_groups)
+    if (req >= own->n_requests || group >= own->n_groups)
         return dh_err("generator: no stream (request %u, group %u) in a trace of %u requests and %u groups",
-                      req, group, sh->n_requests, sh->n_groups);
+                      req, group, own->n_requests, own->n_groups);
     memo_cursor *c = dh_calloc(1, sizeof *c);
     c->head.ops = &memo_ops;
     c->gs = gs;
@@ -1706,7 +1711,7 @@ int gen_source_new_shared(const gen_params *p, const trace_shape *sh, uint64_t s
     pthread_mutex_lock(&registry_mu);
     gen_shared *gs = NULL;
     for (gen_shared *x = registry; x; x = x->next)
-        if (x->seed == seed && x->kf == keyframe_interval && !strcmp(x->params, params) && shape_equal(&x->shape, sh)) {
+        if (x->seed == seed && x->kf == keyframe_interval && !strcmp(x->params, params) && shape_covers(&x->shape, sh)) {
             gs = x;
             break;
         }
