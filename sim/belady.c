@@ -54,6 +54,8 @@ struct belady_work {
     uint64_t cap_bucket;
     uint32_t *merge;               /* scratch for merging a bucket */
     uint64_t cap_merge;
+    uint32_t *radix;               /* scratch for sorting pushed rows */
+    uint64_t cap_radix;
 };
 
 #define GROW(arr, cap, need) do { if ((need) > (cap)) { (cap) = (need) > 2 * (cap) ? (need) : 2 * (cap); \
@@ -72,7 +74,7 @@ void belady_work_free(belady_work *w)
     free(w->add); free(w->rem); free(w->add_off); free(w->rem_off); free(w->nrows);
     free(w->rem_key); free(w->wr_key); free(w->wr_off); free(w->next_use); free(w->resident);
     for (uint64_t i = 0; i < w->cap_bucket; i++) { free(w->bucket[i].row); free(w->bucket[i].pend); }
-    free(w->bucket); free(w->nonempty); free(w->merge);
+    free(w->bucket); free(w->nonempty); free(w->merge); free(w->radix);
     free(w);
 }
 
@@ -93,10 +95,32 @@ static inline void bucket_push(belady_work *w, uint32_t key, uint32_t row)
     w->nonempty[key >> 6] |= 1ull << (key & 63);
 }
 
-static int cmp_u32(const void *a, const void *b)
+/* Sort a[0, n) ascending: insertion sort when short, else an LSD radix sort
+ * of 11-bit digits, as many passes as the largest row needs (two for a
+ * context below 4M rows). O(n) per pass, no comparison callback: qsort was
+ * a tenth of the oracle's time. */
+static void sort_u32(belady_work *w, uint32_t *a, uint32_t n)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
+    if (n < 48) {
+        for (uint32_t i = 1; i < n; i++) {
+            uint32_t x = a[i], j = i;
+            while (j > 0 && a[j - 1] > x) { a[j] = a[j - 1]; j--; }
+            a[j] = x;
+        }
+        return;
+    }
+    uint32_t max = 0;
+    for (uint32_t i = 0; i < n; i++) max = a[i] > max ? a[i] : max;
+    GROW(w->radix, w->cap_radix, (uint64_t)n);
+    uint32_t *src = a, *dst = w->radix;
+    for (uint32_t shift = 0; shift < 32 && (shift == 0 || (max >> shift)); shift += 11) {
+        uint32_t count[2048] = { 0 };
+        for (uint32_t i = 0; i < n; i++) count[(src[i] >> shift) & 2047]++;
+        for (uint32_t d = 0, sum = 0; d < 2048; d++) { uint32_t c = count[d]; count[d] = sum; sum += c; }
+        for (uint32_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & 2047]++] = src[i];
+        uint32_t *t = src; src = dst; dst = t;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
 /* Sort r[s, n) and merge it with the ascending r[0, s) (scratch w->merge). */
@@ -105,7 +129,7 @@ static void run_merge_tail(belady_work *w, uint32_t *r, uint32_t s, uint32_t n)
     if (s == n) return;
     int ascending = 1;
     for (uint32_t i = s + 1; i < n && ascending; i++) ascending = r[i - 1] < r[i];
-    if (!ascending) qsort(r + s, n - s, sizeof *r, cmp_u32);
+    if (!ascending) sort_u32(w, r + s, n - s);
     if (s > 0 && r[s - 1] > r[s]) {
         GROW(w->merge, w->cap_merge, (uint64_t)s);
         memcpy(w->merge, r, (size_t)s * sizeof *r);
