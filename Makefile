@@ -31,13 +31,31 @@ LDLIBS   = $(PKG_LIBS) -lhdf5_hl -lm -lpthread
 # CUDA ?= auto builds the kernels when nvcc is found; CUDA=0 skips them, CUDA=1 insists.
 CUDA      ?= auto
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-CUDA_ARCH ?= sm_90
-NVCCFLAGS ?= -O3 -std=c++17 -arch=$(CUDA_ARCH) -lineinfo -Xcompiler -Wall
+NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -Xcompiler -Wall
 ifeq ($(CUDA),auto)
   BUILD_CUDA := $(if $(NVCC),1,0)
 else
   BUILD_CUDA := $(CUDA)
 endif
+# The GPU tools are fat binaries (kernels/README.md, "GPU architectures"): machine code for each
+# architecture of CUDA_ARCHS that the installed nvcc supports (Ampere sm_80 and sm_86, Ada
+# sm_89, Hopper sm_90, Blackwell sm_100 and sm_120; sm_87, sm_103, sm_121 run the code of
+# sm_80, sm_100, sm_120), PTX of the newest for the GPUs after it, and the wgmma units
+# (*_wgmma.cu) for sm_90a alone. At run time kernels/karch.c picks the versions the GPU can
+# run. `make CUDA_ARCHS=90` builds for one architecture (minutes less of nvcc).
+CUDA_ARCHS_ALL := 80 86 89 90 100 120
+ifeq ($(BUILD_CUDA),1)
+  NVCC_SM    := $(patsubst sm_%,%,$(filter sm_%,$(shell $(NVCC) --list-gpu-code 2>/dev/null)))
+  CUDA_ARCHS ?= $(if $(NVCC_SM),$(filter $(NVCC_SM),$(CUDA_ARCHS_ALL)),$(CUDA_ARCHS_ALL))
+  ifneq ($(shell echo '$(CUDA_ARCHS)' | grep -Eqx ' *([0-9]+ *)+' || echo bad),)
+    $(error CUDA_ARCHS='$(CUDA_ARCHS)': list architectures as numbers, e.g. CUDA_ARCHS="80 90")
+  endif
+endif
+CUDA_PTX    = $(lastword $(CUDA_ARCHS))
+NVCC_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
+               -gencode=arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX) $(if $(NVCC_THREADS),--threads $(NVCC_THREADS))
+# NVCC_THREADS=N compiles a unit's architectures on N threads (0: one per CPU), for machines with
+# more cores than make -j keeps busy.
 
 BUILD := build
 BIN   := bin
@@ -107,16 +125,20 @@ $(BIN)/dhsim: $(BUILD)/sim/dhsim.o $(SIM_OBJ) $(TRACES_OBJ) $(COMMON_OBJ)
 # libopenmpi-dev), so that `mpirun -n N bin/dhsweep run FILE` shares the points between
 # ranks; without it dhsweep runs on threads alone (dhsweep --version says which). MPICC is
 # looked up when the rule runs, after deps-check has installed the packages. The commit
-# (git describe) is a -D define; build/commit.stamp changes only when it does, so the tool
-# is recompiled then and only then.
+# (git describe) every tool records (common/version.h) is a -D define of common/version.c
+# alone; build/commit.stamp changes only when it does, so that file is recompiled then and
+# only then.
 MPICC     ?= $(shell command -v mpicc 2>/dev/null)
 DH_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 .PHONY: FORCE
 $(BUILD)/commit.stamp: FORCE
 	@mkdir -p $(BUILD); echo '$(DH_COMMIT)' | cmp -s - $@ || echo '$(DH_COMMIT)' > $@
-$(BUILD)/sweep/dhsweep.o: sweep/dhsweep.c $(BUILD)/commit.stamp | deps-check
+$(BUILD)/common/version.o $(BUILD)/gpu/common/version.o: $(BUILD)/commit.stamp
+$(BUILD)/common/version.o: CPPFLAGS += -DDH_COMMIT='"$(DH_COMMIT)"'
+$(BUILD)/gpu/common/version.o: GPU_C_INC += -DDH_COMMIT='"$(DH_COMMIT)"'
+$(BUILD)/sweep/dhsweep.o: sweep/dhsweep.c | deps-check
 	@mkdir -p $(dir $@)
-	$(if $(MPICC),$(MPICC) -DDH_MPI,$(CC)) $(CPPFLAGS) $(CFLAGS) -DDH_COMMIT='"$(DH_COMMIT)"' -c $< -o $@
+	$(if $(MPICC),$(MPICC) -DDH_MPI,$(CC)) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 $(BIN)/dhsweep: $(BUILD)/sweep/dhsweep.o $(SWEEP_OBJ) $(SIM_OBJ) $(TRACES_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(BIN)
 	$(if $(MPICC),$(MPICC),$(CC)) $(CFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
@@ -133,7 +155,8 @@ $(BIN)/dhconfig: $(BUILD)/analysis/dhconfig.o $(LIBS_OBJ) $(SWEEP_OBJ)
 # the numbered versions and their benchmarks (kernels/versions/*.cu) and the benchmarks'
 # helpers (kernels/bench.cu) into build/kernels/libdhkbench.a. bin/dhbench and bin/dhreplay
 # link both: each program pulls from an archive only the objects it needs. *_wgmma.cu files
-# use wgmma, which only the sm_90a target has; every other .cu file is built for CUDA_ARCH.
+# use wgmma, which only the sm_90a target has; every other .cu file is built for CUDA_ARCHS,
+# its instructions of later architectures guarded by __CUDA_ARCH__ (kernels/karch.h).
 # nvcc writes each object's header dependencies (-MMD), read back by the -include at the end.
 #
 # The GPU tools need no Debian package: their C objects (the kernels' CPU references, and for
@@ -146,12 +169,15 @@ KLIB_OBJ   := $(patsubst %.cu,$(BUILD)/%.cu.o,$(wildcard kernels/lib/*.cu))
 KBENCH_OBJ := $(patsubst %.cu,$(BUILD)/%.cu.o,kernels/bench.cu $(wildcard kernels/versions/*.cu))
 NVCC_DEPS   = -MMD -MP -MF $(@:.o=.d)
 
-$(BUILD)/%.cu.o: %.cu
+$(BUILD)/%.cu.o: %.cu $(BUILD)/cuda-archs.stamp
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -I. $(NVCC_DEPS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(NVCC_GENCODE) -DDHK_CUDA_ARCHS='"$(CUDA_ARCHS)"' -I. $(NVCC_DEPS) -c $< -o $@
 $(BUILD)/%_wgmma.cu.o: %_wgmma.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(filter-out -arch=%,$(NVCCFLAGS)) -gencode=arch=compute_90a,code=sm_90a -I. $(NVCC_DEPS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -gencode=arch=compute_90a,code=sm_90a -I. $(NVCC_DEPS) -c $< -o $@
+# The architectures' list changes only when CUDA_ARCHS does: then every generic unit is rebuilt.
+$(BUILD)/cuda-archs.stamp: FORCE
+	@mkdir -p $(BUILD); echo '$(CUDA_ARCHS)' | cmp -s - $@ || echo '$(CUDA_ARCHS)' > $@
 $(BUILD)/kernels/libdhk.a: $(KLIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -163,7 +189,8 @@ $(BUILD)/kernels/libdhkbench.a: $(KBENCH_OBJ)
 # The replay's host side is every library file of common/, traces/ and sim/ except those that
 # read or write HDF5 or call GSL (GPU_C_NEEDS_HDF5): a module the simulator gains is in the replay's
 # archive with no edit here, and the linker takes from it what kernels/replay/rp_host.c uses.
-GPU_C_NEEDS_HDF5 := common/h5det.c common/h5init.c common/stats.c traces/trace.c traces/trace_info.c sim/out.c
+GPU_C_NEEDS_HDF5 := common/h5attr.c common/h5det.c common/h5init.c common/stats.c traces/h5pre.c traces/trace.c traces/trace_info.c \
+                    sim/out.c
 GPU_C_INC   := -I. $(if $(INIH_INC),-I$(INIH_INC)) $(if $(R123_INC),-I$(R123_INC))
 KGPU_C_OBJ  := $(patsubst %.c,$(BUILD)/gpu/%.o,$(call lib_src,kernels) common/dh_err.c)
 REPLAY_C_SRC := kernels/replay/rp_host.c analysis/rcfg.c \
@@ -189,7 +216,7 @@ bin/dhsglcheck: $(BUILD)/kernels/sglcheck.cu.o $(BUILD)/kernels/libdhk.a $(KGPU_
 bin/dha2a: kernels/a2a/dha2a.cu kernels/a2a/a2a_plan.h $(BUILD)/gpu/kernels/a2a/a2a_plan.o $(BUILD)/gpu/common/dh_err.o
 	@test -n "$(NCCL_LIB)" -a -n "$(NCCL_INC)" || { echo "bin/dha2a: NCCL not found (libnccl.so and nccl.h); set NCCL_HOME"; exit 1; }
 	@mkdir -p bin
-	$(NVCC) $(NVCCFLAGS) -I. -I$(NCCL_INC) -o $@ $< $(BUILD)/gpu/kernels/a2a/a2a_plan.o \
+	$(NVCC) $(NVCCFLAGS) $(NVCC_GENCODE) -I. -I$(NCCL_INC) -o $@ $< $(BUILD)/gpu/kernels/a2a/a2a_plan.o \
 	  $(BUILD)/gpu/common/dh_err.o -L$(dir $(NCCL_LIB)) -l:$(notdir $(NCCL_LIB)) -Xlinker -rpath=$(dir $(NCCL_LIB))
 
 # Only the sources and objects are linked: -MMD adds the headers a test includes to its

@@ -19,15 +19,17 @@ static const char *const schema[] = {
     "suite", "kernel", "version", "device", "dtype", "row_bytes", "rows", "sms",
     "pool_bytes", "pattern", "batch", "queries", "k", "union_rows", "ctx", "heads", "m",
     "n", "kdim", "bytes", "flops", "reps", "median_us", "p10_us", "p90_us", "gbps",
-    "tflops", "ceiling_name", "ceiling_value", "pct_of_ceiling", "checked", "timing"};
+    "tflops", "ceiling_name", "ceiling_value", "pct_of_ceiling", "checked", "timing", "arch"};
 #define NCOL (sizeof schema / sizeof schema[0])
-/* Every column but the last is required; "timing" came after the first recorded results,
- * and a file without it timed every launch on its own. */
-#define NREQ (NCOL - 1)
+/* Every column but the last two is required; "timing" came after the first recorded results,
+ * and a file without it timed every launch on its own; "arch" (the GPU's "sm_XY") after the
+ * builds for every architecture, and a file without it reads as "" (the device column still
+ * names the GPU: the earlier files are all the H200's, sm_90). */
+#define NREQ (NCOL - 2)
 #define TIMING_DEFAULT "isolated"
 
 static const char *const str_names[BCSV_NSTR] = {
-    "suite", "kernel", "version", "device", "dtype", "pattern", "ceiling_name", "checked", "timing"};
+    "suite", "kernel", "version", "device", "dtype", "pattern", "ceiling_name", "checked", "timing", "arch"};
 static const char *const num_names[BCSV_NNUM] = {
     "row_bytes", "rows", "sms", "pool_bytes", "batch", "queries", "k", "union_rows", "ctx",
     "heads", "m", "n", "kdim", "bytes", "flops", "reps", "median_us", "p10_us", "p90_us",
@@ -171,6 +173,7 @@ static int load_file(bcsv_table *t, const char *path)
                 r.v[nu] = x;
         }
         if (!r.s[BCSV_TIMING]) r.s[BCSV_TIMING] = strdup(TIMING_DEFAULT);
+        if (!r.s[BCSV_ARCH]) r.s[BCSV_ARCH] = strdup("");
         if (rc == 0 && (!r.s[BCSV_KERNEL] || !r.s[BCSV_KERNEL][0]))
             rc = dh_err("file '%s' line %ld: column 'kernel' is empty", path, lineno);
         if (rc) {

@@ -5,14 +5,15 @@
  *
  *   suite,kernel,version,device,dtype,row_bytes,rows,sms,pool_bytes,pattern,
  *   batch,queries,k,union_rows,ctx,heads,m,n,kdim,bytes,flops,reps,median_us,
- *   p10_us,p90_us,gbps,tflops,ceiling_name,ceiling_value,pct_of_ceiling,checked[,timing]
+ *   p10_us,p90_us,gbps,tflops,ceiling_name,ceiling_value,pct_of_ceiling,checked[,timing][,arch]
  *
  * The first non-comment line is the header; columns are matched by name, so
  * their order may change, but every column of the schema must be present and
  * no unknown column may appear.  The one optional column, "timing", says how the
  * median was taken: "isolated" (one launch between two events, from an idle
  * GPU; what a file without the column holds) or "b2bN" (N launches back to back
- * between the events, the time divided by N).  Lines starting with '#' are comments (the
+ * between the events, the time divided by N); the other, "arch", the GPU's architecture
+ * ("sm_90"; "" in a file without it).  Lines starting with '#' are comments (the
  * command that produced the file).  A numeric cell that is not a finite number
  * is an error naming the file, line and column; an empty numeric cell reads as
  * NAN ("not applicable").  Whole files are read into memory: result files are
@@ -29,7 +30,7 @@
 
 /* Text columns. */
 enum { BCSV_SUITE, BCSV_KERNEL, BCSV_VERSION, BCSV_DEVICE, BCSV_DTYPE, BCSV_PATTERN,
-       BCSV_CEILING_NAME, BCSV_CHECKED, BCSV_TIMING, BCSV_NSTR };
+       BCSV_CEILING_NAME, BCSV_CHECKED, BCSV_TIMING, BCSV_ARCH, BCSV_NSTR };
 /* Numeric columns (NAN when empty). */
 enum { BCSV_ROW_BYTES, BCSV_ROWS, BCSV_SMS, BCSV_POOL_BYTES, BCSV_BATCH, BCSV_QUERIES,
        BCSV_K, BCSV_UNION_ROWS, BCSV_CTX, BCSV_HEADS, BCSV_M, BCSV_N, BCSV_KDIM,

@@ -163,10 +163,8 @@ static const char *const cal_bench_files[] = {
     "attention-attention-b2b20.csv", "fetch-calib-b2b20.csv", "fetch-beside-b2b20.csv", "default-gemm.csv",
     "default-indexer.csv", "topk-scale-b2b20.csv", "indexer-topk6-b2b20.csv", "indexer-scale.csv",
 };
-static const char *const cal_select[] = {
-    "kernel=attention,version=8,pattern=hits,timing=b2b20", "kernel=fetch,version=5,timing=b2b20", "kernel=gemm",
-    "kernel=indexer,version=5,timing=isolated", "kernel=topk,version=6,timing=b2b20", NULL,
-};
+/* The selections: cal_choose_versions (attention 8, fetch 5, the GEMMs, indexer 5, top-k 6 on
+ * the H200; the versions the replay falls back to on other GPUs). */
 static const char *const cal_holdout[] = {
     "kernel=attention,dtype=bf16", "kernel=fetch,sms>=66", "kernel=fetch,ctx<=25000", "kernel=topk,pattern=indexer",
     "kernel=fetch,suite=fetch-beside-b2b20", "kernel=gemm,m>=128", NULL,
@@ -456,6 +454,63 @@ static int cal_profile_line(const char *path, const char *prefix, char *out, siz
     return rc;
 }
 
+/* The versions the fit selects: the first of each kernel's candidates (the replay's default,
+ * then its fallbacks on GPUs that cannot run it: kernels/karch.h) that has lines in the
+ * benchmark files, so that a GPU without wgmma fits the versions its replay runs; the H200's
+ * files hold the defaults. FP8 GEMMs likewise give way to BF16 where none were measured. The
+ * choices other than the defaults are noted on log. */
+typedef struct {
+    char sel[3][96];
+    const char *select[6];
+    const char *weight_dtype;
+} cal_versions;
+
+static int cal_has(const bcsv_table *t, const char *kernel, const char *version, const char *dtype, const char *timing)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const bcsv_row *r = &t->rows[i];
+        if (strcmp(r->s[BCSV_KERNEL], kernel) || (version && (!r->s[BCSV_VERSION] || strcmp(r->s[BCSV_VERSION], version))))
+            continue;
+        if (dtype && (!r->s[BCSV_DTYPE] || strcmp(r->s[BCSV_DTYPE], dtype))) continue;
+        if (timing && strcmp(r->s[BCSV_TIMING], timing)) continue;
+        return 1;
+    }
+    return 0;
+}
+
+static void cal_choose_versions(const char *const *bench, size_t n, cal_versions *cv, FILE *log)
+{
+    static const struct { const char *kernel, *fmt, *timing; int cand[6]; } ks[3] = {
+        {"attention", "kernel=attention,version=%d,pattern=hits,timing=b2b20", "b2b20", {8, 5, 4, 3, 2, 1}},
+        {"indexer", "kernel=indexer,version=%d,timing=isolated", "isolated", {5, 4, 1, 0, 0, 0}},
+        {"topk", "kernel=topk,version=%d,timing=b2b20", "b2b20", {6, 5, 4, 3, 2, 1}},
+    };
+    bcsv_table t;
+    bcsv_init(&t);
+    for (size_t i = 0; i < n; i++)
+        if (access(bench[i], R_OK) == 0) (void)bcsv_load(&t, bench[i]);   /* a bad file: cal_fit reports it */
+    for (int k = 0; k < 3; k++) {
+        int v = ks[k].cand[0];
+        for (int c = 0; c < 6 && ks[k].cand[c]; c++) {
+            char vs[16];
+            snprintf(vs, sizeof vs, "%d", ks[k].cand[c]);
+            if (cal_has(&t, ks[k].kernel, vs, NULL, ks[k].timing)) { v = ks[k].cand[c]; break; }
+        }
+        if (v != ks[k].cand[0])
+            fprintf(log, "dhcal: calibrate: %s version %d (the benchmarks have no line of version %d, the replay's on Hopper)\n",
+                    ks[k].kernel, v, ks[k].cand[0]);
+        snprintf(cv->sel[k], sizeof cv->sel[k], ks[k].fmt, v);
+    }
+    cv->weight_dtype = "fp8";
+    if (!cal_has(&t, "gemm", NULL, "fp8", NULL) && cal_has(&t, "gemm", NULL, "bf16", NULL)) {
+        cv->weight_dtype = "bf16";
+        fprintf(log, "dhcal: calibrate: BF16 GEMMs (the benchmarks have no FP8 GEMM line)\n");
+    }
+    const char *sel[6] = {cv->sel[0], "kernel=fetch,version=5,timing=b2b20", "kernel=gemm", cv->sel[1], cv->sel[2], NULL};
+    memcpy(cv->select, sel, sizeof sel);
+    bcsv_release(&t);
+}
+
 /* 1. The fit, into a profile named after the output (dhcal fit names a profile after its
  * file) in a temporary directory. */
 static int cal_stage_fit(cal_state *st, FILE *report, FILE *log)
@@ -481,10 +536,12 @@ static int cal_stage_fit(cal_state *st, FILE *report, FILE *log)
              b, b, b, b, b, b, b, o->replay_path);
     fit_opts fo;
     fit_opts_default(&fo);
-    fo.select = cal_select;
+    cal_versions cv;
+    cal_choose_versions(bench, CAL_NBENCH, &cv, log);
+    fo.select = cv.select;
     fo.holdout = cal_holdout;
     prof_opts po = {.base_path = o->base_path, .fetch_pattern = "serving", .command = command,
-                    .weight_dtype = "fp8", .layer_gemms = CAL_LAYER_GEMMS};
+                    .weight_dtype = cv.weight_dtype, .layer_gemms = CAL_LAYER_GEMMS};
     char *notes = NULL, *fit_text = NULL;
     size_t notes_len = 0, fit_len = 0;
     FILE *nf = open_memstream(&notes, &notes_len), *fr = open_memstream(&fit_text, &fit_len);

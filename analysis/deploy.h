@@ -25,7 +25,10 @@
  * Unknown keys are errors, as everywhere in the project.
  *
  * Quantities compared: output tokens/s per GPU (at the point's concurrency, or
- * at a sweep's highest one), TPOT in the published statistic, and for a sweep
+ * at a sweep's highest one), TPOT in the published statistic (bench_serving's: over
+ * requests, each request's (e2e - TTFT) / (tokens - 1), of the requests whose decoding
+ * began in the measured steps and ended in the run; the per-step figure, marked, when none
+ * did), and for a sweep
  * the saturation concurrency in requests per GPU: the smallest concurrency of
  * the sweep whose output reaches DEP_PLATEAU_SHARE of the sweep's largest,
  * applied alike to the published and the simulated series. Targets: output and
@@ -75,7 +78,11 @@ typedef struct {
 } dep_set;
 
 typedef struct {
-    double output_per_gpu, tpot_ms;  /* at the point's (or the sweep's top) concurrency */
+    double output_per_gpu, tpot_ms;  /* at the point's (or the sweep's top) concurrency; TPOT per
+                                      * request as bench_serving has it (tpot_requests of them),
+                                      * or per step when no request decoded within the
+                                      * measured steps (tpot_requests 0) */
+    uint32_t tpot_requests;
     double admitted_per_gpu;         /* mean requests running on the simulated GPU there */
     double sat_per_gpu;              /* NAN without a sweep */
     double sweep_out[DEP_MAX_SWEEP]; /* the simulated instance's output tokens/s */

@@ -25,7 +25,10 @@
  *   dhcal calibrate [OUT.ini [BENCH_DIR [REPLAY.csv [BASE.ini]]]] [--configs FILE]
  *       the whole calibration (calibrate.h); defaults models/hw/h200.ini,
  *       measurements/h200, measurements/h200/replay-glm53-16x100k.csv,
- *       models/hw/h200-datasheet.ini
+ *       models/hw/h200-datasheet.ini; an OUT that is a directory (or ends in
+ *       '/') names the profile after the GPU of BENCH_DIR's lines:
+ *       OUT/measured-NAME.ini (e.g. measured-nvidia-a100-sxm4-80gb.ini),
+ *       an error when the lines name more than one device
  *   dhcal deployments [DIR] [--csv FILE]
  *       the simulator against published deployments (deploy.h), one row per
  *       DIR/ *.ini (default analysis/deployments); missed targets are in the
@@ -46,12 +49,14 @@
 #include "common/cfg.h"
 #include "common/dh_err.h"
 #include "common/ofile.h"
+#include "kernels/karch.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void usage(void)
@@ -68,7 +73,7 @@ static void usage(void)
           "                      [--simulate PROFILE [--configs FILE] [--timelines DIR]] [--steps]\n"
           "                      [--max-median F] [--max-p95 F] [--exact-misses]\n"
           "       dhcal simulate --profile PROFILE --out DIR [--configs FILE] [--set SEC.KEY=VAL]... CONFIG...\n"
-          "       dhcal calibrate [OUT.ini [BENCH_DIR [REPLAY.csv [BASE.ini]]]] [--configs FILE]\n"
+          "       dhcal calibrate [OUT.ini|DIR/ [BENCH_DIR [REPLAY.csv [BASE.ini]]]] [--configs FILE]\n"
           "       dhcal deployments [DIR] [--csv FILE]\n",
           stderr);
     exit(1);
@@ -263,6 +268,35 @@ static int cmd_simulate(int argc, char **argv)
     return 0;
 }
 
+/* DIR/measured-<slug of the device>.ini, the one device of bench's lines, into out[cap]: 0, or
+ * -1 with dh_err(). */
+static int device_profile_path(const char *dir, const char *bench, char *out, size_t cap)
+{
+    bcsv_table t;
+    bcsv_init(&t);
+    if (bcsv_load(&t, bench) < 0) return -1;
+    const char *dev = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < t.n && rc == 0; i++) {
+        const char *d = t.rows[i].s[BCSV_DEVICE];
+        if (!d || !d[0]) continue;
+        if (!dev) dev = d;
+        else if (strcmp(dev, d))
+            rc = dh_err("calibrate: '%s' holds lines of two devices ('%s', '%s'): give the profile's file name", bench, dev, d);
+    }
+    if (rc == 0 && !dev) rc = dh_err("calibrate: '%s' has no line naming its device", bench);
+    if (rc == 0) {
+        char slug[128];
+        karch_slug(dev, slug, sizeof slug);
+        const size_t l = strlen(dir);
+        if (!slug[0]) rc = dh_err("calibrate: device '%s' gives no file name", dev);
+        else if ((size_t)snprintf(out, cap, "%s%smeasured-%s.ini", dir, l && dir[l - 1] == '/' ? "" : "/", slug) >= cap)
+            rc = dh_err("calibrate: profile path too long");
+    }
+    bcsv_release(&t);
+    return rc;
+}
+
 static int cmd_calibrate(int argc, char **argv)
 {
     const char *pos[4] = {"models/hw/h200.ini", "measurements/h200", "measurements/h200/replay-glm53-16x100k.csv",
@@ -276,6 +310,14 @@ static int cmd_calibrate(int argc, char **argv)
     }
     o.out_path = pos[0];
     o.bench_dir = pos[1];
+    static char named[4096];
+    struct stat st;
+    const size_t ol = strlen(pos[0]);
+    if ((ol && pos[0][ol - 1] == '/') || (stat(pos[0], &st) == 0 && S_ISDIR(st.st_mode))) {
+        if (device_profile_path(pos[0], pos[1], named, sizeof named) < 0) dh_die_last("dhcal");
+        o.out_path = named;
+        fprintf(stderr, "dhcal: calibrate: the profile is %s\n", named);
+    }
     o.replay_path = pos[2];
     o.base_path = pos[3];
     if (cal_calibrate(&o, stdout, stderr) < 0) dh_die_last("dhcal");

@@ -255,7 +255,7 @@ int val_add_dhsim_timeline(val_set *v, const char *path, const char *config, con
     char *line = NULL, policy[32] = "";
     size_t cap = 0;
     long lineno = 0;
-    int rc = 0, c_step = -1, c_start = -1, c_end = -1, c_miss = -1, c_draft = -1, ncol = 0;
+    int rc = 0, c_step = -1, c_start = -1, c_end = -1, c_miss = -1, c_draft = -1, c_pol = -1, ncol = 0;
     /* A GPU replay of verification steps runs no draft model: the step's draft pass is left out. */
     const int verify = !strcmp(mode, "verify");
     while (rc == 0 && getline(&line, &cap, f) > 0) {
@@ -271,24 +271,31 @@ int val_add_dhsim_timeline(val_set *v, const char *path, const char *config, con
         int n = 0;
         for (char *save, *t = strtok_r(line, "\t", &save); t && n < 64; t = strtok_r(NULL, "\t", &save)) cells[n++] = t;
         if (n == 0) continue;
-        if (!strcmp(cells[0], "step")) {
-            c_step = c_start = c_end = c_miss = c_draft = -1;
+        /* The header: dhsim's long form starts with the policy column (sim/out.h);
+         * a timeline written before it, with "# policy NAME" blocks, with step. */
+        if (!strcmp(cells[0], "step") || !strcmp(cells[0], "policy")) {
+            c_step = c_start = c_end = c_miss = c_draft = c_pol = -1;
             for (int i = 0; i < n; i++) {
+                if (!strcmp(cells[i], "policy")) c_pol = i;
                 if (!strcmp(cells[i], "step")) c_step = i;
                 if (!strcmp(cells[i], "t_start_s")) c_start = i;
                 if (!strcmp(cells[i], "t_end_s")) c_end = i;
                 if (!strcmp(cells[i], "missed_rows")) c_miss = i;
                 if (!strcmp(cells[i], "draft_s")) c_draft = i;
             }
-            if (c_start < 0 || c_end < 0 || c_miss < 0)
-                rc = dh_err("file '%s' line %ld: timeline header lacks t_start_s, t_end_s or missed_rows", path, lineno);
+            if (c_step < 0 || c_start < 0 || c_end < 0 || c_miss < 0)
+                rc = dh_err("file '%s' line %ld: timeline header lacks step, t_start_s, t_end_s or missed_rows", path, lineno);
             else if (verify && c_draft < 0)
                 rc = dh_err("file '%s' line %ld: a verify-mode timeline needs the draft_s column", path, lineno);
             ncol = n;
             continue;
         }
-        if (!ncol || !policy[0]) { rc = dh_err("file '%s' line %ld: step line before a '# policy' line and header", path, lineno); break; }
+        if (!ncol || (c_pol < 0 && !policy[0])) {
+            rc = dh_err("file '%s' line %ld: step line before the header (and, without a policy column, a '# policy' line)", path, lineno);
+            break;
+        }
         if (n != ncol) { rc = dh_err("file '%s' line %ld: %d columns, the header has %d", path, lineno, n, ncol); break; }
+        if (c_pol >= 0) snprintf(policy, sizeof policy, "%s", cells[c_pol]);
         char *e1, *e2, *e3, *e4;
         double step = strtod(cells[c_step], &e1), t0 = strtod(cells[c_start], &e2), t1 = strtod(cells[c_end], &e3);
         double miss = strtod(cells[c_miss], &e4), draft = 0;

@@ -55,8 +55,9 @@ int val_load_replay(val_set *v, const char *path);
 /* Join one prediction file (several may be given, e.g. one per config). */
 int val_add_predictions(val_set *v, const char *path);
 /* Join a dhsim per-step timeline (dhsim --timeline PREFIX writes PREFIX.tsv):
- * blocks "# policy NAME", a header with step, t_start_s, t_end_s and
- * missed_rows, one line per step; predicted_us = (t_end_s - t_start_s) * 1e6,
+ * one header with policy, step, t_start_s, t_end_s and missed_rows, one line
+ * per policy and step (timelines written before the long form: blocks
+ * "# policy NAME", each with a header without the policy); predicted_us = (t_end_s - t_start_s) * 1e6,
  * less the step's draft_s in mode "verify" (a GPU replay of verification steps
  * runs no draft model). The timeline does not name the configuration or the
  * decode mode: the caller gives them (dhcal validate --sim-timeline FILE:CONFIG:MODE). */

@@ -26,6 +26,11 @@ struct cfg {
     char **sections;
     size_t nsec, capsec;
     int parse_error; /* set by the handler when an entry could not be stored */
+    /* Keys a getter read while the file did not give them, with the default it
+     * took, in the order they were read (cfg_default_at): the records of a run
+     * list them beside the entries. */
+    cfg_entry *d;
+    size_t nd, capd;
 };
 
 static char *xstrdup(const char *s)
@@ -71,6 +76,27 @@ int cfg_set(cfg *c, const char *section, const char *key, const char *value)
     add_section(c, section);
     c->e[c->n++] = (cfg_entry){xstrdup(section), xstrdup(key), xstrdup(value), 0};
     return 0;
+}
+
+static void note_default(cfg *c, const char *sec, const char *key, const char *value)
+{
+    for (size_t i = 0; i < c->nd; i++)
+        if (!strcmp(c->d[i].section, sec) && !strcmp(c->d[i].key, key)) return;
+    if (c->nd == c->capd) {
+        c->capd = c->capd ? 2 * c->capd : 32;
+        c->d = realloc(c->d, c->capd * sizeof *c->d);
+        if (!c->d) abort();
+    }
+    c->d[c->nd++] = (cfg_entry){xstrdup(sec), xstrdup(key), xstrdup(value), 1};
+}
+
+/* The shortest text that reads back as x (%.15g, else %.17g). */
+static void note_default_num(cfg *c, const char *sec, const char *key, double x)
+{
+    char b[40];
+    snprintf(b, sizeof b, "%.15g", x);
+    if (strtod(b, NULL) != x) snprintf(b, sizeof b, "%.17g", x);
+    note_default(c, sec, key, b);
 }
 
 static int handler(void *user, const char *section, const char *name, const char *value)
@@ -181,6 +207,12 @@ void cfg_free(cfg *c)
         free(c->e[i].value);
     }
     for (size_t i = 0; i < c->nsec; i++) free(c->sections[i]);
+    for (size_t i = 0; i < c->nd; i++) {
+        free(c->d[i].section);
+        free(c->d[i].key);
+        free(c->d[i].value);
+    }
+    free(c->d);
     free(c->sections);
     free(c->e);
     free(c->name);
@@ -241,6 +273,7 @@ int cfg_get_double(cfg *c, const char *sec, const char *key, double *out,
     if (!v) {
         if (!def) return missing(c, sec, key);
         *out = *def;
+        note_default_num(c, sec, key, *def);
         return 1;
     }
     char *end;
@@ -262,6 +295,9 @@ int cfg_get_int(cfg *c, const char *sec, const char *key, long *out,
     if (!v) {
         if (!def) return missing(c, sec, key);
         *out = *def;
+        char b[32];
+        snprintf(b, sizeof b, "%ld", *def);
+        note_default(c, sec, key, b);
         return 1;
     }
     char *end;
@@ -282,6 +318,7 @@ int cfg_get_bool(cfg *c, const char *sec, const char *key, int *out, const int *
     if (!v) {
         if (!def) return missing(c, sec, key);
         *out = *def;
+        note_default(c, sec, key, *def ? "true" : "false");
         return 1;
     }
     if (!strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on") || !strcmp(v, "1"))
@@ -299,6 +336,7 @@ int cfg_get_string(cfg *c, const char *sec, const char *key, const char **out, c
     if (!v) {
         if (!def) return missing(c, sec, key);
         *out = def;
+        note_default(c, sec, key, def);
         return 1;
     }
     *out = v;
@@ -337,6 +375,15 @@ size_t cfg_section_count(const cfg *c) { return c->nsec; }
 const char *cfg_section_name(const cfg *c, size_t i) { return i < c->nsec ? c->sections[i] : NULL; }
 
 size_t cfg_entry_count(const cfg *c) { return c->n; }
+
+size_t cfg_default_count(const cfg *c) { return c->nd; }
+
+void cfg_default_at(const cfg *c, size_t i, const char **section, const char **key, const char **value)
+{
+    *section = c->d[i].section;
+    *key = c->d[i].key;
+    *value = c->d[i].value;
+}
 
 void cfg_entry_at(const cfg *c, size_t i, const char **section, const char **key, const char **value)
 {

@@ -60,6 +60,15 @@ const char *cfg_section_name(const cfg *c, size_t i);
 size_t cfg_entry_count(const cfg *c);
 void cfg_entry_at(const cfg *c, size_t i, const char **section, const char **key, const char **value);
 
+/* Keys a typed getter read that the file does not give, with the default it
+ * took as text (numbers in the shortest form that reads back exactly), in the
+ * order first read: i = 0 .. cfg_default_count()-1. A key set after it was
+ * defaulted stays listed (cfg_has() tells). What a run's records call its
+ * defaults; writing them into the file is not always the same run, since a
+ * loader may treat a key given explicitly otherwise (workload.warmup_steps). */
+size_t cfg_default_count(const cfg *c);
+void cfg_default_at(const cfg *c, size_t i, const char **section, const char **key, const char **value);
+
 /* Error if any entry was never read by a getter (names the first one). */
 int cfg_check_unused(const cfg *c);
 /* Error if section has a key never read (for configs made of several sections read by different modules). */

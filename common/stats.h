@@ -24,6 +24,26 @@
  * of the remaining mean, sum_{i>=d} (x_i - mean_d)^2 / (n - d)^2. The runs
  * report it beside their configured warm-up.
  *
+ * A control variate (Lavenberg and Welch, Mgmt. Sci. 27(3), 1981; Law,
+ * "Simulation Modeling and Analysis", 5th ed., section 11.4) narrows the
+ * interval of a figure whose noise follows a quantity of exactly known mean.
+ * A speculative run's tokens/s moves with the drafts accepted, and every
+ * acceptance is drawn from a table whose expectation the plan knows: the
+ * per-step control x_i = accepted_i - E[accepted_i | the plan] has mean 0.
+ * With y_j the b batch values of the figure and x_j those of the control
+ * (each batch's mean per step), the least-squares slope
+ *     beta = S_xy / S_xx    (S_xy = sum (x_j - xbar)(y_j - ybar), ...)
+ * gives the controlled estimate  y_cv = ybar - beta (xbar - mu_x)  and, from
+ * the regression's residual variance s^2 = (S_yy - beta S_xy) / (b - 2),
+ *     half = t(0.975, b - 2) x sqrt(s^2 (1 / b + (xbar - mu_x)^2 / S_xx)),
+ * exact when the batch values are jointly normal (Lavenberg and Welch,
+ * section 3). The batches merge by pairs while the residuals' lag-1
+ * autocorrelation is significant (the same test as above: the acceptance
+ * noise the control removes is nearly independent from step to step, what
+ * is left follows the requests' contexts and may not be). The control must
+ * be zero-mean for every step given the past: a wrong mu_x biases y_cv by
+ * beta times the error (tests/test_ci.c plants one).
+ *
  * Cost: O(n) per interval; MSER O(n) with running sums. */
 #ifndef DH_STATS_H
 #define DH_STATS_H
@@ -65,6 +85,32 @@ stats_ci stats_ci_of(const double *v, uint32_t b);
 /* Student's t quantile for a two-sided interval at STATS_LEVEL with dof
  * degrees of freedom. */
 double stats_t975(uint32_t dof);
+
+/* A control-variate interval (see above): the controlled estimate in ci.mean,
+ * its half-width with b - 2 degrees of freedom, the residuals' lag-1
+ * autocorrelation in ci.lag1. beta: the fitted slope; rho: the correlation
+ * of y and x over the batches; raw: the plain batch-means interval of y. */
+typedef struct {
+    stats_ci ci, raw;
+    double beta, rho;
+} stats_cv;
+
+/* From b batch values y[j] and control values x[j] of known mean mu_x. With
+ * b < 3, or S_xx = 0 (a constant control carries nothing), ci is the plain
+ * interval and beta 0. */
+stats_cv stats_cv_of(const double *y, const double *x, uint32_t b, double mu_x);
+
+/* The controlled interval of the ratio of sums num / den (den NULL: the mean
+ * of num) with the per-step control ctl of known per-step mean mu_x, over n
+ * steps; the batch plan (written to *p) starts at STATS_BATCHES and merges by
+ * pairs while the residuals' lag-1 autocorrelation is significant. The point
+ * is the batched steps' ratio of sums less beta (their mean control - mu_x):
+ * the mean of the batch ratios would carry a bias of order 1 / (batch length)
+ * that the narrowed interval no longer hides. */
+stats_cv stats_cv_ratio_ci(const double *num, const double *den, const double *ctl, double mu_x, uint32_t n,
+                           stats_plan *p);
+/* The same on a given plan (another figure of the same run, on its batches). */
+stats_cv stats_cv_ratio_on(const stats_plan *p, const double *num, const double *den, const double *ctl, double mu_x);
 
 /* MSER-5: the steps of x[0..n) to delete as warm-up (a multiple of 5; 0 when
  * n < 20). */

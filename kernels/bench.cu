@@ -65,7 +65,7 @@ double bench_params::real(const char *key, double def) const
 const char *bench_csv_header =
     "suite,kernel,version,device,dtype,row_bytes,rows,sms,pool_bytes,pattern,batch,queries,k,union_rows,"
     "ctx,heads,m,n,kdim,bytes,flops,reps,median_us,p10_us,p90_us,gbps,tflops,ceiling_name,ceiling_value,"
-    "pct_of_ceiling,checked,timing";
+    "pct_of_ceiling,checked,timing,arch";
 
 static std::string g_csv;   /* the whole CSV, written at the end */
 static bool g_csv_stdout;
@@ -117,7 +117,7 @@ void bench_emit(bench_env *env, const bench_record &r)
                        fld_d(r.flops, "%.0f") + "," + fld_i(r.reps) + "," + fld_d(r.median_us, "%.2f") + "," +
                        fld_d(r.p10_us, "%.2f") + "," + fld_d(r.p90_us, "%.2f") + "," + fld_d(gbps, "%.2f") + "," +
                        fld_d(tflops, "%.2f") + "," + fld_s(r.ceiling_name) + "," + fld_d(r.ceiling_value, "%.1f") + "," +
-                       fld_d(pct, "%.1f") + "," + (r.checked ? "1" : "0") + "," + timing_name(r.per);
+                       fld_d(pct, "%.1f") + "," + (r.checked ? "1" : "0") + "," + timing_name(r.per) + "," + fld_s(env->arch);
     if (g_csv_stdout) printf("%s\n", line.c_str()), fflush(stdout);
     else {
         g_csv += line + "\n";
@@ -134,6 +134,50 @@ void bench_emit(bench_env *env, const bench_record &r)
             fld_d(pct, "%.0f").c_str(), r.ceiling_name.c_str(),
             r.checked ? "" : r.diagnostic ? "  (diagnostic: not checked)" : "  CHECK FAILED");
     fflush(h);
+}
+
+/* ---- architecture ---- */
+
+karch_dev bench_karch_dev(const cudaDeviceProp &prop, const char *as_arch, const char *prog, int *forced)
+{
+    const int real = prop.major * 10 + prop.minor;
+    cudaError_t e;
+    const int code = dhk_code_arch(&e);
+    if (code < 0) {
+        fprintf(stderr, "%s: %s (sm_%d): this binary has no code for it (%s): built for sm_%s; rebuild with "
+                        "make CUDA_ARCHS=%d\n", prog, prop.name, real, cudaGetErrorString(e),
+                dhk_built_archs(), real);
+        exit(1);
+    }
+    karch_dev d = {code, prop.sharedMemPerBlockOptin};
+    if (!as_arch || !*as_arch) as_arch = getenv("DHK_AS_ARCH");
+    if (forced) *forced = 0;
+    if (as_arch && *as_arch) {
+        char why[256];
+        int cc;
+        if (karch_parse(as_arch, &cc, why, sizeof why) || !karch_force_ok(cc, code, why, sizeof why)) {
+            fprintf(stderr, "%s: --as-arch: %s\n", prog, why);
+            exit(2);
+        }
+        d.cc = cc;
+        if (forced) *forced = 1;
+    }
+    return d;
+}
+
+bool bench_version_runs(bench_env *env, const char *kernel, int version, const char *dtype, size_t smem)
+{
+    static std::vector<std::string> told;
+    char why[320];
+    if (karch_check(kernel, version, dtype, smem, &env->kdev, why, sizeof why)) return true;
+    env->skipped++;
+    const std::string key = std::string(kernel) + "/" + std::to_string(version) + "/" + (dtype ? dtype : "");
+    if (std::find(told.begin(), told.end(), key) == told.end()) {
+        told.push_back(key);
+        if (env->forced) fprintf(stderr, "dhbench: skipped: %s (--as-arch; the GPU is %s)\n", why, env->arch.c_str());
+        else fprintf(stderr, "dhbench: skipped: %s\n", why);
+    }
+    return false;
 }
 
 /* ---- timing ---- */

@@ -11,6 +11,7 @@
 #define BENCH_CUH
 
 #include "kernels/dhk.h"
+#include "kernels/karch.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -35,6 +36,10 @@ struct bench_params {
 struct bench_env {
     cudaDeviceProp prop;
     std::string device;
+    std::string arch;     /* the GPU's own architecture, "sm_90": the CSV's arch column */
+    karch_dev kdev;       /* what the version choice sees (kernels/karch.h): the code's or the forced architecture */
+    int forced;           /* 1 under --as-arch / DHK_AS_ARCH */
+    int skipped;          /* grid points skipped: a version this GPU cannot run */
     double hbm_gbps;      /* device-to-device copy, bytes read + written */
     double h2d_gbps;      /* pinned cudaMemcpy host to device */
     double bf16_tflops;   /* large cuBLASLt BF16 GEMM */
@@ -87,6 +92,25 @@ bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, 
  * partly on host threads: always one launch per sample, because such launches share host
  * staging buffers that only the synchronize makes free again. */
 bench_timing bench_time_wall(bench_env *env, const std::function<void(int)> &launch, int warmup = 3);
+
+/* The GPU as kernels/karch.h decides for it: the architecture its generic code was compiled
+ * for (dhk_code_arch), or as_arch ("sm_80", "generic"; NULL or "": the environment's
+ * DHK_AS_ARCH, else none), with its opt-in shared memory. One line naming prog and exit 1
+ * when the binary holds no code for the GPU; exit 2 for a forced architecture that is not one
+ * or that has a feature the GPU lacks. *forced (may be NULL) gets 1 when forced. */
+karch_dev bench_karch_dev(const cudaDeviceProp &prop, const char *as_arch, const char *prog, int *forced);
+/* Whether version of kernel runs here (karch_check with smem bytes of dynamic shared memory);
+ * the first refusal of each (kernel, version, dtype) prints one "dhbench: skipped: ..." line,
+ * and every one counts in env->skipped. */
+bool bench_version_runs(bench_env *env, const char *kernel, int version, const char *dtype, size_t smem);
+/* Dynamic shared memory per block of each version (the launch's own figure; 0: no opt-in),
+ * for the checks above: attention (and verify, ring) by row format, top-k, gather by row
+ * size, the indexer's scoring by heads. */
+size_t attn_smem_need(int version, int format);
+size_t attn6_smem_need(int version, int format);   /* versions 6-13 (attention_wgmma.cu) */
+size_t topk_smem_need(int version);
+size_t gather_smem_need(int version, int row_bytes);
+size_t indexer_smem_need(int version, int heads, int queries);
 
 /* Relative L2 error; NaN anywhere (an unwritten, poisoned element) gives +inf. */
 double rel_l2(const float *out, const float *ref, size_t n);
@@ -151,7 +175,7 @@ long long topk_concurrent_blocks(int version, const cudaDeviceProp &prop);
 /* Sparse decode attention (versions/attention.cu; version 8 is the library's) version
  * 1-ATTN_MAX_VERSION. attn_setup allows every version's shared memory and allocates the scratch
  * for max_q_heads query heads; attn_launch chooses the splits (a.splits <= 0) for sms SMs. */
-enum { ATTN_MAX_VERSION = 13 };
+enum { ATTN_MAX_VERSION = 17 };
 typedef dhk_attn_scratch attn_scratch;
 void attn_setup(attn_scratch &sc, size_t max_q_heads);
 void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st);
@@ -161,7 +185,7 @@ void fetch_launch(const uint8_t *pool, size_t pool_stride, const int64_t *rows, 
                   int n, int row_bytes, uint8_t *hot, size_t hot_stride, int sms, cudaStream_t stream);
 /* Frees the host pool the fetch benchmarks keep between grid points. */
 void bench_fetch_release(void);
-/* Measures env->bf16_tflops and env->fp8_tflops with one large GEMM each. */
-int bench_gemm_ceiling(bench_env *env);
+/* Measures env->bf16_tflops and, with fp8, env->fp8_tflops with one large GEMM each. */
+int bench_gemm_ceiling(bench_env *env, bool fp8);
 
 #endif

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Compares the device code of the kernels of two source trees, without a GPU: every .cu file
 # under OLD/kernels and NEW/kernels (a2a/ aside: it needs NCCL) is compiled to a cubin with the
-# Makefile's device flags (sm_90; *_wgmma.cu sm_90a), and every kernel or device function of
+# Makefile's device flags for one architecture (sm_90, or CUDA_ARCH=sm_XY; *_wgmma.cu sm_90a), and every kernel or device function of
 # NEW (an ELF section .text.NAME) must be byte for byte one of OLD's of the same name. This is
 # how a move of kernel code (into kernels/lib/ or kernels/versions/) is shown to leave the
 # measured instructions alone.

@@ -1,7 +1,7 @@
 /* dhbench.cu: the kernel microbenchmark driver (bin/dhbench).
  *
- *   dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick]
- *   dhbench --kernel KERNEL [key=v1,v2,... ...] [--out DIR] [--reps N] [--b2b N] [--quick]
+ *   dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick] [--as-arch sm_XY]
+ *   dhbench --kernel KERNEL [key=v1,v2,... ...] [--out DIR] [--reps N] [--b2b N] [--quick] [--as-arch sm_XY]
  *
  * A suite is a text file (kernels/suites/NAME.suite, or a path): one grid per line, a kernel
  * name then key=value lists; every combination is one grid point. Each grid point is checked
@@ -15,6 +15,12 @@
  * (benchmarks with host threads in the launch, fetch versions 6, 7, 9, 10, stay isolated).
  * Ceilings are measured at start: device-to-device copy (HBM, bytes read + written), pinned
  * host-to-device cudaMemcpy, and an 8192^3 cuBLASLt GEMM in BF16 and FP8.
+ * Any GPU from sm_80 on (kernels/karch.h): a grid point whose version this GPU cannot run (its
+ * instructions, or its shared memory per block) is skipped, the first of each version with
+ * one "dhbench: skipped: ..." line, and counted; skipping is not a failure. --as-arch sm_XY
+ * (or DHK_AS_ARCH) decides as if the GPU were sm_XY ("generic" = sm_80): on an H200 it runs the
+ * fallbacks of every other GPU, each checked against its CPU reference like any version; the
+ * output is then NAME-as-sm_XY.csv. Each CSV line records the device and its architecture.
  * Needs only the CUDA toolkit (runtime, cuBLASLt) and libc. */
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
@@ -51,13 +57,22 @@ static void measure_ceilings(bench_env *env, bool gemm)
     cudaCheck(cudaFree(d0));
     cudaCheck(cudaFree(d1));
     /* The GEMM ceilings only matter to the gemm lines (and cost seconds under a sanitizer). */
-    if (gemm && bench_gemm_ceiling(env)) {
+    char why[320];
+    if (gemm && !karch_check("gemm", 1, "fp8", 0, &env->kdev, why, sizeof why)) {
+        /* The FP8 ceiling needs an FP8 GEMM; the BF16 one alone (the fp8 lines are skipped). */
+        fprintf(stderr, "dhbench: no FP8 GEMM ceiling: %s\n", why);
+        if (bench_gemm_ceiling(env, false)) {
+            fprintf(stderr, "dhbench: the GEMM ceiling failed its check\n");
+            env->failures++;
+        }
+    } else if (gemm && bench_gemm_ceiling(env, true)) {
         fprintf(stderr, "dhbench: the GEMM ceiling failed its check\n");
         env->failures++;
     }
-    fprintf(stderr, "dhbench: %s, %d SMs, %d MB L2: HBM copy %.0f GB/s (read+write), pinned H2D %.1f GB/s, "
+    fprintf(stderr, "dhbench: %s (%s, code sm_%d%s), %d SMs, %d MB L2: HBM copy %.0f GB/s (read+write), pinned H2D %.1f GB/s, "
                     "GEMM %.0f TFLOP/s bf16, %.0f fp8\n",
-            env->device.c_str(), env->prop.multiProcessorCount, env->prop.l2CacheSize >> 20, env->hbm_gbps,
+            env->device.c_str(), env->arch.c_str(), dhk_code_arch(NULL), env->forced ? (", decided as sm_" + std::to_string(env->kdev.cc)).c_str() : "",
+            env->prop.multiProcessorCount, env->prop.l2CacheSize >> 20, env->hbm_gbps,
             env->h2d_gbps, env->bf16_tflops, env->fp8_tflops);
 }
 
@@ -169,9 +184,37 @@ static void for_each_point(const grid_line &g, const std::function<void(const be
     }
 }
 
+/* Whether this GPU runs the point's versions (kernels/karch.h): the kernel's version with its
+ * shared memory, and for the indexer also the top-k it runs on its scores. */
+static bool point_runs(bench_env *env, const std::string &kernel, const bench_params &p)
+{
+    const char *k = kernel.c_str();
+    if (kernel == "attention" || kernel == "verify" || kernel == "ring") {
+        const int v = (int)p.num("version", 2);
+        const std::string f = p.str("format", "fp8");
+        return bench_version_runs(env, k, v, f.c_str(), attn_smem_need(v, f == "bf16" ? KREF_ROW_BF16 : KREF_ROW_FP8));
+    }
+    if (kernel == "topk") {
+        const int v = (int)p.num("version", 5);
+        return bench_version_runs(env, k, v, NULL, topk_smem_need(v));
+    }
+    if (kernel == "indexer") {
+        const int v = (int)p.num("version", 2), tv = (int)p.num("topk", 6);
+        return bench_version_runs(env, k, v, NULL, indexer_smem_need(v, (int)p.num("heads", 64), (int)p.num("queries", 1))) &&
+               bench_version_runs(env, "topk", tv, NULL, topk_smem_need(tv));
+    }
+    if (kernel == "gather") {
+        const int v = (int)p.num("version", 2);
+        return bench_version_runs(env, k, v, NULL, gather_smem_need(v, (int)p.num("row_bytes", KREF_ROW_BYTES_FP8)));
+    }
+    if (kernel == "gemm") return bench_version_runs(env, k, 1, p.str("dtype", "bf16").c_str(), 0);
+    return bench_version_runs(env, k, (int)p.num("version", 2), NULL, 0);   /* fetch, residency */
+}
+
 static void run_grid(bench_env *env, const grid_line &g)
 {
     for_each_point(g, [&](const bench_params &p) {
+        if (!point_runs(env, g.kernel, p)) return;
         if (run_point(env, g.kernel, p)) {
             env->failures++;
             std::string desc;
@@ -217,16 +260,17 @@ static int positive_arg(const char *opt, const char *v)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick] [--check-only]\n"
-            "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--b2b N] [--quick] [--check-only]\n"
+            "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick] [--check-only] [--as-arch sm_XY]\n"
+            "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--b2b N] [--quick] [--check-only] [--as-arch sm_XY]\n"
             "--check-only: run every grid point's device-free checks and exit (no GPU needed)\n"
+            "--as-arch sm_XY|generic: choose versions as on that architecture (the fallbacks of other GPUs)\n"
             "kernels: fetch residency attention verify ring indexer topk gemm gather\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    std::string suite, kernel, only, out;
+    std::string suite, kernel, only, out, as_arch;
     bool check_only = false;
     std::vector<std::string> kv_words;
     bench_env env;
@@ -235,6 +279,8 @@ int main(int argc, char **argv)
     env.b2b = 1;
     env.quick = 0;
     env.failures = 0;
+    env.forced = 0;
+    env.skipped = 0;
     env.hbm_gbps = env.h2d_gbps = env.bf16_tflops = env.fp8_tflops = -1;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -246,6 +292,7 @@ int main(int argc, char **argv)
         else if (a == "--b2b" && i + 1 < argc) env.b2b = positive_arg("--b2b", argv[++i]);
         else if (a == "--quick") env.quick = 1;
         else if (a == "--check-only") check_only = true;
+        else if (a == "--as-arch" && i + 1 < argc) as_arch = argv[++i];
         else if (a.find('=') != std::string::npos && !kernel.empty()) kv_words.push_back(a);
         else usage();
     }
@@ -272,9 +319,28 @@ int main(int argc, char **argv)
         check_grid(g);
         for_each_point(g, [&](const bench_params &) { points++; });
     }
+    if (!as_arch.empty()) {   /* checked before any CUDA call */
+        char why[256];
+        int cc;
+        if (karch_parse(as_arch.c_str(), &cc, why, sizeof why)) {
+            fprintf(stderr, "dhbench: --as-arch: %s\n", why);
+            return 2;
+        }
+    }
     if (check_only) {
         fprintf(stderr, "dhbench: %zu grid point(s) of %zu line(s) pass the device-free checks\n", points, lines.size());
         return 0;
+    }
+    const char *as_env = getenv("DHK_AS_ARCH");
+    const std::string as_used = !as_arch.empty() ? as_arch : as_env ? as_env : "";
+    if (!as_used.empty()) {
+        char why[256];
+        int cc;
+        if (karch_parse(as_used.c_str(), &cc, why, sizeof why)) {
+            fprintf(stderr, "dhbench: DHK_AS_ARCH: %s\n", why);
+            return 2;
+        }
+        env.suite += "-as-sm_" + std::to_string(cc);
     }
     if (env.quick) env.suite += "-quick";
     if (env.b2b > 1) env.suite += "-b2b" + std::to_string(env.b2b);
@@ -293,6 +359,8 @@ int main(int argc, char **argv)
     cudaCheck(cudaSetDevice(0));
     cudaCheck(cudaGetDeviceProperties(&env.prop, 0));
     env.device = env.prop.name;
+    env.arch = "sm_" + std::to_string(env.prop.major * 10 + env.prop.minor);
+    env.kdev = bench_karch_dev(env.prop, as_arch.c_str(), "dhbench", &env.forced);
     FILE *csv_partial = NULL;
     if (csv_stdout) {
         printf("%s\n", bench_csv_header);
@@ -330,6 +398,9 @@ int main(int argc, char **argv)
         }
         fprintf(stderr, "dhbench: wrote %s\n", path.c_str());
     }
+    if (env.skipped)
+        fprintf(stderr, "dhbench: %d grid point(s) skipped: versions this GPU (%s, %s sm_%d) cannot run\n", env.skipped,
+                env.arch.c_str(), env.forced ? "decided as" : "code", env.kdev.cc);
     if (env.failures) fprintf(stderr, "dhbench: %d configuration(s) failed their check\n", env.failures);
     return env.failures ? 1 : 0;
 }

@@ -33,6 +33,16 @@
 void dhk_cuda_check(cudaError_t err, const char *what, const char *file, int line);
 void dhk_cublas_check(cublasStatus_t st, const char *what, const char *file, int line);
 
+/* ---- architecture ----
+ * The library's generic units are built for every architecture of the Makefile's CUDA_ARCHS
+ * (dhk_built_archs: "80 86 89 90 100 120"), the wgmma units for sm_90a. dhk_code_arch is the
+ * architecture the generic code that runs on the current GPU was compiled for (its
+ * __CUDA_ARCH__ / 10: 80 for an A10 running sm_80 code, 90 on an H200), or -1 with *err set
+ * when the binary holds no code for the GPU (cudaErrorNoKernelImageForDevice: rebuild with its
+ * architecture in CUDA_ARCHS). kernels/karch.h decides from it which versions run. */
+int dhk_code_arch(cudaError_t *err);
+const char *dhk_built_archs(void);
+
 /* ---- miss fetch (fetch version 5) ----
  * hot[slots[i] * hot_stride ..] = pool[rows[i] * pool_stride ..], row_bytes each, for i < n, on
  * sms SMs (one 512-thread block per SM): consecutive list entries on consecutive warps, 4 rows

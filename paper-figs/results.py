@@ -10,6 +10,7 @@ from models/paper-results.ini, so the README cannot drift from the data: tests/c
 runs --check. Only the standard library is used.
 """
 import configparser
+import csv
 import json
 import os
 import sys
@@ -38,21 +39,13 @@ def marks(name):
 
 
 def timeline(name, policy):
-    """One policy's block of a dhsim --timeline TSV, as dicts of floats."""
-    rows, hdr, inblk = [], None, False
-    with open(os.path.join(DATA, name)) as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if line.startswith("# policy "):
-                inblk, hdr = line.split()[2] == policy, None
-                continue
-            if not inblk or not line:
-                continue
-            if hdr is None:
-                hdr = line.split("\t")
-                continue
-            rows.append(dict(zip(hdr, map(float, line.split("\t")))))
-    return rows
+    """One policy's rows of a dhsim --timeline TSV (long form: one header, a policy
+    column; docs/OUTPUTS.md), as dicts of floats; an error when it has none."""
+    with open(os.path.join(DATA, name), newline="") as f:
+        rows = [r for r in csv.DictReader(f, delimiter="\t") if r["policy"] == policy]
+    if not rows:
+        raise SystemExit("results.py: %s: no rows of policy %s" % (name, policy))
+    return [{k: float(v) for k, v in r.items() if k not in ("policy", "spec_mode")} for r in rows]
 
 
 def half(run, key):

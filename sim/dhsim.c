@@ -1,11 +1,14 @@
 /* dhsim: the trace-driven simulator of hierarchical sparse KV residency on a
  * decode GPU (sim/sim.h). Usage: dhsim --help. */
 #include "common/dh_err.h"
+#include "common/h5attr.h"
 #include "common/h5det.h"
 #include "common/ofile.h"
 #include "common/path.h"
+#include "common/version.h"
 #include "sim/out.h"
 #include "sim/paper.h"
+#include "sim/prov.h"
 #include "sim/reqlat.h"
 #include "sim/search.h"
 #include "sim/sim.h"
@@ -47,11 +50,12 @@ static void usage(FILE *f)
         "  --seed S             trace and workload seed (trace.seed)\n"
         "  --preset NAME        generator preset (trace.preset)\n"
         "  --trace FILE         HDF5 selection trace instead of the generator (trace.path)\n"
-        "  --json FILE          the figures as JSON ('-' for stdout)\n"
+        "  --json FILE          the figures as JSON ('-' for stdout), each run with its inputs (its configuration\n"
+        "                       after the overrides, the defaults it took, its digest) and the commit (docs/OUTPUTS.md)\n"
         "  --wall               include wall-clock figures in the JSON (not deterministic)\n"
-        "  --timeline PREFIX    per-step timelines: PREFIX.tsv and PREFIX.h5 (which also holds the per-request\n"
-        "                       records under /requests/POLICY/), and the per-request latency CDFs:\n"
-        "                       PREFIX.latency.tsv\n"
+        "  --timeline PREFIX    per-step timelines: PREFIX.tsv (long form: one header, a row per policy and step)\n"
+        "                       and PREFIX.h5 (units and inputs as attributes; also the per-request records\n"
+        "                       under /requests/POLICY/), and the per-request latency CDFs: PREFIX.latency.tsv\n"
         "  --search-latency MS  largest concurrency whose latency statistic meets MS in steady state (warm-up\n"
         "                       cut by MSER-5, finished requests replaced); says why it stopped (latency,\n"
         "                       memory, max) and the statistic one concurrency above (sim/search.h)\n"
@@ -61,10 +65,11 @@ static void usage(FILE *f)
         "  --search-stat S      the same as --latency-stat\n"
         "  --search-max N       upper limit of the search, requests per GPU (default 65536)\n"
         "  --requests FILE      per-request latencies as CSV (arrival, admission, first token, finish,\n"
-        "                       queue, TTFT, TPOT, end-to-end; prefill not modelled: sim/reqlat.h)\n"
+        "                       queue, TTFT, TPOT, end-to-end, colocated prefill: sim/reqlat.h)\n"
         "  --threads N          policies simulated in parallel (default 2; results do not depend on it)\n"
         "  --quiet              no table\n"
-        "  --memory             print the memory plan per GPU (weights by part, framework, KV pool) and exit\n");
+        "  --memory             print the memory plan per GPU (weights by part, framework, KV pool) and exit\n"
+        "  --version            print the commit this build was made from and exit\n");
 }
 
 /* One column of a report: a policy and the overrides that make its variant
@@ -259,9 +264,14 @@ static int search_column(const run_spec *spec, const column *col, const search_c
  * 95% CIs (sim/reqlat.h says what each includes). */
 static int print_reqlat(FILE *f, const sim_result *r, int n)
 {
+    int colocated = 0;
+    for (int i = 0; i < n; i++)
+        for (uint32_t q = 0; q < r[i].n_req && !colocated; q++) colocated = r[i].req[q].prefill >= 0;
     fprintf(f, "\nper-request latency (ms) of the requests that arrived after the warm-up and got that far (N of arrived;\n"
-               "TTFT = admission wait + first decode step, prefill not modelled; TPOT = (e2e - TTFT) / (tokens - 1)):\n"
-               "p50, p90, p99 [95%% CI]\n");
+               "%s; TPOT = (e2e - TTFT) / (tokens - 1)):\n"
+               "p50, p90, p99 [95%% CI]\n",
+            colocated ? "TTFT = admission wait + colocated prefill + first decode step"
+                      : "TTFT = admission wait + first decode step, prefill not modelled");
     static const int show[3] = { RL_TTFT, RL_TPOT, RL_E2E };
     for (int i = 0; i < n; i++)
         for (int j = 0; j < 3; j++) {
@@ -295,8 +305,17 @@ static int requests_h5(const char *tmp, const sim_result *r, int n)
     hid_t top = file < 0 ? -1 : H5Gcreate2(file, "requests", H5P_DEFAULT, gcpl, H5P_DEFAULT);
     int rc = top < 0 ? dh_err("'%s': unable to create group /requests", tmp) : 0;
     static const char *const col[] = { "request", "prompt_tokens", "output_tokens", "measured", "arrival_s", "admit_s",
-                                       "first_token_s", "finish_s", "queue_s", "ttft_s", "tpot_s", "e2e_s" };
+                                       "first_token_s", "finish_s", "queue_s", "ttft_s", "tpot_s", "e2e_s",
+                                       "prefill_done_s", "prefill_s" };
     enum { NC = sizeof col / sizeof col[0] };
+    static const char *const unit[NC] = { "", "tokens", "tokens", "", "s", "s", "s", "s", "s", "s", "s/token", "s" };
+    static const char *const doc[NC] = {
+        "request index in the workload", "prompt length", "output length",
+        "1: arrived after the warm-up (in the measured latencies), 0: before", "simulated arrival time",
+        "admission time (NaN: never admitted)", "time of the first output token (NaN: none yet)",
+        "time of the last output token (NaN: unfinished)", "admission wait", "time to first token (prefill not modelled)",
+        "time per output token after the first", "end-to-end latency",
+    };
     for (int i = 0; rc == 0 && i < n; i++) {
         hid_t g = H5Gcreate2(top, r[i].policy, H5P_DEFAULT, gcpl, H5P_DEFAULT);
         if (g < 0) { rc = dh_err("'%s': unable to create group /requests/%s", tmp, r[i].policy); break; }
@@ -311,13 +330,14 @@ static int requests_h5(const char *tmp, const sim_result *r, int n)
                 if (x->arrival < 0) continue;
                 double t[NC] = { j, x->prompt, x->output, x->arrival >= r[i].measured_from_s, x->arrival, x->admit, x->first,
                                  x->finish, reqlat_value(x, RL_QUEUE), reqlat_value(x, RL_TTFT), reqlat_value(x, RL_TPOT),
-                                 reqlat_value(x, RL_E2E) };
+                                 reqlat_value(x, RL_E2E), x->prefill, reqlat_prefill_s(x) };
                 v[m++] = c >= 4 && t[c] < 0 ? NAN : t[c];
             }
             hsize_t dims[1] = { k };
             hid_t sp = H5Screate_simple(1, dims, NULL);
             hid_t ds = sp < 0 ? -1 : H5Dcreate2(g, col[c], H5T_IEEE_F64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
             herr_t w = ds < 0 ? -1 : (k ? H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) : 0);
+            if (w >= 0 && (h5_attr_str(ds, "unit", unit[c]) < 0 || h5_attr_str(ds, "description", doc[c]) < 0)) w = -1;
             if (ds >= 0) H5Dclose(ds);
             if (sp >= 0) H5Sclose(sp);
             if (w < 0) rc = dh_err("'%s': unable to write dataset /requests/%s/%s", tmp, r[i].policy, col[c]);
@@ -438,6 +458,78 @@ done:
     return rc;
 }
 
+/* What the reports record they were made from (sim/out.h): each column's
+ * configuration as it ran (the command line's overrides, then the column's
+ * own) and the command line's alone. They are loaded again here as run_one
+ * loaded them, which takes milliseconds beside a run. */
+typedef struct {
+    sim_config sc[MAX_COLS + 1]; /* the columns', then the command line's */
+    int n_sc;
+    char pol_set[MAX_COLS][64];  /* policy.name=POLICY: the policy the column ran */
+    char *col_sets[MAX_COLS][5];
+    out_run_inputs run[MAX_COLS];
+    out_inputs in;
+} run_inputs;
+
+/* A column's configuration names the policy it ran ([policy] name, which --policy
+ * overrides without a config key), so that the recorded files run it again. */
+static int load_run_inputs(const run_spec *spec, const column *col, const char *label, sim_config *sc, out_run_inputs *ri,
+                           char **col_sets, char *pol_set)
+{
+    char *sets[MAX_SETS + 5];
+    int n = 0, nc = 0;
+    for (int i = 0; i < spec->n_sets; i++) sets[n++] = spec->sets[i];
+    if (col) {
+        snprintf(pol_set, 64, "policy.name=%s", pol_name_of(col->pol));
+        sets[n++] = col_sets[nc++] = pol_set;
+        for (int i = 0; i < col->n_sets; i++) sets[n++] = col_sets[nc++] = (char *)col->sets[i];
+    }
+    if (sim_config_load(spec->config, sets, n, sc) < 0) return -1;
+    memset(ri, 0, sizeof *ri);
+    prov_files(sc, ri->files);
+    prov_digest(sc, NULL, 0, label, ri->digest);
+    ri->sets = col_sets;
+    ri->n_sets = nc;
+    ri->seed = sc->seed;
+    ri->steps = sc->wl.steps;
+    return 0;
+}
+
+static void inputs_free(run_inputs *x)
+{
+    if (!x) return;
+    for (int i = 0; i < x->n_sc; i++) sim_config_release(&x->sc[i]);
+    free(x);
+}
+
+static run_inputs *inputs_load(const run_spec *spec, const sim_result *res, const out_opt *opts, int n_opts)
+{
+    run_inputs *x = calloc(1, sizeof *x);
+    if (!x) abort();
+    for (int i = 0; i < spec->n_pol; i++) {
+        if (load_run_inputs(spec, &spec->cols[i], res[i].policy, &x->sc[x->n_sc++], &x->run[i], x->col_sets[i], x->pol_set[i]) < 0) {
+            inputs_free(x);
+            return NULL;
+        }
+    }
+    /* The command line's configuration: its digest's label is its [policy] name. */
+    sim_config *b = &x->sc[x->n_sc++];
+    if (load_run_inputs(spec, NULL, "", b, &x->in.base, NULL, NULL) < 0) {
+        inputs_free(x);
+        return NULL;
+    }
+    prov_digest(b, NULL, 0, pol_name_of(b->policy), x->in.base.digest);
+    x->in.tool = "dhsim";
+    x->in.commit = dh_commit();
+    x->in.config = spec->config;
+    x->in.sets = spec->sets;
+    x->in.n_sets = spec->n_sets;
+    x->in.opts = opts;
+    x->in.n_opts = n_opts;
+    x->in.run = x->run;
+    return x;
+}
+
 static void add_set(run_spec *s, const char *fmt, const char *val)
 {
     if (s->n_sets >= MAX_SETS - 2) dh_die("dhsim", "too many --set options");
@@ -460,7 +552,7 @@ int main(int argc, char **argv)
     int compare = 0, quiet = 0, wall = 0, memory = 0;
     double search_ms = 0;
     enum { O_SET = 256, O_STEPS, O_CONC, O_SEED, O_PRESET, O_TRACE, O_JSON, O_WALL, O_TL, O_SEARCH, O_STAT, O_THREADS, O_QUIET, O_MEMORY,
-           O_SPEC, O_DRAFT, O_LSTAT, O_SMAX, O_REQ };
+           O_SPEC, O_DRAFT, O_LSTAT, O_SMAX, O_REQ, O_VERSION };
     static const struct option opts[] = {
         { "config", required_argument, 0, 'c' }, { "policy", required_argument, 0, 'p' },
         { "compare", no_argument, 0, 'C' }, { "set", required_argument, 0, O_SET },
@@ -473,7 +565,7 @@ int main(int argc, char **argv)
         { "memory", no_argument, 0, O_MEMORY },
         { "spec", required_argument, 0, O_SPEC }, { "draft", required_argument, 0, O_DRAFT },
         { "latency-stat", required_argument, 0, O_LSTAT }, { "search-max", required_argument, 0, O_SMAX },
-        { "requests", required_argument, 0, O_REQ },
+        { "requests", required_argument, 0, O_REQ }, { "version", no_argument, 0, O_VERSION },
         { "help", no_argument, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int o;
@@ -526,6 +618,7 @@ int main(int argc, char **argv)
         }
         case O_DRAFT: add_set(&spec, "spec.draft=%s", optarg); break;
         case 'h': usage(stdout); return 0;
+        case O_VERSION: printf("dhsim %s\n", dh_commit()); return 0;
         default:
             if (optopt) dh_die("dhsim", "option '%s' needs a value or is unknown (see --help)", argv[optind - 1]);
             dh_die("dhsim", "unknown option '%s' (see --help)", argv[optind - 1]);
@@ -653,16 +746,35 @@ int main(int argc, char **argv)
     ofile js = { 0 }, rq = { 0 }, cdf = { 0 };
     char *tl_tmp[2] = { NULL, NULL }, tl_path[3][4096];
     int orc = 0;
-    if (json && !strcmp(json, "-")) orc = out_json(stdout, res, spec.n_pol, wall);
+    /* The inputs the JSON and the HDF5 timeline record: the options that change a
+     * figure and are no config key (the thread count and the output paths do not). */
+    char stat_name[32];
+    out_opt rec_opts[6];
+    int n_opts = 0;
+    rec_opts[n_opts++] = (out_opt){ "--policy", OUT_OPT_STR, policy_list ? policy_list : "", 0 };
+    rec_opts[n_opts++] = (out_opt){ "--compare", OUT_OPT_BOOL, NULL, compare };
+    rec_opts[n_opts++] = (out_opt){ "--wall", OUT_OPT_BOOL, NULL, wall };
+    if (search_ms > 0) {
+        rec_opts[n_opts++] = (out_opt){ "--search-latency", OUT_OPT_NUM, NULL, search_ms };
+        rec_opts[n_opts++] = (out_opt){ "--latency-stat", OUT_OPT_STR, search_stat_name(sstat, stat_name, sizeof stat_name), 0 };
+        rec_opts[n_opts++] = (out_opt){ "--search-max", OUT_OPT_NUM, NULL, (double)search_max };
+    }
+    run_inputs *ins = NULL;
+    if (json || timeline) {
+        ins = inputs_load(&spec, res, rec_opts, n_opts);
+        if (!ins) dh_die_last("dhsim");
+    }
+    const out_inputs *in = ins ? &ins->in : NULL;
+    if (json && !strcmp(json, "-")) orc = out_json_inputs(stdout, res, spec.n_pol, wall, in);
     else if (json) {
         orc = ofile_open(&js, json);
-        if (orc == 0 && out_json(js.f, res, spec.n_pol, wall) < 0) orc = dh_err("write error on '%s'", json);
+        if (orc == 0 && out_json_inputs(js.f, res, spec.n_pol, wall, in) < 0) orc = dh_err("write error on '%s'", json);
     }
     if (orc == 0 && timeline) {
         snprintf(tl_path[0], sizeof tl_path[0], "%s.tsv", timeline);
         snprintf(tl_path[1], sizeof tl_path[1], "%s.h5", timeline);
         orc = ofile_begin(tl_path[0], &tl_tmp[0]) < 0 || ofile_begin(tl_path[1], &tl_tmp[1]) < 0 ||
-                      out_tsv(tl_tmp[0], res, spec.n_pol) < 0 || out_h5(tl_tmp[1], res, spec.n_pol) < 0 ||
+                      out_tsv(tl_tmp[0], res, spec.n_pol) < 0 || out_h5_inputs(tl_tmp[1], res, spec.n_pol, in) < 0 ||
                       requests_h5(tl_tmp[1], res, spec.n_pol) < 0
                   ? -1 : 0;
     }
@@ -694,6 +806,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < 2; i++) ofile_abort(tl_tmp[i]);
         dh_die_last("dhsim");
     }
+    inputs_free(ins);
     for (int i = 0; i < spec.n_pol; i++) sim_result_release(&res[i]);
     for (int i = 0; i < spec.n_sets; i++) free(spec.sets[i]);
     return 0;

@@ -48,6 +48,14 @@ static const cfg_key hw_keys[] = {
       "overlap; 0: independent resources.", FIT),
     CK_ROW("hw", "compute_interference", CK_NUM, "", 0, 10, "0", "The fetch work inside a compute task lengthens by this x its "
       "beside slowdown x its time there; 0: none.", FIT),
+    CK_ROW("hw", "prefill_gemm_m", CK_LIST, "tokens", 1, 1e9, "(none)", "Prefill GEMM table: x, the GEMMs' M (tokens, or "
+           "rows for the experts), increasing; with prefill_gemm_flops and prefill_expert_flops (sim/prefill.h).", FIT),
+    CK_ROW("hw", "prefill_gemm_flops", CK_LIST, "FLOP/s", 1, 1e20, "(none)", "Prefill GEMM table: a layer's projections and "
+           "shared expert at M tokens, measured (FLOPs over time summed over the shapes); absent: the GEMM form.", FIT),
+    CK_ROW("hw", "prefill_expert_flops", CK_LIST, "FLOP/s", 1, 1e20, "(none)", "Prefill GEMM table: the routed experts' "
+           "GEMMs at M rows, measured.", FIT),
+    CK_ROW("hw", "prefill_attn_flops", CK_NUM, "FLOP/s", 0, 1e20, "0", "Sparse attention's FLOP rate at prefill (rows "
+           "read at hbm_bw as its floor; sim/prefill.h); 0: the decode attention form.", FIT),
     CK_ROW("hw", "topk_slots", CK_NUM, "", 0, 1e7, "0", "Top-k blocks that run at once (SMs x resident blocks per SM); 0: no waves, "
       "the top-k is all in select_s.", FIT),
     CK_ROW("hw", "topk_wave_s", CK_NUM, "s", 0, 1, "0", "Fixed cost of one top-k wave (needs topk_slots).", FIT),
@@ -308,6 +316,8 @@ static const struct { const char *sec, *key, *rate; int bound; } hw_bind[] = {
     { "hw", "topk_wave_s", "kernel_launch_s", 0 },   { "hw", "topk_slots", "sms", 0 },
     { "gather", "row_bw", "h2d_bw", -1 },      { "gather", "pages_bw", "h2d_bw", -1 },
     { "gather", "link_s_per_byte", "h2d_bw", -2 },
+    { "hw", "prefill_gemm_flops", "fp8_flops", 1 }, { "hw", "prefill_expert_flops", "fp8_flops", 1 },
+    { "hw", "prefill_attn_flops", "fp8_flops", 1 },
 };
 #define HW_NBIND (sizeof hw_bind / sizeof hw_bind[0])
 static const char *const hw_rates[] = { "hbm_bw", "fp8_flops", "kernel_launch_s", "sms", "h2d_bw" };
@@ -388,6 +398,19 @@ static int check_fitted(cfg *c, const hw_profile *hw)
     return 0;
 }
 
+/* The prefill GEMM tables: all three keys or none, one M grid for both rates. */
+static int load_prefill_gemm(cfg *c, hw_profile *hw)
+{
+    const int n = cfg_has(c, "hw", "prefill_gemm_m") + cfg_has(c, "hw", "prefill_gemm_flops") +
+                  cfg_has(c, "hw", "prefill_expert_flops");
+    if (n == 0) return 0;
+    if (n != 3)
+        return dh_err("%s: [hw] prefill_gemm_m, prefill_gemm_flops and prefill_expert_flops go together (the prefill GEMM "
+                      "table, sim/prefill.h)", cfg_name(c));
+    if (load_table(c, "hw", "prefill_gemm_m", "prefill_gemm_flops", &hw->prefill_gemm) < 0) return -1;
+    return load_table(c, "hw", "prefill_gemm_m", "prefill_expert_flops", &hw->prefill_expert);
+}
+
 static int hw_load_measured(cfg *c, hw_profile *hw)
 {
     memset(hw, 0, sizeof *hw);
@@ -421,6 +444,7 @@ static int hw_load_measured(cfg *c, hw_profile *hw)
         { "hw", "topk_row_s", &cm->topk.row_s }, { "hw", "topk_k_s", &cm->topk.k_s },
         { "hw", "topk_score_rate", &cm->topk.score_rate }, { "hw", "topk_steepness", &cm->topk.steepness },
         { "gather", "region_bytes", &hw->region_bytes },
+        { "hw", "prefill_attn_flops", &hw->prefill_attn_flops },
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (cfgk_double(c, S, d[i].sec, d[i].key, d[i].dst) < 0) return -1;
@@ -434,6 +458,7 @@ static int hw_load_measured(cfg *c, hw_profile *hw)
     cm->indexer.form = cm->indexer.ops_s > 0 ? COST_FITTED : COST_ROOFLINE;
     if (!(cm->indexer.bw > 0)) cm->indexer.bw = cm->roof.hbm_bw;
     if (load_fetch(c, hw) < 0) return -1;
+    if (load_prefill_gemm(c, hw) < 0) return -1;
     if (load_fit_range(c, hw) < 0) return -1;
     const cost_topk *tk = &cm->topk;
     if (!(tk->slots > 0) && (tk->wave_s > 0 || tk->row_s > 0 || tk->k_s > 0 || tk->score_rate > 0 || tk->steepness > 0))

@@ -144,6 +144,14 @@ typedef struct {
      *             compute amounts to; 0 = none.
      * bin/dhcal fit writes the fitted keys from the kernel benchmarks (analysis/README.md). */
     cost_model cost;
+    /* Prefill GEMMs (sim/prefill.h), measured at prefill shapes ([hw] prefill_gemm_m,
+     * prefill_gemm_flops, prefill_expert_flops; optional, n = 0 when absent): the FLOP rate of a
+     * layer's projections and shared expert at M tokens, and of the routed experts' GEMMs at M
+     * rows, interpolated in log(M) and held flat beyond the measured M. */
+    cost_table prefill_gemm, prefill_expert;
+    /* [hw] prefill_attn_flops: sparse attention's FLOP rate at prefill (a query block per
+     * request, many queries per launch); 0 when absent: the decode attention form. */
+    double prefill_attn_flops;
     /* [fit_range]: every entry, and the index of each input the simulator
      * checks (-1 when the profile has no range for it). */
     size_t n_fit;

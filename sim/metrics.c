@@ -127,7 +127,7 @@ static void spec_result(const metrics *mt, const metrics_end *e, sim_result *res
 }
 
 /* The measured steps' series (timeline rows from the warm-up on), in step order. */
-enum { S_TOK, S_DT, S_WAIT, S_MISS, S_SEL, S_BYTES, S_ACTIVE, S_N };
+enum { S_TOK, S_DT, S_WAIT, S_MISS, S_SEL, S_BYTES, S_ACTIVE, S_CTL, S_DEM, S_N };
 
 /* 95 % intervals by batch means (common/stats.h). The batch plan is decided
  * on tokens/s, the headline figure, and every other figure uses the same
@@ -135,8 +135,12 @@ enum { S_TOK, S_DT, S_WAIT, S_MISS, S_SEL, S_BYTES, S_ACTIVE, S_N };
  * requests) to tokens, its quantiles as each batch's own token-weighted
  * quantile (batch quantiles, Law 5th ed. section 9.5.3: biased for p99 in
  * short batches; the interval is printed beside the whole run's quantile).
+ * A speculative run's tokens/s (and TPOT's mean) takes the accepted drafts as a control
+ * variate (common/stats.h): per step, accepted less its expectation given the
+ * plan (spec_accept_expected), mean 0; its batch plan (the residuals' lag-1
+ * test) is then the one every figure uses.
  * Must run before the latencies are sorted (durs is in step order). */
-static void intervals(const metrics *mt, sim_result *res)
+static void intervals(const metrics *mt, int spec, sim_result *res)
 {
     uint32_t n = mt->n_durs;
     double *s[S_N];
@@ -157,6 +161,8 @@ static void intervals(const metrics *mt, sim_result *res)
         s[S_SEL][i] = r->selected;
         s[S_BYTES][i] = r->fetch_bytes;
         s[S_ACTIVE][i] = r->active;
+        s[S_CTL][i] = r->accepted - r->expected_accepted;
+        s[S_DEM][i] = r->demotions_total - (j ? mt->tl[j - 1].demotions_total : 0);
         i++;
     }
     DH_BUG_ON(i != n);
@@ -168,13 +174,38 @@ static void intervals(const metrics *mt, sim_result *res)
     res->fetched_rows_per_token = mt->m_tokens > 0 ? mt->m_miss / mt->m_tokens : 0;
     res->fetched_bytes_per_token = mt->m_tokens > 0 ? bytes / mt->m_tokens : 0;
     stats_plan p = stats_plan_of(s[S_TOK], s[S_DT], n);
-    res->batches = p;
     res->ci_tok_s = stats_ratio_ci(&p, s[S_TOK], s[S_DT]);
-    res->ci_tpot_mean = stats_ratio_ci(&p, s[S_WAIT], s[S_TOK]);
+    if (spec) {
+        stats_plan pc;
+        stats_cv cv = stats_cv_ratio_ci(s[S_TOK], s[S_DT], s[S_CTL], 0, n, &pc);
+        if (!isnan(cv.ci.half) && cv.beta != 0) {
+            res->cv_used = 1;
+            res->cv = cv;
+            res->ci_tok_s = cv.ci;
+            res->cv.raw = stats_ratio_ci(&pc, s[S_TOK], s[S_DT]);
+            p = pc;
+        }
+    }
+    res->batches = p;
+    /* TPOT's mean moves with the accepted drafts as tokens/s does: the same control on the
+     * same batches. Tokens per step stays the measured acceptance (plain batch means). */
+    res->ci_tpot_mean = res->cv_used ? stats_cv_ratio_on(&p, s[S_WAIT], s[S_TOK], s[S_CTL], 0).ci
+                                     : stats_ratio_ci(&p, s[S_WAIT], s[S_TOK]);
+    res->ci_tokens_per_step = stats_ratio_ci(&p, s[S_TOK], s[S_ACTIVE]);
+    {
+        double dm = 0;
+        for (uint32_t j = 0; j < n; j++) dm += s[S_DEM][j];
+        res->measured_demotions = dm;
+        res->demotions_per_1k = n ? 1000 * dm / n : 0;
+        res->ci_demotions_per_1k = stats_ratio_ci(&p, s[S_DEM], NULL);
+        res->ci_demotions_per_1k.mean *= 1000;
+        res->ci_demotions_per_1k.half *= 1000;
+    }
+
     res->ci_fetch_fraction = stats_ratio_ci(&p, s[S_MISS], s[S_SEL]);
     res->ci_rows_per_token = stats_ratio_ci(&p, s[S_MISS], s[S_TOK]);
     res->ci_bytes_per_token = stats_ratio_ci(&p, s[S_BYTES], s[S_TOK]);
-    res->ci_tokens_per_step = stats_ratio_ci(&p, s[S_TOK], s[S_ACTIVE]);
+
     stats_ci *q[3] = { &res->ci_tpot_p50, &res->ci_tpot_p90, &res->ci_tpot_p99 };
     const double qs[3] = { 0.50, 0.90, 0.99 };
     if (p.b >= STATS_MIN_BATCHES) {
@@ -224,9 +255,20 @@ int metrics_finish(metrics *mt, const metrics_end *e, sim_result *res)
     /* Under TP attention the attn_tp GPUs of a group emit its tokens together (sim/tp.h). */
     const double tp = sc->tp.ranks > 1 ? sc->tp.ranks : 1;
     res->tok_s_gpu = mt->m_time > 0 ? mt->m_tokens / mt->m_time / tp : 0;
-    intervals(mt, res);
+    intervals(mt, sc->spec.mode != 0, res);
     res->ci_tok_s.mean /= tp;
     res->ci_tok_s.half /= tp;
+    res->tok_s_plain = res->tok_s_gpu;
+    if (res->cv_used) {
+        /* The controlled estimate is the figure reported; its plain twin stays in the JSON. */
+        res->tok_s_gpu = res->ci_tok_s.mean;
+        res->cv.raw.mean /= tp;
+        res->cv.raw.half /= tp;
+        res->cv.beta /= tp;
+        res->cv.ci = res->ci_tok_s;
+    }
+    res->has_demotions = e->pol->demotes;
+    res->demotions = mt->n_tl ? mt->tl[mt->n_tl - 1].demotions_total : 0;
     res->warmup_tok_s /= tp;
     metrics_sort_durs(mt->durs, mt->n_durs);
     res->tpot_p50 = metrics_quantile(mt->durs, mt->n_durs, mt->m_tokens, 0.50);
@@ -235,6 +277,7 @@ int metrics_finish(metrics *mt, const metrics_end *e, sim_result *res)
     double wsum = 0;
     for (uint32_t i = 0; i < mt->n_durs; i++) wsum += mt->durs[i].s_per_token * mt->durs[i].tokens;
     res->tpot_mean = mt->m_tokens > 0 ? wsum / mt->m_tokens : 0;
+    if (res->cv_used && !isnan(res->ci_tpot_mean.half)) res->tpot_mean = res->ci_tpot_mean.mean;
     res->selected_rows = mt->m_sel;
     res->missed_rows = mt->m_miss;
     res->fetch_fraction = mt->m_sel > 0 ? mt->m_miss / mt->m_sel : 0;

@@ -1,9 +1,12 @@
 /* out.c: table, JSON, TSV and HDF5 reports; see out.h. */
 #include "sim/out.h"
 #include "common/dh_err.h"
+#include "common/h5attr.h"
 #include "common/h5det.h"
 #include "common/h5init.h"
 #include "common/json.h"
+#include "common/cfgkey.h"
+#include "traces/gen.h"
 
 #include <errno.h>
 #include <math.h>
@@ -101,6 +104,16 @@ int out_table(FILE *f, const sim_result *r, int n)
     ROW("  indexer keys, peak (GB)", x->hbm_peak[MEM_INDEXER] / 1e9, 2);
     ROW("  protected KV rows, peak (GB)", x->hbm_peak[MEM_PROTECTED] / 1e9, 2);
     ROW("  optional KV rows, peak (GB)", x->hbm_peak[MEM_OPTIONAL] / 1e9, 2);
+    row_begin(&t, "requests demoted to hot buffer (per 1k steps)");
+    for (int i = 0; i < n; i++) {
+        char b[64];
+        const sim_result *x = &r[i];
+        if (!x->has_demotions) snprintf(b, sizeof b, "-");
+        else if (isnan(x->ci_demotions_per_1k.half)) snprintf(b, sizeof b, "%.0f (%.1f)", x->demotions, x->demotions_per_1k);
+        else snprintf(b, sizeof b, "%.0f (%.1f \xc2\xb1%.1f)", x->demotions, x->demotions_per_1k, x->ci_demotions_per_1k.half);
+        cell(&t, b);
+    }
+    row_end(&t);
     ROW("hot-buffer rows per request and group, mean", x->mean_budget_rows, 0);
     ROW("  of which optional rows, mean", x->mean_optional_rows, 0);
     if (spec) {
@@ -162,7 +175,10 @@ int out_table(FILE *f, const sim_result *r, int n)
 #undef ROW
 #undef SROW
     fprintf(f, "\xc2\xb1: 95 %% confidence half-width by batch means over the measured steps (common/stats.h); the\n"
-               "   headline's ratios combine the two columns' intervals as if independent (wider than paired).\n"
+               "   speculative tokens/s and TPOT mean with the accepted drafts as a control variate (their\n"
+               "   expectation is known, docs/HEADLINE.md); demotions: the run's count, then per 1000 measured\n"
+               "   steps. The headline's ratios combine the two columns' intervals as if independent (wider\n"
+               "   than paired).\n"
                "   \"!\" after the batches: their means stay correlated, the interval may be too narrow; after\n"
                "   the warm-up: MSER-5 finds a longer transient than was excluded.\n"
                "TPOT: a step's time over the tokens each request emitted in it, weighted by tokens. Fetch\n"
@@ -212,7 +228,123 @@ static void json_num(FILE *f, double v)
     else fputs("null", f);
 }
 
-int out_json(FILE *f, const sim_result *r, int n, int with_wall)
+/* A config file's entries as {"section": {"key": "value", ...}, ...}, sections in
+ * file order, one a line; values are the file's text (after the overrides), typed
+ * by their loaders, so strings here. */
+static void json_cfg_values(FILE *f, const cfg *c, const char *indent)
+{
+    fputs("{", f);
+    size_t ns = cfg_section_count(c), ne = cfg_entry_count(c);
+    for (size_t s = 0; s < ns; s++) {
+        const char *name = cfg_section_name(c, s);
+        fprintf(f, "%s\n%s", s ? "," : "", indent);
+        json_str(f, name);
+        fputs(": {", f);
+        int k = 0;
+        for (size_t i = 0; i < ne; i++) {
+            const char *sec, *key, *val;
+            cfg_entry_at(c, i, &sec, &key, &val);
+            if (strcmp(sec, name)) continue;
+            fputs(k++ ? ", " : "", f);
+            json_str(f, key);
+            fputs(": ", f);
+            json_str(f, val);
+        }
+        fputs("}", f);
+    }
+    fputs("}", f);
+}
+
+/* The defaults a file's loaders took (cfg_default_at) that the file does not give,
+ * grouped by section in the order first read: as JSON like json_cfg_values, or
+ * (json 0) as INI text. */
+static void cfg_defaults(FILE *f, const cfg *c, const char *indent, int json)
+{
+    size_t nd = cfg_default_count(c);
+    const char **secs = calloc(nd ? nd : 1, sizeof *secs);
+    if (!secs) abort();
+    size_t ns = 0;
+    for (size_t i = 0; i < nd; i++) {
+        const char *sec, *key, *val;
+        cfg_default_at(c, i, &sec, &key, &val);
+        if (cfg_has(c, sec, key)) continue;
+        size_t j = 0;
+        while (j < ns && strcmp(secs[j], sec)) j++;
+        if (j == ns) secs[ns++] = sec;
+    }
+    if (json) fputs("{", f);
+    for (size_t s = 0; s < ns; s++) {
+        if (json) {
+            fprintf(f, "%s\n%s", s ? "," : "", indent);
+            json_str(f, secs[s]);
+            fputs(": {", f);
+        } else fprintf(f, "[%s]\n", secs[s]);
+        int k = 0;
+        for (size_t i = 0; i < nd; i++) {
+            const char *sec, *key, *val;
+            cfg_default_at(c, i, &sec, &key, &val);
+            if (strcmp(sec, secs[s]) || cfg_has(c, sec, key)) continue;
+            if (json) {
+                fputs(k++ ? ", " : "", f);
+                json_str(f, key);
+                fputs(": ", f);
+                json_str(f, val);
+            } else fprintf(f, "%s = %s\n", key, val);
+        }
+        if (json) fputs("}", f);
+    }
+    if (json) fputs("}", f);
+    free(secs);
+}
+
+static void json_strs(FILE *f, char *const *v, int n)
+{
+    fputs("[", f);
+    for (int i = 0; i < n; i++) {
+        fputs(i ? ", " : "", f);
+        json_str(f, v[i]);
+    }
+    fputs("]", f);
+}
+
+/* One run's inputs: "config_digest", "sets" (its own overrides) and "config", its
+ * three files with their paths and entries. */
+static void json_run_inputs(FILE *f, const out_run_inputs *ri)
+{
+    fprintf(f, "{\"config_digest\": \"%s\", \"seed\": %llu, \"steps\": %u, \"sets\": ", ri->digest,
+            (unsigned long long)ri->seed, ri->steps);
+    json_strs(f, ri->sets, ri->n_sets);
+    fputs(",\n    \"config\": {", f);
+    for (int i = 0; i < PROV_N_FILES; i++) {
+        fprintf(f, "%s\n     \"%s\": {\"file\": ", i ? "," : "", prov_file_role[i]);
+        json_str(f, cfg_name(ri->files[i]));
+        fputs(", \"values\": ", f);
+        json_cfg_values(f, ri->files[i], "      ");
+        fputs(",\n      \"defaults\": ", f);
+        cfg_defaults(f, ri->files[i], "      ", 1);
+        fputs("}", f);
+    }
+    fputs("}}", f);
+}
+
+/* The options as one JSON object {"--name": value, ...} (HDF5 stores the same text). */
+static void json_opts(FILE *f, const out_opt *o, int n)
+{
+    fputs("{", f);
+    for (int i = 0; i < n; i++) {
+        fputs(i ? ", " : "", f);
+        json_str(f, o[i].name);
+        fputs(": ", f);
+        if (o[i].kind == OUT_OPT_STR) json_str(f, o[i].str);
+        else if (o[i].kind == OUT_OPT_BOOL) fputs(o[i].num != 0 ? "true" : "false", f);
+        else json_num(f, o[i].num);
+    }
+    fputs("}", f);
+}
+
+int out_json(FILE *f, const sim_result *r, int n, int with_wall) { return out_json_inputs(f, r, n, with_wall, NULL); }
+
+int out_json_inputs(FILE *f, const sim_result *r, int n, int with_wall, const out_inputs *in)
 {
     fprintf(f, "{\"runs\": [");
     for (int i = 0; i < n; i++) {
@@ -280,6 +412,19 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
             json_num(f, cis[k].c->half);
         }
         fputs("}", f);
+        if (x->cv_used) {
+            fprintf(f, ",\n   \"control_variate\": {\"tok_s_per_gpu_plain\": %.17g, \"ci95_half_plain\": ", x->tok_s_plain);
+            json_num(f, x->cv.raw.half);
+            fprintf(f, ", \"beta\": %.17g, \"rho\": ", x->cv.beta);
+            json_num(f, x->cv.rho);
+            fputs("}", f);
+        }
+        if (x->has_demotions) {
+            fprintf(f, ",\n   \"demotions\": {\"count\": %.17g, \"measured\": %.17g, \"per_1k_steps\": %.17g, \"ci95_half\": ",
+                    x->demotions, x->measured_demotions, x->demotions_per_1k);
+            json_num(f, x->ci_demotions_per_1k.half);
+            fputs("}", f);
+        }
         fprintf(f, ",\n   \"fit_range_exceeded\": [");
         for (uint32_t j = 0; j < x->ranges.n; j++)
         {
@@ -292,31 +437,144 @@ int out_json(FILE *f, const sim_result *r, int n, int with_wall)
         fprintf(f, "],\n   \"fetch_busy_s\": %.17g, \"fetch_slope_extrapolation_delta_s\": %.17g", x->fetch_busy_s,
                 x->fetch_slope_delta_s);
         if (with_wall) fprintf(f, ",\n   \"wall_s\": %.6g, \"rows_per_wall_s\": %.6g", x->wall_s, x->rows_per_wall_s);
+        /* Last in the object: the figures above keep their place for the readers
+         * that take the first occurrence of a key (paper-figs/jget.sh). */
+        if (in) {
+            fputs(",\n   \"inputs\": ", f);
+            json_run_inputs(f, &in->run[i]);
+        }
         fprintf(f, "}");
     }
-    fprintf(f, "\n]}\n");
+    fprintf(f, "\n]");
+    if (in) {
+        fputs(",\n \"inputs\": {\"tool\": ", f);
+        json_str(f, in->tool);
+        fputs(", \"commit\": ", f);
+        json_str(f, in->commit);
+        fputs(", \"config\": ", f);
+        json_str(f, in->config);
+        fputs(", \"sets\": ", f);
+        json_strs(f, in->sets, in->n_sets);
+        fputs(",\n  \"options\": ", f);
+        json_opts(f, in->opts, in->n_opts);
+        fputs("}", f);
+    }
+    fprintf(f, "}\n");
     return ferror(f) ? dh_err("write error on the JSON report") : 0;
 }
 
-/* Timeline columns shared by TSV and HDF5. */
-#define N_FIXED 13
-static const char *col_name(int c)
+/* The units of the JSON run object's figures, by key as a flattening reader
+ * names them (nested keys joined with '_': spec_union_rows, batches_count);
+ * "" for counts of events, flags and names, "1" for ratios and shares. */
+static const struct { const char *key, *unit; } json_units[] = {
+    { "policy", "" }, { "model", "" }, { "hw", "" }, { "source", "" }, { "a2a", "" },
+    { "concurrency", "requests" }, { "per_gpu", "requests" }, { "steps", "steps" }, { "measured_steps", "steps" },
+    { "sim_time_s", "s" }, { "measured_time_s", "s" }, { "tokens", "tokens" }, { "measured_tokens", "tokens" },
+    { "tok_s_per_gpu", "tokens/s" }, { "tpot_p50_s", "s/token" }, { "tpot_p90_s", "s/token" },
+    { "tpot_p99_s", "s/token" }, { "tpot_mean_s", "s/token" }, { "selected_rows", "rows" }, { "missed_rows", "rows" },
+    { "fetch_fraction", "1" }, { "fetch_bytes", "bytes" }, { "write_bytes", "bytes" }, { "h2d_util", "1" },
+    { "d2h_util", "1" }, { "h2d_gbps", "GB/s" }, { "compute_util", "1" }, { "hbm_capacity", "bytes" },
+    { "hbm_peak", "bytes" }, { "mean_active", "requests" }, { "admitted", "requests" }, { "completed", "requests" },
+    { "unfinished", "requests" }, { "never_admitted", "requests" }, { "budget_rows", "rows" },
+    { "mean_budget_rows", "rows" }, { "mean_optional_rows", "rows" }, { "spec_mode", "" },
+    { "spec_shared_retrieval", "" }, { "spec_draft_ring", "" }, { "spec_staging_reuse", "" },
+    { "spec_mean_accepted", "tokens" }, { "spec_tokens_per_step", "tokens" }, { "spec_mean_verify_len", "tokens" },
+    { "spec_union_rows", "rows" }, { "spec_union_rows_k", "1" }, { "spec_fetched_shared_rows", "rows" },
+    { "spec_fetched_per_query_rows", "rows" }, { "spec_draft_share", "1" }, { "spec_verify_share", "1" },
+    { "spec_draft_peak", "bytes" }, { "spec_staging_peak", "bytes" }, { "spec_staging_used_peak", "bytes" },
+    { "warmup_steps", "steps" }, { "mser5_warmup_steps", "steps" }, { "warmup_tok_s_per_gpu", "tokens/s" },
+    { "fetched_rows_per_token", "rows/token" }, { "fetched_bytes_per_token", "bytes/token" },
+    { "tokens_per_step", "tokens" }, { "batches_count", "" }, { "batches_steps_each", "steps" },
+    { "batches_first_measured_step_used", "steps" }, { "batches_lag1_ok", "" }, { "batches_lag1_tok_s", "1" },
+    { "fit_range_exceeded_n", "" }, { "fetch_busy_s", "s" }, { "fetch_slope_extrapolation_delta_s", "s" },
+    { "wall_s", "s" }, { "rows_per_wall_s", "rows/s" },
+};
+
+static const char *unit_of_config_key(const char *name)
 {
-    static const char *fixed[N_FIXED] = { "step", "t_start_s", "t_end_s", "active", "tokens", "admitted_total",
-                                          "tok_s", "selected_rows", "missed_rows", "fetch_fraction",
-                                          "fetch_bytes", "pcie_h2d_util", "write_bytes" };
-    static char buf[MEM_N_CATEGORIES + 1][32];
-    if (c < N_FIXED) return fixed[c];
-    if (c < N_FIXED + MEM_N_CATEGORIES) {
-        snprintf(buf[c - N_FIXED], sizeof buf[0], "hbm_%s", ledger_category_name[c - N_FIXED]);
-        return buf[c - N_FIXED];
+    const char *dot = strrchr(name, '.');
+    if (!dot || dot == name) return NULL;
+    char sec[128];
+    size_t n = (size_t)(dot - name);
+    if (n >= sizeof sec) return NULL;
+    memcpy(sec, name, n);
+    sec[n] = 0;
+    const cfg_schema *all[] = { &instance_schema, &wl_schema, &specrun_schema, &model_schema, &hw_schema, &gen_schema };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const cfg_key *k = cfgk_find(all[i], sec, dot + 1);
+        if (k) return k->unit;
     }
-    if (c == N_FIXED + MEM_N_CATEGORIES) return "optional_rows";
-    /* Speculative decoding (zero in plain runs). */
-    static const char *spec[] = { "accepted", "verified", "union_rows", "fetched_union_rows", "draft_s", "staging_bytes" };
-    return spec[c - N_FIXED - MEM_N_CATEGORIES - 1];
+    return NULL;
 }
-#define N_COLS (N_FIXED + MEM_N_CATEGORIES + 1 + 6)
+
+const char *out_unit_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof json_units / sizeof json_units[0]; i++)
+        if (!strcmp(json_units[i].key, name)) return json_units[i].unit;
+    if (!strncmp(name, "hbm_peak_by_category_", 21) || !strncmp(name, "hbm_mean_by_category_", 21)) return "bytes";
+    if (!strncmp(name, "ci95_half_", 10)) return out_unit_of(name + 10);
+    /* A sweep table's mean and interval over seeds have the figure's unit. */
+    size_t l = strlen(name);
+    char base[256];
+    if (l < sizeof base && ((l > 5 && !strcmp(name + l - 5, "_mean")) || (l > 5 && !strcmp(name + l - 5, "_ci95")))) {
+        memcpy(base, name, l - 5);
+        base[l - 5] = 0;
+        return out_unit_of(base);
+    }
+    return unit_of_config_key(name);
+}
+
+/* Timeline columns shared by TSV and HDF5: name, unit ("1": a ratio; "" an
+ * index) and what the value is. Per-step figures are the simulated GPU's. */
+typedef struct {
+    const char *name, *unit, *doc;
+} tl_col;
+#define N_FIXED 13
+static const tl_col tl_fixed[N_FIXED] = {
+    { "step", "", "decode step, from 0 (warm-up steps included)" },
+    { "t_start_s", "s", "simulated time the step began" },
+    { "t_end_s", "s", "simulated time the step ended" },
+    { "active", "requests", "requests decoding in the step" },
+    { "tokens", "tokens", "output tokens the step emitted" },
+    { "admitted_total", "requests", "requests admitted since the start (cumulative)" },
+    { "tok_s", "tokens/s", "tokens / (t_end_s - t_start_s)" },
+    { "selected_rows", "rows", "KV rows the attention selected, summed over requests and layers" },
+    { "missed_rows", "rows", "of the selected rows, those fetched from host memory" },
+    { "fetch_fraction", "1", "missed_rows / selected_rows (0 when none selected)" },
+    { "fetch_bytes", "bytes", "bytes copied host to device" },
+    { "pcie_h2d_util", "1", "share of the step's time the host-to-device link was busy" },
+    { "write_bytes", "bytes", "bytes written back device to host" },
+};
+/* Speculative decoding (zero in plain runs). */
+#define N_SPEC 6
+static const tl_col tl_spec[N_SPEC] = {
+    { "accepted", "tokens", "draft tokens accepted, summed over requests" },
+    { "verified", "tokens", "draft tokens verified, summed over requests" },
+    { "union_rows", "rows", "union of the verify selections, summed over (request, layer group)" },
+    { "fetched_union_rows", "rows", "rows fetched for the union, summed over (request, layer group)" },
+    { "draft_s", "s", "time of the step's draft pass" },
+    { "staging_bytes", "bytes", "bytes of union rows staged" },
+};
+#define N_COLS (N_FIXED + MEM_N_CATEGORIES + 1 + N_SPEC)
+
+/* Column c; the HBM columns' texts are written into b, which the result
+ * points into (so it must live as long as the result is used). */
+typedef struct {
+    char name[32], doc[80];
+} tl_col_buf;
+static tl_col col_info(int c, tl_col_buf *b)
+{
+    if (c < N_FIXED) return tl_fixed[c];
+    if (c < N_FIXED + MEM_N_CATEGORIES) {
+        const char *cat = ledger_category_name[c - N_FIXED];
+        snprintf(b->name, sizeof b->name, "hbm_%s", cat);
+        snprintf(b->doc, sizeof b->doc, "HBM bytes held by '%s' during the step", cat);
+        return (tl_col){ b->name, "bytes", b->doc };
+    }
+    if (c == N_FIXED + MEM_N_CATEGORIES)
+        return (tl_col){ "optional_rows", "rows", "adaptive: optional rows kept per (request, layer group), mean" };
+    return tl_spec[c - N_FIXED - MEM_N_CATEGORIES - 1];
+}
 
 static double col_value(const sim_tl_row *t, int c)
 {
@@ -349,26 +607,95 @@ static double col_value(const sim_tl_row *t, int c)
     }
 }
 
+/* The speculative mode of a result: its [spec] mode, "none" when plain. */
+static const char *spec_mode(const sim_result *r) { return r->spec[0] ? r->spec : "none"; }
+
 int out_tsv(const char *path, const sim_result *r, int n)
 {
     FILE *f = fopen(path, "w");
     if (!f) return dh_err("unable to write '%s': %s", path, strerror(errno));
-    for (int i = 0; i < n; i++) {
-        fprintf(f, "# policy %s\n", r[i].policy);
-        for (int c = 0; c < N_COLS; c++) fprintf(f, "%s%s", c ? "\t" : "", col_name(c));
-        fprintf(f, "\n");
-        for (uint32_t s = 0; s < r[i].n_tl; s++) {
-            for (int c = 0; c < N_COLS; c++) fprintf(f, "%s%.10g", c ? "\t" : "", col_value(&r[i].tl[s], c));
-            fprintf(f, "\n");
-        }
-        if (i + 1 < n) fprintf(f, "\n\n");
+    /* Long form: the policy (the column's label, e.g. adaptive+dflash2 or
+     * hisparse-spec) and its speculative mode name every row. */
+    fputs("policy\tspec_mode", f);
+    for (int c = 0; c < N_COLS; c++) {
+        tl_col_buf b;
+        fprintf(f, "\t%s", col_info(c, &b).name);
     }
+    fputs("\n", f);
+    for (int i = 0; i < n; i++)
+        for (uint32_t s = 0; s < r[i].n_tl; s++) {
+            fprintf(f, "%s\t%s", r[i].policy, spec_mode(&r[i]));
+            for (int c = 0; c < N_COLS; c++) fprintf(f, "\t%.10g", col_value(&r[i].tl[s], c));
+            fputs("\n", f);
+        }
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) return dh_err("write error on '%s'", path);
     return 0;
 }
 
-int out_h5(const char *path, const sim_result *r, int n)
+/* A run's inputs as attributes of obj (a /timeline/<policy> group, or the root
+ * for the command line's configuration): each file as INI text with its path,
+ * the digest, the seed, the steps and the column's own overrides (JSON text). */
+static int h5_run_attrs(hid_t obj, const out_run_inputs *ri)
+{
+    for (int i = 0; i < PROV_N_FILES; i++) {
+        char a[64], b[64], d[64];
+        snprintf(a, sizeof a, "config_%s", prov_file_role[i]);
+        snprintf(b, sizeof b, "config_%s_file", prov_file_role[i]);
+        snprintf(d, sizeof d, "config_%s_defaults", prov_file_role[i]);
+        char *text = cfg_to_string(ri->files[i]), *defs = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&defs, &len);
+        if (!m) abort();
+        cfg_defaults(m, ri->files[i], "", 0);
+        fclose(m);
+        int rc = h5_attr_str(obj, a, text) < 0 || h5_attr_str(obj, d, defs) < 0 ? -1 : 0;
+        free(text);
+        free(defs);
+        if (rc < 0 || h5_attr_str(obj, b, cfg_name(ri->files[i])) < 0) return -1;
+    }
+    char *sets = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&sets, &len);
+    if (!m) abort();
+    json_strs(m, ri->sets, ri->n_sets);
+    fclose(m);
+    int rc = h5_attr_str(obj, "config_digest", ri->digest) < 0 || h5_attr_u64(obj, "seed", ri->seed) < 0 ||
+                     h5_attr_u64(obj, "steps", ri->steps) < 0 || h5_attr_str(obj, "sets", sets) < 0
+                 ? -1 : 0;
+    free(sets);
+    return rc;
+}
+
+/* The root's attributes: what wrote the file, from what (in may be NULL). */
+static int h5_root_attrs(hid_t file, const out_inputs *in)
+{
+    if (h5_attr_str(file, "layout", "/timeline/POLICY/COLUMN: one value per decode step (attributes unit and "
+                                    "description); /requests/POLICY/COLUMN: one value per arrived request") < 0)
+        return -1;
+    if (!in) return 0;
+    char *opts = NULL, *sets = NULL;
+    size_t l1 = 0, l2 = 0;
+    FILE *m = open_memstream(&opts, &l1);
+    if (!m) abort();
+    json_opts(m, in->opts, in->n_opts);
+    fclose(m);
+    m = open_memstream(&sets, &l2);
+    if (!m) abort();
+    json_strs(m, in->sets, in->n_sets);
+    fclose(m);
+    int rc = h5_attr_str(file, "tool", in->tool) < 0 || h5_attr_str(file, "commit", in->commit) < 0 ||
+                     h5_attr_str(file, "config", in->config) < 0 || h5_attr_str(file, "command_sets", sets) < 0 ||
+                     h5_attr_str(file, "options", opts) < 0 || h5_run_attrs(file, &in->base) < 0
+                 ? -1 : 0;
+    free(opts);
+    free(sets);
+    return rc;
+}
+
+int out_h5(const char *path, const sim_result *r, int n) { return out_h5_inputs(path, r, n, NULL); }
+
+int out_h5_inputs(const char *path, const sim_result *r, int n, const out_inputs *in)
 {
     const char *tmp = path; /* the caller's temporary name (common/ofile.h) */
     h5_init();
@@ -378,26 +705,37 @@ int out_h5(const char *path, const sim_result *r, int n)
     int rc = -1;
     hid_t top = -1;
     if (file < 0) { dh_err("unable to create HDF5 file '%s'", tmp); goto props; }
+    if (h5_root_attrs(file, in) < 0) { dh_err_prefix("'%s': ", tmp); goto done; }
     top = H5Gcreate2(file, "timeline", H5P_DEFAULT, gcpl, H5P_DEFAULT);
     if (top < 0) { dh_err("'%s': unable to create group /timeline", tmp); goto done; }
     for (int i = 0; i < n; i++) {
         hid_t g = H5Gcreate2(top, r[i].policy, H5P_DEFAULT, gcpl, H5P_DEFAULT);
         if (g < 0) { dh_err("'%s': unable to create group /timeline/%s", tmp, r[i].policy); H5Gclose(top); goto done; }
+        if (h5_attr_str(g, "policy", r[i].policy) < 0 || h5_attr_str(g, "spec_mode", spec_mode(&r[i])) < 0 ||
+            (in && h5_run_attrs(g, &in->run[i]) < 0)) {
+            dh_err_prefix("'%s': /timeline/%s: ", tmp, r[i].policy);
+            H5Gclose(g);
+            H5Gclose(top);
+            goto done;
+        }
         hsize_t dims[1] = { r[i].n_tl };
         double *col = malloc((r[i].n_tl ? r[i].n_tl : 1) * sizeof *col);
         if (!col) abort();
         for (int c = 0; c < N_COLS; c++) {
+            tl_col_buf b;
+            tl_col ci = col_info(c, &b);
             for (uint32_t s = 0; s < r[i].n_tl; s++) col[s] = col_value(&r[i].tl[s], c);
             hid_t sp = H5Screate_simple(1, dims, NULL);
-            hid_t ds = sp < 0 ? -1 : H5Dcreate2(g, col_name(c), H5T_IEEE_F64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+            hid_t ds = sp < 0 ? -1 : H5Dcreate2(g, ci.name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
             herr_t w = ds < 0 ? -1 : (r[i].n_tl ? H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, col) : 0);
+            if (w >= 0 && (h5_attr_str(ds, "unit", ci.unit) < 0 || h5_attr_str(ds, "description", ci.doc) < 0)) w = -1;
             if (ds >= 0) H5Dclose(ds);
             if (sp >= 0) H5Sclose(sp);
             if (w < 0) {
                 free(col);
                 H5Gclose(g);
                 H5Gclose(top);
-                dh_err("'%s': unable to write dataset /timeline/%s/%s", tmp, r[i].policy, col_name(c));
+                dh_err("'%s': unable to write dataset /timeline/%s/%s", tmp, r[i].policy, ci.name);
                 goto done;
             }
         }

@@ -175,6 +175,8 @@ typedef struct {
      * their values (sweep/swrun.c; tests/test_knobs.c checks every
      * claim). NULL: it may read any of them. */
     const char *knobs;
+    /* 1: the policy demotes resident requests to the hot buffer (pol_env.sgl_demotions counts them). */
+    int demotes;
     /* Ledger bytes of group g of a request whose final context has rows rows:
      * added to the protected and optional categories. */
     void (*reserve)(const pol_env *e, uint32_t g, double rows, double *prot, double *opt);

@@ -58,6 +58,49 @@ static double rows_sum(double s, double n, double c, double cap)
     return below + capped;
 }
 
+double prefill_attention_s(const step_ctx *cx, double bytes, double flops, int fp8)
+{
+    const hw_profile *hw = cx->hw;
+    if (!(hw->prefill_attn_flops > 0)) return cost_attention_time(&hw->cost, bytes, flops, fp8, cx->compute_sms);
+    const double tb = bytes / hw->cost.roof.hbm_bw, tf = flops / (hw->prefill_attn_flops * cx->compute_sms / hw->sms);
+    const double fixed = hw->cost.attn.form == COST_FITTED ? hw->cost.attn.launch_s : hw->cost.roof.launch_s;
+    return fixed + (tb > tf ? tb : tf);
+}
+
+double prefill_gemm_s(const step_ctx *cx, int moe, double weight_bytes, double flops, double tokens,
+                      double decode_tokens_dp)
+{
+    const cost_model *cm = &cx->hw->cost;
+    const hw_profile *hw = cx->hw;
+    if (!hw->prefill_gemm.n) return cost_gemm_time(cm, weight_bytes, flops, cx->compute_sms);
+    const model_cfg *md = cx->model;
+    /* The routed experts' share of the layer's FLOPs: k experts of expert_bytes / quantised
+     * bytes per parameter each, per token; the rest (projections, shared expert, a dense
+     * layer's MLP) at M = the iteration's tokens. */
+    double fe = 0;
+    const double tp = cx->tp.ranks > 1 ? cx->tp.ranks : 1;
+    if (moe) {
+        const double bpp = md->quant_bytes_per_param > 0 ? md->quant_bytes_per_param : 1;
+        fe = 2.0 * md->experts_per_token * md->expert_bytes / bpp * tokens / tp;
+        if (fe > flops) fe = flops;
+    }
+    /* Rows the GPU's experts take: the instance's tokens (this rank's chunk on each of the
+     * attention_dp ranks, lockstep, and the decode tokens beside it; a TP group's tokens are
+     * the same on its ranks) x k over the moe_ep GPUs,
+     * as one grouped GEMM (assumed: DeepGEMM's contiguous layout packs the local experts' rows
+     * into one launch; the per-expert M, rows / local experts, is the bound below it). */
+    const double dp = cx->attention_dp > 1 ? cx->attention_dp : 1;
+    const double rows = (tokens * dp + decode_tokens_dp) * md->experts_per_token / (cx->moe_ep > 1 ? cx->moe_ep : 1);
+    /* TP attention splits the projections' N over the ranks: their M stays the tokens. The
+     * SMs left to compute scale the rates as in the roofline (cost_roofline_time). */
+    const double sms = cx->compute_sms / hw->sms;
+    double tf = (flops - fe) / (cost_table_eval(&hw->prefill_gemm, tokens) * sms);
+    if (fe > 0) tf += fe / (cost_table_eval(&hw->prefill_expert, rows) * sms);
+    const double tw = cm->gemm.form == COST_FITTED ? weight_bytes / cm->gemm.bw : weight_bytes / cm->roof.hbm_bw;
+    const double fixed = cm->gemm.form == COST_FITTED ? cm->gemm.fixed_s : cm->roof.launch_s;
+    return fixed + (tw > tf ? tw : tf);
+}
+
 double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, double decode_tokens_dp,
                       prefill_parts *parts, hw_range_log *ranges)
 {
@@ -71,7 +114,8 @@ double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, do
         return 0;
     }
     const int tp = cx->tp.ranks > 1;
-    if (ranges) hw_range_note(cx->hw, ranges, HW_FIT_GEMM_M, P.tokens);
+    /* With the measured prefill table the GEMMs are not the decode form's extrapolation. */
+    if (ranges && !cx->hw->prefill_gemm.n) hw_range_note(cx->hw, ranges, HW_FIT_GEMM_M, P.tokens);
     for (uint32_t l = 0; l < md->n_layers; l++) {
         const model_kind *k = &md->layer[l];
         const int32_t g = md->layer_group[l];
@@ -91,7 +135,7 @@ double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, do
         }
         double flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
         if (tp) flops /= cx->tp.ranks;
-        const double ta = cost_attention_time(cm, rows * k->row_bytes, flops, k->attn_fp8, cx->compute_sms);
+        const double ta = prefill_attention_s(cx, rows * k->row_bytes, flops, k->attn_fp8);
         double ti = 0;
         if (macs > 0) ti = cost_roofline_time(&cm->roof, keys * k->indexer_key_bytes, 2.0 * macs, 1, cx->compute_sms);
         double w = cx->dense_bytes_per_layer;
@@ -101,7 +145,7 @@ double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, do
         }
         double gf = 2.0 * md->active_params / md->n_layers * P.tokens;
         if (tp) gf /= cx->tp.ranks;
-        const double tg = cost_gemm_time(cm, w, gf, cx->compute_sms);
+        const double tg = prefill_gemm_s(cx, k->moe && md->experts > 0, w, gf, P.tokens, decode_tokens_dp);
         double tc = tp ? tp_allreduce_s(&cx->tp, P.tokens * md->hidden * 2.0) : 0;
         if (k->moe) {
             const double msg[2] = { md->moe_dispatch_bytes, md->moe_combine_bytes };

@@ -27,14 +27,17 @@
  *     - attention: each query token at position p attends min(k, p / compress + 1) rows
  *       (window layers min(window, p + 1)), the rows' bytes read per query (no reuse across
  *       queries assumed), FLOPs 2 x heads x rows x (qk + v) -- the absorbed decode shape,
- *       assumed for prefill too; cost_attention_time;
+ *       assumed for prefill too; prefill_attention_s (the prefill kernel's rate when the
+ *       profile gives one, else the decode attention's form, cost_attention_time);
  *     - the indexer (selecting layers): every query scores every earlier key: multiply-adds
  *       heads x dim x sum_p (p / compress + 1), the keys read once per iteration; a roofline
  *       (the fitted indexer form is a decode kernel's);
  *     - the GEMMs: cost_gemm_time at M = the iteration's tokens: the fitted form is evaluated
  *       far outside its fitted M (the run reports it under [fit_range], gemm_fp8_m): its
  *       tensor term is the roofline's, so large chunks are compute-bound at mma_efficiency;
- *       dhbench has not measured these shapes;
+ *       dhbench has not measured these shapes (a profile without the prefill table); with
+ *       it ([hw] prefill_gemm_m, prefill_gemm_flops, prefill_expert_flops: measured at
+ *       M = 1024-16384 on the H200 by kernels/suites/gemm-prefill.suite) prefill_gemm_s;
  *     - MoE: experts touched by the chunk's tokens (and the other ranks' decode tokens), the
  *       all-to-all of the chunk's tokens; TP attention's all-reduce as in decode (tp.h).
  *   Under a policy with a host tier the prompt's KV rows (every kv-owning layer) are written
@@ -87,6 +90,21 @@ typedef struct {
     double written;                         /* prompt KV bytes to host */
     double tokens;
 } prefill_parts;
+
+/* One layer's attention in a prefill iteration: its queries' rows (bytes) and FLOPs. With the
+ * profile's [hw] prefill_attn_flops (a prefill kernel's published rate): the FLOPs at that
+ * rate, the rows' bytes at hbm_bw as the floor (each query reads its rows once, no reuse
+ * across queries credited), plus the attention's launch; without it cost_attention_time (the
+ * decode kernel's fitted form, whose byte rate is a decode gather's). O(1). */
+double prefill_attention_s(const step_ctx *cx, double bytes, double flops, int fp8);
+
+/* One layer's GEMMs in a prefill iteration of `tokens` tokens on this GPU (flops: the layer's
+ * GEMM FLOPs, weight_bytes the weights it reads; moe: a layer with routed experts). With the
+ * profile's measured prefill table ([hw] prefill_gemm_m, hw.h): the projections' FLOPs at
+ * the rate measured at M = tokens, the routed experts' at M = the rows the GPU's experts take,
+ * the weights' streaming time as the floor; without it cost_gemm_time. O(table). */
+double prefill_gemm_s(const step_ctx *cx, int moe, double weight_bytes, double flops, double tokens,
+                      double decode_tokens_dp);
 
 /* The compute seconds of one prefill iteration over n spans on this GPU, with
  * decode_tokens_dp decode tokens on the whole instance routed beside it (experts touched);

@@ -17,7 +17,8 @@ void reqlat_init(reqlat *l, uint32_t n, const uint32_t *prompt, const uint32_t *
     l->r = dh_calloc(n ? n : 1, sizeof *l->r);
     l->open_arrival = open_arrival;
     for (uint32_t i = 0; i < n; i++)
-        l->r[i] = (reqlat_rec){ .prompt = prompt[i], .output = output[i], .arrival = -1, .admit = -1, .first = -1, .finish = -1 };
+        l->r[i] = (reqlat_rec){ .prompt = prompt[i], .output = output[i], .arrival = -1, .admit = -1, .first = -1, .finish = -1,
+                                 .prefill = -1 };
 }
 
 void reqlat_release(reqlat *l)
@@ -47,6 +48,13 @@ void reqlat_admit(reqlat *l, uint32_t r, double t)
         if (r >= l->n_arrived) l->n_arrived = r + 1;
     }
     l->r[r].admit = t;
+}
+
+void reqlat_prefill(reqlat *l, uint32_t r, double t) { l->r[r].prefill = t; }
+
+double reqlat_prefill_s(const reqlat_rec *x)
+{
+    return x->prefill >= 0 && x->admit >= 0 ? x->prefill - x->admit : -1;
 }
 
 void reqlat_tokens(reqlat *l, uint32_t r, double t, int done)
@@ -81,6 +89,24 @@ uint32_t reqlat_samples(const reqlat_rec *r, uint32_t n, int m, double t_from, d
     for (uint32_t i = 0; i < n; i++) {
         if (r[i].arrival < 0 || r[i].arrival < t_from) continue;
         double x = reqlat_value(&r[i], m);
+        if (x < 0) continue;
+        if (!v) v = dh_calloc(n, sizeof *v);
+        v[k++] = x;
+    }
+    if (k) qsort(v, k, sizeof *v, cmp_double);
+    *out = v;
+    return k;
+}
+
+/* reqlat_samples for the prefill time (not one of the RL_ metrics: --search-latency and the
+ * report's table take those). */
+static uint32_t prefill_samples(const reqlat_rec *r, uint32_t n, double t_from, double **out)
+{
+    uint32_t k = 0;
+    double *v = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        if (r[i].arrival < 0 || r[i].arrival < t_from) continue;
+        double x = reqlat_prefill_s(&r[i]);
         if (x < 0) continue;
         if (!v) v = dh_calloc(n, sizeof *v);
         v[k++] = x;
@@ -127,7 +153,7 @@ int reqlat_csv(FILE *f, const char *policy, const reqlat_rec *r, uint32_t n, dou
 {
     if (header)
         fputs("policy,request,prompt_tokens,output_tokens,measured,arrival_s,admit_s,first_token_s,finish_s,"
-              "queue_s,ttft_s,tpot_s,e2e_s\n", f);
+              "queue_s,ttft_s,tpot_s,e2e_s,prefill_done_s,prefill_s\n", f);
     for (uint32_t i = 0; i < n; i++) {
         const reqlat_rec *x = &r[i];
         if (x->arrival < 0) continue;
@@ -138,6 +164,8 @@ int reqlat_csv(FILE *f, const char *policy, const reqlat_rec *r, uint32_t n, dou
         csv_val(f, x->finish);
         static const int order[RL_N] = { RL_QUEUE, RL_TTFT, RL_TPOT, RL_E2E }; /* the header's */
         for (int m = 0; m < RL_N; m++) csv_val(f, reqlat_value(x, order[m]));
+        csv_val(f, x->prefill);
+        csv_val(f, reqlat_prefill_s(x));
         fputs("\n", f);
     }
     return ferror(f) ? -1 : 0;
@@ -146,12 +174,15 @@ int reqlat_csv(FILE *f, const char *policy, const reqlat_rec *r, uint32_t n, dou
 int reqlat_cdf_tsv(FILE *f, const char *policy, const reqlat_rec *r, uint32_t n, double t_from, int header)
 {
     if (header) fputs("policy\tmetric\tn\tq\tvalue_s\n", f);
-    for (int m = 0; m < RL_N; m++) {
+    int colocated = 0;
+    for (uint32_t i = 0; i < n && !colocated; i++) colocated = r[i].prefill >= 0;
+    for (int m = 0; m < RL_N + colocated; m++) {
         double *v;
-        uint32_t k = reqlat_samples(r, n, m, t_from, &v);
+        uint32_t k = m < RL_N ? reqlat_samples(r, n, m, t_from, &v) : prefill_samples(r, n, t_from, &v);
         for (int i = 1; i <= 100 && k; i++) {
             double q = i < 100 ? i / 100.0 : 0.999;
-            fprintf(f, "%s\t%s\t%u\t%g\t%.9g\n", policy, reqlat_metric_name[m], k, q, reqlat_quantile(v, k, q).v);
+            fprintf(f, "%s\t%s\t%u\t%g\t%.9g\n", policy, m < RL_N ? reqlat_metric_name[m] : "prefill", k, q,
+                    reqlat_quantile(v, k, q).v);
         }
         free(v);
     }

@@ -7,6 +7,9 @@
  *             the system (arrived, not finished); open loop: the drawn
  *             arrival time (wl.h);
  *   admit     the ledger admitted it (admit.h) at the start of a step;
+ *   prefill   colocated prefill ([prefill] mode = chunked, prefill.h): the end of the
+ *             iteration that ran its prompt's last chunk (admit_req.prefill_done_t);
+ *             not modelled (-1) when the prefill runs on a disaggregated prefill instance;
  *   first     the end of its first decode step (its first output tokens);
  *   finish    the end of the step that emitted its last output token.
  * From them, per request (seconds; Vidur's request metrics and SGLang's
@@ -16,12 +19,22 @@
  *   e2e   = finish - arrival                     (end-to-end latency)
  *   tpot  = (e2e - ttft) / (output tokens - 1)   (bench_serving's TPOT; a
  *                                                 one-token request has none)
- * What TTFT includes: the simulated GPU decodes a prefill/decode
- * disaggregated instance, so a request arrives with its prompt's KV already
- * in host memory; TTFT here is the admission wait plus the first decode step
- * on this GPU. Prefill compute and the KV transfer from the prefill instance
- * are not modelled and not included (they add the same time to TTFT and e2e
- * under every policy).
+ *   prefill = prefill - admit                    (time from admission to the prompt's
+ *                                                 last chunk: its own chunks and the
+ *                                                 other prompts' iterations between them)
+ * What TTFT includes depends on where the prefill runs:
+ *   - colocated, chunked (prefill.h): the admission wait, every prefill iteration until the
+ *     prompt's last chunk has run (its own chunks and the others' that the scheduler put
+ *     first, and under the alternate rule the decode steps between them), then the first
+ *     decode step: TTFT = prefill done + the first decode step. The simulator emits every
+ *     output token from a decode step; SGLang, vLLM and Vidur sample the first token from
+ *     the prefill's last forward, so their TTFT is the prefill's end (the CSV's
+ *     prefill_done_s - arrival_s), one decode step earlier than this one;
+ *   - disaggregated (the default): the simulated GPU decodes a prefill/decode disaggregated
+ *     instance, so a request arrives with its prompt's KV already in host memory; TTFT here
+ *     is the admission wait plus the first decode step on this GPU. The prefill instance's
+ *     compute and the KV transfer from it are not modelled and not included (they add the
+ *     same time to TTFT and e2e under every policy); the CSV's prefill columns are empty.
  *
  * Quantiles: the q-quantile of n samples is the ceil(q n)-th smallest; its
  * 95% confidence interval is the distribution-free one from order statistics
@@ -38,6 +51,7 @@
 typedef struct {
     uint32_t prompt, output;            /* tokens */
     double arrival, admit, first, finish; /* seconds; -1: not reached in the run */
+    double prefill;                     /* colocated prefill's end; -1: not modelled or not reached */
 } reqlat_rec;
 
 typedef struct {
@@ -56,6 +70,8 @@ void reqlat_release(reqlat *l);
  * drawn time is <= t. Call before each admission. */
 void reqlat_arrive(reqlat *l, double t, uint32_t target, uint32_t completed);
 void reqlat_admit(reqlat *l, uint32_t r, double t);
+/* Request r's prompt finished prefilling (colocated) in an iteration ending at t. */
+void reqlat_prefill(reqlat *l, uint32_t r, double t);
 /* Request r emitted tokens in a step ending at t; done: its last ones. */
 void reqlat_tokens(reqlat *l, uint32_t r, double t, int done);
 
@@ -75,11 +91,17 @@ reqlat_q reqlat_quantile(const double *x, uint32_t n, double q);
 /* Mean of x[0..n) (-1 when n = 0). */
 double reqlat_mean(const double *x, uint32_t n);
 
+/* The time from admission to the end of the prefill (colocated), or -1 where it is not
+ * modelled or not reached. */
+double reqlat_prefill_s(const reqlat_rec *x);
+
 /* Write the requests that arrived as CSV rows (with a header when header is
- * set) labelled with policy; t_from marks the measured ones. 0 or -1. */
+ * set) labelled with policy; t_from marks the measured ones; prefill_done_s and prefill_s
+ * are empty where prefill is not modelled. 0 or -1. */
 int reqlat_csv(FILE *f, const char *policy, const reqlat_rec *r, uint32_t n, double t_from, int header);
 /* Empirical CDFs as TSV rows (policy, metric, n, q, value_s at q = 0.01 ..
- * 0.99 and 0.999), one header when header is set. 0 or -1. */
+ * 0.99 and 0.999), one header when header is set; metric "prefill" (reqlat_prefill_s) too
+ * when any request has a colocated prefill. 0 or -1. */
 int reqlat_cdf_tsv(FILE *f, const char *policy, const reqlat_rec *r, uint32_t n, double t_from, int header);
 
 #endif

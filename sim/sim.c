@@ -585,6 +585,14 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
     cx->tp = sc->tp;
 }
 
+int sim_step_ctx(const sim_config *sc, pol_kind policy, step_ctx *cx)
+{
+    const pol_ops *pol = pol_ops_of(policy);
+    if (!pol) return dh_err("no policy of index %d is registered", (int)policy);
+    step_setup(cx, sc, pol);
+    return 0;
+}
+
 static int run_init(run *R, const sim_config *sc, const pol_ops *pol, sel_source *src)
 {
     memset(R, 0, sizeof *R);
@@ -735,6 +743,7 @@ static int classify(run *R, metrics_step *rec)
         }
         row->accepted += acc;
         row->verified += L;
+        if (R->slot) row->expected_accepted += R->slot[i].expected;
         tokens += acc + 1.0;
     }
     row->tokens = tokens;
@@ -866,6 +875,7 @@ static int run_step(run *R, uint32_t step, double t, metrics_step *rec)
     row->write_bytes = st->write_bytes - wb0;
     row->fetch_busy = st->fetch_busy - fbusy0;
     row->optional_rows = a->env.optional_rows;
+    row->demotions_total = a->env.sgl_demotions;
     memcpy(row->hbm, a->hbm.bytes, sizeof row->hbm);
     rec->overhead_s = sc->step_overhead_s;
     return 0;
@@ -899,7 +909,10 @@ static void commit_prefill(run *R, double t_done)
     for (uint32_t i = 0; i < R->n_spans; i++) {
         admit_req *q = &R->adm.req[R->span_req[i]];
         q->prefill_left -= (uint32_t)R->spans[i].tokens;
-        if (!q->prefill_left) q->prefill_done_t = t_done;
+        if (!q->prefill_left) {
+            q->prefill_done_t = t_done;
+            reqlat_prefill(&R->rl, R->span_req[i], t_done);
+        }
     }
     R->n_spans = 0;
 }

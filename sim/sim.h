@@ -128,6 +128,8 @@ typedef struct {
     double selected, missed, fetch_bytes, write_bytes, fetch_busy;
     double optional_rows;              /* adaptive: optional rows per (request, group) this step */
     double accepted, verified;         /* speculative: drafts accepted / verified, summed over requests */
+    double expected_accepted;          /* speculative: E[accepted] given the plan, summed (specrun_slot) */
+    double demotions_total;            /* pol_ops.demotes: requests demoted so far, the run's count */
     double union_rows;                 /* speculative: union rows summed over (request, group) */
     double fetched_rows;               /* speculative: rows fetched summed over (request, group) */
     double fetched_pq;                 /* speculative, shared retrieval off: per-query fetch count */
@@ -194,6 +196,17 @@ typedef struct {
     double fetched_bytes_per_token;    /* bytes fetched host to device per output token, measured steps */
     stats_ci ci_tok_s, ci_tpot_mean, ci_tpot_p50, ci_tpot_p90, ci_tpot_p99, ci_fetch_fraction;
     stats_ci ci_rows_per_token, ci_bytes_per_token, ci_tokens_per_step;
+    /* Speculative: tokens/s with the accepted drafts as a control variate (common/stats.h);
+     * when used (cv_used), tok_s_gpu and ci_tok_s are the controlled ones, tok_s_plain the
+     * measured ratio and cv.raw its plain interval. */
+    int cv_used;
+    stats_cv cv;
+    double tok_s_plain;
+    /* pol_ops.demotes: requests demoted, whole run and measured steps, and per 1000
+     * measured steps with its interval (batch means of the per-step count). */
+    int has_demotions;
+    double demotions, measured_demotions, demotions_per_1k;
+    stats_ci ci_demotions_per_1k;
     double wall_s, rows_per_wall_s;    /* wall clock: not deterministic, reported apart */
     sim_tl_row *tl;
     uint32_t n_tl;
@@ -206,6 +219,9 @@ typedef struct {
  * with dh_err() set (bad trace, an impossible workload, a broken invariant). */
 int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *res);
 void sim_result_release(sim_result *r);
+/* The layer-graph context a run of policy on sc starts from (costs, SMs, the all-to-all,
+ * TP): what prefill_iter_s and the step model are evaluated with. 0 or -1 with dh_err(). */
+int sim_step_ctx(const sim_config *sc, pol_kind policy, step_ctx *cx);
 
 /* The keys of an instance ([instance], [policy], [trace]; [workload] and [spec] are wl_schema's
  * and specrun_schema's) and of an all-to-all file (docs/CONFIG.md). */

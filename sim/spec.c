@@ -41,7 +41,8 @@ static const cfg_key draft_keys[] = {
     CK_ROW("draft", "layers", CK_INT, "", 1, 1024, NULL, "Draft layers.", 0),
     CK_ROW("draft", "block", CK_INT, "tokens", 1, SPEC_MAX_GAMMA + 1, NULL, "Tokens one draft pass proposes a block of.", 0),
     CK_ROW("draft", "gamma", CK_INT, "tokens", 1, SPEC_MAX_GAMMA, NULL, "Drafted tokens verified per step (at most block).", 0),
-    CK_ROW("draft", "window", CK_INT, "tokens", 1, 1L << 40, NULL, "The draft's attention window.", 0),
+    CK_ROW("draft", "window", CK_INT, "tokens", 1, 1L << 40, NULL, "The draft's attention window (mtp: optional, the "
+           "newest rows a window-kind MTP layer keeps; absent: the whole context).", 0),
     CK_ROW("draft", "hidden", CK_NUM, "", 1, 1e6, NULL, "Draft hidden size.", 0),
     CK_ROW("draft", "row_bytes", CK_NUM, "bytes", 1, 1e9, NULL, "Bytes of one draft KV row.", 0),
     CK_ROW("draft", "weight_bytes", CK_NUM, "bytes", 1, 1e13, NULL, "Draft weights.", 0),
@@ -149,7 +150,11 @@ static int mtp_keys(cfg *c, spec_draft *d)
     d->gamma = (uint32_t)steps;
     d->topk = (uint32_t)topk;
     d->draft_tokens = d->block = (uint32_t)tokens;
-    d->window = UINT64_MAX;
+    /* A window-kind MTP layer (DeepSeek-V4's: compress ratio 0) keeps its newest rows only. */
+    const long whole = 0;
+    long win;
+    if (cfg_get_int(c, S, "window", &win, &whole, 1, 1L << 40) < 0) return -1;
+    d->window = win ? (uint64_t)win : UINT64_MAX;
     if (cfg_get_double(c, S, "hidden", &d->hidden, CFG_REQUIRED, 1, 1e6) < 0 ||
         cfg_get_double(c, S, "row_bytes", &d->row_bytes, CFG_REQUIRED, 1, 1e9) < 0 ||
         cfg_get_double(c, S, "weight_bytes", &d->weight_bytes, CFG_REQUIRED, 1, 1e13) < 0 ||
@@ -387,6 +392,14 @@ uint32_t spec_accept(const spec_conf *cf, uint32_t verify_len, uint64_t seed, ui
     rng_stream r;
     spec_stream(&r, seed, request, step, SPEC_RNG_ACCEPT);
     return spec_sample_marginal(cf->marginal, verify_len, &r);
+}
+
+double spec_accept_expected(const spec_conf *cf, uint32_t verify_len)
+{
+    DH_BUG_ON(verify_len > cf->gamma);
+    double e = 0;
+    for (uint32_t i = 0; i < verify_len; i++) e += cf->marginal[i];
+    return e;
 }
 
 /* ---- DSpark verify length --------------------------------------------- */

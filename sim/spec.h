@@ -184,6 +184,11 @@ void spec_confidence(const spec_draft *d, uint64_t ctx_len, uint64_t seed, uint3
 /* Accepted drafts for one request this step given its verify length L <= gamma:
  * min(sampled, L) with the (seed, request, step) acceptance stream. */
 uint32_t spec_accept(const spec_conf *cf, uint32_t verify_len, uint64_t seed, uint32_t request, uint32_t step);
+/* E[spec_accept(cf, verify_len, ...)] = marginal[0] + ... + marginal[verify_len - 1]: the
+ * acceptance stream is independent of cf and of the choice of verify_len (other purposes,
+ * or none), so this is exact given the plan; the control variate of the intervals
+ * (common/stats.h) subtracts it from the draws. */
+double spec_accept_expected(const spec_conf *cf, uint32_t verify_len);
 
 /* Step time (seconds) as a function of the batch's total verified query tokens. */
 typedef double (*spec_time_fn)(double verified_tokens, void *user);

@@ -155,9 +155,6 @@ int specrun_config_load(cfg *c, const model_cfg *m, specrun_cfg *s)
         if (s->mtp_layer < 0)
             return dh_err("%s: [draft] layer_kind = '%s': model '%s' has no layer of that kind", s->draft_path,
                           s->draft->layer_kind, m->name);
-        if (m->layer_group[s->mtp_layer] < 0)
-            return dh_err("%s: [draft] layer_kind = '%s' is a window layer; an MTP layer attends like a selecting one",
-                          s->draft_path, s->draft->layer_kind);
     }
     if (*adaptive) {
         char full[512];
@@ -257,14 +254,23 @@ double specrun_mtp_draft_s(const specrun_cfg *s, const step_ctx *cx, uint32_t n,
     if (n == 0 || steps == 0) return 0;
     const uint32_t l = (uint32_t)s->mtp_layer, G = m->n_groups;
     const int32_t g = m->layer_group[l];
+    const model_kind *k = &m->layer[l];
     mbatch one;
     mbatch_init(&one, 1, G);
     step_mb b = one.mb[0];
     /* One draft forward: topk tokens per request through the MTP layers, each attending to the
-     * request's context like the target layer of its kind (its own KV, resident). */
+     * request's context like the target layer of its kind (its own KV, resident): a selecting
+     * kind its top-k of the compressed rows (and its window), a dense kind every compressed row,
+     * a window kind (DeepSeek-V4's MTP layer: compress ratio 0) its newest window rows. */
     b.n_req = n;
     b.tokens = (double)n * d->topk;
     for (uint32_t i = 0; i < n; i++) {
+        const double win = k->window ? (double)(sl[i].ctx < k->window ? sl[i].ctx : k->window) : 0;
+        /* Per request, as the step loop counts them (sim.c: a request's window and context
+         * are read once whatever its query tokens); selections per query token. */
+        b.window_rows += win;
+        b.ctx_tokens += (double)sl[i].ctx;
+        if (g < 0) continue;
         const uint32_t c = m->group[g].compress;
         const double rows = (double)((sl[i].ctx + c - 1) / c);
         b.idx_rows[g] += rows;
@@ -333,6 +339,7 @@ double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, 
     if (gam == 0) {
         for (uint32_t i = 0; i < n; i++) {
             sl[i].L = sl[i].a = 0;
+            sl[i].expected = 0;
             sl[i].queries = 1;
         }
         if (s->adaptive.n_slots && !(s->disable_batch_size && n > s->disable_batch_size)) {
@@ -391,6 +398,7 @@ double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, 
         if (sl[i].L > gam) sl[i].L = gam;
         if (sl[i].L > sl[i].left) sl[i].L = sl[i].left;
         sl[i].a = acc[i] = spec_accept(&cf[i], sl[i].L, seed, sl[i].req, sl[i].pos);
+        sl[i].expected = spec_accept_expected(&cf[i], sl[i].L);
         /* A tree (MTP, topk > 1) verifies its num_draft_tokens nodes; its accepted path is
          * the chain's (the table is of the tree's accepted length). */
         sl[i].queries = sl[i].L + 1;

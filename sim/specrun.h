@@ -112,6 +112,7 @@ typedef struct {
     uint64_t ctx;                /* its context at that position */
     uint32_t left;               /* positions after it in its stream (output_len - pos - 1) */
     uint32_t L, a;               /* the plan: drafts verified, drafts accepted */
+    double expected;             /* E[a] given the plan (spec_accept_expected): the control variate's mean */
     uint32_t queries;            /* query tokens the target scores for it: L + 1, or MTP's
                                   * num_draft_tokens when a tree (topk > 1) is verified */
 } specrun_slot;

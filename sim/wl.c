@@ -55,7 +55,7 @@ int wl_load(cfg *c, wl_cfg *w)
     else if (!strcmp(mode, "open")) w->mode = WL_OPEN;
     else if (!strcmp(mode, "step")) w->mode = WL_STEP;
     else return dh_err("%s: [workload] mode = '%s' (expected closed, open or step)", cfg_name(c), mode);
-    long v, zero = 0;
+    long v;
     if (cfgk_double(c, W, "workload", "concurrency", &w->concurrency) < 0) return -1;
     if (cfgk_int(c, W, "workload", "prompt_len", &v) < 0) return -1;
     w->prompt_len = (uint32_t)v;
@@ -78,9 +78,10 @@ int wl_load(cfg *c, wl_cfg *w)
     /* The warm-up: warmup_steps where given, else warmup_fraction of the steps. */
     double frac;
     if (cfgk_double(c, W, "workload", "warmup_fraction", &frac) < 0) return -1;
-    int explicit_warmup = cfg_has(c, "workload", "warmup_steps");
-    if (cfgk_int_in(c, W, "workload", "warmup_steps", &v, &zero, 0, 1L << 30) < 0) return -1;
-    w->warmup_steps = explicit_warmup ? (uint32_t)v : (uint32_t)floor(frac * w->steps + 1e-9);
+    /* The computed value is the default, so that the defaults a run records (cfg_default_at) hold it. */
+    const long warm_def = (long)floor(frac * w->steps + 1e-9);
+    if (cfgk_int_in(c, W, "workload", "warmup_steps", &v, &warm_def, 0, 1L << 30) < 0) return -1;
+    w->warmup_steps = (uint32_t)v;
     if (w->warmup_steps >= w->steps)
         return dh_err("%s: [workload] warmup_steps = %u leaves no measured step of %u", cfg_name(c), w->warmup_steps, w->steps);
     if (cfgk_int(c, W, "workload", "measure_tokens", &v) < 0) return -1;

@@ -3,6 +3,7 @@
  * sweep file, swrun.h for running, swtab.h for the table). Usage: dhsweep --help. */
 #include "common/dh_err.h"
 #include "common/mem.h"
+#include "common/version.h"
 #include "sweep/swdef.h"
 #include "sweep/swrun.h"
 #include "sweep/swtab.h"
@@ -22,10 +23,6 @@
 
 #ifdef DH_MPI
 #include <mpi.h>
-#endif
-
-#ifndef DH_COMMIT
-#define DH_COMMIT "unknown"
 #endif
 
 extern char **environ;
@@ -166,7 +163,7 @@ static int cmd_run(int argc, char **argv, int check_only)
     ro.parts = (size_t)shard_n * (size_t)rk.size;
     ro.part = (size_t)shard_i * (size_t)rk.size + (size_t)rk.rank;
     ro.progress = !quiet && rk.rank == 0;
-    ro.commit = DH_COMMIT;
+    ro.commit = dh_commit();
 #ifdef DH_MPI
     if (mpi) ro.agree = mpi_agree;
 #endif
@@ -276,7 +273,7 @@ static int cmd_slurm(int argc, char **argv)
     /* Every point's configuration is checked here, before anything is submitted. */
     swrun_stats st;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    swrun_opts chk = { .workers = cores > 0 ? (int)cores : 1, .parts = 1, .commit = DH_COMMIT, .check_only = 1 };
+    swrun_opts chk = { .workers = cores > 0 ? (int)cores : 1, .parts = 1, .commit = dh_commit(), .check_only = 1 };
     if (swrun_run(&d, &chk, &st) < 0) dh_die_last("dhsweep");
     char **axes = dh_calloc(d.n_axes + 1, sizeof *axes);
     for (size_t i = 0; i < d.n_axes; i++) axes[i] = d.axes[i].key;
@@ -486,9 +483,9 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "--version")) {
 #ifdef DH_MPI
-        printf("dhsweep %s (mpi: yes)\n", DH_COMMIT);
+        printf("dhsweep %s (mpi: yes)\n", dh_commit());
 #else
-        printf("dhsweep %s (mpi: no)\n", DH_COMMIT);
+        printf("dhsweep %s (mpi: no)\n", dh_commit());
 #endif
         return 0;
     }

@@ -9,6 +9,7 @@
 #include "common/dh_err.h"
 #include "common/mem.h"
 #include "common/path.h"
+#include "sim/prov.h"
 #include "sim/sim.h"
 #include "traces/gen.h"
 
@@ -24,12 +25,7 @@
 #define MAX_AXIS_VALUES 1000000
 #define MAX_UNITS 100000000
 
-uint64_t swdef_fnv(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
-    return h;
-}
+uint64_t swdef_fnv(uint64_t h, const void *data, size_t n) { return prov_fnv(h, data, n); }
 
 /* ---- the schema (docs/CONFIG.md is printed from it: bin/dhconfig schema) ---- */
 

@@ -8,6 +8,7 @@
 #include "common/dh_err.h"
 #include "common/mem.h"
 #include "sim/out.h"
+#include "sim/prov.h"
 #include "sim/sim.h"
 #include "sweep/jsn.h"
 #include "traces/gen.h"
@@ -140,19 +141,10 @@ static int stream_key(const sim_config *sc, const swdef_task *t, uint64_t *key, 
 }
 
 /* The digest of the resolved configuration: every file's entries after the
- * overrides, the generator overrides and the policy. */
+ * overrides, the generator overrides and the policy (sim/prov.h, the one dhsim records). */
 static void config_digest(const sim_config *sc, const swdef_task *t, const char *label, char out[17])
 {
-    uint64_t h = SWDEF_FNV_INIT;
-    cfg *files[3] = { sc->inst, sc->model_cfgf, sc->hw_cfgf };
-    for (int i = 0; i < 3; i++) {
-        char *s = cfg_to_string(files[i]);
-        h = swdef_fnv(h, s, strlen(s) + 1);
-        free(s);
-    }
-    for (int i = 0; i < t->n_gen; i++) h = swdef_fnv(h, t->gen_sets[i], strlen(t->gen_sets[i]) + 1);
-    h = swdef_fnv(h, label, strlen(label) + 1);
-    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    prov_digest(sc, t->gen_sets, t->n_gen, label, out);
 }
 
 /* What decides the task's results: the resolved configuration less the

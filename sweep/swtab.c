@@ -5,8 +5,11 @@
  * same order (all of them) find each column at the first try. */
 #include "sweep/swtab.h"
 #include "common/dh_err.h"
+#include "common/h5attr.h"
 #include "common/h5det.h"
+#include "common/version.h"
 #include "common/mem.h"
+#include "sim/out.h"
 #include "sweep/jsn.h"
 
 #include <dirent.h>
@@ -163,6 +166,7 @@ int swtab_load(const char *dir, swtab *t)
         }
     char want[17];
     snprintf(want, sizeof want, "%s", digest);
+    snprintf(t->digest, sizeof t->digest, "%s", digest);
     jsn_free(man);
 
     snprintf(path, sizeof path, "%s/points", dir);
@@ -369,6 +373,18 @@ int swtab_write_csv(const swtab *t, const char *path)
     return write_atomic_end(path, tmp, f);
 }
 
+/* A column's unit: the table's own columns are names, indices and counts; the
+ * inputs' and the figures' units are the config schemas' and the JSON's. */
+static const char *swtab_unit(const char *name)
+{
+    static const char *const own[] = { "point", "seed", "policy", "status", "error", "config", "commit", "sweep_digest",
+                                       "config_digest", "ci_n" };
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (!strcmp(name, own[i])) return "";
+    const char *u = out_unit_of(name);
+    return u ? u : "unknown";
+}
+
 int swtab_write_h5(const swtab *t, const char *path)
 {
     char tmp[1300];
@@ -418,6 +434,13 @@ int swtab_write_h5(const swtab *t, const char *path)
         dh_err("'%s': unable to write dataset /results", tmp);
         goto done;
     }
+    /* What the columns measure and what wrote the table (common/h5attr.h). */
+    const char **units = dh_calloc(t->n_cols + 1, sizeof *units);
+    for (size_t c = 0; c < t->n_cols; c++) units[c] = swtab_unit(t->cols[c].name);
+    int bad = h5_attr_strs(ds, "units", units, t->n_cols) < 0 || h5_attr_str(file, "tool", "dhsweep") < 0 ||
+              h5_attr_str(file, "commit", dh_commit()) < 0 || h5_attr_str(file, "sweep_digest", t->digest) < 0;
+    free(units);
+    if (bad) { dh_err_prefix("'%s': ", tmp); goto done; }
     rc = 0;
 done:
     if (ds >= 0 && H5Dclose(ds) < 0 && rc == 0) rc = dh_err("'%s': HDF5 close failed", tmp);

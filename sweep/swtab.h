@@ -18,6 +18,11 @@
  *                     fixed-length strings), which h5py reads as a numpy
  *                     record array and pandas as a DataFrame:
  *                       pandas.DataFrame(h5py.File("DIR/results.h5")["results"][()])
+ *                     with the attribute "units", one per field in field order
+ *                     (out_unit_of, sim/out.h: "" for counts and text, "1" for
+ *                     ratios), and on the root the tool, its commit and the
+ *                     sweep's digest (each row holds its point's commit and
+ *                     config_digest)
  * Both are written to a temporary name and renamed, byte-reproducibly. */
 #ifndef DH_SWTAB_H
 #define DH_SWTAB_H
@@ -36,6 +41,7 @@ typedef struct {
     size_t units, units_found, rows_failed;
     char **axes;         /* the sweep's axis keys */
     size_t n_axes;
+    char digest[17];     /* the sweep's (its manifest's) */
 } swtab;
 
 /* The sweep manifest, DIR/sweep.json, written by every run of the sweep. */

@@ -11,7 +11,15 @@
 #     measured steps, and fetched rows and bytes per output token that are the
 #     whole run's ratios (missed rows / tokens over the measured steps);
 #   - the table prints the intervals and the legend, one extrapolation line per
-#     policy at most, and the headline's agreement line.
+#     policy at most, and the headline's agreement line;
+#   - the speculative column's tokens/s is the control-variate estimate
+#     (common/stats.h): its plain twin and interval are in the JSON, the
+#     controlled interval is narrower and the controlled estimate lies inside
+#     the plain interval; the plain columns have no control;
+#   - the demotions: exactly the policies that demote report them, their rate
+#     is the measured count per 1000 measured steps, within the run's count;
+#   - make run's committed output (tests/golden/run-compare.json, the default
+#     length) has every column's tokens/s half-width at most 1 % of its value.
 bin=./bin/dhsim
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass() { echo "PASS $1"; }
@@ -59,3 +67,34 @@ if grep -q "output tokens/s per GPU .*±" "$tmp/c.txt" && grep -q "^±: 95 % con
    grep -q "^  agreement: " "$tmp/c.txt" && [ "$(grep '^note: ' "$tmp/c.txt" | cut -d: -f2 | sort | uniq -d | wc -l)" -eq 0 ]; then
   pass "table: intervals, legend, one extrapolation line per policy, agreement"
 else fail "table: intervals, legend, one extrapolation line per policy, agreement"; fi
+python3 - "$tmp/c.json" <<'EOF' && pass "control variate on the speculative column" || fail "control variate on the speculative column"
+import json, sys
+bad = []
+for r in json.load(open(sys.argv[1]))["runs"]:
+    cv = r.get("control_variate")
+    if ("spec" in r) != (cv is not None): bad.append((r["policy"], "control present", cv))
+    if cv is None: continue
+    h, hp, t, tp = r["ci95_half"]["tok_s_per_gpu"], cv["ci95_half_plain"], r["tok_s_per_gpu"], cv["tok_s_per_gpu_plain"]
+    if not (0 < h < hp) or not abs(t - tp) <= hp: bad.append((r["policy"], t, h, tp, hp))
+print(bad)
+sys.exit(1 if bad else 0)
+EOF
+python3 - "$tmp/c.json" <<'EOF' && pass "demotions where the policy demotes" || fail "demotions where the policy demotes"
+import json, sys
+bad = []
+for r in json.load(open(sys.argv[1]))["runs"]:
+    d = r.get("demotions")
+    if (r["policy"] in ("sglang-dynamic", "sglang-watermark")) != (d is not None): bad.append((r["policy"], d))
+    if d is None: continue
+    if not (0 <= d["measured"] <= d["count"]) or abs(d["per_1k_steps"] - 1000 * d["measured"] / r["measured_steps"]) > 1e-9:
+        bad.append((r["policy"], d))
+print(bad)
+sys.exit(1 if bad else 0)
+EOF
+python3 - tests/golden/run-compare.json <<'EOF' && pass "make run: every tokens/s within 1 %" || fail "make run: every tokens/s within 1 %"
+import json, sys
+bad = [(r["policy"], r["ci95_half"]["tok_s_per_gpu"] / r["tok_s_per_gpu"])
+       for r in json.load(open(sys.argv[1]))["runs"] if not r["ci95_half"]["tok_s_per_gpu"] <= 0.01 * r["tok_s_per_gpu"]]
+print(bad)
+sys.exit(1 if bad else 0)
+EOF

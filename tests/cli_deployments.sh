@@ -39,8 +39,8 @@ mkdir "$tmp/planted"
 cp "$dir/glm52-cookbook-h200-fp8-ht.ini" "$tmp/planted/"
 sed -i 's/^output_per_gpu = 184.0$/output_per_gpu = 92.0/' "$tmp/planted/glm52-cookbook-h200-fp8-ht.ini"
 $dhcal deployments "$tmp/planted" --csv "$tmp/p.csv" >"$tmp/p.txt" 2>&1
-r1=$(grep '^glm52-cookbook' "$tmp/t.csv" | cut -d, -f6)
-r2=$(grep '^glm52-cookbook' "$tmp/p.csv" | cut -d, -f6)
+r1=$(grep '^glm52-cookbook-h200-fp8-ht,' "$tmp/t.csv" | cut -d, -f6)
+r2=$(grep '^glm52-cookbook-h200-fp8-ht,' "$tmp/p.csv" | cut -d, -f6)
 if [ -n "$r1" ] && awk -v a="$r1" -v b="$r2" 'BEGIN { exit !(b > 1.99 * a && b < 2.01 * a) }' &&
    grep '^glm52-cookbook' "$tmp/p.csv" | grep -q ',missed,' && grep -q '^0 of 1 points within targets' "$tmp/p.txt"
 then pass planted_ratio_moves; else fail planted_ratio_moves "ratio $r1 -> $r2"; fi

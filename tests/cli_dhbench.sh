@@ -28,13 +28,13 @@ bad b2b_negative "--b2b '-2'" --suite default --b2b -2
 bad reps_word "--reps 'many'" --suite default --reps many
 bad reps_huge "--reps '99999999999'" --suite default --reps 99999999999
 # Grid values, on the command line and in a suite file: checked for every point before the device.
-bad attn_version "version 14 is not 1 to 13" --kernel attention version=8,14
+bad attn_version "version 18 is not 1 to 17" --kernel attention version=8,18
 bad attn_diag_name "diag=bogus" --kernel attention version=8 diag=bogus
 bad attn_diag_version "diag=producer: need" --kernel attention version=6 diag=producer
 bad attn_diag_qhi_version "diag=qhi: need" --kernel attention version=10 diag=qhi
 bad attn_format "format 'fp4'" --kernel attention format=fp8,fp4
 bad verify_version "verify: version 0" --kernel verify version=0
-bad ring_version "ring: version 14" --kernel ring version=14
+bad ring_version "ring: version 18" --kernel ring version=18
 bad not_integer "version=x is not an integer" --kernel attention version=x
 bad gather_version "gather: version 5" --kernel gather version=5
 bad gather_row_bytes "row_bytes 700" --kernel gather row_bytes=700
@@ -47,7 +47,8 @@ bad topk_dist "dist 'zipf'" --kernel topk dist=normal,zipf
 bad indexer_version "version 6 is not 1 to 5" --kernel indexer version=6
 bad indexer_tiles_version "version 5 only" --kernel indexer version=4 tiles=8
 bad indexer_tiles_negative "tiles=-1" --kernel indexer version=5 tiles=-1
-bad indexer_queries_version "more than one query needs version 5" --kernel indexer version=4 queries=2
+bad indexer_queries_many "need 1 to 8 queries" --kernel indexer version=4 queries=9
+bad as_arch_bad "--as-arch: 'sm_75' is not an architecture" --suite default --as-arch sm_75
 bad indexer_queries_wide "queries=8 heads=64" --kernel indexer version=5 heads=64 queries=8
 bad indexer_queries_odd "queries=3 heads=32" --kernel indexer version=5 heads=32 queries=3
 bad indexer_topk "topk version 9 is not 1 to 6" --kernel indexer topk=9

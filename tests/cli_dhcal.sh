@@ -99,6 +99,19 @@ if [ $rc -eq 1 ] && echo "$out" | grep -q "needs the draft_s column"; then pass 
 # calibrate takes at most four paths; --configs and --timelines belong to validate --simulate.
 out=$($dhcal calibrate a.ini b c.csv d.ini e 2>&1); rc=$?
 if [ $rc -eq 1 ] && [ "$out" = "dhcal: calibrate: unknown or extra argument 'e'" ]; then pass calibrate_extra_argument; else fail calibrate_extra_argument "rc=$rc out=$out"; fi
+
+# An output directory names the profile after the benchmarks' GPU (measured-<device>.ini); lines of
+# two GPUs in one directory are an error naming both. (The calibration itself then fails here on a
+# replay file that does not exist: nothing is written.)
+mkdir -p "$tmp/a100" "$tmp/two" "$tmp/prof"
+sed 's/,NVIDIA H200,/,NVIDIA A100-SXM4-80GB,/' measurements/h200/default-topk.csv > "$tmp/a100/default-topk.csv"
+out=$($dhcal calibrate "$tmp/prof/" "$tmp/a100" "$tmp/none.csv" 2>&1); rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q "the profile is $tmp/prof/measured-nvidia-a100-sxm4-80gb.ini" &&
+   [ -z "$(ls "$tmp/prof")" ]; then pass calibrate_device_profile; else fail calibrate_device_profile "rc=$rc out=$out"; fi
+cp "$tmp/a100/default-topk.csv" "$tmp/two/a.csv"; cp measurements/h200/default-topk.csv "$tmp/two/b.csv"
+out=$($dhcal calibrate "$tmp/prof" "$tmp/two" 2>&1); rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q "two devices ('NVIDIA A100-SXM4-80GB', 'NVIDIA H200')"; then pass calibrate_two_devices
+else fail calibrate_two_devices "rc=$rc out=$out"; fi
 out=$($dhcal validate --replay tests/data/replay_small.csv --sim tests/data/sim_small.tsv --timelines "$tmp/tl" 2>&1); rc=$?
 if [ $rc -eq 1 ] && echo "$out" | grep -q "go with --simulate PROFILE" && [ ! -e "$tmp/tl" ]; then pass validate_timelines_need_simulate; else fail validate_timelines_need_simulate "rc=$rc out=$out"; fi
 # A configurations file with a key the reader does not know is an error naming it.

@@ -15,9 +15,10 @@ cfgfile() {
 }
 cfgfile lru lru 0; cfgfile held2 hisparse 2; cfgfile dspark adaptive+dspark 0
 # bad NAME WANT ARGS...: exit 2 and exactly one stderr line containing WANT.
-bad attention_version "--attention-version '14'" --attention-version 14 --run hs4k
+bad attention_version "--attention-version '18'" --attention-version 18 --run hs4k
 bad topk_version "--topk-version '0'" --topk-version 0 --run hs4k
 bad indexer_version "--indexer-version '6'" --indexer-version 6 --run hs4k
+bad as_arch "--as-arch: 'sm_70' is not an architecture" --as-arch sm_70 --run hs4k
 bad run_policy "policy 'lru'" --configs "$tmp/lru.ini" --run a
 bad run_heldout "heldout = 2 is outside" --configs "$tmp/held2.ini" --run a
 bad run_unknown "no replay configuration 'nosuch'" --run nosuch
@@ -51,7 +52,7 @@ dry_matches dry_run_verify_adaptive_matches_gpu_replay measurements/h200/replay-
 dry_matches dry_run_verify_r64_matches_gpu_replay measurements/h200/replay-glm53-64x25k-verify.csv sa6k-r64 --run sa6k-r64
 dry_matches dry_run_r64_matches_gpu_replay measurements/h200/replay-glm53-64x25k.csv hs4k-r64 --run hs4k-r64
 if bin/dhcal simulate --profile models/hw/h200.ini --out "$tmp/sim" sp2k >/dev/null 2>&1; then
-  awk -F'\t' 'NR > 2 && $1 < 6 {print "sp2k," $1 "," $9}' "$tmp/sim/sp2k.tsv" > "$tmp/simv"
+  awk -F'\t' 'NR > 1 && $3 < 6 {print "sp2k," $3 "," $11}' "$tmp/sim/sp2k.tsv" > "$tmp/simv"
   awk -F, '{print $1 "," $2 "," $3}' "$tmp/dry_run_verify_matches_gpu_replay" > "$tmp/gotv3"
   if [ "$(wc -l < "$tmp/simv")" -eq 6 ] && cmp -s "$tmp/simv" "$tmp/gotv3"; then echo "PASS dry_run_verify_matches_simulator"
   else echo "FAIL dry_run_verify_matches_simulator ($(diff "$tmp/simv" "$tmp/gotv3" | head -3 | tr '\n' ' '))"; fi
@@ -59,7 +60,6 @@ else
   echo "FAIL dry_run_verify_matches_simulator (dhcal simulate failed)"
 fi
 bad draft_policy "policy 'adaptive+dspark'" --configs "$tmp/dspark.ini" --run a
-bad verify_indexer "need --indexer-version 5" --indexer-version 3 --run sp4k
 bad skip_part "'gemm' is not indexer, attention, dense, experts or fetch" --skip attention,gemm --run hs4k
 bad fetch_priority "--fetch-priority 'highest' is not default or high" --fetch-priority highest --run hs4k
 bad out_unwritable "--out: cannot write '$tmp/no/such/dir/a.csv'" --out "$tmp/no/such/dir/a.csv" --run hs4k

@@ -159,6 +159,13 @@ for k in ("point", "seed", "policy", "policy.hisparse_budget_k", "workload.steps
     assert k in t.dtype.names, k
 for r, x in zip(rows, t):
     assert r["policy"] == x["policy"].decode() and float(r["tok_s_per_gpu"]) == x["tok_s_per_gpu"]
+# A unit per field (none unknown: the figures' table in sim/out.c and the config schemas cover every column),
+# and what wrote the table.
+f = h5py.File(d + "/results.h5", "r")
+u = dict(zip(t.dtype.names, [str(x) for x in f["results"].attrs["units"]]))
+assert len(u) == len(t.dtype.names) and not [k for k, v in u.items() if v == "unknown"], [k for k, v in u.items() if v == "unknown"]
+assert u["tok_s_per_gpu"] == u["tok_s_per_gpu_ci95"] == "tokens/s" and u["tpot_p90_s"] == "s/token" and u["fetch_bytes"] == "bytes"
+assert f.attrs["tool"] == "dhsweep" and f.attrs["commit"] == t["commit"][0].decode() and f.attrs["sweep_digest"] == t["sweep_digest"][0].decode()
 # The interval of (point 0, hisparse) from its two seeds: t(0.975, 1) = 12.706.
 v = [float(r["tok_s_per_gpu"]) for r in rows if r["point"] == "0" and r["policy"] == "hisparse"]
 m = sum(v) / 2; s = math.sqrt(sum((y - m) ** 2 for y in v))

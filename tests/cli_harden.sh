@@ -115,6 +115,11 @@ for f in tests/fuzz/hdf5-defects/*.h5; do
     use-after-free-attr-exists-1) needle="attribute 'model' (datatype of 2836 bytes runs past the message of 64)" ;;
     segv-vlen-conv-1) needle="damaged HDF5 symbol table B-tree (child at byte 8192 is not a symbol node)" ;;
     segv-vlen-conv-2) needle="attribute 'generator_params' (variable-length value names object 63490 of the global heap at byte 2048, which has no such object)" ;;
+    segv-dense-heap-address-1) needle="object header at byte 27896 (dense storage's fractal heap at byte 43448 is not one)" ;;
+    segv-dense-heap-address-2) needle="object header at byte 15536 (dense storage's fractal heap at byte 18446744073709551360 is not one)" ;;
+    segv-chunk-fletcher-size-1) needle="chunk B-tree node at byte 25800 (a chunk of 2 bytes at byte 9213, too small for its filters)" ;;
+    oom-chunk-size-1) needle="chunk B-tree node at byte 41520 (a chunk of 4160749584 bytes at byte 9994, past the end of the file)" ;;
+    oom-chunk-size-2) needle="chunk B-tree node at byte 25800 (a chunk of 4194304068 bytes at byte 9341, past the end of the file)" ;;
     *) needle="damaged HDF5" ;;
   esac
   err1 "hdf5_defect_$d" "$needle" $DHT check "$f"
@@ -130,6 +135,9 @@ craft gcol_size
 err1 gcol_size_past_eof "(a collection of 2147483648 bytes past the end of the file)" $DHT check "$T/gcol_size.h5"
 craft forged_chunk_elem
 err1 forged_chunk_element_size "object header at byte 9520 (dataset of 17-byte elements in chunks of 18-byte elements)" $DHT check "$T/forged_chunk_elem.h5"
+# A version-1 header (no checksum) reached only through a dense group's fractal heap.
+craft dense_v1_forged
+err1 dense_group_member_header "(dataspace of rank 40)" $DHT check "$T/dense_v1_forged.h5"
 
 # The pre-check is sound: it never rejects a file HDF5 wrote. The tools' own files (traces, one
 # with dense groups, a timeline, a sweep table) and h5py files of every structure it walks
@@ -144,7 +152,8 @@ small_sweep "$T/sw.ini" "$T/sw" hisparse 1
 bin/dhsweep run "$T/sw.ini" --quiet >/dev/null 2>"$T/err" || fail h5pre_sweep_table "$(cat "$T/err")"
 $PY tests/h5_valid_zoo.py "$T/a.h5" "$T/zoo" 2>"$T/err" || fail h5pre_zoo "$(cat "$T/err")"
 nt=0; no=0; bad=
-for f in "$T/a.h5" "$T/b.h5" "$T/dense.h5" "$T"/zoo/trace-*.h5; do
+craft dense_v1
+for f in "$T/a.h5" "$T/b.h5" "$T/dense.h5" "$T/dense_v1.h5" "$T"/zoo/trace-*.h5; do
   nt=$((nt + 1)); $DHT check "$f" >/dev/null 2>"$T/err" || bad="$bad $(basename "$f"): $(head -c 200 "$T/err")"
 done
 for f in "$T/tl.h5" "$T/sw/results.h5" "$T"/zoo/zoo-*.h5; do

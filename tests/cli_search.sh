@@ -47,7 +47,7 @@ else echo "FAIL search_memory_bound ($(cat "$tmp/s2" "$tmp/e2"))"; fi
 # finish fast, and every one is replaced.
 "$bin" --policy adaptive+dflash2 --concurrency 16 --steps 150 --set workload.prompt_len=4000 --set workload.output_len=32 \
   --set workload.output_len_max=64 --quiet --timeline "$tmp/sp" 2>"$tmp/e3"
-n=$(awk -F'\t' 'NR > 2 && NF > 5 && $4 == 2' "$tmp/sp.tsv" | wc -l)
+n=$(awk -F'\t' 'NR > 1 && $6 == 2' "$tmp/sp.tsv" | wc -l)
 if [ "$n" -eq 150 ]; then echo "PASS spec_replaced_all_run"; else echo "FAIL spec_replaced_all_run ($n of 150 steps at 2 requests; $(cat "$tmp/e3"))"; fi
 
 # Per-request CSV: one row per arrived request, their TTFTs defined.

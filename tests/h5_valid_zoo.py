@@ -83,6 +83,8 @@ for libver in ("earliest", "latest"):
             g.create_dataset("gzip", data=np.arange(5000, dtype="<i8"), chunks=(333,), compression="gzip",
                              compression_opts=9, shuffle=True, fletcher32=True)
             g.create_dataset("lzf", data=np.arange(5000, dtype="<f4"), chunks=(100,), compression="lzf")
+            # 1,000 chunks: a chunk B-tree of more than one level.
+            g.create_dataset("many_chunks", data=np.arange(5000, dtype="<u2"), chunks=(5,), fletcher32=True)
             g.create_dataset("scaleoffset", data=np.arange(5000, dtype="<i4"), chunks=(1000,), scaleoffset=0)
             g.create_dataset("ext", data=np.arange(50, dtype="<u2"), chunks=(7,), maxshape=(None,))
             g.create_dataset("ext2d", data=np.ones((20, 30)), chunks=(4, 5), maxshape=(None, None), compression="gzip")

@@ -99,6 +99,33 @@ def copy(f, g, skip_attr=(), skip=()):
     f.visititems(visit)
 
 
+# An old-format file (version-1 object headers, no checksums) whose dense group (creation
+# order tracked, more than 8 links) holds a dataset with a damaged dataspace: only a walk
+# through the group's fractal heap reaches that header (dense_v1_forged); dense_v1 is the
+# same file undamaged, which must check ok.
+if mode in ("dense_v1", "dense_v1_forged"):
+    with h5py.File(src, "r") as f, h5py.File(dst, "w", libver="earliest") as g:
+        copy(f, g)
+        notes = g.create_group("notes", track_order=True)
+        for i in range(10):
+            notes.create_dataset(f"d{i}", data=np.arange(4, dtype=np.uint32))
+    if mode == "dense_v1_forged":
+        with h5py.File(dst, "r") as f:
+            off = h5py.h5o.get_info(f["notes/d5"].id).addr
+        d = bytearray(open(dst, "rb").read())
+        assert d[off] == 1, "not a version-1 object header"
+        p, end, hit = off + 16, off + 16 + int.from_bytes(d[off + 8:off + 12], "little"), False
+        while end - p >= 8:
+            typ, msize = int.from_bytes(d[p:p + 2], "little"), int.from_bytes(d[p + 2:p + 4], "little")
+            if typ == 1:
+                d[p + 8 + 1] = 40                                 # rank 40, above HDF5's 32
+                hit = True
+            p += 8 + msize
+        assert hit, "no dataspace message"
+        open(dst, "wb").write(d)
+    sys.exit(0)
+
+
 # The latest file format stores large attributes densely (the 1 MiB string below).
 with h5py.File(src, "r") as f, h5py.File(dst, "w", libver="latest") as g:
     if mode == "attr_array":          # a scalar attribute stored as an array of four

@@ -98,6 +98,42 @@ static void test_cfg_set_arg_and_roundtrip(void **state)
     cfg_free(d);
 }
 
+/* The defaults a getter took are listed once each, in the order read, as text that
+ * reads back to the same value; keys the file gives and required keys are not. */
+static void test_cfg_defaults_listed(void **state)
+{
+    (void)state;
+    cfg *c;
+    assert_int_equal(cfg_load_string("d.ini", "[a]\nx = 2\n", &c), 0);
+    double x, y, z = 0.1;
+    long n, nd = -7;
+    int b, bd = 1;
+    const char *str;
+    assert_int_equal(cfg_get_double(c, "a", "x", &x, &z, 0, 10), 0);
+    assert_int_equal(cfg_get_double(c, "a", "y", &y, &z, 0, 10), 1);
+    assert_int_equal(cfg_get_double(c, "a", "y", &y, &z, 0, 10), 1);
+    assert_int_equal(cfg_get_int(c, "b", "n", &n, &nd, -10, 10), 1);
+    assert_int_equal(cfg_get_bool(c, "a", "on", &b, &bd), 1);
+    assert_int_equal(cfg_get_string(c, "a", "name", &str, "x y"), 1);
+    assert_int_equal(cfg_get_double(c, "a", "req", &y, CFG_REQUIRED, 0, 1), -1);
+    const char *want[][3] = { { "a", "y", "0.1" }, { "b", "n", "-7" }, { "a", "on", "true" }, { "a", "name", "x y" } };
+    assert_int_equal(cfg_default_count(c), 4);
+    for (size_t i = 0; i < 4; i++) {
+        const char *sec, *key, *val;
+        cfg_default_at(c, i, &sec, &key, &val);
+        assert_string_equal(sec, want[i][0]);
+        assert_string_equal(key, want[i][1]);
+        assert_string_equal(val, want[i][2]);
+    }
+    /* A value that %.15g does not carry exactly is written with 17 digits. */
+    double third = 1.0 / 3;
+    assert_int_equal(cfg_get_double(c, "a", "third", &y, &third, 0, 1), 1);
+    const char *sec, *key, *val;
+    cfg_default_at(c, 4, &sec, &key, &val);
+    assert_true(strtod(val, NULL) == third);
+    cfg_free(c);
+}
+
 static void test_rng_streams_independent_of_order(void **state)
 {
     (void)state;
@@ -152,6 +188,7 @@ int main(void)
         cmocka_unit_test(test_cfg_typed_getters),
         cmocka_unit_test(test_cfg_rejects_bad_values),
         cmocka_unit_test(test_cfg_set_arg_and_roundtrip),
+        cmocka_unit_test(test_cfg_defaults_listed),
         cmocka_unit_test(test_rng_streams_independent_of_order),
         cmocka_unit_test(test_rng_uniform_moments),
     };

@@ -742,6 +742,20 @@ static void test_malformed_csv(void **state)
     assert_string_equal(t.rows[0].s[BCSV_PATTERN], "uniform");
     /* Without the optional "timing" column every line was timed on its own. */
     assert_string_equal(t.rows[0].s[BCSV_TIMING], "isolated");
+    /* Nor the optional "arch": it reads as empty. */
+    assert_string_equal(t.rows[0].s[BCSV_ARCH], "");
+    bcsv_release(&t);
+
+    /* With "arch" first, the GPU's architecture as written. */
+    snprintf(path, sizeof path, "%s/arch.csv", tmpdir);
+    f = fopen(path, "w");
+    fprintf(f, "arch,%s\nsm_86,%s", bcsv_header(), ok);
+    fclose(f);
+    bcsv_init(&t);
+    assert_int_equal(bcsv_load(&t, path), 0);
+    assert_int_equal(t.n, 1);
+    assert_string_equal(t.rows[0].s[BCSV_ARCH], "sm_86");
+    assert_true(t.rows[0].v[BCSV_MEDIAN_US] == 10.5);
     bcsv_release(&t);
 
     /* With it, in any position, the cell is read as written; and it can be selected. */

@@ -169,6 +169,43 @@ static void test_scaled_profile_scales(void **state)
     }
 }
 
+/* The prefill GEMM table ([hw] prefill_gemm_m, prefill_gemm_flops, prefill_expert_flops): the
+ * three keys together, M increasing, no rate above the FP8 peak; a scaled profile scales it
+ * by the FP8 ratio. */
+static void test_prefill_gemm_table(void **state)
+{
+    (void)state;
+    static hw_profile hw, s;
+    load("models/hw/h200.ini", &hw);
+    assert_true(hw.prefill_gemm.n == 5 && hw.prefill_expert.n == 5);
+    assert_true(hw.prefill_gemm.x[0] == 1024 && hw.prefill_expert.x[4] == 16384);
+    cfg *c;
+    assert_int_equal(cfg_load("models/hw/h200-datasheet.ini", &c), 0);
+    cfg_set(c, "hw", "prefill_gemm_m", "1024, 2048");
+    assert_int_equal(hw_load(c, &s), -1);
+    assert_non_null(strstr(dh_errmsg(), "go together"));
+    cfg_free(c);
+    assert_int_equal(cfg_load("models/hw/h200.ini", &c), 0);
+    cfg_set(c, "hw", "prefill_expert_flops", "1e15, 1e15");
+    assert_int_equal(hw_load(c, &s), -1);
+    assert_non_null(strstr(dh_errmsg(), "has 5 items but prefill_expert_flops has 2"));
+    cfg_set(c, "hw", "prefill_expert_flops", "1e15, 1e15, 1e15, 1e15, 2e15");
+    assert_int_equal(hw_load(c, &s), -1);
+    assert_non_null(strstr(dh_errmsg(), "prefill_expert_flops"));
+    assert_non_null(strstr(dh_errmsg(), "above"));
+    cfg_set(c, "hw", "prefill_expert_flops", "1e15, 1e15, 1e15, 1e15, 1e15");
+    cfg_set(c, "hw", "prefill_gemm_m", "1024, 512, 4096, 8192, 16384");
+    assert_int_equal(hw_load(c, &s), -1);
+    assert_non_null(strstr(dh_errmsg(), "increasing"));
+    cfg_free(c);
+    assert_int_equal(load_text("models/hw/x.ini", "[profile]\nbase = h200.ini\n[hw]\nname = x\nfp8_flops = 3958e12\n", &s), 0);
+    for (size_t i = 0; i < 5; i++) {
+        assert_true(s.prefill_gemm.x[i] == hw.prefill_gemm.x[i]);
+        assert_true(rel_eq(s.prefill_gemm.y[i], 2 * hw.prefill_gemm.y[i]));
+        assert_true(rel_eq(s.prefill_expert.y[i], 2 * hw.prefill_expert.y[i]));
+    }
+}
+
 /* The datasheet profile is the fitted forms at efficiency 1: attention and weights at hbm_bw,
  * one launch each. Written out as fitted keys, the same times. */
 static void test_datasheet_is_fitted_form_at_efficiency_1(void **state)
@@ -204,6 +241,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fitted_override_is_explicit),
         cmocka_unit_test(test_scaled_profile_scales),
+        cmocka_unit_test(test_prefill_gemm_table),
         cmocka_unit_test(test_datasheet_is_fitted_form_at_efficiency_1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,7 +7,13 @@
  * warm-up, the first decision is at batch 15 (update_interval 5): EMA 2 x 0.8^15 = 0.070 is
  * below 1 - 0.5 and below 0.5, so the steps fall from 3 past 1 to 0 in one decision. At 0 the
  * EMA no longer moves; the decision at batch 20 probes the next candidate, 1. A planted fault
- * (a trace fed accepted drafts that keep the EMA high) must keep 3. */
+ * (a trace fed accepted drafts that keep the EMA high) must keep 3.
+ *
+ * DeepSeek-V4-Flash's MTP draft (models/drafts/dsv41flash-mtp.ini, issue 18): MTP-1 on the
+ * window-only layer kind its config gives the MTP layer (compress ratio 0); its per-GPU
+ * weights against a hand sum from models/dsv41flash.ini's kinds; its KV the window's rows;
+ * one draft forward the swa layer's cost over the window rows, which a context-long read (the
+ * planted fault) would exceed; `--spec mtp` resolving the draft from the model's name. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,6 +107,70 @@ static void test_draft_cost_is_the_layer(void **state)
     assert_true(specrun_mtp_draft_s(&f->sp, &cx, 16, sl, 0) == 0);
 }
 
+static void test_v4_flash_draft(void **state)
+{
+    (void)state;
+    model_cfg m;
+    hw_profile hw;
+    specrun_cfg sp;
+    cfg *mc, *hc, *ic;
+    memset(&m, 0, sizeof m);
+    memset(&hw, 0, sizeof hw);
+    memset(&sp, 0, sizeof sp);
+    /* mode mtp without a draft: the loader takes models/drafts/<model>-mtp.ini. */
+    if (cfg_load("models/dsv41flash.ini", &mc) < 0 || model_load(mc, &m) < 0 || cfg_load("models/hw/h200.ini", &hc) < 0 ||
+        hw_load(hc, &hw) < 0 || cfg_load_string("inst", "[spec]\nmode = mtp\n", &ic) < 0 ||
+        specrun_config_load(ic, &m, &sp) < 0)
+        fail_msg("%s", dh_errmsg());
+    cfg_free(mc);
+    cfg_free(hc);
+    cfg_free(ic);
+    const spec_draft *d = sp.draft;
+    assert_int_equal(d->kind, SPEC_MTP);
+    assert_string_equal(d->target, "dsv41flash");
+    /* MTP-1: one drafted token, verified with the last accepted one. */
+    assert_int_equal(d->gamma, 1);
+    assert_int_equal(d->topk, 1);
+    assert_int_equal(d->draft_tokens, 2);
+    const uint32_t l = (uint32_t)sp.mtp_layer;
+    const model_kind *k = &m.layer[l];
+    assert_string_equal(k->name, "swa");
+    assert_int_equal(m.layer_group[l], -1);
+    assert_int_equal(k->select, MODEL_SELECT_WINDOW);
+    /* Its KV: the window's rows at the layer's row size, whatever the context. */
+    assert_true(spec_ring_bytes(d, 500000, 1) == (double)k->window * k->row_bytes);
+    assert_true(spec_ring_rows(d, 100, 1) == 100);
+    /* Per GPU (EP 4, DP attention 4): a quarter of the routed experts, and the attention,
+     * shared expert, router and eh_proj (2 hidden -> hidden) replicated, in block FP8. */
+    const double rest = (k->attn_params + k->shared_expert_params + k->router_params + 2 * m.hidden * m.hidden) *
+                        m.quant_bytes_per_param;
+    const double per_gpu = m.experts * m.expert_bytes / 4 + rest;
+    assert_true(fabs(spec_weight_bytes_per_gpu(d) - per_gpu) <= 1e-9 * per_gpu);
+    /* Acceptance falls with context, one bucket after the other. */
+    for (uint32_t b = 1; b < d->n_buckets; b++) assert_true(d->bucket[b].marginal[0] < d->bucket[b - 1].marginal[0]);
+    /* One draft forward: the swa layer over its window rows (no indexer, no selection). */
+    step_ctx cx = {.model = &m, .hw = &hw, .attention_dp = 4, .moe_ep = 4, .compute_sms = hw.sms - hw.fetch_sms,
+                   .dense_bytes_per_layer = 107e6, .a2a_ranks_per_token = 1};
+    specrun_slot sl[8];
+    memset(sl, 0, sizeof sl);
+    for (int i = 0; i < 8; i++) sl[i].ctx = 500000;
+    enum { G = 64 };
+    double z[9][G];
+    memset(z, 0, sizeof z);
+    step_mb mb = {.n_req = 8, .tokens = 8, .sel = z[0], .idx_rows = z[1], .miss = z[2], .pages = z[3], .written = z[4],
+                  .window_rows = 8.0 * k->window, .ctx_tokens = 8 * 500000.0};
+    assert_true(step_indexer_s(&cx, &mb, l) == 0);
+    const double layer = step_compute_s(&cx, &mb, l);
+    const double extra = cost_roofline_time(&hw.cost.roof, d->pass_bytes, d->flops_per_token * 8, d->fp8, cx.compute_sms);
+    const double one = specrun_mtp_draft_s(&sp, &cx, 8, sl, 1);
+    assert_true(fabs(one - (layer + extra)) <= 1e-12 * one);
+    /* The planted fault: reading the whole context instead of the window costs more. */
+    mb.window_rows = 8 * 500000.0;
+    assert_true(step_compute_s(&cx, &mb, l) + extra > one * 1.01);
+    specrun_config_release(&sp);
+    model_release(&m);
+}
+
 static void test_adaptive_routing(void **state)
 {
     fixture *f = *state;
@@ -146,6 +216,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shipped_draft),
         cmocka_unit_test(test_draft_cost_is_the_layer),
+        cmocka_unit_test(test_v4_flash_draft),
         cmocka_unit_test(test_adaptive_routing),
         cmocka_unit_test(test_adaptive_trace),
     };

@@ -13,7 +13,8 @@
  * watermark reference applies the high/low hysteresis at each admission. Every
  * output of every position (selected, hits, fetched, written, evicted,
  * resident, host regions) and every demotion position must agree. A planted
- * fault (demoting the smallest first) shows the comparison can fail. */
+ * fault (demoting the smallest first) shows the comparison can fail. The demotion counter
+ * that make run prints equals the reference's number of demoted requests. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -458,6 +459,9 @@ static int dynamic_case(pol_kind kind, int order, int fault, uint32_t *n_demoted
         }
         free(ps[i]);
     }
+    /* The counter make run reports (pol_env.sgl_demotions) is the reference's demoted requests. */
+    assert_true(ops->demotes);
+    if (!fault) assert_int_equal(e.sgl_demotions, *n_demoted);
     pol_env_release(&e);
     world_release(&w);
     return (int)mismatches;

@@ -38,6 +38,33 @@ static step_ctx ctx_of(const fixture *f)
     return cx;
 }
 
+/* The measured prefill GEMM rate at m, written from the profile's description (hw.h): linear
+ * in log(m) between the table's points, its end values beyond them. */
+static double table_rate(const cost_table *t, double m)
+{
+    if (m <= t->x[0]) return t->y[0];
+    if (m >= t->x[t->n - 1]) return t->y[t->n - 1];
+    size_t i = 1;
+    while (t->x[i] < m) i++;
+    const double u = (log(m) - log(t->x[i - 1])) / (log(t->x[i]) - log(t->x[i - 1]));
+    return t->y[i - 1] + u * (t->y[i] - t->y[i - 1]);
+}
+
+/* A layer's GEMMs in the reference (prefill.h): with the profile's prefill table, the routed
+ * experts' FLOPs (k experts of expert_bytes / bytes per parameter, per token) at the rate of
+ * their rows (the instance's tokens x k over the EP GPUs), the rest at M = tokens, the
+ * weights at weight_bw as the floor, plus the layer's fixed cost; without it the GEMM form. */
+static double ref_gemm(const fixture *f, const step_ctx *cx, int moe, double w, double tokens, double dec)
+{
+    const model_cfg *md = &f->model;
+    const double flops = 2.0 * md->active_params / md->n_layers * tokens;
+    if (!f->hw.prefill_gemm.n) return cost_gemm_time(&f->hw.cost, w, flops, cx->compute_sms);
+    const double fe = moe ? 2.0 * md->experts_per_token * md->expert_bytes / md->quant_bytes_per_param * tokens : 0;
+    const double rows = (tokens * cx->attention_dp + dec) * md->experts_per_token / cx->moe_ep;
+    const double tf = (flops - fe) / table_rate(&f->hw.prefill_gemm, tokens) + fe / table_rate(&f->hw.prefill_expert, rows);
+    return f->hw.cost.gemm.fixed_s + fmax(w / f->hw.cost.gemm.bw, tf);
+}
+
 /* The slow reference: token by token. with_indexer 0 is the planted fault. */
 static double reference(const fixture *f, const step_ctx *cx, const prefill_span *sp, uint32_t n, double dec,
                         int with_indexer, double *written)
@@ -61,14 +88,18 @@ static double reference(const fixture *f, const step_ctx *cx, const prefill_span
         for (uint32_t i = 0; i < n; i++)
             if (g >= 0 && k->select == MODEL_SELECT_OWN)
                 keys += floor((sp[i].start + sp[i].tokens - 1) / md->group[g].compress) + 1;
-        t += cost_attention_time(&f->hw.cost, rows * k->row_bytes,
-                                 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim), k->attn_fp8, cx->compute_sms);
+        const double ab = rows * k->row_bytes, af = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
+        /* The prefill kernel's rate when the profile gives one: FLOPs at it, bytes at hbm_bw. */
+        if (f->hw.prefill_attn_flops > 0)
+            t += f->hw.cost.attn.launch_s + fmax(ab / f->hw.cost.roof.hbm_bw, af / f->hw.prefill_attn_flops);
+        else
+            t += cost_attention_time(&f->hw.cost, ab, af, k->attn_fp8, cx->compute_sms);
         if (with_indexer && macs > 0)
             t += cost_roofline_time(&f->hw.cost.roof, keys * k->indexer_key_bytes, 2 * macs, 1, cx->compute_sms);
         double w = cx->dense_bytes_per_layer;
         if (k->moe)
             w += md->experts / cx->moe_ep * (1 - pow(1 - md->experts_per_token / md->experts, tokens + dec)) * md->expert_bytes;
-        t += cost_gemm_time(&f->hw.cost, w, 2.0 * md->active_params / md->n_layers * tokens, cx->compute_sms);
+        t += ref_gemm(f, cx, k->moe, w, tokens, dec);
         if (k->moe)
             for (int p = 0; p < 2; p++)
                 t += cx->a2a_lat_s[p] + tokens * cx->a2a_ranks_per_token *
@@ -96,6 +127,39 @@ static void test_iteration_against_reference(void **state)
     /* Nothing to prefill costs nothing. */
     const prefill_span none = {5, 0};
     assert_true(prefill_iter_s(&cx, &none, 1, 0, NULL, NULL) == 0);
+}
+
+/* The measured table at its own points: a dense layer's GEMMs at M = 2048 tokens take their
+ * FLOPs over the table's projection rate at 2048 (models/hw/h200.ini: 1226e12), a MoE
+ * layer's experts at 8 DP ranks x 2048 tokens x 8 / 8 = 16384 rows the experts' rate there
+ * (1409e12); without the table the GEMM form (cost_gemm_time) as before. */
+static void test_gemm_table_known_answer(void **state)
+{
+    fixture *f = *state;
+    const step_ctx cx = ctx_of(f);
+    const model_cfg *md = &f->model;
+    assert_true(f->hw.prefill_gemm.n == 5 && f->hw.prefill_gemm.x[1] == 2048 && f->hw.prefill_gemm.y[1] == 1226e12);
+    const double flops = 2.0 * md->active_params / md->n_layers * 2048;
+    const double dense = prefill_gemm_s(&cx, 0, 0, flops, 2048, 0);
+    assert_true(fabs(dense - (f->hw.cost.gemm.fixed_s + flops / 1226e12)) <= 1e-12 * dense);
+    const double fe = 2.0 * 8 * md->expert_bytes / md->quant_bytes_per_param * 2048;
+    const double moe = prefill_gemm_s(&cx, 1, 0, flops, 2048, 0);
+    assert_true(fabs(moe - (f->hw.cost.gemm.fixed_s + (flops - fe) / 1226e12 + fe / 1409e12)) <= 1e-12 * moe);
+    /* Weights larger than the tensor time: the streaming floor. */
+    const double w = 1e10;
+    assert_true(fabs(prefill_gemm_s(&cx, 0, w, flops, 2048, 0) - (f->hw.cost.gemm.fixed_s + w / f->hw.cost.gemm.bw)) <= 1e-15);
+    /* The prefill attention: FLOPs at the published 640 TFLOP/s (models/hw/h200.ini), the
+     * rows' bytes at hbm_bw when they take longer, plus the attention's launch. */
+    assert_true(f->hw.prefill_attn_flops == 640e12);
+    const double la = f->hw.cost.attn.launch_s;
+    assert_true(fabs(prefill_attention_s(&cx, 1e6, 6.4e12, 0) - (la + 0.01)) <= 1e-12);
+    assert_true(fabs(prefill_attention_s(&cx, 4.8e10, 6.4e9, 0) - (la + 0.01)) <= 1e-12);
+    /* No table: the decode GEMM form. */
+    hw_profile bare = f->hw;
+    bare.prefill_gemm.n = bare.prefill_expert.n = 0;
+    step_ctx c2 = cx;
+    c2.hw = &bare;
+    assert_true(prefill_gemm_s(&c2, 1, 3e8, flops, 2048, 0) == cost_gemm_time(&bare.cost, 3e8, flops, cx.compute_sms));
 }
 
 static void test_written_is_prompt_kv(void **state)
@@ -178,6 +242,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_iteration_against_reference),
         cmocka_unit_test(test_written_is_prompt_kv),
+        cmocka_unit_test(test_gemm_table_known_answer),
         cmocka_unit_test(test_mixed_step_is_sum_of_parts),
         cmocka_unit_test(test_config),
     };

@@ -31,22 +31,33 @@
  *    lists, comments, and the fixed-layout messages (link, group and attribute
  *    info, times, reference counts);
  *  - every global heap collection ("GCOL") in the file, walked as HDF5 walks it,
- *    and of HDF5's sizes (at least 4096 bytes, inside the file).
+ *    and of HDF5's sizes (at least 4096 bytes, inside the file);
+ *  - a dense store's fractal heap and B-tree headers (signature, version,
+ *    checksum, inside the file) where a link or attribute info message names
+ *    them;
+ *  - every chunk of a version-1 chunk B-tree (no checksum): inside the file,
+ *    at least a byte, four with a Fletcher-32 filter applied; a single-chunk
+ *    index's filtered chunk likewise.
  *
  * Left to HDF5: fractal heaps and version-2 B-trees of dense attribute and
- * link storage (every block of them carries a checksum HDF5 verifies), chunk
- * indexes (version-1 B-tree nodes are bounded by HDF5 itself; the newer ones
- * are checksummed), and raw data. One gap follows: a version-1 object header
- * (no checksum, no signature) reached only through a dense group (an old-format
- * file whose group holds an external link, or more than 8 links with creation
- * order tracked) is not checked. tests/fuzz/RESULTS.md has the trade-offs.
+ * link storage (every block of them carries a checksum HDF5 verifies), the
+ * newer chunk indexes (checksummed), and raw data. The members of a dense group are still
+ * checked: once the headers the links reach are done, HDF5 lists each dense
+ * group's links (through the group's header, checked by then) and the headers
+ * they name are checked like any other, so a version-1 header (no checksum)
+ * reached only through a dense group (an old-format file whose group tracks
+ * creation order, or holds an external link) is covered too.
+ * tests/fuzz/RESULTS.md has the trade-offs.
  *
  * Cost: O(metadata) plus one memmem pass over the file for "GCOL" and one for
  * "OHDR" (about a second per GB, the page cache's speed). */
 #include "traces/h5pre.h"
 
 #include "common/dh_err.h"
+#include "common/h5init.h"
 #include "common/mem.h"
+
+#include <hdf5.h>
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -75,6 +86,10 @@ typedef struct {
     /* Object headers still to check; local: found by the scan, not by a link. */
     struct todo { uint64_t off; int local; } *todo;
     size_t ntodo, captodo;
+    /* Headers, reached by links, of groups whose links are stored densely (a
+     * link info message naming a fractal heap); ndense_done of them resolved. */
+    uint64_t *dense;
+    size_t ndense, capdense, ndense_done;
     int local;              /* the header being checked was found by the scan */
     /* The dataset messages of the header being checked, compared at its end. */
     struct {
@@ -82,6 +97,9 @@ typedef struct {
         uint64_t nelem, tsize;         /* elements, bytes per element */
         unsigned lclass, lver;         /* layout class (0 compact, 1 contiguous, 2 chunked), version */
         uint64_t lsize, laddr, celem;  /* stored data size, contiguous address, chunk element size */
+        uint64_t lbtree;               /* a version-3 chunked layout's chunk B-tree */
+        unsigned lndims;               /* its dimensions (the element's included) */
+        unsigned fletcher;             /* 1 + the Fletcher-32 filter's place in the pipeline, or 0 */
     } ds;
 } h5p;
 
@@ -537,13 +555,68 @@ static int check_layout(h5p *c, const char *where, const unsigned char *p, uint6
             if (q >= n) return fail(c, "%s (layout message of %llu bytes)", where, (unsigned long long)n);
             w = p[q++];
             if (w < 1 || w > 8) return fail(c, "%s (chunk dimensions of %u bytes)", where, w);
-        } else q += 8; /* the B-tree address */
+        } else {
+            if (n - q < 8) return fail(c, "%s (layout message of %llu bytes)", where, (unsigned long long)n);
+            c->ds.lbtree = le64(p + q);
+            c->ds.lndims = ndims;
+            q += 8;
+        }
         if (q > n || (uint64_t)w * ndims > n - q)
             return fail(c, "%s (chunked layout of %u dimensions runs past its %llu bytes)", where, ndims, (unsigned long long)n);
         /* The last chunk dimension is the size of one element. */
         c->ds.layout = 1;
         c->ds.lclass = 2;
         c->ds.celem = le_n(p + q + (uint64_t)w * (ndims - 1), w);
+        q += (uint64_t)w * ndims;
+        /* A single-chunk index of a filtered dataset: the chunk's stored size
+         * (which HDF5 allocates to read it) and filter mask, then its address. */
+        if (ver == 4 && q < n && p[q] == 1 && (p[2] & 0x02) && !c->local) {
+            if (n - q < 1 + 8 + 4 + 8) return fail(c, "%s (single-chunk index runs past its layout message)", where);
+            uint64_t size = le64(p + q + 1), addr = le64(p + q + 13), off = abs_addr(c, addr);
+            if (addr != UNDEF_ADDR && (size == 0 || off == UINT64_MAX || !inside(c, off, size)))
+                return fail(c, "%s (a chunk of %llu bytes at byte %llu, past the end of the file)", where, (unsigned long long)size,
+                            (unsigned long long)addr);
+        }
+    }
+    return 0;
+}
+
+/* A version-1 chunk B-tree (node type 1, no checksum), walked as HDF5 reads
+ * it: HDF5 1.10.8 allocates each chunk's stored size from its key and reads
+ * that many bytes from the chunk's address, and its Fletcher-32 filter takes
+ * the last four bytes of the chunk as the checksum whatever the chunk's size.
+ * Every chunk must lie inside the file, hold a byte, and with that filter four. */
+static int check_chunk_btree(h5p *c, uint64_t hdr, uint64_t rel, int level)
+{
+    uint64_t off = abs_addr(c, rel);
+    if (rel == UNDEF_ADDR) return 0; /* no chunk written */
+    if (off == UINT64_MAX || !inside(c, off, 24) || memcmp(c->m + off, "TREE", 4) != 0 || c->m[off + 4] != 1)
+        return fail(c, "object header at byte %llu (chunk B-tree at byte %llu is not one)", (unsigned long long)hdr,
+                    (unsigned long long)rel);
+    if (!seen_add(c, off, SEEN_BTREE)) return 0;
+    int lvl = c->m[off + 5];
+    if (level >= 0 && lvl != level)
+        return fail(c, "chunk B-tree node at byte %llu (level %d under a node of level %d)", (unsigned long long)off, lvl, level + 1);
+    unsigned used = le16(c->m + off + 6);
+    /* Keys (chunk size, filter mask, an offset per dimension) and children
+     * alternate: key0, child0, key1, ..., keyN. */
+    uint64_t ksize = 8 + 8ull * c->ds.lndims, stride = ksize + 8;
+    if (!inside(c, off + 24, stride * used + ksize))
+        return fail(c, "chunk B-tree node at byte %llu (runs past the file)", (unsigned long long)off);
+    for (unsigned i = 0; i < used; i++) {
+        const unsigned char *key = c->m + off + 24 + stride * i;
+        uint64_t child = le64(key + ksize);
+        if (lvl > 0) {
+            if (check_chunk_btree(c, hdr, child, lvl - 1) < 0) return -1;
+            continue;
+        }
+        /* The filter mask's bit i set: filter i was skipped for this chunk. */
+        uint64_t size = le32(key), coff = abs_addr(c, child);
+        unsigned f = c->ds.fletcher, least = f && f <= 32 && !(le32(key + 4) >> (f - 1) & 1) ? 4 : 1;
+        if (size < least || coff == UINT64_MAX || !inside(c, coff, size))
+            return fail(c, "chunk B-tree node at byte %llu (a chunk of %llu bytes at byte %llu%s)", (unsigned long long)off,
+                        (unsigned long long)size, (unsigned long long)child,
+                        size < least ? ", too small for its filters" : ", past the end of the file");
     }
     return 0;
 }
@@ -554,7 +627,7 @@ static int check_layout(h5p *c, const char *where, const unsigned char *p, uint6
  * the dataspace and datatype but copies from the stored data, so a compact
  * dataset that holds fewer bytes is read from a null buffer, and a datatype
  * of a damaged size makes it allocate that size times the elements. */
-static int check_dataset(const h5p *c, uint64_t hdr)
+static int check_dataset(h5p *c, uint64_t hdr)
 {
     if (!c->ds.space || !c->ds.type || !c->ds.layout) return 0;
     uint64_t want = c->ds.tsize && c->ds.nelem > UINT64_MAX / c->ds.tsize ? UINT64_MAX : c->ds.nelem * c->ds.tsize;
@@ -563,6 +636,7 @@ static int check_dataset(const h5p *c, uint64_t hdr)
         if (c->ds.celem != c->ds.tsize)
             return fail(c, "object header at byte %llu (dataset of %llu-byte elements in chunks of %llu-byte elements)",
                         (unsigned long long)hdr, (unsigned long long)c->ds.tsize, (unsigned long long)c->ds.celem);
+        if (c->ds.lver == 3 && !c->local) return check_chunk_btree(c, hdr, c->ds.lbtree, -1);
         return 0;
     }
     if (c->ds.lclass == 1 && c->ds.lver < 3) return 0; /* no stored size */
@@ -579,7 +653,7 @@ static int check_dataset(const h5p *c, uint64_t hdr)
     return 0;
 }
 
-static int check_filters(const h5p *c, const char *where, const unsigned char *p, uint64_t n)
+static int check_filters(h5p *c, const char *where, const unsigned char *p, uint64_t n)
 {
     if (n < 2) return fail(c, "%s (filter pipeline message of %llu bytes)", where, (unsigned long long)n);
     unsigned ver = p[0], nf = p[1];
@@ -589,6 +663,7 @@ static int check_filters(const h5p *c, const char *where, const unsigned char *p
     for (unsigned i = 0; i < nf; i++) {
         if (q > n || n - q < 2) goto past;
         unsigned id = le16(p + q);
+        if (id == 3) c->ds.fletcher = i + 1;
         int has_name = ver == 1 || id >= 256;
         uint64_t hdr = has_name ? 8 : 6;
         if (n - q < hdr) goto past;
@@ -695,6 +770,113 @@ past:
     return fail(c, "%s (link message runs past its %llu bytes)", where, (unsigned long long)n);
 }
 
+/* ---- dense groups ---------------------------------------------------------- */
+
+/* HDF5 reads a dense store's fractal heap header and version-2 B-tree headers
+ * at the addresses the link or attribute info message gives, and in 1.10.8
+ * copies from past the file's end when one is not there. Each must be inside
+ * the file with its signature, version 0 and its checksum: HDF5 writes no other
+ * (8-byte addresses and lengths, as everything this module reads). */
+static int check_dense_store(const h5p *c, const char *where, uint64_t heap, uint64_t name_bt, uint64_t order_bt)
+{
+    if (heap == UNDEF_ADDR) return 0; /* links or attributes stored compactly */
+    uint64_t h = abs_addr(c, heap);
+    const unsigned char *m = c->m;
+    /* The heap header: 142 bytes, an I/O filter pipeline of the length at byte 7
+     * with 12 bytes of its own when there is one, then the checksum. */
+    uint64_t hlen = 0;
+    if (h != UINT64_MAX && inside(c, h, 146) && memcmp(m + h, "FRHP", 4) == 0 && m[h + 4] == 0) {
+        uint64_t flen = le16(m + h + 7);
+        hlen = 142 + (flen ? 12 + flen : 0);
+        if (!inside(c, h, hlen + 4) || lookup3(m + h, (size_t)hlen) != le32(m + h + hlen)) hlen = 0;
+    }
+    if (hlen == 0) return fail(c, "%s (dense storage's fractal heap at byte %llu is not one)", where, (unsigned long long)heap);
+    uint64_t bt[2] = { name_bt, order_bt };
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && bt[i] == UNDEF_ADDR) break;
+        uint64_t b = abs_addr(c, bt[i]);
+        if (b == UINT64_MAX || !inside(c, b, 38) || memcmp(m + b, "BTHD", 4) != 0 || m[b + 4] != 0 ||
+            lookup3(m + b, 34) != le32(m + b + 34))
+            return fail(c, "%s (dense storage's %s index at byte %llu is not a B-tree header)", where,
+                        i ? "creation-order" : "name", (unsigned long long)bt[i]);
+    }
+    return 0;
+}
+
+static void dense_add(h5p *c, uint64_t hdr)
+{
+    if (c->ndense == c->capdense) {
+        c->capdense = c->capdense ? 2 * c->capdense : 16;
+        c->dense = dh_realloc(c->dense, c->capdense * sizeof *c->dense);
+    }
+    c->dense[c->ndense++] = hdr;
+}
+
+typedef struct { h5p *c; uint64_t group; int rc; } dense_walk;
+
+#if H5_VERSION_GE(1, 12, 0)
+static herr_t dense_link(hid_t gid, const char *name, const H5L_info2_t *info, void *arg)
+#else
+static herr_t dense_link(hid_t gid, const char *name, const H5L_info_t *info, void *arg)
+#endif
+{
+    (void)name;
+    dense_walk *w = arg;
+    if (info->type != H5L_TYPE_HARD) return 0;
+#if H5_VERSION_GE(1, 12, 0)
+    haddr_t a = HADDR_UNDEF;
+    if (H5VLnative_token_to_addr(gid, info->u.token, &a) < 0) return 0;
+#else
+    (void)gid;
+    haddr_t a = info->u.address;
+#endif
+    uint64_t oh = abs_addr(w->c, (uint64_t)a);
+    if (oh == UINT64_MAX || !inside(w->c, oh, 16)) {
+        w->rc = fail(w->c, "group at byte %llu (a densely stored hard link to an address outside the file)",
+                     (unsigned long long)w->group);
+        return -1;
+    }
+    todo_push(w->c, oh, 0);
+    return 0;
+}
+
+/* The members of the dense groups found since the last call, queued as if a
+ * link message had named them. A dense group's links live in a fractal heap
+ * indexed by a version-2 B-tree, every block of which carries a checksum that
+ * HDF5 verifies; HDF5 walks them here, through the group's object header,
+ * which has been checked already. The members' own headers are then checked
+ * like any other: a version-1 header (no checksum) reached only through a dense
+ * group (an old-format file whose group tracks creation order, or holds an
+ * external link) is covered this way. When HDF5 cannot read the group, the
+ * reader reports it the same way later: nothing is queued. */
+static int dense_members(h5p *c, hid_t *fid)
+{
+    if (*fid < 0) {
+        h5_init();
+        *fid = H5Fopen(c->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        if (*fid < 0) {
+            c->ndense_done = c->ndense;
+            return 0;
+        }
+    }
+    for (; c->ndense_done < c->ndense; c->ndense_done++) {
+        uint64_t g = c->dense[c->ndense_done];
+        hid_t gid = H5Oopen_by_addr(*fid, (haddr_t)(g - c->base));
+        if (gid < 0) continue;
+        dense_walk w = { c, g, 0 };
+        hsize_t idx = 0;
+        if (H5Iget_type(gid) == H5I_GROUP)
+#if H5_VERSION_GE(1, 12, 0)
+            H5Literate2(gid, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, dense_link, &w);
+#else
+            H5Literate(gid, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, dense_link, &w);
+#endif
+        H5Oclose(gid);
+        if (w.rc < 0) return -1;
+    }
+    return 0;
+}
+
 /* ---- object headers ------------------------------------------------------ */
 
 typedef struct { uint64_t off, len; } chunk;
@@ -767,6 +949,12 @@ static int check_message(h5p *c, uint64_t hdr, unsigned type, unsigned mflags, c
         if (n < need)
             return fail(c, "%s (message of type %u has %llu bytes, its fields take %llu)", where, type, (unsigned long long)n,
                         (unsigned long long)need);
+        if ((type == 0x02 || type == 0x15) && !c->local) {
+            /* Link or attribute info: a dense store's heap and indexes. */
+            const unsigned char *a = p + 2 + (f & 1 ? (type == 0x02 ? 8 : 2) : 0);
+            if (check_dense_store(c, where, le64(a), le64(a + 8), f & 2 ? le64(a + 16) : UNDEF_ADDR) < 0) return -1;
+            if (type == 0x02 && le64(a) != UNDEF_ADDR) dense_add(c, hdr);
+        }
         return 0;
     }
     case 0x0d: /* comment: HDF5 copies it up to its terminator */
@@ -932,13 +1120,20 @@ int h5pre_check(const char *path)
      * continuations, links and heap IDs may point into space reused since, so
      * those are not followed from a header found that way. */
     size_t i = 0;
-    for (; i < c.ntodo && rc == 0; i++) rc = check_ohdr(&c, c.todo[i].off);
+    hid_t fid = H5I_INVALID_HID;
+    for (;;) {
+        for (; i < c.ntodo && rc == 0; i++) rc = check_ohdr(&c, c.todo[i].off);
+        if (rc != 0 || c.ndense_done == c.ndense) break;
+        rc = dense_members(&c, &fid);
+    }
+    if (fid >= 0) H5Fclose(fid);
     if (rc == 0) find_v2_headers(&c);
     for (; i < c.ntodo && rc == 0; i++) {
         c.local = c.todo[i].local;
         rc = check_ohdr(&c, c.todo[i].off);
     }
 done:
+    free(c.dense);
     free(c.seen);
     free(c.todo);
     munmap(map, (size_t)c.size);

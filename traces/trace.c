@@ -29,9 +29,11 @@
 #include "common/mem.h"
 #include "traces/trace.h"
 #include "common/dh_err.h"
+#include "common/h5attr.h"
 #include "common/h5det.h"
 #include "common/h5init.h"
 #include "common/ofile.h"
+#include "common/version.h"
 #include "traces/h5pre.h"
 
 #include <hdf5.h>
@@ -268,14 +270,17 @@ static int w_attr_str(trace_writer *w, const char *name, const char *val)
     return rc;
 }
 
-static int w_u32_dataset(trace_writer *w, const char *name, const uint32_t *vals, uint32_t n)
+/* A shape dataset with its "unit" attribute (common/h5attr.h; "" for an index). */
+static int w_u32_dataset(trace_writer *w, const char *name, const uint32_t *vals, uint32_t n, const char *unit)
 {
     hsize_t dims[1] = { n };
     hid_t sp = H5Screate_simple(1, dims, NULL);
     hid_t dcpl = h5_untimed(H5P_DATASET_CREATE);
     hid_t d = sp < 0 || dcpl < 0 || h5_make_parents(w->file, name, w->gcpl) < 0
                   ? -1 : H5Dcreate2(w->file, name, H5T_STD_U32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    int rc = d < 0 || (n && H5Dwrite(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, vals) < 0) ? -1 : 0;
+    int rc = d < 0 || (n && H5Dwrite(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, vals) < 0) ||
+                     h5_attr_str(d, "unit", unit) < 0
+                 ? -1 : 0;
     if (rc < 0) h5_capture();
     if (d >= 0) H5Dclose(d);
     if (dcpl >= 0) H5Pclose(dcpl);
@@ -458,13 +463,14 @@ static int write_all(trace_writer *w, sel_source *src, trace_progress_fn progres
         w_attr(w, "keyframe_interval", H5T_STD_U32LE, H5T_NATIVE_UINT32, &m->keyframe_interval) < 0 ||
         w_attr(w, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &m->seed) < 0 ||
         w_attr_str(w, "generator", m->generator) < 0 || w_attr_str(w, "preset", m->preset) < 0 ||
-        w_attr_str(w, "generator_params", m->generator_params) < 0 || w_attr_str(w, "row_coding", "delta") < 0)
+        w_attr_str(w, "generator_params", m->generator_params) < 0 || w_attr_str(w, "row_coding", "delta") < 0 ||
+        w_attr_str(w, "commit", dh_commit()) < 0)
         return -1;
-    if (w_u32_dataset(w, "layer_group", sh->layer_group, sh->n_layers) < 0 ||
-        w_u32_dataset(w, "group_k", sh->group_k, sh->n_groups) < 0 ||
-        w_u32_dataset(w, "group_compress", sh->group_compress, sh->n_groups) < 0 ||
-        w_u32_dataset(w, "requests/prompt_len", sh->prompt_len, sh->n_requests) < 0 ||
-        w_u32_dataset(w, "requests/output_len", sh->output_len, sh->n_requests) < 0)
+    if (w_u32_dataset(w, "layer_group", sh->layer_group, sh->n_layers, "") < 0 ||
+        w_u32_dataset(w, "group_k", sh->group_k, sh->n_groups, "rows") < 0 ||
+        w_u32_dataset(w, "group_compress", sh->group_compress, sh->n_groups, "tokens/row") < 0 ||
+        w_u32_dataset(w, "requests/prompt_len", sh->prompt_len, sh->n_requests, "tokens") < 0 ||
+        w_u32_dataset(w, "requests/output_len", sh->output_len, sh->n_requests, "tokens") < 0)
         return -1;
     uint64_t total = (uint64_t)sh->n_requests * sh->n_groups, done = 0;
     for (uint32_t r = 0; r < sh->n_requests; r++)

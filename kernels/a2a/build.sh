@@ -9,7 +9,6 @@ set -e
 cd "$(dirname "$0")/../.."
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
-CUDA_ARCH=${CUDA_ARCH:-sm_90}
 CC=${CC:-cc}
 
 # The first directory under a Python path's nvidia/ package tree that holds a file named $1
@@ -42,4 +41,4 @@ if [ -e "$lib/libnccl.so" ]; then nccl=libnccl.so; else nccl=libnccl.so.2; fi
 echo "build.sh: nccl.h from $inc, libnccl from $lib" >&2
 
 # The Makefile's rule builds it (its file list and flags), with NCCL where it was found here.
-exec make bin/dha2a NVCC="$NVCC" CUDA_ARCH="$CUDA_ARCH" CC="$CC" NCCL_LIB="$lib/$nccl" NCCL_INC="$inc"
+exec make bin/dha2a NVCC="$NVCC" ${CUDA_ARCHS:+CUDA_ARCHS="$CUDA_ARCHS"} CC="$CC" NCCL_LIB="$lib/$nccl" NCCL_INC="$inc"

@@ -58,6 +58,9 @@ enum { ATTN6_TILE_ROWS = 64 };
  * the one variant whose output is meant to be right: it measures the lo term's accuracy and cost). */
 enum { A6_DIAG_NONE = 0, A6_DIAG_PRODUCER = 1, A6_DIAG_CONSUMERS = 2, A11_DIAG_NODEQUANT = 3, A11_DIAG_QHI = 4 };
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
+/* Version 14 (clusters of two blocks): the blocks of its clusters resident at once for a's
+ * shape, or a very large count where a falls back to version 8 (BF16 rows, 64 heads). */
+int attn14_resident_blocks(const attn_args &a);
 /* Inside the library: version 8's main kernel alone (kernels/lib/attention_wgmma.cu); callers
  * use dhk_attention_launch (kernels/dhk.h), which adds the splits and their combine. */
 void dhk__attn8_launch(const attn_args &a, float *out, cudaStream_t stream);

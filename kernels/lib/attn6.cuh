@@ -73,7 +73,22 @@ template <int V> struct a6_variant {
     static constexpr bool merge = version == 9;     /* splits merged in the kernel (cooperative) */
     static constexpr bool pipe = version == 10;     /* producer with the next tile's loads in flight */
     static constexpr int diag = V > 80 ? V % 10 : 0;
+    static constexpr bool hint = version == 15;     /* version 8 with the row loads prefetching 256 B into L2 */
 };
+
+/* A 16-byte load of a selected row's bytes; HINT: read-only, not kept in L1, with the L2
+ * fetching the 256-byte span around it at the first touch (ld.global.nc.L1::no_allocate.L2::256B,
+ * FlashMLA's sparse decode loads: its rows are read in 16-64 byte pieces by several
+ * instructions, so the row's later pieces find their sectors in L2). */
+template <bool HINT>
+__device__ __forceinline__ uint4 a6_ld_row16(const uint8_t *p)
+{
+    if (!HINT) return *(const uint4 *)p;
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
 
 /* Byte offset of 16-byte chunk c (columns 8c .. 8c+7) of row r in a 64-row tile: column block
  * c / 8 at 8 KB each, rows of 128 B, chunk position XOR-ed with r % 8 (the 128-byte swizzle,
@@ -88,6 +103,10 @@ __device__ __forceinline__ void a6_consumer_bar() { asm volatile("bar.sync 1, 25
 __device__ __forceinline__ void a6_cp_async16(uint32_t dst, const void *src, int src_bytes)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void a6_cp_async16_l2(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
 /* The wgmma instructions (accumulators fp32): S += Q K^T for 32 rows (m64n32k16, both operands
@@ -146,13 +165,15 @@ __device__ __forceinline__ void a6_dequant_chunk(uint8_t *stage, int j, int o, u
 
 /* Row j of a BF16 tile by cp.async into the stage at sst: this thread's 36 chunks (hf, hf + 2,
  * ..) in the swizzled layout; not valid: zeros (a zero-byte copy from the valid address any). */
+template <bool HINT = false>
 __device__ __forceinline__ void a6_cp_async_row(uint32_t sst, int j, int hf, bool valid, const uint8_t *src,
                                                 const void *any)
 {
 #pragma unroll 4
     for (int i = 0; i < 36; i++) {
         const int c = hf + 2 * i;
-        a6_cp_async16(sst + a6_swz(j, c), valid ? (const void *)(src + c * 16) : any, valid ? 16 : 0);
+        if (HINT) a6_cp_async16_l2(sst + a6_swz(j, c), valid ? (const void *)(src + c * 16) : any, valid ? 16 : 0);
+        else a6_cp_async16(sst + a6_swz(j, c), valid ? (const void *)(src + c * 16) : any, valid ? 16 : 0);
     }
 }
 
@@ -188,11 +209,13 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
             uint4 lat[16], rope[4];
             float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
             if (valid) {
+                constexpr bool H = a6_variant<V>::hint;
 #pragma unroll
-                for (int i = 0; i < 16; i++) lat[i] = *(const uint4 *)(src + (hf + 2 * i) * 16);
+                for (int i = 0; i < 16; i++) lat[i] = a6_ld_row16<H>(src + (hf + 2 * i) * 16);
 #pragma unroll
-                for (int i = 0; i < 4; i++) rope[i] = *(const uint4 *)(src + KREF_LATENT + 16 + (hf + 2 * i) * 16);
-                sc = *(const float4 *)(src + KREF_LATENT);
+                for (int i = 0; i < 4; i++) rope[i] = a6_ld_row16<H>(src + KREF_LATENT + 16 + (hf + 2 * i) * 16);
+                const uint4 s4 = a6_ld_row16<H>(src + KREF_LATENT);
+                sc = make_float4(__uint_as_float(s4.x), __uint_as_float(s4.y), __uint_as_float(s4.z), __uint_as_float(s4.w));
             } else {
 #pragma unroll
                 for (int i = 0; i < 16; i++) lat[i] = make_uint4(0, 0, 0, 0);
@@ -221,7 +244,7 @@ __device__ __forceinline__ void a6_producer(const attn_args &a, uint8_t *sm, uin
         } else {
             if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
             const uint32_t sst = sbase + A6_TILE_BYTES * (1 + s);
-            a6_cp_async_row(sst, j, hf, valid, src, a.q);
+            a6_cp_async_row<a6_variant<V>::hint>(sst, j, hf, valid, src, a.q);
             asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
         }
         /* Make this thread's writes visible to the tensor cores' (async proxy) reads, then

@@ -16,6 +16,30 @@ void dhk_cuda_check(cudaError_t err, const char *what, const char *file, int lin
     }
 }
 
+/* An empty kernel of this unit: its attributes say which of the binary's codes the GPU runs. */
+__global__ void dhk_probe_kernel() {}
+
+int dhk_code_arch(cudaError_t *err)
+{
+    cudaFuncAttributes fa;
+    const cudaError_t e = cudaFuncGetAttributes(&fa, dhk_probe_kernel);
+    if (err) *err = e;
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();   /* not sticky: clear it */
+        return -1;
+    }
+    return fa.ptxVersion;
+}
+
+const char *dhk_built_archs(void)
+{
+#ifdef DHK_CUDA_ARCHS
+    return DHK_CUDA_ARCHS;
+#else
+    return "?";
+#endif
+}
+
 void dhk_cublas_check(cublasStatus_t st, const char *what, const char *file, int line)
 {
     if (st != CUBLAS_STATUS_SUCCESS) {

@@ -10,6 +10,8 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include "kernels/lib/arch.cuh"
+
 /* 16 bytes global -> shared, asynchronous (cp.async.cg: L2 only); _zfill reads src_bytes of
  * them and fills the rest with zeros. */
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
@@ -40,13 +42,19 @@ __device__ __forceinline__ void dh_mbar_arrive(uint32_t bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
-/* Spins until the barrier's phase with the given parity has completed. */
+/* Spins until the barrier's phase with the given parity has completed (try_wait from sm_90,
+ * which suspends the thread for a while; test_wait before). */
 __device__ __forceinline__ void dh_mbar_wait(uint32_t bar, int parity)
 {
     uint32_t done;
     do {
+#if DH_HAS_SM90
         asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
                      : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+#else
+        asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+#endif
     } while (!done);
 }
 

@@ -14,6 +14,10 @@
  * prompt length, steps; the runs of one call share the batch). --seed, --requests,
  * --prompt-len and --steps override the file's values for every run (diagnostics, dry runs).
  *
+ * On a GPU that cannot run a default version (attention 8, indexer 5: sm_90a; top-k 6: 176 KB of
+ * shared memory; FP8 GEMMs: sm_89), the fastest one it runs takes its place, each named in one
+ * line and in the CSV's header (kernels/karch.h; --as-arch sm_XY chooses as on sm_XY).
+ *
  * One decode step, per layer l of the model (group g = the layer's selection group):
  *   if l runs g's indexer: indexer scoring (--indexer-version, default 5: the library's,
  *     kernels/lib/indexer_wgmma.cu) over every request's context and top-k (--topk-version, default 6:
@@ -200,12 +204,15 @@ struct rp_gemm {
     uint8_t *w[2];  /* two copies, alternated by layer so that no layer reads another's from L2 */
 };
 
+/* FP8 GEMMs where the GPU has them (kernels/karch.h: compute capability 8.9 on), BF16 before. */
+static bool rp_gemm_fp8 = true;
+
 static void rp_gemm_make(rp_gemm &g, int m, int n, int kdim, int batch, void *ws, size_t ws_bytes)
 {
     g.m = m; g.n = n; g.kdim = kdim; g.batch = batch;
-    g.wbytes = (size_t)n * kdim;
-    if (dhk_gemm_make(g.plan, true, m, n, kdim, ws, ws_bytes)) {
-        fprintf(stderr, "dhreplay: cuBLASLt has no fp8 algorithm for m %d n %d k %d\n", m, n, kdim);
+    g.wbytes = (size_t)n * kdim * (rp_gemm_fp8 ? 1 : 2);
+    if (dhk_gemm_make(g.plan, rp_gemm_fp8, m, n, kdim, ws, ws_bytes)) {
+        fprintf(stderr, "dhreplay: cuBLASLt has no %s algorithm for m %d n %d k %d\n", rp_gemm_fp8 ? "fp8" : "bf16", m, n, kdim);
         exit(1);
     }
     if (batch > 1) {
@@ -227,14 +234,15 @@ static void rp_gemm_make(rp_gemm &g, int m, int n, int kdim, int batch, void *ws
                                                            pref, 1, &res, &found);
         cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
         if (st != CUBLAS_STATUS_SUCCESS || !found) {
-            fprintf(stderr, "dhreplay: cuBLASLt has no batched fp8 algorithm for %d x (m %d n %d k %d)\n", batch, m, n, kdim);
+            fprintf(stderr, "dhreplay: cuBLASLt has no batched %s algorithm for %d x (m %d n %d k %d)\n",
+                    rp_gemm_fp8 ? "fp8" : "bf16", batch, m, n, kdim);
             exit(1);
         }
         g.plan.algo = res.algo;
     }
     for (int c = 0; c < 2; c++) {
         cudaCheck(cudaMalloc(&g.w[c], g.wbytes * batch));
-        /* 0x30 is e4m3 0.5: constant weights, the cost does not depend on them. */
+        /* 0x30 is e4m3 0.5 (0x3030 a small bf16): constant weights, the cost does not depend on them. */
         cudaCheck(cudaMemset(g.w[c], 0x30, g.wbytes * batch));
     }
 }
@@ -303,7 +311,7 @@ static void usage(void)
             "usage: dhreplay --run ID [--run ...] [--configs FILE] [--model FILE] [--preset NAME]\n"
             "                [--seed S] [--keyframe N] [--requests R] [--prompt-len P] [--steps N]\n"
             "                [--attention-dp D] [--moe-ep E] [--fetch-sms S] [--attention-version V]\n"
-            "                [--topk-version V] [--indexer-version V] [--out FILE.csv] [--dry-run] [--fetch-only] [--fetch-times]\n"
+            "                [--topk-version V] [--indexer-version V] [--as-arch sm_XY] [--out FILE.csv] [--dry-run] [--fetch-only] [--fetch-times]\n"
             "                [--timeline FILE.csv] [--fetch-priority default|high] [--skip indexer,attention,dense,experts,fetch]\n"
             "  ID: a configuration of FILE (default " RCFG_DEFAULT_PATH ")\n");
     exit(2);
@@ -326,6 +334,8 @@ struct rp_opts {
     const char *model = "models/glm53-replay.ini", *preset = "glm51-longbench", *out = NULL;
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
     long attn_version = 8, topk_version = 6, indexer_version = 5;
+    int given_attn = 0, given_topk = 0, given_indexer = 0;   /* else the GPU's best (choose_versions) */
+    const char *as_arch = NULL;  /* --as-arch: choose as on that architecture (kernels/karch.h) */
     std::vector<std::string> run_ids;
     const char *configs = NULL;
     int given_seed = 0, given_R = 0, given_prompt = 0, given_steps = 0; /* overrides of the file's values */
@@ -363,9 +373,18 @@ void rp_opts::parse(int argc, char **argv)
         else if (a == "--attention-dp") dp = parse_long("--attention-dp", v, 1, 1024);
         else if (a == "--moe-ep") ep = parse_long("--moe-ep", v, 1, 1024);
         else if (a == "--fetch-sms") fetch_sms = parse_long("--fetch-sms", v, 1, 1024);
-        else if (a == "--attention-version") attn_version = parse_long("--attention-version", v, 1, ATTN_MAX_VERSION);
-        else if (a == "--topk-version") topk_version = parse_long("--topk-version", v, 1, TK_MAX_VERSION);
-        else if (a == "--indexer-version") indexer_version = parse_long("--indexer-version", v, 2, IX_MAX_VERSION);
+        else if (a == "--attention-version") attn_version = parse_long("--attention-version", v, 1, ATTN_MAX_VERSION), given_attn = 1;
+        else if (a == "--topk-version") topk_version = parse_long("--topk-version", v, 1, TK_MAX_VERSION), given_topk = 1;
+        else if (a == "--indexer-version") indexer_version = parse_long("--indexer-version", v, 1, IX_MAX_VERSION), given_indexer = 1;
+        else if (a == "--as-arch") {
+            char why[256];
+            int cc;
+            if (karch_parse(v, &cc, why, sizeof why)) {
+                fprintf(stderr, "dhreplay: --as-arch: %s\n", why);
+                exit(2);
+            }
+            as_arch = v;
+        }
         else if (a == "--dry-run") dry_run = 1;
         else if (a == "--fetch-only") skip = RP_SKIP_COMPUTE, skip_name = "fetch-only";
         else if (a == "--fetch-times") fetch_times = 1;
@@ -532,6 +551,13 @@ struct rp_replay : rp_opts {
     /* Shapes from the first run's host side, every device buffer, plan and event, the CSV
      * headers; 1 when the model or budget does not fit the replay. */
     int setup();
+    /* The kernel versions this GPU runs (kernels/karch.h): a version given on the command line
+     * must run here (else one line, exit 2); the defaults fall back, in order of speed on the
+     * H200, from the library's (attention 8, indexer 5, top-k 6: Hopper) to what the GPU runs,
+     * each fallback named in one line. 1 when nothing runs. */
+    int choose_versions();
+    karch_dev kdev;
+    int kforced = 0;
     void setup_buffers();
     void setup_gemms();
     void setup_events();
@@ -605,6 +631,52 @@ void rp_replay::open_outputs()
     if (timeline) ftl = open_out("--timeline", timeline);
 }
 
+int rp_replay::choose_versions()
+{
+    kdev = bench_karch_dev(prop, as_arch, "dhreplay", &kforced);
+    const int qn = gamma ? (int)gamma + 1 : 1;
+    struct pick { const char *kernel; long *version; int given; std::vector<int> cand; };
+    std::vector<pick> picks = {{"attention", &attn_version, given_attn, {8, 5, 4, 3, 2, 1}},
+                               {"indexer", &indexer_version, given_indexer, {5, 4, 1}},
+                               {"topk", &topk_version, given_topk, {6, 5, 4, 3, 2, 1}}};
+    auto need = [&](const char *kernel, int v) -> size_t {
+        if (!strcmp(kernel, "attention")) return attn_smem_need(v, KREF_ROW_FP8);
+        if (!strcmp(kernel, "indexer")) return indexer_smem_need(v, idx_heads, qn);
+        return topk_smem_need(v);
+    };
+    for (auto &pk : picks) {
+        char why[320];
+        if (pk.given) {
+            if (!karch_check(pk.kernel, (int)*pk.version, NULL, need(pk.kernel, (int)*pk.version), &kdev, why, sizeof why)) {
+                fprintf(stderr, "dhreplay: --%s-version: %s\n", pk.kernel, why);
+                exit(2);
+            }
+            continue;
+        }
+        std::vector<size_t> needs;
+        for (int v : pk.cand) needs.push_back(need(pk.kernel, v));
+        const int v = karch_pick(pk.kernel, pk.cand.data(), needs.data(), (int)pk.cand.size(), NULL, &kdev, why, sizeof why);
+        if (v < 0) {
+            fprintf(stderr, "dhreplay: no %s version runs on %s: %s\n", pk.kernel, prop.name, why);
+            return 1;
+        }
+        if (v != pk.cand[0]) {
+            karch_check(pk.kernel, pk.cand[0], NULL, needs[0], &kdev, why, sizeof why);
+            fprintf(stderr, "dhreplay: %s version %d in place of %d: %s\n", pk.kernel, v, pk.cand[0], why);
+        }
+        *pk.version = v;
+    }
+    if (indexer_version == 5 && gamma && !dhk_indexer_supports(idx_heads, qn)) {
+        fprintf(stderr, "dhreplay: model '%s': indexer version 5 has no build for %d heads x %d queries\n", model,
+                idx_heads, qn);
+        return 1;
+    }
+    char why[320];
+    rp_gemm_fp8 = karch_check("gemm", 1, "fp8", 0, &kdev, why, sizeof why);
+    if (!rp_gemm_fp8) fprintf(stderr, "dhreplay: BF16 GEMMs in place of FP8: %s\n", why);
+    return 0;
+}
+
 int rp_replay::setup()
 {
     open_outputs();
@@ -631,15 +703,11 @@ int rp_replay::setup()
         fprintf(stderr, "dhreplay: model '%s': the replay runs 656-byte FP8 rows and 32 or 64 indexer heads\n", model);
         return 1;
     }
-    if (gamma && !dhk_indexer_supports(idx_heads, (int)gamma + 1)) {
-        fprintf(stderr, "dhreplay: model '%s': indexer version 5 has no build for %d heads x %ld queries\n", model,
-                idx_heads, gamma + 1);
-        return 1;
-    }
     for (auto &r : runs) Bmax = std::max(Bmax, r.budget);
     win = (int)(prompt + out_len);
 
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    if (choose_versions()) return 1;
     smem_res = dhk_residency_smem_bytes(Bmax, k);
     if (smem_res > prop.sharedMemPerBlockOptin - 4096) {
         fprintf(stderr, "dhreplay: budget %d needs %zu B of shared memory per block (limit %zu)\n", Bmax, smem_res,
@@ -659,8 +727,9 @@ int rp_replay::setup()
     setup_gemms();
     setup_events();
 
-    fprintf(fo, "%s\n# device: %s; pool %zu bytes; fetch version 5 on %ld SMs; attention version %ld fp8; indexer version %ld (%d heads) + top-k version %ld\n",
-            cmdline.c_str(), prop.name, pool_bytes, fetch_sms, attn_version, indexer_version, idx_heads, topk_version);
+    fprintf(fo, "%s\n# device: %s (sm_%d%s); pool %zu bytes; fetch version 5 on %ld SMs; attention version %ld fp8; indexer version %ld (%d heads) + top-k version %ld; GEMMs %s\n",
+            cmdline.c_str(), prop.name, prop.major * 10 + prop.minor, kforced ? (", versions chosen as on sm_" + std::to_string(kdev.cc)).c_str() : "",
+            pool_bytes, fetch_sms, attn_version, indexer_version, idx_heads, topk_version, rp_gemm_fp8 ? "fp8" : "bf16");
     if (gamma)
         fprintf(fo, "# verify: DFlash2 draft %s, gamma %ld (%d queries per request), output length %ld; the draft pass and the commit of accepted drafts are not timed\n",
                 draft.c_str(), gamma, Q, out_len);
@@ -759,7 +828,7 @@ void rp_replay::setup_gemms()
         rp_gemm_make(e.sd, e.tokens, hidden, inter, 1, ws, ws_bytes);
         rp_gemm_make(e.egu, e.m_exp, 2 * inter, hidden, e.touched, ws, ws_bytes);
         rp_gemm_make(e.ed, e.m_exp, hidden, inter, e.touched, ws, ws_bytes);
-        x_bytes = std::max(x_bytes, (size_t)std::max(e.tokens, e.m_exp) * std::max(e.touched, 1) * qdim);
+        x_bytes = std::max(x_bytes, (size_t)std::max(e.tokens, e.m_exp) * std::max(e.touched, 1) * qdim * (rp_gemm_fp8 ? 1 : 2));
     }
     cudaCheck(cudaMalloc(&x_act, x_bytes));
     cudaCheck(cudaMemset(x_act, 0x30, x_bytes));
@@ -1150,10 +1219,6 @@ int main(int argc, char **argv)
     rp.draft = rp_draft_path(rp.model);
     rp.gamma = rp_gamma(rp, rp.runs, rp.draft);
     rp.out_len = rp.gamma ? rp.steps * (rp.gamma + 1) + 1 : rp.steps;
-    if (rp.gamma && rp.indexer_version != 5 && !rp.dry_run) {
-        fprintf(stderr, "dhreplay: verification steps need --indexer-version 5 (several queries per request)\n");
-        exit(2);
-    }
     if (rp.dry_run) return rp_dry_run(rp, rp.runs, rp.draft, rp.gamma, rp.out_len);
     if (rp.setup()) return 1;
     int rc = 0;

@@ -796,6 +796,8 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     const bool fp8 = a.format == KREF_ROW_FP8;
     const int tn = version >= 6 ? (int)ATTN6_TILE_ROWS : fp8 ? a4_cfg<KREF_ROW_FP8>::N : a4_cfg<KREF_ROW_BF16>::N;
     const int per_split = a.nq * (a.heads / AT_H);
+    /* Version 14 runs in clusters of two blocks: one wave is what fits of those. */
+    if (version >= 14 && version <= 17) sms = std::min(sms, attn14_resident_blocks(a));
     if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
     a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
     a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
@@ -838,7 +840,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
 }
 
-/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-10 (attention_wgmma.cu; 8 the library's);
+/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-17 (attention_wgmma.cu; 8 the library's);
  * ATTN_MAX_VERSION is in kernels/bench.cuh. */
 
 /* The grid point's attention version (default 2), or -1 after an error line naming the
@@ -894,22 +896,44 @@ void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms
     CUDA_LAUNCH_CHECK();
 }
 
+size_t attn_smem_need(int version, int format)
+{
+    const bool fp8 = format == KREF_ROW_FP8;
+    if (version >= 6) return attn6_smem_need(version, format);
+    if (version >= 4) return fp8 ? attn4_smem_bytes<KREF_ROW_FP8>() : attn4_smem_bytes<KREF_ROW_BF16>();
+    return attn_smem_bytes(attn_tile_rows(version, format), fp8 ? KREF_ROW_BYTES_FP8 : KREF_ROW_BYTES_BF16);
+}
+
+/* A version's shared memory is allowed only where the GPU has it (kernels/karch.c refuses the
+ * version there before any launch). */
+static void attn_allow(const void *fn, size_t bytes)
+{
+    static int optin = -1;
+    if (optin < 0) {
+        int dev;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    }
+    if (bytes <= (size_t)optin) cudaCheck(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
 void attn_setup(attn_scratch &sc, size_t max_q_heads)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        int s32 = (int)attn_smem_bytes(32, KREF_ROW_BYTES_BF16), s64 = (int)attn_smem_bytes(64, KREF_ROW_BYTES_FP8);
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<1, 32, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<1, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<2, 32, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<2, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<3, 64, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s64));
-        cudaCheck(cudaFuncSetAttribute(attn_kernel<3, 32, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s32));
-        const int s8 = (int)attn4_smem_bytes<KREF_ROW_FP8>(), s16 = (int)attn4_smem_bytes<KREF_ROW_BF16>();
-        cudaCheck(cudaFuncSetAttribute(attn4_kernel<4, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s8));
-        cudaCheck(cudaFuncSetAttribute(attn4_kernel<4, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s16));
-        cudaCheck(cudaFuncSetAttribute(attn4_kernel<5, KREF_ROW_FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize, s8));
-        cudaCheck(cudaFuncSetAttribute(attn4_kernel<5, KREF_ROW_BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, s16));
+        /* Versions 1 and 2 allow the larger of their two formats' tiles, as before. */
+        const size_t s32 = attn_smem_bytes(32, KREF_ROW_BYTES_BF16), s64 = attn_smem_bytes(64, KREF_ROW_BYTES_FP8);
+        attn_allow((const void *)attn_kernel<1, 32, KREF_ROW_FP8>, s32);
+        attn_allow((const void *)attn_kernel<1, 32, KREF_ROW_BF16>, s32);
+        attn_allow((const void *)attn_kernel<2, 32, KREF_ROW_FP8>, s32);
+        attn_allow((const void *)attn_kernel<2, 32, KREF_ROW_BF16>, s32);
+        attn_allow((const void *)attn_kernel<3, 64, KREF_ROW_FP8>, s64);
+        attn_allow((const void *)attn_kernel<3, 32, KREF_ROW_BF16>, s32);
+        const size_t s8 = attn4_smem_bytes<KREF_ROW_FP8>(), s16 = attn4_smem_bytes<KREF_ROW_BF16>();
+        attn_allow((const void *)attn4_kernel<4, KREF_ROW_FP8>, s8);
+        attn_allow((const void *)attn4_kernel<4, KREF_ROW_BF16>, s16);
+        attn_allow((const void *)attn4_kernel<5, KREF_ROW_FP8>, s8);
+        attn_allow((const void *)attn4_kernel<5, KREF_ROW_BF16>, s16);
         attr_done = true;
     }
     dhk_attn_scratch_alloc(sc, max_q_heads);
@@ -998,9 +1022,10 @@ static int parse_diag(const bench_params &p, int version)
     const int diag = name == "none" ? A6_DIAG_NONE : name == "producer" ? A6_DIAG_PRODUCER
                    : name == "consumers" ? A6_DIAG_CONSUMERS : name == "nodequant" ? A11_DIAG_NODEQUANT
                    : name == "qhi" ? A11_DIAG_QHI : -1;
-    if (diag < 0 || (diag != A6_DIAG_NONE && version != 8 && version < 10) || (diag > A6_DIAG_CONSUMERS && version < 11)) {
-        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8 or 10-12, "
-                        "or nodequant or qhi with version 11 or 12\n", name.c_str());
+    if (diag < 0 || (diag != A6_DIAG_NONE && version != 8 && version < 10) || (diag > A6_DIAG_CONSUMERS && version < 11) ||
+        (diag > A6_DIAG_CONSUMERS && version > 13)) {
+        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8 or 10-17, "
+                        "or nodequant or qhi with version 11-13\n", name.c_str());
         return -1;
     }
     return diag;

@@ -2,10 +2,15 @@
  * attention.cu and the diagnostic variants of versions 8 and 10, instances of the wgmma kernel
  * of kernels/lib/attn6.cuh (which describes the design and each version), and versions 11-13
  * with their diagnostic variants, instances of kernels/lib/attn11.cuh (FP8 rows multiplied as
- * e4m3; BF16 rows go to version 8), built for sm_90a. Version 8 itself is the library's
- * (kernels/lib/attention_wgmma.cu). */
+ * e4m3; BF16 rows go to version 8), and version 14 with its diagnostic variants, instances of
+ * kernels/lib/attn14.cuh (FP8 rows at 128 heads or more: clusters of two blocks sharing each
+ * tile's dequantisation; the rest go to version 8), and version 15 (14 and 8 with the row loads
+ * prefetching 256 B into L2), 16 (14 with the next tile's loads in flight) and 17 (16 with the
+ * cluster's barriers at CTA scope), built for sm_90a. Version 8 itself is the
+ * library's (kernels/lib/attention_wgmma.cu). */
 #include "kernels/bench.cuh"
 #include "kernels/lib/attn11.cuh"  // defines: attn6_kernel, a6_launch<V>, attn11_kernel, a11_launch<D>
+#include "kernels/lib/attn14.cuh"  // defines: attn14_kernel, a14_launch<D, V>
 
 /* Versions 11-13 (V): FP8 rows by attn11_kernel, BF16 rows by version 8's kernel. */
 template <int V>
@@ -13,6 +18,42 @@ static void a11_or_8(const attn_args &a, float *out, cudaStream_t stream)
 {
     if (a.format == KREF_ROW_FP8) a11_launch<V, A6_DIAG_NONE>(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
+}
+
+/* Version 14: FP8 rows with an even number of 64-head groups in clusters of two blocks; the
+ * rest by version 8's kernel. */
+static bool a14_applies(const attn_args &a) { return a.format == KREF_ROW_FP8 && (a.heads / 64) % 2 == 0; }
+
+int attn14_resident_blocks(const attn_args &a) { return a14_applies(a) ? 2 * a14_max_clusters() : 1 << 30; }
+
+template <int D>
+static void a14_or_8(const attn_args &a, float *out, cudaStream_t stream)
+{
+    if (a14_applies(a)) a14_launch<D, 14>(a, out, stream);
+    else if (D == A6_DIAG_NONE) dhk__attn8_launch(a, out, stream);
+    else a6_launch<80 + D>(a, out, stream);
+}
+/* Version V = 16 (version 14 with the next tile's loads in flight in the producer) or 17 (16
+ * with the barriers at CTA scope); the rest by 8. */
+template <int D, int V = 16>
+static void a16_or_8(const attn_args &a, float *out, cudaStream_t stream)
+{
+    if (a14_applies(a)) a14_launch<D, V>(a, out, stream);
+    else if (D == A6_DIAG_NONE) dhk__attn8_launch(a, out, stream);
+    else a6_launch<80 + D>(a, out, stream);
+}
+/* Version 15: versions 14 and 8 with the row loads prefetching 256 B into L2. */
+template <int D>
+static void a15_launch(const attn_args &a, float *out, cudaStream_t stream)
+{
+    if (a14_applies(a)) a14_launch<D, 15>(a, out, stream);
+    else a6_launch<D == A6_DIAG_NONE ? 15 : 150 + D>(a, out, stream);
+}
+
+/* Versions 11-13 stage FP8 rows in their own, larger layout; the others in version 6's. */
+size_t attn6_smem_need(int version, int format)
+{
+    return version >= 11 && version <= 13 && format == KREF_ROW_FP8 ? (size_t)A11_SMEM_BYTES : (size_t)A6_SMEM_BYTES;
 }
 
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
@@ -39,6 +80,18 @@ void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int versi
     case 130 + A6_DIAG_PRODUCER: a11_launch<13, A6_DIAG_PRODUCER>(a, out, stream); break;
     case 130 + A6_DIAG_CONSUMERS: a11_launch<13, A6_DIAG_CONSUMERS>(a, out, stream); break;
     case 130 + A11_DIAG_QHI: a11_launch<13, A11_DIAG_QHI>(a, out, stream); break;
+    case 140: a14_or_8<A6_DIAG_NONE>(a, out, stream); break;
+    case 140 + A6_DIAG_PRODUCER: a14_or_8<A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 140 + A6_DIAG_CONSUMERS: a14_or_8<A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 170: a16_or_8<A6_DIAG_NONE, 17>(a, out, stream); break;
+    case 170 + A6_DIAG_PRODUCER: a16_or_8<A6_DIAG_PRODUCER, 17>(a, out, stream); break;
+    case 170 + A6_DIAG_CONSUMERS: a16_or_8<A6_DIAG_CONSUMERS, 17>(a, out, stream); break;
+    case 160: a16_or_8<A6_DIAG_NONE>(a, out, stream); break;
+    case 160 + A6_DIAG_PRODUCER: a16_or_8<A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 160 + A6_DIAG_CONSUMERS: a16_or_8<A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 150: a15_launch<A6_DIAG_NONE>(a, out, stream); break;
+    case 150 + A6_DIAG_PRODUCER: a15_launch<A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 150 + A6_DIAG_CONSUMERS: a15_launch<A6_DIAG_CONSUMERS>(a, out, stream); break;
     default: a6_launch<6>(a, out, stream); break;
     }
 }

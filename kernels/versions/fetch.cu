@@ -61,6 +61,7 @@
  * to it, by locality (suites/fetch-beside.suite; the simulator's [hw] compute_interference). */
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
+#include "kernels/lib/arch.cuh"
 #include "kernels/lib/fetch_rows.cuh"   // defines: fetch_rows_kernel (versions 1, 2, 3, 5), FETCH_CPL
 
 #include <cuda.h>
@@ -148,6 +149,9 @@ __device__ __forceinline__ uint32_t smem_u32(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
+/* Version 4's instructions exist from sm_90 on; on earlier targets the kernel is a trap, never
+ * launched there (kernels/karch.c). */
+#if DH_HAS_SM90
 __device__ __forceinline__ void mbar_init(uint64_t *bar, int count)
 {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
@@ -226,6 +230,14 @@ fetch_bulk_kernel(const uint8_t *__restrict__ pool, size_t pool_stride,
     }
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
+#else
+__global__ void fetch_bulk_kernel(const uint8_t *__restrict__ pool, size_t pool_stride,
+                                  const int64_t *__restrict__ rows, const int32_t *__restrict__ slots, int n,
+                                  int copy_bytes, uint8_t *__restrict__ hot, size_t hot_stride)
+{
+    DH_ARCH_TRAP();
+}
+#endif
 
 /* ---- version 6: device scatter from a contiguous staging buffer ---- */
 

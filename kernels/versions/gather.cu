@@ -110,6 +110,7 @@ template <int ROW>
 __global__ void gather_v4(const uint8_t *__restrict__ pool, size_t stride, const int32_t *__restrict__ idx, int n,
                           uint32_t *__restrict__ out)
 {
+#if DH_HAS_SM90
     constexpr int ST = g4_stages(ROW);
     extern __shared__ __align__(128) uint8_t g4_smem[];
     const uint32_t base = (uint32_t)__cvta_generic_to_shared(g4_smem);
@@ -157,6 +158,14 @@ __global__ void gather_v4(const uint8_t *__restrict__ pool, size_t stride, const
         __syncwarp();
         if (lane == 0) dh_mbar_arrive(empty + 8 * s);
     }
+#else
+    DH_ARCH_TRAP();   /* version 4 needs sm_90 (kernels/karch.c) */
+#endif
+}
+
+size_t gather_smem_need(int version, int row_bytes)
+{
+    return version == 4 ? (size_t)g4_stages(row_bytes) * G4_ROWS * row_bytes + 16 * g4_stages(row_bytes) : 0;
 }
 
 template <int CH>

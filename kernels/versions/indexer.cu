@@ -138,12 +138,16 @@ __device__ __forceinline__ void ix2_tile(const uint8_t *ksm, const uint32_t (&af
         ldsm_x4_b(b0, b1, b2, b3, ksm + (warp * 16 + (lane % 8) + (lane / 16) * 8) * IX2_KS + ks * 32 + ((lane / 8) % 2) * 16);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
+#if DH_HAS_FP8MMA
             asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                          : "+f"(c[mt][0][0]), "+f"(c[mt][0][1]), "+f"(c[mt][0][2]), "+f"(c[mt][0][3])
                          : "r"(af[mt][ks][0]), "r"(af[mt][ks][1]), "r"(af[mt][ks][2]), "r"(af[mt][ks][3]), "r"(b0), "r"(b1));
             asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                          : "+f"(c[mt][1][0]), "+f"(c[mt][1][1]), "+f"(c[mt][1][2]), "+f"(c[mt][1][3])
                          : "r"(af[mt][ks][0]), "r"(af[mt][ks][1]), "r"(af[mt][ks][2]), "r"(af[mt][ks][3]), "r"(b2), "r"(b3));
+#else
+            DH_ARCH_TRAP();   /* versions 2-4 need FP8 mma.sync, sm_89 (kernels/karch.c) */
+#endif
         }
     }
     /* relu, head weights, sum over the 16 heads of each fragment and then across lanes. */
@@ -275,6 +279,17 @@ void indexer_launch(int version, int heads, const uint8_t *q, const float *w, co
         dhk_indexer_launch(heads, queries, q, w, keys, scales, batch, ctx, scores, tiles, st);
         return;
     }
+    if (queries > 1) {
+        /* Versions 1-4 score one query per request: several (a speculative step's, on a GPU
+         * without version 5) are one launch per (request, query), each over its request's keys. */
+        for (int b = 0; b < batch; b++)
+            for (int qq = 0; qq < queries; qq++) {
+                const size_t row = (size_t)b * queries + qq;
+                indexer_launch(version, heads, q + row * heads * IX_DIM, w + row * heads, keys + (size_t)b * ctx * IX_DIM,
+                               scales + (size_t)b * ctx, 1, ctx, scores + row * ctx, st, tiles, 1);
+            }
+        return;
+    }
     static bool attr_done = false;
     if (!attr_done) {
         cudaCheck(cudaFuncSetAttribute(indexer_v3_kernel<32, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -307,6 +322,13 @@ void indexer_launch(int version, int heads, const uint8_t *q, const float *w, co
     CUDA_LAUNCH_CHECK();
 }
 
+size_t indexer_smem_need(int version, int heads, int queries)
+{
+    if (version == 3) return heads == 64 ? ix3_smem_bytes<64, false>() : ix3_smem_bytes<32, false>();
+    if (version == 4) return heads == 64 ? ix3_smem_bytes<64, true>() : ix3_smem_bytes<32, true>();
+    return 0;   /* versions 1-2: static shared memory; 5: sm_90a only, where it fits */
+}
+
 int bench_indexer_check(const bench_params &p)
 {
     const long long batch = p.num("batch", 16), ctx = p.num("ctx", 100000), heads = p.num("heads", 64),
@@ -329,9 +351,9 @@ int bench_indexer_check(const bench_params &p)
         fprintf(stderr, "dhbench: indexer: heads %lld is not 32 or 64\n", heads);
         return -1;
     }
-    if (queries != 1 && (version != 5 || queries < 1 || queries > 8 || !dhk_indexer_supports((int)heads, (int)queries))) {
-        fprintf(stderr, "dhbench: indexer: queries=%lld heads=%lld version=%lld: more than one query needs version 5 "
-                "with heads x queries <= 256, queries 1, 2, 4 or 8\n", queries, heads, version);
+    if (queries < 1 || queries > 8 || (version == 5 && !dhk_indexer_supports((int)heads, (int)queries))) {
+        fprintf(stderr, "dhbench: indexer: queries=%lld heads=%lld version=%lld: need 1 to 8 queries; version 5 "
+                "needs heads x queries <= 256, queries 1, 2, 4 or 8 (versions 1-4 run one launch per query)\n", queries, heads, version);
         return -1;
     }
     if (batch < 1 || batch * queries > 65535 || ctx < 1 || ctx > (1 << 24) || k < 1 || k > ctx) {

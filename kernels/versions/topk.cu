@@ -94,11 +94,18 @@ __global__ void __launch_bounds__(TK_THREADS) topk_kernel(const float *__restric
     }
 }
 
+size_t topk_smem_need(int version)
+{
+    return version == 1 ? 0 : tk2_smem_bytes;
+}
+
 /* Launches top-k version 1-6 for batch requests of ctx scores each (1 <= k <= ctx). */
 void topk_launch(int version, const float *scores, int batch, int ctx, int k, int32_t *out, cudaStream_t st)
 {
     static bool attr_done = false;
-    if (!attr_done) {
+    /* Only versions 2-4 ask for their shared memory here (version 1 needs none: it runs on a GPU
+     * without 180 KB per block, where kernels/karch.c refuses the others). */
+    if (!attr_done && version >= 2 && version <= 4) {
         cudaCheck(cudaFuncSetAttribute(topk2_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tk2_smem_bytes));
         cudaCheck(cudaFuncSetAttribute(topk2_kernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tk2_smem_bytes));
         cudaCheck(cudaFuncSetAttribute(topk2_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tk2_smem_bytes));

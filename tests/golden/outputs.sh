@@ -9,6 +9,10 @@ D=$1
 [ -n "$D" ] && mkdir -p "$D" || { echo "usage: outputs.sh DIR" >&2; exit 2; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 nowall() { grep -v -e '^wall'; }
+# The outputs record the commit the tools were built from (JSON "commit", HDF5 attribute
+# "commit"); it changes with every commit, so the copies hold COMMIT in its place.
+C=$(bin/dhsim --version | cut -d' ' -f2)
+uncommit() { for f in "$D"/*; do case "$f" in *.sh) ;; *) sed -i "s|\"$C\"|\"COMMIT\"|g" "$f" ;; esac; done; }
 
 # make run: the table and its JSON.
 bin/dhsim --compare --json "$D/run-compare.json" | nowall > "$D/run-compare.txt"
@@ -32,8 +36,9 @@ bin/dhtrace gen --preset glm51-longbench --requests 2 --output 40 -o "$T/small.h
 bin/dhtrace info "$T/small.h5" | sed "s|$T/||g" > "$D/trace-info.txt"
 bin/dhtrace stats "$T/small.h5" | sed "s|$T/||g" > "$D/trace-stats.txt"
 bin/dhsim --trace "$T/small.h5" --policy hisparse,adaptive,oracle --steps 30 --concurrency 16 --quiet \
-    --json - | sed "s|$T/||g" > "$D/trace-replay.json"
+    --json - | sed "s|$T/||g; s|\"config_digest\": \"[0-9a-f]*\"|\"config_digest\": \"(of the trace's temporary path)\"|" > "$D/trace-replay.json"
 # The replay validation tables (simulator against the committed GPU replays).
 for r in replay-glm53-16x100k replay-glm53-16x100k-verify-adaptive replay-glm53-64x25k replay-glm53-64x25k-verify; do
   sh kernels/replay/validate.sh models/hw/h200.ini measurements/h200/$r.csv "$T/v-$r" > "$D/validate-$r.txt" 2>&1 || true
 done
+uncommit
