@@ -6,7 +6,7 @@
 #   make test     unit and differential tests (no GPU needed); ends with "N passed, N failed"
 #   make sanitize the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make fuzz     libFuzzer harnesses of the input readers (build-fuzz/; tests/fuzz/RESULTS.md)
-#   make bench    CPU benchmarks of the trace tools and the simulator (figures in bench/)
+#   make bench    CPU benchmarks of the trace tools, the simulator and the sweeps (figures in bench/)
 #   make gpubench kernel microbenchmarks on the local CUDA GPU (bin/dhbench)
 #   make figs     regenerate paper-figs/ with gnuplot
 #

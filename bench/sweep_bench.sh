@@ -90,6 +90,9 @@ full)
   printf 'full (%d units x 4 policies, 200 steps) on 2 workers: wall %.1f s (%.1f min), cpu %.1f s, %.3f units/s\n' "$n" \
     "$(wall full)" "$(awk -v t="$(wall full)" 'BEGIN { print t / 60 }')" "$(cpu full)" \
     "$(awk -v n="$n" -v t="$(wall full)" 'BEGIN { print n / t }')"
+  printf 'full: %.2f CPU s a unit; the goal, 10 minutes on two cores, is 1200 CPU s: %s\n' \
+    "$(awk -v n="$n" -v c="$(cpu full)" 'BEGIN { print c / n }')" \
+    "$(awk -v c="$(cpu full)" 'BEGIN { print (c <= 1200) ? "met" : "not met" }')"
   ;;
 *) echo "sweep_bench: unknown part '$w' (overhead, subset, full)" >&2; exit 2 ;;
 esac; done

@@ -71,8 +71,10 @@ static void queue_compact(hotbuf *h)
     uint32_t n = 0;
     for (uint32_t i = h->q_head; i < h->q_tail; i++) {
         if (i + HB_PREFETCH < h->q_tail) __builtin_prefetch(&h->row_state[h->q[i + HB_PREFETCH]], 1);
+        /* Live or stale is a coin toss for the branch predictor: no branch. */
         uint32_t row = h->q[i];
-        if (pop_entry(h, row)) h->q[n++] = row;
+        h->q[n] = row;
+        n += (uint32_t)pop_entry(h, row);
     }
     /* Counts are now 0 everywhere; the survivors have one entry each. */
     for (uint32_t i = 0; i < n; i++) h->row_state[h->q[i]] += HB_CNT_ONE;

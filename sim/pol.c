@@ -36,6 +36,20 @@ int pol_parse(const char *name, pol_kind *out)
     return dh_err("unknown policy '%s' (expected resident, hisparse (ideal-lru), adaptive, oracle, sglang-hisparse, sglang-dynamic or sglang-watermark)", name);
 }
 
+int pol_reads_knob(pol_kind kind, const char *key)
+{
+    const pol_ops *o = pol_ops_of(kind);
+    if (!o || !o->knobs) return 1;
+    size_t n = strlen(key);
+    for (const char *w = o->knobs; *w;) {
+        size_t len = strcspn(w, " ");
+        if (len == n && !strncmp(w, key, n)) return 1;
+        w += len;
+        w += strspn(w, " ");
+    }
+    return 0;
+}
+
 int pol_register(const pol_ops *ops, pol_kind *kind)
 {
     for (int i = 0; i < n_registered; i++)

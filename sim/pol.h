@@ -170,6 +170,11 @@ typedef struct {
     const char *what;
     /* Why the policy does not run with speculative decoding (NULL: it does). */
     const char *no_spec;
+    /* The [policy] keys its results depend on, space-separated ("" for none);
+     * it never reads the others, so a sweep reuses one run of it across
+     * their values (sweep/swrun.c; tests/test_knobs.c checks every
+     * claim). NULL: it may read any of them. */
+    const char *knobs;
     /* 1: the policy demotes resident requests to the hot buffer (pol_env.sgl_demotions counts them). */
     int demotes;
     /* Ledger bytes of group g of a request whose final context has rows rows:
@@ -194,6 +199,9 @@ const pol_ops *pol_ops_of(pol_kind kind);
 const char *pol_name_of(pol_kind kind);
 /* Parse a policy name (or an alias: ideal-lru for hisparse); -1 with dh_err() if unknown. */
 int pol_parse(const char *name, pol_kind *out);
+/* 1 unless kind's pol_ops.knobs leaves out the [policy] key key (then its
+ * results do not depend on it). */
+int pol_reads_knob(pol_kind kind, const char *key);
 /* Add a policy (before any run: the registry is not locked); *kind is its
  * index. -1 with dh_err() when the name is taken or the registry is full. */
 int pol_register(const pol_ops *ops, pol_kind *kind);

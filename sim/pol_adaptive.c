@@ -68,6 +68,7 @@ static int open_stream(const pol_env *e, pol_stream *ps, const pol_open_args *a)
 const pol_ops pol_adaptive_ops = {
     .name = "adaptive",
     .host_tier = 1,
+    .knobs = "adaptive_max_optional_k host_to_device_ratio",
     .reserve = reserve,
     .budget = budget,
     .rebalance = rebalance,

@@ -16,6 +16,7 @@ static int open_stream(const pol_env *e, pol_stream *ps, const pol_open_args *a)
 const pol_ops pol_hisparse_ops = {
     .name = "hisparse",
     .host_tier = 1,
+    .knobs = "hisparse_budget_k host_to_device_ratio",
     .what = "an idealised LRU hot buffer (a produced row resident at once), the fetch overlapped with compute",
     .reserve = pol_reserve_fixed,
     .budget = pol_budget_fixed,

@@ -12,6 +12,7 @@ static int open_stream(const pol_env *e, pol_stream *ps, const pol_open_args *a)
 const pol_ops pol_oracle_ops = {
     .name = "oracle",
     .host_tier = 1,
+    .knobs = "hisparse_budget_k host_to_device_ratio",
     .no_spec = "Belady over verification unions is not modelled",
     .reserve = pol_reserve_fixed,
     .budget = pol_budget_fixed,

@@ -21,6 +21,7 @@ static int open_stream(const pol_env *e, pol_stream *ps, const pol_open_args *a)
 const pol_ops pol_resident_ops = {
     .name = "resident",
     .host_tier = 0,
+    .knobs = "",
     .reserve = reserve,
     .budget = budget,
     .open = open_stream,

@@ -30,7 +30,7 @@ extern char **environ;
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: dhsweep run FILE [--workers N] [--shard I/N] [--quiet]\n"
+        "usage: dhsweep run FILE [--workers N] [--shard I/N] [--no-reuse] [--quiet]\n"
         "         run every point of the sweep FILE (resumes where a killed run stopped), then merge\n"
         "         OUTPUT/results.csv and OUTPUT/results.h5; --shard runs the units u with u %% N == I\n"
         "         and does not merge; under mpirun the ranks share the points and rank 0 merges\n"
@@ -45,6 +45,8 @@ static void usage(FILE *f)
         "         with 95 %% intervals over seeds; PREFIX.png and PREFIX.pdf (gnuplot)\n"
         "       dhsweep --version\n"
         "  --workers N   threads (default: every core, divided among the MPI ranks of a host)\n"
+        "  --no-reuse    run every (point, policy), even one whose results an equal one gives (a policy\n"
+        "                that does not read a swept [policy] key, such as resident across the budgets)\n"
         "  --quiet       no progress bar and no summary\n");
 }
 
@@ -97,11 +99,11 @@ static int mpi_agree(int ok, void *arg)
 
 static int cmd_run(int argc, char **argv, int check_only)
 {
-    int workers = 0, quiet = 0;
+    int workers = 0, quiet = 0, no_reuse = 0;
     long shard_i = 0, shard_n = 1;
     static const struct option opts[] = {
         { "workers", required_argument, 0, 'w' }, { "shard", required_argument, 0, 's' },
-        { "quiet", no_argument, 0, 'q' }, { 0, 0, 0, 0 },
+        { "quiet", no_argument, 0, 'q' }, { "no-reuse", no_argument, 0, 'r' }, { 0, 0, 0, 0 },
     };
     int o;
     optind = 1;
@@ -123,6 +125,7 @@ static int cmd_run(int argc, char **argv, int check_only)
             break;
         }
         case 'q': quiet = 1; break;
+        case 'r': no_reuse = 1; break;
         default: dh_die("dhsweep", "option '%s' needs a value or is unknown (see --help)", argv[optind - 1]);
         }
     }
@@ -167,6 +170,7 @@ static int cmd_run(int argc, char **argv, int check_only)
     double t0 = now_s();
     swrun_stats st;
     ro.check_only = check_only;
+    ro.no_reuse = no_reuse;
     int rc = swrun_run(&d, &ro, &st);
     if (rc < 0) {
 #ifdef DH_MPI

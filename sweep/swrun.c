@@ -26,6 +26,11 @@ typedef struct {
     int pol;
     size_t group;
     uint64_t stream_key;
+    uint64_t family_key; /* stream_key less the requests (stream_key()) */
+    uint32_t n_requests; /* of the shape (0 for a trace file) */
+    uint64_t result_key; /* what decides the run's results (result_key()) */
+    size_t next_copy;    /* the next task that copies this one's run; SIZE_MAX: none */
+    int is_copy;         /* 1: not queued, its owner's run is copied into it */
     char digest[17];
     int failed;
     char *error;
@@ -48,6 +53,7 @@ typedef struct {
     size_t *order;       /* tasks in run order: grouped by stream */
     group *groups;
     size_t n_groups;
+    size_t n_queued;     /* tasks in order[] (the others copy one of them) */
     size_t next;
     size_t units_done, units_failed;
     int rc;
@@ -99,8 +105,12 @@ static int open_source(const sim_config *sc, const swdef_task *t, sel_source **o
     return rc;
 }
 
-/* What decides a task's selection streams; equal keys share them. */
-static int stream_key(const sim_config *sc, const swdef_task *t, uint64_t *key)
+/* What decides a task's selection streams; equal keys share them. *family
+ * is the same less the number of requests and their lengths: the streams
+ * of a family's smaller shapes are those of its largest one's first
+ * requests when their lengths agree (gen_source_new_shared), so a family
+ * runs largest first and keeps that one's streams open. */
+static int stream_key(const sim_config *sc, const swdef_task *t, uint64_t *key, uint64_t *family, uint32_t *n_requests)
 {
     uint64_t h = SWDEF_FNV_INIT;
     h = swdef_fnv(h, sc->preset, strlen(sc->preset) + 1);
@@ -108,18 +118,23 @@ static int stream_key(const sim_config *sc, const swdef_task *t, uint64_t *key)
     for (int i = 0; i < t->n_gen; i++) h = swdef_fnv(h, t->gen_sets[i], strlen(t->gen_sets[i]) + 1);
     h = swdef_fnv(h, &sc->seed, sizeof sc->seed);
     h = swdef_fnv(h, &sc->keyframe_interval, sizeof sc->keyframe_interval);
+    *n_requests = 0;
     if (!*sc->trace_path) {
         trace_shape sh;
         if (sim_shape(sc, &sh) < 0) return -1;
-        h = swdef_fnv(h, &sh.n_requests, sizeof sh.n_requests);
         h = swdef_fnv(h, &sh.n_layers, sizeof sh.n_layers);
         h = swdef_fnv(h, &sh.n_groups, sizeof sh.n_groups);
         h = swdef_fnv(h, sh.layer_group, sh.n_layers * sizeof *sh.layer_group);
         h = swdef_fnv(h, sh.group_k, sh.n_groups * sizeof *sh.group_k);
         h = swdef_fnv(h, sh.group_compress, sh.n_groups * sizeof *sh.group_compress);
+        *family = h;
+        *n_requests = sh.n_requests;
+        h = swdef_fnv(h, &sh.n_requests, sizeof sh.n_requests);
         h = swdef_fnv(h, sh.prompt_len, sh.n_requests * sizeof *sh.prompt_len);
         h = swdef_fnv(h, sh.output_len, sh.n_requests * sizeof *sh.output_len);
         trace_shape_release(&sh);
+    } else {
+        *family = h;
     }
     *key = h;
     return 0;
@@ -130,6 +145,31 @@ static int stream_key(const sim_config *sc, const swdef_task *t, uint64_t *key)
 static void config_digest(const sim_config *sc, const swdef_task *t, const char *label, char out[17])
 {
     prov_digest(sc, t->gen_sets, t->n_gen, label, out);
+}
+
+/* What decides the task's results: the resolved configuration less the
+ * [policy] keys the policy does not read (pol_ops.knobs), the generator
+ * overrides, the streams and the policy's label (the run's JSON names it).
+ * Tasks with equal keys give the same bytes, so only the first of them runs:
+ * across the budgets of a sweep, resident and adaptive run once per stream. */
+static uint64_t result_key(const sim_config *sc, const swdef_task *t, pol_kind pol, const char *label, uint64_t stream)
+{
+    uint64_t h = SWDEF_FNV_INIT;
+    const cfg *files[3] = { sc->inst, sc->model_cfgf, sc->hw_cfgf };
+    for (int i = 0; i < 3; i++) {
+        for (size_t e = 0, n = cfg_entry_count(files[i]); e < n; e++) {
+            const char *sec, *key, *val;
+            cfg_entry_at(files[i], e, &sec, &key, &val);
+            if (!strcmp(sec, "policy") && strcmp(key, "name") && !pol_reads_knob(pol, key)) continue;
+            h = swdef_fnv(h, sec, strlen(sec) + 1);
+            h = swdef_fnv(h, key, strlen(key) + 1);
+            h = swdef_fnv(h, val, strlen(val) + 1);
+        }
+        h = swdef_fnv(h, "\n", 2); /* the file boundary */
+    }
+    for (int i = 0; i < t->n_gen; i++) h = swdef_fnv(h, t->gen_sets[i], strlen(t->gen_sets[i]) + 1);
+    h = swdef_fnv(h, label, strlen(label) + 1);
+    return swdef_fnv(h, &stream, sizeof stream);
 }
 
 /* ---------------------------------------------------------------- skipping */
@@ -186,8 +226,9 @@ static void *plan_worker(void *arg)
         sim_config sc;
         memset(&sc, 0, sizeof sc);
         int rc = load_task(d, t->unit, t->pol, &in, &sc);
-        if (rc == 0) rc = stream_key(&sc, &in, &t->stream_key);
+        if (rc == 0) rc = stream_key(&sc, &in, &t->stream_key, &t->family_key, &t->n_requests);
         if (rc == 0) config_digest(&sc, &in, d->pol[t->pol].label, t->digest);
+        if (rc == 0) t->result_key = r->o->no_reuse ? (uint64_t)i : result_key(&sc, &in, d->pol[t->pol].pol, d->pol[t->pol].label, t->stream_key);
         if (rc < 0) {
             char msg[1024];
             snprintf(msg, sizeof msg, "%s: point %zu, seed %s, policy %s: %s", d->file, in.point, d->seeds[in.seed_index],
@@ -258,8 +299,24 @@ static int write_unit(sweep_run *r, size_t ui)
     return 0;
 }
 
-/* One (unit, policy): load, simulate, keep the run's JSON object. A failure
- * is the task's, recorded in t. */
+/* The run's JSON of task t from text (out_json's), or its failure. */
+static void keep_run(task *t, const char *text)
+{
+    jsn *j = NULL;
+    int rc = jsn_parse(text, "out_json", &j);
+    jsn *runs = (jsn *)jsn_get(j, "runs");
+    if (rc == 0 && (!runs || runs->kind != JSN_ARR || runs->n != 1)) rc = dh_err("out_json: expected one run");
+    if (rc == 0) {
+        t->run = runs->items[0];
+        runs->n = 0; /* the run object now belongs to t */
+    }
+    jsn_free(j);
+    if (rc < 0) { t->failed = 1; t->error = strdup(dh_errmsg()); }
+}
+
+/* One (unit, policy): load, simulate, keep the run's JSON object, and hand
+ * the same to the tasks that copy it. A failure is the task's (and its
+ * copies'), recorded in t. */
 static void run_task(sweep_run *r, task *t)
 {
     const swdef *d = r->d;
@@ -280,31 +337,28 @@ static void run_task(sweep_run *r, task *t)
         pthread_mutex_unlock(&g->mu);
         rc = sim_run(&sc, d->pol[t->pol].pol, src, &res);
     }
+    char *buf = NULL;
     if (rc == 0) {
         snprintf(res.policy, sizeof res.policy, "%s", d->pol[t->pol].label);
-        char *buf = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&buf, &len);
         if (!m) abort();
         rc = out_json(m, &res, 1, 0);
         fclose(m);
-        jsn *j = NULL;
-        if (rc == 0) rc = jsn_parse(buf, "out_json", &j);
-        free(buf);
-        jsn *runs = (jsn *)jsn_get(j, "runs");
-        if (rc == 0 && (!runs || runs->kind != JSN_ARR || runs->n != 1)) rc = dh_err("out_json: expected one run");
-        if (rc == 0) {
-            t->run = runs->items[0];
-            runs->n = 0; /* the run object now belongs to t */
-        }
-        jsn_free(j);
     }
-    if (rc < 0) { t->failed = 1; t->error = strdup(dh_errmsg()); }
+    for (size_t c = (size_t)(t - r->tasks); c != SIZE_MAX; c = r->tasks[c].next_copy) {
+        task *x = &r->tasks[c];
+        if (rc == 0) keep_run(x, buf);
+        else { x->failed = 1; x->error = strdup(dh_errmsg()); }
+    }
+    free(buf);
     sim_result_release(&res);
     sel_source_free(src);
     sim_config_release(&sc);
     swdef_task_release(&in);
 }
+
+static void unit_task_done(sweep_run *r, size_t ui);
 
 static void *run_worker(void *arg)
 {
@@ -315,7 +369,7 @@ static void *run_worker(void *arg)
         size_t j = r->next++;
         int stop = r->rc < 0;
         pthread_mutex_unlock(&r->mu);
-        if (stop || j >= r->n_tasks) return NULL;
+        if (stop || j >= r->n_queued) return NULL;
         size_t ti = r->order[j];
         task *t = &r->tasks[ti];
         run_task(r, t);
@@ -325,26 +379,31 @@ static void *run_worker(void *arg)
         if (drop) g->holder = NULL;
         pthread_mutex_unlock(&g->mu);
         sel_source_free(drop);
-        size_t ui = ti / d->n_pol;
-        pthread_mutex_lock(&r->mu);
-        int last = --r->unit_left[ui] == 0;
-        pthread_mutex_unlock(&r->mu);
-        if (!last) continue;
-        /* The unit's last task writes its file and lets its runs go. */
-        int failed = 0;
-        for (int p = 0; p < d->n_pol; p++) failed |= r->tasks[ui * d->n_pol + p].failed;
-        if (write_unit(r, ui) < 0) set_err(r, dh_errmsg());
-        for (int p = 0; p < d->n_pol; p++) {
-            task *x = &r->tasks[ui * d->n_pol + p];
-            jsn_free(x->run); x->run = NULL;
-            free(x->error); x->error = NULL;
-        }
-        pthread_mutex_lock(&r->mu);
-        r->units_done++;
-        r->units_failed += failed;
-        if (r->o->progress) progress_update(r->bar_base + r->units_done, r->bar_total, &r->bar);
-        pthread_mutex_unlock(&r->mu);
+        for (size_t c = ti; c != SIZE_MAX; c = r->tasks[c].next_copy) unit_task_done(r, c / d->n_pol);
     }
+}
+
+/* Task of unit ui finished: the unit's last writes its file and lets its runs go. */
+static void unit_task_done(sweep_run *r, size_t ui)
+{
+    const swdef *d = r->d;
+    pthread_mutex_lock(&r->mu);
+    int last = --r->unit_left[ui] == 0;
+    pthread_mutex_unlock(&r->mu);
+    if (!last) return;
+    int failed = 0;
+    for (int p = 0; p < d->n_pol; p++) failed |= r->tasks[ui * d->n_pol + p].failed;
+    if (write_unit(r, ui) < 0) set_err(r, dh_errmsg());
+    for (int p = 0; p < d->n_pol; p++) {
+        task *x = &r->tasks[ui * d->n_pol + p];
+        jsn_free(x->run); x->run = NULL;
+        free(x->error); x->error = NULL;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->units_done++;
+    r->units_failed += failed;
+    if (r->o->progress) progress_update(r->bar_base + r->units_done, r->bar_total, &r->bar);
+    pthread_mutex_unlock(&r->mu);
 }
 
 int swrun_run(const swdef *d, const swrun_opts *o, swrun_stats *st)
@@ -384,25 +443,57 @@ int swrun_run(const swdef *d, const swrun_opts *o, swrun_stats *st)
     st->tasks = r.n_tasks;
     if (o->check_only) goto done;
 
-    /* Groups by stream key in order of first appearance; the queue runs each
-     * group's tasks together, in unit and policy order. O(tasks x groups) in
-     * the worst case, a small cost beside one simulation per task. */
+    /* Groups by stream family (stream_key()) in order of first appearance;
+     * the queue runs each group's tasks together, the largest shape first,
+     * then in unit and policy order. O(tasks x groups) in the worst case, a
+     * small cost beside one simulation per task. */
     r.groups = dh_calloc(r.n_tasks ? r.n_tasks : 1, sizeof *r.groups);
     uint64_t *keys = dh_calloc(r.n_tasks ? r.n_tasks : 1, sizeof *keys);
     for (size_t i = 0; i < r.n_tasks; i++) {
         size_t g;
         for (g = r.n_groups; g-- > 0;)
-            if (keys[g] == r.tasks[i].stream_key) break;
-        if (g == (size_t)-1) { g = r.n_groups++; keys[g] = r.tasks[i].stream_key; pthread_mutex_init(&r.groups[g].mu, NULL); }
+            if (keys[g] == r.tasks[i].family_key) break;
+        if (g == (size_t)-1) { g = r.n_groups++; keys[g] = r.tasks[i].family_key; pthread_mutex_init(&r.groups[g].mu, NULL); }
         r.tasks[i].group = g;
         r.groups[g].remaining++;
+        r.tasks[i].next_copy = SIZE_MAX;
     }
     free(keys);
     size_t *start = dh_calloc(r.n_groups + 1, sizeof *start);
     for (size_t g = 0; g < r.n_groups; g++) start[g + 1] = start[g] + r.groups[g].remaining;
+    size_t *by_group = dh_calloc(r.n_tasks ? r.n_tasks : 1, sizeof *by_group);
+    for (size_t i = 0; i < r.n_tasks; i++) by_group[start[r.tasks[i].group]++] = i;
+    /* The largest shape of each group first (insertion sort, stable: the
+     * rest keeps unit and policy order), so its streams cover the others'. */
+    for (size_t g = 0, b = 0; g < r.n_groups; g++) {
+        for (size_t j = b + 1; j < start[g]; j++) {
+            size_t x = by_group[j], i = j;
+            while (i > b && r.tasks[by_group[i - 1]].n_requests < r.tasks[x].n_requests) { by_group[i] = by_group[i - 1]; i--; }
+            by_group[i] = x;
+        }
+        b = start[g];
+    }
+    /* Within a group, a task whose result key an earlier task has is not
+     * queued: that task's run is copied into it (a chain through next_copy,
+     * in run order). O(group size^2): hundreds of tasks. */
     r.order = dh_calloc(r.n_tasks ? r.n_tasks : 1, sizeof *r.order);
-    for (size_t i = 0; i < r.n_tasks; i++) r.order[start[r.tasks[i].group]++] = i;
+    for (size_t g = 0, b = 0; g < r.n_groups; g++) {
+        size_t e = start[g], *last = dh_calloc(e - b, sizeof *last);
+        for (size_t j = b; j < e; j++) {
+            task *t = &r.tasks[by_group[j]];
+            size_t o = b;
+            while (o < j && !(r.tasks[by_group[o]].result_key == t->result_key && !r.tasks[by_group[o]].is_copy)) o++;
+            if (o == j) { r.order[r.n_queued++] = by_group[j]; last[j - b] = by_group[j]; continue; }
+            t->is_copy = 1;
+            r.tasks[last[o - b]].next_copy = by_group[j];
+            last[o - b] = by_group[j];
+            r.groups[g].remaining--;
+        }
+        free(last);
+        b = e;
+    }
     free(start);
+    free(by_group);
     r.unit_left = dh_calloc(n_units ? n_units : 1, sizeof *r.unit_left);
     for (size_t i = 0; i < n_units; i++) r.unit_left[i] = (size_t)d->n_pol;
 
@@ -415,6 +506,7 @@ int swrun_run(const swdef *d, const swrun_opts *o, swrun_stats *st)
     rc = r.rc;
     if (rc < 0) dh_err("%s", r.err);
     st->ran = r.units_done;
+    st->reused = r.n_tasks - r.n_queued;
     st->failed = r.units_failed;
     st->tasks = r.n_tasks;
 done:

@@ -8,13 +8,25 @@
  * runs again. A policy whose run fails is recorded with its error and the
  * others go on.
  *
- * Sharing: every (unit, policy) is a task. Tasks whose selection streams are
- * the same (same preset and generator overrides, trace seed, keyframe
- * interval and trace shape: they differ only in policy knobs, such as the
- * HiSparse budget, or in the policy) form a group, run one after the other
- * in the queue, and hold one generator source open until the group's last
- * task ends, so gen_source_new_shared (traces/gen.h) generates each stream
- * once for the whole group, as dhsim --compare does for one point.
+ * Sharing: every (unit, policy) is a task. Tasks whose selection streams
+ * come from one generation (same preset and generator overrides, trace seed,
+ * keyframe interval and selection groups: they differ only in policy knobs,
+ * such as the HiSparse budget, in the policy, or in the number of requests,
+ * such as the concurrency) form a group, run one after the other in the
+ * queue, the largest shape first, and hold one generator source open until
+ * the group's last task ends, so gen_source_new_shared (traces/gen.h)
+ * generates each stream once for the whole group, as dhsim --compare does
+ * for one point: a smaller shape's streams are the largest one's first
+ * requests'. Within a group, a task whose results another gives (the same
+ * configuration but for [policy] keys its policy does not read,
+ * pol_ops.knobs: resident and adaptive across HiSparse budgets) is not run:
+ * the first one's run is copied into it (--no-reuse runs it).
+ * Parallelism keeps the sharing: the workers take the queue's tasks in
+ * order, so they work in one group at a time; MPI ranks and shards split
+ * the units by u % parts, which keeps a group whole only when the split
+ * falls along the seeds (seeds a multiple of the parts, as in
+ * sweeps/bench-1000.ini); otherwise each rank generates the groups' streams
+ * it needs itself.
  *
  * Determinism: a task's result depends only on its inputs, and each unit's
  * file is written from its own results in policy order, so the files (and
@@ -37,6 +49,7 @@ typedef struct {
      * rank's bad configuration stops them all before any runs (NULL: ok). */
     int (*agree)(int ok, void *arg);
     int check_only;      /* check every task of the part, done or not, and run nothing */
+    int no_reuse;        /* run every task, even those whose results another task gives */
     void *agree_arg;
 } swrun_opts;
 
@@ -45,6 +58,7 @@ typedef struct {
     size_t skipped;      /* already done */
     size_t ran, failed;  /* units run now, and those with a failing policy */
     size_t tasks;        /* (unit, policy) runs now */
+    size_t reused;       /* of them, copied from an equal task instead of run */
 } swrun_stats;
 
 /* Check every task's configuration of this part (nothing runs if one is

@@ -1,7 +1,7 @@
 #!/bin/sh
 # cli_dhsweep.sh: bin/dhsweep on bad sweep files (one error line "dhsweep: ...",
 # non-zero exit, no point run), on determinism (the same bytes for 1 and 3
-# workers), on agreement with bin/dhsim run alone, on resumption (a missing,
+# workers, and with every task run instead of reused), on agreement with bin/dhsim run alone, on resumption (a missing,
 # a corrupt and a killed point run again, the others are skipped), on a
 # failing point (recorded, the others go on), on a generator parameter axis,
 # on the table (CSV, and HDF5 read by h5py as the README shows) and on plot.
@@ -48,6 +48,14 @@ for f in results.csv results.h5; do cmp -s "$tmp/w1/$f" "$tmp/w3/$f" || same=0; 
 for f in "$tmp"/w1/points/*.json; do cmp -s "$f" "$tmp/w3/points/$(basename "$f")" || same=0; done
 [ "$(ls "$tmp"/w1/points/*.json | wc -l)" -eq 6 ] || same=0
 if [ $same = 1 ]; then pass "same bytes for 1 and 3 workers"; else fail "same bytes for 1 and 3 workers"; fi
+# Reuse: adaptive and resident do not read the budget, so each runs once per seed
+# here; running every task (--no-reuse) gives the same bytes.
+sweep nr "$tmp/nr"
+"$bin" run "$tmp/nr.ini" --workers 2 --quiet --no-reuse
+same=1
+for f in results.csv results.h5; do cmp -s "$tmp/w1/$f" "$tmp/nr/$f" || same=0; done
+for f in "$tmp"/w1/points/*.json; do cmp -s "$f" "$tmp/nr/points/$(basename "$f")" || same=0; done
+if [ $same = 1 ]; then pass "reused runs give the bytes of running every task"; else fail "reused runs give the bytes of running every task"; fi
 rows=$(($(wc -l <"$tmp/w1/results.csv") - 1))
 if [ "$rows" -eq 18 ]; then pass "one row per (point, seed, policy)"; else fail "one row per (point, seed, policy): $rows rows"; fi
 
@@ -57,6 +65,21 @@ if [ "$rows" -eq 18 ]; then pass "one row per (point, seed, policy)"; else fail 
 a=$(grep -o '"tok_s_per_gpu": [^,]*\|"missed_rows": [^,]*' "$tmp/bare.json" | tr '\n' ' ')
 b=$(grep -o '"tok_s_per_gpu": [^,]*\|"missed_rows": [^,]*' "$tmp/w1/points/p000001-s2.json" | tr '\n' ' ')
 if [ -n "$a" ] && [ "$a" = "$b" ]; then pass "same figures as dhsim"; else fail "same figures as dhsim ($a / $b)"; fi
+
+# A concurrency axis: the smaller points replay the largest one's first streams
+# (generated once for the group); each point's figures are dhsim's alone.
+small_sweep "$tmp/c.ini" "$tmp/wc" hisparse,adaptive,oracle 1
+sed -i 's/^policy.hisparse_budget_k = .*/workload.concurrency = 16,48/; /^workload.concurrency = 32$/d' "$tmp/c.ini"
+"$bin" run "$tmp/c.ini" --workers 2 --quiet
+same=1
+for c in 16 48; do
+  ./bin/dhsim --policy hisparse,adaptive,oracle --steps 8 --concurrency $c --set workload.output_len=6 \
+    --set workload.output_len_max=12 --seed 1 --json "$tmp/bare$c.json" --quiet
+  a=$(grep -o '"tok_s_per_gpu": [^,]*\|"missed_rows": [^,]*\|"fetch_fraction": [^,]*' "$tmp/bare$c.json" | tr '\n' ' ')
+  b=$(grep -o '"tok_s_per_gpu": [^,]*\|"missed_rows": [^,]*\|"fetch_fraction": [^,]*' "$tmp/wc/points/p00000$((c / 48))-s1.json" | tr '\n' ' ')
+  [ -n "$a" ] && [ "$a" = "$b" ] || { same=0; echo "concurrency $c: $a / $b"; }
+done
+if [ $same = 1 ]; then pass "concurrency axis: same figures as dhsim"; else fail "concurrency axis: same figures as dhsim"; fi
 
 # Resumption: a missing and a truncated point run again, the others are skipped, same table.
 cp "$tmp/w1/results.csv" "$tmp/before.csv"

@@ -43,7 +43,10 @@ int gen_source_new(const gen_params *p, const trace_shape *sh, uint64_t seed,
 
 /* Like gen_source_new, for several consumers of one workload in one process
  * (dhsim --compare simulates each policy on its own source): sources with the
- * same preset, shape, seed and keyframe interval share their streams. Each
+ * same preset, seed and keyframe interval share their streams when the shape
+ * of one is that of the other's first requests (a stream depends only on its
+ * own request's lengths, so a smaller concurrency's streams are a larger
+ * one's first ones; dhsweep makes its largest first). Each
  * stream is generated once, kept as compact records (about 1.5 bytes per
  * changed row) and replayed by the other sources, on any thread; at most
  * 3 GiB of records are kept, beyond which streams are generated again. The
