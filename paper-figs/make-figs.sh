@@ -1,25 +1,67 @@
 #!/bin/sh
 # make-figs.sh: regenerate the paper's four results as figures (make figs).
 #
-# Each figure runs bin/dhsim on its configuration (figure 3, two placements,
-# is one bin/dhsweep sweep), keeps the figures it reads under paper-figs/data/
-# (JSON from dhsim and dhsweep, TSV for gnuplot) and draws a PNG and a PDF with gnuplot.
-# Run from the repository root; FIGS="1 4" picks figures. Every run is
+#     sh paper-figs/make-figs.sh           figures 1-4, PNG and PDF, data in paper-figs/data/
+#     FIGS="1 4" sh paper-figs/make-figs.sh  some of them (spec: figspec.sh, not in the default)
+#
+# Each figure runs bin/dhsim (figure 3, two placements, is one bin/dhsweep
+# sweep), keeps the figures it reads under data/ (JSON from dhsim and dhsweep,
+# TSV for gnuplot) and draws a PNG and a PDF with gnuplot. Every run is
 # deterministic: the same seed gives the same data files (a sweep's table
-# also records the commit that made it). Figure 2's loop stays a loop: each
-# bound is a --search-latency bisection, runs that depend on each other, not
-# a sweep of fixed points.
+# also records the commit that made it).
+#
+# The work is a few independent chains (figure 1; figure 2's search for each
+# policy; figure 3; figure 4), run two at a time (JOBS) longest first, so two
+# cores stay busy; each chain's simulations use two threads where they have
+# two columns or more. A line every STATUS_S seconds (default 15) says what
+# is running and for how long, the latency searches print one line per run,
+# and the last line gives the wall and CPU time.
+#
+# Run lengths (the captions in the README state them, results.py reads them
+# from the data), chosen so that `make figs` takes about 3 minutes on two
+# free cores and every interval stays small beside what a figure shows:
+# FIG1_STEPS, FIG1_WARMUP (figure 1: 900 steps, 600 of them measured after a
+# 300-step warm-up; make run measures 1500 and gives the same figures within
+# the intervals), FIG2_STEPS (each latency-search run: 100 steps; the search
+# states its minimum, 50), FIG3_STEPS (60), FIG4_END_S and FIG4_TIMES
+# (figure 4's simulated seconds, 20, and the load steps' times, 0,6,12),
+# BOUNDS (figure 2's latency bounds, ms), FIG2_SETS (KEY=VALUE overrides of figure 2's
+# searches, as --set; tests use them). FIGS_OUT=DIR writes the figures and DIR/data/
+# there instead (tests/cli_figs.sh runs a short setting so).
 set -eu
-cd "$(dirname "$0")"
-SIM=../bin/dhsim
-[ -x "$SIM" ] && [ -x ../bin/dhsweep ] || { echo "make-figs: build first (make)" >&2; exit 1; }
-mkdir -p data
-FIGS=${FIGS:-"1 2 3 4"}
+FIGDIR=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(dirname "$FIGDIR")
+cd "$ROOT"
+OUT=${FIGS_OUT:-paper-figs}
+D=$OUT/data
+FIG1_STEPS=${FIG1_STEPS:-900}
+FIG1_WARMUP=${FIG1_WARMUP:-300}
+FIG2_STEPS=${FIG2_STEPS:-100}
+FIG3_STEPS=${FIG3_STEPS:-60}
+FIG4_END_S=${FIG4_END_S:-20}
+FIG4_TIMES=${FIG4_TIMES:-0,6,12}
+BOUNDS=${BOUNDS:-"30 40 60 90"}
+FIG2_SETS=${FIG2_SETS:-}
+JOBS=${JOBS:-2}
+STATUS_S=${STATUS_S:-15}
+export OUT D FIG1_STEPS FIG1_WARMUP FIG2_STEPS FIG2_SETS FIG3_STEPS FIG4_END_S FIG4_TIMES BOUNDS
+[ -x bin/dhsim ] && [ -x bin/dhsweep ] || { echo "make-figs: build first (make bin/dhsim bin/dhsweep)" >&2; exit 1; }
+command -v gnuplot > /dev/null || { echo "make-figs: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 1; }
+
+# ---------------------------------------------------------------- helpers
+
+T0=${MAKE_FIGS_T0:-$(date +%s)}
+export MAKE_FIGS_T0=$T0
+say() { echo "make-figs: [$(( $(date +%s) - T0 )) s] $*" >&2; }
+# status CHAIN TEXT: what a chain is doing now (the status line reads it).
+status() { [ -d "${MAKE_FIGS_RUN:-}" ] && printf '%s\t%s\n' "$(date +%s)" "$2" > "$MAKE_FIGS_RUN/$1"; say "$1: $2"; }
+done_chain() { [ -d "${MAKE_FIGS_RUN:-}" ] && rm -f "$MAKE_FIGS_RUN/$1"; say "$1: done"; }
 paper() { # paper SECTION KEY: a published figure from models/paper-results.ini
     awk -v s="[$1]" -v k="$2" '$0 == s { in_s = 1; next } /^\[/ { in_s = 0 }
-        in_s && $1 == k { print $3; found = 1 } END { exit !found }' ../models/paper-results.ini
+        in_s && $1 == k { print $3; found = 1 } END { exit !found }' models/paper-results.ini
 }
-run() { echo "make-figs: dhsim $*" >&2; (cd .. && ./bin/dhsim "$@"); }
+jget() { sh "$FIGDIR/jget.sh" "$@"; }
+tlcols() { sh "$FIGDIR/tlcols.sh" "$@"; }
 # jci FILE POLICY KEY: the 95 % half-width of one figure of a `dhsim --json` file or a dhsweep
 # point ("ci95_half").
 jci() {
@@ -31,82 +73,143 @@ r = {x["policy"]: x for x in runs}[sys.argv[2]]
 v = r["ci95_half"][sys.argv[3]]
 print(0 if v is None else v)' "$@"
 }
-# draw NAME: NAME.png and NAME.pdf from NAME.gp (term.gp picks the terminal).
-draw() { gnuplot -e "fmt='png'" "$1.gp" && gnuplot -e "fmt='pdf'" "$1.gp"; echo "make-figs: $1.png, $1.pdf" >&2; }
-sweep() { echo "make-figs: dhsweep run $1" >&2; (cd .. && ./bin/dhsweep run "$1" --quiet); }
+# draw NAME: OUT/NAME.png and OUT/NAME.pdf from NAME.gp (term.gp picks the terminal). gnuplot runs
+# in OUT, where the scripts read data/; the loadpath finds term.gp. The PDF's creation date is
+# the commit's (SOURCE_DATE_EPOCH), so the same data give the same bytes.
+draw() {
+    epoch=$(git log -1 --format=%ct 2> /dev/null || echo 0)
+    for fmt in png pdf; do
+        (cd "$OUT" && SOURCE_DATE_EPOCH=$epoch gnuplot -e "set loadpath '$FIGDIR'" -e "fmt='$fmt'" "$FIGDIR/$1.gp")
+    done
+    say "$OUT/$1.png, $OUT/$1.pdf"
+}
 ini() { # ini FILE SECTION KEY: one value of an INI file (the first word after "=")
     awk -v s="[$2]" -v k="$3" '$0 == s { in_s = 1; next } /^\[/ { in_s = 0 }
         in_s && $1 == k { print $3; found = 1; exit } END { exit !found }' "$1"
 }
+
+# ---------------------------------------------------------------- figure 1
 
 fig1() {
     # Result 1: throughput per decode GPU at 100K context, concurrency 128.
     # --compare runs every built-in policy and Adaptive + DFlash2: SGLang's
     # HiSparse as shipped (static, watermark, dynamic) stands beside Adaptive;
     # hisparse-spec is HiSparse with speculation but none of the paper's mechanisms.
-    run --compare --quiet --json paper-figs/data/headline.json
+    len=
+    [ -n "$FIG1_STEPS" ] && len="--steps $FIG1_STEPS"
+    [ -n "$FIG1_WARMUP" ] && len="$len --set workload.warmup_steps=$FIG1_WARMUP"
+    status fig1 "dhsim --compare $len (9 columns)"
+    ./bin/dhsim --compare --quiet $len --json "$D/headline.json"
     # The other speculative columns over as many output tokens as the plain
     # ones, after the same warm-up as --compare's speculative column.
-    tokens=$(./jget.sh data/headline.json adaptive measured_tokens)
-    warm=$(./jget.sh data/headline.json adaptive+dflash2 warmup_steps)
-    run --policy hisparse-spec,hisparse+dflash2,resident+dflash2 --quiet \
+    tokens=$(jget "$D/headline.json" adaptive measured_tokens)
+    warm=$(jget "$D/headline.json" adaptive+dflash2 warmup_steps)
+    steps=$(jget "$D/headline.json" adaptive steps)
+    status fig1 "dhsim --policy hisparse-spec,hisparse+dflash2,resident+dflash2 (over $tokens tokens per GPU)"
+    ./bin/dhsim --policy hisparse-spec,hisparse+dflash2,resident+dflash2 --quiet --steps "$steps" \
         --set workload.measure_tokens="$tokens" --set workload.warmup_steps="$warm" \
-        --json paper-figs/data/headline-spec.json
+        --json "$D/headline-spec.json"
     {
         printf 'label\ttok_s_per_gpu\tci95_half\n'
         for p in resident hisparse oracle sglang-hisparse sglang-watermark sglang-dynamic adaptive adaptive+dflash2; do
-            printf '%s\t%s\t%s\n' "$p" "$(./jget.sh data/headline.json $p tok_s_per_gpu)" "$(jci data/headline.json $p tok_s_per_gpu)"
+            printf '%s\t%s\t%s\n' "$p" "$(jget "$D/headline.json" $p tok_s_per_gpu)" "$(jci "$D/headline.json" $p tok_s_per_gpu)"
         done
         for p in hisparse-spec hisparse+dflash2 resident+dflash2; do
-            printf '%s\t%s\t%s\n' "$p" "$(./jget.sh data/headline-spec.json $p tok_s_per_gpu)" \
-                "$(jci data/headline-spec.json $p tok_s_per_gpu)"
+            printf '%s\t%s\t%s\n' "$p" "$(jget "$D/headline-spec.json" $p tok_s_per_gpu)" \
+                "$(jci "$D/headline-spec.json" $p tok_s_per_gpu)"
         done
-    } > data/headline.tsv
-    hs=$(./jget.sh data/headline.json hisparse tok_s_per_gpu)
-    ad=$(./jget.sh data/headline.json adaptive tok_s_per_gpu)
+    } > "$D/headline.tsv"
+    hs=$(jget "$D/headline.json" hisparse tok_s_per_gpu)
+    ad=$(jget "$D/headline.json" adaptive tok_s_per_gpu)
     {
         printf 'paper_tok\t%s\n' "$(paper headline adaptive_dflash2_tok_s_per_gpu)"
         printf 'paper_vs_hisparse_tok\t%s\n' "$(awk -v h="$hs" -v r="$(paper headline ratio_vs_hisparse)" 'BEGIN { print h * r }')"
         printf 'paper_vs_adaptive_tok\t%s\n' "$(awk -v a="$ad" -v r="$(paper headline ratio_vs_adaptive_plain)" 'BEGIN { print a * r }')"
-    } > data/headline-marks.tsv
+        printf 'steps\t%s\nmeasured_steps\t%s\nwarmup_steps\t%s\n' "$steps" \
+            "$(jget "$D/headline.json" adaptive measured_steps)" "$(jget "$D/headline.json" adaptive warmup_steps)"
+    } > "$D/headline-marks.tsv"
     draw fig1-headline
+    done_chain fig1
 }
 
-fig2() {
-    # Result 2: under the same per-token latency bound (TPOT p90), the largest
-    # concurrency each system sustains in steady state and its output. Each
-    # point is one --search-latency (sim/search.h): its table row says why the
-    # search stopped -- the latency bound, or memory (admission could not hold
-    # one more request per GPU, whatever its latency) -- and whether the bound
-    # lies inside the statistic's CI (the answer may move by one per GPU).
-    # The search prints one line per run on stderr (progress).
-    steps=${FIG2_STEPS:-150}
-    printf 'bound_ms\thisparse_conc\thisparse_tok\tadaptive_dflash2_conc\tadaptive_dflash2_tok\thisparse_stop\tadaptive_dflash2_stop\thisparse_noisy\tadaptive_dflash2_noisy\n' > data/latency.tsv
-    for b in ${BOUNDS:-30 40 60 90}; do
-        # The two searches of a bound run side by side (each is one thread).
-        run --policy hisparse --search-latency $b --steps $steps --json paper-figs/data/latency-hs-$b.json > data/latency-hs-$b.txt &
-        hs_pid=$!
-        run --policy adaptive+dflash2 --search-latency $b --steps $steps --json paper-figs/data/latency-ad-$b.json > data/latency-ad-$b.txt
-        wait $hs_pid
-        # search_row FILE POLICY FIELD: a field of the search table's row (7: stop reason).
-        search_row() { awk -v p="$2" -v f="$3" '$1 == p { print $f; exit }' "$1"; }
-        noisy() { grep -q "^note: $2: the bound lies inside" "$1" && echo 1 || echo 0; }
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' $b \
-            "$(./jget.sh data/latency-hs-$b.json hisparse concurrency)" "$(./jget.sh data/latency-hs-$b.json hisparse tok_s_per_gpu)" \
-            "$(./jget.sh data/latency-ad-$b.json adaptive+dflash2 concurrency)" "$(./jget.sh data/latency-ad-$b.json adaptive+dflash2 tok_s_per_gpu)" \
-            "$(search_row data/latency-hs-$b.txt hisparse 7)" "$(search_row data/latency-ad-$b.txt adaptive+dflash2 7)" \
-            "$(noisy data/latency-hs-$b.txt hisparse)" "$(noisy data/latency-ad-$b.txt adaptive+dflash2)" \
-            >> data/latency.tsv
-        echo "make-figs: figure 2, bound $b ms: $(tail -1 data/latency.tsv | cut -f2,4,6,7 | tr '\t' ' ') (hisparse, adaptive+dflash2 concurrency; stop reasons)" >&2
+# ---------------------------------------------------------------- figure 2
+
+# fig2_chain POLICY TAG: the searches of one policy over the bounds, lowest first.
+#
+# Result 2: under the same per-token latency bound (TPOT p90), the largest
+# concurrency each system sustains in steady state and its output. Each point
+# is one --search-latency (sim/search.h): its table row says why the search
+# stopped -- the latency bound, or memory (admission could not hold one more
+# request per GPU, whatever its latency) -- and whether the bound lies inside
+# the statistic's CI (the answer may move by one per GPU).
+#
+# A search that stopped at memory answers every higher bound too: its answer
+# met the lower bound, so it meets a higher one, and the run one above it
+# failed on memory, which does not depend on the bound (the search assumes, as
+# here, that failing is monotone in concurrency). Those bounds reuse its runs
+# (the same run at the same concurrency: the same JSON) instead of searching
+# again; the .txt says so, and whether the new bound lies inside the answer's CI.
+fig2_chain() {
+    pol=$1; tag=$2
+    prev=; prev_stop=; sets=
+    for kv in $FIG2_SETS; do sets="$sets --set $kv"; done
+    for b in $(printf '%s\n' $BOUNDS | sort -n); do
+        json=$D/latency-$tag-$b.json; txt=$D/latency-$tag-$b.txt
+        if [ "$prev_stop" = memory ]; then
+            status "fig2-$tag" "bound $b ms: the $prev ms answer (memory-bound)"
+            cp "$D/latency-$tag-$prev.json" "$json"
+            awk -v b="$b" -v prev="$prev" -v pol="$pol" '
+                NR == 1 { stat = $0; sub(/^largest concurrency with /, "", stat); sub(/ <=.*/, "", stat)
+                          print "largest concurrency with " stat " <= " b " ms: the answer of the search at " prev " ms," \
+                                " which stopped at memory (admission could not hold one more request per GPU, whatever" \
+                                " the bound; its answer met " prev " ms, so it meets " b " ms): not searched again"; next }
+                /^note: / { next }
+                $1 == pol { print; ci = $6; gsub(/\[|\]/, "", ci); split(ci, c, ","); hi = c[2]; next }
+                { print }
+                END { if (hi != "" && hi + 0 >= b + 0) print "note: " pol ": the bound lies inside the statistic'"'"'s 95% CI" \
+                      " at the answer: another run length or seed may move the answer by one" }' \
+                "$D/latency-$tag-$prev.txt" > "$txt.tmp"
+            mv "$txt.tmp" "$txt"
+        else
+            status "fig2-$tag" "bound $b ms: dhsim --policy $pol --search-latency $b --steps $FIG2_STEPS"
+            # The table goes to a temporary file first: a failed search leaves no half of one.
+            ./bin/dhsim --policy "$pol" --search-latency "$b" --steps "$FIG2_STEPS" $sets --json "$json" > "$txt.tmp" ||
+                { rm -f "$txt.tmp"; exit 1; }
+            mv "$txt.tmp" "$txt"
+        fi
+        prev=$b; prev_stop=$(awk -v p="$pol" '$1 == p { print $7; exit }' "$txt")
+        say "fig2-$tag: bound $b ms: concurrency $(jget "$json" "$pol" concurrency), stopped by $prev_stop"
     done
+    done_chain "fig2-$tag"
+}
+
+# fig2_draw: the table of both chains and the figure.
+fig2_draw() {
+    # search_row FILE POLICY FIELD: a field of the search table's row (7: stop reason).
+    search_row() { awk -v p="$2" -v f="$3" '$1 == p { print $f; exit }' "$1"; }
+    noisy() { grep -q "^note: $2: the bound lies inside" "$1" && echo 1 || echo 0; }
+    {
+        printf 'bound_ms\thisparse_conc\thisparse_tok\tadaptive_dflash2_conc\tadaptive_dflash2_tok\thisparse_stop\tadaptive_dflash2_stop\thisparse_noisy\tadaptive_dflash2_noisy\n'
+        for b in $(printf '%s\n' $BOUNDS | sort -n); do
+            hs=$D/latency-hs-$b; ad=$D/latency-ad-$b
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' $b \
+                "$(jget $hs.json hisparse concurrency)" "$(jget $hs.json hisparse tok_s_per_gpu)" \
+                "$(jget $ad.json adaptive+dflash2 concurrency)" "$(jget $ad.json adaptive+dflash2 tok_s_per_gpu)" \
+                "$(search_row $hs.txt hisparse 7)" "$(search_row $ad.txt adaptive+dflash2 7)" \
+                "$(noisy $hs.txt hisparse)" "$(noisy $ad.txt adaptive+dflash2)"
+        done
+    } > "$D/latency.tsv"
     {
         printf 'paper_conc_ratio\t%s\n' "$(paper result2 max_concurrency_ratio)"
         printf 'paper_out_low\t%s\n' "$(paper result2 output_ratio_low)"
         printf 'paper_out_high\t%s\n' "$(paper result2 output_ratio_high)"
-        printf 'steps\t%s\n' "$steps"
-    } > data/latency-marks.tsv
+        printf 'steps\t%s\n' "$FIG2_STEPS"
+        [ -z "$FIG2_SETS" ] || printf 'sets\t%s\n' "$FIG2_SETS"
+    } > "$D/latency-marks.tsv"
     draw fig2-latency
 }
+
+# ---------------------------------------------------------------- figure 3
 
 fig3() {
     # Result 3: DeepSeek-V4.1-Flash at 500K context, concurrency 512, DSpark:
@@ -119,78 +222,142 @@ fig3() {
     # The two placements are one sweep over weights_per_gpu_bytes (dhsweep). Its
     # points' JSON holds the same run objects as dhsim --json, which jget.sh reads.
     cfg=models/instances/dsv41flash-h200x4.ini
-    host=$(cd .. && ./bin/dhsim --config $cfg --memory | awk '/weights computed from the model/ { print $(NF - 1) }')
+    host=$(./bin/dhsim --config $cfg --memory | awk '/weights computed from the model/ { print $(NF - 1) }')
     hbm=$(awk -v w="$host" 'BEGIN { printf "%.0f", w + 49e9 }')
-    rm -rf data/dsv41-sweep
-    cat > data/dsv41.sweep.ini <<EOF
+    rm -rf "$D/dsv41-sweep"
+    cat > "$D/dsv41.sweep.ini" <<EOF
 ; Written by make-figs.sh (figure 3): the Engram tables in host memory, then in HBM.
 [sweep]
 config = $cfg
 policies = resident+dspark,adaptive+dspark
-steps = ${FIG3_STEPS:-60}
-output = paper-figs/data/dsv41-sweep
+steps = $FIG3_STEPS
+output = $D/dsv41-sweep
 [axes]
 instance.weights_per_gpu_bytes = $host,${ENGRAM_HBM_WEIGHTS:-$hbm}
 EOF
-    sweep paper-figs/data/dsv41.sweep.ini
+    status fig3 "dhsweep run $D/dsv41.sweep.ini ($FIG3_STEPS steps, 2 points x 2 policies)"
+    ./bin/dhsweep run "$D/dsv41.sweep.ini" --quiet --workers 2
     {
-        printf 'placement\tresident_dspark\tadaptive_dspark\tresident_conc\tadaptive_conc\tresident_ci95_half\tadaptive_ci95_half\n'
+        printf 'placement\tresident_dspark\tadaptive_dspark\tresident_conc\tadaptive_conc\tresident_ci95_half\tadaptive_ci95_half\tsteps\n'
         i=0
         for v in host hbm; do
-            j=$(ls data/dsv41-sweep/points/p00000$i-s*.json)
-            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "Engram tables in $v" \
-                "$(./jget.sh $j resident+dspark tok_s_per_gpu)" \
-                "$(./jget.sh $j adaptive+dspark tok_s_per_gpu)" \
-                "$(./jget.sh $j resident+dspark mean_active)" \
-                "$(./jget.sh $j adaptive+dspark mean_active)" \
+            j=$(ls "$D"/dsv41-sweep/points/p00000$i-s*.json)
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "Engram tables in $v" \
+                "$(jget $j resident+dspark tok_s_per_gpu)" \
+                "$(jget $j adaptive+dspark tok_s_per_gpu)" \
+                "$(jget $j resident+dspark mean_active)" \
+                "$(jget $j adaptive+dspark mean_active)" \
                 "$(jci $j resident+dspark tok_s_per_gpu)" \
-                "$(jci $j adaptive+dspark tok_s_per_gpu)"
+                "$(jci $j adaptive+dspark tok_s_per_gpu)" "$FIG3_STEPS"
             i=$((i + 1))
         done
-    } > data/dsv41.tsv
-    printf 'paper_ratio\t%s\n' "$(paper result3 ratio_vs_resident_dspark)" > data/dsv41-marks.tsv
+    } > "$D/dsv41.tsv"
+    printf 'paper_ratio\t%s\n' "$(paper result3 ratio_vs_resident_dspark)" > "$D/dsv41-marks.tsv"
     draw fig3-dsv41
+    done_chain fig3
 }
+
+# ---------------------------------------------------------------- figure 4
 
 fig4() {
     # Low load (2 requests per GPU) long enough for optional residency to
     # fill, then the instance steps to concurrency 128 (16 per GPU), then to
     # 960 (120 per GPU), where admission needs the memory optional rows hold.
-    # Both policies run for the same simulated time (their steps differ in length).
-    levels="16,128,960"; times="0,6,12"; end_s=30
-    run --policy adaptive,hisparse --steps 2000 --set workload.max_time_s=$end_s --quiet \
+    # Both policies run for the same simulated time (their steps differ in
+    # length): 20 s, 8 s of them at the highest load, where both are steady
+    # from a second after the step on.
+    end_s=$FIG4_END_S
+    levels="16,128,960"
+    times=$FIG4_TIMES
+    status fig4 "dhsim --policy adaptive,hisparse, load steps $levels at $times s, $end_s simulated s"
+    # The step cap is far above what the simulated time takes (about 700-800 steps in 30 s).
+    cap=$(awk -v e="$end_s" 'BEGIN { s = 2000 * e / 30; printf "%d", s < 2000 ? 2000 : s + 1 }')
+    ./bin/dhsim --policy adaptive,hisparse --steps $cap --set workload.max_time_s=$end_s --quiet \
         --set workload.mode=step --set workload.step_times=$times \
         --set workload.step_concurrency=$levels --set workload.output_len=2000 \
         --set workload.output_len_max=2000 \
-        --json paper-figs/data/loadstep.json --timeline paper-figs/data/loadstep
+        --json "$D/loadstep.json" --timeline "$D/loadstep"
     for p in adaptive hisparse; do
         # Host fetches over a sliding window of 10 steps: missed / selected rows.
-        ./tlcols.sh data/loadstep.tsv $p t_start_s selected_rows missed_rows | awk -F'\t' '
+        tlcols "$D/loadstep.tsv" $p t_start_s selected_rows missed_rows | awk -F'\t' '
             { t[NR] = $1; s[NR] = $2; m[NR] = $3; S += $2; M += $3
               if (NR > 10) { S -= s[NR-10]; M -= m[NR-10] }
               if (NR >= 10 && S > 0) printf "%.4f\t%.4f\n", t[NR], 100 * M / S }'
         printf '\n\n'
-    done > data/loadstep-fetch.tsv
+    done > "$D/loadstep-fetch.tsv"
     for p in adaptive hisparse; do
-        ./tlcols.sh data/loadstep.tsv $p t_start_s active
+        tlcols "$D/loadstep.tsv" $p t_start_s active
         printf '\n\n'
-    done > data/loadstep-active.tsv
-    ./tlcols.sh data/loadstep.tsv adaptive t_start_s hbm_weights hbm_workspace hbm_indexer hbm_protected hbm_optional |
+    done > "$D/loadstep-active.tsv"
+    tlcols "$D/loadstep.tsv" adaptive t_start_s hbm_weights hbm_workspace hbm_indexer hbm_protected hbm_optional |
         awk -F'\t' '{ a = ($2 + $3) / 1e9; b = a + $4 / 1e9; c = b + $5 / 1e9; d = c + $6 / 1e9
-                      printf "%.4f\t%.3f\t%.3f\t%.3f\t%.3f\n", $1, a, b, c, d }' > data/loadstep-hbm.tsv
+                      printf "%.4f\t%.3f\t%.3f\t%.3f\t%.3f\n", $1, a, b, c, d }' > "$D/loadstep-hbm.tsv"
     {
         printf 'levels\t%s\ntimes\t%s\nend_s\t%s\n' "$levels" "$times" "$end_s"
         echo "$times" | tr ',' '\n' | awk 'NR > 1 { printf "step%d_s\t%s\n", NR - 1, $1 }'
+        for p in adaptive hisparse; do printf 'steps_%s\t%s\n' $p "$(jget "$D/loadstep.json" $p steps)"; done
         printf 'paper_hisparse_pct\t%s\n' "$(paper result4 hisparse_budget_fetch_pct)"
         printf 'paper_adaptive_pct\t%s\n' "$(paper result4 adaptive_low_load_fetch_pct)"
-    } > data/loadstep-marks.tsv
+    } > "$D/loadstep-marks.tsv"
     draw fig4-loadstep
+    done_chain fig4
 }
 
+# ---------------------------------------------------------------- the chains
+
+# `make-figs.sh chain NAME` runs one chain (the pool below calls the script so).
+if [ "${1:-}" = chain ]; then
+    # A failed chain leaves no status behind (the status line would report it running).
+    trap 'rm -f "${MAKE_FIGS_RUN:-/nonexistent}/$2"' EXIT
+    case $2 in
+        fig1) fig1 ;; fig3) fig3 ;; fig4) fig4 ;;
+        fig2-hs) fig2_chain hisparse hs ;;
+        fig2-ad) fig2_chain adaptive+dflash2 ad ;;
+        *) echo "make-figs: no chain '$2'" >&2; exit 2 ;;
+    esac
+    exit 0
+fi
+
+FIGS=${FIGS:-"1 2 3 4"}
+chains=
 for f in $FIGS; do
     case $f in
-        1) fig1 ;; 2) fig2 ;; 3) fig3 ;; 4) fig4 ;;
-        spec) sh figspec.sh ;;  # the speculative gain against concurrency (FIGS=spec; figspec.sh)
+        1) chains="$chains fig1" ;; 2) chains="$chains fig2-ad fig2-hs" ;;
+        3) chains="$chains fig3" ;; 4) chains="$chains fig4" ;;
+        spec) ;;  # the speculative gain against concurrency (FIGS=spec; figspec.sh), after the others
         *) echo "make-figs: no figure '$f' (1-4, spec)" >&2; exit 2 ;;
     esac
 done
+mkdir -p "$D"
+MAKE_FIGS_RUN=$(mktemp -d)
+export MAKE_FIGS_RUN
+trap 'rm -rf "$MAKE_FIGS_RUN"' EXIT
+# The status line: every STATUS_S seconds, each running chain, what it does and for how long.
+(
+    # One-second sleeps, so that nothing outlives the script by more than a second.
+    n=0
+    while sleep 1; do
+        [ -d "$MAKE_FIGS_RUN" ] || exit 0
+        n=$((n + 1)); [ $n -ge "$STATUS_S" ] || continue; n=0
+        now=$(date +%s)
+        line=$(for f in "$MAKE_FIGS_RUN"/*; do
+                   [ -f "$f" ] && awk -F'\t' -v n="$(basename "$f")" -v now="$now" '{ printf "%s (%d s: %s); ", n, now - $1, $2 }' "$f"
+               done)
+        [ -n "$line" ] && say "running: ${line%; }"
+    done
+) &
+ticker=$!
+trap 'kill $ticker 2> /dev/null; rm -rf "$MAKE_FIGS_RUN"' EXIT
+rc=0
+if [ -n "$chains" ]; then
+    # Longest first (figure 1, then the searches), two at a time: the order above.
+    say "chains:$chains ($JOBS at a time)"
+    printf '%s\n' $chains | xargs -P "$JOBS" -n 1 sh "$FIGDIR/make-figs.sh" chain || rc=1
+fi
+[ $rc -eq 0 ] || { say "a chain failed (its message is above); the figures of the others are written"; exit 1; }
+case " $FIGS " in *" 2 "*) fig2_draw ;; esac
+case " $FIGS " in *" spec "*) say "figspec.sh"; sh "$FIGDIR/figspec.sh" ;; esac
+kill $ticker 2> /dev/null || true
+# The CPU time of every process this script waited for (the POSIX `times`: second line).
+cpu=$(times | awk 'NR == 2 { n = split($0, f, " "); for (i = 1; i <= 2; i++) { split(f[i], ms, "m"); s += ms[1] * 60 + ms[2] } printf "%.0f", s }')
+say "done: $(( $(date +%s) - T0 )) s wall, $cpu s CPU (user + sys)"
