@@ -10,7 +10,7 @@ load "term.gp"
 set datafile separator "\t"
 mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/loadstep-marks.tsv"))
 levels = system("awk -F'\\t' '$1==\"levels\"{print $2}' data/loadstep-marks.tsv")
-set multiplot layout 3,1 title "Load steps: GLM-5.3, 100K context, instance concurrency " . levels . " (one decode GPU of 8)"
+set multiplot layout 3,1 title "Load steps: GLM-5.3, 100K context, instance concurrency " . levels . " (one decode GPU of 8; " . sprintf("%g", mark("end_s")) . " simulated s)"
 set grid
 set key top right
 set xlabel "simulated time (s)"

@@ -55,7 +55,20 @@ export MAKE_FIGS_T0=$T0
 say() { echo "make-figs: [$(( $(date +%s) - T0 )) s] $*" >&2; }
 # status CHAIN TEXT: what a chain is doing now (the status line reads it).
 status() { [ -d "${MAKE_FIGS_RUN:-}" ] && printf '%s\t%s\n' "$(date +%s)" "$2" > "$MAKE_FIGS_RUN/$1"; say "$1: $2"; }
-done_chain() { [ -d "${MAKE_FIGS_RUN:-}" ] && rm -f "$MAKE_FIGS_RUN/$1"; say "$1: done"; }
+# done_chain CHAIN: the chain's end, with the CPU time of its processes (`times`, second line).
+done_chain() {
+    [ -d "${MAKE_FIGS_RUN:-}" ] && rm -f "$MAKE_FIGS_RUN/$1"
+    cpu_s
+    say "$1: done ($CPU s CPU)"
+}
+# cpu_s: CPU, the user + sys seconds of the processes this shell waited for. `times` runs in
+# this shell (in a $(...) subshell it would count the subshell's children only: none).
+cpu_s() {
+    tf=${MAKE_FIGS_RUN:-/tmp}/.times.$$
+    times > "$tf"
+    CPU=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, ms, "m"); s += ms[1] * 60 + ms[2] } printf "%.0f", s }' "$tf")
+    rm -f "$tf"
+}
 paper() { # paper SECTION KEY: a published figure from models/paper-results.ini
     awk -v s="[$1]" -v k="$2" '$0 == s { in_s = 1; next } /^\[/ { in_s = 0 }
         in_s && $1 == k { print $3; found = 1 } END { exit !found }' models/paper-results.ini
@@ -98,7 +111,7 @@ fig1() {
     len=
     [ -n "$FIG1_STEPS" ] && len="--steps $FIG1_STEPS"
     [ -n "$FIG1_WARMUP" ] && len="$len --set workload.warmup_steps=$FIG1_WARMUP"
-    status fig1 "dhsim --compare $len (9 columns)"
+    status fig1 "dhsim --compare $len (every policy and Adaptive + DFlash2)"
     ./bin/dhsim --compare --quiet $len --json "$D/headline.json"
     # The other speculative columns over as many output tokens as the plain
     # ones, after the same warm-up as --compare's speculative column.
@@ -358,6 +371,6 @@ fi
 case " $FIGS " in *" 2 "*) fig2_draw ;; esac
 case " $FIGS " in *" spec "*) say "figspec.sh"; sh "$FIGDIR/figspec.sh" ;; esac
 kill $ticker 2> /dev/null || true
-# The CPU time of every process this script waited for (the POSIX `times`: second line).
-cpu=$(times | awk 'NR == 2 { n = split($0, f, " "); for (i = 1; i <= 2; i++) { split(f[i], ms, "m"); s += ms[1] * 60 + ms[2] } printf "%.0f", s }')
-say "done: $(( $(date +%s) - T0 )) s wall, $cpu s CPU (user + sys)"
+# The CPU time of every process this script waited for.
+cpu_s
+say "done: $(( $(date +%s) - T0 )) s wall, $CPU s CPU (user + sys)"
