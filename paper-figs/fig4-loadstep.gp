@@ -12,6 +12,9 @@ mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/loadstep-m
 levels = system("awk -F'\\t' '$1==\"levels\"{print $2}' data/loadstep-marks.tsv")
 set multiplot layout 3,1 title "Load steps: GLM-5.3, 100K context, instance concurrency " . levels . " (one decode GPU of 8; " . sprintf("%g", mark("end_s")) . " simulated s)"
 set grid
+# The same margins in every panel, so that their time axes line up.
+set lmargin 10
+set rmargin 3
 set key top right
 set xlabel "simulated time (s)"
 set xrange [0:mark("end_s")]

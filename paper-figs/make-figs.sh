@@ -3,6 +3,7 @@
 #
 #     sh paper-figs/make-figs.sh           figures 1-4, PNG and PDF, data in paper-figs/data/
 #     FIGS="1 4" sh paper-figs/make-figs.sh  some of them (spec: figspec.sh, not in the default)
+#     sh paper-figs/make-figs.sh draw      the figures again from the data, without running
 #
 # Each figure runs bin/dhsim (figure 3, two placements, is one bin/dhsweep
 # sweep), keeps the figures it reads under data/ (JSON from dhsim and dhsweep,
@@ -88,12 +89,14 @@ print(0 if v is None else v)' "$@"
 }
 # draw NAME: OUT/NAME.png and OUT/NAME.pdf from NAME.gp (term.gp picks the terminal). gnuplot runs
 # in OUT, where the scripts read data/; the loadpath finds term.gp. The PDF's creation date is
-# the commit's (SOURCE_DATE_EPOCH), so the same data give the same bytes.
+# set to the commit's (cairo 1.16 writes the time of the run and ignores SOURCE_DATE_EPOCH; the
+# date has the same length, so the PDF's offsets hold), so the same data give the same bytes.
 draw() {
-    epoch=$(git log -1 --format=%ct 2> /dev/null || echo 0)
+    stamp=$(TZ=UTC git log -1 --date=format-local:%Y%m%d%H%M%S --format=%cd 2> /dev/null || echo 20000101000000)
     for fmt in png pdf; do
-        (cd "$OUT" && SOURCE_DATE_EPOCH=$epoch gnuplot -e "set loadpath '$FIGDIR'" -e "fmt='$fmt'" "$FIGDIR/$1.gp")
+        (cd "$OUT" && gnuplot -e "set loadpath '$FIGDIR'" -e "fmt='$fmt'" "$FIGDIR/$1.gp")
     done
+    LC_ALL=C sed -i "s|/CreationDate (D:[0-9]\{14\}Z)|/CreationDate (D:${stamp}Z)|" "$OUT/$1.pdf"
     say "$OUT/$1.png, $OUT/$1.pdf"
 }
 ini() { # ini FILE SECTION KEY: one value of an INI file (the first word after "=")
@@ -156,42 +159,56 @@ fig1() {
 # request per GPU, whatever its latency) -- and whether the bound lies inside
 # the statistic's CI (the answer may move by one per GPU).
 #
-# A search that stopped at memory answers every higher bound too: its answer
-# met the lower bound, so it meets a higher one, and the run one above it
-# failed on memory, which does not depend on the bound (the search assumes, as
-# here, that failing is monotone in concurrency). Those bounds reuse its runs
-# (the same run at the same concurrency: the same JSON) instead of searching
-# again; the .txt says so, and whether the new bound lies inside the answer's CI.
+# The searches share their runs: a run at a concurrency does not depend on the
+# bound (only its judgement does), so where the runs of the lower bounds'
+# searches already hold the answer of a higher bound -- the largest
+# concurrency that meets it and the one above it failing (searchlog.awk) --
+# that bound is not searched again: its row is built from those runs and its
+# JSON is the answer's run (a previous answer's, or one plain run, the same
+# bytes as the search's). The search's progress lines are kept
+# (data/latency-TAG-B.log) for that; the .txt of a bound not searched says so.
 fig2_chain() {
     pol=$1; tag=$2
-    prev=; prev_stop=; sets=
+    sets=; logs=; hdr=
     for kv in $FIG2_SETS; do sets="$sets --set $kv"; done
     for b in $(printf '%s\n' $BOUNDS | sort -n); do
-        json=$D/latency-$tag-$b.json; txt=$D/latency-$tag-$b.txt
-        if [ "$prev_stop" = memory ]; then
-            status "fig2-$tag" "bound $b ms: the $prev ms answer (memory-bound)"
-            cp "$D/latency-$tag-$prev.json" "$json"
-            awk -v b="$b" -v prev="$prev" -v pol="$pol" '
-                NR == 1 { stat = $0; sub(/^largest concurrency with /, "", stat); sub(/ <=.*/, "", stat)
-                          print "largest concurrency with " stat " <= " b " ms: the answer of the search at " prev " ms," \
-                                " which stopped at memory (admission could not hold one more request per GPU, whatever" \
-                                " the bound; its answer met " prev " ms, so it meets " b " ms): not searched again"; next }
-                /^note: / { next }
-                $1 == pol { print; ci = $6; gsub(/\[|\]/, "", ci); split(ci, c, ","); hi = c[2]; next }
-                { print }
-                END { if (hi != "" && hi + 0 >= b + 0) print "note: " pol ": the bound lies inside the statistic'"'"'s 95% CI" \
-                      " at the answer: another run length or seed may move the answer by one" }' \
-                "$D/latency-$tag-$prev.txt" > "$txt.tmp"
+        json=$D/latency-$tag-$b.json; txt=$D/latency-$tag-$b.txt; log=$D/latency-$tag-$b.log
+        rm -f "$log"
+        known=
+        [ -z "$logs" ] || known=$(awk -v pol="$pol" -v b="$b" -f "$FIGDIR/searchlog.awk" $logs)
+        if [ -n "$known" ]; then
+            set -- $known
+            status "fig2-$tag" "bound $b ms: per GPU $1 met it and $6 failed ($5) in the runs so far: not searched again"
+            from=
+            for f in $logs; do
+                j=${f%.log}.json
+                [ "$(jget "$j" "$pol" concurrency)" = "$2" ] && { from=$j; break; }
+            done
+            if [ -n "$from" ]; then cp "$from" "$json"
+            else ./bin/dhsim --policy "$pol" --concurrency "$2" --steps "$FIG2_STEPS" $sets --quiet --json "$json"; fi
+            tok=$(jget "$json" "$pol" tok_s_per_gpu)
+            {
+                echo "$hdr" | sed "s/ <= [0-9.]* ms / <= $b ms /; s/\$/: not searched again: the runs of the searches at the lower bounds hold the answer (per GPU $1 met $b ms, $6 failed) under the search's own assumption that failing is monotone in concurrency; paper-figs\/searchlog.awk/"
+                sed -n 2p "$D/latency-$tag-$prev.txt"
+                printf '%-18s %11.0f %7u %12.1f %9s %17s %8s %7s %9s %7u %8u %4u\n' "$pol" "$2" "$1" "$tok" "$3" "$4" "$5" "$6" "$7" "$8" "$9" 0
+                [ "${10}" = 1 ] && echo "note: $pol: the bound lies inside the statistic's 95% CI at per GPU $1 or $6: another run length or seed may move the answer by one"
+                grep '^stop: \|^run length: ' "$D/latency-$tag-$prev.txt"
+            } > "$txt.tmp"
             mv "$txt.tmp" "$txt"
         else
             status "fig2-$tag" "bound $b ms: dhsim --policy $pol --search-latency $b --steps $FIG2_STEPS"
-            # The table goes to a temporary file first: a failed search leaves no half of one.
-            ./bin/dhsim --policy "$pol" --search-latency "$b" --steps "$FIG2_STEPS" $sets --json "$json" > "$txt.tmp" ||
-                { rm -f "$txt.tmp"; exit 1; }
-            mv "$txt.tmp" "$txt"
+            # The table goes to a temporary file first (a failed search leaves no half of one);
+            # the progress lines to the terminal and to the log.
+            { rc=0; ./bin/dhsim --policy "$pol" --search-latency "$b" --steps "$FIG2_STEPS" $sets --json "$json" 2>&1 > "$txt.tmp" ||
+                  rc=$?; echo $rc > "$txt.rc"; } | tee "$log.tmp" >&2
+            rc=$(cat "$txt.rc" 2> /dev/null || echo 1); rm -f "$txt.rc"
+            [ "$rc" = 0 ] || { rm -f "$txt.tmp" "$log.tmp"; exit 1; }
+            mv "$log.tmp" "$log"; mv "$txt.tmp" "$txt"
+            logs="$logs $log"
+            hdr=$(sed -n 1p "$txt")
         fi
-        prev=$b; prev_stop=$(awk -v p="$pol" '$1 == p { print $7; exit }' "$txt")
-        say "fig2-$tag: bound $b ms: concurrency $(jget "$json" "$pol" concurrency), stopped by $prev_stop"
+        prev=$b
+        say "fig2-$tag: bound $b ms: concurrency $(jget "$json" "$pol" concurrency), stopped by $(awk -v p="$pol" '$1 == p { print $7; exit }' "$txt")"
     done
     done_chain "fig2-$tag"
 }
@@ -319,6 +336,11 @@ fig4() {
 # ---------------------------------------------------------------- the chains
 
 # `make-figs.sh chain NAME` runs one chain (the pool below calls the script so).
+# `make-figs.sh draw` draws the figures again from the data (after an edit of a .gp script).
+if [ "${1:-}" = draw ]; then
+    for f in fig1-headline fig2-latency fig3-dsv41 fig4-loadstep; do draw $f; done
+    exit 0
+fi
 if [ "${1:-}" = chain ]; then
     # A failed chain leaves no status behind (the status line would report it running).
     trap 'rm -f "${MAKE_FIGS_RUN:-/nonexistent}/$2"' EXIT
