@@ -110,7 +110,8 @@ def block():
             "Figure 1 (`paper-figs/fig1-headline.png`, `.pdf`): the same run as bars with their 95 %% intervals "
             "(batch means), beside SGLang's HiSparse as shipped (static, watermark, dynamic), HiSparse with "
             "speculation alone and with DFlash2, and resident serving with DFlash2 (%d measured steps after %d; "
-            "the speculative bars over %.0f output tokens per GPU); the lines are the paper's figures." % (
+            "the speculative bars over %.0f output tokens per GPU; `make run` measures 1500 steps); the lines "
+            "are the paper's figures." % (
                 plain["measured_steps"], plain["warmup_steps"], plain["measured_tokens"]), ""]
     # 2. Latency bounds.
     steps = marks("latency-marks.tsv").get("steps")
@@ -134,8 +135,9 @@ def block():
         r2["max_concurrency_ratio"], r2["output_ratio_low"], r2["output_ratio_high"]), "",
             "Figure 2 (`paper-figs/fig2-latency.png`, `.pdf`): GLM-5.3 at 100K context on 8 x H200; each point "
             "one search%s, the memory-bound points ringed, a bar of one request per GPU either way where the "
-            "bound lies inside the statistic's 95 %% CI; a bound above a memory-bound answer takes that answer "
-            "(memory does not depend on the bound; `paper-figs/make-figs.sh`)." % (
+            "bound lies inside the statistic's 95 %% CI; a bound whose answer the lower bounds' runs already hold "
+            "(the largest concurrency meeting it and the one above failing) is not searched again "
+            "(`paper-figs/searchlog.awk`)." % (
                 " of %s-step runs" % steps if steps else ""), ""]
     # 3. DeepSeek-V4.1-Flash.
     d3 = tsv("dsv41.tsv")
