@@ -8,6 +8,8 @@
 #     searched again, and its row and JSON are what the search itself gives at that bound
 #     (dhsim --search-latency, compared field by field and byte for byte); for every bound that
 #     was searched, paper-figs/searchlog.awk on the search's own progress lines gives its row;
+#     on planted logs it settles a bound, marks one inside the CI, and gives nothing against
+#     monotonicity or without the run one above;
 #   - a chain that fails makes the script fail with the tool's error line and leaves no half
 #     of that chain's table; an unknown figure is an error.
 # About 30 CPU s (a search and the figures' short runs). Runs from the repository root.
@@ -93,3 +95,16 @@ elif grep -q "no_such_key" "$T/err2" && grep -q 'a chain failed' "$T/err2" && ! 
 else bad figs_chain_fails "$(cat "$T/err2"; ls "$T/g/data")"; fi
 if FIGS=7 FIGS_OUT="$T/g" sh paper-figs/make-figs.sh 2> "$T/err3"; then bad figs_unknown_figure "exit 0"
 elif grep -q "no figure '7'" "$T/err3"; then ok figs_unknown_figure; else bad figs_unknown_figure "$(cat "$T/err3")"; fi
+
+# searchlog.awk on planted logs: a settled bound; no answer where a run below the largest one
+# that meets fails (against monotonicity) or where the run one above was never made.
+line() { echo "search: hisparse per GPU $1 (concurrency $(($1 * 8))): token_p90 $2 ms [$3] over 84 measured steps (warm-up 16): $4"; }
+{ line 1 10.00 9.00,11.00 meets; line 2 20.00 19.00,21.00 meets; line 4 40.00 39.00,41.00 exceeds; line 3 30.00 29.50,30.50 meets; } > "$T/l1"
+{ line 1 10.00 9.00,11.00 meets; line 2 50.00 49.00,51.00 exceeds; line 4 30.00 29.00,31.00 meets; line 5 60.00 59.00,61.00 exceeds; } > "$T/l2"
+r1=$(awk -v pol=hisparse -v b=35 -f paper-figs/searchlog.awk "$T/l1")
+r2=$(awk -v pol=hisparse -v b=30.2 -f paper-figs/searchlog.awk "$T/l1")
+r3=$(awk -v pol=hisparse -v b=45 -f paper-figs/searchlog.awk "$T/l2")
+r4=$(awk -v pol=hisparse -v b=45 -f paper-figs/searchlog.awk "$T/l1")
+if [ "$r1" = "3 24 30.00 [29.50,30.50] latency 4 40.00 16 84 0" ] && [ "$r2" = "3 24 30.00 [29.50,30.50] latency 4 40.00 16 84 1" ] &&
+   [ -z "$r3" ] && [ -z "$r4" ]; then ok figs_searchlog_planted
+else bad figs_searchlog_planted "'$r1' '$r2' '$r3' '$r4'"; fi
