@@ -18,6 +18,14 @@
 # is running and for how long, the latency searches print one line per run,
 # and the last line gives the wall and CPU time.
 #
+# Cost, measured with `/usr/bin/time -f '%e %U %S' sh paper-figs/make-figs.sh`: 277 CPU s
+# (268 user + 9 sys; per chain, as the script prints: figure 1 117, figure 2 111 for
+# Adaptive + DFlash2 and 24 for HiSparse, figure 3 9, figure 4 14), 440 s wall on two cores
+# shared with other work (load 8-10). On two free cores that is about 2.5 minutes: the CPU
+# time over two lanes, the longest chain (figure 2's Adaptive + DFlash2, one thread) 111 s.
+# Before: 6-15 minutes (figure 1 alone 234 CPU s at make run's length, figure 2 eight full
+# searches of 150-step runs).
+#
 # Run lengths (the captions in the README state them, results.py reads them
 # from the data), chosen so that `make figs` takes about 3 minutes on two
 # free cores and every interval stays small beside what a figure shows:
