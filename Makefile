@@ -8,7 +8,7 @@
 #   make fuzz     libFuzzer harnesses of the input readers (build-fuzz/; tests/fuzz/RESULTS.md)
 #   make bench    CPU benchmarks of the trace tools, the simulator and the sweeps (figures in bench/)
 #   make gpubench kernel microbenchmarks on the local CUDA GPU (bin/dhbench)
-#   make figs     regenerate paper-figs/ with gnuplot
+#   make figs     regenerate paper-figs/ (PNG, PDF, data) with gnuplot (builds the CPU tools only)
 #
 # Layering: common/ <- traces/ <- sim/ <- analysis/, sweep/.  The kernel library (kernels/lib/, kernels/dhk.h)
 # and the kernels' versions use nothing of them but common/dh_err; the GPU replay (kernels/replay/)
@@ -297,7 +297,8 @@ bin/dhreplay: $(BUILD)/kernels/replay/dhreplay.cu.o $(BUILD)/kernels/libdhkbench
 gpubench: bin/dhbench
 	sh kernels/gpubench.sh measurements/local
 
-figs: all
+# The figures need the CPU tools only (no GPU tools are built for them).
+figs: deps-check bin/dhsim bin/dhsweep
 	sh paper-figs/make-figs.sh
 
 # `make -s print-VAR` prints a make variable (the tests ask it whether NCCL was found).

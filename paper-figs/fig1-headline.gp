@@ -6,7 +6,8 @@ name = "fig1-headline"; w = 1200; h = 600
 load "term.gp"
 set datafile separator "\t"
 mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/headline-marks.tsv"))
-set title "GLM-5.3, 100K context, concurrency 128: output per decode GPU (simulated)"
+set title sprintf("GLM-5.3, 100K context, concurrency 128 on 8 x H200: output per decode GPU (simulated; %d measured steps after a %d-step warm-up)", \
+    mark("measured_steps"), mark("warmup_steps"))
 set style data histograms
 set style histogram errorbars gap 1 lw 1.5
 set style fill solid 0.8 border -1

@@ -7,7 +7,8 @@ name = "fig3-dsv41"; w = 1100; h = 500
 load "term.gp"
 set datafile separator "\t"
 mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/dsv41-marks.tsv"))
-set multiplot layout 1,2 title "DeepSeek-V4.1-Flash as V4-Flash's public layers, 500K context, concurrency 512, DSpark (simulated)"
+steps = system("awk -F'\\t' 'NR == 2 { print $8 }' data/dsv41.tsv")
+set multiplot layout 1,2 title "DeepSeek-V4.1-Flash as V4-Flash's public layers, 500K context, concurrency 512 on 4 x H200, DSpark (simulated, " . steps . "-step runs)"
 set style data histograms
 set style histogram errorbars gap 1 lw 1.5
 set style fill solid 0.8 border -1

@@ -10,8 +10,11 @@ load "term.gp"
 set datafile separator "\t"
 mark(k) = real(system("awk -F'\\t' '$1==\"" . k . "\"{print $2}' data/loadstep-marks.tsv"))
 levels = system("awk -F'\\t' '$1==\"levels\"{print $2}' data/loadstep-marks.tsv")
-set multiplot layout 3,1 title "Load steps: GLM-5.3, 100K context, instance concurrency " . levels . " (one decode GPU of 8)"
+set multiplot layout 3,1 title "Load steps: GLM-5.3, 100K context, instance concurrency " . levels . " (one decode GPU of 8; " . sprintf("%g", mark("end_s")) . " simulated s)"
 set grid
+# The same margins in every panel, so that their time axes line up.
+set lmargin 10
+set rmargin 3
 set key top right
 set xlabel "simulated time (s)"
 set xrange [0:mark("end_s")]

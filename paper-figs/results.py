@@ -99,7 +99,13 @@ def block():
                 h["resident"]["per_gpu"],
                 h["hisparse"]["fetched_rows_per_token"], h["hisparse"]["fetched_bytes_per_token"] / 1e6,
                 h["adaptive"]["fetched_rows_per_token"], h["adaptive"]["fetched_bytes_per_token"] / 1e6,
-                h["adaptive+dflash2"]["fetched_rows_per_token"], h["adaptive+dflash2"]["fetched_bytes_per_token"] / 1e6), ""]
+                h["adaptive+dflash2"]["fetched_rows_per_token"], h["adaptive+dflash2"]["fetched_bytes_per_token"] / 1e6), "",
+            "Figure 1 (`paper-figs/fig1-headline.png`, `.pdf`): the same run as bars with their 95 %% intervals "
+            "(batch means), beside SGLang's HiSparse as shipped (static, watermark, dynamic), HiSparse with "
+            "speculation alone and with DFlash2, and resident serving with DFlash2 (%d measured steps after %d; "
+            "the speculative bars over %.0f output tokens per GPU; `make run` measures 1500 steps); the lines "
+            "are the paper's figures." % (
+                plain["measured_steps"], plain["warmup_steps"], plain["measured_tokens"]), ""]
     # 2. Latency bounds.
     steps = marks("latency-marks.tsv").get("steps")
     out += ["**2. Same latency bound as HiSparse** (TPOT p90 in steady state%s; the largest concurrency "
@@ -119,22 +125,35 @@ def block():
             "%.2fx" % (ac / hc) if hc > 0 else "-", "%.2fx" % (at / ht) if ht > 0 else "-"))
     r2 = p["result2"]
     out += ["", "Paper: up to %sx the concurrency, %s-%sx the output." % (
-        r2["max_concurrency_ratio"], r2["output_ratio_low"], r2["output_ratio_high"]), ""]
+        r2["max_concurrency_ratio"], r2["output_ratio_low"], r2["output_ratio_high"]), "",
+            "Figure 2 (`paper-figs/fig2-latency.png`, `.pdf`): GLM-5.3 at 100K context on 8 x H200; each point "
+            "one search%s, the memory-bound points ringed, a bar of one request per GPU either way where the "
+            "bound lies inside the statistic's 95 %% CI; a bound whose answer the lower bounds' runs already hold "
+            "(the largest concurrency meeting it and the one above failing) is not searched again "
+            "(`paper-figs/searchlog.awk`)." % (
+                " of %s-step runs" % steps if steps else ""), ""]
     # 3. DeepSeek-V4.1-Flash.
-    out += ["**3. DeepSeek-V4.1-Flash** (500K context, concurrency 512, DSpark; output tokens/s per "
-            "decode GPU \u00b1 the 95 % confidence half-width; `paper-figs/data/dsv41.tsv`)", "",
+    d3 = tsv("dsv41.tsv")
+    st3 = d3[0].get("steps") if d3 else None
+    out += ["**3. DeepSeek-V4.1-Flash** (500K context, concurrency 512 on 4 x H200, DSpark%s; output tokens/s "
+            "per decode GPU \u00b1 the 95 %% confidence half-width; `paper-figs/data/dsv41.tsv`)" % (
+                ", %s-step runs" % st3 if st3 else ""), "",
             "| placement of the Engram tables | resident + DSpark | Adaptive + DSpark | ratio | "
             "requests per GPU (resident / Adaptive) |", "|---|---|---|---|---|"]
-    for r in tsv("dsv41.tsv"):
+    for r in d3:
         rs, ads = float(r["resident_dspark"]), float(r["adaptive_dspark"])
         hr, ha = float(r["resident_ci95_half"]), float(r["adaptive_ci95_half"])
         q = ads / rs
         out.append("| %s | %.0f \u00b1%s | %.0f \u00b1%s | %.2fx \u00b1%.2f | %.0f / %.0f |" % (
             r["placement"].replace("Engram tables in ", ""), rs, fmt_half(hr), ads, fmt_half(ha), q,
             q * ((hr / rs) ** 2 + (ha / ads) ** 2) ** 0.5, float(r["resident_conc"]), float(r["adaptive_conc"])))
-    out += ["", "Paper: %sx." % p["result3"]["ratio_vs_resident_dspark"], ""]
+    out += ["", "Paper: %sx." % p["result3"]["ratio_vs_resident_dspark"], "",
+            "Figure 3 (`paper-figs/fig3-dsv41.png`, `.pdf`): the two placements as bars with their 95 %% "
+            "intervals (left) and the ratio with its interval against the paper's %sx (right)." %
+            p["result3"]["ratio_vs_resident_dspark"], ""]
     # 4. Load step.
     m = marks("loadstep-marks.tsv")
+    ls = runs("loadstep.json")
     t1 = float(m["step1_s"])
     levels = m["levels"].split(",")
     low = {}
@@ -142,16 +161,22 @@ def block():
         tl = [r for r in timeline("loadstep.tsv", pol) if r["t_start_s"] < t1]
         last = tl[-10:]
         low[pol] = 100 * sum(r["missed_rows"] for r in last) / sum(r["selected_rows"] for r in last)
-    ls = runs("loadstep.json")
     ad_tl = timeline("loadstep.tsv", "adaptive")
     opt_peak = max(r["hbm_optional"] for r in ad_tl)
-    out += ["**4. Load step** (concurrency %s; `paper-figs/data/loadstep.tsv`)" % " -> ".join(levels), "",
+    times = m.get("times", "").split(",")
+    when = " at %s s" % ", ".join(times) if len(times) == len(levels) else ""
+    out += ["**4. Load step** (GLM-5.3, 100K context, 8 x H200, instance concurrency %s%s, %s simulated s: "
+            "%d steps of Adaptive, %d of HiSparse; `paper-figs/data/loadstep.tsv`)" % (
+                " -> ".join(levels), when, m.get("end_s", "?"), ls["adaptive"]["steps"], ls["hisparse"]["steps"]), "",
             "| | HiSparse | Adaptive | paper |", "|---|---|---|---|",
             "| host fetches at low load (last 10 steps before %g s), %% of selected rows | %.1f | %.1f | %s -> %s |" % (
                 t1, low["hisparse"], low["adaptive"], m["paper_hisparse_pct"], m["paper_adaptive_pct"]),
             "| requests per GPU admitted at the highest load | %d | %d | |" % (
                 ls["hisparse"]["admitted"], ls["adaptive"]["admitted"]),
-            "| optional rows' peak (GB) | | %.1f | |" % (opt_peak / 1e9), "", END]
+            "| optional rows' peak (GB) | | %.1f | |" % (opt_peak / 1e9), "",
+            "Figure 4 (`paper-figs/fig4-loadstep.png`, `.pdf`): one decode GPU over time: host fetches "
+            "(10-step window), the requests running on it (what each policy admits), and the HBM of Adaptive's "
+            "GPU by part (weights and workspace, indexer keys, protected and optional rows).", "", END]
     return "\n".join(out) + "\n"
 
 
