@@ -3,8 +3,8 @@
  * sm_90a. FP8 rows with at least 128 heads (an even number of 64-head groups); every other case
  * (BF16 rows, 64 heads) takes version 8 unchanged.
  *
- * The idea is FlashMLA's "crossover" (deepseek-ai/FlashMLA, docs/20250929-hopper-fp8-sparse-
- * deep-dive.md and csrc/sm90/decode/sparse_fp8/splitkv_mla.cuh; read for the design, no code
+ * The idea is FlashMLA's "crossover" (deepseek-ai/FlashMLA/docs/20250929-hopper-fp8-sparse-
+ * deep-dive.md and deepseek-ai/FlashMLA/csrc/sm90/decode/sparse_fp8/splitkv_mla.cuh; read for the design, no code
  * taken): all query heads of a query attend to the same selected rows (MLA decodes as
  * multi-query attention), so the two blocks that hold the 64-head groups 2 c and 2 c + 1 of a
  * (query, split) need the same dequantised key tiles. They run as one cluster of two blocks
