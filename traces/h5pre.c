@@ -101,6 +101,9 @@ typedef struct {
         uint64_t lbtree;               /* a version-3 chunked layout's chunk B-tree */
         unsigned lndims;               /* its dimensions (the element's included) */
         unsigned fletcher;             /* 1 + the Fletcher-32 filter's place in the pipeline, or 0 */
+        unsigned nfilters;             /* filters in the pipeline */
+        uint16_t filter_id[32];        /* their identifiers, in the pipeline's order */
+        uint64_t cbytes;               /* bytes of one whole chunk (UINT64_MAX: more than 2^64) */
     } ds;
 } h5p;
 
@@ -568,6 +571,11 @@ static int check_layout(h5p *c, const char *where, const unsigned char *p, uint6
         c->ds.layout = 1;
         c->ds.lclass = 2;
         c->ds.celem = le_n(p + q + (uint64_t)w * (ndims - 1), w);
+        c->ds.cbytes = 1;
+        for (unsigned d = 0; d < ndims; d++) {
+            uint64_t x = le_n(p + q + (uint64_t)w * d, w);
+            c->ds.cbytes = x && c->ds.cbytes > UINT64_MAX / x ? UINT64_MAX : c->ds.cbytes * x;
+        }
         q += (uint64_t)w * ndims;
         /* A single-chunk index of a filtered dataset: the chunk's stored size
          * (which HDF5 allocates to read it) and filter mask, then its address. */
@@ -580,6 +588,23 @@ static int check_layout(h5p *c, const char *where, const unsigned char *p, uint6
         }
     }
     return 0;
+}
+
+/* The stored size of a chunk whose filter mask is mask, when it is fixed: the
+ * whole chunk when only the shuffle (same size) and Fletcher-32 (four bytes
+ * more) filters were applied to it, or none; 0 when a filter of variable
+ * output (deflate, szip, n-bit, scale-offset, a plugin) was. HDF5 copies a
+ * whole chunk's bytes out of the buffer the read pipeline returns, which for
+ * such a chunk is the stored size. */
+static uint64_t chunk_stored_size(const h5p *c, uint32_t mask)
+{
+    uint64_t extra = 0;
+    for (unsigned i = 0; i < c->ds.nfilters; i++) {
+        if (mask >> i & 1) continue; /* skipped for this chunk */
+        if (c->ds.filter_id[i] == 3) extra += 4;
+        else if (c->ds.filter_id[i] != 2) return 0;
+    }
+    return c->ds.cbytes > UINT64_MAX - extra ? 0 : c->ds.cbytes + extra;
 }
 
 /* A version-1 chunk B-tree (node type 1, no checksum), walked as HDF5 reads
@@ -613,7 +638,12 @@ static int check_chunk_btree(h5p *c, uint64_t hdr, uint64_t rel, int level)
         }
         /* The filter mask's bit i set: filter i was skipped for this chunk. */
         uint64_t size = le32(key), coff = abs_addr(c, child);
-        unsigned f = c->ds.fletcher, least = f && f <= 32 && !(le32(key + 4) >> (f - 1) & 1) ? 4 : 1;
+        uint32_t mask = le32(key + 4);
+        unsigned f = c->ds.fletcher, least = f && !(mask >> (f - 1) & 1) ? 4 : 1;
+        uint64_t whole = chunk_stored_size(c, mask);
+        if (whole != 0 && size != whole)
+            return fail(c, "chunk B-tree node at byte %llu (a chunk of %llu bytes, its filters make %llu)",
+                        (unsigned long long)off, (unsigned long long)size, (unsigned long long)whole);
         if (size < least || coff == UINT64_MAX || !inside(c, coff, size))
             return fail(c, "chunk B-tree node at byte %llu (a chunk of %llu bytes at byte %llu%s)", (unsigned long long)off,
                         (unsigned long long)size, (unsigned long long)child,
@@ -665,6 +695,8 @@ static int check_filters(h5p *c, const char *where, const unsigned char *p, uint
         if (q > n || n - q < 2) goto past;
         unsigned id = le16(p + q);
         if (id == 3) c->ds.fletcher = i + 1;
+        c->ds.nfilters = i + 1;
+        c->ds.filter_id[i] = (uint16_t)id;
         int has_name = ver == 1 || id >= 256;
         uint64_t hdr = has_name ? 8 : 6;
         if (n - q < hdr) goto past;
