@@ -42,8 +42,7 @@ static int setup(void **state)
     tiny_hw_text(buf, sizeof buf, 10e9, "");
     tiny_write(dir, "hw.ini", buf);
     snprintf(buf, sizeof buf,
-             "[instance]\nmodel = %s/tiny.ini\nhw = %s/hw.ini\ngpus = 1\nattention_dp = 1\nmoe_ep = 1\n"
-             "weights_per_gpu_bytes = 1e6\nworkspace_bytes = 1e9\nmicro_batches = 2\nstep_overhead_s = 0\nmoe_comm_s = 0\n"
+             TINY_INSTANCE(2)
              "[workload]\nmode = closed\nconcurrency = 3\nprompt_len = 3000\noutput_len = 40\noutput_len_max = 80\n"
              "steps = 100\n[policy]\nname = hisparse\n[trace]\npreset = unused\nseed = 3\n", dir, dir);
     tiny_write(dir, "inst.ini", buf);
@@ -54,9 +53,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tiny_rmdir(dir);
 }
 
 /* The JSON of policy pol on the instance with sets, from src; NULL with the

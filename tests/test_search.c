@@ -58,8 +58,7 @@ static int setup(void **state)
     /* Output lengths of 8 to 16 tokens: requests finish and are replaced all
      * run long. */
     snprintf(buf, sizeof buf,
-             "[instance]\nmodel = %s/tiny.ini\nhw = %s/hw.ini\ngpus = 1\nattention_dp = 1\nmoe_ep = 1\n"
-             "weights_per_gpu_bytes = 1e6\nworkspace_bytes = 1e9\nmicro_batches = 1\nstep_overhead_s = 0\nmoe_comm_s = 0\n"
+             TINY_INSTANCE(1)
              "[workload]\nmode = closed\nconcurrency = 4\nprompt_len = %d\noutput_len = 8\noutput_len_max = 16\nsteps = 60\n"
              "[policy]\nname = hisparse\nhisparse_budget_k = 1\n"
              "[trace]\npreset = unused\nseed = 3\n", dir, dir, PROMPT);
@@ -71,9 +70,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tiny_rmdir(dir);
 }
 
 /* Every position selects K rows never selected before: all misses. */

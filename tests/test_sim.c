@@ -52,8 +52,7 @@ static int setup(void **state)
     tiny_hw_text(buf, sizeof buf, GATHER_BW, "");
     write_file("hw.ini", buf);
     snprintf(buf, sizeof buf,
-             "[instance]\nmodel = %s/tiny.ini\nhw = %s/hw.ini\ngpus = 1\nattention_dp = 1\nmoe_ep = 1\n"
-             "weights_per_gpu_bytes = 1e6\nworkspace_bytes = 1e9\nmicro_batches = 2\nstep_overhead_s = 0\nmoe_comm_s = 0\n"
+             TINY_INSTANCE(2)
              "[workload]\nmode = closed\nconcurrency = %d\nprompt_len = %d\noutput_len = %d\nsteps = %d\n"
              "[policy]\nname = hisparse\nhisparse_budget_k = 1\n"
              "[trace]\npreset = unused\nseed = 3\n", dir, dir, REQS, PROMPT, OUTPUT, OUTPUT);
@@ -65,9 +64,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tiny_rmdir(dir);
 }
 
 static void load(sim_config *sc, char **sets, int n)

@@ -62,4 +62,18 @@ static char *json_of(const sim_result *r)
     return buf;
 }
 
+/* The tiny instance's [instance] section with micro-batches mb, for snprintf with the
+ * test directory twice (the model and the profile written by the helpers above). */
+#define TINY_INSTANCE(mb)                                                                      \
+    "[instance]\nmodel = %s/tiny.ini\nhw = %s/hw.ini\ngpus = 1\nattention_dp = 1\nmoe_ep = 1\n" \
+    "weights_per_gpu_bytes = 1e6\nworkspace_bytes = 1e9\nmicro_batches = " #mb "\nstep_overhead_s = 0\nmoe_comm_s = 0\n"
+
+/* Remove the test directory (a cmocka group teardown's body). */
+static int tiny_rmdir(const char *dir)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
 #endif

@@ -79,8 +79,7 @@ static int setup(void **state)
     tiny_hw_text(buf, sizeof buf, GATHER_BW, "[fit_range]\nfetch_row_bytes = 100, 5000\nfetch_rows = 1, 1e9\nattention_batch = 1, 64\n");
     write_file("hw_wide.ini", buf);
     snprintf(buf, sizeof buf,
-             "[instance]\nmodel = %s/tiny.ini\nhw = %s/hw.ini\ngpus = 1\nattention_dp = 1\nmoe_ep = 1\n"
-             "weights_per_gpu_bytes = 1e6\nworkspace_bytes = 1e9\nmicro_batches = 1\nstep_overhead_s = 0\nmoe_comm_s = 0\n"
+             TINY_INSTANCE(1)
              "[workload]\nmode = closed\nconcurrency = %d\nprompt_len = %d\noutput_len = 48\nsteps = 12\n"
              "[policy]\nname = hisparse\nhisparse_budget_k = 100\n"
              "[trace]\npreset = unused\nseed = 3\n", dir, dir, REQS, PROMPT);
@@ -97,9 +96,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tiny_rmdir(dir);
 }
 
 /* "key=value" strings; %D in value is the test directory. */

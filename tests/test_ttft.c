@@ -54,8 +54,7 @@ static int setup(void **state)
              "[host]\ndram_bytes = 1e12\n");
     tiny_write(dir, "hw.ini", buf);
     snprintf(buf, sizeof buf,
-             "[instance]\nmodel = %s/tiny.ini\nhw = %s/hw.ini\ngpus = 1\nattention_dp = 1\nmoe_ep = 1\n"
-             "weights_per_gpu_bytes = 1e6\nworkspace_bytes = 1e9\nmicro_batches = 1\nstep_overhead_s = 0\nmoe_comm_s = 0\n"
+             TINY_INSTANCE(1)
              "[workload]\nmode = closed\nconcurrency = 1\nprompt_len = 4096\noutput_len = %d\nsteps = %d\n"
              "[policy]\nname = resident\n"
              "[trace]\npreset = unused\nseed = 3\n", dir, dir, OUTPUT, OUTPUT);
@@ -67,9 +66,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tiny_rmdir(dir);
 }
 
 /* Run the resident policy with the given overrides; the first request's record. */
