@@ -191,7 +191,8 @@ fig2_chain() {
             for j in $jsons; do
                 [ "$(jget "$j" "$pol" concurrency)" = "$2" ] && { from=$j; break; }
             done
-            if [ -n "$from" ]; then cp "$from" "$json"
+            # The copy records the bound it stands for (the runs are the same).
+            if [ -n "$from" ]; then sed "s/\"--search-latency\": [0-9.eE+-]*/\"--search-latency\": $b/" "$from" > "$json"
             else ./bin/dhsim --policy "$pol" --concurrency "$2" --steps "$FIG2_STEPS" $sets --quiet --json "$json"; fi
             tok=$(jget "$json" "$pol" tok_s_per_gpu)
             {
