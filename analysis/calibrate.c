@@ -543,6 +543,12 @@ static int cal_stage_fit(cal_state *st, FILE *report, FILE *log)
     fo.holdout = cal_holdout;
     prof_opts po = {.base_path = o->base_path, .fetch_pattern = "serving", .command = command,
                     .weight_dtype = cv.weight_dtype, .layer_gemms = CAL_LAYER_GEMMS};
+    /* Rates measured or published apart from these benchmarks (the prefill GEMM table, the
+     * prefill attention's rate), in BENCH_DIR/prefill.ini with their sources, go into the
+     * profile as they are. */
+    char carry[700];
+    snprintf(carry, sizeof carry, "%s/prefill.ini", o->bench_dir);
+    if (access(carry, R_OK) == 0) po.carry_path = carry;
     char *notes = NULL, *fit_text = NULL;
     size_t notes_len = 0, fit_len = 0;
     FILE *nf = open_memstream(&notes, &notes_len), *fr = open_memstream(&fit_text, &fit_len);

@@ -450,6 +450,40 @@ static int select_repls(const fit_section *indexer, const fit_section *topk, rep
     return topk->form == FIT_FORM_TOPK ? topk_repls(topk, r, nr) : 0;
 }
 
+/* The [hw] keys of o->carry_path, each as a replacement (appended where the base lacks it),
+ * its comment naming the file whose comments give the key's source. */
+static int carry_repls(const prof_opts *o, repl *r, size_t *nr)
+{
+    if (!o->carry_path) return 0;
+    FILE *f = fopen(o->carry_path, "r");
+    if (!f) return dh_err("'%s': cannot open: %s", o->carry_path, strerror(errno));
+    static char keys[MAX_REPL][128];
+    char *line = NULL, sec[128] = "", key[128];
+    size_t cap = 0;
+    int rc = 0;
+    while (rc == 0 && getline(&line, &cap, f) > 0) {
+        char next[128];
+        if (section_line(line, next, sizeof next)) { snprintf(sec, sizeof sec, "%s", next); continue; }
+        if (!is_key_line(line, key, sizeof key)) continue;
+        if (strcmp(sec, "hw") != 0) { rc = dh_err("'%s': [%s] %s: only [hw] keys are carried", o->carry_path, sec, key); break; }
+        if (*nr >= MAX_REPL) { rc = dh_err("'%s': too many keys", o->carry_path); break; }
+        const char *v = strchr(line, '=') + 1;
+        v += strspn(v, " \t");
+        size_t n = strcspn(v, ";#\r\n");
+        while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
+        if (!n || n >= sizeof r->value) { rc = dh_err("'%s': [hw] %s: no value or too long", o->carry_path, key); break; }
+        snprintf(keys[*nr], sizeof keys[*nr], "%s", key);
+        repl *l = &r[(*nr)++];
+        *l = (repl){.section = "hw", .key = keys[*nr - 1], .append = 1};
+        memcpy(l->value, v, n);
+        l->value[n] = 0;
+        snprintf(l->comment, sizeof l->comment, "; dhcal: %s from %s (not fitted here; its source is given there)\n", key, o->carry_path);
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
 /* Every replacement the fitted sections make. */
 static int all_repls(const prof_opts *o, const prof_sections *ps, const hw_profile *base, const char *out_path, repl *r,
                      size_t *nr)
@@ -460,6 +494,7 @@ static int all_repls(const prof_opts *o, const prof_sections *ps, const hw_profi
     if (ps->attn && attn_repls(ps->attn, base, r, nr) < 0) return -1;
     if (ps->gemm && gemm_repls(ps->gemm, o, base, r, nr) < 0) return -1;
     if ((ps->indexer || ps->topk) && select_repls(ps->indexer, ps->topk, r, nr) < 0) return -1;
+    if (carry_repls(o, r, nr) < 0) return -1;
     DH_BUG_ON(*nr > MAX_REPL);
     return 0;
 }

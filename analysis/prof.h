@@ -34,6 +34,9 @@ typedef struct {
     const char *command;       /* recorded in the header comment */
     const char *weight_dtype;  /* the GEMM dtype whose fit gives weight_bw, layer_fixed_s, mma_efficiency */
     double layer_gemms;        /* GEMM launches per layer for layer_fixed_s (NAN: not given) */
+    const char *carry_path;    /* a file of [hw] keys written into the profile as they are:
+                                * rates measured or published elsewhere that no fit here
+                                * gives (the prefill GEMM table), or NULL */
 } prof_opts;
 
 /* The fit's inputs from the base profile: page_bytes and region_bytes (0 when not given) of
