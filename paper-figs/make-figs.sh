@@ -23,6 +23,8 @@
 # Adaptive + DFlash2 and 24 for HiSparse, figure 3 9, figure 4 14), 440 s wall on two cores
 # shared with other work (load 8-10). On two free cores that is about 2.5 minutes: the CPU
 # time over two lanes, the longest chain (figure 2's Adaptive + DFlash2, one thread) 111 s.
+# Measured again on the merged tree (`/usr/bin/time -f '%e %U %S' make figs`, two cores with
+# one fuzzing job beside it at nice 10, load about 2): 120 s wall, 222 s CPU (215 user + 7 sys).
 # Before: 6-15 minutes (figure 1 alone 234 CPU s at make run's length, figure 2 eight full
 # searches of 150-step runs).
 #
