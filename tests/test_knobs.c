@@ -100,7 +100,7 @@ static int other_value(const char *inst, char **base, int n_base, const cfg_key 
         char set[200];
         snprintf(set, sizeof set, "policy.%s=%s", k->key, cands[i]);
         char **sets = calloc((size_t)n_base + 1, sizeof *sets);
-        memcpy(sets, base, (size_t)n_base * sizeof *sets);
+        if (n_base) memcpy(sets, base, (size_t)n_base * sizeof *sets);
         sets[n_base] = set;
         sim_config sc;
         memset(&sc, 0, sizeof sc);
@@ -122,7 +122,7 @@ static int same_at_two_values(const char *inst, char **base, int n_base, pol_kin
     snprintf(set_a, sizeof set_a, "policy.%s=%s", k->key, k->def ? k->def : "0");
     snprintf(set_b, sizeof set_b, "policy.%s=%s", k->key, other);
     char **sets = calloc((size_t)n_base + 1, sizeof *sets);
-    memcpy(sets, base, (size_t)n_base * sizeof *sets);
+    if (n_base) memcpy(sets, base, (size_t)n_base * sizeof *sets);
     sets[n_base] = set_a;
     char *a = run_json(inst, sets, n_base + 1, pol, src, err_a, sizeof err_a);
     sets[n_base] = set_b;
