@@ -245,7 +245,7 @@ SAN_ENV   := ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=1:detect
 .PHONY: sanitize
 sanitize: deps-check
 	$(MAKE) CUDA=0 BUILD=build-san BIN=build-san/bin CFLAGS="$(CFLAGS) -O1 $(SAN_FLAGS)" \
-	  build-san/bin/dhtrace build-san/bin/dhsim build-san/bin/dhsweep build-san/bin/dhcal \
+	  build-san/bin/dhtrace build-san/bin/dhsim build-san/bin/dhsweep build-san/bin/dhcal build-san/bin/dhconfig \
 	  $(patsubst tests/%.c,build-san/tests/%,$(TEST_SRC))
 	@rm -rf build-san/tree && mkdir -p build-san/tree && \
 	  for e in * .[!.]*; do case "$$e" in bin|build*|.git) ;; *) ln -s "$(CURDIR)/$$e" build-san/tree/;; esac; done && \
