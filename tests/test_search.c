@@ -73,22 +73,6 @@ static int teardown(void **state)
     return tiny_rmdir(dir);
 }
 
-/* Every position selects K rows never selected before: all misses. */
-static sel_source *fresh_rows_source(const sim_config *sc)
-{
-    trace_shape sh;
-    assert_int_equal(sim_shape(sc, &sh), 0);
-    sel_source *src;
-    assert_int_equal(memsrc_new(&sh, 8, 1, &src), 0);
-    uint32_t rows[K];
-    for (uint32_t r = 0; r < sh.n_requests; r++)
-        for (uint32_t p = 0; p < sh.output_len[r]; p++) {
-            for (uint32_t i = 0; i < K; i++) rows[i] = p * K + i;
-            memsrc_put(src, r, 0, p, rows, K);
-        }
-    trace_shape_release(&sh);
-    return src;
-}
 
 /* The search's run function: the tiny instance at per-GPU concurrency c
  * with the extra overrides of ctx. */
@@ -109,7 +93,7 @@ static int tiny_run(void *ctx, uint32_t c, sim_result *res)
     sets[n++] = conc;
     sim_config sc;
     if (sim_config_load(inst_path, sets, n, &sc) < 0) fail_msg("%s", dh_errmsg());
-    sel_source *src = fresh_rows_source(&sc);
+    sel_source *src = tiny_fresh_rows_source(&sc, K);
     int rc = sim_run(&sc, POL_HISPARSE, src, res);
     if (rc < 0) fail_msg("%s", dh_errmsg());
     if (x->lie)
@@ -167,7 +151,7 @@ static double hbm_for(uint32_t m)
 {
     sim_config sc;
     if (sim_config_load(inst_path, NULL, 0, &sc) < 0) fail_msg("%s", dh_errmsg());
-    sel_source *src = fresh_rows_source(&sc);
+    sel_source *src = tiny_fresh_rows_source(&sc, K);
     admit_state a;
     assert_int_equal(admit_init(&a, &sc, pol_ops_of(POL_HISPARSE), src), 0);
     /* Requests differ in output length: the largest reservation bounds them. */

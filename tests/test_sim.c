@@ -72,30 +72,12 @@ static void load(sim_config *sc, char **sets, int n)
     if (sim_config_load(inst_path, sets, n, sc) < 0) fail_msg("%s", dh_errmsg());
 }
 
-/* Every position selects K rows never selected before (and never the newest
- * rows), so each position misses all K rows under a budget of K. */
-static sel_source *fresh_rows_source(const sim_config *sc)
-{
-    trace_shape sh;
-    assert_int_equal(sim_shape(sc, &sh), 0);
-    sel_source *src;
-    assert_int_equal(memsrc_new(&sh, 8, 1, &src), 0);
-    uint32_t rows[K];
-    for (uint32_t r = 0; r < sh.n_requests; r++)
-        for (uint32_t p = 0; p < sh.output_len[r]; p++) {
-            for (uint32_t i = 0; i < K; i++) rows[i] = p * K + i;
-            memsrc_put(src, r, 0, p, rows, K);
-        }
-    trace_shape_release(&sh);
-    return src;
-}
-
 static void test_fetch_bound_throughput_by_hand(void **state)
 {
     (void)state;
     sim_config sc;
     load(&sc, NULL, 0);
-    sel_source *src = fresh_rows_source(&sc);
+    sel_source *src = tiny_fresh_rows_source(&sc, K);
     sim_result r;
     if (sim_run(&sc, POL_HISPARSE, src, &r) < 0) fail_msg("%s", dh_errmsg());
     /* Each token fetches K rows in each of the LAYERS layers. */
@@ -126,7 +108,7 @@ static void test_resident_fetches_nothing(void **state)
     (void)state;
     sim_config sc;
     load(&sc, NULL, 0);
-    sel_source *src = fresh_rows_source(&sc);
+    sel_source *src = tiny_fresh_rows_source(&sc, K);
     sim_result r;
     if (sim_run(&sc, POL_RESIDENT, src, &r) < 0) fail_msg("%s", dh_errmsg());
     assert_true(r.fetch_fraction == 0 && r.fetch_bytes == 0);

@@ -13,6 +13,7 @@
 
 #include "sim/out.h"
 #include "sim/sim.h"
+#include "traces/memsrc.h"
 
 /* Write text to DIR/NAME (a test failure if it cannot). */
 static void tiny_write(const char *dir, const char *name, const char *text)
@@ -67,6 +68,26 @@ static char *json_of(const sim_result *r)
 #define TINY_INSTANCE(mb)                                                                      \
     "[instance]\nmodel = %s/tiny.ini\nhw = %s/hw.ini\ngpus = 1\nattention_dp = 1\nmoe_ep = 1\n" \
     "weights_per_gpu_bytes = 1e6\nworkspace_bytes = 1e9\nmicro_batches = " #mb "\nstep_overhead_s = 0\nmoe_comm_s = 0\n"
+
+/* Every position selects k rows never selected before (and never the newest rows), so
+ * each position misses all k rows under a budget of k. */
+static sel_source *tiny_fresh_rows_source(const sim_config *sc, uint32_t k)
+{
+    trace_shape sh;
+    assert_int_equal(sim_shape(sc, &sh), 0);
+    sel_source *src;
+    assert_int_equal(memsrc_new(&sh, 8, 1, &src), 0);
+    uint32_t *rows = malloc(k * sizeof *rows);
+    assert_non_null(rows);
+    for (uint32_t r = 0; r < sh.n_requests; r++)
+        for (uint32_t p = 0; p < sh.output_len[r]; p++) {
+            for (uint32_t i = 0; i < k; i++) rows[i] = p * k + i;
+            memsrc_put(src, r, 0, p, rows, k);
+        }
+    free(rows);
+    trace_shape_release(&sh);
+    return src;
+}
 
 /* Remove the test directory (a cmocka group teardown's body). */
 static int tiny_rmdir(const char *dir)
