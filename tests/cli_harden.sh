@@ -121,6 +121,7 @@ for f in tests/fuzz/hdf5-defects/*.h5; do
     oom-chunk-size-1) needle="chunk B-tree node at byte 41520 (a chunk of 4160749584 bytes, its filters make 4)" ;;
     overflow-chunk-skipped-filter-1) needle="chunk B-tree node at byte 17552 (a chunk of 28 bytes, its filters make 55)" ;;
     oom-chunk-size-2) needle="chunk B-tree node at byte 25800 (a chunk of 4194304068 bytes at byte 9341, past the end of the file)" ;;
+    uninit-chunk-inflates-short-1) needle="cannot read dataset 'group_k' (HDF5: a chunk inflates to 4 bytes where the dataset's chunks hold 66060284: a damaged chunk or datatype size)" ;;
     oom-driver-info-size-1) needle="superblock (driver information block at byte 256 runs past the end of the file)" ;;
     *) needle="damaged HDF5" ;;
   esac

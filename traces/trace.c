@@ -39,6 +39,7 @@
 #include <hdf5.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +66,92 @@ static pthread_mutex_t trace_h5_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- HDF5 helpers ---------------------------------------------------- */
 
+/* ---- A deflate filter that counts what it inflates ------------------- */
+
+/* HDF5 1.10 takes whatever a chunk inflates to as the whole chunk: a chunk
+ * that inflates to fewer bytes than the dataset's chunks hold (the stored
+ * data intact, its checksum good, but the header's chunk size or datatype
+ * size damaged) leaves the rest of HDF5's chunk buffer as it was, and a read
+ * returns that uninitialised memory as data: different values from run to
+ * run, and a size read from it can ask for gigabytes. A valid file's chunks
+ * always inflate to exactly their size (HDF5 stores edge chunks whole). So
+ * the deflate filter is HDF5's own (H5Z_DEFLATE, exported by the library:
+ * writing is unchanged) behind a wrapper that, on reading, fails a chunk
+ * whose inflated size is not the one the dataset's pipeline implies
+ * (inflate_expect, set by the reader before each read under trace_h5_lock;
+ * 0 outside this file's reads, which are then not checked). */
+extern const H5Z_class2_t H5Z_DEFLATE[1];
+extern herr_t H5Z_register(const H5Z_class2_t *cls);
+static size_t inflate_expect;
+static _Thread_local char h5_own_reason[200];
+
+static size_t checked_deflate(unsigned flags, size_t cd_nelmts, const unsigned cd_values[], size_t nbytes,
+                              size_t *buf_size, void **buf)
+{
+    size_t n = H5Z_DEFLATE->filter(flags, cd_nelmts, cd_values, nbytes, buf_size, buf);
+    if ((flags & H5Z_FLAG_REVERSE) && n && inflate_expect && n != inflate_expect) {
+        snprintf(h5_own_reason, sizeof h5_own_reason,
+                 "a chunk inflates to %zu bytes where the dataset's chunks hold %zu: a damaged chunk or datatype size",
+                 n, inflate_expect);
+        return 0;
+    }
+    return n;
+}
+
+static pthread_once_t deflate_once = PTHREAD_ONCE_INIT;
+
+static void register_checked_deflate(void)
+{
+    H5Z_class2_t c = H5Z_DEFLATE[0];
+    c.filter = checked_deflate;
+    /* H5Zregister refuses the predefined ids; the library's own
+     * registration (H5Z_register, exported by every HDF5 since 1.8) replaces
+     * the entry of the same id. If it cannot, reads are simply not checked. */
+    if (H5Z_register(&c) < 0) H5Eclear2(H5E_DEFAULT);
+}
+
 /* HDF5 prints its error stack by default; we report one line ourselves. */
-static void h5_quiet(void) { h5_init(); }
+static void h5_quiet(void)
+{
+    h5_init();
+    pthread_once(&deflate_once, register_checked_deflate);
+}
+
+/* The size a chunk of dataset d inflates to, for inflate_expect: its chunk's
+ * bytes (chunk dims x the file datatype's size), plus 4 for a Fletcher-32
+ * checksum computed before deflate; 0 when nothing is inflated (not chunked,
+ * or no deflate). *bad is set when the pipeline holds a filter other than
+ * shuffle, deflate and Fletcher-32 (a trace's datasets use those only, and
+ * another filter between deflate and the data could change the size). */
+static size_t dset_inflate_size(hid_t d, char *bad, size_t bad_len)
+{
+    size_t out = 0;
+    bad[0] = 0;
+    hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d);
+    if (dcpl >= 0 && t >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) {
+        hsize_t cd[H5S_MAX_RANK];
+        int rank = H5Pget_chunk(dcpl, H5S_MAX_RANK, cd), nf = H5Pget_nfilters(dcpl);
+        uint64_t bytes = H5Tget_size(t);
+        for (int i = 0; i < rank; i++) bytes *= cd[i];
+        size_t extra = 0;
+        int deflate = 0;
+        for (int i = 0; i < nf && !bad[0]; i++) {
+            unsigned fl, cdv[8];
+            size_t ncd = 8;
+            char name[64] = "";
+            H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &fl, &ncd, cdv, sizeof name, name, NULL);
+            if (id == H5Z_FILTER_DEFLATE) deflate = 1;
+            else if (id == H5Z_FILTER_FLETCHER32) extra += deflate ? 0 : 4;
+            else if (id != H5Z_FILTER_SHUFFLE)
+                snprintf(bad, bad_len, "uses filter %d ('%s'); a trace's datasets may use shuffle, deflate and Fletcher-32 only",
+                         (int)id, name);
+        }
+        if (deflate && !bad[0] && rank > 0 && bytes <= SIZE_MAX - extra) out = (size_t)bytes + extra;
+    }
+    if (t >= 0) H5Tclose(t);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    return out;
+}
 
 static herr_t h5_walk(unsigned n, const H5E_error2_t *e, void *data)
 {
@@ -90,6 +175,11 @@ static _Thread_local char h5_snapshot[200];
 static void h5_capture(void)
 {
     h5_snapshot[0] = 0;
+    if (h5_own_reason[0]) {
+        snprintf(h5_snapshot, sizeof h5_snapshot, "%s", h5_own_reason);
+        h5_own_reason[0] = 0;
+        return;
+    }
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, h5_snapshot);
 }
 
@@ -97,6 +187,12 @@ static const char *h5_reason(void)
 {
     static _Thread_local char buf[200];
     buf[0] = 0;
+    if (h5_own_reason[0]) {
+        snprintf(buf, sizeof buf, "%s", h5_own_reason);
+        h5_own_reason[0] = 0;
+        h5_snapshot[0] = 0;
+        return buf;
+    }
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_walk, buf);
     if (!buf[0]) snprintf(buf, sizeof buf, "%s", h5_snapshot[0] ? h5_snapshot : "unknown HDF5 error");
     h5_snapshot[0] = 0;
@@ -305,10 +401,13 @@ static int h5_slab_io(hid_t d, hid_t mtype, void *buf, uint64_t lo, uint64_t n, 
     hsize_t start[1] = { lo }, count[1] = { n };
     hid_t fs = H5Dget_space(d);
     hid_t ms = H5Screate_simple(1, count, NULL);
+    char bad[160];
+    inflate_expect = write ? 0 : dset_inflate_size(d, bad, sizeof bad);
     int rc = fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
                      (write ? H5Dwrite(d, mtype, ms, fs, H5P_DEFAULT, buf) : H5Dread(d, mtype, ms, fs, H5P_DEFAULT, buf)) < 0
                  ? -1
                  : 0;
+    inflate_expect = 0;
     if (rc < 0) h5_capture();
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
@@ -608,6 +707,13 @@ static hid_t open_1d(trace_src *ts, const char *name, H5T_class_t cls, uint64_t 
         H5Dclose(d);
         dh_err("trace '%s': dataset '%s' is not a 1-D %s array", ts->path, name,
                cls == H5T_COMPOUND ? "compound" : "integer");
+        return -1;
+    }
+    char bad[160];
+    dset_inflate_size(d, bad, sizeof bad);
+    if (bad[0]) {
+        H5Dclose(d);
+        dh_err("trace '%s': dataset '%s' %s", ts->path, name, bad);
         return -1;
     }
     *len = dims[0];
@@ -1043,8 +1149,11 @@ static int read_shape_u32(trace_src *ts, const char *name, uint32_t n, uint32_t 
         return dh_err("trace '%s': dataset '%s' is an integer of %zu bytes, at most 8 allowed", ts->path, name, width);
     }
     int64_t *wide = dh_calloc(n, sizeof *wide);
+    char bad[160];
+    inflate_expect = dset_inflate_size(d, bad, sizeof bad);
     int rc = n && H5Dread(d, is_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                           wide) < 0 ? -1 : 0;
+    inflate_expect = 0;
     if (rc < 0) h5_capture();
     H5Dclose(d);
     if (rc < 0) {
