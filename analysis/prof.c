@@ -5,6 +5,7 @@
  * Profiles are a few hundred lines: everything here is linear scans. */
 #include "analysis/prof.h"
 #include "common/cfg.h"
+#include "common/cfgkey.h"
 #include "common/ofile.h"
 #include "common/dh_err.h"
 #include "sim/hw.h"
@@ -455,8 +456,16 @@ static int select_repls(const fit_section *indexer, const fit_section *topk, rep
 static int carry_repls(const prof_opts *o, repl *r, size_t *nr)
 {
     if (!o->carry_path) return 0;
+    /* Every key must be a profile key and its value what the profile's schema takes there,
+     * checked here so that the error names this file (the written profile would only name
+     * its temporary file). */
+    cfg *cc;
+    if (cfg_load(o->carry_path, &cc) < 0) return -1;
     FILE *f = fopen(o->carry_path, "r");
-    if (!f) return dh_err("'%s': cannot open: %s", o->carry_path, strerror(errno));
+    if (!f) {
+        cfg_free(cc);
+        return dh_err("'%s': cannot open: %s", o->carry_path, strerror(errno));
+    }
     static char keys[MAX_REPL][128];
     char *line = NULL, sec[128] = "", key[128];
     size_t cap = 0;
@@ -467,6 +476,14 @@ static int carry_repls(const prof_opts *o, repl *r, size_t *nr)
         if (!is_key_line(line, key, sizeof key)) continue;
         if (strcmp(sec, "hw") != 0) { rc = dh_err("'%s': [%s] %s: only [hw] keys are carried", o->carry_path, sec, key); break; }
         if (*nr >= MAX_REPL) { rc = dh_err("'%s': too many keys", o->carry_path); break; }
+        const cfg_key *sk = cfgk_find(&hw_schema, "hw", key);
+        if (!sk) { rc = dh_err("'%s': [hw] %s is not a key of the profile schema (docs/CONFIG.md)", o->carry_path, key); break; }
+        double vals[64];
+        size_t nv;
+        const char *str;
+        if ((sk->type == CK_LIST && cfgk_doubles(cc, &hw_schema, "hw", key, vals, 64, &nv) < 0) ||
+            (sk->type == CK_NUM && cfgk_double(cc, &hw_schema, "hw", key, vals) < 0) ||
+            (sk->type == CK_STR && cfgk_string(cc, &hw_schema, "hw", key, &str) < 0)) { rc = -1; break; }
         const char *v = strchr(line, '=') + 1;
         v += strspn(v, " \t");
         size_t n = strcspn(v, ";#\r\n");
@@ -481,6 +498,7 @@ static int carry_repls(const prof_opts *o, repl *r, size_t *nr)
     }
     free(line);
     fclose(f);
+    cfg_free(cc);
     return rc;
 }
 
@@ -574,18 +592,9 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     if (ps.unused[0] && log) fprintf(log, "dhcal: fitted but not used by the simulator's profile schema:%s (coefficients in the fit report)\n", ps.unused);
     if (nr <= 1) return dh_err("no fitted section maps to a profile key");
 
-    FILE *in = fopen(o->base_path, "r");
-    if (!in) return dh_err("profile '%s': cannot open: %s", o->base_path, strerror(errno));
-    /* A registered temporary name (common/ofile.h): a signal or an error removes it. */
+    FILE *in, *out;
     char *tmp;
-    if (ofile_begin(out_path, &tmp) < 0) { fclose(in); return -1; }
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        fclose(in);
-        int e = errno;
-        ofile_abort(tmp);
-        return dh_err("profile '%s': cannot create its temporary file: %s", out_path, strerror(e));
-    }
+    if (prof_out_open(o->base_path, out_path, &in, &out, &tmp) < 0) return -1;
     char head[2300];
     snprintf(head, sizeof head, "; dhcal: keys with \"; dhcal:\" comments were fitted by: %s\n", o->command ? o->command : "dhcal fit");
     write_wrapped(out, head);
@@ -598,8 +607,28 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     fprintf(out, "\n[fit_range]\n");
     write_wrapped(out, "; dhcal: the inputs each fitted section saw, \"<section>_<input> = min, max\"; a point outside is extrapolated and must be reported\n");
     fputs(ps.ranges, out);
-    if (fclose(out) != 0 && rc == 0) rc = dh_err("profile '%s': write error", tmp);
-    if (rc == 0 && prof_check(tmp) < 0) rc = dh_err_prefix("fitted profile fails its check: ");
+    return prof_out_finish(out, tmp, out_path, rc, "fitted profile fails its check: ");
+}
+
+int prof_out_open(const char *in_path, const char *out_path, FILE **in, FILE **out, char **tmp)
+{
+    *in = fopen(in_path, "r");
+    if (!*in) return dh_err("profile '%s': cannot open: %s", in_path, strerror(errno));
+    if (ofile_begin(out_path, tmp) < 0) { fclose(*in); return -1; }
+    *out = fopen(*tmp, "w");
+    if (!*out) {
+        int e = errno;
+        fclose(*in);
+        ofile_abort(*tmp);
+        return dh_err("profile '%s': cannot create its temporary file: %s", out_path, strerror(e));
+    }
+    return 0;
+}
+
+int prof_out_finish(FILE *out, char *tmp, const char *out_path, int rc, const char *what)
+{
+    if (fclose(out) != 0 && rc == 0) rc = dh_err("profile '%s': write error", out_path);
+    if (rc == 0 && prof_check(tmp) < 0) rc = dh_err_prefix("%s", what);
     if (rc == 0) return ofile_commit(tmp, out_path);
     ofile_abort(tmp);
     return rc;

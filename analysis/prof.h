@@ -46,6 +46,16 @@ int prof_base_inputs(const char *base_path, fit_opts *fo);
 
 int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const char *out_path, FILE *log);
 
+/* A profile's output, written beside out_path under a registered temporary name
+ * (common/ofile.h: a signal or an error removes it), from in_path. 0 with *in, *out and
+ * *tmp set, or -1 with dh_err() and nothing left open. */
+int prof_out_open(const char *in_path, const char *out_path, FILE **in, FILE **out, char **tmp);
+
+/* Close out; when rc is 0, check the profile it holds (prof_check, failures prefixed by
+ * what) and rename it to out_path; otherwise, or when the check fails, remove it.
+ * Returns rc, or -1 when closing, the check or the rename fails. */
+int prof_out_finish(FILE *out, char *tmp, const char *out_path, int rc, const char *what);
+
 /* Load through the simulator's loader, require every key known, check the
  * values are physical and [fit_range] well-formed.  0 or -1 with dh_err(). */
 int prof_check(const char *path);

@@ -101,18 +101,9 @@ static int is_key(const char *line, const char *key)
 int refit_write(const char *in_path, const char *out_path, const char *section, const char *key,
                 const char *value, const char *comment)
 {
-    FILE *in = fopen(in_path, "r");
-    if (!in) return dh_err("profile '%s': cannot open: %s", in_path, strerror(errno));
-    /* A registered temporary name (common/ofile.h): a signal or an error removes it. */
+    FILE *in, *out;
     char *tmp;
-    if (ofile_begin(out_path, &tmp) < 0) { fclose(in); return -1; }
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        fclose(in);
-        int e = errno;
-        ofile_abort(tmp);
-        return dh_err("profile '%s': cannot create its temporary file: %s", out_path, strerror(e));
-    }
+    if (prof_out_open(in_path, out_path, &in, &out, &tmp) < 0) return -1;
     char *line = NULL, sec[128] = "";
     size_t cap = 0;
     int found = 0, rc = 0;
@@ -149,9 +140,5 @@ int refit_write(const char *in_path, const char *out_path, const char *section, 
     free(line);
     fclose(in);
     if (rc == 0 && !found) rc = dh_err("profile '%s': has no [%s] %s to refit", in_path, section, key);
-    if (fclose(out) != 0 && rc == 0) rc = dh_err("profile '%s': write error", tmp);
-    if (rc == 0 && prof_check(tmp) < 0) rc = dh_err_prefix("refitted profile fails its check: ");
-    if (rc == 0) return ofile_commit(tmp, out_path);
-    ofile_abort(tmp);
-    return rc;
+    return prof_out_finish(out, tmp, out_path, rc, "refitted profile fails its check: ");
 }

@@ -27,6 +27,20 @@ if [ $rc -eq 1 ] && [ ! -e "$T/nodiag.ini" ] && [ "$(grep -c '^dhcal: calibrate:
    grep -q "fetch-beside.csv: cannot read the replay diagnostic" "$T/nodiag.txt"
 then ok calibrate_needs_diagnostics; else bad calibrate_needs_diagnostics "rc=$rc $(tail -2 "$T/nodiag.txt")"; fi
 
+# A malformed prefill.ini (the rates carried into the profile as they are): one error line
+# naming that file and the key, exit 1, no profile.
+cp measurements/h200/*.csv "$T/bench/"
+for case in "prefill_attn_flops = fast:is not a number" "prefill_attn_flops = 1e30:is outside" \
+            "prefill_magic = 3:is not a key of the profile schema" "prefill_gemm_m = 1024, x:prefill_gemm_m"; do
+  line=${case%%:*}; needle=${case#*:}
+  { sed '/^prefill_attn_flops/d' measurements/h200/prefill.ini; echo "$line"; } > "$T/bench/prefill.ini"
+  [ "${line%% *}" = prefill_gemm_m ] && { sed '/^prefill_gemm_m/d' measurements/h200/prefill.ini; echo "$line"; } > "$T/bench/prefill.ini"
+  bin/dhcal calibrate "$T/badcarry.ini" "$T/bench" > "$T/badcarry.txt" 2>&1; rc=$?
+  if [ $rc -eq 1 ] && [ ! -e "$T/badcarry.ini" ] && tail -1 "$T/badcarry.txt" | grep -q "prefill.ini.*$needle"
+  then ok "calibrate_rejects_bad_prefill_ini ${line%% *}"; else bad "calibrate_rejects_bad_prefill_ini $line" "rc=$rc $(tail -1 "$T/badcarry.txt")"; fi
+done
+rm -f "$T/bench/prefill.ini"
+
 if sh kernels/replay/validate.sh models/hw/h200.ini $R "$T/a" > "$T/a.txt" 2>&1 &&
    grep -q "ALL held-out configurations" "$T/a.txt"; then ok replay_validate_default; else bad replay_validate_default; cat "$T/a.txt"; fi
 # 64 requests x 25K, plain steps and verification steps of 512 tokens (x 8 queries): the targets
