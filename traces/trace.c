@@ -15,13 +15,14 @@
  * Streaming. A reader stream holds one chunk-aligned window of each dataset
  * (TRACE_INDEX_CHUNK entries, TRACE_ROWS_CHUNK rows; a window grows only when
  * one position needs more rows than a chunk), the current selection as a
- * bitmap over the stream's largest context, and three k-sized arrays for the
- * delta it hands out. So its memory is O(chunk + context/8 + k), never O(stream).
+ * bitmap over the stream's largest context (with a summary level), and three
+ * k-sized arrays for the delta it hands out. So its memory is O(chunk +
+ * context/8 + k), never O(stream).
  * HDF5's own chunk cache is switched off for these datasets: every read is a
  * whole aligned chunk, which HDF5 decompresses straight into our window.
  *
  * Cost per position: O(rows that change) for a delta (bitmap membership and
- * update); O(context/64 + k) for a keyframe, whose full set is diffed against
+ * update); O(context/4096 + k) for a keyframe, whose full set is diffed against
  * the current selection so that a consumer always sees the true delta.
  *
  * HDF5 here is the serial build, not thread-safe: every HDF5 call of this file
@@ -229,9 +230,12 @@ static hid_t index_file_type(void)
 /* ---- the selection state shared by reader and writer --------------------- */
 
 /* The current selection of one stream as a bitmap over its rows: membership
- * and update are O(1) per changed row. */
+ * and update are O(1) per changed row. A second level (bit w of sum: word w
+ * of bits is not zero) makes listing the selection O(nrows_max/4096 + n_sel),
+ * not O(nrows_max/64): a keyframe's diff then costs little even when the
+ * shape claims a context of billions of rows. */
 typedef struct {
-    uint64_t *bits;
+    uint64_t *bits, *sum;
     uint32_t nrows_max; /* bits allocated */
     uint32_t n_sel;
 } selset;
@@ -239,16 +243,44 @@ typedef struct {
 /* 0, or -1 when the memory is not there (sizes come from a file's shape). */
 static int selset_init(selset *s, uint32_t nrows_max)
 {
+    size_t words = ((size_t)nrows_max + 63) / 64 + 1;
     s->nrows_max = nrows_max;
-    s->bits = calloc(((size_t)nrows_max + 63) / 64 + 1, sizeof *s->bits);
+    s->bits = calloc(words, sizeof *s->bits);
+    s->sum = calloc((words + 63) / 64, sizeof *s->sum);
     s->n_sel = 0;
-    return s->bits ? 0 : -1;
+    return s->bits && s->sum ? 0 : -1;
 }
 
-static void selset_release(selset *s) { free(s->bits); memset(s, 0, sizeof *s); }
+static void selset_release(selset *s)
+{
+    free(s->bits);
+    free(s->sum);
+    memset(s, 0, sizeof *s);
+}
 static int selset_has(const selset *s, uint32_t row) { return (s->bits[row >> 6] >> (row & 63)) & 1; }
-static void selset_set(selset *s, uint32_t row) { s->bits[row >> 6] |= 1ull << (row & 63); }
-static void selset_clear(selset *s, uint32_t row) { s->bits[row >> 6] &= ~(1ull << (row & 63)); }
+static void selset_set(selset *s, uint32_t row)
+{
+    s->bits[row >> 6] |= 1ull << (row & 63);
+    s->sum[row >> 12] |= 1ull << ((row >> 6) & 63);
+}
+static void selset_clear(selset *s, uint32_t row)
+{
+    if (!(s->bits[row >> 6] &= ~(1ull << (row & 63)))) s->sum[row >> 12] &= ~(1ull << ((row >> 6) & 63));
+}
+
+/* body, with row set to each selected row in ascending order. */
+#define SELSET_EACH(s, row, body)                                                                   \
+    do {                                                                                            \
+        size_t sum_words_ = ((size_t)(s)->nrows_max + 63) / 64 / 64 + 1;                            \
+        for (size_t j_ = 0; j_ < sum_words_; j_++)                                                  \
+            for (uint64_t m_ = (s)->sum[j_]; m_; m_ &= m_ - 1) {                                    \
+                size_t w_ = j_ * 64 + (unsigned)__builtin_ctzll(m_);                                \
+                for (uint64_t b_ = (s)->bits[w_]; b_; b_ &= b_ - 1) {                               \
+                    uint32_t row = (uint32_t)(w_ * 64 + (unsigned)__builtin_ctzll(b_));             \
+                    body;                                                                           \
+                }                                                                                   \
+            }                                                                                       \
+    } while (0)
 
 /* Where an error happened, for messages "trace 'x.h5': /req/3/g/7 position 12: ...". */
 typedef struct {
@@ -307,13 +339,11 @@ static int selset_apply(selset *s, const where *w, const uint32_t *added, uint32
     return 0;
 }
 
-/* The selection in ascending order. O(nrows_max/64 + n_sel). */
+/* The selection in ascending order. O(nrows_max/4096 + n_sel). */
 static uint32_t selset_list(const selset *s, uint32_t *out)
 {
     uint32_t n = 0;
-    size_t words = ((size_t)s->nrows_max + 63) / 64;
-    for (size_t i = 0; i < words; i++)
-        for (uint64_t b = s->bits[i]; b; b &= b - 1) out[n++] = (uint32_t)(i * 64 + (unsigned)__builtin_ctzll(b));
+    SELSET_EACH(s, row, out[n++] = row);
     return n;
 }
 
@@ -861,17 +891,14 @@ static int trace_stream_next(sel_stream *st, sel_delta *d)
     if (key) {
         decode_run(s, raw, e->n_added, s->full);
         if (check_run(&wh, "keyframe", s->full, e->n_added, nrows) < 0) return -1;
-        /* The true delta against the current selection: walk the selection's
-         * bitmap and the sorted full set together. O(context/64 + k). */
+        /* The true delta against the current selection: walk the selection
+         * and the sorted full set together. O(context/4096 + k). */
         uint32_t na = 0, nr = 0, j = 0, n_full = e->n_added;
-        size_t words = ((size_t)s->set.nrows_max + 63) / 64;
-        for (size_t i = 0; i < words; i++)
-            for (uint64_t b = s->set.bits[i]; b; b &= b - 1) {
-                uint32_t row = (uint32_t)(i * 64 + (unsigned)__builtin_ctzll(b));
-                while (j < n_full && s->full[j] < row) s->added[na++] = s->full[j++];
-                if (j < n_full && s->full[j] == row) j++;
-                else s->removed[nr++] = row;
-            }
+        SELSET_EACH(&s->set, row, {
+            while (j < n_full && s->full[j] < row) s->added[na++] = s->full[j++];
+            if (j < n_full && s->full[j] == row) j++;
+            else s->removed[nr++] = row;
+        });
         while (j < n_full) s->added[na++] = s->full[j++];
         if (selset_apply(&s->set, &wh, s->added, na, s->removed, nr, nrows, k) < 0) return -1;
         d->keyframe = 1;
