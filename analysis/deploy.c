@@ -37,8 +37,8 @@ static const cfg_key dep_keys[] = {
     CK_ROW("sim", "instance", CK_STR, "", 0, 0, NULL, "The simulator's instance file.", 0),
     CK_ROW("sim", "policy", CK_STR, "", 0, 0, NULL, "The policy the deployment runs (dhsim --policy).", 0),
     CK_ROW("sim", "set", CK_STR, "", 0, 0, "", "dhsim --set overrides, space-separated.", 0),
-    CK_STR_ROW("sim", "admission", "", "reserve_full|sglang", "The scheduler's admission the deployment ran "
-               "([instance] admission; empty: the instance's).", 0),
+    CK_ROW("sim", "admission", CK_STR, "", 0, 0, "", "The scheduler's admission the deployment ran: reserve_full or "
+           "sglang ([instance] admission, docs/SERVING.md); empty: the instance's.", 0),
     CK_ROW("sim", "prompt_len", CK_INT, "tokens", 1, 1L << 23, NULL, "Prompt length.", 0),
     CK_ROW("sim", "output_len", CK_INT, "tokens", 1, 1L << 24, NULL, "Output length.", 0),
     CK_ROW("sim", "steps", CK_INT, "steps", 1, 1L << 20, NULL, "Decode steps simulated.", 0),

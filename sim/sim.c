@@ -92,18 +92,18 @@ static const cfg_key inst_keys[] = {
     CK_STR_ROW("instance", "admission", "reserve_full", "reserve_full|sglang", "How requests are admitted: each "
                "one's whole final length reserved at once, or SGLang's scheduler (new_token_ratio estimates, retraction "
                "on overflow, prefill before decode; sim/prefill.h, docs/SERVING.md; needs [prefill] mode = chunked).", 0),
-    CK_DYN_ROW("instance", "init_new_token_ratio", CK_NUM, "", 0, 1, "0.7", "sglang only", "SGLANG_INIT_NEW_TOKEN_RATIO "
+    CK_DYN_ROW("instance", "init_new_token_ratio", CK_NUM, "", 0, 1, "0.7", "0 .. 1; admission = sglang only", "SGLANG_INIT_NEW_TOKEN_RATIO "
                "(python/sglang/srt/environ.py): the new_token_ratio a scheduler starts from and resets to when idle.", 0),
-    CK_DYN_ROW("instance", "schedule_conservativeness", CK_NUM, "", 0, 100, "1", "sglang only", "--schedule-"
+    CK_DYN_ROW("instance", "schedule_conservativeness", CK_NUM, "", 0, 100, "1", "0 .. 100; admission = sglang only", "--schedule-"
                "conservativeness (server_args.py): the initial ratio is min(init_new_token_ratio x this, 1).", 0),
-    CK_DYN_ROW("instance", "min_new_token_ratio_factor", CK_NUM, "", 0, 1, "0.14", "sglang only",
+    CK_DYN_ROW("instance", "min_new_token_ratio_factor", CK_NUM, "", 0, 1, "0.14", "0 .. 1; admission = sglang only",
                "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR: the ratio's floor as a share of its initial value.", 0),
-    CK_DYN_ROW("instance", "new_token_ratio_decay_steps", CK_INT, "steps", 1, 1 << 30, "600", "sglang only",
+    CK_DYN_ROW("instance", "new_token_ratio_decay_steps", CK_INT, "steps", 1, 1 << 30, "600", "1 .. 2^30; admission = sglang only",
                "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS: decode steps from the initial ratio to its floor.", 0),
-    CK_DYN_ROW("instance", "retract_decode_steps", CK_INT, "steps", 0, 1 << 24, "20", "sglang only",
+    CK_DYN_ROW("instance", "retract_decode_steps", CK_INT, "steps", 0, 1 << 24, "20", "0 .. 2^24; admission = sglang only",
                "SGLANG_RETRACT_DECODE_STEPS: after a retraction the ratio is (decoded + this x requests) / "
                "(max_new_tokens + 1).", 0),
-    CK_DYN_ROW("instance", "clip_max_new_tokens_estimation", CK_INT, "tokens", 1, 1 << 30, "4096", "sglang only",
+    CK_DYN_ROW("instance", "clip_max_new_tokens_estimation", CK_INT, "tokens", 1, 1 << 30, "4096", "1 .. 2^30; admission = sglang only",
                "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: a request's remaining output as admission estimates it is "
                "clipped to this.", 0),
     CK_ROW("instance", "micro_batches", CK_INT, "", 1, 64, NULL, "Micro-batches a step's requests are split into "
