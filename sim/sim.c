@@ -1052,8 +1052,8 @@ static int sgl_round(run *R, double t, uint32_t step)
  * or requests the round admits), else the decode batch, after update_running_batch's memory
  * check (retraction, or the ratio's decay). The prefill iterations before a decode step
  * count in its time, as in the default loop; an idle GPU resets the ratio. Cost per decode
- * step: the default loop's plus O(active) cost_at evaluations per round. *t: the run's end;
- * *measured_from: retractions before the first measured step. 0 or -1. */
+ * step: the default loop's plus O(active) cost_at evaluations per round. *tp: the run's
+ * end; *retr_warm: the retractions before the first measured step. 0 or -1. */
 static int sgl_loop(run *R, metrics *mt, double *tp, double *retr_warm)
 {
     const sim_config *sc = R->sc;
