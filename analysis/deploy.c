@@ -37,6 +37,8 @@ static const cfg_key dep_keys[] = {
     CK_ROW("sim", "instance", CK_STR, "", 0, 0, NULL, "The simulator's instance file.", 0),
     CK_ROW("sim", "policy", CK_STR, "", 0, 0, NULL, "The policy the deployment runs (dhsim --policy).", 0),
     CK_ROW("sim", "set", CK_STR, "", 0, 0, "", "dhsim --set overrides, space-separated.", 0),
+    CK_ROW("sim", "admission", CK_STR, "", 0, 0, "", "The scheduler's admission the deployment ran: reserve_full or "
+           "sglang ([instance] admission, docs/SERVING.md); empty: the instance's.", 0),
     CK_ROW("sim", "prompt_len", CK_INT, "tokens", 1, 1L << 23, NULL, "Prompt length.", 0),
     CK_ROW("sim", "output_len", CK_INT, "tokens", 1, 1L << 24, NULL, "Output length.", 0),
     CK_ROW("sim", "steps", CK_INT, "steps", 1, 1L << 20, NULL, "Decode steps simulated.", 0),
@@ -130,6 +132,7 @@ static int load_point(const char *path, const char *id, dep_point *p)
     if (copy_str(c, "sim", "instance", CFG_REQUIRED, p->instance, sizeof p->instance, 1) < 0 ||
         copy_str(c, "sim", "policy", CFG_REQUIRED, p->policy, sizeof p->policy, 1) < 0 ||
         copy_str(c, "sim", "set", "", p->sets, sizeof p->sets, 0) < 0 ||
+        copy_str(c, "sim", "admission", "", p->admission, sizeof p->admission, 0) < 0 ||
         get_u(c, "sim", "prompt_len", &p->prompt_len) < 0 ||
         get_u(c, "sim", "output_len", &p->output_len) < 0 ||
         get_u(c, "sim", "steps", &p->steps) < 0 ||
@@ -211,7 +214,7 @@ void dep_release(dep_set *s)
 static int run_one(const dep_point *p, double c, sim_result *res, double *gpus)
 {
     memset(res, 0, sizeof *res);
-    char shape[7][64], own[sizeof p->sets];
+    char shape[8][64], own[sizeof p->sets];
     char *sets[DEP_MAX_SETS];
     int n = 0;
     snprintf(shape[0], sizeof shape[0], "workload.mode=closed");
@@ -224,9 +227,13 @@ static int run_one(const dep_point *p, double c, sim_result *res, double *gpus)
     snprintf(shape[5], sizeof shape[5], "workload.steps=%u", p->steps);
     snprintf(shape[6], sizeof shape[6], "workload.warmup_steps=%u", p->warmup_steps);
     for (int i = 0; i < 7; i++) sets[n++] = shape[i];
+    if (*p->admission) {
+        snprintf(shape[7], sizeof shape[7], "instance.admission=%s", p->admission);
+        sets[n++] = shape[7];
+    }
     snprintf(own, sizeof own, "%s", p->sets);
     for (char *save, *t = strtok_r(own, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
-        if (n >= DEP_MAX_SETS) return dh_err("%s: [sim] set: more than %d overrides", p->path, DEP_MAX_SETS - 7);
+        if (n >= DEP_MAX_SETS) return dh_err("%s: [sim] set: more than %d overrides", p->path, DEP_MAX_SETS - 8);
         sets[n++] = t;
     }
     pol_kind kind;
@@ -296,16 +303,22 @@ static double saturation(const double *c, const double *out, size_t n, double gp
 }
 
 /* The published TPOT's statistic as bench_serving computes it (median_tpot_ms, mean_tpot_ms):
- * over requests, each its (e2e - TTFT) / (tokens - 1) (sim/reqlat.h), here over the requests
- * whose decoding began in the measured steps and ended in the run; *n how many (0: none, the
- * caller takes the per-step figure). O(requests log requests). */
+ * over requests, each its (e2e - TTFT) / (tokens - 1), here over the requests whose decoding
+ * began in the measured steps and ended in the run; *n how many (0: none, the caller takes
+ * the per-step figure). bench_serving's TTFT is the first streamed token, which SGLang samples
+ * from the prefill's last forward: with colocated prefill that is the prefill's end, and the
+ * TPOT spans the N - 1 decode iterations after it, with whatever ran between them (other
+ * requests' prefills). The simulator emits all N tokens from decode steps after the prefill
+ * (sim/reqlat.h), so the same spacing is (finish - prefill end) / N; under disaggregated
+ * prefill (no prefill here) it is reqlat's TPOT. O(requests log requests). */
 static double request_tpot(const sim_result *r, int mean, uint32_t *n)
 {
     double *v = dh_calloc(r->n_req ? r->n_req : 1, sizeof *v);
     uint32_t k = 0;
     for (uint32_t i = 0; i < r->n_req; i++) {
         const reqlat_rec *x = &r->req[i];
-        const double t = reqlat_value(x, RL_TPOT);
+        double t = reqlat_value(x, RL_TPOT);
+        if (t >= 0 && x->prefill >= 0) t = (x->finish - x->prefill) / x->output;
         if (t >= 0 && x->first >= r->measured_from_s) v[k++] = t;
     }
     double out = -1;
@@ -356,6 +369,7 @@ int dep_simulate(const dep_set *s, int threads, dep_sim *out)
             o->tpot_ms = 1e3 * request_tpot(r, !strcmp(p->tpot_stat, "mean"), &o->tpot_requests);
             if (o->tpot_requests == 0) o->tpot_ms = 1e3 * (!strcmp(p->tpot_stat, "mean") ? r->tpot_mean : r->tpot_p50);
             o->admitted_per_gpu = r->mean_active;
+            o->retractions = r->has_retractions ? r->measured_retractions : NAN;
         }
         if (p->n_sweep && j == p->n_sweep - 1) o->sat_per_gpu = saturation(p->sweep_c, o->sweep_out, p->n_sweep, p->gpus);
     }
@@ -413,14 +427,14 @@ static void cell(char *out, size_t cap, const char *fmt, double x)
 
 int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv)
 {
-    fprintf(f, "%-34s | %27s | %27s | %22s | %4s | %s\n", "", "output tokens/s per GPU", "TPOT (ms)",
-            "saturation (req/GPU)", "sim", "");
-    fprintf(f, "%-34s | %8s %9s %8s | %8s %9s %8s | %6s %6s %8s | %4s | %s\n", "point", "sim", "published", "ratio",
-            "sim", "published", "ratio", "sim", "pub", "diff", "run", "gap");
+    fprintf(f, "%-34s | %27s | %27s | %22s | %4s %5s | %s\n", "", "output tokens/s per GPU", "TPOT (ms)",
+            "saturation (req/GPU)", "sim", "sim", "");
+    fprintf(f, "%-34s | %8s %9s %8s | %8s %9s %8s | %6s %6s %8s | %4s %5s | %s\n", "point", "sim", "published", "ratio",
+            "sim", "published", "ratio", "sim", "pub", "diff", "run", "retr", "gap");
     if (csv)
         fprintf(csv, "point,policy,sim_output_per_gpu,pub_output_per_gpu,output_bound,output_ratio,sim_tpot_ms,"
                      "pub_tpot_ms,tpot_stat,tpot_ratio,sim_saturation_per_gpu,pub_saturation_per_gpu,saturation_diff,"
-                     "sim_admitted_per_gpu,targets,gap,source,sim_tpot_requests\n");
+                     "sim_admitted_per_gpu,targets,gap,source,sim_tpot_requests,sim_retractions\n");
     size_t met_all = 0;
     for (size_t i = 0; i < s->n; i++) {
         const dep_point *p = &s->p[i];
@@ -432,7 +446,7 @@ int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv)
         int met = (isnan(ro) || ratio_met(ro, p->output_lower)) && (isnan(rt) || ratio_met(rt, 0)) &&
                   (isnan(ds) || fabs(ds) <= DEP_TARGET_SAT);
         met_all += met;
-        char c[9][32];
+        char c[10][32];
         cell(c[0], 32, "%.1f", so);
         cell(c[1], 32, p->output_lower ? ">%.1f" : "%.1f", po);
         cell(c[2], 32, "%.2fx", ro);
@@ -444,8 +458,9 @@ int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv)
         cell(c[6], 32, "%.1f", o->sat_per_gpu);
         cell(c[7], 32, "%.1f", ps);
         cell(c[8], 32, "%+.1f", ds);
-        fprintf(f, "%-34s | %8s %9s %8s | %8s %9s %8s | %6s %6s %8s | %4.1f | %s\n", p->id, c[0], c[1], c[2], c[3], c[4],
-                c[5], c[6], c[7], c[8], o->admitted_per_gpu, met ? "within targets" : p->gap);
+        cell(c[9], 32, "%.0f", o->retractions);
+        fprintf(f, "%-34s | %8s %9s %8s | %8s %9s %8s | %6s %6s %8s | %4.1f %5s | %s\n", p->id, c[0], c[1], c[2], c[3],
+                c[4], c[5], c[6], c[7], c[8], o->admitted_per_gpu, c[9], met ? "within targets" : p->gap);
         if (csv) {
             fprintf(csv, "%s,%s,", p->id, p->policy);
             csv_num(csv, so);
@@ -464,14 +479,18 @@ int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv)
             csv_field(csv, met ? "" : p->gap);
             fputc(',', csv);
             csv_field(csv, p->source);
-            fprintf(csv, ",%u\n", o->tpot_requests);
+            fprintf(csv, ",%u,", o->tpot_requests);
+            csv_num(csv, o->retractions);
+            fputc('\n', csv);
         }
     }
     fprintf(f, "\n%zu of %zu points within targets (output and TPOT within +/-%.0f %%, saturation within %.0f request "
                "per GPU); sim = simulated, pub = published;\n"
                "sim run = requests running on the simulated GPU (mean), at the point's or the sweep's top concurrency;\n"
-               "sim TPOT: over requests, as bench_serving (each (e2e - TTFT) / (tokens - 1)), of the requests that\n"
-               "decoded within the measured steps; * marks a point where none did (TPOT per step instead).\n",
+               "sim retr = requests retracted in the measured steps (admission = sglang; - where reserve_full admits);\n"
+               "sim TPOT: over requests, as bench_serving (each (e2e - TTFT) / (tokens - 1), the first token at the\n"
+               "prefill's end), of the requests that decoded within the measured steps; * marks a point where none\n"
+               "did (TPOT per step instead).\n",
             met_all, s->n, 100 * DEP_TARGET_RATIO, DEP_TARGET_SAT);
     if (ferror(f) || (csv && ferror(csv))) return dh_err("cannot write the table");
     return 0;

@@ -20,8 +20,9 @@
  *                                 the instance's output tokens/s at each (optional)
  *                gpus             GPUs of the published instance (with a sweep)
  *   [sim]        instance, policy, concurrency (not with a sweep), prompt_len,
- *                output_len, steps, warmup_steps (optional), set (optional:
- *                space-separated SECTION.KEY=VALUE overrides, as dhsim --set)
+ *                output_len, steps, warmup_steps (optional), admission (optional:
+ *                reserve_full or sglang, the instance's [instance] admission), set
+ *                (optional: space-separated SECTION.KEY=VALUE overrides, as dhsim --set)
  * Unknown keys are errors, as everywhere in the project.
  *
  * Quantities compared: output tokens/s per GPU (at the point's concurrency, or
@@ -68,6 +69,7 @@ typedef struct {
     double sweep_c[DEP_MAX_SWEEP], sweep_out[DEP_MAX_SWEEP];
     double gpus;
     char instance[512], policy[32], sets[2048];
+    char admission[16];          /* [sim] admission: "" (the instance's), reserve_full, sglang */
     double concurrency;
     unsigned prompt_len, output_len, steps, warmup_steps;
 } dep_point;
@@ -84,6 +86,7 @@ typedef struct {
                                       * measured steps (tpot_requests 0) */
     uint32_t tpot_requests;
     double admitted_per_gpu;         /* mean requests running on the simulated GPU there */
+    double retractions;              /* requests retracted in the measured steps (NAN: reserve_full) */
     double sat_per_gpu;              /* NAN without a sweep */
     double sweep_out[DEP_MAX_SWEEP]; /* the simulated instance's output tokens/s */
 } dep_sim;

@@ -425,6 +425,9 @@ int out_json_inputs(FILE *f, const sim_result *r, int n, int with_wall, const ou
             json_num(f, x->ci_demotions_per_1k.half);
             fputs("}", f);
         }
+        if (x->has_retractions) /* [instance] admission = sglang (sim/admit.h) */
+            fprintf(f, ",\n   \"retractions\": {\"count\": %.17g, \"measured\": %.17g}", x->retractions,
+                    x->measured_retractions);
         fprintf(f, ",\n   \"fit_range_exceeded\": [");
         for (uint32_t j = 0; j < x->ranges.n; j++)
         {

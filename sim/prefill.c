@@ -37,6 +37,50 @@ int prefill_config_load(cfg *c, prefill_cfg *p)
     return 0;
 }
 
+int admission_config_load(cfg *c, const prefill_cfg *pf, admission_cfg *a)
+{
+    memset(a, 0, sizeof *a);
+    const char *mode;
+    if (cfg_get_string(c, "instance", "admission", &mode, "reserve_full") < 0) return -1;
+    static const char *const keys[] = { "init_new_token_ratio", "schedule_conservativeness", "min_new_token_ratio_factor",
+                                        "new_token_ratio_decay_steps", "retract_decode_steps",
+                                        "clip_max_new_tokens_estimation" };
+    if (!strcmp(mode, "reserve_full")) {
+        a->mode = ADMIT_RESERVE_FULL;
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            if (cfg_has(c, "instance", keys[i]))
+                return dh_err("%s: [instance] %s is given but admission = reserve_full (it is SGLang's scheduler's)",
+                              cfg_name(c), keys[i]);
+        return 0;
+    }
+    if (strcmp(mode, "sglang") != 0)
+        return dh_err("%s: [instance] admission = '%s' (expected reserve_full or sglang)", cfg_name(c), mode);
+    a->mode = ADMIT_SGLANG;
+    /* SGLang's defaults: python/sglang/srt/environ.py (the four ratios and steps, the clip)
+     * and server_args.py (schedule_conservativeness). */
+    const double init = 0.7, cons = 1.0, minf = 0.14;
+    const long decay = 600, retract = 20, clip = 4096;
+    long v;
+    if (cfg_get_double(c, "instance", keys[0], &a->init_new_token_ratio, &init, 0, 1) < 0 ||
+        cfg_get_double(c, "instance", keys[1], &a->schedule_conservativeness, &cons, 0, 100) < 0 ||
+        cfg_get_double(c, "instance", keys[2], &a->min_new_token_ratio_factor, &minf, 0, 1) < 0)
+        return -1;
+    if (cfg_get_int(c, "instance", keys[3], &v, &decay, 1, 1 << 30) < 0) return -1;
+    a->new_token_ratio_decay_steps = (uint32_t)v;
+    if (cfg_get_int(c, "instance", keys[4], &v, &retract, 0, 1 << 24) < 0) return -1;
+    a->retract_decode_steps = (uint32_t)v;
+    if (cfg_get_int(c, "instance", keys[5], &v, &clip, 1, 1 << 30) < 0) return -1;
+    a->clip_max_new_tokens = (uint32_t)v;
+    if (pf->mode != PREFILL_CHUNKED)
+        return dh_err("%s: [instance] admission = sglang is the colocated scheduler's (PrefillAdder); it needs "
+                      "[prefill] mode = chunked (a disaggregated decode server admits by its prealloc queue, not "
+                      "modelled)", cfg_name(c));
+    if (pf->mixing == PREFILL_MIXED)
+        return dh_err("%s: [instance] admission = sglang runs SGLang's default scheduler (a prefill batch before the "
+                      "decode batch): [prefill] mixing = mixed is not modelled with it", cfg_name(c));
+    return 0;
+}
+
 /* sum_{p = s}^{s + n - 1} min(cap, floor(p / c) + 1): the rows the queries at positions s ..
  * s + n - 1 read when each reads its context's rows up to cap. O(1) per span: the sum of
  * floor(p / c) + 1 over a range is closed-form by whole blocks of c positions. */

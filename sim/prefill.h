@@ -77,6 +77,33 @@ typedef struct {
 /* Read [prefill] (every key checked). 0 or -1 with dh_err() naming the file and key. */
 int prefill_config_load(cfg *c, prefill_cfg *p);
 
+/* How requests are admitted against the KV pool ([instance] admission; admit.h applies it):
+ *   reserve_full (default)  a request is admitted when its whole final length (prompt +
+ *                           output) fits the ledger, reserved at once; it never has to leave.
+ *   sglang                  SGLang's scheduler as it ships (python/sglang/srt/managers/
+ *                           schedule_policy.py PrefillAdder, schedule_batch.py retract_decode,
+ *                           scheduler.py update_running_batch): admission on an estimate of
+ *                           the running requests' future tokens scaled by new_token_ratio,
+ *                           which decays every decode step; retraction when a decode step
+ *                           would not fit (admit.h has the rules).
+ * The constants are SGLang's environment variables and server argument (environ.py,
+ * server_args.py; their values in docs/SERVING.md and the instance files). */
+enum { ADMIT_RESERVE_FULL = 0, ADMIT_SGLANG };
+
+typedef struct {
+    int mode;                          /* ADMIT_RESERVE_FULL or ADMIT_SGLANG */
+    double init_new_token_ratio;       /* SGLANG_INIT_NEW_TOKEN_RATIO */
+    double schedule_conservativeness;  /* --schedule-conservativeness */
+    double min_new_token_ratio_factor; /* SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR */
+    uint32_t new_token_ratio_decay_steps; /* SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS */
+    uint32_t retract_decode_steps;     /* SGLANG_RETRACT_DECODE_STEPS */
+    uint32_t clip_max_new_tokens;      /* SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION */
+} admission_cfg;
+
+/* Read [instance] admission and, with sglang, its constants (defaults: SGLang's); a constant
+ * given under reserve_full is an error. 0 or -1 with dh_err() naming the file and key. */
+int admission_config_load(cfg *c, const prefill_cfg *pf, admission_cfg *a);
+
 /* One request's part of an iteration: tokens of its prompt from position start. */
 typedef struct {
     double start, tokens;

@@ -89,6 +89,23 @@ static const cfg_key inst_keys[] = {
     CK_STR_ROW("prefill", "dp_hold", "lockstep", "lockstep|disjoint", "How other data-parallel ranks' prefills hold "
                "this rank's decode steps: all at the same moments, or each own iteration followed by attention_dp - 1 "
                "held steps (the two bounds).", 0),
+    CK_STR_ROW("instance", "admission", "reserve_full", "reserve_full|sglang", "How requests are admitted: each "
+               "one's whole final length reserved at once, or SGLang's scheduler (new_token_ratio estimates, retraction "
+               "on overflow, prefill before decode; sim/prefill.h, docs/SERVING.md; needs [prefill] mode = chunked).", 0),
+    CK_DYN_ROW("instance", "init_new_token_ratio", CK_NUM, "", 0, 1, "0.7", "0 .. 1; admission = sglang only", "SGLANG_INIT_NEW_TOKEN_RATIO "
+               "(python/sglang/srt/environ.py): the new_token_ratio a scheduler starts from and resets to when idle.", 0),
+    CK_DYN_ROW("instance", "schedule_conservativeness", CK_NUM, "", 0, 100, "1", "0 .. 100; admission = sglang only", "--schedule-"
+               "conservativeness (server_args.py): the initial ratio is min(init_new_token_ratio x this, 1).", 0),
+    CK_DYN_ROW("instance", "min_new_token_ratio_factor", CK_NUM, "", 0, 1, "0.14", "0 .. 1; admission = sglang only",
+               "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR: the ratio's floor as a share of its initial value.", 0),
+    CK_DYN_ROW("instance", "new_token_ratio_decay_steps", CK_INT, "steps", 1, 1 << 30, "600", "1 .. 2^30; admission = sglang only",
+               "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS: decode steps from the initial ratio to its floor.", 0),
+    CK_DYN_ROW("instance", "retract_decode_steps", CK_INT, "steps", 0, 1 << 24, "20", "0 .. 2^24; admission = sglang only",
+               "SGLANG_RETRACT_DECODE_STEPS: after a retraction the ratio is (decoded + this x requests) / "
+               "(max_new_tokens + 1).", 0),
+    CK_DYN_ROW("instance", "clip_max_new_tokens_estimation", CK_INT, "tokens", 1, 1 << 30, "4096", "1 .. 2^30; admission = sglang only",
+               "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: a request's remaining output as admission estimates it is "
+               "clipped to this.", 0),
     CK_ROW("instance", "micro_batches", CK_INT, "", 1, 64, NULL, "Micro-batches a step's requests are split into "
            "(overlap of fetch and compute).", 0),
     CK_ROW("policy", "name", CK_STR, "", 0, 0, "hisparse", "The KV policy (sim/pol.h), with an optional +MODE for "
@@ -427,6 +444,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     sc->keyframe_interval = (uint32_t)kf;
     if (specrun_config_load(c, &sc->model, &sc->spec) < 0) return -1;
     if (prefill_config_load(c, &sc->prefill) < 0) return -1;
+    if (admission_config_load(c, &sc->prefill, &sc->admission) < 0) return -1;
     if (cfg_check_unused(c) < 0) return -1;
     double expert_w = sc->model.moe_layers * (sc->model.experts / sc->moe_ep) * sc->model.expert_bytes;
     if (expert_w > sc->weights_per_gpu)
@@ -779,11 +797,14 @@ static int advance(run *R, double t_end)
     uint32_t kept = 0;
     for (uint32_t i = 0; i < a->n_active; i++) {
         uint32_t r = a->active[i];
-        a->req[r].pos += R->slot ? R->slot[i].a + 1 : 1;
+        const uint32_t committed = R->slot ? R->slot[i].a + 1 : 1;
+        a->req[r].pos += committed;
         reqlat_tokens(&R->rl, r, t_end, a->req[r].pos >= a->sh->output_len[r]);
         if (a->req[r].pos >= a->sh->output_len[r]) {
             if (admit_finish(a, r) < 0) return -1;
         } else {
+            /* admission = sglang: the step's tokens' KV (admit_sgl_decode made room). */
+            if (a->sgl && admit_grow(a, r, committed) < 0) return -1;
             a->active[kept++] = r;
         }
     }
@@ -895,7 +916,7 @@ static double pack_prefill(run *R, double budget)
         const admit_req *q = &a->req[r];
         if (!q->prefill_left) continue;
         double take = q->prefill_left < budget - tokens ? q->prefill_left : budget - tokens;
-        R->spans[R->n_spans] = (prefill_span){ .start = (double)(a->sh->prompt_len[r] - q->prefill_left), .tokens = take };
+        R->spans[R->n_spans] = (prefill_span){ .start = (double)(q->prefill_len - q->prefill_left), .tokens = take };
         R->span_req[R->n_spans++] = r;
         tokens += take;
     }
@@ -904,17 +925,21 @@ static double pack_prefill(run *R, double budget)
 
 /* The packed spans are done at time t_done: their requests' pending tokens fall, a request
  * whose prompt is complete records its prefill end. */
-static void commit_prefill(run *R, double t_done)
+static int commit_prefill(run *R, double t_done)
 {
     for (uint32_t i = 0; i < R->n_spans; i++) {
         admit_req *q = &R->adm.req[R->span_req[i]];
         q->prefill_left -= (uint32_t)R->spans[i].tokens;
+        /* admission = sglang: the chunk's KV is allocated as it runs. */
+        if (R->adm.sgl && admit_grow(&R->adm, R->span_req[i], (uint32_t)R->spans[i].tokens) < 0) return -1;
         if (!q->prefill_left) {
             q->prefill_done_t = t_done;
-            reqlat_prefill(&R->rl, R->span_req[i], t_done);
+            /* A retracted request's second prefill is not its time to first token's. */
+            if (R->rl.r[R->span_req[i]].prefill < 0) reqlat_prefill(&R->rl, R->span_req[i], t_done);
         }
     }
     R->n_spans = 0;
+    return 0;
 }
 
 /* The pending prompt tokens of the admitted requests (0: nothing to prefill). */
@@ -928,7 +953,8 @@ static double prefill_pending(const run *R)
 
 /* One prefill iteration alone from time t over the packed spans: compute on the GPU, the
  * prompt KV to the host pool; with data-parallel attention the other ranks' iterations of
- * the same size hold this rank's next decode steps. Returns its end. */
+ * the same size hold this rank's next decode steps. Returns its end (-1: the pool could not
+ * hold the chunk, admission = sglang). */
 static double prefill_alone(run *R, double t)
 {
     const sim_config *sc = R->sc;
@@ -946,7 +972,7 @@ static double prefill_alone(run *R, double t)
         R->hold_s = (R->hold_s * R->hold_n + d * (sc->attention_dp - 1)) / (R->hold_n + sc->attention_dp - 1);
         R->hold_n += sc->attention_dp - 1;
     }
-    commit_prefill(R, end);
+    if (commit_prefill(R, end) < 0) return -1;
     return end;
 }
 
@@ -963,7 +989,7 @@ static uint32_t prefill_before_step(run *R, double *t)
         /* Each iteration is O(layers x spans); the queue empties in prompt / chunk of them. */
         while (prefill_pending(R) > 0) {
             pack_prefill(R, pc->chunk_tokens);
-            *t = prefill_alone(R, *t);
+            if ((*t = prefill_alone(R, *t)) < 0) return UINT32_MAX;
         }
     } else {
         uint32_t decoding = 0;
@@ -972,7 +998,7 @@ static uint32_t prefill_before_step(run *R, double *t)
             /* Nothing decodes yet: the chunk runs alone. */
             if (prefill_pending(R) > 0) {
                 pack_prefill(R, pc->chunk_tokens);
-                *t = prefill_alone(R, *t);
+                if ((*t = prefill_alone(R, *t)) < 0) return UINT32_MAX;
             }
         } else if (pc->chunk_tokens > decoding && pack_prefill(R, pc->chunk_tokens - decoding) > 0) {
             prefill_parts P;
@@ -999,6 +1025,93 @@ static void prefill_after_step(run *R)
     R->n_pf = 0;
 }
 
+/* ---------------------------------------------------------------- admission = sglang */
+
+/* Retracted requests waiting to be admitted again: admitted once, not finished. */
+static uint32_t sgl_retracted_waiting(const admit_state *a)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < a->q_len; i++) n += a->req[a->queue[(a->q_head + i) % a->sh->n_requests]].retracted > 0;
+    return n;
+}
+
+/* One scheduling round at time t (admit_sgl_fill) with its arrivals and first admissions
+ * recorded. 0 or -1. */
+static int sgl_round(run *R, double t, uint32_t step)
+{
+    admit_state *a = &R->adm;
+    reqlat_arrive(&R->rl, t, sim_per_gpu(R->sc, wl_target(&R->sc->wl, t)), a->completed);
+    if (admit_sgl_fill(a, t, step, R->sc->wl.steps, R->sc->prefill.chunk_tokens) < 0) return -1;
+    for (uint32_t i = 0; i < a->n_just; i++)
+        if (R->rl.r[a->just[i]].admit < 0) reqlat_admit(&R->rl, a->just[i], t);
+    return 0;
+}
+
+/* SGLang's event loop (scheduler.py event_loop_normal, get_next_batch_to_run) over the
+ * run's steps: each iteration runs a prefill batch when a round forms one (a pending chunk,
+ * or requests the round admits), else the decode batch, after update_running_batch's memory
+ * check (retraction, or the ratio's decay). The prefill iterations before a decode step
+ * count in its time, as in the default loop; an idle GPU resets the ratio. Cost per decode
+ * step: the default loop's plus O(active) cost_at evaluations per round. *tp: the run's
+ * end; *retr_warm: the retractions before the first measured step. 0 or -1. */
+static int sgl_loop(run *R, metrics *mt, double *tp, double *retr_warm)
+{
+    const sim_config *sc = R->sc;
+    const wl_cfg *w = &sc->wl;
+    admit_state *a = &R->adm;
+    double t = *tp;
+    const uint32_t per_req = sc->spec.mode ? sc->spec.draft->gamma + 1 : 1;
+    for (uint32_t step = 0; step < w->steps;) {
+        if (w->max_time_s > 0 && t >= w->max_time_s) break;
+        if (w->measure_tokens > 0 && mt->m_tokens >= w->measure_tokens) break;
+        if (step == w->warmup_steps) *retr_warm = a->retractions;
+        const double t0 = t;
+        /* Prefill batches first, while a round forms one: O(layers x spans) each. */
+        for (;;) {
+            if (sgl_round(R, t, step) < 0) return -1;
+            if (prefill_pending(R) == 0) break;
+            pack_prefill(R, sc->prefill.chunk_tokens);
+            if ((t = prefill_alone(R, t)) < 0) return -1;
+        }
+        if (a->n_active == 0) {
+            admit_sgl_idle(a);
+            if (a->q_len > 0) {
+                const uint32_t r = a->queue[a->q_head];
+                return dh_err("%s: request %u cannot be admitted on an idle GPU (admission = sglang): its prompt and "
+                              "output need %.3g GB, %.3g GB are free", R->pol->name, r, admit_need(a, r) / 1e9,
+                              ledger_free(&a->hbm) / 1e9);
+            }
+            if (a->next_req >= a->sh->n_requests) break;
+            if (w->mode == WL_OPEN) {
+                if (a->arrival[a->next_req] > t) t = a->arrival[a->next_req];
+                continue;
+            }
+            if (w->mode == WL_STEP) {
+                const double nt = wl_next_change(w, t);
+                if (nt < 0) break;
+                t = nt;
+                continue;
+            }
+            break;
+        }
+        uint32_t retracted = 0;
+        if (admit_sgl_decode(a, per_req, &retracted) < 0) return -1;
+        metrics_step rec;
+        if (run_step(R, step, t, &rec) < 0) return -1;
+        rec.row.t_start = t0;
+        if (R->hold_n > 0) {
+            if (rec.row.t_end - t < R->hold_s) rec.row.t_end = t + R->hold_s;
+            R->hold_n -= 1;
+        }
+        metrics_add(mt, &rec);
+        t = rec.row.t_end;
+        if (advance(R, t) < 0) return -1;
+        step++;
+    }
+    *tp = t;
+    return 0;
+}
+
 int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -1012,8 +1125,9 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     run R;
     int rc = -1;
     if (run_init(&R, sc, pol, src) < 0) goto out;
-    double t = 0;
-    for (uint32_t step = 0; step < sc->wl.steps;) {
+    double t = 0, retr_warm = 0;
+    if (R.adm.sgl && sgl_loop(&R, &mt, &t, &retr_warm) < 0) goto out;
+    for (uint32_t step = 0; step < sc->wl.steps && !R.adm.sgl;) {
         if (sc->wl.max_time_s > 0 && t >= sc->wl.max_time_s) break;
         if (sc->wl.measure_tokens > 0 && mt.m_tokens >= sc->wl.measure_tokens) break;
         int go = fill(&R, &t, step);
@@ -1024,12 +1138,14 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         if (sc->prefill.mode == PREFILL_CHUNKED) {
             /* The prefill iterations before the step count in its time: decoding waited. */
             const double t0 = t;
-            if (prefill_before_step(&R, &t) == 0) {
+            const uint32_t decoding = prefill_before_step(&R, &t);
+            if (decoding == UINT32_MAX) goto out;
+            if (decoding == 0) {
                 prefill_after_step(&R);
                 continue;
             }
             if (run_step(&R, step, t, &rec) < 0) goto out;
-            if (R.mixed_s > 0) commit_prefill(&R, rec.row.t_end);
+            if (R.mixed_s > 0 && commit_prefill(&R, rec.row.t_end) < 0) goto out;
             rec.row.t_start = t0;
             if (R.hold_n > 0) {
                 /* Another rank's prefill iteration holds this step to its length. */
@@ -1047,7 +1163,8 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
     }
     const admit_state *a = &R.adm;
     metrics_end end = { .sc = sc, .pol = pol, .t = t, .hbm = &a->hbm, .gpu = &R.gpu, .h2d = &R.h2d, .d2h = &R.d2h,
-                        .st = &R.st, .admitted = a->admitted, .completed = a->completed, .unfinished = a->n_active,
+                        .st = &R.st, .admitted = a->admitted, .completed = a->completed,
+                        .unfinished = a->n_active + sgl_retracted_waiting(a),
                         .requests = a->sh->n_requests,
                         .budget_rows = pol->rebalance ? 0 : (uint32_t)pol->budget(&a->env, 0) };
     rc = metrics_finish(&mt, &end, res);
@@ -1056,6 +1173,11 @@ int sim_run(const sim_config *sc, pol_kind policy, sel_source *src, sim_result *
         res->n_req = R.rl.n;
         R.rl.r = NULL;
         res->measured_from_s = sc->wl.warmup_steps < res->n_tl ? res->tl[sc->wl.warmup_steps].t_start : res->sim_time;
+        if (a->sgl) {
+            res->has_retractions = 1;
+            res->retractions = a->retractions;
+            res->measured_retractions = sc->wl.warmup_steps < res->n_tl ? a->retractions - retr_warm : 0;
+        }
     }
 out:
     run_release(&R);

@@ -47,7 +47,8 @@
  *   [spec]      speculative decoding: mode, draft, shared_retrieval,
  *               draft_ring, staging_reuse, disable_batch_size, adaptive (specrun.h)
  *   [prefill]   mode (disaggregated | chunked), chunk_tokens, mixing, max_running
- *               (prefill.h)
+ *               (prefill.h); [instance] admission (reserve_full | sglang) and SGLang's
+ *               scheduler constants (prefill.h, admit.h)
  * "--set section.key=value" overrides go to whichever file has the section
  * (model: [model], [kind.*]; hardware: [hw], [pcie], [gather], [host];
  * everything else: the instance file), and unknown keys are errors.
@@ -106,6 +107,7 @@ typedef struct {
     uint32_t keyframe_interval;
     specrun_cfg spec;                  /* [spec]: mode 0 = plain decoding */
     prefill_cfg prefill;               /* [prefill]: disaggregated (default) or chunked */
+    admission_cfg admission;           /* [instance] admission: reserve_full (default) or sglang */
 } sim_config;
 
 /* Load an instance file with its model and hardware files (paths in the
@@ -213,6 +215,10 @@ typedef struct {
     reqlat_rec *req;                   /* [n_req] per-request events (reqlat.h), by request index */
     uint32_t n_req;
     double measured_from_s;            /* the first measured step's start (after the warm-up) */
+    /* [instance] admission = sglang: requests retracted (admit.h), whole run and measured
+     * steps; has_retractions 0 under reserve_full, where none can be. */
+    int has_retractions;
+    double retractions, measured_retractions;
 } sim_result;
 
 /* Simulate policy over src (whose shape fixes requests and lengths). 0 or -1
