@@ -37,6 +37,11 @@ expect_err tp_exceeds_gpus "attention_dp x attn_tp" --set instance.attn_tp=2
 expect_err tp_not_whole "attn_tp = 2.5" --set instance.attention_dp=1 --set instance.attn_tp=2.5
 expect_err tp_needs_allreduce "attn_tp_allreduce_us" --set instance.attention_dp=1 --set instance.attn_tp=8
 expect_err tp1_rejects_allreduce "attn_tp = 1" --set instance.attn_tp_allreduce_us=10
+expect_err tp1_rejects_table "attn_tp = 1" --set instance.attn_tp_allreduce=models/hw/allreduce-h200x8.ini
+expect_err tp_table_or_nccl "both given" --config $TP8 --set instance.attn_tp_allreduce_us=10
+expect_err tp_table_needs_curve "attn_tp_allreduce_curve" --config $TP8 --set instance.attn_tp_allreduce_curve=
+expect_err tp_table_unknown_curve "no \[curve.ring\]" --config $TP8 --set instance.attn_tp_allreduce_curve=ring
+expect_err tp_table_ranks "attn_tp = 4" --config $TP8 --set instance.attn_tp=4
 
 # MTP (kind = mtp, sim/spec.h): a draft whose every draft is rejected costs its draft forwards
 # and a 4-token verification for nothing, so it is slower than plain decoding; one whose every
