@@ -121,6 +121,9 @@ static const cfg_key inst_keys[] = {
     CK_ROW("trace", "seed", CK_INT, "", 0, 9.223372036854774e18, "1", "Seed of every random stream of the run.", 0),
     CK_ROW("trace", "keyframe_interval", CK_INT, "steps", 1, 1 << 20, "64", "Positions between the generator's "
            "keyframes.", 0),
+    CK_ROW("trace", "share", CK_BOOL, "", 0, 0, "true", "The generator's streams kept as records for the process's "
+           "other runs of the workload (policies, a sweep's concurrencies; traces/gen.h); false: generated in place, "
+           "the same selections with less memory and time for a run that is the only one.", 0),
 };
 const cfg_schema instance_schema = CFG_SCHEMA("models/instances/NAME.ini", "Instance",
     "A serving instance: its model, profile, parallelism, memory, policy and selections (sim/sim.h); its [workload] "
@@ -449,6 +452,10 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     sc->seed = (uint64_t)seed;
     if (cfgk_int(c, I, "trace", "keyframe_interval", &kf) < 0) return -1;
     sc->keyframe_interval = (uint32_t)kf;
+    /* Read only where given, so that a run's recorded inputs list no default for it: the
+     * key changes how long a run takes, never what it gives. */
+    sc->share_streams = 1;
+    if (cfg_has(c, "trace", "share") && cfgk_bool(c, I, "trace", "share", &sc->share_streams) < 0) return -1;
     if (specrun_config_load(c, &sc->model, &sc->spec) < 0) return -1;
     if (prefill_config_load(c, &sc->prefill) < 0) return -1;
     if (cfg_check_unused(c) < 0) return -1;
@@ -518,8 +525,11 @@ int sim_open_source(const sim_config *sc, sel_source **out)
     if (gen_params_load(sc->preset, &p) < 0) return -1;
     trace_shape sh;
     if (sim_shape(sc, &sh) < 0) { gen_params_free(p); return -1; }
-    /* Runs of one workload (one per policy) generate each stream once. */
-    int rc = gen_source_new_shared(p, &sh, sc->seed, sc->keyframe_interval, out);
+    /* Runs of one workload (one per policy) generate each stream once; a run that is the only
+     * reader of its streams ([trace] share = false) skips the records (their encoding, decoding
+     * and memory: a sixth of such a run's time). */
+    int rc = sc->share_streams ? gen_source_new_shared(p, &sh, sc->seed, sc->keyframe_interval, out)
+                               : gen_source_new(p, &sh, sc->seed, sc->keyframe_interval, out);
     trace_shape_release(&sh);
     gen_params_free(p);
     return rc;

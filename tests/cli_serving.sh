@@ -126,3 +126,12 @@ if python3 -c 'import json,sys; d, m = (json.load(open(p))["runs"][0] for p in s
    [ "$(figs "$T/dis.json")" = "$(figs "$T/dis2.json")" ]
 then ok prefill_mixed_slower_disagg_unchanged; else bad prefill_mixed_slower_disagg_unchanged "$(cat "$T/err")"; fi
 expect_err prefill_needs_chunk "chunk_tokens" --set prefill.mode=chunked
+
+# [trace] share = false (the generator's streams in place, no records): a colocated HiSparse run
+# and a speculative one give the same figures as with the records; the comparison can fail (a
+# second seed's run differs).
+SH="--policy hisparse,adaptive+dflash2 --steps 40 $CO"
+$S --quiet $SH --json "$T/sh1.json" 2> "$T/err" && $S --quiet $SH --set trace.share=false --json "$T/sh0.json" 2>> "$T/err" &&
+  $S --quiet $SH --set trace.share=false --seed 2 --json "$T/sh2.json" 2>> "$T/err"
+if [ -s "$T/sh0.json" ] && [ "$(figs "$T/sh1.json")" = "$(figs "$T/sh0.json")" ] && [ "$(figs "$T/sh0.json")" != "$(figs "$T/sh2.json")" ]
+then ok trace_share_off_same_figures; else bad trace_share_off_same_figures "$(cat "$T/err")"; fi
