@@ -19,6 +19,7 @@
 #include "sim/sim.h"
 #include "sim/spec.h"
 #include "sim/specrun.h"
+#include "sim/tp.h"
 #include "sim/wl.h"
 #include "sweep/swdef.h"
 #include "traces/gen.h"
@@ -39,6 +40,7 @@ static const cfg_schema *const schemas[] = {
     &paper_schema,
     &hw_schema,
     &a2a_schema,
+    &allreduce_schema,
     &swdef_schema,
     &rcfg_schema,
     &gen_schema,

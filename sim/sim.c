@@ -74,10 +74,15 @@ static const cfg_key inst_keys[] = {
     CK_ROW("instance", "attn_tp", CK_NUM, "GPUs", 1, 4096, "1", "Tensor-parallel attention ranks: heads split over them, "
            "the latent KV and the indexer replicated, one all-reduce per layer (sim/tp.h); attention_dp x attn_tp <= "
            "gpus.", 0),
-    CK_DYN_ROW("instance", "attn_tp_allreduce_us", CK_NUM, "us", 0, 1e6, "required when attn_tp > 1, else absent", NULL,
-               "The all-reduce's latency (NCCL form).", 0),
-    CK_DYN_ROW("instance", "attn_tp_allreduce_busbw_gbps", CK_NUM, "GB/s", 1e-3, 1e6, "required when attn_tp > 1, else "
-               "absent", NULL, "The all-reduce's bus bandwidth (nccl-tests busbw).", 0),
+    CK_DYN_ROW("instance", "attn_tp_allreduce", CK_STR, "", 0, 0, "with attn_tp > 1, this and attn_tp_allreduce_curve, "
+               "or attn_tp_allreduce_us and attn_tp_allreduce_busbw_gbps", NULL, "Published all-reduce times by size "
+               "(models/hw/allreduce-NAME.ini, sim/tp.h).", 0),
+    CK_DYN_ROW("instance", "attn_tp_allreduce_curve", CK_STR, "", 0, 0, "required with attn_tp_allreduce", NULL,
+               "The table's [curve.NAME] the instance runs (the framework's all-reduce).", 0),
+    CK_DYN_ROW("instance", "attn_tp_allreduce_us", CK_NUM, "us", 0, 1e6, "with attn_tp > 1 and no attn_tp_allreduce, "
+               "required; else absent", NULL, "The all-reduce's latency (NCCL form).", 0),
+    CK_DYN_ROW("instance", "attn_tp_allreduce_busbw_gbps", CK_NUM, "GB/s", 1e-3, 1e6, "with attn_tp > 1 and no "
+               "attn_tp_allreduce, required; else absent", NULL, "The all-reduce's bus bandwidth (nccl-tests busbw).", 0),
     CK_STR_ROW("prefill", "mode", "disaggregated", "disaggregated|chunked", "Prefill on other GPUs (the decode instance "
                "of a disaggregated deployment) or colocated, in chunks between decode steps (sim/prefill.h).", 0),
     CK_DYN_ROW("prefill", "chunk_tokens", CK_INT, "tokens", 1, 1 << 24, "required for chunked", NULL, "Prompt tokens "
@@ -133,6 +138,9 @@ static const cfg_key inst_keys[] = {
     CK_ROW("trace", "seed", CK_INT, "", 0, 9.223372036854774e18, "1", "Seed of every random stream of the run.", 0),
     CK_ROW("trace", "keyframe_interval", CK_INT, "steps", 1, 1 << 20, "64", "Positions between the generator's "
            "keyframes.", 0),
+    CK_ROW("trace", "share", CK_BOOL, "", 0, 0, "true", "The generator's streams kept as records for the process's "
+           "other runs of the workload (policies, a sweep's concurrencies; traces/gen.h); false: generated in place, "
+           "the same selections with less memory and time for a run that is the only one.", 0),
 };
 const cfg_schema instance_schema = CFG_SCHEMA("models/instances/NAME.ini", "Instance",
     "A serving instance: its model, profile, parallelism, memory, policy and selections (sim/sim.h); its [workload] "
@@ -338,9 +346,10 @@ static int mem_load(cfg *c, sim_config *sc)
     return 0;
 }
 
-/* [instance] attn_tp (default 1) and, with more than one rank, its all-reduce's latency and
- * bus bandwidth, both required then: the numbers live in the instance file with their
- * sources. */
+/* [instance] attn_tp (default 1) and, with more than one rank, its all-reduce's cost: a
+ * table of published times (attn_tp_allreduce and its curve) or a latency and a bus bandwidth
+ * (attn_tp_allreduce_us, attn_tp_allreduce_busbw_gbps), one pair and not both; the numbers live
+ * in the table or the instance file with their sources. */
 static int tp_config_load(cfg *c, sim_config *sc)
 {
     const double one = 1;
@@ -350,14 +359,32 @@ static int tp_config_load(cfg *c, sim_config *sc)
     if (sc->attention_dp * sc->tp.ranks > sc->gpus)
         return dh_err("%s: [instance] attention_dp x attn_tp = %g x %g exceeds gpus = %g", cfg_name(c),
                       sc->attention_dp, sc->tp.ranks, sc->gpus);
+    static const char *const only_tp[4] = { "attn_tp_allreduce", "attn_tp_allreduce_curve", "attn_tp_allreduce_us",
+                                            "attn_tp_allreduce_busbw_gbps" };
     if (sc->tp.ranks <= 1) {
-        static const char *const only_tp[2] = { "attn_tp_allreduce_us", "attn_tp_allreduce_busbw_gbps" };
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 4; i++)
             if (cfg_has(c, "instance", only_tp[i]))
                 return dh_err("%s: [instance] %s is given but attn_tp = 1 (no all-reduce to cost)", cfg_name(c),
                               only_tp[i]);
         return 0;
     }
+    const int table = cfg_has(c, "instance", only_tp[0]) || cfg_has(c, "instance", only_tp[1]);
+    const int nccl = cfg_has(c, "instance", only_tp[2]) || cfg_has(c, "instance", only_tp[3]);
+    if (table && nccl)
+        return dh_err("%s: [instance] attn_tp_allreduce(_curve) and attn_tp_allreduce_us / _busbw_gbps are both given "
+                      "(one all-reduce cost: the table or the NCCL form)", cfg_name(c));
+    if (table) {
+        const char *path, *curve;
+        if (cfg_get_string(c, "instance", only_tp[0], &path, CFG_REQUIRED) < 0 ||
+            cfg_get_string(c, "instance", only_tp[1], &curve, CFG_REQUIRED) < 0)
+            return -1;
+        return tp_table_load(path, curve, &sc->tp) < 0 ? dh_err_prefix("%s: [instance] attn_tp_allreduce: ", cfg_name(c))
+                                                       : 0;
+    }
+    if (!nccl)
+        return dh_err("%s: [instance] attn_tp = %g needs its all-reduce's cost: attn_tp_allreduce (a table, "
+                      "models/hw/allreduce-NAME.ini) with attn_tp_allreduce_curve, or attn_tp_allreduce_us with "
+                      "attn_tp_allreduce_busbw_gbps", cfg_name(c), sc->tp.ranks);
     double us;
     if (cfg_get_double(c, "instance", "attn_tp_allreduce_us", &us, CFG_REQUIRED, 0, 1e6) < 0 ||
         cfg_get_double(c, "instance", "attn_tp_allreduce_busbw_gbps", &sc->tp.busbw_gbps, CFG_REQUIRED, 1e-3, 1e6) < 0)
@@ -442,6 +469,10 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     sc->seed = (uint64_t)seed;
     if (cfgk_int(c, I, "trace", "keyframe_interval", &kf) < 0) return -1;
     sc->keyframe_interval = (uint32_t)kf;
+    /* Read only where given, so that a run's recorded inputs list no default for it: the
+     * key changes how long a run takes, never what it gives. */
+    sc->share_streams = 1;
+    if (cfg_has(c, "trace", "share") && cfgk_bool(c, I, "trace", "share", &sc->share_streams) < 0) return -1;
     if (specrun_config_load(c, &sc->model, &sc->spec) < 0) return -1;
     if (prefill_config_load(c, &sc->prefill) < 0) return -1;
     if (admission_config_load(c, &sc->prefill, &sc->admission) < 0) return -1;
@@ -512,8 +543,11 @@ int sim_open_source(const sim_config *sc, sel_source **out)
     if (gen_params_load(sc->preset, &p) < 0) return -1;
     trace_shape sh;
     if (sim_shape(sc, &sh) < 0) { gen_params_free(p); return -1; }
-    /* Runs of one workload (one per policy) generate each stream once. */
-    int rc = gen_source_new_shared(p, &sh, sc->seed, sc->keyframe_interval, out);
+    /* Runs of one workload (one per policy) generate each stream once; a run that is the only
+     * reader of its streams ([trace] share = false) skips the records (their encoding, decoding
+     * and memory: a sixth of such a run's time). */
+    int rc = sc->share_streams ? gen_source_new_shared(p, &sh, sc->seed, sc->keyframe_interval, out)
+                               : gen_source_new(p, &sh, sc->seed, sc->keyframe_interval, out);
     trace_shape_release(&sh);
     gen_params_free(p);
     return rc;

@@ -105,6 +105,7 @@ typedef struct {
     char preset[256], trace_path[512];
     uint64_t seed;
     uint32_t keyframe_interval;
+    int share_streams;                 /* [trace] share: the generator's records kept for other runs */
     specrun_cfg spec;                  /* [spec]: mode 0 = plain decoding */
     prefill_cfg prefill;               /* [prefill]: disaggregated (default) or chunked */
     admission_cfg admission;           /* [instance] admission: reserve_full (default) or sglang */

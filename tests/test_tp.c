@@ -14,6 +14,7 @@
 #include <cmocka.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/cfg.h"
@@ -165,6 +166,89 @@ static void test_allreduce_form(void **state)
     assert_true(fabs(tp_allreduce_s(&eight, 1e9) - (1e-5 + 0.0175)) < 1e-12);
 }
 
+/* The table form against the NCCL form (a differential test): points placed on the line
+ * latency + bytes x 2 (n - 1) / n / busbw give that line at every size from the first point on,
+ * interpolated between points and extended beyond the last by the same busbw; below the first
+ * point the table holds its first time. A planted fault (a point moved off the line) shows the
+ * comparison can fail. */
+static void test_table_on_a_line_is_the_nccl_form(void **state)
+{
+    (void)state;
+    const tp_cfg nccl = {.ranks = 8, .lat_s = 9e-6, .busbw_gbps = 475};
+    tp_cfg tab = {.ranks = 8, .busbw_gbps = 475, .n_points = 6};
+    const double sizes[6] = {2048, 8192, 65536, 100000, 524288, 1048576};
+    for (int i = 0; i < 6; i++) {
+        tab.pt_bytes[i] = sizes[i];
+        tab.pt_s[i] = tp_allreduce_s(&nccl, sizes[i]);
+    }
+    for (double b = 2048; b < 64e6; b *= 1.37) {
+        const double want = tp_allreduce_s(&nccl, b);
+        assert_true(fabs(tp_allreduce_s(&tab, b) - want) <= 1e-12 * want);
+    }
+    assert_true(tp_allreduce_s(&tab, 100) == tab.pt_s[0]);
+    tp_cfg bent = tab;
+    bent.pt_s[3] *= 1.1;
+    assert_true(fabs(tp_allreduce_s(&bent, 90000) - tp_allreduce_s(&nccl, 90000)) > 1e-9);
+    /* One rank: no all-reduce, table or not. */
+    tab.ranks = 1;
+    assert_true(tp_allreduce_s(&tab, 1e6) == 0);
+}
+
+/* The shipped table, by hand from its published lines: at a point its time, halfway between two
+ * points their mean, beyond 1 MiB the 1 MiB time plus the extra bytes x 14 / 8 at 475 GB/s. */
+static void test_shipped_table_by_hand(void **state)
+{
+    (void)state;
+    tp_cfg c = {.ranks = 8};
+    assert_int_equal(tp_table_load("models/hw/allreduce-h200x8.ini", "mscclpp_graph", &c), 0);
+    assert_int_equal(c.n_points, 10);
+    assert_true(fabs(tp_allreduce_s(&c, 1048576) - 14.01e-6) < 1e-15);
+    assert_true(fabs(tp_allreduce_s(&c, 786432) - (11.96e-6 + 14.01e-6) / 2) < 1e-15);
+    assert_true(fabs(tp_allreduce_s(&c, 12288) - (6.00e-6 + 6.37e-6) / 2) < 1e-15);
+    assert_true(fabs(tp_allreduce_s(&c, 2097152) - (14.01e-6 + 1048576 * 14.0 / 8 / 475e9)) < 1e-15);
+    tp_cfg n = {.ranks = 8};
+    assert_int_equal(tp_table_load("models/hw/allreduce-h200x8.ini", "nccl_graph", &n), 0);
+    assert_true(fabs(tp_allreduce_s(&n, 65536) - 19.92e-6) < 1e-15);
+}
+
+/* A bad table is one error naming the file, and leaves the config as it was. */
+static void expect_table_err(const char *text, const char *curve, double ranks, const char *pattern)
+{
+    char path[] = "/tmp/test_tp_XXXXXX.ini";
+    int fd = mkstemps(path, 4);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    tp_cfg c = {.ranks = ranks, .lat_s = 1e-5, .busbw_gbps = 100};
+    const int rc = tp_table_load(path, curve, &c);
+    remove(path);
+    if (rc != -1 || !strstr(dh_errmsg(), pattern) || !strstr(dh_errmsg(), path))
+        fail_msg("expected an error with '%s' naming the file, got rc %d: %s", pattern, rc, dh_errmsg());
+    assert_true(c.n_points == 0 && c.lat_s == 1e-5 && c.busbw_gbps == 100);
+}
+
+static void test_bad_tables(void **state)
+{
+    (void)state;
+    const char *head = "[allreduce]\nranks = 8\nbusbw_gbps = 475\n";
+    char t[512];
+    snprintf(t, sizeof t, "%s[curve.a]\nbytes = 1, 2\ntime_us = 1, 2\n", head);
+    expect_table_err(t, "a", 4, "attn_tp = 4");
+    expect_table_err(t, "b", 8, "no [curve.b]");
+    snprintf(t, sizeof t, "%s[curve.a]\nbytes = 2, 1\ntime_us = 1, 2\n", head);
+    expect_table_err(t, "a", 8, "is not above");
+    snprintf(t, sizeof t, "%s[curve.a]\nbytes = 1, 2, 3\ntime_us = 1, 2\n", head);
+    expect_table_err(t, "a", 8, "3 sizes but 2 times");
+    snprintf(t, sizeof t, "%s[curve.a]\nbytes = 1\ntime_us = 1\n", head);
+    expect_table_err(t, "a", 8, "at least two");
+    snprintf(t, sizeof t, "%s[points]\nbytes = 1, 2\n", head);
+    expect_table_err(t, "a", 8, "is not [allreduce] or [curve.NAME]");
+    snprintf(t, sizeof t, "%s[curve.a]\nbytes = 1, 2\ntime_us = 1, 2\nlatency_us = 3\n", head);
+    expect_table_err(t, "a", 8, "latency_us");
+    expect_table_err("[curve.a]\nbytes = 1, 2\ntime_us = 1, 2\n", "a", 8, "ranks");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +256,9 @@ int main(void)
         cmocka_unit_test(test_four_ranks_by_hand),
         cmocka_unit_test(test_latent_bytes_not_split),
         cmocka_unit_test(test_allreduce_form),
+        cmocka_unit_test(test_table_on_a_line_is_the_nccl_form),
+        cmocka_unit_test(test_shipped_table_by_hand),
+        cmocka_unit_test(test_bad_tables),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
