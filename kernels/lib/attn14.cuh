@@ -32,7 +32,9 @@
 /* Version 15 is version 14 (and, where 14 takes version 8, version 8) with the row loads
  * prefetching 256 B into L2 (attn6.cuh, a6_ld_row16); version 16 is version 14 with the next
  * tile's loads in flight in the producer (a14_producer_pipe); version 17 is version 16 with the
- * barriers' waits and arrivals at CTA scope (a14_wait, a14_arrive_any). */
+ * barriers' waits and arrivals at CTA scope (a14_wait, a14_arrive_any); its diagnostic variants
+ * A14_DIAG_NOREMOTE(_PRODUCER) leave the remote stores out (of the whole kernel, or of the
+ * producer alone). */
 #ifndef KERNELS_ATTN14_CUH
 #define KERNELS_ATTN14_CUH
 
@@ -193,6 +195,9 @@ __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *s
         a14_producer<DIAG, false, CS>(a, sm, sbase, p, q, rb, re, ntiles, rank);
         return;
     }
+    /* A14_DIAG_NOREMOTE: each block's half of every tile for itself alone (no st.async, no
+     * transaction count on the full barrier). */
+    constexpr bool REMOTE = DIAG != A14_DIAG_NOREMOTE && DIAG != A14_DIAG_NOREMOTE_PRODUCER;
     const int jr = 32 * (int)rank + (p >> 2), qt = p & 3;
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
     const uint32_t peer = rank ^ 1u, peer_full = a14_mapa(bar_full, peer), peer_sm = a14_mapa(sbase, peer);
@@ -210,7 +215,7 @@ __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *s
     auto fill = [&](const a14_rowset &r, int t) {
         const int s = t & 1;
         if (t >= 2) a14_wait<CS>(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
-        if (p == 0) a14_expect_tx(bar_full + 8 * s, A14_PEER_BYTES);
+        if (REMOTE && p == 0) a14_expect_tx(bar_full + 8 * s, A14_PEER_BYTES);
         const uint32_t st_off = A6_TILE_BYTES * (1 + s);
         uint8_t *stage = sm + st_off;
         const uint32_t pst = peer_sm + st_off, pbar = peer_full + 8 * s;
@@ -223,15 +228,17 @@ __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *s
             const uint32_t o0 = a6_swz(jr, 2 * o), o1 = a6_swz(jr, 2 * o + 1);
             *(uint4 *)(stage + o0) = w[0];
             *(uint4 *)(stage + o1) = w[1];
-            a14_st_async(pst + o0, w[0], pbar);
-            a14_st_async(pst + o1, w[1], pbar);
+            if (REMOTE) {
+                a14_st_async(pst + o0, w[0], pbar);
+                a14_st_async(pst + o1, w[1], pbar);
+            }
         }
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const uint4 w = dh_bf16x8_to_f16(r.rope[i]);
             const uint32_t o = a6_swz(jr, 64 + qt + 4 * i);
             *(uint4 *)(stage + o) = w;
-            a14_st_async(pst + o, w, pbar);
+            if (REMOTE) a14_st_async(pst + o, w, pbar);
         }
         dh_fence_proxy_async();
         dh_mbar_arrive(bar_full + 8 * s);
@@ -274,7 +281,7 @@ __device__ __forceinline__ void a14_consumer(const attn_args &a, float *__restri
         const int s = t & 1, cnt = min(A6_N, re - (rb + t * A6_N));
         const uint32_t stage = sK + A6_TILE_BYTES * s;
         a14_wait<CS>(bar_full + 8 * s, (t >> 1) & 1);
-        if (DIAG != A6_DIAG_PRODUCER) {
+        if (DIAG != A6_DIAG_PRODUCER && DIAG != A14_DIAG_NOREMOTE_PRODUCER) {
             dh_fence_proxy_async();   /* the peer's st.async bytes, before the tensor cores read them */
             a6_issue_s<FMT>(sc, sQ, stage, w);
             dh_wgmma_wait0();
