@@ -1,5 +1,5 @@
 /* attention.cu: the library's sparse decode attention (kernels/dhk.h: dhk_attention_launch),
- * attention version 8 of kernels/versions/attention.cu: the splits of the k rows chosen so that
+ * attention versions 18 and 8 of kernels/versions/attention.cu: the splits of the k rows chosen so that
  * one wave of blocks fills the SMs, the wgmma kernel (kernels/lib/attention_wgmma.cu, sm_90a)
  * writing fp16 partials with a log-sum-exp per head when there is more than one split, and
  * version 8's combine, which merges them with 8 splits' loads in flight per thread. This file
@@ -95,8 +95,18 @@ void dhk_attn_scratch_free(dhk_attn_scratch &sc)
 
 /* At most one wave (one block per SM), so the splits fill the SMs once, in whole 64-row tiles;
  * fp16 partials and the combine only when there is more than one split (the same choice as
- * kernels/versions/attention.cu makes for versions 4-10). */
+ * kernels/versions/attention.cu makes for versions 4-10). The main kernel: version 18 when every
+ * row is in the hot buffer (no host pool given), version 8 when rows may come from the host
+ * (measured on the H200, back to back: version 18 1.02-1.05x faster than 8 on hot rows at every
+ * batch, both formats, 64 and 128 heads; with 14.2 % host rows the two within their spread and
+ * 8 the faster median; kernels/NOTES.md, "Version 18: outcome"). */
 void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream)
+{
+    dhk__attention_launch_version(a, sc, out, sms, stream, a.host ? 8 : 18);
+}
+
+void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
+                                   int version)
 {
     if (a.k < 1) {
         fprintf(stderr, "%s: attention: k = %d, need at least one row\n", program_invocation_short_name, a.k);
@@ -115,6 +125,7 @@ void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms
     a.part_o = sc.part_o;   /* holds fp16 partials here */
     a.part_lse = sc.part_lse;
     a.merge_cnt = sc.merge_cnt;
-    dhk__attn8_launch(a, out, stream);
+    if (version == 18) dhk__attn18_launch(a, out, stream);
+    else dhk__attn8_launch(a, out, stream);
     if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);
 }

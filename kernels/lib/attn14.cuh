@@ -187,7 +187,7 @@ __device__ __forceinline__ void a14_producer(const attn_args &a, uint8_t *sm, ui
 struct a14_rowset {
     uint4 lat[8], rope[2], sc;
 };
-template <int DIAG, bool CS>
+template <int DIAG, bool CS, bool BULK = false>
 __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
                                                   int re, int ntiles, uint32_t rank)
 {
@@ -198,6 +198,10 @@ __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *s
     /* A14_DIAG_NOREMOTE: each block's half of every tile for itself alone (no st.async, no
      * transaction count on the full barrier). */
     constexpr bool REMOTE = DIAG != A14_DIAG_NOREMOTE && DIAG != A14_DIAG_NOREMOTE_PRODUCER;
+    /* BULK (versions 21, 22): the half tile reaches the peer by nine bulk copies (one 4 KB run of
+     * rows 32 rank .. 32 rank + 31 per 64-column block) from this block's stage after it is
+     * written, in place of 2,304 16-byte st.async; STA: the st.async. */
+    constexpr bool STA = REMOTE && !BULK;
     const int jr = 32 * (int)rank + (p >> 2), qt = p & 3;
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
     const uint32_t peer = rank ^ 1u, peer_full = a14_mapa(bar_full, peer), peer_sm = a14_mapa(sbase, peer);
@@ -228,7 +232,7 @@ __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *s
             const uint32_t o0 = a6_swz(jr, 2 * o), o1 = a6_swz(jr, 2 * o + 1);
             *(uint4 *)(stage + o0) = w[0];
             *(uint4 *)(stage + o1) = w[1];
-            if (REMOTE) {
+            if (STA) {
                 a14_st_async(pst + o0, w[0], pbar);
                 a14_st_async(pst + o1, w[1], pbar);
             }
@@ -238,9 +242,22 @@ __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *s
             const uint4 w = dh_bf16x8_to_f16(r.rope[i]);
             const uint32_t o = a6_swz(jr, 64 + qt + 4 * i);
             *(uint4 *)(stage + o) = w;
-            if (REMOTE) a14_st_async(pst + o, w, pbar);
+            if (STA) a14_st_async(pst + o, w, pbar);
         }
         dh_fence_proxy_async();
+        if (BULK && REMOTE) {
+            /* Every producer thread's stores visible to the async proxy (the fence above), then one
+             * thread copies the half tile; its completion counts on the peer's full barrier. */
+            asm volatile("bar.sync 5, 128;" ::: "memory");
+            if (p == 0) {
+                const uint32_t half = (uint32_t)(32 * (int)rank * 128);
+                const uint32_t lst = sbase + st_off + half;
+#pragma unroll
+                for (int cb = 0; cb < 9; cb++)
+                    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], 4096, [%2];"
+                                 ::"r"(pst + half + cb * A6_BLOCK_BYTES), "r"(lst + cb * A6_BLOCK_BYTES), "r"(pbar) : "memory");
+            }
+        }
         dh_mbar_arrive(bar_full + 8 * s);
     };
     a14_rowset A, B;

@@ -14,6 +14,7 @@
  *     from shared memory (version 19, the same arithmetic: a check on the register form);
  *   warpgroup 1 waits for P, rescales its half of O and computes O[:, 256:512] += P V from
  *     shared memory; its P V of tile t runs while warpgroup 0 computes tile t + 1's S.
+ * Each warpgroup runs its own tile loop (a18_loop), then the epilogue (a18_epilogue).
  * Named barriers (256 threads): 1 version 8's (Q, the row sums, the epilogue), 2 P ready
  * (warpgroup 0 arrives, 1 waits), 3 P free (1 arrives after its P V, 0 waits before writing the
  * next P); version 19 adds 4 (128 threads: warpgroup 0's P visible to its own wgmma).
@@ -35,15 +36,34 @@
 
 #include "kernels/lib/attn6.cuh"
 
+/* setmaxnreg counts. Versions 18, 20: warpgroup 0 208, warpgroup 1 176, each warpgroup's code
+ * (its tile loop and its instance of the epilogue) compiled apart under its own count. Version 19:
+ * both consumer warpgroups at 192 and one instance of the epilogue after their loops (with 208 /
+ * 176 ptxas spills ~180 B where the two warpgroups' code merges). */
 #define A18_WG0_REGS 208
 #define A18_WG1_REGS 176
+#define A18_CONSUMER_REGS 192
 #define A18_PRODUCER_REGS 120
 static_assert(A18_WG0_REGS + A18_WG1_REGS + A18_PRODUCER_REGS == 504, "setmaxnreg counts must add up to 3 x 168");
+static_assert(2 * A18_CONSUMER_REGS + A18_PRODUCER_REGS == 504, "setmaxnreg counts must add up to 3 x 168");
 
 __device__ __forceinline__ void a18_bar_sync(int id) { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void a18_bar_arrive(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void a18_wg_bar() { asm volatile("bar.sync 4, 128;" ::: "memory"); }
 __device__ __forceinline__ void a18_fence_u32(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
+/* Clusters of two blocks (versions 21, 22, kernels/lib/attn21.cuh): the shared::cluster address of
+ * local address addr in block rank's shared memory, and an arrival there (release at CTA scope,
+ * as version 17's). */
+__device__ __forceinline__ uint32_t a18_mapa(uint32_t addr, uint32_t rank)
+{
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void a18_arrive_remote(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
+}
 
 /* The tile row of producer thread pair m: inside each group of 8 rows, FP8 rows: bits 1 and 2 of
  * m swapped (a quarter warp holds rows {0, 1, 4, 5} or {2, 3, 6, 7} of the group: its threads'
@@ -212,26 +232,30 @@ __device__ __forceinline__ void a18_producer_pipe(const attn_args &a, uint8_t *s
 /* Consumer warpgroup W (0 or 1) of version V (18, 20: warpgroup 0's P V with P in registers; 19:
  * from shared memory). D: A6_DIAG_PRODUCER hands each stage back unread (the barriers between the
  * warpgroups still run), anything else computes. */
-template <int FMT, int V, int D, int W>
-__device__ __forceinline__ void a18_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
-                                             int tid, int q, int split, int hb, int rb, int re, int ntiles)
+template <int FMT, int V, int D, int W, bool CL = false>
+__device__ __forceinline__ void a18_loop(const attn_args &a, uint8_t *sm, uint32_t sbase, int tid, int rb, int re,
+                                         int ntiles, float (&o)[128], float &m0, float &m1, float &l0, float &l1)
 {
     constexpr bool RS = V != 19;
     const uint32_t sQ = sbase, sK = sbase + A6_TILE_BYTES, sP = sbase + A6_P_OFF;
-    float *alpha = (float *)(sm + A6_RED_OFF), *lsum = alpha + 64;
+    float *alpha = (float *)(sm + A6_RED_OFF);
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
     const int lane = tid & 31, wq = (tid >> 5) & 3, qd = lane & 3;
     const int r0 = 16 * wq + (lane >> 2), r1 = r0 + 8;
     const float sscale = a.sm_scale * A6_LOG2E;
-    float o[128];
+    /* CL: the stage's empty barrier of both blocks of the cluster, one arrival per warp on each. */
+    uint32_t rank = 0;
+    if (CL) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    const uint32_t my_empty = CL ? a18_mapa(bar_empty, rank) : 0, peer_empty = CL ? a18_mapa(bar_empty, rank ^ 1u) : 0;
 #pragma unroll
     for (int i = 0; i < 128; i++) o[i] = 0.f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+    m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, cnt = min(A6_N, re - (rb + t * A6_N));
         const uint32_t stage = sK + A6_TILE_BYTES * s;
         if (W == 0) {
             dh_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
+            if (CL) dh_fence_proxy_async();   /* the peer's bytes, before the tensor cores read them */
             if (D == A6_DIAG_PRODUCER) {
                 if (t >= 1) a18_bar_sync(3);
                 if (qd == 0) alpha[r0] = 1.f, alpha[r1] = 1.f;
@@ -330,6 +354,7 @@ __device__ __forceinline__ void a18_consumer(const attn_args &a, float *__restri
             if (D != A6_DIAG_PRODUCER) {
                 /* Complete already (warpgroup 0 waited for it); orders the producer's bytes here too. */
                 dh_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
+                if (CL) dh_fence_proxy_async();
                 a6_issue_pv<FMT>(o, sP, stage, 1);
                 dh_wgmma_wait0();
 #pragma unroll
@@ -337,10 +362,29 @@ __device__ __forceinline__ void a18_consumer(const attn_args &a, float *__restri
             }
             if (t + 1 < ntiles) a18_bar_arrive(3);   /* P and the factors may be rewritten */
         }
-        dh_mbar_arrive(bar_empty + 8 * s);
+        if (CL) {
+            __syncwarp();
+            if (lane == 0) {
+                a18_arrive_remote(my_empty + 8 * s);
+                a18_arrive_remote(peer_empty + 8 * s);
+            }
+        } else {
+            dh_mbar_arrive(bar_empty + 8 * s);
+        }
     }
-    /* Row sums: warpgroup 0 holds them whole (over its quad). */
-    if (W == 0) {
+}
+
+/* The consumers' epilogue, one instance for both warpgroups (w = 0, 1): the row sums (warpgroup 0
+ * holds them whole), version 8's staged output and the split's log-sum-exp. */
+template <int FMT>
+__device__ __forceinline__ void a18_epilogue(const attn_args &a, float *__restrict__ out, uint8_t *sm, int w, int tid,
+                                             int q, int split, int hb, const float (&o)[128], float m0, float m1,
+                                             float l0, float l1)
+{
+    float *lsum = (float *)(sm + A6_RED_OFF) + 64;
+    const int lane = tid & 31, wq = (tid >> 5) & 3, qd = lane & 3;
+    const int r0 = 16 * wq + (lane >> 2), r1 = r0 + 8;
+    if (w == 0) {
         l0 += __shfl_xor_sync(0xffffffff, l0, 1);
         l0 += __shfl_xor_sync(0xffffffff, l0, 2);
         l1 += __shfl_xor_sync(0xffffffff, l1, 1);
@@ -352,9 +396,9 @@ __device__ __forceinline__ void a18_consumer(const attn_args &a, float *__restri
     const float i0 = L0 > 0 ? 1.f / L0 : 0.f, i1 = L1 > 0 ? 1.f / L1 : 0.f;
     const size_t ob = ((size_t)q * a.splits + split) * a.heads + (size_t)hb * 64;
     /* Both warpgroups have waited for their last P V, so the key stages are free for the staging. */
-    if (a.splits == 1) a6_store_out<float>(o, i0, i1, sm, W, tid, r0, r1, qd, out + ((size_t)q * a.heads + (size_t)hb * 64) * KREF_V_DIM);
-    else a6_store_out<__half>(o, i0, i1, sm, W, tid, r0, r1, qd, (__half *)a.part_o + ob * KREF_V_DIM);
-    if (a.splits > 1 && W == 0 && qd == 0) {
+    if (a.splits == 1) a6_store_out<float>(o, i0, i1, sm, w, tid, r0, r1, qd, out + ((size_t)q * a.heads + (size_t)hb * 64) * KREF_V_DIM);
+    else a6_store_out<__half>(o, i0, i1, sm, w, tid, r0, r1, qd, (__half *)a.part_o + ob * KREF_V_DIM);
+    if (a.splits > 1 && w == 0 && qd == 0) {
         a.part_lse[ob + r0] = L0 > 0 ? m0 + log2f(L0) : -INFINITY;
         a.part_lse[ob + r1] = L1 > 0 ? m1 + log2f(L1) : -INFINITY;
     }
@@ -380,24 +424,38 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn18_kernel(const attn_args a
     }
     dh_fence_proxy_async();
     __syncthreads();
-    /* Each warpgroup's code on its own, so that ptxas allocates each under its own count. */
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A18_PRODUCER_REGS));
         if (D == A6_DIAG_CONSUMERS) a6_producer_unfilled(bar_full, ntiles);
         else if (V == 20 && FMT == KREF_ROW_FP8) a18_producer_pipe(a, sm, sbase, tid - 256, q, rb, re, ntiles);
         else a18_producer<FMT>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+    } else if (V == 19) {
+        /* One instance of the epilogue for both warpgroups (racecheck's matching of a named
+         * barrier reached from two code addresses is the question, kernels/NOTES.md). */
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_CONSUMER_REGS));
+        a6_load_q<FMT, 256>(a, sm, tid, q, hb);
+        dh_fence_proxy_async();
+        a6_consumer_bar();
+        float o[128], m0, m1, l0, l1;
+        if (wg == 0) a18_loop<FMT, V, D, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        else a18_loop<FMT, V, D, 1>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_epilogue<FMT>(a, out, sm, wg, tid, q, split, hb, o, m0, m1, l0, l1);
     } else if (wg == 0) {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG0_REGS));
         a6_load_q<FMT, 256>(a, sm, tid, q, hb);
         dh_fence_proxy_async();
         a6_consumer_bar();
-        a18_consumer<FMT, V, D, 0>(a, out, sm, sbase, tid, q, split, hb, rb, re, ntiles);
+        float o[128], m0, m1, l0, l1;
+        a18_loop<FMT, V, D, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_epilogue<FMT>(a, out, sm, 0, tid, q, split, hb, o, m0, m1, l0, l1);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG1_REGS));
         a6_load_q<FMT, 256>(a, sm, tid, q, hb);
         dh_fence_proxy_async();
         a6_consumer_bar();
-        a18_consumer<FMT, V, D, 1>(a, out, sm, sbase, tid, q, split, hb, rb, re, ntiles);
+        float o[128], m0, m1, l0, l1;
+        a18_loop<FMT, V, D, 1>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_epilogue<FMT>(a, out, sm, 1, tid, q, split, hb, o, m0, m1, l0, l1);
     }
 }
 
