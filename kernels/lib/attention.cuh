@@ -71,8 +71,13 @@ int attn14_resident_blocks(const attn_args &a);
 void dhk__attn8_launch(const attn_args &a, float *out, cudaStream_t stream);
 /* Version 18's main kernel (kernels/lib/attn18.cuh), the same arguments and outputs as version 8's. */
 void dhk__attn18_launch(const attn_args &a, float *out, cudaStream_t stream);
+/* Version 22's main kernel (kernels/lib/attn21.cuh): FP8 rows with an even number of 64-head
+ * groups only, in clusters of two blocks; the blocks of its clusters resident at once. */
+void dhk__attn22_launch(const attn_args &a, float *out, cudaStream_t stream);
+int dhk__attn22_resident_blocks();
 struct dhk_attn_scratch;
-/* dhk_attention_launch with its main kernel named (8 or 18) instead of chosen (the benchmarks). */
+/* dhk_attention_launch with its main kernel named (8, 18 or 22; 22 runs 18 where it does not
+ * apply) instead of chosen (the benchmarks). */
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
                                    int version);
 

@@ -405,7 +405,7 @@ static void a14_launch(const attn_args &a, float *out, cudaStream_t stream)
 }
 
 /* Clusters of version 14 resident at once on this GPU (one block per SM, two per cluster). */
-static int a14_max_clusters()
+static inline int a14_max_clusters()
 {
     static int n = -1;
     if (n < 0) {

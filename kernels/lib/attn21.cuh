@@ -1,5 +1,5 @@
-/* attn21.cuh: attention versions 21 and 22 (kernels/versions/attention_wgmma.cu instantiates
- * them), FlashMLA's crossover at 128 heads (attn14.cuh: the two 64-head blocks of a query in a
+/* attn21.cuh: attention versions 21 and 22 (kernels/lib/attention_wgmma.cu instantiates 22 for
+ * the library, kernels/versions/attention_wgmma.cu 21 and the diagnostic variants), FlashMLA's crossover at 128 heads (attn14.cuh: the two 64-head blocks of a query in a
  * cluster, each dequantising half of every tile for both) with the half tile sent to the peer by
  * nine bulk copies of 4 KB from the block's own stage (cp.async.bulk shared::cta ->
  * shared::cluster, completion counted on the peer's full barrier) instead of version 17's 2,304
@@ -91,6 +91,29 @@ static void a21_launch(const attn_args &a, float *out, cudaStream_t stream)
     cfg.numAttrs = 1;
     cudaCheck(cudaLaunchKernelEx(&cfg, attn21_kernel<DIAG, VER>, a, out));
     CUDA_LAUNCH_CHECK();
+}
+
+/* Clusters of versions 21, 22 resident at once on this GPU (one block per SM, two per cluster). */
+template <int VER>
+static inline int a21_max_clusters()
+{
+    static int n = -1;
+    if (n < 0) {
+        cudaCheck(cudaFuncSetAttribute(attn21_kernel<A6_DIAG_NONE, VER>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(1, 1, 2);
+        cfg.blockDim = dim3(A6_THREADS);
+        cfg.dynamicSmemBytes = A6_SMEM_BYTES;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = 1;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 2;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        cudaCheck(cudaOccupancyMaxActiveClusters(&n, (void *)attn21_kernel<A6_DIAG_NONE, VER>, &cfg));
+    }
+    return n;
 }
 
 #endif

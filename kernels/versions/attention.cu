@@ -785,7 +785,7 @@ __global__ void attn_combine_kernel(const float *__restrict__ part_o, const floa
  * attention_wgmma.cu (64-row tiles). */
 static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
-    if ((version == 8 || version == 18) && a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
+    if ((version == 8 || version == 18 || version == 22) && a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
         dhk__attention_launch_version(a, sc, out, sms, st, version);
         return;
     }
