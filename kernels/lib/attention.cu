@@ -101,10 +101,11 @@ static bool attn22_applies(const attn_args &a) { return a.format == KREF_ROW_FP8
 /* At most one wave (one block per SM), so the splits fill the SMs once, in whole 64-row tiles;
  * fp16 partials and the combine only when there is more than one split (the same choice as
  * kernels/versions/attention.cu makes for versions 4-10). The main kernel, as measured on the
- * H200 back to back (kernels/NOTES.md, "Versions 18-20 ... outcome", "Versions 21 and 22:
- * outcome"): version 8 when rows may come from the host (a host pool given: with 14.2 % host rows
- * versions 8 and 18 are within their spread, 8 the faster median); on hot rows version 22 where it
- * applies (FP8 rows at 128 heads: 1.02-1.19x over version 8, 1.02-1.12x over 18) and version 18
+ * H200 back to back (kernels/NOTES.md, "Versions 18-20 and version 17 without its remote stores:
+ * outcome", "Versions 21 and 22: outcome"): version 8 when rows may come from the host (a host
+ * pool given: with 14.2 % host rows versions 8 and 18 are within their spread, 8 the faster
+ * median); on hot rows version 22 where it applies (FP8 rows at 128 heads: 1.06-1.19x over
+ * version 8, 1.02-1.12x over 18) and version 18
  * elsewhere (1.02-1.05x over version 8 at every batch, both formats, 64 heads). */
 void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream)
 {

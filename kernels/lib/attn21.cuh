@@ -4,7 +4,7 @@
  * nine bulk copies of 4 KB from the block's own stage (cp.async.bulk shared::cta ->
  * shared::cluster, completion counted on the peer's full barrier) instead of version 17's 2,304
  * 16-byte st.async per tile: version 17's producer alone took 346.6 us at 128 heads x 256
- * queries, and 201.6 us with the remote stores left out (kernels/NOTES.md, "Version 18: outcome").
+ * queries, and 201.6 us with the remote stores left out (kernels/NOTES.md, "Versions 18-20 and version 17 without its remote stores: outcome").
  * Version 21: version 17's producer (CTA-scope barriers, the next tile's loads in flight) and
  * consumers with the bulk copies. Version 22: the same producer with version 18's consumers
  * (FlashMLA's division of the two warpgroups), their empty arrivals one per warp on both blocks'
