@@ -57,6 +57,11 @@ enum { ATTN6_TILE_ROWS = 64 };
  * alone; versions 11-13 also without their dequantisation (NODEQUANT) and with Q's hi term alone (QHI,
  * the one variant whose output is meant to be right: it measures the lo term's accuracy and cost). */
 enum { A6_DIAG_NONE = 0, A6_DIAG_PRODUCER = 1, A6_DIAG_CONSUMERS = 2, A11_DIAG_NODEQUANT = 3, A11_DIAG_QHI = 4 };
+/* Version 17 at 128 heads without its remote stores (each block dequantises its half of every
+ * tile for itself alone; outputs wrong by design): the st.async's cost apart from the pairing's;
+ * the whole kernel (NOREMOTE) and the producer alone (NOREMOTE_PRODUCER: the consumers hand each
+ * stage back unread, still to both blocks' empty barriers). */
+enum { A14_DIAG_NOREMOTE = 5, A14_DIAG_NOREMOTE_PRODUCER = 6 };
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
 /* Version 14 (clusters of two blocks): the blocks of its clusters resident at once for a's
  * shape, or a very large count where a falls back to version 8 (BF16 rows, 64 heads). */
@@ -64,5 +69,16 @@ int attn14_resident_blocks(const attn_args &a);
 /* Inside the library: version 8's main kernel alone (kernels/lib/attention_wgmma.cu); callers
  * use dhk_attention_launch (kernels/dhk.h), which adds the splits and their combine. */
 void dhk__attn8_launch(const attn_args &a, float *out, cudaStream_t stream);
+/* Version 18's main kernel (kernels/lib/attn18.cuh), the same arguments and outputs as version 8's. */
+void dhk__attn18_launch(const attn_args &a, float *out, cudaStream_t stream);
+/* Version 22's main kernel (kernels/lib/attn21.cuh): FP8 rows with an even number of 64-head
+ * groups only, in clusters of two blocks; the blocks of its clusters resident at once. */
+void dhk__attn22_launch(const attn_args &a, float *out, cudaStream_t stream);
+int dhk__attn22_resident_blocks();
+struct dhk_attn_scratch;
+/* dhk_attention_launch with its main kernel named (8, 18 or 22; 22 runs 18 where it does not
+ * apply) instead of chosen (the benchmarks). */
+void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
+                                   int version);
 
 #endif

@@ -1,10 +1,24 @@
 /* attention_wgmma.cu: attention version 8's main kernel, the library's instance of the wgmma
- * kernel of kernels/lib/attn6.cuh (which describes it), built for sm_90a because wgmma exists
- * only there; kernels/lib/attention.cu's dhk_attention_launch adds the splits and the combine. */
+ * kernel of kernels/lib/attn6.cuh (which describes it), version 18's (kernels/lib/attn18.cuh) and
+ * version 22's (kernels/lib/attn21.cuh: clusters of two blocks, FP8 rows at 128 heads),
+ * built for sm_90a because wgmma exists only there; kernels/lib/attention.cu's
+ * dhk_attention_launch adds the splits and the combine. */
 #include "kernels/dhk.h"
-#include "kernels/lib/attn6.cuh"   // defines: attn6_kernel, a6_launch<V>
+#include "kernels/lib/attn21.cuh"  // defines: attn6_kernel, a6_launch<V>, attn18_kernel, a18_launch<V, D>, attn21_kernel, a21_launch<D, V>
 
 void dhk__attn8_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
     a6_launch<8>(a, out, stream);
 }
+
+void dhk__attn18_launch(const attn_args &a, float *out, cudaStream_t stream)
+{
+    a18_launch<18, A6_DIAG_NONE>(a, out, stream);
+}
+
+void dhk__attn22_launch(const attn_args &a, float *out, cudaStream_t stream)
+{
+    a21_launch<A6_DIAG_NONE, 22>(a, out, stream);
+}
+
+int dhk__attn22_resident_blocks() { return 2 * a21_max_clusters<22>(); }

@@ -32,7 +32,9 @@
 /* Version 15 is version 14 (and, where 14 takes version 8, version 8) with the row loads
  * prefetching 256 B into L2 (attn6.cuh, a6_ld_row16); version 16 is version 14 with the next
  * tile's loads in flight in the producer (a14_producer_pipe); version 17 is version 16 with the
- * barriers' waits and arrivals at CTA scope (a14_wait, a14_arrive_any). */
+ * barriers' waits and arrivals at CTA scope (a14_wait, a14_arrive_any); its diagnostic variants
+ * A14_DIAG_NOREMOTE(_PRODUCER) leave the remote stores out (of the whole kernel, or of the
+ * producer alone). */
 #ifndef KERNELS_ATTN14_CUH
 #define KERNELS_ATTN14_CUH
 
@@ -185,7 +187,7 @@ __device__ __forceinline__ void a14_producer(const attn_args &a, uint8_t *sm, ui
 struct a14_rowset {
     uint4 lat[8], rope[2], sc;
 };
-template <int DIAG, bool CS>
+template <int DIAG, bool CS, bool BULK = false>
 __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
                                                   int re, int ntiles, uint32_t rank)
 {
@@ -193,6 +195,13 @@ __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *s
         a14_producer<DIAG, false, CS>(a, sm, sbase, p, q, rb, re, ntiles, rank);
         return;
     }
+    /* A14_DIAG_NOREMOTE: each block's half of every tile for itself alone (no st.async, no
+     * transaction count on the full barrier). */
+    constexpr bool REMOTE = DIAG != A14_DIAG_NOREMOTE && DIAG != A14_DIAG_NOREMOTE_PRODUCER;
+    /* BULK (versions 21, 22): the half tile reaches the peer by nine bulk copies (one 4 KB run of
+     * rows 32 rank .. 32 rank + 31 per 64-column block) from this block's stage after it is
+     * written, in place of 2,304 16-byte st.async; STA: the st.async. */
+    constexpr bool STA = REMOTE && !BULK;
     const int jr = 32 * (int)rank + (p >> 2), qt = p & 3;
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
     const uint32_t peer = rank ^ 1u, peer_full = a14_mapa(bar_full, peer), peer_sm = a14_mapa(sbase, peer);
@@ -210,7 +219,7 @@ __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *s
     auto fill = [&](const a14_rowset &r, int t) {
         const int s = t & 1;
         if (t >= 2) a14_wait<CS>(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
-        if (p == 0) a14_expect_tx(bar_full + 8 * s, A14_PEER_BYTES);
+        if (REMOTE && p == 0) a14_expect_tx(bar_full + 8 * s, A14_PEER_BYTES);
         const uint32_t st_off = A6_TILE_BYTES * (1 + s);
         uint8_t *stage = sm + st_off;
         const uint32_t pst = peer_sm + st_off, pbar = peer_full + 8 * s;
@@ -223,17 +232,32 @@ __device__ __forceinline__ void a14_producer_pipe(const attn_args &a, uint8_t *s
             const uint32_t o0 = a6_swz(jr, 2 * o), o1 = a6_swz(jr, 2 * o + 1);
             *(uint4 *)(stage + o0) = w[0];
             *(uint4 *)(stage + o1) = w[1];
-            a14_st_async(pst + o0, w[0], pbar);
-            a14_st_async(pst + o1, w[1], pbar);
+            if (STA) {
+                a14_st_async(pst + o0, w[0], pbar);
+                a14_st_async(pst + o1, w[1], pbar);
+            }
         }
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const uint4 w = dh_bf16x8_to_f16(r.rope[i]);
             const uint32_t o = a6_swz(jr, 64 + qt + 4 * i);
             *(uint4 *)(stage + o) = w;
-            a14_st_async(pst + o, w, pbar);
+            if (STA) a14_st_async(pst + o, w, pbar);
         }
         dh_fence_proxy_async();
+        if (BULK && REMOTE) {
+            /* Every producer thread's stores visible to the async proxy (the fence above), then one
+             * thread copies the half tile; its completion counts on the peer's full barrier. */
+            asm volatile("bar.sync 5, 128;" ::: "memory");
+            if (p == 0) {
+                const uint32_t half = (uint32_t)(32 * (int)rank * 128);
+                const uint32_t lst = sbase + st_off + half;
+#pragma unroll
+                for (int cb = 0; cb < 9; cb++)
+                    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], 4096, [%2];"
+                                 ::"r"(pst + half + cb * A6_BLOCK_BYTES), "r"(lst + cb * A6_BLOCK_BYTES), "r"(pbar) : "memory");
+            }
+        }
         dh_mbar_arrive(bar_full + 8 * s);
     };
     a14_rowset A, B;
@@ -274,7 +298,7 @@ __device__ __forceinline__ void a14_consumer(const attn_args &a, float *__restri
         const int s = t & 1, cnt = min(A6_N, re - (rb + t * A6_N));
         const uint32_t stage = sK + A6_TILE_BYTES * s;
         a14_wait<CS>(bar_full + 8 * s, (t >> 1) & 1);
-        if (DIAG != A6_DIAG_PRODUCER) {
+        if (DIAG != A6_DIAG_PRODUCER && DIAG != A14_DIAG_NOREMOTE_PRODUCER) {
             dh_fence_proxy_async();   /* the peer's st.async bytes, before the tensor cores read them */
             a6_issue_s<FMT>(sc, sQ, stage, w);
             dh_wgmma_wait0();
@@ -381,7 +405,7 @@ static void a14_launch(const attn_args &a, float *out, cudaStream_t stream)
 }
 
 /* Clusters of version 14 resident at once on this GPU (one block per SM, two per cluster). */
-static int a14_max_clusters()
+static inline int a14_max_clusters()
 {
     static int n = -1;
     if (n < 0) {

@@ -6,11 +6,15 @@
  * kernels/lib/attn14.cuh (FP8 rows at 128 heads or more: clusters of two blocks sharing each
  * tile's dequantisation; the rest go to version 8), and version 15 (14 and 8 with the row loads
  * prefetching 256 B into L2), 16 (14 with the next tile's loads in flight) and 17 (16 with the
- * cluster's barriers at CTA scope), built for sm_90a. Version 8 itself is the
- * library's (kernels/lib/attention_wgmma.cu). */
+ * cluster's barriers at CTA scope; its diagnostic variant without the remote stores), and
+ * versions 18-20 (version 8 with the consumers divided as FlashMLA's over 16-bit keys,
+ * kernels/lib/attn18.cuh; 20 with version 10's producer) and 21-22 (the crossover with bulk copies
+ * between the blocks, kernels/lib/attn21.cuh) with their diagnostic variants, built for sm_90a. Versions 8 and 18
+ * themselves are the library's (kernels/lib/attention_wgmma.cu). */
 #include "kernels/bench.cuh"
 #include "kernels/lib/attn11.cuh"  // defines: attn6_kernel, a6_launch<V>, attn11_kernel, a11_launch<D>
 #include "kernels/lib/attn14.cuh"  // defines: attn14_kernel, a14_launch<D, V>
+#include "kernels/lib/attn21.cuh"  // defines: attn18_kernel, a18_launch<V, D>, attn21_kernel, a21_launch<D, V>
 
 /* Versions 11-13 (V): FP8 rows by attn11_kernel, BF16 rows by version 8's kernel. */
 template <int V>
@@ -41,6 +45,25 @@ static void a16_or_8(const attn_args &a, float *out, cudaStream_t stream)
     if (a14_applies(a)) a14_launch<D, V>(a, out, stream);
     else if (D == A6_DIAG_NONE) dhk__attn8_launch(a, out, stream);
     else a6_launch<80 + D>(a, out, stream);
+}
+/* Version 17 without its remote stores (A14_DIAG_NOREMOTE, _PRODUCER): 128 heads only. */
+template <int D>
+static void a17_noremote(const attn_args &a, float *out, cudaStream_t stream)
+{
+    if (!a14_applies(a)) {
+        fprintf(stderr, "dhbench: attention v17: diag=noremote needs FP8 rows and an even number of 64-head groups\n");
+        exit(1);
+    }
+    a14_launch<D, 17>(a, out, stream);
+}
+/* Versions 21, 22 (V): FP8 rows with an even number of 64-head groups in clusters of two blocks,
+ * the half tiles exchanged by bulk copies; the rest by version 18's kernel. */
+template <int D, int V>
+static void a21_or_18(const attn_args &a, float *out, cudaStream_t stream)
+{
+    if (a14_applies(a)) a21_launch<D, V>(a, out, stream);
+    else if (D == A6_DIAG_NONE) dhk__attn18_launch(a, out, stream);
+    else a18_launch<18, D>(a, out, stream);
 }
 /* Version 15: versions 14 and 8 with the row loads prefetching 256 B into L2. */
 template <int D>
@@ -89,6 +112,19 @@ void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int versi
     case 160: a16_or_8<A6_DIAG_NONE>(a, out, stream); break;
     case 160 + A6_DIAG_PRODUCER: a16_or_8<A6_DIAG_PRODUCER>(a, out, stream); break;
     case 160 + A6_DIAG_CONSUMERS: a16_or_8<A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 170 + A14_DIAG_NOREMOTE: a17_noremote<A14_DIAG_NOREMOTE>(a, out, stream); break;
+    case 170 + A14_DIAG_NOREMOTE_PRODUCER: a17_noremote<A14_DIAG_NOREMOTE_PRODUCER>(a, out, stream); break;
+    case 180: dhk__attn18_launch(a, out, stream); break;   /* the library's instance */
+    case 180 + A6_DIAG_PRODUCER: a18_launch<18, A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 180 + A6_DIAG_CONSUMERS: a18_launch<18, A6_DIAG_CONSUMERS>(a, out, stream); break;
+    case 190: a18_launch<19, A6_DIAG_NONE>(a, out, stream); break;
+    case 200: a18_launch<20, A6_DIAG_NONE>(a, out, stream); break;
+    case 200 + A6_DIAG_PRODUCER: a18_launch<20, A6_DIAG_PRODUCER>(a, out, stream); break;
+    case 210: a21_or_18<A6_DIAG_NONE, 21>(a, out, stream); break;
+    case 210 + A6_DIAG_PRODUCER: a21_or_18<A6_DIAG_PRODUCER, 21>(a, out, stream); break;
+    case 220: a21_or_18<A6_DIAG_NONE, 22>(a, out, stream); break;
+    case 220 + A6_DIAG_PRODUCER: a21_or_18<A6_DIAG_PRODUCER, 22>(a, out, stream); break;
+    case 220 + A6_DIAG_CONSUMERS: a21_or_18<A6_DIAG_CONSUMERS, 22>(a, out, stream); break;
     case 150: a15_launch<A6_DIAG_NONE>(a, out, stream); break;
     case 150 + A6_DIAG_PRODUCER: a15_launch<A6_DIAG_PRODUCER>(a, out, stream); break;
     case 150 + A6_DIAG_CONSUMERS: a15_launch<A6_DIAG_CONSUMERS>(a, out, stream); break;
