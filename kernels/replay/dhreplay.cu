@@ -333,7 +333,7 @@ static long parse_long(const char *opt, const char *s, long lo, long hi)
 struct rp_opts {
     const char *model = "models/glm53-replay.ini", *preset = "glm51-longbench", *out = NULL;
     long seed = 1, keyframe = 64, R = 16, prompt = 100000, steps = 32, dp = 8, ep = 8, fetch_sms = 8;
-    long attn_version = 18, topk_version = 6, indexer_version = 5;
+    long attn_version = 8, topk_version = 6, indexer_version = 5;
     int given_attn = 0, given_topk = 0, given_indexer = 0;   /* else the GPU's best (choose_versions) */
     const char *as_arch = NULL;  /* --as-arch: choose as on that architecture (kernels/karch.h) */
     std::vector<std::string> run_ids;
@@ -636,7 +636,7 @@ int rp_replay::choose_versions()
     kdev = bench_karch_dev(prop, as_arch, "dhreplay", &kforced);
     const int qn = gamma ? (int)gamma + 1 : 1;
     struct pick { const char *kernel; long *version; int given; std::vector<int> cand; };
-    std::vector<pick> picks = {{"attention", &attn_version, given_attn, {18, 8, 5, 4, 3, 2, 1}},
+    std::vector<pick> picks = {{"attention", &attn_version, given_attn, {8, 5, 4, 3, 2, 1}},
                                {"indexer", &indexer_version, given_indexer, {5, 4, 1}},
                                {"topk", &topk_version, given_topk, {6, 5, 4, 3, 2, 1}}};
     auto need = [&](const char *kernel, int v) -> size_t {
