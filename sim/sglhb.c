@@ -22,10 +22,15 @@ int sglhb_init(sglhb *h, const sglhb_config *cfg)
     if (cfg->page_size == 0) return dh_err("hot buffer: page_size must be at least 1");
     h->cfg = *cfg;
     h->B = cfg->device_buffer_size;
-    h->slot_row = dh_malloc((size_t)h->B * sizeof *h->slot_row);
-    h->lru = dh_malloc((size_t)h->B * sizeof *h->lru);
-    h->hit_slots = dh_malloc((size_t)h->B * sizeof *h->hit_slots);
-    h->evict_slots = dh_malloc((size_t)h->B * sizeof *h->evict_slots);
+    if (cfg->impl == SGLHB_IMPL_SCAN) {
+        /* The queue keeps no slot table: it needs only which rows are in
+         * slots and their order, which its map and FIFO hold. */
+        h->slot_row = dh_malloc((size_t)h->B * sizeof *h->slot_row);
+        h->lru = dh_malloc((size_t)h->B * sizeof *h->lru);
+        h->hit_slots = dh_malloc((size_t)h->B * sizeof *h->hit_slots);
+        h->evict_slots = dh_malloc((size_t)h->B * sizeof *h->evict_slots);
+    }
+    rowmap_init(&h->rows);
     h->next_seq = 1;
     return 0;
 }
@@ -35,7 +40,7 @@ void sglhb_release(sglhb *h)
     free(h->slot_row); free(h->lru); free(h->hit_slots); free(h->evict_slots);
     free(h->row_slot); free(h->row_mark);
     free(h->sel); free(h->sel_next); free(h->topk); free(h->keys); free(h->miss_rows);
-    free(h->row_state); free(h->row_seq); free(h->row_tkey); free(h->q);
+    rowmap_release(&h->rows); free(h->q);
     free(h->cand); free(h->departed); free(h->keys2); free(h->sort_k); free(h->sort_v);
     memset(h, 0, sizeof *h);
 }
@@ -49,13 +54,15 @@ void sglhb_clear(sglhb *h)
     h->n_empty = 0;
     h->stamp = 0;
     h->n_sel = 0;
-    if (h->row_state) memset(h->row_state, 0, h->cap_rows);
+    rowmap_clear(&h->rows);
     h->q_head = h->q_tail = h->n_queued = 0;
     h->next_seq = 1;
     h->long_steps = 0;
 }
 
-/* Make the per-row arrays cover rows [0, n). */
+/* Make the per-row arrays of the scan cover rows [0, n): the reference keeps
+ * the kernel's direct indexing (O(context rows) of memory); the queue keeps a
+ * map instead (queue_step). */
 static void rows_reserve(sglhb *h, uint32_t n)
 {
     if (n <= h->cap_rows) return;
@@ -65,13 +72,6 @@ static void rows_reserve(sglhb *h, uint32_t n)
     h->row_mark = dh_reallocarray(h->row_mark, cap, sizeof *h->row_mark);
     memset(h->row_slot + h->cap_rows, 0, (size_t)(cap - h->cap_rows) * sizeof *h->row_slot);
     memset(h->row_mark + h->cap_rows, 0, (size_t)(cap - h->cap_rows) * sizeof *h->row_mark);
-    if (h->cfg.impl == SGLHB_IMPL_QUEUE) {
-        h->row_state = dh_realloc(h->row_state, cap);
-        h->row_seq = dh_reallocarray(h->row_seq, cap, sizeof *h->row_seq);
-        h->row_tkey = dh_reallocarray(h->row_tkey, cap, sizeof *h->row_tkey);
-        memset(h->row_state + h->cap_rows, 0, cap - h->cap_rows);
-        memset(h->row_seq + h->cap_rows, 0, (size_t)(cap - h->cap_rows) * sizeof *h->row_seq);
-    }
     h->cap_rows = cap;
 }
 
@@ -80,9 +80,11 @@ static void sel_reserve(sglhb *h, uint32_t n)
     if (n <= h->cap_sel) return;
     uint32_t cap = h->cap_sel ? h->cap_sel : 256;
     while (cap < n) cap = cap > 0x7FFFFFFFu ? n : 2 * cap;
-    h->sel = dh_reallocarray(h->sel, cap, sizeof *h->sel);
-    h->sel_next = dh_reallocarray(h->sel_next, cap, sizeof *h->sel_next);
-    h->topk = dh_reallocarray(h->topk, cap, sizeof *h->topk);
+    if (h->cfg.impl == SGLHB_IMPL_SCAN) {
+        h->sel = dh_reallocarray(h->sel, cap, sizeof *h->sel);
+        h->sel_next = dh_reallocarray(h->sel_next, cap, sizeof *h->sel_next);
+        h->topk = dh_reallocarray(h->topk, cap, sizeof *h->topk);
+    }
     h->keys = dh_reallocarray(h->keys, cap, sizeof *h->keys);
     h->sort_k = dh_reallocarray(h->sort_k, cap, sizeof *h->sort_k);
     h->sort_v = dh_reallocarray(h->sort_v, cap, sizeof *h->sort_v);
@@ -355,13 +357,31 @@ int sglhb_step(sglhb *h, const sel_delta *d, sglhb_result *res)
  * resident and unselected and the row's live sequence is the entry's (a row
  * re-referenced and later unselected again has a newer entry). Stale entries
  * are dropped when they reach the head, or by compaction once they outnumber
- * the live ones. Per row: the state byte, the live sequence, the tail key. */
+ * the live ones.
+ *
+ * Per row: the state byte and one 64-bit value, in a map (sim/rowmap.h) that
+ * holds exactly the rows that are resident or selected -- at most
+ * device_buffer_size + top-k + the newest row -- so the memory is per slot,
+ * not per context row (a context of 125K rows in each of thousands of
+ * streams made per-row arrays the simulator's largest cost). The value is
+ * the live sequence while the row is resident and unselected (in the FIFO)
+ * and the tail key while it is resident and selected (in the tail); a row is
+ * never in both, and a row between the two (it left the tail this position
+ * and is not queued yet) holds 0, which no entry has (sequences start at 1).
+ * A row that is neither resident nor selected leaves the map. */
 #define Q_RES 1u /* in an LRU slot */
 #define Q_SEL 2u /* selected */
 
-static inline int queue_entry_live(const sglhb *h, const struct sglhb_qent *e)
+static inline uint8_t row_state(const sglhb *h, uint32_t row)
 {
-    return (h->row_state[e->row] & (Q_RES | Q_SEL)) == Q_RES && h->row_seq[e->row] == e->seq;
+    const rowmap_ent *e = rowmap_find(&h->rows, row);
+    return e ? e->state : 0;
+}
+
+static inline int queue_entry_live(const sglhb *h, const struct sglhb_qent *q)
+{
+    const rowmap_ent *e = rowmap_find(&h->rows, q->row);
+    return e && (e->state & (Q_RES | Q_SEL)) == Q_RES && e->val == q->seq;
 }
 
 /* Drop stale entries; keeps the live ones in order. O(queue length). */
@@ -374,8 +394,11 @@ static void queue_compact(sglhb *h)
     h->q_tail = n;
 }
 
-static void queue_push(sglhb *h, uint32_t row)
+/* Queue row e (resident, unselected) as the most recent unselected row. */
+static void queue_push(sglhb *h, rowmap_ent *e)
 {
+    uint32_t row = e->row;
+    e->val = h->next_seq; /* before compaction, which reads the map (it does not move it) */
     if (h->q_tail == h->q_cap) {
         uint32_t len = h->q_tail - h->q_head;
         if (len > 2 * h->n_queued + 1024) queue_compact(h);
@@ -389,38 +412,45 @@ static void queue_push(sglhb *h, uint32_t row)
             h->q = dh_reallocarray(h->q, h->q_cap, sizeof *h->q);
         }
     }
-    h->row_seq[row] = h->next_seq;
     h->q[h->q_tail].seq = h->next_seq++;
     h->q[h->q_tail++].row = row;
     h->n_queued++;
 }
 
-/* The least recent unselected row (the FIFO's first live entry), removed. */
-static uint32_t queue_pop(sglhb *h)
+/* The least recent unselected row (the FIFO's first live entry), removed
+ * from the FIFO; its map entry is returned. */
+static rowmap_ent *queue_pop(sglhb *h)
 {
     while (h->q_head < h->q_tail) {
-        const struct sglhb_qent *e = &h->q[h->q_head++];
-        if (queue_entry_live(h, e)) {
+        const struct sglhb_qent *q = &h->q[h->q_head++];
+        rowmap_ent *e = rowmap_find(&h->rows, q->row);
+        if (e && (e->state & (Q_RES | Q_SEL)) == Q_RES && e->val == q->seq) {
             h->n_queued--;
-            return e->row;
+            return e;
         }
     }
     DH_BUG_ON(1); /* the caller counted enough unselected rows */
-    return 0;
+    return NULL;
 }
 
 static int cmp_tkey(const void *a, const void *b, void *ctx);
 
 static void queue_lru_rows(const sglhb *h, uint32_t *out)
 {
-    /* For tests: O(context rows · log), not for the simulation's hot loop. */
+    /* For tests: O(slots · log), not for the simulation's hot loop. The tail
+     * is every resident selected row of the map, by tail key. */
     uint32_t o = 0;
     for (uint32_t i = 0; i < h->n_empty; i++) out[o++] = SGLHB_EMPTY;
     for (uint32_t i = h->q_head; i < h->q_tail; i++)
         if (queue_entry_live(h, &h->q[i])) out[o++] = h->q[i].row;
     uint32_t t0 = o;
-    for (uint32_t r = 0; r < h->cap_rows && o < h->B; r++)
-        if ((h->row_state[r] & (Q_RES | Q_SEL)) == (Q_RES | Q_SEL)) out[o++] = r;
+    for (uint32_t i = 0; i < h->rows.cap; i++) {
+        const rowmap_ent *e = &h->rows.ent[i];
+        if (e->row != ROWMAP_NONE && (e->state & (Q_RES | Q_SEL)) == (Q_RES | Q_SEL)) {
+            DH_BUG_ON(o >= h->B);
+            out[o++] = e->row;
+        }
+    }
     qsort_r(out + t0, o - t0, sizeof *out, cmp_tkey, (void *)h);
     DH_BUG_ON(o != h->B);
 }
@@ -428,7 +458,8 @@ static void queue_lru_rows(const sglhb *h, uint32_t *out)
 static int cmp_tkey(const void *a, const void *b, void *ctx)
 {
     const sglhb *h = ctx;
-    uint64_t x = h->row_tkey[*(const uint32_t *)a], y = h->row_tkey[*(const uint32_t *)b];
+    uint64_t x = rowmap_find(&h->rows, *(const uint32_t *)a)->val;
+    uint64_t y = rowmap_find(&h->rows, *(const uint32_t *)b)->val;
     return (x > y) - (x < y);
 }
 
@@ -449,30 +480,43 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
     if (d->n_sel > h->B)
         return dh_err("position %u selects %u rows, more than device_buffer_size %u (SGLang requires "
                       "device_buffer_size >= top-k)", pos, d->n_sel, h->B);
-    rows_reserve(h, nrows);
     uint32_t need = d->n_added + 1 > d->n_removed ? d->n_added + 1 : d->n_removed;
     if (!h->lru_ready && d->n_sel > need) need = d->n_sel;
     sel_reserve(h, need);
     uint32_t prev_nrows = h->nrows_seen;
     int was_started = h->started;
+    /* The map holds the resident rows (at most B) and the selected ones; the
+     * added rows (and, at the first long position, rows 0 .. B-1) join
+     * before the misses evict, so room for all of them is made now and no
+     * insert below rehashes the table in the middle of the position. */
+    rowmap_reserve(&h->rows, h->rows.count + d->n_added + (h->lru_ready || nrows <= h->B ? 0 : h->B));
 
-    /* 1. The selection. Rows leaving it from the tail are collected, to
-     *    join the FIFO in tail order. */
+    /* 1. The selection. Rows leaving it from the tail are collected, with
+     *    their tail keys, to join the FIFO in tail order; a removed row that
+     *    is not resident leaves the map. */
     uint32_t n_dep = 0;
     for (uint32_t i = 0; i < d->n_removed; i++) {
         uint32_t row = d->removed[i];
-        if (row >= h->cap_rows || !(h->row_state[row] & Q_SEL))
+        rowmap_ent *e = row == ROWMAP_NONE ? NULL : rowmap_find(&h->rows, row);
+        if (!e || !(e->state & Q_SEL))
             return dh_err("selection at position %u removes row %u, which is not selected", pos, row);
-        h->row_state[row] &= (uint8_t)~Q_SEL;
-        if (h->row_state[row] & Q_RES) h->departed[n_dep++] = row;
+        e->state &= (uint8_t)~Q_SEL;
+        if (e->state & Q_RES) {
+            h->keys[n_dep] = e->val;
+            e->val = 0;
+            h->departed[n_dep++] = row;
+        } else {
+            rowmap_remove_ent(&h->rows, e);
+        }
     }
     for (uint32_t i = 0; i < d->n_added; i++) {
         uint32_t row = d->added[i];
         if (row >= nrows)
             return dh_err("selection at position %u adds row %u beyond the context (%u rows)", pos, row, nrows);
-        if (h->row_state[row] & Q_SEL)
+        rowmap_ent *e = rowmap_insert(&h->rows, row, NULL);
+        if (e->state & Q_SEL)
             return dh_err("selection at position %u adds row %u, which is already selected", pos, row);
-        h->row_state[row] |= Q_SEL;
+        e->state |= Q_SEL;
     }
     h->n_sel = (h->started ? h->n_sel : 0) + d->n_added - d->n_removed;
     if (h->n_sel != d->n_sel)
@@ -490,7 +534,7 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
     h->nrows_seen = nrows;
     h->last_pos = pos;
     uint32_t newest = nrows - 1;
-    res->newest_hit = nrows > 0 && (h->row_state[newest] & Q_SEL);
+    res->newest_hit = nrows > 0 && (row_state(h, newest) & Q_SEL);
     res->miss_rows = h->miss_rows;
     if (nrows <= h->B) {
         res->fast = 1;
@@ -506,22 +550,31 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
      *    (it left slot B for the host). */
     uint32_t n_cand = 0;
     if (!h->lru_ready) {
+        /* Every selected row is a candidate; their order does not matter
+         * (misses and re-referenced rows are sorted by distinct keys below).
+         * O(map) once per stream. */
+        for (uint32_t i = 0; i < h->rows.cap; i++) {
+            const rowmap_ent *e = &h->rows.ent[i];
+            if (e->row != ROWMAP_NONE && (e->state & Q_SEL)) h->cand[n_cand++] = e->row;
+        }
         int filled = starts_filled(h);
         if (filled)
-            for (uint32_t r = 0; r < h->B; r++) { h->row_state[r] |= Q_RES; queue_push(h, r); }
+            for (uint32_t r = 0; r < h->B; r++) {
+                rowmap_ent *e = rowmap_insert(&h->rows, r, NULL);
+                e->state |= Q_RES;
+                queue_push(h, e);
+            }
         h->n_empty = filled ? 0 : h->B;
         h->lru_ready = 1;
         n_dep = 0; /* nothing was in a tail */
-        for (uint32_t r = 0; r < nrows; r++) if (h->row_state[r] & Q_SEL) h->cand[n_cand++] = r;
     } else {
         /* Rows leaving the tail, in tail order, become the most recent unselected rows. */
-        for (uint32_t i = 0; i < n_dep; i++) h->keys[i] = h->row_tkey[h->departed[i]];
         sort_by_key(h->keys, h->departed, n_dep, h->sort_k, h->sort_v);
-        for (uint32_t i = 0; i < n_dep; i++) queue_push(h, h->departed[i]);
+        for (uint32_t i = 0; i < n_dep; i++) queue_push(h, rowmap_find(&h->rows, h->departed[i]));
         if (d->n_added) memcpy(h->cand, d->added, (size_t)d->n_added * sizeof *h->cand);
         n_cand = d->n_added;
         uint32_t p = prev_nrows - 1;
-        if (nrows > prev_nrows && (h->row_state[p] & (Q_SEL | Q_RES)) == Q_SEL) {
+        if (nrows > prev_nrows && (row_state(h, p) & (Q_SEL | Q_RES)) == Q_SEL) {
             /* Unless the delta added it (then it is a candidate already). */
             int added = 0;
             for (uint32_t lo = 0, hi = d->n_added; lo < hi;) {
@@ -539,10 +592,11 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
     for (uint32_t i = 0; i < n_cand; i++) {
         uint32_t row = h->cand[i];
         if (row == newest) continue;
-        if (h->row_state[row] & Q_RES) {
-            h->keys2[n_ahit] = h->row_seq[row];
+        rowmap_ent *e = rowmap_find(&h->rows, row);
+        if (e->state & Q_RES) {
+            h->keys2[n_ahit] = e->val; /* its live sequence */
             h->departed[n_ahit++] = row; /* the departed rows are queued: room for these */
-            h->row_seq[row] = 0;
+            e->val = 0;
             h->n_queued--;
         } else {
             h->miss_rows[m++] = row;
@@ -550,20 +604,21 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
     }
     queue_order_misses(h, pos, h->miss_rows, m);
     sort_by_key(h->keys2, h->departed, n_ahit, h->sort_k, h->sort_v);
-    /* 5. The misses take the empty slots, then the least recent unselected rows. */
+    /* 5. The misses take the empty slots, then the least recent unselected
+     *    rows, which leave the map (neither resident nor selected now). */
     uint32_t from_empty = m < h->n_empty ? m : h->n_empty;
     h->n_empty -= from_empty;
     DH_BUG_ON(m - from_empty > h->n_queued);
-    for (uint32_t i = from_empty; i < m; i++) h->row_state[queue_pop(h)] &= (uint8_t)~Q_RES;
+    for (uint32_t i = from_empty; i < m; i++) rowmap_remove_ent(&h->rows, queue_pop(h));
     res->evicted = m - from_empty;
     /* 6. Tail keys: this position's entrants go before every older tail row. */
     uint64_t epoch = (uint64_t)(UINT32_MAX - ++h->long_steps) << 32;
     for (uint32_t i = 0; i < m; i++) {
-        uint32_t row = h->miss_rows[i];
-        h->row_state[row] |= Q_RES;
-        h->row_tkey[row] = epoch | i;
+        rowmap_ent *e = rowmap_find(&h->rows, h->miss_rows[i]);
+        e->state |= Q_RES;
+        e->val = epoch | i;
     }
-    for (uint32_t j = 0; j < n_ahit; j++) h->row_tkey[h->departed[j]] = epoch | (m + j);
+    for (uint32_t j = 0; j < n_ahit; j++) rowmap_find(&h->rows, h->departed[j])->val = epoch | (m + j);
     res->misses = m;
     res->hits = d->n_sel - m;
     res->fetched = m + res->preloaded;

@@ -135,6 +135,7 @@
 
 #include <stdint.h>
 
+#include "sim/rowmap.h"
 #include "traces/sel.h"
 
 typedef enum {
@@ -184,6 +185,7 @@ typedef struct {
     uint32_t nrows_seen;      /* context rows at the last position */
     uint32_t last_pos;
     uint32_t n_empty;         /* LRU slots holding no row */
+    /* SGLHB_IMPL_SCAN only (the kernel's arrays; the per-row ones span the context): */
     uint32_t *slot_row;       /* [B] the row in each slot, or SGLHB_EMPTY */
     uint32_t *lru;            /* [B] slots, least recent first */
     uint32_t *hit_slots, *evict_slots; /* [B] scratch of one position */
@@ -191,16 +193,18 @@ typedef struct {
     uint32_t *row_mark;       /* [cap_rows] stamp of the position that selects the row */
     uint32_t cap_rows, stamp;
     uint32_t *sel, *sel_next; /* the current selection, ascending (sglhb_step) */
-    uint32_t n_sel, cap_sel;
     uint32_t *topk;           /* [cap_sel] the selection in top-k order (sglhb_step) */
+    /* Both: */
+    uint32_t n_sel, cap_sel;
     uint64_t *keys, *keys2;   /* [cap_sel] sort keys (keys2: queue only) */
     uint64_t *sort_k;         /* [cap_sel] scratch of sort_by_key */
     uint32_t *sort_v;
     uint32_t *miss_rows;      /* [cap_sel] */
-    /* SGLHB_IMPL_QUEUE (see sglhb.c): per row a state byte, the sequence
-     * number of its live queue entry and its key in the tail. */
-    uint8_t *row_state;
-    uint64_t *row_seq, *row_tkey;
+    /* SGLHB_IMPL_QUEUE (see sglhb.c): the rows the buffer holds or selects,
+     * each with a state byte and either the sequence number of its live queue
+     * entry (resident, unselected) or its key in the tail (resident,
+     * selected), in a map sized by those rows, not by the context. */
+    rowmap rows;
     struct sglhb_qent { uint64_t seq; uint32_t row; } *q;
     uint32_t q_head, q_tail, q_cap, n_queued;
     uint64_t next_seq;

@@ -1,0 +1,64 @@
+/* rowmap.h: a map from a context row to a small per-row record (a state byte
+ * and a 64-bit value), sized by the rows it holds, not by the context.
+ *
+ * Why. A hot buffer tracks only the rows it has on the device plus this
+ * position's selection (about device_buffer_size + top-k of them), while the
+ * context it selects from grows to hundreds of thousands of rows per
+ * (request, group). Arrays indexed by row cost bytes per CONTEXT row, and
+ * thousands of streams at 500K context ran into tens of GB (sim/sglhb.c
+ * before this module); this map costs 16 bytes per slot of a table that is
+ * at most four times the rows held.
+ *
+ * Design: open addressing with linear probing, one 16-byte entry per slot
+ * (the row, its state, its value: one cache line per probe), Fibonacci
+ * hashing of the row (the rows of one stream are clustered runs, which
+ * multiplicative hashing spreads), the table a power of two kept at most
+ * three quarters full (doubled and rehashed on growth; at that load a lookup
+ * probes about 2.5 slots when the row is absent, fewer when present), and
+ * backward-shift deletion, so there are no tombstones and a table that
+ * stops growing never needs cleaning. Every operation is O(1) expected. The
+ * layout depends only on the sequence of operations, so runs are
+ * deterministic. A pointer into the table is valid until the next insert
+ * (which may grow it) or removal (which may shift entries).
+ *
+ * The empty row: ROWMAP_NONE (UINT32_MAX) marks a free slot, so it is not a
+ * valid key; a context of nrows rows (a uint32_t) has rows < UINT32_MAX. */
+#ifndef DH_ROWMAP_H
+#define DH_ROWMAP_H
+
+#include <stdint.h>
+
+#define ROWMAP_NONE UINT32_MAX
+
+typedef struct {
+    uint64_t val;   /* the caller's value */
+    uint32_t row;   /* the key, ROWMAP_NONE: free slot */
+    uint8_t state;  /* the caller's flags */
+} rowmap_ent;
+
+typedef struct {
+    rowmap_ent *ent; /* [cap] */
+    uint32_t cap;    /* a power of two, or 0 before the first insert */
+    uint32_t count;  /* rows held */
+    uint32_t shift;  /* 64 - log2(cap): the hash's top bits index the table */
+} rowmap;
+
+void rowmap_init(rowmap *m);
+void rowmap_release(rowmap *m);
+/* Forget every row; keeps the table. O(cap). */
+void rowmap_clear(rowmap *m);
+/* Make room for n rows without growing again. */
+void rowmap_reserve(rowmap *m, uint32_t n);
+/* The entry of row, or NULL. row must not be ROWMAP_NONE. */
+rowmap_ent *rowmap_find(const rowmap *m, uint32_t row);
+/* The entry of row, inserted with state 0 and value 0 if absent (*added set
+ * to 1 then, 0 otherwise; added may be NULL). */
+rowmap_ent *rowmap_insert(rowmap *m, uint32_t row, int *added);
+/* Remove the entry e (from rowmap_find or rowmap_insert, still valid). */
+void rowmap_remove_ent(rowmap *m, rowmap_ent *e);
+/* Remove row if present; 1 if it was, 0 if not. */
+int rowmap_remove(rowmap *m, uint32_t row);
+/* Bytes the table holds (for the memory accounting of a caller). */
+uint64_t rowmap_bytes(const rowmap *m);
+
+#endif
