@@ -10,10 +10,7 @@
 /* Smallest table: 64 slots (1 KiB); a stream holding a few rows stays small. */
 #define ROWMAP_MIN_CAP 64u
 
-static inline uint32_t home(const rowmap *m, uint32_t row)
-{
-    return (uint32_t)(((uint64_t)row * 0x9E3779B97F4A7C15ull) >> m->shift);
-}
+static inline uint32_t home(const rowmap *m, uint32_t row) { return rowmap_home(m, row); }
 
 static void table_alloc(rowmap *m, uint32_t cap)
 {
@@ -68,21 +65,10 @@ void rowmap_reserve(rowmap *m, uint32_t n)
     else if (cap != m->cap) rehash(m, cap);
 }
 
-rowmap_ent *rowmap_find(const rowmap *m, uint32_t row)
-{
-    if (!m->count) return NULL;
-    uint32_t mask = m->cap - 1;
-    for (uint32_t j = home(m, row);; j = (j + 1) & mask) {
-        rowmap_ent *e = &m->ent[j];
-        if (e->row == row) return e;
-        if (e->row == ROWMAP_NONE) return NULL;
-    }
-}
-
 rowmap_ent *rowmap_insert(rowmap *m, uint32_t row, int *added)
 {
     DH_BUG_ON(row == ROWMAP_NONE);
-    rowmap_reserve(m, m->count + 1);
+    if (!m->cap || m->count + 1 > m->cap - m->cap / 4) rowmap_reserve(m, m->count + 1);
     uint32_t mask = m->cap - 1, j = home(m, row);
     for (;; j = (j + 1) & mask) {
         rowmap_ent *e = &m->ent[j];

@@ -49,12 +49,37 @@ void rowmap_release(rowmap *m);
 void rowmap_clear(rowmap *m);
 /* Make room for n rows without growing again. */
 void rowmap_reserve(rowmap *m, uint32_t n);
-/* The entry of row, or NULL. row must not be ROWMAP_NONE. */
-rowmap_ent *rowmap_find(const rowmap *m, uint32_t row);
+/* The slot where row's probe starts (the Fibonacci hash's top bits); cap > 0. */
+static inline uint32_t rowmap_home(const rowmap *m, uint32_t row)
+{
+    return (uint32_t)(((uint64_t)row * 0x9E3779B97F4A7C15ull) >> m->shift);
+}
+/* The entry of row, or NULL. row must not be ROWMAP_NONE. Inline: it is the
+ * hot buffer's innermost operation. */
+static inline rowmap_ent *rowmap_find(const rowmap *m, uint32_t row)
+{
+    if (!m->count) return 0;
+    uint32_t mask = m->cap - 1;
+    for (uint32_t j = rowmap_home(m, row);; j = (j + 1) & mask) {
+        rowmap_ent *e = &m->ent[j];
+        if (e->row == row) return e;
+        if (e->row == ROWMAP_NONE) return 0;
+    }
+}
+/* Start loading the cache line where row's probe starts: callers walking a
+ * list of rows prefetch a few ahead, since tables of many streams stepped in
+ * turn are not in cache. */
+static inline void rowmap_prefetch(const rowmap *m, uint32_t row)
+{
+    if (m->cap) __builtin_prefetch(&m->ent[rowmap_home(m, row)]);
+}
 /* The entry of row, inserted with state 0 and value 0 if absent (*added set
- * to 1 then, 0 otherwise; added may be NULL). */
+ * to 1 then, 0 otherwise; added may be NULL). An insert never moves other
+ * entries unless it grows the table (not after a rowmap_reserve that covers
+ * it), so their slots stay valid. */
 rowmap_ent *rowmap_insert(rowmap *m, uint32_t row, int *added);
-/* Remove the entry e (from rowmap_find or rowmap_insert, still valid). */
+/* Remove the entry e (from rowmap_find or rowmap_insert, still valid). The
+ * backward shift may move entries after it: other slots are invalid after. */
 void rowmap_remove_ent(rowmap *m, rowmap_ent *e);
 /* Remove row if present; 1 if it was, 0 if not. */
 int rowmap_remove(rowmap *m, uint32_t row);

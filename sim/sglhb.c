@@ -41,7 +41,7 @@ void sglhb_release(sglhb *h)
     free(h->row_slot); free(h->row_mark);
     free(h->sel); free(h->sel_next); free(h->topk); free(h->keys); free(h->miss_rows);
     rowmap_release(&h->rows); free(h->q);
-    free(h->cand); free(h->departed); free(h->keys2); free(h->sort_k); free(h->sort_v);
+    free(h->cand); free(h->gone); free(h->departed); free(h->keys2); free(h->sort_k); free(h->sort_v);
     memset(h, 0, sizeof *h);
 }
 
@@ -91,6 +91,7 @@ static void sel_reserve(sglhb *h, uint32_t n)
     h->miss_rows = dh_reallocarray(h->miss_rows, cap, sizeof *h->miss_rows);
     if (h->cfg.impl == SGLHB_IMPL_QUEUE) {
         h->cand = dh_reallocarray(h->cand, cap, sizeof *h->cand);
+        h->gone = dh_reallocarray(h->gone, cap, sizeof *h->gone);
         h->departed = dh_reallocarray(h->departed, cap, sizeof *h->departed);
         h->keys2 = dh_reallocarray(h->keys2, cap, sizeof *h->keys2);
     }
@@ -371,6 +372,10 @@ int sglhb_step(sglhb *h, const sel_delta *d, sglhb_result *res)
  * A row that is neither resident nor selected leaves the map. */
 #define Q_RES 1u /* in an LRU slot */
 #define Q_SEL 2u /* selected */
+/* Rows looked up ahead of use in the loops over a position's rows (each
+ * lookup is a likely cache miss: thousands of streams' maps are stepped in
+ * turn); 8 keeps several misses in flight without evicting what is in use. */
+#define Q_PREFETCH 8u
 
 static inline uint8_t row_state(const sglhb *h, uint32_t row)
 {
@@ -422,6 +427,7 @@ static void queue_push(sglhb *h, rowmap_ent *e)
 static rowmap_ent *queue_pop(sglhb *h)
 {
     while (h->q_head < h->q_tail) {
+        if (h->q_head + Q_PREFETCH < h->q_tail) rowmap_prefetch(&h->rows, h->q[h->q_head + Q_PREFETCH].row);
         const struct sglhb_qent *q = &h->q[h->q_head++];
         rowmap_ent *e = rowmap_find(&h->rows, q->row);
         if (e && (e->state & (Q_RES | Q_SEL)) == Q_RES && e->val == q->seq) {
@@ -463,12 +469,27 @@ static int cmp_tkey(const void *a, const void *b, void *ctx)
     return (x > y) - (x < y);
 }
 
-/* Sort misses[0 .. m) into top-k order. */
-static void queue_order_misses(sglhb *h, uint32_t pos, uint32_t *misses, uint32_t m)
+/* Sort the misses (their map slots, slots[0 .. m)) into top-k order. The
+ * keys are distinct, so the order does not depend on the slots' order. */
+static void queue_order_misses(sglhb *h, uint32_t pos, uint32_t *slots, uint32_t m)
 {
     int hashed = h->cfg.order == SGLHB_ORDER_HASHED;
-    for (uint32_t i = 0; i < m; i++) h->keys[i] = hashed ? sglhb_order_key(&h->cfg, pos, misses[i]) : misses[i];
-    sort_by_key(h->keys, misses, m, h->sort_k, h->sort_v);
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t row = h->rows.ent[slots[i]].row;
+        h->keys[i] = hashed ? sglhb_order_key(&h->cfg, pos, row) : row;
+    }
+    sort_by_key(h->keys, slots, m, h->sort_k, h->sort_v);
+}
+
+/* Rows that left the selection without being resident leave the map at the
+ * end of the position (a removal may move entries, and the position holds
+ * slots until then), unless the position selected them again. */
+static void queue_drop_gone(sglhb *h, uint32_t n_gone)
+{
+    for (uint32_t i = 0; i < n_gone; i++) {
+        rowmap_ent *e = rowmap_find(&h->rows, h->gone[i]);
+        if (e && !e->state) rowmap_remove_ent(&h->rows, e);
+    }
 }
 
 static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
@@ -487,36 +508,42 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
     int was_started = h->started;
     /* The map holds the resident rows (at most B) and the selected ones; the
      * added rows (and, at the first long position, rows 0 .. B-1) join
-     * before the misses evict, so room for all of them is made now and no
-     * insert below rehashes the table in the middle of the position. */
+     * before anything leaves, so room for all of them is made now: no insert
+     * below rehashes the table, and as nothing is removed before the
+     * evictions (step 6), the map slots taken in steps 1-5 stay valid. */
     rowmap_reserve(&h->rows, h->rows.count + d->n_added + (h->lru_ready || nrows <= h->B ? 0 : h->B));
+    rowmap *map = &h->rows;
 
-    /* 1. The selection. Rows leaving it from the tail are collected, with
-     *    their tail keys, to join the FIFO in tail order; a removed row that
-     *    is not resident leaves the map. */
-    uint32_t n_dep = 0;
+    /* 1. The selection. Rows leaving it from the tail are collected (their
+     *    slots, with their tail keys) to join the FIFO in tail order; a
+     *    removed row that is not resident leaves the map at the end. The
+     *    added rows' slots are the candidates of step 4. */
+    uint32_t n_dep = 0, n_gone = 0;
     for (uint32_t i = 0; i < d->n_removed; i++) {
+        if (i + Q_PREFETCH < d->n_removed) rowmap_prefetch(map, d->removed[i + Q_PREFETCH]);
         uint32_t row = d->removed[i];
-        rowmap_ent *e = row == ROWMAP_NONE ? NULL : rowmap_find(&h->rows, row);
+        rowmap_ent *e = row == ROWMAP_NONE ? NULL : rowmap_find(map, row);
         if (!e || !(e->state & Q_SEL))
             return dh_err("selection at position %u removes row %u, which is not selected", pos, row);
         e->state &= (uint8_t)~Q_SEL;
         if (e->state & Q_RES) {
             h->keys[n_dep] = e->val;
             e->val = 0;
-            h->departed[n_dep++] = row;
+            h->departed[n_dep++] = (uint32_t)(e - map->ent);
         } else {
-            rowmap_remove_ent(&h->rows, e);
+            h->gone[n_gone++] = row;
         }
     }
     for (uint32_t i = 0; i < d->n_added; i++) {
+        if (i + Q_PREFETCH < d->n_added) rowmap_prefetch(map, d->added[i + Q_PREFETCH]);
         uint32_t row = d->added[i];
         if (row >= nrows)
             return dh_err("selection at position %u adds row %u beyond the context (%u rows)", pos, row, nrows);
-        rowmap_ent *e = rowmap_insert(&h->rows, row, NULL);
+        rowmap_ent *e = rowmap_insert(map, row, NULL);
         if (e->state & Q_SEL)
             return dh_err("selection at position %u adds row %u, which is already selected", pos, row);
         e->state |= Q_SEL;
+        h->cand[i] = (uint32_t)(e - map->ent);
     }
     h->n_sel = (h->started ? h->n_sel : 0) + d->n_added - d->n_removed;
     if (h->n_sel != d->n_sel)
@@ -541,26 +568,27 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
         res->hits = d->n_sel;
         res->resident = nrows;
         res->fetched = res->preloaded;
+        queue_drop_gone(h, n_gone);
         return 0;
     }
 
-    /* 3. The rows whose place may change: at the first long position every
-     *    selected row (rows 0 .. B-1 enter the FIFO first, in slot order);
-     *    later the added rows and the previous newest row, if still selected
-     *    (it left slot B for the host). */
+    /* 3. The rows whose place may change (their slots): at the first long
+     *    position every selected row (rows 0 .. B-1 enter the FIFO first, in
+     *    slot order); later the added rows and the previous newest row, if
+     *    still selected (it left slot B for the host). */
     uint32_t n_cand = 0;
     if (!h->lru_ready) {
         /* Every selected row is a candidate; their order does not matter
          * (misses and re-referenced rows are sorted by distinct keys below).
          * O(map) once per stream. */
-        for (uint32_t i = 0; i < h->rows.cap; i++) {
-            const rowmap_ent *e = &h->rows.ent[i];
-            if (e->row != ROWMAP_NONE && (e->state & Q_SEL)) h->cand[n_cand++] = e->row;
+        for (uint32_t i = 0; i < map->cap; i++) {
+            const rowmap_ent *e = &map->ent[i];
+            if (e->row != ROWMAP_NONE && (e->state & Q_SEL)) h->cand[n_cand++] = i;
         }
         int filled = starts_filled(h);
         if (filled)
             for (uint32_t r = 0; r < h->B; r++) {
-                rowmap_ent *e = rowmap_insert(&h->rows, r, NULL);
+                rowmap_ent *e = rowmap_insert(map, r, NULL);
                 e->state |= Q_RES;
                 queue_push(h, e);
             }
@@ -570,11 +598,11 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
     } else {
         /* Rows leaving the tail, in tail order, become the most recent unselected rows. */
         sort_by_key(h->keys, h->departed, n_dep, h->sort_k, h->sort_v);
-        for (uint32_t i = 0; i < n_dep; i++) queue_push(h, rowmap_find(&h->rows, h->departed[i]));
-        if (d->n_added) memcpy(h->cand, d->added, (size_t)d->n_added * sizeof *h->cand);
+        for (uint32_t i = 0; i < n_dep; i++) queue_push(h, &map->ent[h->departed[i]]);
         n_cand = d->n_added;
         uint32_t p = prev_nrows - 1;
-        if (nrows > prev_nrows && (row_state(h, p) & (Q_SEL | Q_RES)) == Q_SEL) {
+        const rowmap_ent *pe = nrows > prev_nrows ? rowmap_find(map, p) : NULL;
+        if (pe && (pe->state & (Q_SEL | Q_RES)) == Q_SEL) {
             /* Unless the delta added it (then it is a candidate already). */
             int added = 0;
             for (uint32_t lo = 0, hi = d->n_added; lo < hi;) {
@@ -582,43 +610,47 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
                 if (d->added[mid] == p) { added = 1; break; }
                 if (d->added[mid] < p) lo = mid + 1; else hi = mid;
             }
-            if (!added) h->cand[n_cand++] = p;
+            if (!added) h->cand[n_cand++] = (uint32_t)(pe - map->ent);
         }
     }
     /* 4. Candidates: the newest row stays in slot B; a resident one is a
      *    re-referenced hit (it leaves the FIFO: its entry goes stale); any
-     *    other is a miss. */
+     *    other is a miss. miss_rows holds the misses' slots until step 5. */
     uint32_t m = 0, n_ahit = 0;
     for (uint32_t i = 0; i < n_cand; i++) {
-        uint32_t row = h->cand[i];
-        if (row == newest) continue;
-        rowmap_ent *e = rowmap_find(&h->rows, row);
+        rowmap_ent *e = &map->ent[h->cand[i]];
+        if (e->row == newest) continue;
         if (e->state & Q_RES) {
             h->keys2[n_ahit] = e->val; /* its live sequence */
-            h->departed[n_ahit++] = row; /* the departed rows are queued: room for these */
+            h->departed[n_ahit++] = h->cand[i]; /* the departed rows are queued: room for these */
             e->val = 0;
             h->n_queued--;
         } else {
-            h->miss_rows[m++] = row;
+            h->miss_rows[m++] = h->cand[i];
         }
     }
     queue_order_misses(h, pos, h->miss_rows, m);
     sort_by_key(h->keys2, h->departed, n_ahit, h->sort_k, h->sort_v);
-    /* 5. The misses take the empty slots, then the least recent unselected
+    /* 5. Tail keys: this position's entrants go before every older tail row.
+     *    The misses become resident now, before the evictions: as selected
+     *    rows they are not in the FIFO either way, and their slots are
+     *    still valid. */
+    uint64_t epoch = (uint64_t)(UINT32_MAX - ++h->long_steps) << 32;
+    for (uint32_t i = 0; i < m; i++) {
+        rowmap_ent *e = &map->ent[h->miss_rows[i]];
+        e->state |= Q_RES;
+        e->val = epoch | i;
+        h->miss_rows[i] = e->row;
+    }
+    for (uint32_t j = 0; j < n_ahit; j++) map->ent[h->departed[j]].val = epoch | (m + j);
+    /* 6. The misses take the empty slots, then the least recent unselected
      *    rows, which leave the map (neither resident nor selected now). */
     uint32_t from_empty = m < h->n_empty ? m : h->n_empty;
     h->n_empty -= from_empty;
     DH_BUG_ON(m - from_empty > h->n_queued);
-    for (uint32_t i = from_empty; i < m; i++) rowmap_remove_ent(&h->rows, queue_pop(h));
+    for (uint32_t i = from_empty; i < m; i++) rowmap_remove_ent(map, queue_pop(h));
     res->evicted = m - from_empty;
-    /* 6. Tail keys: this position's entrants go before every older tail row. */
-    uint64_t epoch = (uint64_t)(UINT32_MAX - ++h->long_steps) << 32;
-    for (uint32_t i = 0; i < m; i++) {
-        rowmap_ent *e = rowmap_find(&h->rows, h->miss_rows[i]);
-        e->state |= Q_RES;
-        e->val = epoch | i;
-    }
-    for (uint32_t j = 0; j < n_ahit; j++) rowmap_find(&h->rows, h->departed[j])->val = epoch | (m + j);
+    queue_drop_gone(h, n_gone);
     res->misses = m;
     res->hits = d->n_sel - m;
     res->fetched = m + res->preloaded;

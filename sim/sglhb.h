@@ -209,7 +209,7 @@ typedef struct {
     uint32_t q_head, q_tail, q_cap, n_queued;
     uint64_t next_seq;
     uint32_t long_steps;      /* long positions so far: the tail keys' epoch */
-    uint32_t *cand, *departed; /* [cap_sel] scratch */
+    uint32_t *cand, *departed, *gone; /* [cap_sel] scratch (map slots; gone: rows) */
 } sglhb;
 
 #define SGLHB_EMPTY UINT32_MAX
