@@ -24,10 +24,28 @@ static void table_alloc(rowmap *m, uint32_t cap)
 
 void rowmap_init(rowmap *m) { memset(m, 0, sizeof *m); }
 
+void rowmap_init_dense(rowmap *m)
+{
+    memset(m, 0, sizeof *m);
+    m->dense = 1;
+}
+
+void rowmap_cover(rowmap *m, uint32_t nrows)
+{
+    if (!m->dense || nrows <= m->cap) return;
+    uint32_t cap = m->cap ? m->cap : 1024;
+    while (cap < nrows) cap = cap > 0x7FFFFFFFu ? nrows : 2 * cap;
+    m->ent = dh_reallocarray(m->ent, cap, sizeof *m->ent);
+    for (uint32_t i = m->cap; i < cap; i++) m->ent[i].row = ROWMAP_NONE;
+    m->cap = cap;
+}
+
 void rowmap_release(rowmap *m)
 {
+    int dense = m->dense;
     free(m->ent);
     memset(m, 0, sizeof *m);
+    m->dense = dense; /* released, still usable in its layout */
 }
 
 void rowmap_clear(rowmap *m)
@@ -55,6 +73,7 @@ static void rehash(rowmap *m, uint32_t cap)
 
 void rowmap_reserve(rowmap *m, uint32_t n)
 {
+    if (m->dense) return;
     /* At most three quarters full: n <= cap - cap / 4. */
     uint32_t cap = m->cap ? m->cap : ROWMAP_MIN_CAP;
     while ((uint64_t)n > (uint64_t)cap - cap / 4) {
@@ -68,6 +87,18 @@ void rowmap_reserve(rowmap *m, uint32_t n)
 rowmap_ent *rowmap_insert(rowmap *m, uint32_t row, int *added)
 {
     DH_BUG_ON(row == ROWMAP_NONE);
+    if (m->dense) {
+        if (row >= m->cap) rowmap_cover(m, row + 1);
+        rowmap_ent *e = &m->ent[row];
+        if (added) *added = e->row == ROWMAP_NONE;
+        if (e->row == ROWMAP_NONE) {
+            e->row = row;
+            e->state = 0;
+            e->val = 0;
+            m->count++;
+        }
+        return e;
+    }
     if (!m->cap || m->count + 1 > m->cap - m->cap / 4) rowmap_reserve(m, m->count + 1);
     uint32_t mask = m->cap - 1, j = home(m, row);
     for (;; j = (j + 1) & mask) {
@@ -94,6 +125,11 @@ void rowmap_remove_ent(rowmap *m, rowmap_ent *e)
      * passes through it), and the hole moves to where it was. */
     uint32_t mask = m->cap - 1, hole = (uint32_t)(e - m->ent);
     DH_BUG_ON(hole >= m->cap || e->row == ROWMAP_NONE);
+    if (m->dense) {
+        e->row = ROWMAP_NONE;
+        m->count--;
+        return;
+    }
     for (uint32_t j = (hole + 1) & mask; m->ent[j].row != ROWMAP_NONE; j = (j + 1) & mask) {
         uint32_t k = home(m, m->ent[j].row);
         int stays = hole <= j ? (hole < k && k <= j) : (hole < k || k <= j);

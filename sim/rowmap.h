@@ -22,7 +22,15 @@
  * (which may grow it) or removal (which may shift entries).
  *
  * The empty row: ROWMAP_NONE (UINT32_MAX) marks a free slot, so it is not a
- * valid key; a context of nrows rows (a uint32_t) has rows < UINT32_MAX. */
+ * valid key; a context of nrows rows (a uint32_t) has rows < UINT32_MAX.
+ *
+ * The dense layout (rowmap_init_dense): the same interface over a table
+ * indexed by the row itself (slot = row), grown to cover the largest row
+ * seen: no hashing, probing or shifting, 16 bytes per CONTEXT row. It is for
+ * a map that lives while one stream is computed alone and is then released
+ * (the static SGLang policy computes each stream's horizon at admission), so
+ * that the memory is per thread, not per stream; there the table is in cache
+ * and the hashed layout's probe loops cost a third more CPU time. */
 #ifndef DH_ROWMAP_H
 #define DH_ROWMAP_H
 
@@ -41,13 +49,18 @@ typedef struct {
     uint32_t cap;    /* a power of two, or 0 before the first insert */
     uint32_t count;  /* rows held */
     uint32_t shift;  /* 64 - log2(cap): the hash's top bits index the table */
+    int dense;       /* 1: slot = row (the dense layout) */
 } rowmap;
 
 void rowmap_init(rowmap *m);
+void rowmap_init_dense(rowmap *m);
+/* Dense layout: make the table cover rows [0, nrows) (no-op when hashed). */
+void rowmap_cover(rowmap *m, uint32_t nrows);
 void rowmap_release(rowmap *m);
 /* Forget every row; keeps the table. O(cap). */
 void rowmap_clear(rowmap *m);
-/* Make room for n rows without growing again. */
+/* Make room for n rows without growing again (hashed; the dense layout
+ * grows by rowmap_cover or an insert beyond its rows, keeping slots = rows). */
 void rowmap_reserve(rowmap *m, uint32_t n);
 /* The slot where row's probe starts (the Fibonacci hash's top bits); cap > 0. */
 static inline uint32_t rowmap_home(const rowmap *m, uint32_t row)
@@ -58,6 +71,7 @@ static inline uint32_t rowmap_home(const rowmap *m, uint32_t row)
  * hot buffer's innermost operation. */
 static inline rowmap_ent *rowmap_find(const rowmap *m, uint32_t row)
 {
+    if (m->dense) return row < m->cap && m->ent[row].row == row ? &m->ent[row] : 0;
     if (!m->count) return 0;
     uint32_t mask = m->cap - 1;
     for (uint32_t j = rowmap_home(m, row);; j = (j + 1) & mask) {
@@ -71,7 +85,8 @@ static inline rowmap_ent *rowmap_find(const rowmap *m, uint32_t row)
  * turn are not in cache. */
 static inline void rowmap_prefetch(const rowmap *m, uint32_t row)
 {
-    if (m->cap) __builtin_prefetch(&m->ent[rowmap_home(m, row)]);
+    if (m->dense) { if (row < m->cap) __builtin_prefetch(&m->ent[row]); }
+    else if (m->cap) __builtin_prefetch(&m->ent[rowmap_home(m, row)]);
 }
 /* The entry of row, inserted with state 0 and value 0 if absent (*added set
  * to 1 then, 0 otherwise; added may be NULL). An insert never moves other

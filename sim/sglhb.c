@@ -30,7 +30,8 @@ int sglhb_init(sglhb *h, const sglhb_config *cfg)
         h->hit_slots = dh_malloc((size_t)h->B * sizeof *h->hit_slots);
         h->evict_slots = dh_malloc((size_t)h->B * sizeof *h->evict_slots);
     }
-    rowmap_init(&h->rows);
+    if (cfg->dense_rows) rowmap_init_dense(&h->rows);
+    else rowmap_init(&h->rows);
     h->next_seq = 1;
     return 0;
 }
@@ -512,6 +513,7 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
      * below rehashes the table, and as nothing is removed before the
      * evictions (step 6), the map slots taken in steps 1-5 stay valid. */
     rowmap_reserve(&h->rows, h->rows.count + d->n_added + (h->lru_ready || nrows <= h->B ? 0 : h->B));
+    rowmap_cover(&h->rows, nrows); /* the dense layout: slots = rows, grown before any slot is taken */
     rowmap *map = &h->rows;
 
     /* 1. The selection. Rows leaving it from the tail are collected (their

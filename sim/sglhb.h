@@ -129,7 +129,16 @@
  * the rows that join or leave the selection and the previous newest row:
  * O(changed rows) per position (radix sorts of the rows that move). tests/test_sglhb.c checks both against
  * the plain reference at every position (counts, miss plan, full LRU order).
- * Memory: 16 bytes per slot, 8 bytes per context row (scan) or 25 (queue). */
+ * Memory. The scan: 16 bytes per slot and 8 per context row (the kernel's
+ * arrays indexed by row; it is the reference, used by tests). The queue: no
+ * array over the context. Its per-row state lives in a map (sim/rowmap.h) of
+ * the rows it holds or selects, at most B + the selection + the newest row,
+ * 16 bytes per map slot at most 3/4 full (128 KiB for B = 4096, k = 512), plus
+ * the FIFO's 16 bytes per entry (about 2B with its stale entries) and O(k)
+ * scratch: a few hundred KiB per (request, group) whatever the context. Before
+ * the map it kept 25 bytes per context row, in arrays doubled to a power of
+ * two (3.1 MiB per stream at 125K rows: DeepSeek-V4.1-Flash's C4 groups at
+ * 500K context, 10,752 streams at concurrency 512). */
 #ifndef DH_SGLHB_H
 #define DH_SGLHB_H
 
@@ -161,6 +170,9 @@ typedef struct {
     uint64_t order_seed;         /* SGLHB_ORDER_HASHED: with req and group, keys the order */
     uint32_t req, group;
     sglhb_impl impl;             /* SGLHB_IMPL_QUEUE: sglhb_step only */
+    int dense_rows;              /* SGLHB_IMPL_QUEUE: 1 keeps the per-row state indexed by row
+                                  * (16 B per context row, faster in cache): for a buffer
+                                  * computed alone and released (sim/rowmap.h's dense layout) */
 } sglhb_config;
 
 typedef struct {

@@ -173,11 +173,13 @@ static int compare_stream(sel_source *src, const trace_shape *sh, uint32_t req, 
     uint32_t maxrows = sel_rows_at(sh, req, g, npos - 1) + 1;
     sglhb_config cfg = { .device_buffer_size = B, .page_size = 64, .cold = cold, .order = order,
                          .order_seed = 42, .req = req, .group = g };
-    sglhb h, q; /* the kernel's scan and the O(changed) queue, both against the reference */
+    sglhb h, q, qd; /* the kernel's scan and the O(changed) queue (row map, dense rows), against the reference */
     assert_int_equal(sglhb_init(&h, &cfg), 0);
     sglhb_config qcfg = cfg;
     qcfg.impl = SGLHB_IMPL_QUEUE;
     assert_int_equal(sglhb_init(&q, &qcfg), 0);
+    qcfg.dense_rows = 1;
+    assert_int_equal(sglhb_init(&qd, &qcfg), 0);
     ref_hb r;
     ref_init(&r, B, cold == SGLHB_COLD_STAGING, maxrows);
     ref_out ro = { .miss_rows = malloc(B * sizeof(uint32_t)) };
@@ -189,20 +191,23 @@ static int compare_stream(sel_source *src, const trace_shape *sh, uint32_t req, 
     int bad = 0;
     uint64_t misses = 0;
     while (sel_next(st, &d) == 0) {
-        sglhb_result hr, qr;
+        sglhb_result hr, qr, qdr;
         if (sglhb_step(&h, &d, &hr) < 0) fail_msg("%s", dh_errmsg());
         if (sglhb_step(&q, &d, &qr) < 0) fail_msg("%s", dh_errmsg());
+        if (sglhb_step(&qd, &d, &qdr) < 0) fail_msg("%s", dh_errmsg());
         uint32_t n = test_order(flags, &d, &cfg, topk);
         ref_step(&r, d.nrows, topk, n, fault, &ro);
-        int bh = differs(&h, &hr, &r, &ro), bq = differs(&q, &qr, &r, &ro);
-        if (!fault && bh + bq) fail_msg("position %u: %s differs from the reference", d.pos, bh ? "scan" : "queue");
-        bad += bh + bq;
+        int bh = differs(&h, &hr, &r, &ro), bq = differs(&q, &qr, &r, &ro), bd = differs(&qd, &qdr, &r, &ro);
+        if (!fault && bh + bq + bd)
+            fail_msg("position %u: %s differs from the reference", d.pos, bh ? "scan" : bq ? "queue" : "dense queue");
+        bad += bh + bq + bd;
         misses += hr.misses;
     }
     if (misses_out) *misses_out = misses;
     sel_close(st);
     sglhb_release(&h);
     sglhb_release(&q);
+    sglhb_release(&qd);
     ref_free(&r);
     free(ro.miss_rows);
     free(flags);
