@@ -12,7 +12,9 @@
  * are computed for the request's horizon when it is admitted, as the
  * idealised LRU's are (pol.h); the dynamic policies (pol_dynamic.c) step the
  * same stream live. Cost: sglhb's queue, O(changed rows) per position, plus
- * a sort of the misses for their host regions. */
+ * a sort of the misses for their host regions. Memory: a stream computed
+ * ahead keeps its buffer's state indexed by row (dense_rows) only while it is
+ * computed; a live stream's is sized by its buffer (sim/rowmap.h). */
 #include "sim/pol_sglang.h"
 
 #include "common/dh_err.h"

@@ -135,7 +135,10 @@
  * the rows it holds or selects, at most B + the selection + the newest row,
  * 16 bytes per map slot at most 3/4 full (128 KiB for B = 4096, k = 512), plus
  * the FIFO's 16 bytes per entry (about 2B with its stale entries) and O(k)
- * scratch: a few hundred KiB per (request, group) whatever the context. Before
+ * scratch: a few hundred KiB per (request, group) whatever the context. With
+ * dense_rows the same state is indexed by row (16 B per context row): for a
+ * buffer computed alone and released (pol_sglang.c's static policy), where
+ * the table is in cache and the map's probes would cost more time. Before
  * the map it kept 25 bytes per context row, in arrays doubled to a power of
  * two (3.1 MiB per stream at 125K rows: DeepSeek-V4.1-Flash's C4 groups at
  * 500K context, 10,752 streams at concurrency 512). */
