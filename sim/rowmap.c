@@ -84,7 +84,7 @@ void rowmap_reserve(rowmap *m, uint32_t n)
     else if (cap != m->cap) rehash(m, cap);
 }
 
-rowmap_ent *rowmap_insert(rowmap *m, uint32_t row, int *added)
+rowmap_ent *rowmap_insert_any(rowmap *m, uint32_t row, int *added)
 {
     DH_BUG_ON(row == ROWMAP_NONE);
     if (m->dense) {

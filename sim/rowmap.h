@@ -92,7 +92,23 @@ static inline void rowmap_prefetch(const rowmap *m, uint32_t row)
  * to 1 then, 0 otherwise; added may be NULL). An insert never moves other
  * entries unless it grows the table (not after a rowmap_reserve that covers
  * it), so their slots stay valid. */
-rowmap_ent *rowmap_insert(rowmap *m, uint32_t row, int *added);
+rowmap_ent *rowmap_insert_any(rowmap *m, uint32_t row, int *added);
+static inline rowmap_ent *rowmap_insert(rowmap *m, uint32_t row, int *added)
+{
+    if (m->dense && row < m->cap) { /* the dense layout's common case, inline */
+        rowmap_ent *e = &m->ent[row];
+        int fresh = e->row == ROWMAP_NONE;
+        if (added) *added = fresh;
+        if (fresh) {
+            e->row = row;
+            e->state = 0;
+            e->val = 0;
+            m->count++;
+        }
+        return e;
+    }
+    return rowmap_insert_any(m, row, added);
+}
 /* Remove the entry e (from rowmap_find or rowmap_insert, still valid). The
  * backward shift may move entries after it: other slots are invalid after. */
 void rowmap_remove_ent(rowmap *m, rowmap_ent *e);

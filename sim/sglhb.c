@@ -582,10 +582,15 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
     if (!h->lru_ready) {
         /* Every selected row is a candidate; their order does not matter
          * (misses and re-referenced rows are sorted by distinct keys below).
-         * O(map) once per stream. */
-        for (uint32_t i = 0; i < map->cap; i++) {
-            const rowmap_ent *e = &map->ent[i];
-            if (e->row != ROWMAP_NONE && (e->state & Q_SEL)) h->cand[n_cand++] = i;
+         * A stream that starts long selects only added rows, whose slots step
+         * 1 took; one that started short is scanned, O(table) once. */
+        if (!was_started) {
+            n_cand = d->n_added;
+        } else {
+            for (uint32_t i = 0; i < map->cap; i++) {
+                const rowmap_ent *e = &map->ent[i];
+                if (e->row != ROWMAP_NONE && (e->state & Q_SEL)) h->cand[n_cand++] = i;
+            }
         }
         int filled = starts_filled(h);
         if (filled)
