@@ -6,15 +6,17 @@
  * context it selects from grows to hundreds of thousands of rows per
  * (request, group). Arrays indexed by row cost bytes per CONTEXT row, and
  * thousands of streams at 500K context ran into tens of GB (sim/sglhb.c
- * before this module); this map costs 16 bytes per slot of a table that is
- * at most four times the rows held.
+ * before this module); this map costs 16 bytes per slot of a table of less
+ * than 8/3 slots per row at the most rows it has held (it does not shrink).
  *
  * Design: open addressing with linear probing, one 16-byte entry per slot
  * (the row, its state, its value: one cache line per probe), Fibonacci
  * hashing of the row (the rows of one stream are clustered runs, which
  * multiplicative hashing spreads), the table a power of two kept at most
- * three quarters full (doubled and rehashed on growth; at that load a lookup
- * probes about 2.5 slots when the row is absent, fewer when present), and
+ * three quarters full (doubled and rehashed on growth; Knuth's estimates for
+ * linear probing at load a: (1 + 1/(1-a)) / 2 probes for a present row,
+ * (1 + 1/(1-a)^2) / 2 for an absent one, 1.6 and 3.1 for a hot buffer of
+ * 4096 + 512 rows in 8192 slots, 2.5 and 8.5 at the 3/4 bound), and
  * backward-shift deletion, so there are no tombstones and a table that
  * stops growing never needs cleaning. Every operation is O(1) expected. The
  * layout depends only on the sequence of operations, so runs are
