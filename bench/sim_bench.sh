@@ -10,7 +10,11 @@
 #      24 GiB of host memory).
 # CPU time (user + system, both threads) is printed beside the wall time
 # because the wall time depends on what else the machine is running.
-# Usage: [DHSIM=BINARY] sh bench/sim_bench.sh [steps] (default 1000). Run from the repository root.
+# Usage: [DHSIM=BINARY] [ONLY=NAME-PREFIX] [MAX_RSS_MB=N] sh bench/sim_bench.sh [steps]
+# (default 1000). Run from the repository root. ONLY runs the scenarios whose
+# name starts with it; MAX_RSS_MB stops a run whose resident memory passes N MiB
+# (polled every second) and reports where it stopped instead of its figures, so a
+# build that needs more memory than the machine has can be measured safely.
 set -e
 steps=${1:-1000}
 bin=${DHSIM:-./bin/dhsim}   # DHSIM=path/to/another/dhsim compares two builds
@@ -22,7 +26,29 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # layer counts) and peak resident memory.
 run() {
   name=$1; shift
-  /usr/bin/time -f "%e %M %U %S" -o "$tmp/time" "$bin" "$@" --quiet --wall --json "$tmp/$name.json"
+  case "$name" in "${ONLY:-}"*) ;; *) return 0 ;; esac
+  /usr/bin/time -f "%e %M %U %S" -o "$tmp/time" "$bin" "$@" --quiet --wall --json "$tmp/$name.json" &
+  tpid=$!
+  if [ -n "${MAX_RSS_MB:-}" ]; then
+    # The dhsim under time: its resident memory, every second, against the cap.
+    t0=$(date +%s); peak=0
+    while kill -0 "$tpid" 2>/dev/null; do
+      sleep 1
+      spid=$(ps -o pid= --ppid "$tpid" | head -1 | tr -d ' ')
+      [ -n "$spid" ] || continue
+      rss=$(ps -o rss= -p "$spid" | tr -d ' ')
+      [ -n "$rss" ] || continue
+      [ "$rss" -gt "$peak" ] && peak=$rss
+      if [ "$rss" -gt $((MAX_RSS_MB * 1024)) ]; then
+        kill "$spid"
+        wait "$tpid" || true
+        printf '%-32s STOPPED at %7.1f MiB resident after %d s (MAX_RSS_MB=%s)\n' "$name" \
+          "$(python3 -c "print($peak / 1024)")" $(( $(date +%s) - t0 )) "$MAX_RSS_MB"
+        return 0
+      fi
+    done
+  fi
+  wait "$tpid"
   set -- $(cat "$tmp/time")
   wall=$1; rss_kb=$2; cpu=$(python3 -c "print($3 + $4)")
   rows=$(python3 -c "import json,sys; d=json.load(open('$tmp/$name.json')); print(sum(r['selected_rows'] for r in d['runs']))")

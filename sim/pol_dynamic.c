@@ -130,7 +130,7 @@ static double optional_bytes(const pol_env *e, pol_stream *const *ps, uint32_t n
 
 static int open_dynamic(const pol_env *e, pol_stream *ps, const pol_open_args *a)
 {
-    return sgl_stream_open(e, ps, a, 0);
+    return sgl_stream_open(e, ps, a, SGL_OPEN_RESIDENT);
 }
 
 /* The watermark rule, once per request (at its group 0; the others follow). */
@@ -150,7 +150,7 @@ static int open_watermark(const pol_env *e_const, pol_stream *ps, const pol_open
     }
     pol_sglang_cfg keep = e->sgl;
     e->sgl.cold = SGLHB_COLD_STAGING; /* admitted to the hot buffer through the staging path */
-    int rc = sgl_stream_open(e, ps, a, e->sgl_admit_hot);
+    int rc = sgl_stream_open(e, ps, a, e->sgl_admit_hot ? SGL_OPEN_HOT : SGL_OPEN_RESIDENT);
     e->sgl = keep;
     return rc;
 }

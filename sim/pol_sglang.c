@@ -12,7 +12,9 @@
  * are computed for the request's horizon when it is admitted, as the
  * idealised LRU's are (pol.h); the dynamic policies (pol_dynamic.c) step the
  * same stream live. Cost: sglhb's queue, O(changed rows) per position, plus
- * a sort of the misses for their host regions. */
+ * a sort of the misses for their host regions. Memory: a stream computed
+ * ahead keeps its buffer's state indexed by row (dense_rows) only while it is
+ * computed; a live stream's is sized by its buffer (sim/rowmap.h). */
 #include "sim/pol_sglang.h"
 
 #include "common/dh_err.h"
@@ -86,7 +88,7 @@ static uint32_t miss_regions(sgl_stream *s, const uint32_t *rows, uint32_t n, ui
     return regions;
 }
 
-int sgl_stream_open(const pol_env *e, pol_stream *ps, const pol_open_args *a, int hot)
+int sgl_stream_open(const pol_env *e, pol_stream *ps, const pol_open_args *a, int how)
 {
     memset(ps, 0, sizeof *ps);
     ps->mode = POL_LIVE_LRU; /* read live; the buffer is the policy's (priv) */
@@ -106,8 +108,8 @@ int sgl_stream_open(const pol_env *e, pol_stream *ps, const pol_open_args *a, in
     s->hcfg = (sglhb_config){ .device_buffer_size = e->sgl.device_buffer_size, .page_size = e->sgl.page_size,
                               .cold = (sglhb_cold)e->sgl.cold, .order = (sglhb_order)e->sgl.order,
                               .order_seed = e->sgl.order_seed, .req = a->req, .group = a->group,
-                              .impl = SGLHB_IMPL_QUEUE };
-    if (hot) {
+                              .impl = SGLHB_IMPL_QUEUE, .dense_rows = how == SGL_OPEN_HOT_AHEAD };
+    if (how != SGL_OPEN_RESIDENT) {
         if (sglhb_init(&s->h, &s->hcfg) < 0) goto fail;
         s->hot = 1;
     }
@@ -224,7 +226,7 @@ static double budget(const pol_env *e, uint32_t g)
 /* The whole horizon at open, while the stream is hot in cache. */
 static int open_static(const pol_env *e, pol_stream *ps, const pol_open_args *a)
 {
-    if (sgl_stream_open(e, ps, a, 1) < 0) return -1;
+    if (sgl_stream_open(e, ps, a, SGL_OPEN_HOT_AHEAD) < 0) return -1;
     sgl_stream *s = ps->priv;
     s->seq = dh_calloc((size_t)a->horizon + 1, sizeof *s->seq);
     for (uint32_t p = 0; p < a->horizon; p++) {

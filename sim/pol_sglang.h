@@ -30,9 +30,13 @@ typedef struct {
     pol_out *seq;
 } sgl_stream;
 
-/* Open ps's private state for (a->req, a->group): resident unless hot, and
- * the sel_stream itself (ps->st). 0 or -1 with dh_err(). */
-int sgl_stream_open(const pol_env *e, pol_stream *ps, const pol_open_args *a, int hot);
+/* How a stream starts: resident, in hot-buffer mode stepped live (its state
+ * sized by the buffer), or in hot-buffer mode computed ahead alone and then
+ * released (its state indexed by row: faster, and one stream at a time). */
+enum { SGL_OPEN_RESIDENT = 0, SGL_OPEN_HOT = 1, SGL_OPEN_HOT_AHEAD = 2 };
+/* Open ps's private state for (a->req, a->group) as `how` says (SGL_OPEN_*),
+ * and the sel_stream itself (ps->st). 0 or -1 with dh_err(). */
+int sgl_stream_open(const pol_env *e, pol_stream *ps, const pol_open_args *a, int how);
 /* The next position, live (reads ps->st). */
 int sgl_stream_step(pol_stream *ps, const trace_shape *sh, pol_out *o);
 void sgl_stream_close(pol_stream *ps);

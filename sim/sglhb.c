@@ -22,10 +22,16 @@ int sglhb_init(sglhb *h, const sglhb_config *cfg)
     if (cfg->page_size == 0) return dh_err("hot buffer: page_size must be at least 1");
     h->cfg = *cfg;
     h->B = cfg->device_buffer_size;
-    h->slot_row = dh_malloc((size_t)h->B * sizeof *h->slot_row);
-    h->lru = dh_malloc((size_t)h->B * sizeof *h->lru);
-    h->hit_slots = dh_malloc((size_t)h->B * sizeof *h->hit_slots);
-    h->evict_slots = dh_malloc((size_t)h->B * sizeof *h->evict_slots);
+    if (cfg->impl == SGLHB_IMPL_SCAN) {
+        /* The queue keeps no slot table: it needs only which rows are in
+         * slots and their order, which its map and FIFO hold. */
+        h->slot_row = dh_malloc((size_t)h->B * sizeof *h->slot_row);
+        h->lru = dh_malloc((size_t)h->B * sizeof *h->lru);
+        h->hit_slots = dh_malloc((size_t)h->B * sizeof *h->hit_slots);
+        h->evict_slots = dh_malloc((size_t)h->B * sizeof *h->evict_slots);
+    }
+    if (cfg->dense_rows) rowmap_init_dense(&h->rows);
+    else rowmap_init(&h->rows);
     h->next_seq = 1;
     return 0;
 }
@@ -35,8 +41,8 @@ void sglhb_release(sglhb *h)
     free(h->slot_row); free(h->lru); free(h->hit_slots); free(h->evict_slots);
     free(h->row_slot); free(h->row_mark);
     free(h->sel); free(h->sel_next); free(h->topk); free(h->keys); free(h->miss_rows);
-    free(h->row_state); free(h->row_seq); free(h->row_tkey); free(h->q);
-    free(h->cand); free(h->departed); free(h->keys2); free(h->sort_k); free(h->sort_v);
+    rowmap_release(&h->rows); free(h->q);
+    free(h->cand); free(h->gone); free(h->departed); free(h->keys2); free(h->sort_k); free(h->sort_v);
     memset(h, 0, sizeof *h);
 }
 
@@ -49,13 +55,15 @@ void sglhb_clear(sglhb *h)
     h->n_empty = 0;
     h->stamp = 0;
     h->n_sel = 0;
-    if (h->row_state) memset(h->row_state, 0, h->cap_rows);
+    rowmap_clear(&h->rows);
     h->q_head = h->q_tail = h->n_queued = 0;
     h->next_seq = 1;
     h->long_steps = 0;
 }
 
-/* Make the per-row arrays cover rows [0, n). */
+/* Make the per-row arrays of the scan cover rows [0, n): the reference keeps
+ * the kernel's direct indexing (O(context rows) of memory); the queue keeps a
+ * map instead (queue_step). */
 static void rows_reserve(sglhb *h, uint32_t n)
 {
     if (n <= h->cap_rows) return;
@@ -65,13 +73,6 @@ static void rows_reserve(sglhb *h, uint32_t n)
     h->row_mark = dh_reallocarray(h->row_mark, cap, sizeof *h->row_mark);
     memset(h->row_slot + h->cap_rows, 0, (size_t)(cap - h->cap_rows) * sizeof *h->row_slot);
     memset(h->row_mark + h->cap_rows, 0, (size_t)(cap - h->cap_rows) * sizeof *h->row_mark);
-    if (h->cfg.impl == SGLHB_IMPL_QUEUE) {
-        h->row_state = dh_realloc(h->row_state, cap);
-        h->row_seq = dh_reallocarray(h->row_seq, cap, sizeof *h->row_seq);
-        h->row_tkey = dh_reallocarray(h->row_tkey, cap, sizeof *h->row_tkey);
-        memset(h->row_state + h->cap_rows, 0, cap - h->cap_rows);
-        memset(h->row_seq + h->cap_rows, 0, (size_t)(cap - h->cap_rows) * sizeof *h->row_seq);
-    }
     h->cap_rows = cap;
 }
 
@@ -80,15 +81,18 @@ static void sel_reserve(sglhb *h, uint32_t n)
     if (n <= h->cap_sel) return;
     uint32_t cap = h->cap_sel ? h->cap_sel : 256;
     while (cap < n) cap = cap > 0x7FFFFFFFu ? n : 2 * cap;
-    h->sel = dh_reallocarray(h->sel, cap, sizeof *h->sel);
-    h->sel_next = dh_reallocarray(h->sel_next, cap, sizeof *h->sel_next);
-    h->topk = dh_reallocarray(h->topk, cap, sizeof *h->topk);
+    if (h->cfg.impl == SGLHB_IMPL_SCAN) {
+        h->sel = dh_reallocarray(h->sel, cap, sizeof *h->sel);
+        h->sel_next = dh_reallocarray(h->sel_next, cap, sizeof *h->sel_next);
+        h->topk = dh_reallocarray(h->topk, cap, sizeof *h->topk);
+    }
     h->keys = dh_reallocarray(h->keys, cap, sizeof *h->keys);
     h->sort_k = dh_reallocarray(h->sort_k, cap, sizeof *h->sort_k);
     h->sort_v = dh_reallocarray(h->sort_v, cap, sizeof *h->sort_v);
     h->miss_rows = dh_reallocarray(h->miss_rows, cap, sizeof *h->miss_rows);
     if (h->cfg.impl == SGLHB_IMPL_QUEUE) {
         h->cand = dh_reallocarray(h->cand, cap, sizeof *h->cand);
+        h->gone = dh_reallocarray(h->gone, cap, sizeof *h->gone);
         h->departed = dh_reallocarray(h->departed, cap, sizeof *h->departed);
         h->keys2 = dh_reallocarray(h->keys2, cap, sizeof *h->keys2);
     }
@@ -355,13 +359,35 @@ int sglhb_step(sglhb *h, const sel_delta *d, sglhb_result *res)
  * resident and unselected and the row's live sequence is the entry's (a row
  * re-referenced and later unselected again has a newer entry). Stale entries
  * are dropped when they reach the head, or by compaction once they outnumber
- * the live ones. Per row: the state byte, the live sequence, the tail key. */
+ * the live ones.
+ *
+ * Per row: the state byte and one 64-bit value, in a map (sim/rowmap.h) that
+ * holds exactly the rows that are resident or selected -- at most
+ * device_buffer_size + top-k + the newest row -- so the memory is per slot,
+ * not per context row (a context of 125K rows in each of thousands of
+ * streams made per-row arrays the simulator's largest cost). The value is
+ * the live sequence while the row is resident and unselected (in the FIFO)
+ * and the tail key while it is resident and selected (in the tail); a row is
+ * never in both, and a row between the two (it left the tail this position
+ * and is not queued yet) holds 0, which no entry has (sequences start at 1).
+ * A row that is neither resident nor selected leaves the map. */
 #define Q_RES 1u /* in an LRU slot */
 #define Q_SEL 2u /* selected */
+/* Rows looked up ahead of use in the loops over a position's rows (each
+ * lookup is a likely cache miss: thousands of streams' maps are stepped in
+ * turn); 8 keeps several misses in flight without evicting what is in use. */
+#define Q_PREFETCH 8u
 
-static inline int queue_entry_live(const sglhb *h, const struct sglhb_qent *e)
+static inline uint8_t row_state(const sglhb *h, uint32_t row)
 {
-    return (h->row_state[e->row] & (Q_RES | Q_SEL)) == Q_RES && h->row_seq[e->row] == e->seq;
+    const rowmap_ent *e = rowmap_find(&h->rows, row);
+    return e ? e->state : 0;
+}
+
+static inline int queue_entry_live(const sglhb *h, const struct sglhb_qent *q)
+{
+    const rowmap_ent *e = rowmap_find(&h->rows, q->row);
+    return e && (e->state & (Q_RES | Q_SEL)) == Q_RES && e->val == q->seq;
 }
 
 /* Drop stale entries; keeps the live ones in order. O(queue length). */
@@ -374,8 +400,11 @@ static void queue_compact(sglhb *h)
     h->q_tail = n;
 }
 
-static void queue_push(sglhb *h, uint32_t row)
+/* Queue row e (resident, unselected) as the most recent unselected row. */
+static void queue_push(sglhb *h, rowmap_ent *e)
 {
+    uint32_t row = e->row;
+    e->val = h->next_seq; /* before compaction, which reads the map (it does not move it) */
     if (h->q_tail == h->q_cap) {
         uint32_t len = h->q_tail - h->q_head;
         if (len > 2 * h->n_queued + 1024) queue_compact(h);
@@ -389,38 +418,46 @@ static void queue_push(sglhb *h, uint32_t row)
             h->q = dh_reallocarray(h->q, h->q_cap, sizeof *h->q);
         }
     }
-    h->row_seq[row] = h->next_seq;
     h->q[h->q_tail].seq = h->next_seq++;
     h->q[h->q_tail++].row = row;
     h->n_queued++;
 }
 
-/* The least recent unselected row (the FIFO's first live entry), removed. */
-static uint32_t queue_pop(sglhb *h)
+/* The least recent unselected row (the FIFO's first live entry), removed
+ * from the FIFO; its map entry is returned. */
+static rowmap_ent *queue_pop(sglhb *h)
 {
     while (h->q_head < h->q_tail) {
-        const struct sglhb_qent *e = &h->q[h->q_head++];
-        if (queue_entry_live(h, e)) {
+        if (h->q_head + Q_PREFETCH < h->q_tail) rowmap_prefetch(&h->rows, h->q[h->q_head + Q_PREFETCH].row);
+        const struct sglhb_qent *q = &h->q[h->q_head++];
+        rowmap_ent *e = rowmap_find(&h->rows, q->row);
+        if (e && (e->state & (Q_RES | Q_SEL)) == Q_RES && e->val == q->seq) {
             h->n_queued--;
-            return e->row;
+            return e;
         }
     }
     DH_BUG_ON(1); /* the caller counted enough unselected rows */
-    return 0;
+    return NULL;
 }
 
 static int cmp_tkey(const void *a, const void *b, void *ctx);
 
 static void queue_lru_rows(const sglhb *h, uint32_t *out)
 {
-    /* For tests: O(context rows · log), not for the simulation's hot loop. */
+    /* For tests: O(slots · log), not for the simulation's hot loop. The tail
+     * is every resident selected row of the map, by tail key. */
     uint32_t o = 0;
     for (uint32_t i = 0; i < h->n_empty; i++) out[o++] = SGLHB_EMPTY;
     for (uint32_t i = h->q_head; i < h->q_tail; i++)
         if (queue_entry_live(h, &h->q[i])) out[o++] = h->q[i].row;
     uint32_t t0 = o;
-    for (uint32_t r = 0; r < h->cap_rows && o < h->B; r++)
-        if ((h->row_state[r] & (Q_RES | Q_SEL)) == (Q_RES | Q_SEL)) out[o++] = r;
+    for (uint32_t i = 0; i < h->rows.cap; i++) {
+        const rowmap_ent *e = &h->rows.ent[i];
+        if (e->row != ROWMAP_NONE && (e->state & (Q_RES | Q_SEL)) == (Q_RES | Q_SEL)) {
+            DH_BUG_ON(o >= h->B);
+            out[o++] = e->row;
+        }
+    }
     qsort_r(out + t0, o - t0, sizeof *out, cmp_tkey, (void *)h);
     DH_BUG_ON(o != h->B);
 }
@@ -428,16 +465,32 @@ static void queue_lru_rows(const sglhb *h, uint32_t *out)
 static int cmp_tkey(const void *a, const void *b, void *ctx)
 {
     const sglhb *h = ctx;
-    uint64_t x = h->row_tkey[*(const uint32_t *)a], y = h->row_tkey[*(const uint32_t *)b];
+    uint64_t x = rowmap_find(&h->rows, *(const uint32_t *)a)->val;
+    uint64_t y = rowmap_find(&h->rows, *(const uint32_t *)b)->val;
     return (x > y) - (x < y);
 }
 
-/* Sort misses[0 .. m) into top-k order. */
-static void queue_order_misses(sglhb *h, uint32_t pos, uint32_t *misses, uint32_t m)
+/* Sort the misses (their map slots, slots[0 .. m)) into top-k order. The
+ * keys are distinct, so the order does not depend on the slots' order. */
+static void queue_order_misses(sglhb *h, uint32_t pos, uint32_t *slots, uint32_t m)
 {
     int hashed = h->cfg.order == SGLHB_ORDER_HASHED;
-    for (uint32_t i = 0; i < m; i++) h->keys[i] = hashed ? sglhb_order_key(&h->cfg, pos, misses[i]) : misses[i];
-    sort_by_key(h->keys, misses, m, h->sort_k, h->sort_v);
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t row = h->rows.ent[slots[i]].row;
+        h->keys[i] = hashed ? sglhb_order_key(&h->cfg, pos, row) : row;
+    }
+    sort_by_key(h->keys, slots, m, h->sort_k, h->sort_v);
+}
+
+/* Rows that left the selection without being resident leave the map at the
+ * end of the position (a removal may move entries, and the position holds
+ * slots until then), unless the position selected them again. */
+static void queue_drop_gone(sglhb *h, uint32_t n_gone)
+{
+    for (uint32_t i = 0; i < n_gone; i++) {
+        rowmap_ent *e = rowmap_find(&h->rows, h->gone[i]);
+        if (e && !e->state) rowmap_remove_ent(&h->rows, e);
+    }
 }
 
 static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
@@ -449,30 +502,50 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
     if (d->n_sel > h->B)
         return dh_err("position %u selects %u rows, more than device_buffer_size %u (SGLang requires "
                       "device_buffer_size >= top-k)", pos, d->n_sel, h->B);
-    rows_reserve(h, nrows);
     uint32_t need = d->n_added + 1 > d->n_removed ? d->n_added + 1 : d->n_removed;
     if (!h->lru_ready && d->n_sel > need) need = d->n_sel;
     sel_reserve(h, need);
     uint32_t prev_nrows = h->nrows_seen;
     int was_started = h->started;
+    /* The map holds the resident rows (at most B) and the selected ones; the
+     * added rows (and, at the first long position, rows 0 .. B-1) join
+     * before anything leaves, so room for all of them is made now: no insert
+     * below rehashes the table, and as nothing is removed before the
+     * evictions (step 6), the map slots taken in steps 1-5 stay valid. */
+    rowmap_reserve(&h->rows, h->rows.count + d->n_added + (h->lru_ready || nrows <= h->B ? 0 : h->B));
+    rowmap_cover(&h->rows, nrows); /* the dense layout: slots = rows, grown before any slot is taken */
+    rowmap *map = &h->rows;
 
-    /* 1. The selection. Rows leaving it from the tail are collected, to
-     *    join the FIFO in tail order. */
-    uint32_t n_dep = 0;
+    /* 1. The selection. Rows leaving it from the tail are collected (their
+     *    slots, with their tail keys) to join the FIFO in tail order; a
+     *    removed row that is not resident leaves the map at the end. The
+     *    added rows' slots are the candidates of step 4. */
+    uint32_t n_dep = 0, n_gone = 0;
     for (uint32_t i = 0; i < d->n_removed; i++) {
+        if (i + Q_PREFETCH < d->n_removed) rowmap_prefetch(map, d->removed[i + Q_PREFETCH]);
         uint32_t row = d->removed[i];
-        if (row >= h->cap_rows || !(h->row_state[row] & Q_SEL))
+        rowmap_ent *e = row == ROWMAP_NONE ? NULL : rowmap_find(map, row);
+        if (!e || !(e->state & Q_SEL))
             return dh_err("selection at position %u removes row %u, which is not selected", pos, row);
-        h->row_state[row] &= (uint8_t)~Q_SEL;
-        if (h->row_state[row] & Q_RES) h->departed[n_dep++] = row;
+        e->state &= (uint8_t)~Q_SEL;
+        if (e->state & Q_RES) {
+            h->keys[n_dep] = e->val;
+            e->val = 0;
+            h->departed[n_dep++] = (uint32_t)(e - map->ent);
+        } else {
+            h->gone[n_gone++] = row;
+        }
     }
     for (uint32_t i = 0; i < d->n_added; i++) {
+        if (i + Q_PREFETCH < d->n_added) rowmap_prefetch(map, d->added[i + Q_PREFETCH]);
         uint32_t row = d->added[i];
         if (row >= nrows)
             return dh_err("selection at position %u adds row %u beyond the context (%u rows)", pos, row, nrows);
-        if (h->row_state[row] & Q_SEL)
+        rowmap_ent *e = rowmap_insert(map, row, NULL);
+        if (e->state & Q_SEL)
             return dh_err("selection at position %u adds row %u, which is already selected", pos, row);
-        h->row_state[row] |= Q_SEL;
+        e->state |= Q_SEL;
+        h->cand[i] = (uint32_t)(e - map->ent);
     }
     h->n_sel = (h->started ? h->n_sel : 0) + d->n_added - d->n_removed;
     if (h->n_sel != d->n_sel)
@@ -490,38 +563,53 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
     h->nrows_seen = nrows;
     h->last_pos = pos;
     uint32_t newest = nrows - 1;
-    res->newest_hit = nrows > 0 && (h->row_state[newest] & Q_SEL);
+    res->newest_hit = nrows > 0 && (row_state(h, newest) & Q_SEL);
     res->miss_rows = h->miss_rows;
     if (nrows <= h->B) {
         res->fast = 1;
         res->hits = d->n_sel;
         res->resident = nrows;
         res->fetched = res->preloaded;
+        queue_drop_gone(h, n_gone);
         return 0;
     }
 
-    /* 3. The rows whose place may change: at the first long position every
-     *    selected row (rows 0 .. B-1 enter the FIFO first, in slot order);
-     *    later the added rows and the previous newest row, if still selected
-     *    (it left slot B for the host). */
+    /* 3. The rows whose place may change (their slots): at the first long
+     *    position every selected row (rows 0 .. B-1 enter the FIFO first, in
+     *    slot order); later the added rows and the previous newest row, if
+     *    still selected (it left slot B for the host). */
     uint32_t n_cand = 0;
     if (!h->lru_ready) {
+        /* Every selected row is a candidate; their order does not matter
+         * (misses and re-referenced rows are sorted by distinct keys below).
+         * A stream that starts long selects only added rows, whose slots step
+         * 1 took; one that started short is scanned, O(table) once. */
+        if (!was_started) {
+            n_cand = d->n_added;
+        } else {
+            for (uint32_t i = 0; i < map->cap; i++) {
+                const rowmap_ent *e = &map->ent[i];
+                if (e->row != ROWMAP_NONE && (e->state & Q_SEL)) h->cand[n_cand++] = i;
+            }
+        }
         int filled = starts_filled(h);
         if (filled)
-            for (uint32_t r = 0; r < h->B; r++) { h->row_state[r] |= Q_RES; queue_push(h, r); }
+            for (uint32_t r = 0; r < h->B; r++) {
+                rowmap_ent *e = rowmap_insert(map, r, NULL);
+                e->state |= Q_RES;
+                queue_push(h, e);
+            }
         h->n_empty = filled ? 0 : h->B;
         h->lru_ready = 1;
         n_dep = 0; /* nothing was in a tail */
-        for (uint32_t r = 0; r < nrows; r++) if (h->row_state[r] & Q_SEL) h->cand[n_cand++] = r;
     } else {
         /* Rows leaving the tail, in tail order, become the most recent unselected rows. */
-        for (uint32_t i = 0; i < n_dep; i++) h->keys[i] = h->row_tkey[h->departed[i]];
         sort_by_key(h->keys, h->departed, n_dep, h->sort_k, h->sort_v);
-        for (uint32_t i = 0; i < n_dep; i++) queue_push(h, h->departed[i]);
-        if (d->n_added) memcpy(h->cand, d->added, (size_t)d->n_added * sizeof *h->cand);
+        for (uint32_t i = 0; i < n_dep; i++) queue_push(h, &map->ent[h->departed[i]]);
         n_cand = d->n_added;
         uint32_t p = prev_nrows - 1;
-        if (nrows > prev_nrows && (h->row_state[p] & (Q_SEL | Q_RES)) == Q_SEL) {
+        const rowmap_ent *pe = nrows > prev_nrows ? rowmap_find(map, p) : NULL;
+        if (pe && (pe->state & (Q_SEL | Q_RES)) == Q_SEL) {
             /* Unless the delta added it (then it is a candidate already). */
             int added = 0;
             for (uint32_t lo = 0, hi = d->n_added; lo < hi;) {
@@ -529,41 +617,47 @@ static int queue_step(sglhb *h, const sel_delta *d, sglhb_result *res)
                 if (d->added[mid] == p) { added = 1; break; }
                 if (d->added[mid] < p) lo = mid + 1; else hi = mid;
             }
-            if (!added) h->cand[n_cand++] = p;
+            if (!added) h->cand[n_cand++] = (uint32_t)(pe - map->ent);
         }
     }
     /* 4. Candidates: the newest row stays in slot B; a resident one is a
      *    re-referenced hit (it leaves the FIFO: its entry goes stale); any
-     *    other is a miss. */
+     *    other is a miss. miss_rows holds the misses' slots until step 5. */
     uint32_t m = 0, n_ahit = 0;
     for (uint32_t i = 0; i < n_cand; i++) {
-        uint32_t row = h->cand[i];
-        if (row == newest) continue;
-        if (h->row_state[row] & Q_RES) {
-            h->keys2[n_ahit] = h->row_seq[row];
-            h->departed[n_ahit++] = row; /* the departed rows are queued: room for these */
-            h->row_seq[row] = 0;
+        rowmap_ent *e = &map->ent[h->cand[i]];
+        if (e->row == newest) continue;
+        if (e->state & Q_RES) {
+            h->keys2[n_ahit] = e->val; /* its live sequence */
+            h->departed[n_ahit++] = h->cand[i]; /* the departed rows are queued: room for these */
+            e->val = 0;
             h->n_queued--;
         } else {
-            h->miss_rows[m++] = row;
+            h->miss_rows[m++] = h->cand[i];
         }
     }
     queue_order_misses(h, pos, h->miss_rows, m);
     sort_by_key(h->keys2, h->departed, n_ahit, h->sort_k, h->sort_v);
-    /* 5. The misses take the empty slots, then the least recent unselected rows. */
+    /* 5. Tail keys: this position's entrants go before every older tail row.
+     *    The misses become resident now, before the evictions: as selected
+     *    rows they are not in the FIFO either way, and their slots are
+     *    still valid. */
+    uint64_t epoch = (uint64_t)(UINT32_MAX - ++h->long_steps) << 32;
+    for (uint32_t i = 0; i < m; i++) {
+        rowmap_ent *e = &map->ent[h->miss_rows[i]];
+        e->state |= Q_RES;
+        e->val = epoch | i;
+        h->miss_rows[i] = e->row;
+    }
+    for (uint32_t j = 0; j < n_ahit; j++) map->ent[h->departed[j]].val = epoch | (m + j);
+    /* 6. The misses take the empty slots, then the least recent unselected
+     *    rows, which leave the map (neither resident nor selected now). */
     uint32_t from_empty = m < h->n_empty ? m : h->n_empty;
     h->n_empty -= from_empty;
     DH_BUG_ON(m - from_empty > h->n_queued);
-    for (uint32_t i = from_empty; i < m; i++) h->row_state[queue_pop(h)] &= (uint8_t)~Q_RES;
+    for (uint32_t i = from_empty; i < m; i++) rowmap_remove_ent(map, queue_pop(h));
     res->evicted = m - from_empty;
-    /* 6. Tail keys: this position's entrants go before every older tail row. */
-    uint64_t epoch = (uint64_t)(UINT32_MAX - ++h->long_steps) << 32;
-    for (uint32_t i = 0; i < m; i++) {
-        uint32_t row = h->miss_rows[i];
-        h->row_state[row] |= Q_RES;
-        h->row_tkey[row] = epoch | i;
-    }
-    for (uint32_t j = 0; j < n_ahit; j++) h->row_tkey[h->departed[j]] = epoch | (m + j);
+    queue_drop_gone(h, n_gone);
     res->misses = m;
     res->hits = d->n_sel - m;
     res->fetched = m + res->preloaded;

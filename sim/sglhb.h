@@ -129,12 +129,25 @@
  * the rows that join or leave the selection and the previous newest row:
  * O(changed rows) per position (radix sorts of the rows that move). tests/test_sglhb.c checks both against
  * the plain reference at every position (counts, miss plan, full LRU order).
- * Memory: 16 bytes per slot, 8 bytes per context row (scan) or 25 (queue). */
+ * Memory. The scan: 16 bytes per slot and 8 per context row (the kernel's
+ * arrays indexed by row; it is the reference, used by tests). The queue: no
+ * array over the context. Its per-row state lives in a map (sim/rowmap.h) of
+ * the rows it holds or selects, at most B + the selection + the newest row,
+ * 16 bytes per map slot at most 3/4 full (128 KiB for B = 4096, k = 512), plus
+ * the FIFO's 16 bytes per entry (about 2B with its stale entries) and O(k)
+ * scratch: a few hundred KiB per (request, group) whatever the context. With
+ * dense_rows the same state is indexed by row (16 B per context row): for a
+ * buffer computed alone and released (pol_sglang.c's static policy), where
+ * the table is in cache and the map's probes would cost more time. Before
+ * the map it kept 25 bytes per context row, in arrays doubled to a power of
+ * two (3.1 MiB per stream at 125K rows: DeepSeek-V4.1-Flash's C4 groups at
+ * 500K context, 10,752 streams at concurrency 512). */
 #ifndef DH_SGLHB_H
 #define DH_SGLHB_H
 
 #include <stdint.h>
 
+#include "sim/rowmap.h"
 #include "traces/sel.h"
 
 typedef enum {
@@ -160,6 +173,9 @@ typedef struct {
     uint64_t order_seed;         /* SGLHB_ORDER_HASHED: with req and group, keys the order */
     uint32_t req, group;
     sglhb_impl impl;             /* SGLHB_IMPL_QUEUE: sglhb_step only */
+    int dense_rows;              /* SGLHB_IMPL_QUEUE: 1 keeps the per-row state indexed by row
+                                  * (16 B per context row, faster in cache): for a buffer
+                                  * computed alone and released (sim/rowmap.h's dense layout) */
 } sglhb_config;
 
 typedef struct {
@@ -184,6 +200,7 @@ typedef struct {
     uint32_t nrows_seen;      /* context rows at the last position */
     uint32_t last_pos;
     uint32_t n_empty;         /* LRU slots holding no row */
+    /* SGLHB_IMPL_SCAN only (the kernel's arrays; the per-row ones span the context): */
     uint32_t *slot_row;       /* [B] the row in each slot, or SGLHB_EMPTY */
     uint32_t *lru;            /* [B] slots, least recent first */
     uint32_t *hit_slots, *evict_slots; /* [B] scratch of one position */
@@ -191,21 +208,23 @@ typedef struct {
     uint32_t *row_mark;       /* [cap_rows] stamp of the position that selects the row */
     uint32_t cap_rows, stamp;
     uint32_t *sel, *sel_next; /* the current selection, ascending (sglhb_step) */
-    uint32_t n_sel, cap_sel;
     uint32_t *topk;           /* [cap_sel] the selection in top-k order (sglhb_step) */
+    /* Both: */
+    uint32_t n_sel, cap_sel;
     uint64_t *keys, *keys2;   /* [cap_sel] sort keys (keys2: queue only) */
     uint64_t *sort_k;         /* [cap_sel] scratch of sort_by_key */
     uint32_t *sort_v;
     uint32_t *miss_rows;      /* [cap_sel] */
-    /* SGLHB_IMPL_QUEUE (see sglhb.c): per row a state byte, the sequence
-     * number of its live queue entry and its key in the tail. */
-    uint8_t *row_state;
-    uint64_t *row_seq, *row_tkey;
+    /* SGLHB_IMPL_QUEUE (see sglhb.c): the rows the buffer holds or selects,
+     * each with a state byte and either the sequence number of its live queue
+     * entry (resident, unselected) or its key in the tail (resident,
+     * selected), in a map sized by those rows, not by the context. */
+    rowmap rows;
     struct sglhb_qent { uint64_t seq; uint32_t row; } *q;
     uint32_t q_head, q_tail, q_cap, n_queued;
     uint64_t next_seq;
     uint32_t long_steps;      /* long positions so far: the tail keys' epoch */
-    uint32_t *cand, *departed; /* [cap_sel] scratch */
+    uint32_t *cand, *departed, *gone; /* [cap_sel] scratch (map slots; gone: rows) */
 } sglhb;
 
 #define SGLHB_EMPTY UINT32_MAX

@@ -173,11 +173,13 @@ static int compare_stream(sel_source *src, const trace_shape *sh, uint32_t req, 
     uint32_t maxrows = sel_rows_at(sh, req, g, npos - 1) + 1;
     sglhb_config cfg = { .device_buffer_size = B, .page_size = 64, .cold = cold, .order = order,
                          .order_seed = 42, .req = req, .group = g };
-    sglhb h, q; /* the kernel's scan and the O(changed) queue, both against the reference */
+    sglhb h, q, qd; /* the kernel's scan and the O(changed) queue (row map, dense rows), against the reference */
     assert_int_equal(sglhb_init(&h, &cfg), 0);
     sglhb_config qcfg = cfg;
     qcfg.impl = SGLHB_IMPL_QUEUE;
     assert_int_equal(sglhb_init(&q, &qcfg), 0);
+    qcfg.dense_rows = 1;
+    assert_int_equal(sglhb_init(&qd, &qcfg), 0);
     ref_hb r;
     ref_init(&r, B, cold == SGLHB_COLD_STAGING, maxrows);
     ref_out ro = { .miss_rows = malloc(B * sizeof(uint32_t)) };
@@ -189,20 +191,23 @@ static int compare_stream(sel_source *src, const trace_shape *sh, uint32_t req, 
     int bad = 0;
     uint64_t misses = 0;
     while (sel_next(st, &d) == 0) {
-        sglhb_result hr, qr;
+        sglhb_result hr, qr, qdr;
         if (sglhb_step(&h, &d, &hr) < 0) fail_msg("%s", dh_errmsg());
         if (sglhb_step(&q, &d, &qr) < 0) fail_msg("%s", dh_errmsg());
+        if (sglhb_step(&qd, &d, &qdr) < 0) fail_msg("%s", dh_errmsg());
         uint32_t n = test_order(flags, &d, &cfg, topk);
         ref_step(&r, d.nrows, topk, n, fault, &ro);
-        int bh = differs(&h, &hr, &r, &ro), bq = differs(&q, &qr, &r, &ro);
-        if (!fault && bh + bq) fail_msg("position %u: %s differs from the reference", d.pos, bh ? "scan" : "queue");
-        bad += bh + bq;
+        int bh = differs(&h, &hr, &r, &ro), bq = differs(&q, &qr, &r, &ro), bd = differs(&qd, &qdr, &r, &ro);
+        if (!fault && bh + bq + bd)
+            fail_msg("position %u: %s differs from the reference", d.pos, bh ? "scan" : bq ? "queue" : "dense queue");
+        bad += bh + bq + bd;
         misses += hr.misses;
     }
     if (misses_out) *misses_out = misses;
     sel_close(st);
     sglhb_release(&h);
     sglhb_release(&q);
+    sglhb_release(&qd);
     ref_free(&r);
     free(ro.miss_rows);
     free(flags);
@@ -554,6 +559,52 @@ static void test_clear_restarts(void **state)
     trace_shape_release(&sh);
 }
 
+/* The queue's memory is per slot, not per context row: the same walk over a
+ * context of 2,000 rows and of 4,000,000 rows (a fifth of its fresh rows drawn
+ * from anywhere in the context) leaves the row map within the smallest table
+ * that holds B + 2k + 1 rows at three quarters (the resident rows, this
+ * position's added rows and the selection before the misses evict), and both
+ * give the scan's results. */
+static void test_queue_memory_is_per_slot(void **state)
+{
+    (void)state;
+    const uint32_t B = 96, k = 48;
+    uint32_t want = 64;
+    while ((uint64_t)(B + 2 * k + 1) * 4 > (uint64_t)want * 3) want *= 2;
+    for (int big = 0; big < 2; big++) {
+        trace_shape sh;
+        assert_int_equal(trace_shape_uniform(&sh, "t", 1, 1, 1, k, big ? 4000000 : 2000, 200), 0);
+        sel_source *src = ts_source(&sh, 0.3, 7);
+        assert_non_null(src);
+        sglhb_config cfg = { .device_buffer_size = B, .page_size = 16, .cold = SGLHB_COLD_STAGING,
+                             .order = SGLHB_ORDER_HASHED, .impl = SGLHB_IMPL_QUEUE };
+        sglhb q;
+        assert_int_equal(sglhb_init(&q, &cfg), 0);
+        sel_stream *st;
+        assert_int_equal(sel_open(src, 0, 0, &st), 0);
+        sel_delta d;
+        uint64_t misses = 0;
+        uint32_t max_cap = 0;
+        while (sel_next(st, &d) == 0) {
+            sglhb_result r;
+            if (sglhb_step(&q, &d, &r) < 0) fail_msg("%s", dh_errmsg());
+            misses += r.misses;
+            if (q.rows.cap > max_cap) max_cap = q.rows.cap;
+            assert_true(q.rows.count <= B + 2 * k + 1);
+        }
+        assert_true(misses > 0);
+        assert_true(max_cap <= want);
+        assert_null(q.row_slot); /* no array over the context */
+        assert_null(q.slot_row);
+        sel_close(st);
+        sglhb_release(&q);
+        /* The same stream through the scan and the plain reference. */
+        assert_int_equal(compare_stream(src, &sh, 0, 0, B, SGLHB_COLD_STAGING, SGLHB_ORDER_HASHED, 0, NULL), 0);
+        sel_source_free(src);
+        trace_shape_release(&sh);
+    }
+}
+
 /* The slots allocated per layer: page-aligned growth while short, then the padded buffer. */
 static void test_device_slots(void **state)
 {
@@ -611,6 +662,7 @@ int main(void)
         cmocka_unit_test(test_matches_plain_reference_on_generated),
         cmocka_unit_test(test_group_state_matches_every_layer),
         cmocka_unit_test(test_clear_restarts),
+        cmocka_unit_test(test_queue_memory_is_per_slot),
         cmocka_unit_test(test_device_slots),
         cmocka_unit_test(test_rejects_bad_input),
     };
