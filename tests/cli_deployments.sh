@@ -25,8 +25,13 @@ then pass table; else fail table "rc=$rc files=$n rows=$rows $(cat "$tmp/err")";
 if [ "$(wc -l < "$tmp/t.csv")" -eq $((n + 1)) ] && head -1 "$tmp/t.csv" | grep -q '^point,policy,sim_output_per_gpu,'
 then pass csv; else fail csv; fi
 
-# Deterministic: the same bytes on a second run.
-if $dhcal deployments "$dir" >"$tmp/t2.txt" 2>&1 && cmp -s "$tmp/t.txt" "$tmp/t2.txt"
+# Deterministic: the same rows on a second run, of every point but the colocated HiSparse
+# one (80 s of CPU; tests/cli_serving.sh runs a smaller colocated HiSparse configuration
+# twice, with and without shared stream records, and compares the figures).
+mkdir "$tmp/again"
+for f in "$dir"/*.ini; do case $f in *glm51-lmsys-hisparse-c256.ini) ;; *) ln -s "$PWD/$f" "$tmp/again/";; esac; done
+if $dhcal deployments "$tmp/again" >"$tmp/t2.txt" 2>&1 && grep -v '^glm51-lmsys-hisparse-c256 ' "$tmp/t.txt" | grep ' | ' > "$tmp/t1rows" &&
+   grep ' | ' "$tmp/t2.txt" > "$tmp/t2rows" && cmp -s "$tmp/t1rows" "$tmp/t2rows"
 then pass deterministic; else fail deterministic; fi
 
 # The README records the table the command prints.
