@@ -187,6 +187,22 @@ static int open_streams(admit_state *a, uint32_t r, uint32_t horizon)
     return 0;
 }
 
+/* What request r holds in the host pool once admitted: under a host tier with a host pool,
+ * its whole final KV (the pool SGLang HiSparse sizes at host_to_device_ratio x the device
+ * KV pool); 0 otherwise. */
+static double host_bytes(const admit_state *a, uint32_t r)
+{
+    const sim_config *sc = a->sc;
+    if (!a->pol->host_tier || sc->mem.host_pool <= 0) return 0;
+    const uint64_t final_tokens = (uint64_t)a->sh->prompt_len[r] + a->sh->output_len[r];
+    double host = 0;
+    for (uint32_t g = 0; g < a->G; g++) {
+        const uint32_t c = sc->model.group[g].compress;
+        host += sc->model.group[g].kv_bytes_per_row * (double)((final_tokens + c - 1) / c);
+    }
+    return host;
+}
+
 static int try_admit(admit_state *a, uint32_t r, uint32_t horizon, int *admitted)
 {
     const sim_config *sc = a->sc;
@@ -197,18 +213,8 @@ static int try_admit(admit_state *a, uint32_t r, uint32_t horizon, int *admitted
     double others = a->hbm.total - (a->pol->rebalance ? a->hbm.bytes[MEM_OPTIONAL] : 0);
     *admitted = 0;
     if (others + need > a->hbm.capacity) return 0;
-    /* A host tier holds every admitted request's whole KV in the host pool, which
-     * SGLang HiSparse sizes at host_to_device_ratio x the device KV pool. */
-    double host = 0;
-    if (a->pol->host_tier && sc->mem.host_pool > 0) {
-        const model_cfg *m = &sc->model;
-        uint64_t final_tokens = (uint64_t)a->sh->prompt_len[r] + a->sh->output_len[r];
-        for (uint32_t g = 0; g < a->G; g++) {
-            uint32_t c = m->group[g].compress;
-            host += m->group[g].kv_bytes_per_row * (double)((final_tokens + c - 1) / c);
-        }
-        if (a->host_used + host > sc->mem.host_pool) return 0;
-    }
+    const double host = host_bytes(a, r);
+    if (host > 0 && a->host_used + host > sc->mem.host_pool) return 0;
     if (a->pol->rebalance && rebalance(a, need, 1) < 0) return -1;
     admit_req *q = &a->req[r];
     for (int c = MEM_INDEXER; c < MEM_N_CATEGORIES; c++)
@@ -340,16 +346,8 @@ int admit_sgl_fill(admit_state *a, double now, uint32_t step, uint32_t steps, ui
         const uint32_t max_new = min_u32(a->sh->output_len[r] - q->pos, clip);
         const double total = cost_total(a, r, (uint64_t)extend + max_new);
         if (total >= free_bytes - offset) break; /* NO_TOKEN */
-        double host = 0;
-        if (a->pol->host_tier && sc->mem.host_pool > 0) {
-            const model_cfg *m = &sc->model;
-            uint64_t final_tokens = (uint64_t)a->sh->prompt_len[r] + a->sh->output_len[r];
-            for (uint32_t g = 0; g < a->G; g++) {
-                uint32_t c = m->group[g].compress;
-                host += m->group[g].kv_bytes_per_row * (double)((final_tokens + c - 1) / c);
-            }
-            if (a->host_used + host > sc->mem.host_pool) break;
-        }
+        const double host = host_bytes(a, r);
+        if (host > 0 && a->host_used + host > sc->mem.host_pool) break;
         /* Its streams at its position: opened for the positions the run can still use,
          * then stepped past the ones it decoded before a retraction. */
         if (open_streams(a, r, q->pos + (steps - step)) < 0) return -1;

@@ -53,13 +53,7 @@ static int setup(void **state)
     char buf[4096];
     tiny_write_model(dir, 1000.0, 64);
     /* Compute-bound enough that every step and prefill iteration takes a positive time. */
-    snprintf(buf, sizeof buf,
-             "[hw]\nname = test\nhbm_bytes = 1e12\nhbm_bw = 1e13\nsms = 100\nfp8_flops = 1e12\nbf16_flops = 1e12\n"
-             "mma_efficiency = 1\nkernel_launch_s = 1e-6\n"
-             "[pcie]\nh2d_bw = 1e12\nd2h_bw = 1e12\nduplex_bw = 2e12\n"
-             "[gather]\nrow_bytes = 1000\nrow_bw = 1e11\nref_row_bytes = 1000\npages = 1000\npages_bw = 1e11\n"
-             "sms = 8\nsms_factor = 1\nfetch_sms = 8\npage_bytes = 4096\nlaunch_s = 0\n"
-             "[host]\ndram_bytes = 1e12\n");
+    tiny_hw_text_at(buf, sizeof buf, 1e13, 1e12, 1e-6, 1e11, "");
     tiny_write(dir, "hw.ini", buf);
     snprintf(buf, sizeof buf,
              TINY_INSTANCE(1)

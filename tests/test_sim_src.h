@@ -14,14 +14,14 @@
 #include "traces/memsrc.h"
 #include "traces/sel.h"
 
-static int ts_cmp_u32(const void *a, const void *b)
+static inline int ts_cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
 }
 
 /* Fill src's stream (r, g) with a random walk of npos positions. */
-static void ts_walk(sel_source *src, const trace_shape *sh, uint32_t r, uint32_t g, double churn, uint64_t seed)
+static inline void ts_walk(sel_source *src, const trace_shape *sh, uint32_t r, uint32_t g, double churn, uint64_t seed)
 {
     uint32_t k = sh->group_k[g], npos = sh->output_len[r];
     uint32_t maxrows = sel_rows_at(sh, r, g, npos ? npos - 1 : 0);
@@ -57,7 +57,7 @@ static void ts_walk(sel_source *src, const trace_shape *sh, uint32_t r, uint32_t
 }
 
 /* A whole source: uniform shape, every stream a random walk. */
-static sel_source *ts_source(trace_shape *sh, double churn, uint64_t seed)
+static inline sel_source *ts_source(trace_shape *sh, double churn, uint64_t seed)
 {
     sel_source *src;
     if (memsrc_new(sh, 16, seed, &src) < 0) return NULL;

@@ -16,7 +16,7 @@
 #include "traces/memsrc.h"
 
 /* Write text to DIR/NAME (a test failure if it cannot). */
-static void tiny_write(const char *dir, const char *name, const char *text)
+static inline void tiny_write(const char *dir, const char *name, const char *text)
 {
     char p[400];
     snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -27,7 +27,7 @@ static void tiny_write(const char *dir, const char *name, const char *text)
 }
 
 /* DIR/tiny.ini: rows of row_bytes, top-k of k. */
-static void tiny_write_model(const char *dir, double row_bytes, int k)
+static inline void tiny_write_model(const char *dir, double row_bytes, int k)
 {
     char buf[1024];
     snprintf(buf, sizeof buf,
@@ -39,21 +39,30 @@ static void tiny_write_model(const char *dir, double row_bytes, int k)
     tiny_write(dir, "tiny.ini", buf);
 }
 
-/* The hardware profile's text, gathering at gather_bw bytes/s; extra (may be
- * "") is appended, e.g. a [fit_range] section. */
-static void tiny_hw_text(char *buf, size_t cap, double gather_bw, const char *extra)
+/* The hardware profile's text: HBM at hbm_bw bytes/s, both tensor rates at flops, a kernel
+ * launch of launch_s, gathering at gather_bw bytes/s; extra (may be "") is appended, e.g. a
+ * [fit_range] section. */
+static inline void tiny_hw_text_at(char *buf, size_t cap, double hbm_bw, double flops, double launch_s, double gather_bw,
+                            const char *extra)
 {
     snprintf(buf, cap,
-             "[hw]\nname = test\nhbm_bytes = 1e12\nhbm_bw = 1e15\nsms = 100\nfp8_flops = 1e19\nbf16_flops = 1e19\n"
-             "mma_efficiency = 1\nkernel_launch_s = 0\n"
+             "[hw]\nname = test\nhbm_bytes = 1e12\nhbm_bw = %g\nsms = 100\nfp8_flops = %g\nbf16_flops = %g\n"
+             "mma_efficiency = 1\nkernel_launch_s = %g\n"
              "[pcie]\nh2d_bw = 1e12\nd2h_bw = 1e12\nduplex_bw = 2e12\n"
              "[gather]\nrow_bytes = 1000\nrow_bw = %g\nref_row_bytes = 1000\npages = 1000\npages_bw = %g\n"
              "sms = 8\nsms_factor = 1\nfetch_sms = 8\npage_bytes = 4096\nlaunch_s = 0\n"
-             "[host]\ndram_bytes = 1e12\n%s", gather_bw, gather_bw, extra);
+             "[host]\ndram_bytes = 1e12\n%s", hbm_bw, flops, flops, launch_s, gather_bw, gather_bw, extra);
+}
+
+/* The profile of most tests: memory and tensor rates far above anything the tiny model asks,
+ * so the gather at gather_bw is what a step costs. */
+static inline void tiny_hw_text(char *buf, size_t cap, double gather_bw, const char *extra)
+{
+    tiny_hw_text_at(buf, cap, 1e15, 1e19, 0, gather_bw, extra);
 }
 
 /* One run's JSON as a string (freed by the caller), for byte comparisons. */
-static char *json_of(const sim_result *r)
+static inline char *json_of(const sim_result *r)
 {
     char *buf = NULL;
     size_t n = 0;
@@ -71,7 +80,7 @@ static char *json_of(const sim_result *r)
 
 /* Every position selects k rows never selected before (and never the newest rows), so
  * each position misses all k rows under a budget of k. */
-static sel_source *tiny_fresh_rows_source(const sim_config *sc, uint32_t k)
+static inline sel_source *tiny_fresh_rows_source(const sim_config *sc, uint32_t k)
 {
     trace_shape sh;
     assert_int_equal(sim_shape(sc, &sh), 0);
@@ -90,7 +99,7 @@ static sel_source *tiny_fresh_rows_source(const sim_config *sc, uint32_t k)
 }
 
 /* Remove the test directory (a cmocka group teardown's body). */
-static int tiny_rmdir(const char *dir)
+static inline int tiny_rmdir(const char *dir)
 {
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

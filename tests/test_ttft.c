@@ -45,13 +45,7 @@ static int setup(void **state)
     tiny_write_model(dir, 1000.0, K);
     /* Compute-bound: tensor rates of 1e12 FLOP/s, so that an iteration's cost grows with its
      * tokens and with its spans' positions (attention rows, indexer keys). */
-    snprintf(buf, sizeof buf,
-             "[hw]\nname = test\nhbm_bytes = 1e12\nhbm_bw = 1e13\nsms = 100\nfp8_flops = 1e12\nbf16_flops = 1e12\n"
-             "mma_efficiency = 1\nkernel_launch_s = 1e-6\n"
-             "[pcie]\nh2d_bw = 1e12\nd2h_bw = 1e12\nduplex_bw = 2e12\n"
-             "[gather]\nrow_bytes = 1000\nrow_bw = 1e11\nref_row_bytes = 1000\npages = 1000\npages_bw = 1e11\n"
-             "sms = 8\nsms_factor = 1\nfetch_sms = 8\npage_bytes = 4096\nlaunch_s = 0\n"
-             "[host]\ndram_bytes = 1e12\n");
+    tiny_hw_text_at(buf, sizeof buf, 1e13, 1e12, 1e-6, 1e11, "");
     tiny_write(dir, "hw.ini", buf);
     snprintf(buf, sizeof buf,
              TINY_INSTANCE(1)
