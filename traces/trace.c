@@ -425,14 +425,14 @@ static hid_t w_chunked(trace_writer *w, hid_t loc, const char *name, hid_t ftype
 }
 
 /* Read or write elements lo .. lo+n-1 of a 1-D dataset through a hyperslab:
- * the one place the reader and the writer touch dataset contents. */
-static int h5_slab_io(hid_t d, hid_t mtype, void *buf, uint64_t lo, uint64_t n, int write)
+ * the one place the reader and the writer touch dataset contents. A read checks
+ * each chunk it inflates against inflate (dset_inflate_size; 0: unchecked). */
+static int h5_slab_io(hid_t d, hid_t mtype, void *buf, uint64_t lo, uint64_t n, int write, size_t inflate)
 {
     hsize_t start[1] = { lo }, count[1] = { n };
     hid_t fs = H5Dget_space(d);
     hid_t ms = H5Screate_simple(1, count, NULL);
-    char bad[160];
-    inflate_expect = write ? 0 : dset_inflate_size(d, bad, sizeof bad);
+    inflate_expect = write ? 0 : inflate;
     int rc = fs < 0 || ms < 0 || H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
                      (write ? H5Dwrite(d, mtype, ms, fs, H5P_DEFAULT, buf) : H5Dread(d, mtype, ms, fs, H5P_DEFAULT, buf)) < 0
                  ? -1
@@ -450,7 +450,7 @@ static int w_append(hid_t d, hid_t mtype, const void *buf, uint64_t at, uint64_t
     if (!n) return 0;
     hsize_t size[1] = { at + n };
     if (H5Dset_extent(d, size) < 0) return -1;
-    return h5_slab_io(d, mtype, (void *)buf, at, n, 1);
+    return h5_slab_io(d, mtype, (void *)buf, at, n, 1, 0);
 }
 
 static int sw_flush_rows(trace_writer *w, stream_writer *sw, const char *stream)
@@ -699,6 +699,7 @@ typedef struct {
     /* Window over the index: entries [ix_lo, ix_lo + ix_n). */
     trace_index_entry *ix;
     uint64_t ix_lo, ix_n, ix_chunk;
+    size_t ix_inflate, rows_inflate; /* the datasets' chunk sizes once inflated (open_1d) */
     /* Window over the rows: [rb_lo, rb_lo + rb_n), chunk-aligned. */
     uint32_t *rb;
     uint64_t rb_lo, rb_n, rb_cap, rows_chunk;
@@ -709,13 +710,14 @@ typedef struct {
     int failed;
 } trace_stream;
 
-static int read_block(hid_t d, hid_t mtype, void *buf, uint64_t lo, uint64_t n)
+static int read_block(hid_t d, size_t inflate, hid_t mtype, void *buf, uint64_t lo, uint64_t n)
 {
-    return h5_slab_io(d, mtype, buf, lo, n, 0);
+    return h5_slab_io(d, mtype, buf, lo, n, 0, inflate);
 }
 
-/* Open a 1-D dataset of the expected type class; *len its length, *chunk its chunk size. */
-static hid_t open_1d(trace_src *ts, const char *name, H5T_class_t cls, uint64_t *len, uint64_t *chunk)
+/* Open a 1-D dataset of the expected type class; *len its length, *chunk its chunk size,
+ * *inflate the size each of its chunks must inflate to (dset_inflate_size). */
+static hid_t open_1d(trace_src *ts, const char *name, H5T_class_t cls, uint64_t *len, uint64_t *chunk, size_t *inflate)
 {
     if (H5Lexists(ts->file, name, H5P_DEFAULT) <= 0) {
         dh_err("trace '%s': dataset '%s' is missing", ts->path, name);
@@ -740,7 +742,7 @@ static hid_t open_1d(trace_src *ts, const char *name, H5T_class_t cls, uint64_t 
         return -1;
     }
     char bad[160];
-    dset_inflate_size(d, bad, sizeof bad);
+    *inflate = dset_inflate_size(d, bad, sizeof bad);
     if (bad[0]) {
         H5Dclose(d);
         dh_err("trace '%s': dataset '%s' %s", ts->path, name, bad);
@@ -799,7 +801,7 @@ static const uint32_t *stream_rows(trace_stream *s, uint64_t off, uint64_t n)
     }
     s->rb_n = 0;
     H5_LOCK();
-    int rc = read_block(s->rows_ds, H5T_NATIVE_UINT32, s->rb, lo, hi - lo);
+    int rc = read_block(s->rows_ds, s->rows_inflate, H5T_NATIVE_UINT32, s->rb, lo, hi - lo);
     H5_UNLOCK();
     if (rc < 0) {
         dh_err("trace '%s': %s position %u: cannot read %s/rows %llu..%llu (HDF5: %s)", s->ts->path, s->stream,
@@ -818,7 +820,7 @@ static const trace_index_entry *stream_index(trace_stream *s, uint32_t p)
     if (hi > s->n_pos) hi = s->n_pos;
     s->ix_n = 0;
     H5_LOCK();
-    int rc = read_block(s->index_ds, s->ts->index_mtype, s->ix, lo, hi - lo);
+    int rc = read_block(s->index_ds, s->ix_inflate, s->ts->index_mtype, s->ix, lo, hi - lo);
     H5_UNLOCK();
     if (rc < 0) {
         dh_err("trace '%s': %s position %u: cannot read %s/index %llu..%llu (HDF5: %s)", s->ts->path, s->stream,
@@ -966,10 +968,10 @@ static int trace_stream_open(sel_source *src, uint32_t req, uint32_t group, sel_
     H5_LOCK();
     h5_quiet();
     snprintf(name, sizeof name, "%s/index", s->stream);
-    s->index_ds = open_1d(ts, name, H5T_COMPOUND, &n_index, &s->ix_chunk);
+    s->index_ds = open_1d(ts, name, H5T_COMPOUND, &n_index, &s->ix_chunk, &s->ix_inflate);
     if (s->index_ds >= 0) {
         snprintf(name, sizeof name, "%s/rows", s->stream);
-        s->rows_ds = open_1d(ts, name, H5T_INTEGER, &s->rows_total, &s->rows_chunk);
+        s->rows_ds = open_1d(ts, name, H5T_INTEGER, &s->rows_total, &s->rows_chunk, &s->rows_inflate);
     }
     int index_ok = s->index_ds < 0 || check_index_type(ts, s->index_ds, s->stream) == 0;
     /* Rows are read as u32: a wider or signed type could lose values silently. */
@@ -1159,7 +1161,8 @@ static int read_attr_name(trace_src *ts, const char *name, char *dst, size_t cap
 static int read_shape_u32(trace_src *ts, const char *name, uint32_t n, uint32_t **out)
 {
     uint64_t len;
-    hid_t d = open_1d(ts, name, H5T_INTEGER, &len, NULL);
+    size_t inflate;
+    hid_t d = open_1d(ts, name, H5T_INTEGER, &len, NULL, &inflate);
     if (d < 0) return -1;
     if (len != n) {
         H5Dclose(d);
@@ -1176,8 +1179,7 @@ static int read_shape_u32(trace_src *ts, const char *name, uint32_t n, uint32_t 
         return dh_err("trace '%s': dataset '%s' is an integer of %zu bytes, at most 8 allowed", ts->path, name, width);
     }
     int64_t *wide = dh_calloc(n, sizeof *wide);
-    char bad[160];
-    inflate_expect = dset_inflate_size(d, bad, sizeof bad);
+    inflate_expect = inflate;
     int rc = n && H5Dread(d, is_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
                           wide) < 0 ? -1 : 0;
     inflate_expect = 0;
