@@ -34,7 +34,8 @@
  * slots 0 .. B-1, so its first swap step misses the rest of its selection.
  *
  * Cost: O(active x groups) per rebalance, plus a sort of the candidates when
- * a demotion is needed; the streams are stepped live (pol_sglang.c). */
+ * a demotion is needed; a resident stream is stepped live, and the rest of its
+ * horizon is computed at once when it enters hot-buffer mode (pol_sglang.c). */
 #include "sim/pol_sglang.h"
 
 #include "common/mem.h"
@@ -150,7 +151,7 @@ static int open_watermark(const pol_env *e_const, pol_stream *ps, const pol_open
     }
     pol_sglang_cfg keep = e->sgl;
     e->sgl.cold = SGLHB_COLD_STAGING; /* admitted to the hot buffer through the staging path */
-    int rc = sgl_stream_open(e, ps, a, e->sgl_admit_hot ? SGL_OPEN_HOT : SGL_OPEN_RESIDENT);
+    int rc = e->sgl_admit_hot ? sgl_stream_open_ahead(e, ps, a) : sgl_stream_open(e, ps, a, SGL_OPEN_RESIDENT);
     e->sgl = keep;
     return rc;
 }

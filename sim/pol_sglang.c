@@ -11,10 +11,13 @@
  * The fixed buffer makes the stream's results a pure function of it, so they
  * are computed for the request's horizon when it is admitted, as the
  * idealised LRU's are (pol.h); the dynamic policies (pol_dynamic.c) step the
- * same stream live. Cost: sglhb's queue, O(changed rows) per position, plus
- * a sort of the misses for their host regions. Memory: a stream computed
- * ahead keeps its buffer's state indexed by row (dense_rows) only while it is
- * computed; a live stream's is sized by its buffer (sim/rowmap.h). */
+ * same stream live while it is resident and compute the rest of its horizon
+ * ahead at the moment it enters hot-buffer mode (a hot admission or a
+ * demotion: it never returns). Cost: sglhb's queue, O(changed rows) per
+ * position, plus a sort of the misses for their host regions. Memory: a
+ * stream computed ahead keeps its buffer's state indexed by row (dense_rows)
+ * only while it is computed, one stream at a time; the results are one
+ * pol_out per position. */
 #include "sim/pol_sglang.h"
 
 #include "common/dh_err.h"
@@ -105,6 +108,7 @@ int sgl_stream_open(const pol_env *e, pol_stream *ps, const pol_open_args *a, in
     s->sh = a->sh;
     s->rows_per_region = a->rows_per_region;
     s->demoted_at = UINT32_MAX;
+    s->horizon = a->horizon;
     s->hcfg = (sglhb_config){ .device_buffer_size = e->sgl.device_buffer_size, .page_size = e->sgl.page_size,
                               .cold = (sglhb_cold)e->sgl.cold, .order = (sglhb_order)e->sgl.order,
                               .order_seed = e->sgl.order_seed, .req = a->req, .group = a->group,
@@ -141,7 +145,10 @@ static int hot_step(sgl_stream *s, const sel_delta *d, pol_out *o, int first_aft
     return 0;
 }
 
-int sgl_stream_step(pol_stream *ps, const trace_shape *sh, pol_out *o)
+static int compute_ahead(pol_stream *ps, const trace_shape *sh);
+
+/* One position read from the stream (ps->st). */
+static int live_step(pol_stream *ps, const trace_shape *sh, pol_out *o)
 {
     sgl_stream *s = ps->priv;
     memset(o, 0, sizeof *o);
@@ -162,6 +169,7 @@ int sgl_stream_step(pol_stream *ps, const trace_shape *sh, pol_out *o)
             /* The demotion: a fresh buffer (alloc_device_buffer) stepped with
              * the whole selection, as at a staging start. */
             s->hcfg.cold = SGLHB_COLD_STAGING; /* the device KV is there: assumed to keep rows 0 .. B-1 */
+            s->hcfg.dense_rows = 1;            /* the rest is computed ahead now (compute_ahead) */
             if (sglhb_init(&s->h, &s->hcfg) < 0) return dh_err_prefix("request %u, group %u: ", ps->req, ps->group);
             s->hot = 1;
             s->demote = 0;
@@ -189,11 +197,54 @@ int sgl_stream_step(pol_stream *ps, const trace_shape *sh, pol_out *o)
     return 0;
 }
 
+/* Positions [ps->pos, horizon) of a stream in hot-buffer mode, computed now: its buffer is
+ * fixed from here on (never promoted back), so they are a pure function of the stream, and
+ * one stream's state in cache steps several times faster than hundreds of streams stepped
+ * in turn. Then the buffer and the sel_stream are released and sgl_stream_step hands the
+ * results out. 0 or -1 with dh_err(). */
+static int compute_ahead(pol_stream *ps, const trace_shape *sh)
+{
+    sgl_stream *s = ps->priv;
+    const uint32_t from = ps->pos, to = s->horizon > from ? s->horizon : from;
+    s->seq_base = from;
+    s->npos = 0;
+    free(s->seq);
+    s->seq = dh_calloc((size_t)(to - from) + 1, sizeof *s->seq);
+    for (uint32_t p = from; p < to; p++) {
+        if (live_step(ps, sh, &s->seq[p - from]) < 0) return -1;
+        s->npos++;
+    }
+    sel_close(ps->st);
+    ps->st = NULL;
+    sglhb_release(&s->h);
+    s->ahead = 1;
+    ps->pos = from;
+    return 0;
+}
+
+int sgl_stream_step(pol_stream *ps, const trace_shape *sh, pol_out *o)
+{
+    sgl_stream *s = ps->priv;
+    if (s->ahead) {
+        uint32_t pos = ps->pos++;
+        if (pos - s->seq_base >= s->npos)
+            return dh_err("request %u, group %u: the stream ends at position %u", ps->req, ps->group,
+                          s->seq_base + s->npos);
+        *o = s->seq[pos - s->seq_base];
+        return 0;
+    }
+    const int was_hot = s->hot;
+    if (live_step(ps, sh, o) < 0) return -1;
+    /* A demotion at this position: the rest of the horizon at once. */
+    if (!was_hot && s->hot && compute_ahead(ps, sh) < 0) return -1;
+    return 0;
+}
+
 void sgl_stream_close(pol_stream *ps)
 {
     sgl_stream *s = ps->priv;
     if (s) {
-        if (s->hot) sglhb_release(&s->h);
+        if (s->hot && !s->ahead) sglhb_release(&s->h);
         free(s->sel);
         free(s->sel_next);
         free(s->scratch);
@@ -223,35 +274,20 @@ static double budget(const pol_env *e, uint32_t g)
     return e->sgl.device_buffer_size;
 }
 
-/* The whole horizon at open, while the stream is hot in cache. */
-static int open_static(const pol_env *e, pol_stream *ps, const pol_open_args *a)
+int sgl_stream_open_ahead(const pol_env *e, pol_stream *ps, const pol_open_args *a)
 {
     if (sgl_stream_open(e, ps, a, SGL_OPEN_HOT_AHEAD) < 0) return -1;
-    sgl_stream *s = ps->priv;
-    s->seq = dh_calloc((size_t)a->horizon + 1, sizeof *s->seq);
-    for (uint32_t p = 0; p < a->horizon; p++) {
-        if (sgl_stream_step(ps, a->sh, &s->seq[p]) < 0) {
-            sgl_stream_close(ps);
-            return -1;
-        }
-        s->npos = p + 1;
+    if (compute_ahead(ps, a->sh) < 0) {
+        sgl_stream_close(ps);
+        return dh_err_prefix("request %u, group %u: ", a->req, a->group);
     }
-    sel_close(ps->st);
-    ps->st = NULL;
-    sglhb_release(&s->h);
-    s->hot = 0;
-    ps->pos = 0;
     return 0;
 }
 
-static int next_static(pol_stream *ps, const trace_shape *sh, pol_out *o)
+/* The whole horizon at open, while the stream is hot in cache. */
+static int open_static(const pol_env *e, pol_stream *ps, const pol_open_args *a)
 {
-    (void)sh;
-    sgl_stream *s = ps->priv;
-    uint32_t pos = ps->pos++;
-    if (pos >= s->npos) return dh_err("request %u, group %u: the stream ends at position %u", ps->req, ps->group, s->npos);
-    *o = s->seq[pos];
-    return 0;
+    return sgl_stream_open_ahead(e, ps, a);
 }
 
 static const char no_spec[] =
@@ -266,6 +302,6 @@ const pol_ops pol_sglang_hisparse_ops = {
     .reserve = reserve,
     .budget = budget,
     .open = open_static,
-    .next = next_static,
+    .next = sgl_stream_step,
     .close = sgl_stream_close,
 };

@@ -177,8 +177,17 @@ static void sort_by_key(uint64_t *key, uint32_t *val, uint32_t n, uint64_t *tk, 
         return;
     }
     uint64_t all_or = 0, all_and = ~0ull;
-    for (uint32_t i = 0; i < n; i++) { all_or |= key[i]; all_and &= key[i]; }
+    uint32_t low_descents = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        all_or |= key[i];
+        all_and &= key[i];
+        low_descents += i && (uint32_t)key[i] < (uint32_t)key[i - 1];
+    }
     uint64_t varies = all_or ^ all_and;
+    /* Keys whose low 32 bits already ascend (the hashed top-k order's keys, hash above row,
+     * of rows taken in ascending order): a stable sort by the high half alone leaves equal
+     * high halves in that order, which is the whole keys' order. */
+    if (!low_descents) varies &= ~0xFFFFFFFFull;
     uint64_t *k0 = key, *k1 = tk;
     uint32_t *v0 = val, *v1 = tv;
     for (int shift = 0; shift < 64; shift += 8) {
