@@ -2,6 +2,7 @@
 #include "analysis/deploy.h"
 #include "common/cfg.h"
 #include "common/cfgkey.h"
+#include "common/cores.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
 #include "common/path.h"
@@ -344,14 +345,7 @@ int dep_simulate(const dep_set *s, int threads, dep_sim *out)
     for (size_t i = 0, k = 0; i < s->n; i++)
         for (size_t j = 0; j < (s->p[i].n_sweep ? s->p[i].n_sweep : 1); j++) q.job[k++] = (dep_job){i, j};
     pthread_mutex_init(&q.mu, NULL);
-    pthread_t th[16];
-    int nt = threads < 1 ? 1 : threads > 16 ? 16 : threads, started = 0;
-    if ((size_t)nt > n) nt = (int)n;
-    for (int i = 0; i < nt; i++)
-        if (pthread_create(&th[i], NULL, worker, &q) == 0) started++;
-        else break;
-    if (started == 0) worker(&q);
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    cores_run_pool(threads < 1 ? 1 : threads > 16 ? 16 : threads, n, worker, &q);
     pthread_mutex_destroy(&q.mu);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)

@@ -1,5 +1,6 @@
 /* rsim.c: replay configurations in the simulator; see rsim.h. */
 #include "analysis/rsim.h"
+#include "common/cores.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
 #include "sim/out.h"
@@ -131,15 +132,7 @@ int rsim_run_many(const rcfg_set *s, const rcfg_config *const *c, size_t n, cons
     p.rc = dh_calloc(n ? n : 1, sizeof *p.rc);
     p.err = dh_calloc(n ? n : 1, sizeof *p.err);
     pthread_mutex_init(&p.mu, NULL);
-    pthread_t th[16];
-    int nt = threads < 1 ? 1 : threads > 16 ? 16 : threads;
-    if ((size_t)nt > n) nt = (int)n;
-    int started = 0;
-    for (int i = 0; i < nt; i++)
-        if (pthread_create(&th[i], NULL, rsim_worker, &p) == 0) started++;
-        else break;
-    if (started == 0) rsim_worker(&p);
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    cores_run_pool(threads < 1 ? 1 : threads > 16 ? 16 : threads, n, rsim_worker, &p);
     pthread_mutex_destroy(&p.mu);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)

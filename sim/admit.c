@@ -172,19 +172,19 @@ static int open_streams(admit_state *a, uint32_t r, uint32_t horizon)
      * one position at a time through a live hot buffer (specrun.h). */
     if (a->sh->output_len[r] < horizon) horizon = a->sh->output_len[r];
     pol_open_args oa = { .src = a->src, .sh = a->sh, .req = r, .horizon = horizon, .bw = a->bw, .live = sc->spec.mode != 0 };
+    double *rpr = dh_calloc(a->G, sizeof *rpr);
     for (uint32_t g = 0; g < a->G; g++) {
         /* The misses' host regions: [gather] region_bytes over the group's row size. */
         const double rb = sc->model.layer[sc->model.group[g].first_layer].row_bytes;
-        oa.group = g;
-        oa.rows_per_region = sc->hw.region_bytes > 0 && rb > 0 ? sc->hw.region_bytes / rb : 0;
-        if (a->pol->open(&a->env, &q->ps[g], &oa) < 0) {
-            for (uint32_t j = 0; j < g; j++) a->pol->close(&q->ps[j]);
-            free(q->ps);
-            q->ps = NULL;
-            return -1;
-        }
+        rpr[g] = sc->hw.region_bytes > 0 && rb > 0 ? sc->hw.region_bytes / rb : 0;
     }
-    return 0;
+    int rc = pol_open_groups(a->pol, &a->env, q->ps, a->G, &oa, rpr);
+    free(rpr);
+    if (rc < 0) {
+        free(q->ps);
+        q->ps = NULL;
+    }
+    return rc;
 }
 
 /* What request r holds in the host pool once admitted: under a host tier with a host pool,

@@ -1,5 +1,6 @@
 /* dhsim: the trace-driven simulator of hierarchical sparse KV residency on a
  * decode GPU (sim/sim.h). Usage: dhsim --help. */
+#include "common/cores.h"
 #include "common/dh_err.h"
 #include "common/h5attr.h"
 #include "common/h5det.h"
@@ -156,12 +157,7 @@ static int run_all(const run_spec *spec, sim_result *res)
             if (slow == (pass == 0)) pl.order[no++] = i;
         }
     pthread_mutex_init(&pl.mu, NULL);
-    int nt = spec->threads < pl.n ? spec->threads : pl.n;
-    pthread_t th[MAX_COLS];
-    for (int i = 0; i < nt; i++)
-        if (pthread_create(&th[i], NULL, worker, &pl) != 0) { nt = i; break; }
-    if (nt == 0) worker(&pl);
-    for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
+    cores_run_pool(spec->threads, (size_t)pl.n, worker, &pl);
     pthread_mutex_destroy(&pl.mu);
     int rc = 0;
     for (int i = 0; i < pl.n; i++)

@@ -2,10 +2,13 @@
  * of following a stream; see pol.h. The policies themselves are in
  * pol_<name>.c. */
 #include "sim/pol.h"
+#include "common/cores.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,4 +249,82 @@ void pol_stream_close(pol_stream *ps)
     if (ps->mode == POL_LIVE_LRU || ps->mode == POL_AHEAD_LRU) hotbuf_release(&ps->buf); /* safe when already released */
     belady_seq_release(&ps->seq);
     memset(ps, 0, sizeof *ps);
+}
+
+/* ---- opening a request's streams ---------------------------------------- */
+
+typedef struct {
+    const pol_ops *pol;
+    const pol_env *e;
+    pol_stream *ps;
+    uint32_t G;
+    const pol_open_args *base;
+    const double *rows_per_region;
+    uint32_t next;            /* the next group to open (atomic) */
+    int *rc;                  /* [G] */
+    char (*err)[1024];        /* [G] the message of a group that failed */
+} open_job;
+
+static void open_some(open_job *j, belady_work *bw)
+{
+    for (;;) {
+        uint32_t g = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (g >= j->G) return;
+        pol_open_args oa = *j->base;
+        oa.group = g;
+        oa.rows_per_region = j->rows_per_region[g];
+        oa.bw = bw;
+        j->rc[g] = j->pol->open(j->e, &j->ps[g], &oa);
+        if (j->rc[g] < 0) snprintf(j->err[g], sizeof j->err[g], "%s", dh_errmsg());
+    }
+}
+
+static void *open_worker(void *arg)
+{
+    open_job *j = arg;
+    belady_work *bw = belady_work_new();
+    open_some(j, bw);
+    belady_work_free(bw);
+    return NULL;
+}
+
+int pol_open_groups(const pol_ops *pol, const pol_env *e, pol_stream *ps, uint32_t G, const pol_open_args *base,
+                    const double *rows_per_region)
+{
+    enum { MAX_HELPERS = 15 };
+    int extra = pol->open_parallel && G > 1 ? cores_borrow(G - 1 < MAX_HELPERS ? (int)G - 1 : MAX_HELPERS) : 0;
+    if (extra == 0) {
+        pol_open_args oa = *base;
+        for (uint32_t g = 0; g < G; g++) {
+            oa.group = g;
+            oa.rows_per_region = rows_per_region[g];
+            if (pol->open(e, &ps[g], &oa) < 0) {
+                for (uint32_t j = 0; j < g; j++) pol->close(&ps[j]);
+                return -1;
+            }
+        }
+        return 0;
+    }
+    open_job j = {.pol = pol, .e = e, .ps = ps, .G = G, .base = base, .rows_per_region = rows_per_region};
+    j.rc = dh_calloc(G, sizeof *j.rc);
+    j.err = dh_calloc(G, sizeof *j.err);
+    pthread_t th[MAX_HELPERS];
+    int started = 0;
+    for (int i = 0; i < extra; i++)
+        if (pthread_create(&th[started], NULL, open_worker, &j) == 0) started++;
+    cores_give_back(extra - started);
+    open_some(&j, base->bw);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    cores_give_back(started);
+    int failed = -1;
+    for (uint32_t g = 0; g < G && failed < 0; g++)
+        if (j.rc[g] < 0) failed = (int)g;
+    if (failed >= 0) {
+        for (uint32_t g = 0; g < G; g++)
+            if (j.rc[g] == 0) pol->close(&ps[g]);
+        dh_err("%s", j.err[failed]);
+    }
+    free(j.rc);
+    free(j.err);
+    return failed >= 0 ? -1 : 0;
 }

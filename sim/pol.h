@@ -177,6 +177,10 @@ typedef struct {
     const char *knobs;
     /* 1: the policy demotes resident requests to the hot buffer (pol_env.sgl_demotions counts them). */
     int demotes;
+    /* 1: open() of different streams may run at the same time on other threads (it reads the
+     * env only, and uses pol_open_args.bw as its own thread's scratch), so an admission opens
+     * a request's groups on the threads idle at that moment (common/cores.h). */
+    int open_parallel;
     /* Ledger bytes of group g of a request whose final context has rows rows:
      * added to the protected and optional categories. */
     void (*reserve)(const pol_env *e, uint32_t g, double rows, double *prot, double *opt);
@@ -192,6 +196,13 @@ typedef struct {
     int (*next)(pol_stream *ps, const trace_shape *sh, pol_out *o);
     void (*close)(pol_stream *ps);
 } pol_ops;
+
+/* Open one request's streams ps[0 .. G), group g with base's arguments, group = g and
+ * rows_per_region[g]. A policy with open_parallel opens them on the threads idle at this
+ * moment as well (common/cores.h; each with its own MIN scratch), the results the same as
+ * one thread's. 0, or -1 with dh_err() of the lowest group that failed, nothing left open. */
+int pol_open_groups(const pol_ops *pol, const pol_env *e, pol_stream *ps, uint32_t G, const pol_open_args *base,
+                    const double *rows_per_region);
 
 /* The registered policy of that index, or NULL. */
 const pol_ops *pol_ops_of(pol_kind kind);

@@ -20,6 +20,7 @@ const pol_ops pol_hisparse_ops = {
     .what = "an idealised LRU hot buffer (a produced row resident at once), the fetch overlapped with compute",
     .reserve = pol_reserve_fixed,
     .budget = pol_budget_fixed,
+    .open_parallel = 1,
     .open = open_stream,
     .next = pol_stream_next,
     .close = pol_stream_close,

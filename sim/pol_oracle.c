@@ -16,6 +16,7 @@ const pol_ops pol_oracle_ops = {
     .no_spec = "Belady over verification unions is not modelled",
     .reserve = pol_reserve_fixed,
     .budget = pol_budget_fixed,
+    .open_parallel = 1,
     .open = open_stream,
     .next = pol_stream_next,
     .close = pol_stream_close,

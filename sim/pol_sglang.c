@@ -301,6 +301,7 @@ const pol_ops pol_sglang_hisparse_ops = {
     .no_spec = no_spec,
     .reserve = reserve,
     .budget = budget,
+    .open_parallel = 1,
     .open = open_static,
     .next = sgl_stream_step,
     .close = sgl_stream_close,

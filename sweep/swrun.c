@@ -5,6 +5,7 @@
  * selection streams are generated once per group. The queue is a counter
  * under a mutex: a task lasts seconds, so contention is nil. */
 #include "sweep/swrun.h"
+#include "common/cores.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
 #include "sim/out.h"
@@ -240,20 +241,6 @@ static void *plan_worker(void *arg)
     }
 }
 
-static int run_threads(int n, void *(*fn)(void *), void *arg)
-{
-    pthread_t *th = dh_calloc((size_t)n, sizeof *th);
-    int started = 0;
-    for (int i = 0; i < n; i++) {
-        if (pthread_create(&th[i], NULL, fn, arg) != 0) break;
-        started++;
-    }
-    if (started == 0) fn(arg);
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-    free(th);
-    return 0;
-}
-
 /* ---------------------------------------------------------------- running */
 
 static int write_unit(sweep_run *r, size_t ui)
@@ -432,7 +419,7 @@ int swrun_run(const swdef *d, const swrun_opts *o, swrun_stats *st)
     int workers = o->workers > 0 ? o->workers : 1;
     /* Every task's configuration is checked before any runs. */
     plan_pool pp = { &r, 0, PTHREAD_MUTEX_INITIALIZER };
-    run_threads(workers, plan_worker, &pp);
+    cores_run_pool(workers, r.n_tasks, plan_worker, &pp);
     pthread_mutex_destroy(&pp.mu);
     int rc = r.rc;
     if (o->agree && !o->agree(rc == 0, o->agree_arg) && rc == 0) {
@@ -500,7 +487,7 @@ int swrun_run(const swdef *d, const swrun_opts *o, swrun_stats *st)
     r.bar_total = st->units;
     r.bar_base = st->skipped;
     if (o->progress) progress_init(&r.bar, "dhsweep: points");
-    run_threads(workers, run_worker, &r);
+    cores_run_pool(workers, r.n_queued, run_worker, &r);
     if (o->progress) progress_done(&r.bar);
     for (size_t g = 0; g < r.n_groups; g++) { sel_source_free(r.groups[g].holder); pthread_mutex_destroy(&r.groups[g].mu); }
     rc = r.rc;
