@@ -2,7 +2,8 @@
 #include "sim/memplan.h"
 
 const char *const memplan_part_name[MP_N_PARTS] = {
-    "attention", "attention_absorbed", "indexer", "dense_mlp", "shared_expert", "router", "routed_experts", "embedding", "lm_head",
+    "attention", "attention_absorbed", "indexer", "dense_mlp", "shared_expert", "router", "routed_experts",
+    "embedding", "lm_head",
 };
 
 double memplan_weights(const model_cfg *m, const memplan_par *p, double part[MP_N_PARTS])
