@@ -2,7 +2,8 @@
 #include "sim/memplan.h"
 
 const char *const memplan_part_name[MP_N_PARTS] = {
-    "attention", "indexer", "dense_mlp", "shared_expert", "router", "routed_experts", "embedding", "lm_head",
+    "attention", "attention_absorbed", "indexer", "dense_mlp", "shared_expert", "router", "routed_experts",
+    "embedding", "lm_head",
 };
 
 double memplan_weights(const model_cfg *m, const memplan_par *p, double part[MP_N_PARTS])
@@ -13,6 +14,7 @@ double memplan_weights(const model_cfg *m, const memplan_par *p, double part[MP_
     for (uint32_t l = 0; l < m->n_layers; l++) {
         const model_kind *k = &m->layer[l];
         part[MP_ATTN] += k->attn_params * q / p->attn_tp;
+        part[MP_ATTN_ABSORB] += k->absorb_params * p->absorb_bytes_per_param / p->attn_tp;
         if (k->select == MODEL_SELECT_OWN) part[MP_INDEXER] += k->indexer_params * q / p->attn_tp;
         part[MP_DENSE_MLP] += k->mlp_params * q / p->dense_mlp_tp;
         part[MP_SHARED_EXPERT] += k->shared_expert_params * q / p->shared_expert_tp;
@@ -44,9 +46,9 @@ void memplan_print(const memplan *mp, const char *model, const char *instance, F
     L(mp->weights_given ? "weights in use (weights_per_gpu_bytes)" : "weights in use", mp->weights);
     if (mp->mem_fraction_static > 0) {
         fprintf(f, "  %-40s %10.3f\n", "mem_fraction_static", mp->mem_fraction_static);
-        L("  static share (x HBM)", mp->mem_fraction_static * mp->capacity);
-        L("  held before the pool (context)", mp->context);
-        L("  outside the static share", (1 - mp->mem_fraction_static) * mp->capacity);
+        L("  held before the model load (context)", mp->context);
+        L("  static share (x (HBM - context))", mp->mem_fraction_static * (mp->capacity - mp->context));
+        L("  outside the static share", mp->outside);
         L("    cuda graphs", mp->cuda_graphs);
         L("    communication buffers", mp->comm_buffers);
         L("    activations and slack (rest)", mp->activations);

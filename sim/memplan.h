@@ -9,15 +9,24 @@
  * --moe-dense-tp-size; unset = the whole TP group); the shared expert over
  * shared_expert_tp (1 with DeepEP, which keeps it beside the dispatch); the
  * router on every GPU; the LM head over lm_head_tp (the whole TP group unless
- * --enable-dp-lm-head); the routed experts over moe_ep.
+ * --enable-dp-lm-head); the routed experts over moe_ep. Besides the checkpoint's
+ * weights, SGLang's DeepSeek-family loader keeps the absorbed MLA up-projections
+ * w_kc and w_vc as new BF16 tensors beside the FP8 kv_b_proj (post_load_weights: on
+ * CUDA with 128 x 128 blocks kv_b_proj is dequantized with block_quant_dequant to
+ * bfloat16 and split, unless SGL_USE_DEEPGEMM_BMM): the kinds' absorb_params at
+ * absorb_bytes_per_param (instance key, 0 = none held), split as attention is.
  *
- * Framework memory (SGLang model_runner.py): the KV pool is what remains of
- * mem_fraction_static x HBM after the weights and what the process held
- * before the pool was sized (context_bytes: CUDA context, NCCL communicators,
- * library workspaces); the share outside mem_fraction_static holds the CUDA
- * graphs, the communication buffers (DeepEP's, allocated at the first
- * dispatch) and the activations, and must hold the first two. An instance
- * without mem_fraction_static gives one workspace_bytes instead.
+ * Framework memory, as SGLang sizes its KV pool (model_runner_kv_cache_mixin.py
+ * _profile_available_bytes, profile_max_num_token): the free memory after the
+ * model load less (1 - mem_fraction_static) x the free memory before it,
+ *     KV pool = mem_fraction_static x (HBM - context) - weights,
+ * where context_bytes is what the process holds before the model load (CUDA
+ * context, NCCL communicators, custom all-reduce buffers: HBM less SGLang's
+ * pre_model_load_memory). The share outside, (1 - mem_fraction_static) x
+ * (HBM - context), holds the CUDA graphs, the communication buffers (DeepEP's,
+ * allocated at the first dispatch, after the pool: model_executor/
+ * deepep_capacity.py) and the activations, and must hold the first two. An
+ * instance without mem_fraction_static gives one workspace_bytes instead.
  *
  * HiSparse's host pool: host_to_device_ratio x the device KV pool (SGLang's
  * --hisparse-config host_to_device_ratio; 0 = unbounded). */
@@ -30,10 +39,11 @@
 
 typedef struct {
     double attn_tp, dense_mlp_tp, shared_expert_tp, lm_head_tp, moe_ep;
+    double absorb_bytes_per_param; /* the framework's copies of the absorbed MLA up-projections (0: none) */
 } memplan_par;
 
-enum { MP_ATTN = 0, MP_INDEXER, MP_DENSE_MLP, MP_SHARED_EXPERT, MP_ROUTER, MP_ROUTED_EXPERTS, MP_EMBED, MP_LM_HEAD,
-       MP_N_PARTS };
+enum { MP_ATTN = 0, MP_ATTN_ABSORB, MP_INDEXER, MP_DENSE_MLP, MP_SHARED_EXPERT, MP_ROUTER, MP_ROUTED_EXPERTS, MP_EMBED,
+       MP_LM_HEAD, MP_N_PARTS };
 extern const char *const memplan_part_name[MP_N_PARTS];
 
 typedef struct {
@@ -48,6 +58,7 @@ typedef struct {
     double mem_fraction_static;  /* 0: workspace_bytes given instead */
     double context, cuda_graphs, comm_buffers;
     double activations;          /* the rest of the share outside mem_fraction_static */
+    double outside;              /* (1 - mem_fraction_static) x (capacity - context) */
     double workspace;            /* everything besides weights and KV */
     double kv_pool;              /* capacity - weights - workspace */
     double host_to_device_ratio; /* 0: unbounded host pool */

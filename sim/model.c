@@ -65,6 +65,9 @@ static const cfg_key model_keys[] = {
                "An MoE layer's shared-expert parameters.", 0),
     CK_DYN_ROW("kind.NAME", "router_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0", NULL,
                "An MoE layer's router parameters.", 0),
+    CK_DYN_ROW("kind.NAME", "absorb_params", CK_NUM, "", 0, 1e13, "the base kind's, else 0", NULL,
+               "MLA up-projection parameters (heads x (qk_nope + v_head) x kv_lora_rank) a framework keeps again as "
+               "the absorbed w_kc, w_vc (memplan.h).", 0),
     CK_DYN_ROW("kind.NAME", "moe", CK_BOOL, "", 0, 0, "the base kind's, else false", NULL, "The layer's FFN is routed "
                "experts.", 0),
 };
@@ -165,7 +168,7 @@ static int load_kind(cfg *c, const char *sec, kind_set *ks)
         struct { const char *key; double *dst; } w[] = {
             { "attn_params", &k.attn_params }, { "indexer_params", &k.indexer_params },
             { "mlp_params", &k.mlp_params }, { "shared_expert_params", &k.shared_expert_params },
-            { "router_params", &k.router_params },
+            { "router_params", &k.router_params }, { "absorb_params", &k.absorb_params },
         };
         for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
             double def_ = *w[i].dst;

@@ -25,7 +25,9 @@
  * attn_v_dim, attn_fp8, moe; and its weights in parameters (for the memory
  * plan, memplan.h): attn_params (attention projections, norms, compressors),
  * indexer_params (counted on select = own layers only), mlp_params (a dense
- * layer's MLP), shared_expert_params and router_params (MoE layers);
+ * layer's MLP), shared_expert_params and router_params (MoE layers), absorb_params
+ * (MLA's kv_b_proj as the absorbed w_kc and w_vc, which SGLang keeps again in BF16;
+ * counted at the instance's absorb_bytes_per_param);
  * `base = OTHER` copies every key of an earlier kind that is not given.
  *
  * [model] keys: name, layers, hidden, active_params (per token, for FLOPs),
@@ -64,6 +66,7 @@ typedef struct {
     int attn_fp8;
     int moe;
     double attn_params, indexer_params, mlp_params, shared_expert_params, router_params;
+    double absorb_params;    /* heads x (qk_nope + v_head) x kv_lora_rank (MLA), 0: none */
 } model_kind;
 
 typedef struct {

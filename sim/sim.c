@@ -48,7 +48,11 @@ static const cfg_key inst_keys[] = {
                NULL, "The framework's static share of HBM for weights and KV (SGLang --mem-fraction-static); with "
                "context_bytes, cuda_graph_bytes and comm_buffer_bytes (docs/MEMORY.md).", 0),
     CK_DYN_ROW("instance", "context_bytes", CK_NUM, "bytes", 0, 1e15, "required with mem_fraction_static", NULL,
-               "CUDA context and allocator reserve inside the static share.", 0),
+               "Held before the model load (CUDA context, NCCL communicators, custom all-reduce buffers: HBM less "
+               "SGLang's pre_model_load_memory); the static share is mem_fraction_static of the rest.", 0),
+    CK_DYN_ROW("instance", "absorb_bytes_per_param", CK_NUM, "bytes", 0, 8, "0", NULL,
+               "Bytes a parameter of the kinds' absorb_params is held in again (SGLang: 2, BF16 w_kc and w_vc beside "
+               "the FP8 kv_b_proj; 0: not held).", 0),
     CK_DYN_ROW("instance", "cuda_graph_bytes", CK_NUM, "bytes", 0, 1e15, "required with mem_fraction_static", NULL,
                "CUDA-graph memory, outside the static share.", 0),
     CK_DYN_ROW("instance", "comm_buffer_bytes", CK_NUM, "bytes", 0, 1e15, "required with mem_fraction_static", NULL,
@@ -289,7 +293,7 @@ static int mem_load(cfg *c, sim_config *sc)
         return dh_err("%s: [instance] kv_dtype = '%s' (expected fp8 or bf16)", cfg_name(c), kvd);
     }
     const double attn_tp = sc->gpus / sc->attention_dp;
-    memplan_par p = { attn_tp, sc->gpus, 1, sc->gpus, sc->moe_ep };
+    memplan_par p = { attn_tp, sc->gpus, 1, sc->gpus, sc->moe_ep, 0 };
     double zero = 0, one = 1;
     struct { const char *key; double *dst, lo, hi; const double *def; } d[] = {
         { "dense_mlp_tp", &p.dense_mlp_tp, 1, 4096, &sc->gpus },
@@ -299,6 +303,7 @@ static int mem_load(cfg *c, sim_config *sc)
         { "dp_gather_lat_s", &sc->dp_gather_lat_s, 0, 10, &zero },
         { "dp_gather_gbps", &sc->dp_gather_gbps, 0, 1e6, &zero },
         { "straggler_cv", &sc->straggler_cv, 0, 10, &zero },
+        { "absorb_bytes_per_param", &p.absorb_bytes_per_param, 0, 8, &zero },
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (cfg_get_double(c, "instance", d[i].key, d[i].dst, d[i].def, d[i].lo, d[i].hi) < 0) return -1;
@@ -307,7 +312,9 @@ static int mem_load(cfg *c, sim_config *sc)
     mp->par = p;
     mp->computed = memplan_weights(&sc->model, &p, mp->part);
     mp->lm_head = mp->part[MP_LM_HEAD];
-    mp->read_per_step = mp->computed - mp->part[MP_ROUTED_EXPERTS] - mp->part[MP_EMBED];
+    /* The absorbed copies are held, not counted as read: the step's weight read keeps the
+     * checkpoint's kv_b_proj (docs/MEMORY.md). */
+    mp->read_per_step = mp->computed - mp->part[MP_ROUTED_EXPERTS] - mp->part[MP_EMBED] - mp->part[MP_ATTN_ABSORB];
     mp->weights_given = cfg_has(c, "instance", "weights_per_gpu_bytes");
     if (mp->weights_given) {
         if (cfg_get_double(c, "instance", "weights_per_gpu_bytes", &mp->weights, CFG_REQUIRED, 0, 1e15) < 0) return -1;
@@ -334,12 +341,18 @@ static int mem_load(cfg *c, sim_config *sc)
         };
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
             if (cfg_get_double(c, "instance", f[i].key, f[i].dst, CFG_REQUIRED, f[i].lo, f[i].hi) < 0) return -1;
-        const double outside = (1 - mp->mem_fraction_static) * mp->capacity;
+        if (mp->context >= mp->capacity)
+            return dh_err("%s: [instance] context_bytes (%g) is not below the GPU's %g B", cfg_name(c), mp->context,
+                          mp->capacity);
+        /* SGLang: the pool is the free memory after the load less (1 - fraction) x the free
+         * memory before it, HBM - context. */
+        const double outside = (1 - mp->mem_fraction_static) * (mp->capacity - mp->context);
+        mp->outside = outside;
         mp->activations = outside - mp->cuda_graphs - mp->comm_buffers;
         if (mp->activations < 0)
             return dh_err("%s: [instance] cuda_graph_bytes (%g) and comm_buffer_bytes (%g) exceed the %g B outside "
-                          "mem_fraction_static = %g of the GPU's %g B", cfg_name(c), mp->cuda_graphs, mp->comm_buffers,
-                          outside, mp->mem_fraction_static, mp->capacity);
+                          "mem_fraction_static = %g of the GPU's %g B less context_bytes", cfg_name(c), mp->cuda_graphs,
+                          mp->comm_buffers, outside, mp->mem_fraction_static, mp->capacity);
         mp->workspace = mp->context + outside;
     }
     sc->workspace = mp->workspace;

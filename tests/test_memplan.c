@@ -89,12 +89,14 @@ static void test_glm53_weights(void **state)
     assert_int_equal(sc.model.n_groups, selecting_layers(4, 3));
     assert_int_equal(selecting_layers(4, 3), 21);
     check_glm(&sc, 21, 8, 8, 8);
-    /* The framework: the pool is 0.85 x HBM less the weights and the context. */
+    /* The framework, as SGLang sizes the pool: 0.85 of what is free before the model load
+     * (HBM less the context) less the weights; the rest of it is outside the static share. */
     const memplan *mp = &sc.mem;
     double hbm = sc.hw.hbm_bytes;
-    close_to(mp->kv_pool, 0.85 * hbm - sc.weights_per_gpu - 1e9, "KV pool");
-    close_to(mp->workspace, 0.15 * hbm + 1e9, "framework");
-    close_to(mp->activations, 0.15 * hbm - 3e9 - 3e9, "activations");
+    close_to(mp->part[MP_ATTN_ABSORB], 0, "no absorbed copies");
+    close_to(mp->kv_pool, 0.85 * (hbm - 1e9) - sc.weights_per_gpu, "KV pool");
+    close_to(mp->workspace, 0.15 * (hbm - 1e9) + 1e9, "framework");
+    close_to(mp->activations, 0.15 * (hbm - 1e9) - 3e9 - 3e9, "activations");
     sim_config_release(&sc);
     /* Replicated dense MLPs and LM head (--moe-dense-tp-size 1, --enable-dp-lm-head). */
     char *sets[] = { "instance.dense_mlp_tp=1", "instance.lm_head_tp=1" };
@@ -113,6 +115,63 @@ static void test_glm51_weights_and_bf16_rows(void **state)
     check_glm(&sc, 78, 8, 8, 8);
     /* BF16 rows: (512 + 64) x 2 bytes on every layer. */
     for (uint32_t g = 0; g < sc.model.n_groups; g++) close_to(sc.model.group[g].kv_bytes_per_row, 576 * 2, "BF16 row");
+    sim_config_release(&sc);
+}
+
+/* The SGLang instances: the absorbed w_kc, w_vc in BF16 beside the checkpoint's weights,
+ * split as attention is; the pool from the free memory SGLang logged before the model load
+ * (sgl-project/sglang#6017: 137.46 GiB on a DP-attention node; SemiAnalysisAI/InferenceX#2128:
+ * 12.25 + 125.65 GiB on TP8), 0.85 or 0.8 of it less the weights. */
+static void test_sglang_instances(void **state)
+{
+    (void)state;
+    const double GiB = 1073741824.0, absorb = 78 * 64 * (192 + 256) * 512.0 * 2;
+    struct { const char *inst; double attn_tp, frac, pre; uint32_t selecting; } t[] = {
+        { "models/instances/glm53-h200x8-sglang.ini", 1, 0.85, 137.46 * GiB, 21 },
+        { "models/instances/glm53-h200x8-sglang-tp8.ini", 8, 0.8, (12.25 + 125.65) * GiB, 21 },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        sim_config sc;
+        load(t[i].inst, NULL, 0, &sc);
+        const memplan *mp = &sc.mem;
+        close_to(mp->part[MP_ATTN_ABSORB], absorb / t[i].attn_tp, "absorbed w_kc, w_vc");
+        double other = mp->computed - mp->part[MP_ATTN_ABSORB];
+        close_to(sc.weights_per_gpu, other + absorb / t[i].attn_tp, "weights with the copies");
+        /* the instance's context_bytes is the log's, to its 0.005 GiB */
+        if (!(fabs(mp->context - (sc.hw.hbm_bytes - t[i].pre)) <= 0.005 * GiB))
+            fail_msg("%s: context %.0f B, the log's %.0f", t[i].inst, mp->context, sc.hw.hbm_bytes - t[i].pre);
+        double pool = t[i].frac * (sc.hw.hbm_bytes - mp->context) - sc.weights_per_gpu;
+        close_to(mp->kv_pool, pool, "KV pool");
+        if (!(fabs(mp->kv_pool - (t[i].frac * t[i].pre - sc.weights_per_gpu)) <= t[i].frac * 0.005 * GiB))
+            fail_msg("%s: pool %.0f B, from the log's free memory %.0f", t[i].inst, mp->kv_pool,
+                     t[i].frac * t[i].pre - sc.weights_per_gpu);
+        /* held, not read: the step's weight read is the checkpoint's */
+        close_to(mp->read_per_step, other - mp->part[MP_ROUTED_EXPERTS] - mp->part[MP_EMBED], "read per step");
+        sim_config_release(&sc);
+    }
+}
+
+/* The DSA pool's bytes per token against SGLang's own log (sgl-project/sglang#11309,
+ * DeepSeek-V3.2-Exp on 8 x B200, FP8 KV, 61 layers, page size 64): "KV Cache is allocated.
+ * #tokens: 975424, KV size: 43.67 GB" with the indexer keys, "#tokens: 1462784, KV size:
+ * 54.52 GB" without them (the log before that pull request). SGLang's pool holds #tokens +
+ * one page (the padded slot) of 61 rows and, in the first, 61 indexer keys; GLM's kinds
+ * have the same layout (kv_lora_rank 512 + rope 64, index_head_dim 128). The tolerance is
+ * the log's rounding, 0.005 GiB. */
+static void test_dsa_pool_bytes_per_token(void **state)
+{
+    (void)state;
+    const double GiB = 1073741824.0;
+    sim_config sc;
+    char *sets[] = { "instance.model=models/glm51.ini" };
+    load("models/instances/glm53-h200x8.ini", sets, 1, &sc);
+    const double row = sc.model.group[0].kv_bytes_per_row, key = sc.model.group[0].indexer_bytes_per_row;
+    struct { double tokens, gib, per_layer; } t[] = { { 975424, 43.67, row + key }, { 1462784, 54.52, row } };
+    for (size_t i = 0; i < 2; i++) {
+        double bytes = (t[i].tokens + 64) * 61 * t[i].per_layer;
+        if (!(fabs(bytes - t[i].gib * GiB) <= 0.005 * GiB))
+            fail_msg("log %zu: %.0f B by the model's rows, the log's %.2f GiB = %.0f B", i, bytes, t[i].gib, t[i].gib * GiB);
+    }
     sim_config_release(&sc);
 }
 
@@ -168,7 +227,7 @@ static void test_ledger_holds_the_plan(void **state)
     double w = 78 * d.attn * Q + 21 * d.indexer * Q + 3 * d.mlp * Q / 8 + 75 * d.shared * Q + 75 * d.router * 2 +
                75 * 32 * d.expert_bytes + d.embed * 2 + d.embed * 2 / 8;
     close_to(r.hbm_peak[MEM_WEIGHTS], w, "ledger weights");
-    close_to(r.hbm_peak[MEM_WORKSPACE], 0.15 * sc.hw.hbm_bytes + 1e9, "ledger framework");
+    close_to(r.hbm_peak[MEM_WORKSPACE], 0.15 * (sc.hw.hbm_bytes - 1e9) + 1e9, "ledger framework");
     sim_result_release(&r);
     sel_source_free(src);
     sim_config_release(&sc);
@@ -191,6 +250,8 @@ static void test_bad_memory_keys(void **state)
     expect_error(big, 1, "exceed");
     char *dtype[] = { "instance.kv_dtype=fp16" };
     expect_error(dtype, 1, "expected fp8 or bf16");
+    char *ctx[] = { "instance.context_bytes=200e9" };
+    expect_error(ctx, 1, "is not below");
     char *tp[] = { "instance.lm_head_tp=16" };
     expect_error(tp, 1, "may not exceed gpus");
 }
@@ -244,6 +305,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_glm53_weights),
         cmocka_unit_test(test_glm51_weights_and_bf16_rows),
+        cmocka_unit_test(test_sglang_instances),
+        cmocka_unit_test(test_dsa_pool_bytes_per_token),
         cmocka_unit_test(test_dsv4flash_weights),
         cmocka_unit_test(test_ledger_holds_the_plan),
         cmocka_unit_test(test_bad_memory_keys),
