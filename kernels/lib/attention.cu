@@ -121,10 +121,10 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
     }
     const int tn = (int)ATTN6_TILE_ROWS;
     const int per_split = a.nq * (a.heads / AT_H);
-    const bool paired = version == 22 || version == 23 || version == 24;
+    const bool paired = version >= 22 && version <= 25;
     if (paired && !attn22_applies(a)) version = 18;
     if (version == 22) sms = std::min(sms, dhk__attn22_resident_blocks());   /* one wave of clusters */
-    if (version == 23 || version == 24) sms = std::min(sms, dhk__attn23_resident_blocks(version));
+    if (version >= 23 && version <= 25) sms = std::min(sms, dhk__attn23_resident_blocks(version));
     if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
     a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
     a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
@@ -137,7 +137,7 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
     a.part_lse = sc.part_lse;
     a.merge_cnt = sc.merge_cnt;
     if (version == 22) dhk__attn22_launch(a, out, stream);
-    else if (version == 23 || version == 24) dhk__attn23_launch(a, out, stream, version);
+    else if (version >= 23 && version <= 25) dhk__attn23_launch(a, out, stream, version);
     else if (version == 18) dhk__attn18_launch(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
     if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);

@@ -75,12 +75,13 @@ void dhk__attn18_launch(const attn_args &a, float *out, cudaStream_t stream);
  * groups only, in clusters of two blocks; the blocks of its clusters resident at once. */
 void dhk__attn22_launch(const attn_args &a, float *out, cudaStream_t stream);
 int dhk__attn22_resident_blocks();
-/* Versions 23, 24 (kernels/lib/attn23.cuh, version = 23 or 24): version 22 with the producer's
- * copies to the peer issued per warp; the same cases as 22. */
+/* Versions 23-25 (kernels/lib/attn23.cuh, version = 23, 24 or 25): version 22 with the producer's
+ * copies to the peer issued per warp (25: persistent, one wave of clusters walking the work items;
+ * version 23 where a split is not a multiple of 4 tiles); the same cases as 22. */
 void dhk__attn23_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
 int dhk__attn23_resident_blocks(int version);
 struct dhk_attn_scratch;
-/* dhk_attention_launch with its main kernel named (8, 18, 22, 23 or 24; 22-24 run 18 where they
+/* dhk_attention_launch with its main kernel named (8, 18 or 22-25; 22-25 run 18 where they
  * do not apply) instead of chosen (the benchmarks). */
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
                                    int version);

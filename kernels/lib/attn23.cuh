@@ -216,4 +216,215 @@ static inline int a23_max_clusters()
     return n;
 }
 
+
+/* Version 25: version 23 persistent, FlashMLA's way of paying a block's setup once per SM (its
+ * sparse decode kernel walks a range of (request, block) pairs per cluster). The grid is one wave
+ * of clusters; cluster c takes the work items c, c + C, c + 2 C, ... (C clusters; an item is one
+ * (split, query, pair of 64-head groups), the grid point of versions 22-24), in order. Between two
+ * items nothing is torn down: the barriers stay initialised, the producer's stage and phase count
+ * runs on, and the producer issues the row loads of the next item's first two tiles as soon as it
+ * has filled the last tile of the current one, while the consumers finish it, write its output and
+ * load the next query. One more barrier per block, stg (16 arrivals: every consumer warp of both
+ * blocks, after its epilogue's copy-out), guards the staging of the output in the key stages: the
+ * producer waits on it before its first store of every item after the first (it writes both
+ * blocks' stages). The consumers' tile loop (a18_loop) counts stages and phases from each item's
+ * first tile, so every item must have a multiple of 4 tiles (each stage then ends an item at the
+ * phase it began with); a25_applies checks that and the launch sends other shapes to version 23. */
+#define A25_BAR_STG_OFF 32   /* after full[2] and empty[2] in the barrier area */
+
+template <int DIAG>
+__device__ __forceinline__ void a25_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, uint32_t rank,
+                                             int nitems)
+{
+    const int qt = p & 3;
+    const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16, bar_stg = bar_full + A25_BAR_STG_OFF;
+    const int jr = 32 * (int)rank + (p >> 2);
+    int T = 0;   /* tiles filled before this item */
+    int j = 0;   /* this cluster's items before this one */
+    /* Few values live across the items (two tiles' loads fill most of the producer's registers):
+     * the cluster's index and count, and the peer's addresses, are read again where used. */
+#pragma unroll 1
+    for (int it = blockIdx.x; it < nitems; it += gridDim.x, j++) {
+        const int split = it % a.splits, q = (it / a.splits) % a.nq;
+        const int rb = split * a.rows_per_split, re = min(a.k, rb + a.rows_per_split);
+        const int ntiles = re > rb ? (re - rb + A6_N - 1) / A6_N : 0;
+        auto has_row = [&](int t) { return t < ntiles && rb + t * A6_N + jr < re; };
+        auto row_id = [&](int t) { return has_row(t) ? attn4_row_id(a, q, rb + t * A6_N + jr) : 0ll; };
+        auto load = [&](a14_rowset &r, long long id, bool valid) {
+            const uint8_t *src = valid ? attn4_row_ptr(a, id) : nullptr;
+#pragma unroll
+            for (int i = 0; i < 8; i++) r.lat[i] = valid ? *(const uint4 *)(src + (qt + 4 * i) * 16) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                r.rope[i] = valid ? *(const uint4 *)(src + KREF_LATENT + 16 + (qt + 4 * i) * 16) : make_uint4(0, 0, 0, 0);
+            r.sc = valid ? *(const uint4 *)(src + KREF_LATENT) : make_uint4(0, 0, 0, 0);
+        };
+        auto fill = [&](const a14_rowset &r, int t) {
+            const int g = T + t, s = g & 1;
+            if (g >= 2) dh_mbar_wait(bar_empty + 8 * s, ((g >> 1) - 1) & 1);
+            /* Both blocks' consumers have copied the last item's staged output out of the stages. */
+            if (t == 0 && j > 0) dh_mbar_wait(bar_stg, (j - 1) & 1);
+            if (p == 0) a14_expect_tx(bar_full + 8 * s, A14_PEER_BYTES);
+            const uint32_t st_off = A6_TILE_BYTES * (1 + s);
+            uint8_t *stage = sm + st_off;
+            const uint32_t peer = rank ^ 1u, peer_sm = a14_mapa(sbase, peer), pbar = a14_mapa(bar_full, peer) + 8 * s;
+            const uint32_t run = st_off + (uint32_t)(jr & ~7) * 128;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int o = qt + 4 * i;
+                const uint32_t gb = (i >> 1) == 0 ? r.sc.x : (i >> 1) == 1 ? r.sc.y : (i >> 1) == 2 ? r.sc.z : r.sc.w;
+                uint4 w[2];
+                dh_fp8x16_to_f16(r.lat[i], __float2half2_rn(__uint_as_float(gb)), w);
+                *(uint4 *)(stage + a6_swz(jr, 2 * o)) = w[0];
+                *(uint4 *)(stage + a6_swz(jr, 2 * o + 1)) = w[1];
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++) *(uint4 *)(stage + a6_swz(jr, 64 + qt + 4 * i)) = dh_bf16x8_to_f16(r.rope[i]);
+            dh_fence_proxy_async();
+            __syncwarp();
+            if ((p & 31) == 0) {
+#pragma unroll
+                for (int cb = 0; cb < 9; cb++)
+                    a23_bulk_to_peer(peer_sm + run + cb * A6_BLOCK_BYTES, sbase + run + cb * A6_BLOCK_BYTES, 1024, pbar);
+            }
+            dh_mbar_arrive(bar_full + 8 * s);
+        };
+        a14_rowset A, B;
+        if (ntiles > 0) load(A, row_id(0), has_row(0));
+        long long id_odd = row_id(1);
+#pragma unroll 1
+        for (int t = 0; t < ntiles; t += 2) {
+            const long long id_even = row_id(t + 2);
+            if (t + 1 < ntiles) load(B, id_odd, has_row(t + 1));
+            fill(A, t);
+            if (t + 1 >= ntiles) break;
+            id_odd = row_id(t + 3);
+            if (t + 2 < ntiles) load(A, id_even, has_row(t + 2));
+            fill(B, t + 1);
+        }
+        T += ntiles;
+    }
+}
+
+/* Consumer warpgroup W of version 25: version 22's (a18_loop, a18_epilogue) once per item, then
+ * one arrival per warp on both blocks' stg barrier. */
+template <int DIAG, int W>
+__device__ __forceinline__ void a25_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
+                                             int tid, uint32_t rank, int nitems, int nclu, int cid)
+{
+    const uint32_t bar_stg = sbase + A6_BAR_OFF + A25_BAR_STG_OFF;
+    const uint32_t my_stg = a18_mapa(bar_stg, rank), peer_stg = a18_mapa(bar_stg, rank ^ 1u);
+#pragma unroll 1
+    for (int it = cid; it < nitems; it += nclu) {
+        const int split = it % a.splits, q = (it / a.splits) % a.nq, hb = 2 * (it / (a.splits * a.nq)) + (int)rank;
+        const int rb = split * a.rows_per_split, re = min(a.k, rb + a.rows_per_split);
+        const int ntiles = re > rb ? (re - rb + A6_N - 1) / A6_N : 0;
+        a6_load_q<KREF_ROW_FP8, 256>(a, sm, tid, q, hb);
+        dh_fence_proxy_async();
+        a6_consumer_bar();
+        float o[128], m0, m1, l0, l1;
+        a18_loop<KREF_ROW_FP8, 18, DIAG, W, true>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_epilogue<KREF_ROW_FP8>(a, out, sm, W, tid, q, split, hb, o, m0, m1, l0, l1);
+        /* This thread's reads of the staged output are done (their values are stored); ordered
+         * before the next item's stores and bulk copies into the stages. */
+        dh_fence_proxy_async();
+        __syncwarp();
+        if ((tid & 31) == 0) {
+            a18_arrive_remote(my_stg);
+            a18_arrive_remote(peer_stg);
+        }
+    }
+}
+
+template <int DIAG>
+__global__ void __launch_bounds__(A6_THREADS, 1) attn25_kernel(const attn_args a, float *__restrict__ out, int nitems)
+{
+    extern __shared__ __align__(1024) uint8_t a25_smem_raw[];
+    const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(a25_smem_raw);
+    uint8_t *sm = a25_smem_raw + (((raw_addr + 1023) & ~1023u) - raw_addr);
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
+    const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int nclu = gridDim.x, cid = blockIdx.x;
+    const uint32_t rank = a14_cluster_rank();
+    if (tid == 0) {
+        dh_mbar_init(bar_full, 128);
+        dh_mbar_init(bar_full + 8, 128);
+        dh_mbar_init(bar_empty, A14_EMPTY_COUNT);
+        dh_mbar_init(bar_empty + 8, A14_EMPTY_COUNT);
+        dh_mbar_init(bar_full + A25_BAR_STG_OFF, A14_EMPTY_COUNT);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    a14_cluster_sync();
+    if (wg == 2) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A23_PRODUCER_REGS));
+        a25_producer<DIAG>(a, sm, sbase, tid - 256, rank, nitems);
+    } else if (wg == 0) {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A23_WG0_REGS));
+        a25_consumer<DIAG, 0>(a, out, sm, sbase, tid, rank, nitems, nclu, cid);
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A23_WG1_REGS));
+        a25_consumer<DIAG, 1>(a, out, sm, sbase, tid, rank, nitems, nclu, cid);
+    }
+    /* No block leaves while the peer may still copy into it or arrive on its barriers. */
+    a14_cluster_sync();
+}
+
+/* Whether version 25 takes a's shape (splits and rows_per_split set): every item's tile count a
+ * multiple of 4 (the first splits' and the last's). */
+static inline bool a25_applies(const attn_args &a)
+{
+    const int tn = A6_N, full = a.rows_per_split / tn;
+    const int last_rows = a.k - (a.splits - 1) * a.rows_per_split;
+    return a.rows_per_split % tn == 0 && full % 4 == 0 && last_rows > 0 && ((last_rows + tn - 1) / tn) % 4 == 0;
+}
+
+/* Version 25's kernel over min(items, clusters) clusters of two blocks (grid (clusters, 1, 2)). */
+template <int DIAG>
+static void a25_launch(const attn_args &a, float *out, cudaStream_t stream, int clusters)
+{
+    static bool attr_done = false;
+    if (!attr_done) {
+        cudaCheck(cudaFuncSetAttribute(attn25_kernel<DIAG>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        attr_done = true;
+    }
+    const int nitems = a.splits * a.nq * (a.heads / 128);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(nitems < clusters ? nitems : clusters, 1, 2);
+    cfg.blockDim = dim3(A6_THREADS);
+    cfg.dynamicSmemBytes = A6_SMEM_BYTES;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 2;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaCheck(cudaLaunchKernelEx(&cfg, attn25_kernel<DIAG>, a, out, nitems));
+    CUDA_LAUNCH_CHECK();
+}
+
+/* Clusters of version 25 resident at once on this GPU (one block per SM, two per cluster). */
+static inline int a25_max_clusters()
+{
+    static int n = -1;
+    if (n < 0) {
+        cudaCheck(cudaFuncSetAttribute(attn25_kernel<A6_DIAG_NONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(1, 1, 2);
+        cfg.blockDim = dim3(A6_THREADS);
+        cfg.dynamicSmemBytes = A6_SMEM_BYTES;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = 1;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 2;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        cudaCheck(cudaOccupancyMaxActiveClusters(&n, (void *)attn25_kernel<A6_DIAG_NONE>, &cfg));
+    }
+    return n;
+}
+
 #endif
