@@ -1,5 +1,5 @@
 /* attention.cu: the library's sparse decode attention (kernels/dhk.h: dhk_attention_launch),
- * attention versions 23, 18 and 8 of kernels/versions/attention.cu (and 22, 24, 25 by name): the splits of the k rows chosen so that
+ * attention versions 23, 18 and 8 of kernels/versions/attention.cu (and 22, 24-26 by name): the splits of the k rows chosen so that
  * one wave of blocks fills the SMs, the wgmma kernel (kernels/lib/attention_wgmma.cu, sm_90a)
  * writing fp16 partials with a log-sum-exp per head when there is more than one split, and
  * version 8's combine, which merges them with 8 splits' loads in flight per thread. This file
@@ -94,7 +94,7 @@ void dhk_attn_scratch_free(dhk_attn_scratch &sc)
     cudaCheck(cudaFree(sc.merge_cnt));
 }
 
-/* Versions 22-25 apply to FP8 rows with an even number of 64-head groups (a query's two 64-head
+/* Versions 22-26 apply to FP8 rows with an even number of 64-head groups (a query's two 64-head
  * blocks in one cluster). */
 static bool attn22_applies(const attn_args &a) { return a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0; }
 
@@ -121,10 +121,10 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
     }
     const int tn = (int)ATTN6_TILE_ROWS;
     const int per_split = a.nq * (a.heads / AT_H);
-    const bool paired = version >= 22 && version <= 25;
+    const bool paired = version >= 22 && version <= 26;
     if (paired && !attn22_applies(a)) version = 18;
     if (version == 22) sms = std::min(sms, dhk__attn22_resident_blocks());   /* one wave of clusters */
-    if (version >= 23 && version <= 25) sms = std::min(sms, dhk__attn23_resident_blocks(version));
+    if (version >= 23 && version <= 26) sms = std::min(sms, dhk__attn23_resident_blocks(version));
     if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
     a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
     a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
@@ -137,7 +137,7 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
     a.part_lse = sc.part_lse;
     a.merge_cnt = sc.merge_cnt;
     if (version == 22) dhk__attn22_launch(a, out, stream);
-    else if (version >= 23 && version <= 25) dhk__attn23_launch(a, out, stream, version);
+    else if (version >= 23 && version <= 26) dhk__attn23_launch(a, out, stream, version);
     else if (version == 18) dhk__attn18_launch(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
     if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);

@@ -232,7 +232,7 @@ static inline int a23_max_clusters()
  * phase it began with); a25_applies checks that and the launch sends other shapes to version 23. */
 #define A25_BAR_STG_OFF 32   /* after full[2] and empty[2] in the barrier area */
 
-template <int DIAG>
+template <int DIAG, int VER>
 __device__ __forceinline__ void a25_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, uint32_t rank,
                                              int nitems)
 {
@@ -263,7 +263,7 @@ __device__ __forceinline__ void a25_producer(const attn_args &a, uint8_t *sm, ui
             const int g = T + t, s = g & 1;
             if (g >= 2) dh_mbar_wait(bar_empty + 8 * s, ((g >> 1) - 1) & 1);
             /* Both blocks' consumers have copied the last item's staged output out of the stages. */
-            if (t == 0 && j > 0) dh_mbar_wait(bar_stg, (j - 1) & 1);
+            if (VER == 25 && t == 0 && j > 0) dh_mbar_wait(bar_stg, (j - 1) & 1);
             if (p == 0) a14_expect_tx(bar_full + 8 * s, A14_PEER_BYTES);
             const uint32_t st_off = A6_TILE_BYTES * (1 + s);
             uint8_t *stage = sm + st_off;
@@ -306,9 +306,72 @@ __device__ __forceinline__ void a25_producer(const attn_args &a, uint8_t *sm, ui
     }
 }
 
+/* Version 26: version 25 with the output staged in the Q region instead of the key stages, so the
+ * producer never waits for an item's epilogue (no stg barrier) and fills the next item's first two
+ * tiles while the consumers write the output and load the next query. The Q region (72 KB) holds
+ * half of a 64 x 512 fp32 output (64 rows of 1,024 B, padded by 32 B as version 8's staging), so
+ * the two warpgroups' halves (value dims 256 w .. 256 w + 255) go out one after the other: the
+ * owner stages its half, both warpgroups copy it out in 16-byte chunks, and a named barrier
+ * separates the copy-out from the next half's staging (and from the next query's Q stores). The
+ * row sums and the split's log-sum-exp as version 18's epilogue. */
+template <typename OT>
+__device__ __forceinline__ void a26_store_out(const float (&o)[128], float i0, float i1, uint8_t *sm, int w, int tid,
+                                              int r0, int r1, int qd, OT *__restrict__ dst)
+{
+    constexpr int HROW = 256 * (int)sizeof(OT), PITCH = HROW + (sizeof(OT) == 4 ? 32 : 16), CH = HROW / 16;
+    static_assert(64 * PITCH <= A6_TILE_BYTES, "half the staged output must fit in the Q region");
+    uint8_t *g = (uint8_t *)dst;
+#pragma unroll 1
+    for (int h = 0; h < 2; h++) {
+        if (w == h) {
+#pragma unroll
+            for (int jj = 0; jj < 32; jj++) {
+                const int d = 8 * jj + 2 * qd;
+                if (sizeof(OT) == 4) {
+                    *(float2 *)(sm + r0 * PITCH + d * 4) = make_float2(o[4 * jj] * i0, o[4 * jj + 1] * i0);
+                    *(float2 *)(sm + r1 * PITCH + d * 4) = make_float2(o[4 * jj + 2] * i1, o[4 * jj + 3] * i1);
+                } else {
+                    *(__half2 *)(sm + r0 * PITCH + d * 2) = __floats2half2_rn(o[4 * jj] * i0, o[4 * jj + 1] * i0);
+                    *(__half2 *)(sm + r1 * PITCH + d * 2) = __floats2half2_rn(o[4 * jj + 2] * i1, o[4 * jj + 3] * i1);
+                }
+            }
+        }
+        a6_consumer_bar();
+#pragma unroll 4
+        for (int c = tid; c < 64 * CH; c += 256)
+            *(uint4 *)(g + (size_t)(c / CH) * (2 * HROW) + h * HROW + (c % CH) * 16) = *(const uint4 *)(sm + (c / CH) * PITCH + (c % CH) * 16);
+        a6_consumer_bar();
+    }
+}
+
+__device__ __forceinline__ void a26_epilogue(const attn_args &a, float *__restrict__ out, uint8_t *sm, int w, int tid, int q,
+                                             int split, int hb, const float (&o)[128], float m0, float m1, float l0, float l1)
+{
+    float *lsum = (float *)(sm + A6_RED_OFF) + 64;
+    const int lane = tid & 31, wq = (tid >> 5) & 3, qd = lane & 3;
+    const int r0 = 16 * wq + (lane >> 2), r1 = r0 + 8;
+    if (w == 0) {
+        l0 += __shfl_xor_sync(0xffffffff, l0, 1);
+        l0 += __shfl_xor_sync(0xffffffff, l0, 2);
+        l1 += __shfl_xor_sync(0xffffffff, l1, 1);
+        l1 += __shfl_xor_sync(0xffffffff, l1, 2);
+        if (qd == 0) lsum[r0] = l0, lsum[r1] = l1;
+    }
+    a6_consumer_bar();   /* also: warpgroup 0's last S (the last reader of Q) is complete */
+    const float L0 = lsum[r0], L1 = lsum[r1];
+    const float i0 = L0 > 0 ? 1.f / L0 : 0.f, i1 = L1 > 0 ? 1.f / L1 : 0.f;
+    const size_t ob = ((size_t)q * a.splits + split) * a.heads + (size_t)hb * 64;
+    if (a.splits == 1) a26_store_out<float>(o, i0, i1, sm, w, tid, r0, r1, qd, out + ((size_t)q * a.heads + (size_t)hb * 64) * KREF_V_DIM);
+    else a26_store_out<__half>(o, i0, i1, sm, w, tid, r0, r1, qd, (__half *)a.part_o + ob * KREF_V_DIM);
+    if (a.splits > 1 && w == 0 && qd == 0) {
+        a.part_lse[ob + r0] = L0 > 0 ? m0 + log2f(L0) : -INFINITY;
+        a.part_lse[ob + r1] = L1 > 0 ? m1 + log2f(L1) : -INFINITY;
+    }
+}
+
 /* Consumer warpgroup W of version 25: version 22's (a18_loop, a18_epilogue) once per item, then
  * one arrival per warp on both blocks' stg barrier. */
-template <int DIAG, int W>
+template <int DIAG, int W, int VER>
 __device__ __forceinline__ void a25_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                              int tid, uint32_t rank, int nitems, int nclu, int cid)
 {
@@ -324,6 +387,10 @@ __device__ __forceinline__ void a25_consumer(const attn_args &a, float *__restri
         a6_consumer_bar();
         float o[128], m0, m1, l0, l1;
         a18_loop<KREF_ROW_FP8, 18, DIAG, W, true>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        if (VER == 26) {
+            a26_epilogue(a, out, sm, W, tid, q, split, hb, o, m0, m1, l0, l1);
+            continue;
+        }
         a18_epilogue<KREF_ROW_FP8>(a, out, sm, W, tid, q, split, hb, o, m0, m1, l0, l1);
         /* This thread's reads of the staged output are done (their values are stored); ordered
          * before the next item's stores and bulk copies into the stages. */
@@ -336,7 +403,7 @@ __device__ __forceinline__ void a25_consumer(const attn_args &a, float *__restri
     }
 }
 
-template <int DIAG>
+template <int DIAG, int VER>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn25_kernel(const attn_args a, float *__restrict__ out, int nitems)
 {
     extern __shared__ __align__(1024) uint8_t a25_smem_raw[];
@@ -358,13 +425,13 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn25_kernel(const attn_args a
     a14_cluster_sync();
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A23_PRODUCER_REGS));
-        a25_producer<DIAG>(a, sm, sbase, tid - 256, rank, nitems);
+        a25_producer<DIAG, VER>(a, sm, sbase, tid - 256, rank, nitems);
     } else if (wg == 0) {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A23_WG0_REGS));
-        a25_consumer<DIAG, 0>(a, out, sm, sbase, tid, rank, nitems, nclu, cid);
+        a25_consumer<DIAG, 0, VER>(a, out, sm, sbase, tid, rank, nitems, nclu, cid);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A23_WG1_REGS));
-        a25_consumer<DIAG, 1>(a, out, sm, sbase, tid, rank, nitems, nclu, cid);
+        a25_consumer<DIAG, 1, VER>(a, out, sm, sbase, tid, rank, nitems, nclu, cid);
     }
     /* No block leaves while the peer may still copy into it or arrive on its barriers. */
     a14_cluster_sync();
@@ -379,13 +446,13 @@ static inline bool a25_applies(const attn_args &a)
     return a.rows_per_split % tn == 0 && full % 4 == 0 && last_rows > 0 && ((last_rows + tn - 1) / tn) % 4 == 0;
 }
 
-/* Version 25's kernel over min(items, clusters) clusters of two blocks (grid (clusters, 1, 2)). */
-template <int DIAG>
+/* Version VER's (25, 26) kernel over min(items, clusters) clusters of two blocks (grid (clusters, 1, 2)). */
+template <int DIAG, int VER>
 static void a25_launch(const attn_args &a, float *out, cudaStream_t stream, int clusters)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn25_kernel<DIAG>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn25_kernel<DIAG, VER>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     const int nitems = a.splits * a.nq * (a.heads / 128);
@@ -401,7 +468,7 @@ static void a25_launch(const attn_args &a, float *out, cudaStream_t stream, int 
     attr[0].val.clusterDim.z = 2;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    cudaCheck(cudaLaunchKernelEx(&cfg, attn25_kernel<DIAG>, a, out, nitems));
+    cudaCheck(cudaLaunchKernelEx(&cfg, attn25_kernel<DIAG, VER>, a, out, nitems));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -410,7 +477,7 @@ static inline int a25_max_clusters()
 {
     static int n = -1;
     if (n < 0) {
-        cudaCheck(cudaFuncSetAttribute(attn25_kernel<A6_DIAG_NONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn25_kernel<A6_DIAG_NONE, 25>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(1, 1, 2);
         cfg.blockDim = dim3(A6_THREADS);
@@ -422,7 +489,7 @@ static inline int a25_max_clusters()
         attr[0].val.clusterDim.z = 2;
         cfg.attrs = attr;
         cfg.numAttrs = 1;
-        cudaCheck(cudaOccupancyMaxActiveClusters(&n, (void *)attn25_kernel<A6_DIAG_NONE>, &cfg));
+        cudaCheck(cudaOccupancyMaxActiveClusters(&n, (void *)attn25_kernel<A6_DIAG_NONE, 25>, &cfg));
     }
     return n;
 }
