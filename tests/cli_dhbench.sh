@@ -64,6 +64,8 @@ bad fetch_beside_host "beside=hbm needs a version timed on its stream" --kernel 
 bad fetch_pool_windows "too few 100000-row windows" --kernel fetch version=3 pool_gb=4 rows=16384 pattern=serving
 printf 'gather version=1 row_bytes=656\nattention version=8 diag=consumers,sideways\n' > "$tmp/bad.suite"
 bad suite_value "diag=sideways" --suite "$tmp/bad.suite"
+# The persistent attention versions (25, 26) have no one-side diagnostic variant.
+bad attention_diag_v26 "diag=producer: need none" --kernel attention version=23,26 diag=producer
 # A good value gets past the option checks (to the suite, or to the missing device here).
 "$bin" --suite default --b2b 20 --reps 3 --out "$tmp/ok" >/dev/null 2>"$tmp/err"
 if ! grep -q 'need an integer' "$tmp/err"; then echo "PASS b2b_accepted"; else echo "FAIL b2b_accepted ($(cat "$tmp/err"))"; fi

@@ -1,5 +1,6 @@
-/* attn23.cuh: attention versions 23 and 24 (kernels/lib/attention_wgmma.cu instantiates 23 and 24
- * for the library, kernels/versions/attention_wgmma.cu their diagnostic variants), version 22
+/* attn23.cuh: attention versions 23-26 (kernels/lib/attention_wgmma.cu instantiates them for the
+ * library, kernels/versions/attention_wgmma.cu the diagnostic variants of 23 and 24; 25 and 26, the
+ * persistent forms, are further below), version 22
  * (attn21.cuh: FlashMLA's crossover at 128 heads, the half tile sent to the peer block by bulk
  * copies, version 18's consumers) with the producer's copies to the peer issued by each of its four
  * warps for its own eight rows, as soon as that warp's rows are written, instead of by one thread
