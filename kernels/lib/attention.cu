@@ -1,5 +1,5 @@
 /* attention.cu: the library's sparse decode attention (kernels/dhk.h: dhk_attention_launch),
- * attention versions 22, 18 and 8 of kernels/versions/attention.cu: the splits of the k rows chosen so that
+ * attention versions 23, 18 and 8 of kernels/versions/attention.cu (and 22, 24-26 by name): the splits of the k rows chosen so that
  * one wave of blocks fills the SMs, the wgmma kernel (kernels/lib/attention_wgmma.cu, sm_90a)
  * writing fp16 partials with a log-sum-exp per head when there is more than one split, and
  * version 8's combine, which merges them with 8 splits' loads in flight per thread. This file
@@ -94,7 +94,7 @@ void dhk_attn_scratch_free(dhk_attn_scratch &sc)
     cudaCheck(cudaFree(sc.merge_cnt));
 }
 
-/* Version 22 applies to FP8 rows with an even number of 64-head groups (a query's two 64-head
+/* Versions 22-26 apply to FP8 rows with an even number of 64-head groups (a query's two 64-head
  * blocks in one cluster). */
 static bool attn22_applies(const attn_args &a) { return a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0; }
 
@@ -104,12 +104,12 @@ static bool attn22_applies(const attn_args &a) { return a.format == KREF_ROW_FP8
  * H200 back to back (kernels/NOTES.md, "Versions 18-20 and version 17 without its remote stores:
  * outcome", "Versions 21 and 22: outcome"): version 8 when rows may come from the host (a host
  * pool given: with 14.2 % host rows versions 8 and 18 are within their spread, 8 the faster
- * median); on hot rows version 22 where it applies (FP8 rows at 128 heads: 1.06-1.19x over
- * version 8, 1.02-1.12x over 18) and version 18
+ * median); on hot rows version 23 where it applies (FP8 rows at 128 heads: 1.04-1.10x over
+ * version 22, "Versions 23-25: outcome"; 22 was 1.06-1.19x over version 8) and version 18
  * elsewhere (1.02-1.05x over version 8 at every batch, both formats, 64 heads). */
 void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream)
 {
-    dhk__attention_launch_version(a, sc, out, sms, stream, a.host ? 8 : attn22_applies(a) ? 22 : 18);
+    dhk__attention_launch_version(a, sc, out, sms, stream, a.host ? 8 : attn22_applies(a) ? 23 : 18);
 }
 
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
@@ -121,8 +121,10 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
     }
     const int tn = (int)ATTN6_TILE_ROWS;
     const int per_split = a.nq * (a.heads / AT_H);
-    if (version == 22 && !attn22_applies(a)) version = 18;
+    const bool paired = version >= 22 && version <= 26;
+    if (paired && !attn22_applies(a)) version = 18;
     if (version == 22) sms = std::min(sms, dhk__attn22_resident_blocks());   /* one wave of clusters */
+    if (version >= 23 && version <= 26) sms = std::min(sms, dhk__attn23_resident_blocks(version));
     if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
     a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
     a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
@@ -135,6 +137,7 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
     a.part_lse = sc.part_lse;
     a.merge_cnt = sc.merge_cnt;
     if (version == 22) dhk__attn22_launch(a, out, stream);
+    else if (version >= 23 && version <= 26) dhk__attn23_launch(a, out, stream, version);
     else if (version == 18) dhk__attn18_launch(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
     if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);

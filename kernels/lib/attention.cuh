@@ -75,9 +75,15 @@ void dhk__attn18_launch(const attn_args &a, float *out, cudaStream_t stream);
  * groups only, in clusters of two blocks; the blocks of its clusters resident at once. */
 void dhk__attn22_launch(const attn_args &a, float *out, cudaStream_t stream);
 int dhk__attn22_resident_blocks();
+/* Versions 23-26 (kernels/lib/attn23.cuh, version = 23 ... 26): version 22 with the producer's
+ * copies to the peer issued per warp (25: persistent, one wave of clusters walking the work items,
+ * 26: 25 with the output staged in the Q region; 25 and 26 run 23 where a split is not a multiple
+ * of 4 tiles); the same cases as 22. */
+void dhk__attn23_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
+int dhk__attn23_resident_blocks(int version);
 struct dhk_attn_scratch;
-/* dhk_attention_launch with its main kernel named (8, 18 or 22; 22 runs 18 where it does not
- * apply) instead of chosen (the benchmarks). */
+/* dhk_attention_launch with its main kernel named (8, 18 or 22-26; 22-26 run 18 where they
+ * do not apply) instead of chosen (the benchmarks). */
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
                                    int version);
 

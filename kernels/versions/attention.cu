@@ -785,7 +785,7 @@ __global__ void attn_combine_kernel(const float *__restrict__ part_o, const floa
  * attention_wgmma.cu (64-row tiles). */
 static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
-    if ((version == 8 || version == 18 || version == 22) && a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
+    if ((version == 8 || version == 18 || (version >= 22 && version <= 26)) && a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
         dhk__attention_launch_version(a, sc, out, sms, st, version);
         return;
     }
@@ -797,7 +797,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     const int tn = version >= 6 ? (int)ATTN6_TILE_ROWS : fp8 ? a4_cfg<KREF_ROW_FP8>::N : a4_cfg<KREF_ROW_BF16>::N;
     const int per_split = a.nq * (a.heads / AT_H);
     /* Version 14 runs in clusters of two blocks: one wave is what fits of those. */
-    if ((version >= 14 && version <= 17) || version == 21 || version == 22) sms = std::min(sms, attn14_resident_blocks(a));
+    if ((version >= 14 && version <= 17) || (version >= 21 && version <= 26)) sms = std::min(sms, attn14_resident_blocks(a));
     if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
     a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
     a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
@@ -840,7 +840,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
 }
 
-/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-22 (attention_wgmma.cu; 8 the library's);
+/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-26 (attention_wgmma.cu; 8 the library's);
  * ATTN_MAX_VERSION is in kernels/bench.cuh. */
 
 /* The grid point's attention version (default 2), or -1 after an error line naming the
@@ -1012,7 +1012,7 @@ static int parse_format(const bench_params &p, const char *bench)
     return -1;
 }
 
-/* diag=producer|consumers: version 8 or 10-22 with one side of its pipeline alone (NOTES.md),
+/* diag=producer|consumers: version 8 or 10-24 (not 19) with one side of its pipeline alone (NOTES.md),
  * timed but not checked (its output is wrong by design); diag=nodequant|qhi: version 11-13 without
  * its dequantisation (not checked), or with Q's hi term alone (checked, its error printed and
  * timed whatever it is); diag=noremote|noremote_producer: version 17 without its remote stores,
@@ -1027,9 +1027,9 @@ static int parse_diag(const bench_params &p, int version)
                    : name == "noremote_producer" ? A14_DIAG_NOREMOTE_PRODUCER : -1;
     if (diag < 0 || (diag != A6_DIAG_NONE && version != 8 && version < 10) ||
         (diag > A6_DIAG_CONSUMERS && diag < A14_DIAG_NOREMOTE && (version < 11 || version > 13)) ||
-        (diag >= A14_DIAG_NOREMOTE && version != 17) || (diag != A6_DIAG_NONE && version == 19) ||
-        (diag == A6_DIAG_CONSUMERS && (version == 20 || version == 21))) {
-        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8, 10-18, 22 (20, 21: producer), "
+        (diag >= A14_DIAG_NOREMOTE && version != 17) || (diag != A6_DIAG_NONE && (version == 19 || version >= 25)) ||
+        (diag == A6_DIAG_CONSUMERS && (version == 20 || version == 21 || version == 24))) {
+        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8, 10-18, 22, 23 (20, 21, 24: producer; 19, 25, 26: none), "
                         "or nodequant or qhi with version 11-13, or noremote or noremote_producer with version 17\n", name.c_str());
         return -1;
     }

@@ -9,12 +9,13 @@
  * cluster's barriers at CTA scope; its diagnostic variant without the remote stores), and
  * versions 18-20 (version 8 with the consumers divided as FlashMLA's over 16-bit keys,
  * kernels/lib/attn18.cuh; 20 with version 10's producer) and 21-22 (the crossover with bulk copies
- * between the blocks, kernels/lib/attn21.cuh) with their diagnostic variants, built for sm_90a. Versions 8 and 18
+ * between the blocks, kernels/lib/attn21.cuh) and 23-24 (22 with per-warp bulk copies,
+ * kernels/lib/attn23.cuh) with their diagnostic variants, built for sm_90a. Versions 8 and 18
  * themselves are the library's (kernels/lib/attention_wgmma.cu). */
 #include "kernels/bench.cuh"
 #include "kernels/lib/attn11.cuh"  // defines: attn6_kernel, a6_launch<V>, attn11_kernel, a11_launch<D>
 #include "kernels/lib/attn14.cuh"  // defines: attn14_kernel, a14_launch<D, V>
-#include "kernels/lib/attn21.cuh"  // defines: attn18_kernel, a18_launch<V, D>, attn21_kernel, a21_launch<D, V>
+#include "kernels/lib/attn23.cuh"  // defines: attn18_kernel, a18_launch<V, D>, attn21_kernel, a21_launch<D, V>, attn23_kernel, a23_launch<D, V>
 
 /* Versions 11-13 (V): FP8 rows by attn11_kernel, BF16 rows by version 8's kernel. */
 template <int V>
@@ -63,6 +64,14 @@ static void a21_or_18(const attn_args &a, float *out, cudaStream_t stream)
 {
     if (a14_applies(a)) a21_launch<D, V>(a, out, stream);
     else if (D == A6_DIAG_NONE) dhk__attn18_launch(a, out, stream);
+    else a18_launch<18, D>(a, out, stream);
+}
+/* Versions 23, 24 (V) diagnostic variants (D: one side alone): 128 heads, FP8 rows; the rest by
+ * version 18's variant. */
+template <int D, int V>
+static void a23_or_18(const attn_args &a, float *out, cudaStream_t stream)
+{
+    if (a14_applies(a)) a23_launch<D, V>(a, out, stream);
     else a18_launch<18, D>(a, out, stream);
 }
 /* Version 15: versions 14 and 8 with the row loads prefetching 256 B into L2. */
@@ -125,6 +134,9 @@ void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int versi
     case 220: a21_or_18<A6_DIAG_NONE, 22>(a, out, stream); break;
     case 220 + A6_DIAG_PRODUCER: a21_or_18<A6_DIAG_PRODUCER, 22>(a, out, stream); break;
     case 220 + A6_DIAG_CONSUMERS: a21_or_18<A6_DIAG_CONSUMERS, 22>(a, out, stream); break;
+    case 230 + A6_DIAG_PRODUCER: a23_or_18<A6_DIAG_PRODUCER, 23>(a, out, stream); break;
+    case 230 + A6_DIAG_CONSUMERS: a23_or_18<A6_DIAG_CONSUMERS, 23>(a, out, stream); break;
+    case 240 + A6_DIAG_PRODUCER: a23_or_18<A6_DIAG_PRODUCER, 24>(a, out, stream); break;
     case 150: a15_launch<A6_DIAG_NONE>(a, out, stream); break;
     case 150 + A6_DIAG_PRODUCER: a15_launch<A6_DIAG_PRODUCER>(a, out, stream); break;
     case 150 + A6_DIAG_CONSUMERS: a15_launch<A6_DIAG_CONSUMERS>(a, out, stream); break;
