@@ -277,9 +277,9 @@ static double budget(const pol_env *e, uint32_t g)
 int sgl_stream_open_ahead(const pol_env *e, pol_stream *ps, const pol_open_args *a)
 {
     if (sgl_stream_open(e, ps, a, SGL_OPEN_HOT_AHEAD) < 0) return -1;
-    if (compute_ahead(ps, a->sh) < 0) {
+    if (compute_ahead(ps, a->sh) < 0) { /* its message names the request and group */
         sgl_stream_close(ps);
-        return dh_err_prefix("request %u, group %u: ", a->req, a->group);
+        return -1;
     }
     return 0;
 }
