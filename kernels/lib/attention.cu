@@ -1,5 +1,5 @@
 /* attention.cu: the library's sparse decode attention (kernels/dhk.h: dhk_attention_launch),
- * attention versions 23, 18 and 8 of kernels/versions/attention.cu (and 22, 24-26 by name): the splits of the k rows chosen so that
+ * attention versions 23, 18 and 8 of kernels/versions/attention.cu (and 22, 24-28 by name): the splits of the k rows chosen so that
  * one wave of blocks fills the SMs, the wgmma kernel (kernels/lib/attention_wgmma.cu, sm_90a)
  * writing fp16 partials with a log-sum-exp per head when there is more than one split, and
  * version 8's combine, which merges them with 8 splits' loads in flight per thread. This file
@@ -133,9 +133,24 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
         fprintf(stderr, "%s: attention: scratch too small for %d splits\n", program_invocation_short_name, a.splits);
         exit(1);
     }
+    if (version == 27 || version == 28) {
+        /* Clusters of the splits: from the chosen count down, the first that is 2-8 splits and
+         * whose nq x heads / 64 clusters are resident at once; none: version 18 as chosen. */
+        int s = a.splits, chosen = 0, rps = a.rows_per_split;
+        for (; s >= 2 && !chosen; s--) {
+            const int r = ((a.k + s - 1) / s + tn - 1) / tn * tn, n = (a.k + r - 1) / r;
+            if (n >= 2 && n <= 8 && (long long)per_split <= dhk__attn27_max_clusters(n)) chosen = n, rps = r;
+        }
+        if (chosen) a.splits = chosen, a.rows_per_split = rps;
+        else version = 18;
+    }
     a.part_o = sc.part_o;   /* holds fp16 partials here */
     a.part_lse = sc.part_lse;
     a.merge_cnt = sc.merge_cnt;
+    if (version == 27 || version == 28) {
+        dhk__attn27_launch(a, out, stream, version);   /* merges its splits itself */
+        return;
+    }
     if (version == 22) dhk__attn22_launch(a, out, stream);
     else if (version >= 23 && version <= 26) dhk__attn23_launch(a, out, stream, version);
     else if (version == 18) dhk__attn18_launch(a, out, stream);
