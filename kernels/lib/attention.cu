@@ -1,5 +1,5 @@
 /* attention.cu: the library's sparse decode attention (kernels/dhk.h: dhk_attention_launch),
- * attention versions 23, 18 and 8 of kernels/versions/attention.cu (and 22, 24-28 by name): the splits of the k rows chosen so that
+ * attention versions 23, 28, 18 and 8 of kernels/versions/attention.cu (and 22, 24-27 by name): the splits of the k rows chosen so that
  * one wave of blocks fills the SMs, the wgmma kernel (kernels/lib/attention_wgmma.cu, sm_90a)
  * writing fp16 partials with a log-sum-exp per head when there is more than one split, and
  * version 8's combine, which merges them with 8 splits' loads in flight per thread. This file
@@ -109,7 +109,16 @@ static bool attn22_applies(const attn_args &a) { return a.format == KREF_ROW_FP8
  * elsewhere (1.02-1.05x over version 8 at every batch, both formats, 64 heads). */
 void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream)
 {
-    dhk__attention_launch_version(a, sc, out, sms, stream, a.host ? 8 : attn22_applies(a) ? 23 : 18);
+    /* Version 28 (18 with the splits merged in the kernel, programmatic dependent launch) where the
+     * splits chosen below are two (64 heads: batch 34-66 at k 2048 on 132 SMs; 1.14x over 18 at
+     * batch 64, "Versions 27 and 28: outcome"); with more splits its clusters (4, 8 blocks) do not
+     * all fit in the GPCs at once and it is slower than 18. */
+    const int tn = (int)ATTN6_TILE_ROWS, per_split = a.nq * (a.heads / AT_H);
+    int splits = a.splits > 0 ? a.splits : std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
+    splits = std::min(splits, 64);
+    const int rps = ((a.k + splits - 1) / splits + tn - 1) / tn * tn;
+    splits = (a.k + rps - 1) / rps;
+    dhk__attention_launch_version(a, sc, out, sms, stream, a.host ? 8 : attn22_applies(a) ? 23 : splits == 2 ? 28 : 18);
 }
 
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,

@@ -1156,6 +1156,12 @@ int bench_attention(bench_env *env, const bench_params &p)
     else if (version >= 11 && checks)
         fprintf(stderr, "dhbench: attention v%d%s %s batch %d: relative error %.3g\n", version,
                 diag ? " (qhi)" : "", format == KREF_ROW_FP8 ? "fp8" : "bf16", nq, err);
+    if (version == 27 || version == 28) {
+        /* What the dispatch of 27 and 28 sees: the clusters of S blocks resident at once. */
+        fprintf(stderr, "dhbench: attention v%d: clusters resident at once, of 2..8 blocks:", version);
+        for (int s = 2; s <= 8; s++) fprintf(stderr, " %d", dhk__attn27_max_clusters(s));
+        fprintf(stderr, "\n");
+    }
 
     bench_record r;
     r.kernel = "attention";
