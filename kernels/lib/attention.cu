@@ -1,5 +1,5 @@
 /* attention.cu: the library's sparse decode attention (kernels/dhk.h: dhk_attention_launch),
- * attention versions 23, 28, 18 and 8 of kernels/versions/attention.cu (and 22, 24-27 by name): the splits of the k rows chosen so that
+ * attention versions 23, 28, 18 and 8 of kernels/versions/attention.cu (and 22, 24-27, 29 by name): the splits of the k rows chosen so that
  * one wave of blocks fills the SMs, the wgmma kernel (kernels/lib/attention_wgmma.cu, sm_90a)
  * writing fp16 partials with a log-sum-exp per head when there is more than one split, and
  * version 8's combine, which merges them with 8 splits' loads in flight per thread. This file
@@ -153,10 +153,13 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
         if (chosen) a.splits = chosen, a.rows_per_split = rps;
         else version = 18;
     }
+    /* Version 29: clusters of two splits, so an even count whose nq x heads / 64 x splits / 2
+     * clusters are resident at once; otherwise version 18. */
+    if (version == 29 && (a.splits % 2 || (long long)per_split * (a.splits / 2) > dhk__attn27_max_clusters(2))) version = 18;
     a.part_o = sc.part_o;   /* holds fp16 partials here */
     a.part_lse = sc.part_lse;
     a.merge_cnt = sc.merge_cnt;
-    if (version == 27 || version == 28) {
+    if (version >= 27 && version <= 29) {
         dhk__attn27_launch(a, out, stream, version);   /* merges its splits itself */
         return;
     }

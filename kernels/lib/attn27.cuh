@@ -88,13 +88,14 @@ __device__ __forceinline__ void a27_stage(uint8_t *sm, int w, int tid, const flo
     }
 }
 
-/* Between the two cluster barriers: block rank merges heads [rank H, rank H + H) of the S splits
- * (tid: the 256 consumer threads). */
-__device__ __forceinline__ void a27_merge(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase, int tid,
-                                          int q, int hb, uint32_t rank)
+/* Between the two cluster barriers: block rank merges heads [rank H, rank H + H) of the cluster's
+ * S blocks (tid: the 256 consumer threads) into dst, the rows of the 64 heads (KREF_V_DIM floats
+ * apart); dst_lse, when given, receives the merged heads' log-sum-exps (version 29's groups). */
+__device__ __forceinline__ void a27_merge(float *__restrict__ dst, float *__restrict__ dst_lse, uint8_t *sm, uint32_t sbase,
+                                          int tid, int S, uint32_t rank)
 {
-    const int S = a.splits, H = (64 + S - 1) / S, h0 = (int)rank * H, nh = min(H, 64 - h0);
-    float *wt = (float *)(sm + A27_WT_OFF);   /* [S][H]: unnormalised weights; then [S][H] / den */
+    const int H = (64 + S - 1) / S, h0 = (int)rank * H, nh = min(H, 64 - h0);
+    float *wt = (float *)(sm + A27_WT_OFF);   /* [S][H]: the normalised weights */
     const uint32_t lse_l = sbase + A27_LSE_OFF, st_l = sbase + A6_TILE_BYTES;
     if (tid < nh) {
         float l[A27_MAX_SPLITS], mx = -INFINITY;
@@ -109,10 +110,11 @@ __device__ __forceinline__ void a27_merge(const attn_args &a, float *__restrict_
 #pragma unroll
         for (int s = 0; s < A27_MAX_SPLITS; s++)
             if (s < S) wt[s * H + tid] = l[s] * inv;
+        if (dst_lse) dst_lse[h0 + tid] = den > 0 ? mx + log2f(den) : -INFINITY;
     }
     a6_consumer_bar();
     constexpr int C4 = KREF_V_DIM / 4;   /* float4 per head */
-    float *ob = out + ((size_t)q * a.heads + (size_t)hb * 64 + h0) * KREF_V_DIM;
+    float *ob = dst + (size_t)h0 * KREF_V_DIM;
 #pragma unroll 1
     for (int i = tid; i < nh * C4; i += 256) {
         const int h = i / C4, c = i % C4;
@@ -132,10 +134,91 @@ __device__ __forceinline__ void a27_merge(const attn_args &a, float *__restrict_
     }
 }
 
+/* Version 29, after the second cluster barrier: the G = splits / 2 groups (clusters of two splits)
+ * of a (query, 64 heads) have each written their merged half-heads (fp32) and log-sum-exps to
+ * a.part_o / a.part_lse ([nq][G][heads]); the last block to arrive for its head half (one counter
+ * per (query, 64 heads, half) in a.merge_cnt, set back to zero by that block) merges the G groups
+ * of its 32 heads into out, reading them from L2. Writers: every thread's stores, a fence, then
+ * one arrival; the last: its arrival, a fence, then the reads (ld.global.cg). */
+__device__ __forceinline__ void a29_last_merge(const attn_args &a, float *__restrict__ out, uint8_t *sm, int tid, int q, int hb,
+                                               uint32_t rank, int G)
+{
+    volatile int *flag = (volatile int *)(sm + A6_RED_OFF) + 192;
+    float *wt = (float *)(sm + A27_WT_OFF);   /* [G][32] */
+    __threadfence();
+    a6_consumer_bar();
+    if (tid == 0) {
+        unsigned *cnt = a.merge_cnt + 2 * ((size_t)q * (a.heads / 64) + hb) + rank;
+        const bool last = atomicAdd(cnt, 1u) == (unsigned)G - 1;
+        if (last) {
+            atomicExch(cnt, 0u);   /* every group has arrived: the count is free for the next launch */
+            __threadfence();
+        }
+        *flag = last;
+    }
+    a6_consumer_bar();
+    if (!*flag) return;
+    const int h0 = 32 * (int)rank;
+    const size_t qh = (size_t)q * G * a.heads + (size_t)hb * 64 + h0;   /* group 0's row of head h0 */
+    if (tid < 32) {
+        float mx = -INFINITY;
+        for (int g = 0; g < G; g++) mx = fmaxf(mx, __ldcg(a.part_lse + qh + (size_t)g * a.heads + tid));
+        float den = 0.f;
+        for (int g = 0; g < G; g++) {
+            const float l = __ldcg(a.part_lse + qh + (size_t)g * a.heads + tid);
+            const float w = mx == -INFINITY || l == -INFINITY ? 0.f : exp2f(l - mx);
+            wt[g * 32 + tid] = w;
+            den += w;
+        }
+        const float inv = den > 0 ? 1.f / den : 0.f;
+        for (int g = 0; g < G; g++) wt[g * 32 + tid] *= inv;
+    }
+    a6_consumer_bar();
+    constexpr int C4 = KREF_V_DIM / 4, U = 4;
+    const float4 *part = (const float4 *)a.part_o;
+    float4 *ob = (float4 *)(out + ((size_t)q * a.heads + (size_t)hb * 64 + h0) * KREF_V_DIM);
+#pragma unroll 1
+    for (int i = tid; i < 32 * C4; i += 256) {
+        const int h = i / C4, c = i % C4;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 1
+        for (int g0 = 0; g0 < G; g0 += U) {
+            float4 v[U];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                v[u] = g0 + u < G ? __ldcg(part + ((qh + (size_t)(g0 + u) * a.heads + h) * C4 + c)) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const float w = g0 + u < G ? wt[(g0 + u) * 32 + h] : 0.f;
+                acc.x += w * v[u].x, acc.y += w * v[u].y, acc.z += w * v[u].z, acc.w += w * v[u].w;
+            }
+        }
+        ob[(size_t)h * C4 + c] = acc;
+    }
+}
+
 __device__ __forceinline__ void a27_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void a27_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
-template <int FMT, bool PDL>
+/* The consumers' part after the tile loop: version 27 / 28 (V 27), version 29 (V 29: clusters of
+ * two splits, the groups merged by the last to arrive). */
+template <int V>
+__device__ __forceinline__ void a27_finish(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase, int tid,
+                                           int q, int hb, uint32_t rank)
+{
+    const int S = V == 29 ? 2 : a.splits, G = a.splits / S, g = blockIdx.x / S;
+    a14_cluster_sync();
+    if (V == 29 && G > 1) {
+        const size_t row = ((size_t)q * G + g) * a.heads + (size_t)hb * 64;
+        a27_merge(a.part_o + row * KREF_V_DIM, a.part_lse + row, sm, sbase, tid, S, rank);
+    } else {
+        a27_merge(out + ((size_t)q * a.heads + (size_t)hb * 64) * KREF_V_DIM, nullptr, sm, sbase, tid, S, rank);
+    }
+    a14_cluster_sync();
+    if (V == 29 && G > 1) a29_last_merge(a, out, sm, tid, q, hb, rank, G);
+}
+
+template <int FMT, bool PDL, int V = 27>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn27_kernel(const attn_args a, float *__restrict__ out)
 {
     extern __shared__ __align__(1024) uint8_t a27_smem_raw[];
@@ -147,7 +230,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn27_kernel(const attn_args a
     const int split = blockIdx.x, q = blockIdx.y, hb = blockIdx.z;
     const int rb = split * a.rows_per_split, re = min(a.k, rb + a.rows_per_split);
     const int ntiles = re > rb ? (re - rb + A6_N - 1) / A6_N : 0;
-    const uint32_t rank = a14_cluster_rank();   /* = split: the cluster spans the grid's x */
+    const uint32_t rank = a14_cluster_rank();   /* the split within the cluster (grid x) */
     if (tid == 0) {
         dh_mbar_init(bar_full, 128);
         dh_mbar_init(bar_full + 8, 128);
@@ -173,9 +256,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn27_kernel(const attn_args a
         float o[128], m0, m1, l0, l1;
         a18_loop<FMT, 18, A6_DIAG_NONE, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a27_stage(sm, 0, tid, o, m0, m1, l0, l1);
-        a14_cluster_sync();
-        a27_merge(a, out, sm, sbase, tid, q, hb, rank);
-        a14_cluster_sync();
+        a27_finish<V>(a, out, sm, sbase, tid, q, hb, rank);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG1_REGS));
         a6_load_q<FMT, 256>(a, sm, tid, q, hb);
@@ -184,20 +265,18 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn27_kernel(const attn_args a
         float o[128], m0, m1, l0, l1;
         a18_loop<FMT, 18, A6_DIAG_NONE, 1>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a27_stage(sm, 1, tid, o, m0, m1, l0, l1);
-        a14_cluster_sync();
-        a27_merge(a, out, sm, sbase, tid, q, hb, rank);
-        a14_cluster_sync();
+        a27_finish<V>(a, out, sm, sbase, tid, q, hb, rank);
     }
 }
 
-/* The launch configuration of version 27 (PDL false) or 28 (true) over grid (splits, nq, heads /
- * 64) in clusters of the splits. */
-template <int FMT, bool PDL>
+/* The launch configuration of version 27 (PDL false), 28 (true) or 29 (V 29, PDL true) over grid
+ * (splits, nq, heads / 64) in clusters of the splits (29: of two splits). */
+template <int FMT, bool PDL, int V = 27>
 static cudaLaunchConfig_t a27_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute *attr)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn27_kernel<FMT, PDL>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn27_kernel<FMT, PDL, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     cudaLaunchConfig_t cfg = {};
@@ -206,7 +285,7 @@ static cudaLaunchConfig_t a27_config(dim3 grid, cudaStream_t stream, cudaLaunchA
     cfg.dynamicSmemBytes = A6_SMEM_BYTES;
     cfg.stream = stream;
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = grid.x;
+    attr[0].val.clusterDim.x = V == 29 ? 2 : grid.x;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -216,24 +295,27 @@ static cudaLaunchConfig_t a27_config(dim3 grid, cudaStream_t stream, cudaLaunchA
     return cfg;
 }
 
-template <int FMT, bool PDL>
+template <int FMT, bool PDL, int V>
 static void a27_launch_fmt(const attn_args &a, float *out, cudaStream_t stream)
 {
     cudaLaunchAttribute attr[2];
-    cudaLaunchConfig_t cfg = a27_config<FMT, PDL>(dim3(a.splits, a.nq, a.heads / 64), stream, attr);
-    cudaCheck(cudaLaunchKernelEx(&cfg, attn27_kernel<FMT, PDL>, a, out));
+    cudaLaunchConfig_t cfg = a27_config<FMT, PDL, V>(dim3(a.splits, a.nq, a.heads / 64), stream, attr);
+    cudaCheck(cudaLaunchKernelEx(&cfg, attn27_kernel<FMT, PDL, V>, a, out));
     CUDA_LAUNCH_CHECK();
 }
 
-/* Version 27 or 28 over a.splits (2 .. A27_MAX_SPLITS) splits. */
+/* Version 27 or 28 over a.splits (2 .. A27_MAX_SPLITS) splits; version 29 over an even number of
+ * splits (a.part_o, a.part_lse: nq x splits / 2 x heads rows; a.merge_cnt zero). */
 static inline void a27_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
 {
     if (a.format == KREF_ROW_FP8) {
-        if (version == 28) a27_launch_fmt<KREF_ROW_FP8, true>(a, out, stream);
-        else a27_launch_fmt<KREF_ROW_FP8, false>(a, out, stream);
+        if (version == 29) a27_launch_fmt<KREF_ROW_FP8, true, 29>(a, out, stream);
+        else if (version == 28) a27_launch_fmt<KREF_ROW_FP8, true, 27>(a, out, stream);
+        else a27_launch_fmt<KREF_ROW_FP8, false, 27>(a, out, stream);
     } else {
-        if (version == 28) a27_launch_fmt<KREF_ROW_BF16, true>(a, out, stream);
-        else a27_launch_fmt<KREF_ROW_BF16, false>(a, out, stream);
+        if (version == 29) a27_launch_fmt<KREF_ROW_BF16, true, 29>(a, out, stream);
+        else if (version == 28) a27_launch_fmt<KREF_ROW_BF16, true, 27>(a, out, stream);
+        else a27_launch_fmt<KREF_ROW_BF16, false, 27>(a, out, stream);
     }
 }
 
