@@ -4,8 +4,8 @@
  * and versions 23-25's (kernels/lib/attn23.cuh: 22 with per-warp bulk copies to the peer; 25
  * persistent, 26 = 25 with the output staged in the Q region; 25 and 26 run 23 on shapes whose
  * splits are not multiples of 4 tiles),
- * and versions 27-28's (kernels/lib/attn27.cuh: 18 with the splits merged in the kernel through
- * distributed shared memory; 28 with programmatic dependent launch),
+ * and versions 27-29's (kernels/lib/attn27.cuh: 18 with the splits merged in the kernel through
+ * distributed shared memory; 28 with programmatic dependent launch; 29 in clusters of two splits),
  * built for sm_90a because wgmma exists only there; kernels/lib/attention.cu's
  * dhk_attention_launch adds the splits and the combine. */
 #include "kernels/dhk.h"

@@ -1,4 +1,4 @@
-/* attn27.cuh: attention versions 27 and 28 (kernels/lib/attention_wgmma.cu instantiates them for
+/* attn27.cuh: attention versions 27-29 (kernels/lib/attention_wgmma.cu instantiates them for
  * the library), version 18 (attn18.cuh: FlashMLA's division of the consumers, one block per 64
  * heads of a query and split) with the splits of a (query, 64 heads) merged inside the kernel,
  * through distributed shared memory, instead of by fp16 partials in global memory and a second
@@ -27,7 +27,12 @@
  * ids, the rows), and at once lets the next kernel of the stream launch (launch_dependents: that
  * kernel's own wait still holds it until this grid is complete). What overlaps is the launch and
  * the block's setup with the previous kernel's tail; back to back that kernel is the previous
- * iteration's, in a decode step the top-k that chose the rows. */
+ * iteration's, in a decode step the top-k that chose the rows.
+ *
+ * Version 29: version 28 in clusters of two splits (clusters of 8 and 4 do not all fit in the GPCs
+ * at batch 16 and 32; kernels/NOTES.md, "Versions 27 and 28: outcome"): each pair merged as above,
+ * the pairs of a (query, 64 heads) by the last block to arrive (a29_last_merge). Measured slower
+ * than 18 except at one pair (NOTES, "Version 29: outcome"); not the library's. */
 #ifndef KERNELS_ATTN27_CUH
 #define KERNELS_ATTN27_CUH
 
