@@ -28,13 +28,13 @@ bad b2b_negative "--b2b '-2'" --suite default --b2b -2
 bad reps_word "--reps 'many'" --suite default --reps many
 bad reps_huge "--reps '99999999999'" --suite default --reps 99999999999
 # Grid values, on the command line and in a suite file: checked for every point before the device.
-bad attn_version "version 27 is not 1 to 26" --kernel attention version=8,27
+bad attn_version "version 30 is not 1 to 29" --kernel attention version=8,30
 bad attn_diag_name "diag=bogus" --kernel attention version=8 diag=bogus
 bad attn_diag_version "diag=producer: need" --kernel attention version=6 diag=producer
 bad attn_diag_qhi_version "diag=qhi: need" --kernel attention version=10 diag=qhi
 bad attn_format "format 'fp4'" --kernel attention format=fp8,fp4
 bad verify_version "verify: version 0" --kernel verify version=0
-bad ring_version "ring: version 27" --kernel ring version=27
+bad ring_version "ring: version 30" --kernel ring version=30
 bad not_integer "version=x is not an integer" --kernel attention version=x
 bad gather_version "gather: version 5" --kernel gather version=5
 bad gather_row_bytes "row_bytes 700" --kernel gather row_bytes=700
@@ -66,6 +66,8 @@ printf 'gather version=1 row_bytes=656\nattention version=8 diag=consumers,sidew
 bad suite_value "diag=sideways" --suite "$tmp/bad.suite"
 # The persistent attention versions (25, 26) have no one-side diagnostic variant.
 bad attention_diag_v26 "diag=producer: need none" --kernel attention version=23,26 diag=producer
+# Nor the versions that merge their splits in the kernel (27-29).
+bad attention_diag_v28 "diag=consumers: need none" --kernel attention version=18,28,29 diag=consumers
 # A good value gets past the option checks (to the suite, or to the missing device here).
 "$bin" --suite default --b2b 20 --reps 3 --out "$tmp/ok" >/dev/null 2>"$tmp/err"
 if ! grep -q 'need an integer' "$tmp/err"; then echo "PASS b2b_accepted"; else echo "FAIL b2b_accepted ($(cat "$tmp/err"))"; fi

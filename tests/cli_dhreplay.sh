@@ -15,7 +15,7 @@ cfgfile() {
 }
 cfgfile lru lru 0; cfgfile held2 hisparse 2; cfgfile dspark adaptive+dspark 0
 # bad NAME WANT ARGS...: exit 2 and exactly one stderr line containing WANT.
-bad attention_version "--attention-version '27'" --attention-version 27 --run hs4k
+bad attention_version "--attention-version '30'" --attention-version 30 --run hs4k
 bad topk_version "--topk-version '0'" --topk-version 0 --run hs4k
 bad indexer_version "--indexer-version '6'" --indexer-version 6 --run hs4k
 bad as_arch "--as-arch: 'sm_70' is not an architecture" --as-arch sm_70 --run hs4k

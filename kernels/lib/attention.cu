@@ -1,5 +1,5 @@
 /* attention.cu: the library's sparse decode attention (kernels/dhk.h: dhk_attention_launch),
- * attention versions 23, 18 and 8 of kernels/versions/attention.cu (and 22, 24-26 by name): the splits of the k rows chosen so that
+ * attention versions 23, 28, 18 and 8 of kernels/versions/attention.cu (and 22, 24-27, 29 by name): the splits of the k rows chosen so that
  * one wave of blocks fills the SMs, the wgmma kernel (kernels/lib/attention_wgmma.cu, sm_90a)
  * writing fp16 partials with a log-sum-exp per head when there is more than one split, and
  * version 8's combine, which merges them with 8 splits' loads in flight per thread. This file
@@ -109,7 +109,16 @@ static bool attn22_applies(const attn_args &a) { return a.format == KREF_ROW_FP8
  * elsewhere (1.02-1.05x over version 8 at every batch, both formats, 64 heads). */
 void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream)
 {
-    dhk__attention_launch_version(a, sc, out, sms, stream, a.host ? 8 : attn22_applies(a) ? 23 : 18);
+    /* Version 28 (18 with the splits merged in the kernel, programmatic dependent launch) where the
+     * splits chosen below are two (64 heads: batch 34-66 at k 2048 on 132 SMs; 1.14x over 18 at
+     * batch 64, "Versions 27 and 28: outcome"); with more splits its clusters (4, 8 blocks) do not
+     * all fit in the GPCs at once and it is slower than 18. */
+    const int tn = (int)ATTN6_TILE_ROWS, per_split = a.nq * (a.heads / AT_H);
+    int splits = a.splits > 0 ? a.splits : std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
+    splits = std::min(splits, 64);
+    const int rps = ((a.k + splits - 1) / splits + tn - 1) / tn * tn;
+    splits = (a.k + rps - 1) / rps;
+    dhk__attention_launch_version(a, sc, out, sms, stream, a.host ? 8 : attn22_applies(a) ? 23 : splits == 2 ? 28 : 18);
 }
 
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
@@ -133,9 +142,27 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
         fprintf(stderr, "%s: attention: scratch too small for %d splits\n", program_invocation_short_name, a.splits);
         exit(1);
     }
+    if (version == 27 || version == 28) {
+        /* Clusters of the splits: from the chosen count down, the first that is 2-8 splits and
+         * whose nq x heads / 64 clusters are resident at once; none: version 18 as chosen. */
+        int s = a.splits, chosen = 0, rps = a.rows_per_split;
+        for (; s >= 2 && !chosen; s--) {
+            const int r = ((a.k + s - 1) / s + tn - 1) / tn * tn, n = (a.k + r - 1) / r;
+            if (n >= 2 && n <= 8 && (long long)per_split <= dhk__attn27_max_clusters(n)) chosen = n, rps = r;
+        }
+        if (chosen) a.splits = chosen, a.rows_per_split = rps;
+        else version = 18;
+    }
+    /* Version 29: clusters of two splits, so an even count whose nq x heads / 64 x splits / 2
+     * clusters are resident at once; otherwise version 18. */
+    if (version == 29 && (a.splits % 2 || (long long)per_split * (a.splits / 2) > dhk__attn27_max_clusters(2))) version = 18;
     a.part_o = sc.part_o;   /* holds fp16 partials here */
     a.part_lse = sc.part_lse;
     a.merge_cnt = sc.merge_cnt;
+    if (version >= 27 && version <= 29) {
+        dhk__attn27_launch(a, out, stream, version);   /* merges its splits itself */
+        return;
+    }
     if (version == 22) dhk__attn22_launch(a, out, stream);
     else if (version >= 23 && version <= 26) dhk__attn23_launch(a, out, stream, version);
     else if (version == 18) dhk__attn18_launch(a, out, stream);

@@ -81,9 +81,18 @@ int dhk__attn22_resident_blocks();
  * of 4 tiles); the same cases as 22. */
 void dhk__attn23_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
 int dhk__attn23_resident_blocks(int version);
+/* Versions 27 and 28 (kernels/lib/attn27.cuh): version 18 with the a.splits (2 .. 8) splits of a
+ * (query, 64 heads) in one cluster, merged there through distributed shared memory (no partials,
+ * no combine kernel); 28 with programmatic dependent launch. Version 29 (= 28 in clusters of two
+ * splits, an even a.splits: each pair merged there, the pairs by the last block to arrive, through
+ * a.part_o / a.part_lse and a.merge_cnt). Clusters of that many blocks resident at once:
+ * dhk__attn27_max_clusters. */
+void dhk__attn27_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
+int dhk__attn27_max_clusters(int splits);
 struct dhk_attn_scratch;
-/* dhk_attention_launch with its main kernel named (8, 18 or 22-26; 22-26 run 18 where they
- * do not apply) instead of chosen (the benchmarks). */
+/* dhk_attention_launch with its main kernel named (8, 18, 22-26 or 27-29; 22-26 run 18 where
+ * they do not apply, 27-28 run 18 where the splits are not 2-8 or their clusters do not fit at
+ * once, 29 where they are odd or their clusters of two do not fit) instead of chosen (the benchmarks). */
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
                                    int version);
 

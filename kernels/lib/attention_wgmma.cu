@@ -4,9 +4,12 @@
  * and versions 23-25's (kernels/lib/attn23.cuh: 22 with per-warp bulk copies to the peer; 25
  * persistent, 26 = 25 with the output staged in the Q region; 25 and 26 run 23 on shapes whose
  * splits are not multiples of 4 tiles),
+ * and versions 27-29's (kernels/lib/attn27.cuh: 18 with the splits merged in the kernel through
+ * distributed shared memory; 28 with programmatic dependent launch; 29 in clusters of two splits),
  * built for sm_90a because wgmma exists only there; kernels/lib/attention.cu's
  * dhk_attention_launch adds the splits and the combine. */
 #include "kernels/dhk.h"
+#include "kernels/lib/attn27.cuh"
 #include "kernels/lib/attn23.cuh"  // defines: attn6_kernel, a6_launch<V>, attn18_kernel, a18_launch<V, D>, attn21_kernel, a21_launch<D, V>, attn23_kernel, a23_launch<D, V>
 
 void dhk__attn8_launch(const attn_args &a, float *out, cudaStream_t stream)
@@ -39,3 +42,10 @@ int dhk__attn23_resident_blocks(int version)
     return 2 * (version >= 25 ? std::min(a25_max_clusters(), a23_max_clusters<23>())
                 : version == 24 ? a23_max_clusters<24>() : a23_max_clusters<23>());
 }
+
+void dhk__attn27_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
+{
+    a27_launch(a, out, stream, version);
+}
+
+int dhk__attn27_max_clusters(int splits) { return a27_max_clusters(splits); }

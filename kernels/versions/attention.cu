@@ -785,7 +785,7 @@ __global__ void attn_combine_kernel(const float *__restrict__ part_o, const floa
  * attention_wgmma.cu (64-row tiles). */
 static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
-    if ((version == 8 || version == 18 || (version >= 22 && version <= 26)) && a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
+    if ((version == 8 || version == 18 || (version >= 22 && version <= 29)) && a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
         dhk__attention_launch_version(a, sc, out, sms, st, version);
         return;
     }
@@ -1029,7 +1029,7 @@ static int parse_diag(const bench_params &p, int version)
         (diag > A6_DIAG_CONSUMERS && diag < A14_DIAG_NOREMOTE && (version < 11 || version > 13)) ||
         (diag >= A14_DIAG_NOREMOTE && version != 17) || (diag != A6_DIAG_NONE && (version == 19 || version >= 25)) ||
         (diag == A6_DIAG_CONSUMERS && (version == 20 || version == 21 || version == 24))) {
-        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8, 10-18, 22, 23 (20, 21, 24: producer; 19, 25, 26: none), "
+        fprintf(stderr, "dhbench: attention: diag=%s: need none, or producer or consumers with version 8, 10-18, 22, 23 (20, 21, 24: producer; 19, 25-29: none), "
                         "or nodequant or qhi with version 11-13, or noremote or noremote_producer with version 17\n", name.c_str());
         return -1;
     }
@@ -1156,6 +1156,12 @@ int bench_attention(bench_env *env, const bench_params &p)
     else if (version >= 11 && checks)
         fprintf(stderr, "dhbench: attention v%d%s %s batch %d: relative error %.3g\n", version,
                 diag ? " (qhi)" : "", format == KREF_ROW_FP8 ? "fp8" : "bf16", nq, err);
+    if (version >= 27 && version <= 29) {
+        /* What the dispatch of 27-29 sees: the clusters of S blocks resident at once. */
+        fprintf(stderr, "dhbench: attention v%d: clusters resident at once, of 2..8 blocks:", version);
+        for (int s = 2; s <= 8; s++) fprintf(stderr, " %d", dhk__attn27_max_clusters(s));
+        fprintf(stderr, "\n");
+    }
 
     bench_record r;
     r.kernel = "attention";
