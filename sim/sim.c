@@ -961,18 +961,26 @@ static double pack_prefill(run *R, double budget)
  * whose prompt is complete records its prefill end. */
 static int commit_prefill(run *R, double t_done)
 {
+    /* admission = sglang: the requests whose prefill this iteration completes join the running
+     * batch; into an empty one they become it, a new batch whose batch_is_full is clear
+     * (scheduler.py get_next_batch_to_run: running_batch = last_batch), into a non-empty one
+     * they merge and the flag stays (admit.h). */
+    int was_empty = 1, joined = 0;
+    for (uint32_t i = 0; i < R->adm.n_active && was_empty; i++) was_empty = R->adm.req[R->adm.active[i]].prefill_left > 0;
     for (uint32_t i = 0; i < R->n_spans; i++) {
         admit_req *q = &R->adm.req[R->span_req[i]];
         q->prefill_left -= (uint32_t)R->spans[i].tokens;
         /* admission = sglang: the chunk's KV is allocated as it runs. */
         if (R->adm.sgl && admit_grow(&R->adm, R->span_req[i], (uint32_t)R->spans[i].tokens) < 0) return -1;
         if (!q->prefill_left) {
+            joined = 1;
             q->prefill_done_t = t_done;
             /* A retracted request's second prefill is not its time to first token's. */
             if (R->rl.r[R->span_req[i]].prefill < 0) reqlat_prefill(&R->rl, R->span_req[i], t_done);
         }
     }
     R->n_spans = 0;
+    if (was_empty && joined) R->adm.full = 0;
     return 0;
 }
 
