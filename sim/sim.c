@@ -635,6 +635,8 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
     cx->fetch_main = pol->fetch_main;
     cx->queries = 1;
     cx->tp = sc->tp;
+    /* Colocated prefill's ranks sharing an iteration's experts (prefill.h dp_hold). */
+    cx->prefill_ranks = sc->prefill.dp_disjoint ? 1 : sc->attention_dp;
 }
 
 int sim_step_ctx(const sim_config *sc, pol_kind policy, step_ctx *cx)
@@ -1001,7 +1003,16 @@ static double prefill_alone(run *R, double t)
 {
     const sim_config *sc = R->sc;
     prefill_parts P;
-    const double d = prefill_iter_s(&R->cx, R->spans, R->n_spans, 0, &P, &R->st.ranges);
+    /* Under dp_hold = disjoint the other ranks decode beside this rank's chunk, each a batch
+     * like this rank's decoding one (their tokens go through the same experts); under
+     * lockstep they prefill chunks like it (prefill_ranks). */
+    double others = 0;
+    if (sc->attention_dp > 1 && sc->prefill.dp_disjoint) {
+        const admit_state *a = &R->adm;
+        for (uint32_t i = 0; i < a->n_active; i++) others += !a->req[a->active[i]].prefill_left;
+        others *= sc->attention_dp - 1;
+    }
+    const double d = prefill_iter_s(&R->cx, R->spans, R->n_spans, others, &P, &R->st.ranges);
     const double end = res_submit(&R->gpu, t, d, 0);
     R->st.compute_busy += d;
     /* Without a host tier the prompt's KV stays on the GPU. */
