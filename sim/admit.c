@@ -234,6 +234,7 @@ static int try_admit(admit_state *a, uint32_t r, uint32_t horizon, int *admitted
 int admit_finish(admit_state *a, uint32_t r)
 {
     admit_req *q = &a->req[r];
+    a->full = 0; /* the running batch shrank (update_running_batch) */
     close_streams(a, q);
     q->state = 2;
     a->completed++;
@@ -338,14 +339,26 @@ int admit_sgl_fill(admit_state *a, double now, uint32_t step, uint32_t steps, ui
     }
     const double free_bytes = ledger_free(&a->hbm);
     const uint32_t cap = sc->prefill.max_running;
-    /* add_one_req from the queue's head; budget_state after each. O(admitted) cost_at. */
-    while (a->q_len > 0 && budget > 0 && free_bytes - offset > 0 && (!cap || a->n_active < cap)) {
+    /* add_one_req from the queue's head, in its order: the running cap, the memory check
+     * (NO_TOKEN, evaluated even when the chunked request spent the round's chunk), then the
+     * chunk (OTHER when none is left); budget_state after each admission (NO_TOKEN first).
+     * NO_TOKEN and the cap mark the batch full, which stops later rounds too (admit.h).
+     * O(admitted) cost_at. */
+    while (!a->full && a->q_len > 0) {
+        if (cap && a->n_active >= cap) {
+            a->full = 1;
+            break;
+        }
         const uint32_t r = a->queue[a->q_head];
         admit_req *q = &a->req[r];
         const uint32_t extend = a->sh->prompt_len[r] + q->pos;
         const uint32_t max_new = min_u32(a->sh->output_len[r] - q->pos, clip);
         const double total = cost_total(a, r, (uint64_t)extend + max_new);
-        if (total >= free_bytes - offset) break; /* NO_TOKEN */
+        if (total >= free_bytes - offset) { /* NO_TOKEN */
+            a->full = 1;
+            break;
+        }
+        if (budget == 0) break; /* OTHER: no chunk left to cut */
         const double host = host_bytes(a, r);
         if (host > 0 && a->host_used + host > sc->mem.host_pool) break;
         /* Its streams at its position: opened for the positions the run can still use,
@@ -373,6 +386,11 @@ int admit_sgl_fill(admit_state *a, double now, uint32_t step, uint32_t steps, ui
         const uint32_t c = min_u32(extend, budget);
         offset += c == extend ? total : cost_total(a, r, c);
         budget -= c;
+        if (free_bytes - offset <= 0) { /* budget_state: NO_TOKEN */
+            a->full = 1;
+            break;
+        }
+        if (budget == 0) break; /* budget_state: OTHER */
     }
     return 0;
 }
@@ -393,6 +411,7 @@ static int retract(admit_state *a, uint32_t r)
     q->prefill_left = 0;
     q->retracted++;
     a->retractions++;
+    a->full = 0;
     const uint32_t n = a->sh->n_requests;
     a->queue[(a->q_head + a->q_len++) % n] = r;
     return 0;

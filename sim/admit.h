@@ -30,7 +30,13 @@
  *   - the queue's head is admitted while prompt + min(max_new - decoded, clip) < rem_total,
  *     the chunk's token budget is not spent (chunked prefill: chunk_tokens per round; the
  *     request cut by it is the next round's chunked request), and [prefill] max_running
- *     is not reached; a head that does not fit stops the round (no skipping).
+ *     is not reached; a head that does not fit stops the round (no skipping) and marks the
+ *     batch full: no later round admits until a request finishes or is retracted (SGLang's
+ *     running_batch.batch_is_full, set on AddReqResult.NO_TOKEN and at the running cap in
+ *     get_new_batch_prefill, which returns no batch while it is set and no chunked request
+ *     is pending and breaks before the queue's head when one is; cleared by
+ *     update_running_batch when the batch shrinks, and lost when a prefill batch replaces an
+ *     empty running batch in get_next_batch_to_run). The chunked request's chunks go on.
  * Before each decode step (admit_sgl_decode): if every decoding request's next tokens (1,
  * or gamma + 1 under speculation) fit the free pool, new_token_ratio decays by (init -
  * min) / decay_steps to min = init x min_factor; else requests are retracted one at a
@@ -108,6 +114,11 @@ typedef struct {
     uint32_t *just, n_just;
     double ntr, ntr_init, ntr_min, ntr_decay;
     uint32_t retractions;
+    /* SGLang's running_batch.batch_is_full: set when a round's head did not fit (NO_TOKEN) or
+     * the running cap was reached; while set no round admits, until a request finishes or is
+     * retracted (the running batch shrinks) or a prefill completes into an empty running
+     * batch (which it replaces, sim.c commit_prefill). */
+    int full;
     admit_victim *order;              /* [requests] scratch: the retraction order */
 } admit_state;
 

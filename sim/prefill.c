@@ -111,6 +111,14 @@ double prefill_attention_s(const step_ctx *cx, double bytes, double flops, doubl
     return fixed + (tb > tf ? tb : tf);
 }
 
+/* The data-parallel ranks whose chunks an iteration's experts take (step_ctx.prefill_ranks;
+ * 0 there: every rank, the lockstep case). */
+static double prefill_ranks(const step_ctx *cx)
+{
+    const double dp = cx->prefill_ranks > 0 ? cx->prefill_ranks : cx->attention_dp;
+    return dp > 1 ? dp : 1;
+}
+
 double prefill_gemm_s(const step_ctx *cx, int moe, double weight_bytes, double flops, double tokens,
                       double decode_tokens_dp)
 {
@@ -118,27 +126,32 @@ double prefill_gemm_s(const step_ctx *cx, int moe, double weight_bytes, double f
     const hw_profile *hw = cx->hw;
     if (!hw->prefill_gemm.n) return cost_gemm_time(cm, weight_bytes, flops, 1, cx->compute_sms);
     const model_cfg *md = cx->model;
-    /* The routed experts' share of the layer's FLOPs: k experts of expert_bytes / quantised
-     * bytes per parameter each, per token; the rest (projections, shared expert, a dense
-     * layer's MLP) at M = the iteration's tokens. */
-    double fe = 0;
+    /* The routed experts' share of this rank's FLOPs (fe_own): k experts of expert_bytes /
+     * quantised bytes per parameter each, per token; the rest (projections, shared expert, a
+     * dense layer's MLP) at M = the iteration's tokens. */
+    double fe_own = 0, fe = 0;
     const double tp = cx->tp.ranks > 1 ? cx->tp.ranks : 1;
-    if (moe) {
-        const double bpp = md->quant_bytes_per_param > 0 ? md->quant_bytes_per_param : 1;
-        fe = 2.0 * md->experts_per_token * md->expert_bytes / bpp * tokens / tp;
-        if (fe > flops) fe = flops;
-    }
     /* Rows the GPU's experts take: the instance's tokens (this rank's chunk on each of the
-     * attention_dp ranks, lockstep, and the decode tokens beside it; a TP group's tokens are
+     * ranks prefilling at once, prefill_ranks: every data-parallel rank under lockstep, this
+     * one alone under disjoint; and the decode tokens beside it; a TP group's tokens are
      * the same on its ranks) x k over the moe_ep GPUs,
      * as one grouped GEMM (assumed: DeepGEMM's contiguous layout packs the local experts' rows
      * into one launch; the per-expert M, rows / local experts, is the bound below it). */
-    const double dp = cx->attention_dp > 1 ? cx->attention_dp : 1;
-    const double rows = (tokens * dp + decode_tokens_dp) * md->experts_per_token / (cx->moe_ep > 1 ? cx->moe_ep : 1);
+    const double dp = prefill_ranks(cx), ep = cx->moe_ep > 1 ? cx->moe_ep : 1;
+    const double rows = (tokens * dp + decode_tokens_dp) * md->experts_per_token / ep;
+    if (moe) {
+        const double bpp = md->quant_bytes_per_param > 0 ? md->quant_bytes_per_param : 1;
+        fe_own = 2.0 * md->experts_per_token * md->expert_bytes / bpp * tokens / tp;
+        if (fe_own > flops) fe_own = flops;
+        /* The expert FLOPs this GPU computes: the prefill rows its experts take (the decode
+         * tokens' are the decode step's), fe_own when every rank prefills alike (dp = ep),
+         * 1 / ep of it when this rank prefills alone; expert-parallel over 1 GPU: its own. */
+        fe = ep > 1 ? 2.0 * md->expert_bytes / bpp * tokens * dp * md->experts_per_token / ep : fe_own;
+    }
     /* TP attention splits the projections' N over the ranks: their M stays the tokens. The
      * SMs left to compute scale the rates as in the roofline (cost_roofline_time). */
     const double sms = cx->compute_sms / hw->sms;
-    double tf = (flops - fe) / (cost_table_eval(&hw->prefill_gemm, tokens) * sms);
+    double tf = (flops - fe_own) / (cost_table_eval(&hw->prefill_gemm, tokens) * sms);
     if (fe > 0) tf += fe / (cost_table_eval(&hw->prefill_expert, rows) * sms);
     const double tw = cm->gemm.form == COST_FITTED ? weight_bytes / cm->gemm.bw : weight_bytes / cm->roof.hbm_bw;
     const double fixed = cm->gemm.form == COST_FITTED ? cm->gemm.fixed_s : cm->roof.launch_s;
@@ -184,7 +197,9 @@ double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, do
         if (macs > 0) ti = cost_roofline_time(&cm->roof, keys * k->indexer_key_bytes, 2.0 * macs, 1, cx->compute_sms);
         double w = cx->dense_bytes_per_layer;
         if (k->moe && md->experts > 0) {
-            const double global = P.tokens + decode_tokens_dp, local = md->experts / cx->moe_ep;
+            /* The experts the instance's tokens touch: the chunks of the ranks prefilling at
+             * once and the decode tokens beside them. */
+            const double global = P.tokens * prefill_ranks(cx) + decode_tokens_dp, local = md->experts / cx->moe_ep;
             w += local * -expm1(global * log1p(-md->experts_per_token / md->experts)) * md->expert_bytes;
         }
         double gf = 2.0 * md->active_params / md->n_layers * P.tokens;

@@ -45,14 +45,29 @@
  *   d2h server), beside the decode steps' write-through; PCIe is full duplex, so they do not
  *   slow the misses' fetches host-to-device. Without a host tier they stay on the GPU.
  *
- *   With data-parallel attention the MoE layers' all-to-all keeps every rank in step: a
- *   rank's prefill iteration holds the others' decode steps for its length. The simulated
- *   GPU stands for every rank. dp_hold = lockstep: the ranks, alike, prefill at the same
- *   moments (a closed loop's cold start), so the holds are this rank's own iterations;
- *   disjoint: the other ranks' iterations fall at other times (a steady state whose requests
- *   end at random), so each of this rank's iterations is followed by attention_dp - 1 decode
- *   steps held to at least that length. The truth lies between; both are bounds.
- *
+ *   With data-parallel attention every rank runs its own scheduler (its own queue, pool and
+ *   new_token_ratio; the DP controller dispatches requests round robin, data_parallel_controller.py,
+ *   --load-balance-method auto = round_robin without PD disaggregation, sgl-project/sglang#16110),
+ *   and every forward pass is synchronised over the ranks: prepare_mlp_sync_batch
+ *   (scheduler_dp_attn_mixin.py prepare_mlp_sync_batch_raw) all-gathers each rank's token count,
+ *   a rank with nothing to run joins with an idle batch, and the MoE all-to-all holds every rank
+ *   to the slowest; can_cuda_graph is the minimum over the ranks, so while one rank extends the
+ *   others' decode runs without CUDA graphs. Nothing lines the ranks' prefills up by default
+ *   (the PrefillDelayer, prefill_delayer.py, which holds a rank's prefill until every rank has
+ *   one, is off unless enabled). The simulated GPU stands for every rank, and where the others'
+ *   prefill iterations fall is the key:
+ *     lockstep  the ranks, alike, prefill at the same moments (the same requests at the same
+ *               time, as a closed loop's identical requests keep them): each iteration's experts
+ *               take every rank's chunk (step_ctx.prefill_ranks = attention_dp), and the holds
+ *               are this rank's own iterations;
+ *     disjoint  the other ranks' iterations fall at other times (ranks whose waves drifted
+ *               apart): each iteration is one rank's chunk beside the others' decode batches
+ *               (prefill_ranks 1: the experts take that chunk's share and the decode tokens;
+ *               this rank's decoding batch stands for each other rank's), and each of this
+ *               rank's iterations is followed by attention_dp - 1 decode steps held to at least
+ *               its length (the other ranks' iterations of the same size).
+ *   The truth lies between; both are bounds. The eager decode of a held step is not charged
+ *   (the prefilling rank's longer layers set the pass).
  * A request's prefill ends when its last chunk's iteration ends: admit_req.prefill_done_t
  * (admit.h), the hook for per-request time to first token. */
 #ifndef DH_PREFILL_H

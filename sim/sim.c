@@ -648,6 +648,8 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
     cx->fetch_main = pol->fetch_main;
     cx->queries = 1;
     cx->tp = sc->tp;
+    /* Colocated prefill's ranks sharing an iteration's experts (prefill.h dp_hold). */
+    cx->prefill_ranks = sc->prefill.dp_disjoint ? 1 : sc->attention_dp;
 }
 
 int sim_step_ctx(const sim_config *sc, pol_kind policy, step_ctx *cx)
@@ -974,18 +976,26 @@ static double pack_prefill(run *R, double budget)
  * whose prompt is complete records its prefill end. */
 static int commit_prefill(run *R, double t_done)
 {
+    /* admission = sglang: the requests whose prefill this iteration completes join the running
+     * batch; into an empty one they become it, a new batch whose batch_is_full is clear
+     * (scheduler.py get_next_batch_to_run: running_batch = last_batch), into a non-empty one
+     * they merge and the flag stays (admit.h). */
+    int was_empty = 1, joined = 0;
+    for (uint32_t i = 0; i < R->adm.n_active && was_empty; i++) was_empty = R->adm.req[R->adm.active[i]].prefill_left > 0;
     for (uint32_t i = 0; i < R->n_spans; i++) {
         admit_req *q = &R->adm.req[R->span_req[i]];
         q->prefill_left -= (uint32_t)R->spans[i].tokens;
         /* admission = sglang: the chunk's KV is allocated as it runs. */
         if (R->adm.sgl && admit_grow(&R->adm, R->span_req[i], (uint32_t)R->spans[i].tokens) < 0) return -1;
         if (!q->prefill_left) {
+            joined = 1;
             q->prefill_done_t = t_done;
             /* A retracted request's second prefill is not its time to first token's. */
             if (R->rl.r[R->span_req[i]].prefill < 0) reqlat_prefill(&R->rl, R->span_req[i], t_done);
         }
     }
     R->n_spans = 0;
+    if (was_empty && joined) R->adm.full = 0;
     return 0;
 }
 
@@ -1006,7 +1016,16 @@ static double prefill_alone(run *R, double t)
 {
     const sim_config *sc = R->sc;
     prefill_parts P;
-    const double d = prefill_iter_s(&R->cx, R->spans, R->n_spans, 0, &P, &R->st.ranges);
+    /* Under dp_hold = disjoint the other ranks decode beside this rank's chunk, each a batch
+     * like this rank's decoding one (their tokens go through the same experts); under
+     * lockstep they prefill chunks like it (prefill_ranks). */
+    double others = 0;
+    if (sc->attention_dp > 1 && sc->prefill.dp_disjoint) {
+        const admit_state *a = &R->adm;
+        for (uint32_t i = 0; i < a->n_active; i++) others += !a->req[a->active[i]].prefill_left;
+        others *= sc->attention_dp - 1;
+    }
+    const double d = prefill_iter_s(&R->cx, R->spans, R->n_spans, others, &P, &R->st.ranges);
     const double end = res_submit(&R->gpu, t, d, 0);
     R->st.compute_busy += d;
     /* Without a host tier the prompt's KV stays on the GPU. */

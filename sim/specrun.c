@@ -28,6 +28,8 @@ static const cfg_key specrun_keys[] = {
            "context).", 0),
     CK_ROW("spec", "staging_reuse", CK_BOOL, "", 0, 0, "true", "The staging area is reused across groups (else one per "
            "group).", 0),
+    CK_STR_ROW("spec", "accept", "request", "request|batch", "One acceptance draw per request and position, or one "
+               "per verification for the whole batch (SGLang's SGLANG_SIMULATE_ACC_LEN; sim/specrun.h).", 0),
 };
 const cfg_schema specrun_schema = CFG_SCHEMA("models/instances/NAME.ini", "Instance: speculative decoding",
     "Speculative decoding of a run (sim/specrun.h).", specrun_keys);
@@ -122,11 +124,15 @@ int specrun_config_load(cfg *c, const model_cfg *m, specrun_cfg *s)
 {
     memset(s, 0, sizeof *s);
     s->mtp_layer = -1;
-    const char *mode, *draft, *adaptive;
+    const char *mode, *draft, *adaptive, *accept;
     const cfg_schema *S = &specrun_schema;
     long dbs;
-    if (cfgk_string(c, S, "spec", "adaptive", &adaptive) < 0 || cfgk_int(c, S, "spec", "disable_batch_size", &dbs) < 0)
+    if (cfgk_string(c, S, "spec", "adaptive", &adaptive) < 0 || cfgk_int(c, S, "spec", "disable_batch_size", &dbs) < 0 ||
+        cfgk_string(c, S, "spec", "accept", &accept) < 0)
         return -1;
+    if (!strcmp(accept, "batch")) s->accept_per_batch = 1;
+    else if (strcmp(accept, "request") != 0)
+        return dh_err("%s: [spec] accept = '%s' (expected request or batch)", cfg_name(c), accept);
     s->disable_batch_size = (uint32_t)dbs;
     if (cfgk_string(c, S, "spec", "mode", &mode) < 0 || cfgk_string_or(c, S, "spec", "draft", &draft, "") < 0 ||
         cfgk_bool(c, S, "spec", "shared_retrieval", &s->shared_retrieval) < 0 ||
@@ -394,10 +400,16 @@ double specrun_plan(const specrun_cfg *s, step_ctx *cx, double step_overhead_s, 
         for (uint32_t i = 0; i < n; i++) sl[i].L = gam;
     }
     uint32_t *acc = dh_calloc(n ? n : 1, sizeof *acc);
+    /* accept = batch: every request reads the batch's one stream (request index UINT32_MAX,
+     * positioned by the verification's index), so with one table they accept alike, each cut
+     * at its own verify length (spec_sample_marginal takes one uniform). */
+    const uint32_t batch = ad ? ad->verifications++ : 0;
+    DH_BUG_ON(s->accept_per_batch && !ad);
     for (uint32_t i = 0; i < n; i++) {
         if (sl[i].L > gam) sl[i].L = gam;
         if (sl[i].L > sl[i].left) sl[i].L = sl[i].left;
-        sl[i].a = acc[i] = spec_accept(&cf[i], sl[i].L, seed, sl[i].req, sl[i].pos);
+        sl[i].a = acc[i] = s->accept_per_batch ? spec_accept(&cf[i], sl[i].L, seed, UINT32_MAX, batch)
+                                               : spec_accept(&cf[i], sl[i].L, seed, sl[i].req, sl[i].pos);
         sl[i].expected = spec_accept_expected(&cf[i], sl[i].L);
         /* A tree (MTP, topk > 1) verifies its num_draft_tokens nodes; its accepted path is
          * the chain's (the table is of the tree's accepted length). */

@@ -81,6 +81,8 @@ typedef struct {
     uint32_t current[SPECRUN_MAX_SLOTS];
     double ema[SPECRUN_MAX_SLOTS];
     uint64_t batches[SPECRUN_MAX_SLOTS];
+    uint32_t verifications;      /* verification batches planned so far: the index of
+                                  * [spec] accept = batch's draw */
 } specrun_adapt_state;
 
 typedef struct {
@@ -88,6 +90,13 @@ typedef struct {
     char draft_path[512];
     spec_draft *draft;           /* NULL when mode is none */
     int shared_retrieval, draft_ring, staging_reuse;
+    /* [spec] accept = batch: one acceptance draw per verification, every request of the batch
+     * accepting the same number of drafts (at most its own verify length), as SGLang's pinned
+     * acceptance does (SGLANG_SIMULATE_ACC_LEN: eagle_utils.py
+     * _generate_simulated_accept_index samples one value, num_samples = 1 or size (1,), and
+     * fills accept_length with it for the whole batch); request (default): one draw per
+     * request and position, as acceptance of real drafts is. */
+    int accept_per_batch;
     int32_t mtp_layer;           /* MTP: a target layer of the draft's layer_kind */
     uint32_t disable_batch_size; /* 0: off */
     specrun_adaptive adaptive;   /* n_slots 0: off */

@@ -88,6 +88,10 @@ typedef struct {
     tp_cfg tp;                     /* tensor-parallel attention (sim/tp.h); ranks 0 or 1:
                                     * none, and every cost is the data-parallel one */
     int fetch_main;                /* 1: a selecting layer's fetch on the compute server (above) */
+    double prefill_ranks;          /* data-parallel ranks whose prefill chunks share one
+                                    * prefill iteration's experts: attention_dp when the ranks
+                                    * prefill in lockstep, 1 when each prefills alone beside the
+                                    * others' decode batches (prefill.h dp_hold); 0: attention_dp */
 } step_ctx;
 
 typedef struct {

@@ -6,23 +6,27 @@
  * sized to leave exactly that). The reference below is written from SGLang's rules (admit.h's
  * description, schedule_policy.py, schedule_batch.py, scheduler.py) in whole tokens, with
  * none of the simulator's code: a FIFO queue, rounds that admit from its head against
- * free - offset, the chunk budget and the chunked request, the ratio's decay, the decode
- * check, the retraction order and the ratio's re-estimate, re-prefill of prompt and output
+ * free - offset, the chunk budget and the chunked request, batch_is_full (set on NO_TOKEN and
+ * at the cap, cleared when the running batch shrinks or a prefill replaces an empty one), the
+ * ratio's decay, the decode check, the retraction order and the ratio's re-estimate, re-prefill of prompt and output
  * so far. Both run the same workload; every request's first admission step, finish step and
  * retraction count must agree, and so must the run's retractions.
  *
  * The hand-worked case (P = 1000 tokens, prompts of 10, outputs of 400, 10 in flight, chunk
- * 1000, SGLang's constants): round 0 admits request 0 (its 410 tokens < 1000) and stops at
- * request 1 (410 >= 1000 - 410); after request 0's prefill the next round counts it at
- * ceil(400 x 0.7) = 280 and admits request 1 (410 < 980 - 280); after that prefill request 2
- * (410 < 970 - 560); then 130 tokens are left over the estimates and decoding starts with 3
+ * 1000, SGLang's constants): round 0 admits requests 0 and 1 (410 < 1000, 410 < 1000 - 410)
+ * and stops at request 2 (410 >= 1000 - 820: NO_TOKEN, the batch full); their prefill becomes
+ * the running batch, which clears the flag, and the next round counts each at
+ * ceil(400 x 0.7) = 280 and admits request 2 (410 < 980 - 560); request 3 finds 10 tokens
+ * (NO_TOKEN: full again, and request 2's prefill merges into a non-empty batch, which keeps
+ * the flag); then decoding starts with 3
  * requests, 3 tokens a step. The estimates never let a fourth in (at step s the pool has
  * 970 - 3s free against 3 ceil((400 - s) ratio)), and the pool runs out at decode step 323
  * (970 - 3 x 323 = 1 < 3): all three have decoded 323 tokens over equal prompts, so the latest
  * admitted, request 2, is retracted, and the ratio becomes (2 x 323 + 20 x 2) / (800 + 1).
  * Requests 0 and 1 finish at step 399; request 2 waits behind requests 3 .. 9 and prefills its
  * 10 + 323 tokens again when it is admitted. A planted fault in the reference (the earliest
- * admitted retracted instead) must disagree with the simulator. */
+ * admitted retracted instead) must disagree with the simulator, and so must one without
+ * batch_is_full on the drawn workloads. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,6 +94,8 @@ typedef struct {
 typedef struct {
     uint32_t pool, chunk, cap, target, n, steps;
     int planted;                   /* retract the earliest admitted instead */
+    int no_full;                   /* planted: no batch_is_full (re-check every round) */
+    int full;                      /* SGLang's batch_is_full */
     ref_req q[MAXR];
     uint32_t queue[MAXR * 8], qh, qn;
     uint32_t run[MAXR], nrun;      /* running, admission order */
@@ -114,10 +120,22 @@ static void ref_round(ref *R, int step)
         }
     }
     const double free = (double)R->pool - R->held;
-    while (R->qn && budget > 0 && free - offset > 0 && (!R->cap || R->nrun < R->cap)) {
+    if (R->no_full) R->full = 0;
+    /* In add_one_req's order: the cap, the memory (NO_TOKEN), the chunk (OTHER); then
+     * budget_state, NO_TOKEN first. NO_TOKEN and the cap set batch_is_full, which only a
+     * finish or a retraction clears. */
+    while (R->qn && !R->full) {
+        if (R->cap && R->nrun >= R->cap) {
+            R->full = 1;
+            break;
+        }
         ref_req *x = &R->q[R->queue[R->qh]];
         uint32_t extend = x->prompt + x->pos, total = extend + umin(x->out - x->pos, 4096);
-        if (total >= free - offset) break;
+        if (total >= free - offset) {
+            R->full = 1;
+            break;
+        }
+        if (!budget) break;
         R->qh++, R->qn--;
         if (x->admit_step < 0) x->admit_step = step;
         x->state = 1;
@@ -126,6 +144,11 @@ static void ref_round(ref *R, int step)
         uint32_t c = umin(extend, budget);
         offset += c == extend ? total : c;
         budget -= c;
+        if (free - offset <= 0) {
+            R->full = 1;
+            break;
+        }
+        if (!budget) break; /* OTHER: the next head is not looked at */
     }
 }
 
@@ -133,11 +156,16 @@ static void ref_round(ref *R, int step)
 static int ref_prefill(ref *R)
 {
     uint32_t budget = R->chunk, took = 0;
+    int decoding = 0, done = 0;
+    for (uint32_t i = 0; i < R->nrun; i++) decoding |= !R->q[R->run[i]].left;
     for (uint32_t i = 0; i < R->nrun && budget; i++) {
         ref_req *x = &R->q[R->run[i]];
         uint32_t c = umin(x->left, budget);
         x->left -= c, x->held += c, R->held += c, budget -= c, took += c;
+        done |= c > 0 && !x->left;
     }
+    /* Completed prefills into an empty running batch replace it: the flag is lost. */
+    if (done && !decoding) R->full = 0;
     return took > 0;
 }
 
@@ -180,6 +208,7 @@ static void ref_run(ref *R)
                 R->held -= x->held;
                 x->held = 0, x->state = 0, x->retracted++;
                 R->retractions++;
+                R->full = 0;
                 R->queue[R->qh + R->qn++] = (uint32_t)(x - R->q);
             }
             uint32_t kept = 0;
@@ -198,6 +227,7 @@ static void ref_run(ref *R)
             x->pos++;
             if (x->pos >= x->out) {
                 x->state = 2, x->finish_step = (int)s;
+                R->full = 0;
                 R->held -= x->held, x->held = 0;
                 R->completed++;
             } else {
@@ -265,12 +295,15 @@ static void run_sim(char **sets, int n_sets, sim_out *o, double *has_retr)
     sim_config_release(&sc);
 }
 
+/* planted: 0 none, 1 the earliest admitted retracted, 2 no batch_is_full (every round looks
+ * at the queue's head again). */
 static void ref_from(ref *R, const sim_out *o, uint32_t pool, uint32_t chunk, uint32_t cap, uint32_t target,
                      uint32_t steps, int planted)
 {
     memset(R, 0, sizeof *R);
     R->pool = pool, R->chunk = chunk, R->cap = cap, R->target = target, R->n = o->n, R->steps = steps;
-    R->planted = planted;
+    R->planted = planted == 1;
+    R->no_full = planted == 2;
     for (uint32_t i = 0; i < o->n; i++) R->q[i] = (ref_req){ .prompt = o->prompt[i], .out = o->out[i] };
     ref_run(R);
 }
@@ -334,13 +367,16 @@ static void test_hand_worked(void **state)
 }
 
 /* Drawn lengths, prompts longer than the chunk (the chunked request carried over rounds),
- * a running cap: the simulator against the reference on three seeds. */
+ * a running cap: the simulator against the reference on three seeds; the reference without
+ * batch_is_full (SGLang's flag that stops admission from a NO_TOKEN until the running batch
+ * shrinks) disagrees on at least one. */
 static void test_reference_drawn(void **state)
 {
     (void)state;
     char pool[96];
     pool_set(pool, sizeof pool, 3000);
     static char seed[3][32];
+    int no_full_disagrees = 0;
     for (int k = 0; k < 3; k++) {
         snprintf(seed[k], sizeof seed[k], "trace.seed=%d", 11 + k);
         char *sets[] = { pool, "instance.admission=sglang", "workload.requests=40", "workload.concurrency=12",
@@ -360,7 +396,12 @@ static void test_reference_drawn(void **state)
                         o.admit_step[i], o.finish_step[i], R.q[i].admit_step, R.q[i].finish_step, R.q[i].retracted);
             fail_msg("seed %d: %g retractions simulated, %u in the reference", 11 + k, o.retractions, R.retractions);
         }
+        /* The planted fault: rounds that look at the queue's head while the batch is full. */
+        ref P;
+        ref_from(&P, &o, 3000, 256, 8, 12, 100000, 2);
+        no_full_disagrees += !agree(&o, &P);
     }
+    assert_true(no_full_disagrees > 0);
 }
 
 /* The default admission reserves whole lengths: no retraction, none reported; the sglang

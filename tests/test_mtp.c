@@ -211,6 +211,65 @@ static void test_adaptive_trace(void **state)
     assert_int_equal(specrun_adapt_steps(&f->sp, &keep, 8), 3);
 }
 
+/* [spec] accept = batch (sim/specrun.h): SGLang's pinned acceptance draws once per
+ * verification for the whole batch. With the low-latency cell's draft (two drafts always
+ * accepted, the third half the time): every batch's requests accept alike, 2 or 3, about
+ * half each over 400 batches (the mean within 0.15 of 2.5: 4.2 standard errors); a request
+ * with one token left accepts at most its verify length of 1; the planted fault, accept =
+ * request, gives some batch two different counts; a bad value is one error naming it. */
+static void plan_batches(fixture *f, const char *accept, int *all_alike, double *mean, uint32_t *short_max)
+{
+    cfg *ic;
+    char text[256];
+    snprintf(text, sizeof text, "[spec]\nmode = mtp\ndraft = analysis/deployments/drafts/glm52-mtp-5-1-6-acc3.5.ini\n"
+                                "accept = %s\n", accept);
+    assert_int_equal(cfg_load_string("inst", text, &ic), 0);
+    specrun_cfg sp;
+    if (specrun_config_load(ic, &f->model, &sp) < 0) fail_msg("%s", dh_errmsg());
+    cfg_free(ic);
+    step_ctx cx = {.model = &f->model, .hw = &f->hw, .attention_dp = 1, .moe_ep = 8, .compute_sms = f->hw.sms,
+                   .dense_bytes_per_layer = 56e6, .a2a_ranks_per_token = 1};
+    specrun_adapt_state st;
+    specrun_adapt_init(&sp, &st);
+    enum { N = 16, B = 400 };
+    specrun_slot sl[N];
+    double sum = 0;
+    *all_alike = 1;
+    *short_max = 0;
+    for (uint32_t b = 0; b < B; b++) {
+        /* The last request has one token left: its verify length is 1. */
+        for (uint32_t i = 0; i < N; i++)
+            sl[i] = (specrun_slot){.req = i, .pos = b * 4, .ctx = 8192 + b * 4, .left = i == N - 1 ? 1 : 1000};
+        specrun_plan(&sp, &cx, 0, 7, N, sl, &st);
+        for (uint32_t i = 1; i + 1 < N; i++) *all_alike &= sl[i].a == sl[0].a;
+        if (sl[N - 1].a > *short_max) *short_max = sl[N - 1].a;
+        sum += sl[0].a;
+    }
+    *mean = sum / B;
+    specrun_config_release(&sp);
+}
+
+static void test_accept_per_batch(void **state)
+{
+    fixture *f = *state;
+    int alike;
+    double mean;
+    uint32_t short_max;
+    plan_batches(f, "batch", &alike, &mean, &short_max);
+    assert_true(alike);
+    assert_true(fabs(mean - 2.5) < 0.15);
+    assert_true(short_max <= 1);
+    plan_batches(f, "request", &alike, &mean, &short_max);
+    assert_false(alike);
+    cfg *ic;
+    specrun_cfg sp;
+    assert_int_equal(cfg_load_string("inst.ini", "[spec]\nmode = mtp\naccept = sometimes\n", &ic), 0);
+    assert_true(specrun_config_load(ic, &f->model, &sp) < 0);
+    assert_non_null(strstr(dh_errmsg(), "accept = 'sometimes'"));
+    assert_non_null(strstr(dh_errmsg(), "inst.ini"));
+    cfg_free(ic);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_v4_flash_draft),
         cmocka_unit_test(test_adaptive_routing),
         cmocka_unit_test(test_adaptive_trace),
+        cmocka_unit_test(test_accept_per_batch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

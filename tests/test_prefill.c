@@ -5,8 +5,9 @@
  * p / compress + 1) instead of the closed-form sums; the iteration's parts add up to its
  * compute; the prompt KV written is tokens x the kv-owning layers' row bytes. A mixed step (a
  * decode batch with a chunk) lasts the decode step alone plus the chunk, exactly: the chunk is
- * queued on the compute server before the layer graph. A planted fault (the reference without
- * the indexer) must differ. */
+ * queued on the compute server before the layer graph. A rank prefilling alone (dp_hold =
+ * disjoint) has its experts take its chunk's share only. Planted faults (the reference without
+ * the indexer; the lone rank's experts with every rank's chunk) must differ. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,18 +51,25 @@ static double table_rate(const cost_table *t, double m)
     return t->y[i - 1] + u * (t->y[i] - t->y[i - 1]);
 }
 
-/* A layer's GEMMs in the reference (prefill.h): with the profile's prefill table, the routed
- * experts' FLOPs (k experts of expert_bytes / bytes per parameter, per token) at the rate of
- * their rows (the instance's tokens x k over the EP GPUs), the rest at M = tokens, the
- * weights at weight_bw as the floor, plus the layer's fixed cost; without it the GEMM form. */
+/* The data-parallel ranks prefilling at once (step_ctx.prefill_ranks; 0: attention_dp). */
+static double ranks_of(const step_ctx *cx) { return cx->prefill_ranks > 0 ? cx->prefill_ranks : cx->attention_dp; }
+
+/* A layer's GEMMs in the reference (prefill.h): with the profile's prefill table, this rank's
+ * non-expert FLOPs (all but k experts of expert_bytes / bytes per parameter, per token) at
+ * M = tokens, and the expert FLOPs this GPU computes, its experts' share of the chunks of the
+ * pr ranks prefilling at once (tokens x pr x k / ep rows; the decode tokens beside them only
+ * set the rows' rate), at the rate of all its rows; the weights at weight_bw as the floor,
+ * plus the layer's fixed cost; without it the GEMM form. */
 static double ref_gemm(const fixture *f, const step_ctx *cx, int moe, double w, double tokens, double dec)
 {
     const model_cfg *md = &f->model;
-    const double flops = 2.0 * md->active_params / md->n_layers * tokens;
+    const double flops = 2.0 * md->active_params / md->n_layers * tokens, pr = ranks_of(cx);
     if (!f->hw.prefill_gemm.n) return cost_gemm_time(&f->hw.cost, w, flops, 1, cx->compute_sms);
-    const double fe = moe ? 2.0 * md->experts_per_token * md->expert_bytes / md->quant_bytes_per_param * tokens : 0;
-    const double rows = (tokens * cx->attention_dp + dec) * md->experts_per_token / cx->moe_ep;
-    const double tf = (flops - fe) / table_rate(&f->hw.prefill_gemm, tokens) + fe / table_rate(&f->hw.prefill_expert, rows);
+    const double per_row = 2.0 * md->expert_bytes / md->quant_bytes_per_param;
+    const double own = moe ? per_row * md->experts_per_token * tokens : 0;
+    const double mine = moe ? per_row * tokens * pr * md->experts_per_token / cx->moe_ep : 0;
+    const double rows = (tokens * pr + dec) * md->experts_per_token / cx->moe_ep;
+    const double tf = (flops - own) / table_rate(&f->hw.prefill_gemm, tokens) + mine / table_rate(&f->hw.prefill_expert, rows);
     return f->hw.cost.gemm.fixed_s + fmax(w / f->hw.cost.gemm.bw, tf);
 }
 
@@ -98,7 +106,8 @@ static double reference(const fixture *f, const step_ctx *cx, const prefill_span
             t += cost_roofline_time(&f->hw.cost.roof, keys * k->indexer_key_bytes, 2 * macs, 1, cx->compute_sms);
         double w = cx->dense_bytes_per_layer;
         if (k->moe)
-            w += md->experts / cx->moe_ep * (1 - pow(1 - md->experts_per_token / md->experts, tokens + dec)) * md->expert_bytes;
+            w += md->experts / cx->moe_ep * (1 - pow(1 - md->experts_per_token / md->experts, tokens * ranks_of(cx) + dec)) *
+                 md->expert_bytes;
         t += ref_gemm(f, cx, k->moe, w, tokens, dec);
         if (k->moe)
             for (int p = 0; p < 2; p++)
@@ -160,6 +169,29 @@ static void test_gemm_table_known_answer(void **state)
     step_ctx c2 = cx;
     c2.hw = &bare;
     assert_true(prefill_gemm_s(&c2, 1, 3e8, flops, 2048, 0) == cost_gemm_time(&bare.cost, 3e8, flops, 1, cx.compute_sms));
+}
+
+/* dp_hold = disjoint: a rank prefilling alone beside the others' decode batches. Its experts'
+ * rows are its chunk's share and the decode tokens (prefill_ranks 1), the iteration against the
+ * reference and shorter than the lockstep one of the same chunk, whose experts take every
+ * rank's chunk; the planted fault (the lone iteration costed with every rank's chunk in the
+ * experts) is the lockstep figure and must differ. */
+static void test_lone_rank_iteration(void **state)
+{
+    fixture *f = *state;
+    step_ctx lock = ctx_of(f), lone = ctx_of(f);
+    lone.prefill_ranks = 1;
+    const prefill_span sp = {4096, 1024};
+    const double dec = 7 * 9; /* seven other ranks decoding nine requests each */
+    double wr;
+    const double got = prefill_iter_s(&lone, &sp, 1, dec, NULL, NULL), want = reference(f, &lone, &sp, 1, dec, 1, &wr);
+    assert_true(fabs(got - want) <= 1e-9 * want);
+    const double full = prefill_iter_s(&lock, &sp, 1, 0, NULL, NULL);
+    assert_true(fabs(full - reference(f, &lock, &sp, 1, 0, 1, &wr)) <= 1e-9 * full);
+    assert_true(got < full);
+    step_ctx planted = lone;
+    planted.prefill_ranks = 8;
+    assert_true(fabs(got - reference(f, &planted, &sp, 1, dec, 1, &wr)) > 1e-6 * got);
 }
 
 static void test_written_is_prompt_kv(void **state)
@@ -242,6 +274,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_iteration_against_reference),
         cmocka_unit_test(test_written_is_prompt_kv),
+        cmocka_unit_test(test_lone_rank_iteration),
         cmocka_unit_test(test_gemm_table_known_answer),
         cmocka_unit_test(test_mixed_step_is_sum_of_parts),
         cmocka_unit_test(test_config),
