@@ -312,9 +312,13 @@ static int mem_load(cfg *c, sim_config *sc)
     mp->par = p;
     mp->computed = memplan_weights(&sc->model, &p, mp->part);
     mp->lm_head = mp->part[MP_LM_HEAD];
-    /* The absorbed copies are held, not counted as read: the step's weight read keeps the
-     * checkpoint's kv_b_proj (docs/MEMORY.md). */
-    mp->read_per_step = mp->computed - mp->part[MP_ROUTED_EXPERTS] - mp->part[MP_EMBED] - mp->part[MP_ATTN_ABSORB];
+    /* A decode step reads the absorbed copies (w_kc, w_vc in the q and output bmm of
+     * forward_absorb) in place of the checkpoint's kv_b_proj, which only the prefill's MHA
+     * path reads (docs/MEMORY.md): the copies at absorb_bytes_per_param, not kv_b_proj at
+     * quant_bytes_per_param. Without copies, kv_b_proj is read. */
+    const double kv_b_proj = p.absorb_bytes_per_param > 0
+        ? mp->part[MP_ATTN_ABSORB] * sc->model.quant_bytes_per_param / p.absorb_bytes_per_param : 0;
+    mp->read_per_step = mp->computed - mp->part[MP_ROUTED_EXPERTS] - mp->part[MP_EMBED] - kv_b_proj;
     mp->weights_given = cfg_has(c, "instance", "weights_per_gpu_bytes");
     if (mp->weights_given) {
         if (cfg_get_double(c, "instance", "weights_per_gpu_bytes", &mp->weights, CFG_REQUIRED, 0, 1e15) < 0) return -1;
