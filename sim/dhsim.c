@@ -147,14 +147,18 @@ static int run_all(const run_spec *spec, sim_result *res)
     pl.rc = calloc(pl.n, sizeof *pl.rc);
     pl.err = calloc(pl.n, sizeof *pl.err);
     if (!pl.rc || !pl.err) abort();
-    /* Columns that replay streams in lockstep (adaptive, speculative) take
-     * longest: start them first. Results stay in column order. */
+    /* Longest first, so that no long column starts last: the speculative ones (verification
+     * through live buffers), adaptive (live buffers whose budget moves every step), SGLang's
+     * hot buffer (its queue's sorts, and live while resident), then the rest (computed
+     * ahead or counted). Results stay in column order. */
     int no = 0;
-    for (int pass = 0; pass < 2; pass++)
+    for (int cls = 3; cls >= 0; cls--)
         for (int i = 0; i < pl.n; i++) {
             const column *c = &spec->cols[i];
-            int slow = c->pol == POL_ADAPTIVE || (c->n_sets > 0 && strncmp(c->sets[0], "spec.mode=none", 14) != 0);
-            if (slow == (pass == 0)) pl.order[no++] = i;
+            const int spec_col = c->n_sets > 0 && strncmp(c->sets[0], "spec.mode=none", 14) != 0;
+            const int sgl = c->pol == POL_SGLANG_HISPARSE || c->pol == POL_SGLANG_DYNAMIC || c->pol == POL_SGLANG_WATERMARK;
+            const int k = spec_col ? 3 : c->pol == POL_ADAPTIVE ? 2 : sgl ? 1 : 0;
+            if (k == cls) pl.order[no++] = i;
         }
     pthread_mutex_init(&pl.mu, NULL);
     cores_run_pool(spec->threads, (size_t)pl.n, worker, &pl);
