@@ -30,6 +30,12 @@ int admit_init(admit_state *a, const sim_config *sc, const pol_ops *pol, sel_sou
     a->arrival = dh_calloc(n, sizeof *a->arrival);
     a->active_ps = dh_calloc(n, sizeof *a->active_ps);
     a->bw = belady_work_new();
+    a->rows_per_region = dh_calloc(a->G ? a->G : 1, sizeof *a->rows_per_region);
+    for (uint32_t g = 0; g < a->G; g++) {
+        /* The misses' host regions: [gather] region_bytes over the group's row size. */
+        const double rb = sc->model.layer[sc->model.group[g].first_layer].row_bytes;
+        a->rows_per_region[g] = sc->hw.region_bytes > 0 && rb > 0 ? sc->hw.region_bytes / rb : 0;
+    }
     if (sc->wl.mode == WL_OPEN) wl_arrivals(&sc->wl, sc->seed, sc->attention_dp, n, a->arrival);
     if (sc->admission.mode == ADMIT_SGLANG) {
         const admission_cfg *ac = &sc->admission;
@@ -83,6 +89,7 @@ void admit_release(admit_state *a)
     free(a->just);
     free(a->order);
     belady_work_free(a->bw);
+    free(a->rows_per_region);
     pol_env_release(&a->env);
     memset(a, 0, sizeof *a);
 }
@@ -172,14 +179,7 @@ static int open_streams(admit_state *a, uint32_t r, uint32_t horizon)
      * one position at a time through a live hot buffer (specrun.h). */
     if (a->sh->output_len[r] < horizon) horizon = a->sh->output_len[r];
     pol_open_args oa = { .src = a->src, .sh = a->sh, .req = r, .horizon = horizon, .bw = a->bw, .live = sc->spec.mode != 0 };
-    double *rpr = dh_calloc(a->G, sizeof *rpr);
-    for (uint32_t g = 0; g < a->G; g++) {
-        /* The misses' host regions: [gather] region_bytes over the group's row size. */
-        const double rb = sc->model.layer[sc->model.group[g].first_layer].row_bytes;
-        rpr[g] = sc->hw.region_bytes > 0 && rb > 0 ? sc->hw.region_bytes / rb : 0;
-    }
-    int rc = pol_open_groups(a->pol, &a->env, q->ps, a->G, &oa, rpr);
-    free(rpr);
+    int rc = pol_open_groups(a->pol, &a->env, q->ps, a->G, &oa, a->rows_per_region);
     if (rc < 0) {
         free(q->ps);
         q->ps = NULL;

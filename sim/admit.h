@@ -105,6 +105,7 @@ typedef struct {
     uint32_t admitted, completed;
     double *arrival;                  /* [requests] open loop: arrival times */
     belady_work *bw;
+    double *rows_per_region;          /* [G] rows per host region of each group's misses (0: not counted) */
     pol_stream **active_ps;           /* [requests] scratch: the active requests' streams */
     /* admission = sglang (above): the waiting queue (a ring of the request indices that
      * arrived and are not running, retracted ones included), the requests admitted by the

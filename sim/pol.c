@@ -261,21 +261,33 @@ typedef struct {
     const pol_open_args *base;
     const double *rows_per_region;
     uint32_t next;            /* the next group to open (atomic) */
-    int *rc;                  /* [G] */
-    char (*err)[1024];        /* [G] the message of a group that failed */
+    int *opened;              /* [G] 1: ps[g] is open */
+    pthread_mutex_t mu;       /* guards failed and err */
+    uint32_t failed;          /* the lowest group that failed (G: none) */
+    char err[1024];           /* its message */
 } open_job;
 
+/* Open groups taken in turn until none is left; a group above one that failed is not opened
+ * (its error would not be reported). */
 static void open_some(open_job *j, belady_work *bw)
 {
     for (;;) {
-        uint32_t g = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-        if (g >= j->G) return;
+        const uint32_t g = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (g >= j->G || g > __atomic_load_n(&j->failed, __ATOMIC_RELAXED)) return;
         pol_open_args oa = *j->base;
         oa.group = g;
         oa.rows_per_region = j->rows_per_region[g];
         oa.bw = bw;
-        j->rc[g] = j->pol->open(j->e, &j->ps[g], &oa);
-        if (j->rc[g] < 0) snprintf(j->err[g], sizeof j->err[g], "%s", dh_errmsg());
+        if (j->pol->open(j->e, &j->ps[g], &oa) == 0) {
+            j->opened[g] = 1;
+            continue;
+        }
+        pthread_mutex_lock(&j->mu);
+        if (g < j->failed) {
+            snprintf(j->err, sizeof j->err, "%s", dh_errmsg());
+            __atomic_store_n(&j->failed, g, __ATOMIC_RELAXED);
+        }
+        pthread_mutex_unlock(&j->mu);
     }
 }
 
@@ -292,39 +304,25 @@ int pol_open_groups(const pol_ops *pol, const pol_env *e, pol_stream *ps, uint32
                     const double *rows_per_region)
 {
     enum { MAX_HELPERS = 15 };
-    int extra = pol->open_parallel && G > 1 ? cores_borrow(G - 1 < MAX_HELPERS ? (int)G - 1 : MAX_HELPERS) : 0;
-    if (extra == 0) {
-        pol_open_args oa = *base;
-        for (uint32_t g = 0; g < G; g++) {
-            oa.group = g;
-            oa.rows_per_region = rows_per_region[g];
-            if (pol->open(e, &ps[g], &oa) < 0) {
-                for (uint32_t j = 0; j < g; j++) pol->close(&ps[j]);
-                return -1;
-            }
-        }
-        return 0;
-    }
-    open_job j = {.pol = pol, .e = e, .ps = ps, .G = G, .base = base, .rows_per_region = rows_per_region};
-    j.rc = dh_calloc(G, sizeof *j.rc);
-    j.err = dh_calloc(G, sizeof *j.err);
+    const int extra = pol->open_parallel && G > 1 ? cores_borrow(G - 1 < MAX_HELPERS ? (int)G - 1 : MAX_HELPERS) : 0;
+    open_job j = {.pol = pol, .e = e, .ps = ps, .G = G, .base = base, .rows_per_region = rows_per_region, .failed = G};
+    j.opened = dh_calloc(G ? G : 1, sizeof *j.opened);
+    pthread_mutex_init(&j.mu, NULL);
     pthread_t th[MAX_HELPERS];
     int started = 0;
     for (int i = 0; i < extra; i++)
         if (pthread_create(&th[started], NULL, open_worker, &j) == 0) started++;
     cores_give_back(extra - started);
-    open_some(&j, base->bw);
+    open_some(&j, base->bw); /* the caller's thread, with the run's MIN scratch */
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     cores_give_back(started);
-    int failed = -1;
-    for (uint32_t g = 0; g < G && failed < 0; g++)
-        if (j.rc[g] < 0) failed = (int)g;
-    if (failed >= 0) {
+    pthread_mutex_destroy(&j.mu);
+    const int failed = j.failed < G;
+    if (failed) {
         for (uint32_t g = 0; g < G; g++)
-            if (j.rc[g] == 0) pol->close(&ps[g]);
-        dh_err("%s", j.err[failed]);
+            if (j.opened[g]) pol->close(&ps[g]);
+        dh_err("%s", j.err);
     }
-    free(j.rc);
-    free(j.err);
-    return failed >= 0 ? -1 : 0;
+    free(j.opened);
+    return failed ? -1 : 0;
 }
