@@ -37,6 +37,11 @@ err1 attr_wide_str_check "attribute 'preset' is a string of 1048576 bytes" $DHT 
 err1 index_signed_check "/req/0/g/0/index field 'n_added' is not an unsigned integer" $DHT check "$T/index_signed.h5"
 err1 index_missing_field "/req/0/g/0/index has 3 fields" $DHT check "$T/index_missing.h5"
 err1 index_wide_field "field 'n_added' is not an unsigned integer of at most 32 bits" $DHT stats "$T/index_wide.h5"
+# A stream's rows chunk whose deflate stream is valid but inflates to a quarter of the chunk:
+# HDF5 alone returns the rest of its chunk buffer as rows (h5py reads it silently).
+craft rows_short_chunk
+err1 rows_short_chunk_check "a chunk inflates to 16384 bytes where the dataset's chunks hold 65536" $DHT check "$T/rows_short_chunk.h5"
+err1 rows_short_chunk_stats "cannot read /req/0/g/0/rows 0..384" $DHT stats "$T/rows_short_chunk.h5"
 err1 rows_after_last_check "/req/0/g/0/rows has 387 entries, its index accounts for 384" $DHT check "$T/rows_after_last.h5"
 # The simulator reads exactly output_len positions of a stream, never past the last.
 err1 rows_after_last_dhsim "rows has" $DHS --trace "$T/rows_after_last_sim.h5" --policy hisparse --steps 40 --concurrency 2 --quiet

@@ -4,6 +4,7 @@
 import sys
 import h5py
 import numpy as np
+import zlib
 
 mode, src, dst = sys.argv[1:4]
 
@@ -158,6 +159,18 @@ with h5py.File(src, "r") as f, h5py.File(dst, "w", libver="latest") as g:
         copy(f, g, skip=tuple(streams))
         for s in streams:
             g.create_dataset(s, data=np.concatenate([f[s][()], np.array([1, 2, 3], dtype=np.uint32)]))
+    elif mode == "rows_short_chunk":  # a stream's rows chunk that inflates short, its deflate valid
+        s = f["req/0/g/0/rows"]
+        copy(f, g, skip=(s.name[1:],))
+        d = g.create_dataset(s.name, data=s[()], chunks=s.chunks, maxshape=s.maxshape,
+                             shuffle=True, compression="gzip")
+        g.flush()
+        assert d.id.get_num_chunks() == 1, "rows not one chunk"
+        mask, raw = d.id.read_direct_chunk((0,))
+        body = zlib.decompress(raw)
+        # only the stream's own entries survive (its shuffled bytes cut to a quarter of the
+        # chunk): HDF5 1.10 returns the rest of its chunk buffer as data unless the reader checks
+        d.id.write_direct_chunk((0,), zlib.compress(body[:len(body) // 4]), mask)
     elif mode == "many_requests":     # 3 million requests claimed, shape datasets to match
         n = 3000000
         copy(f, g, skip_attr=("n_requests",), skip=("requests/prompt_len", "requests/output_len"))
