@@ -2,11 +2,11 @@
  * per-query missing-row retrieval, staging bytes and the lookahead queue; see
  * union.h.
  *
- * State lives in one open-addressing hash (linear probing, at most half full)
- * of the rows this union touched: rows of X and rows of S_0 that were missing
+ * State lives in a map of the rows this union touched (sim/rowmap.h, the
+ * flags in each entry's state): rows of X and rows of S_0 that were missing
  * or left the selection. Entries are never deleted during a union; a new union
- * clears only the slots the previous one used, so a union costs O(rows it
- * touched), independent of k. */
+ * clears the table, which is sized by the most rows a union touched, so a
+ * union costs O(rows it touched), independent of k. */
 #include "common/mem.h"
 #include "sim/union.h"
 #include "common/dh_err.h"
@@ -22,97 +22,38 @@ enum {
     F_NONRES = 16  /* a row of X that was not resident */
 };
 
-static inline uint32_t hash32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
 void union_init(union_set *u)
 {
     memset(u, 0, sizeof *u);
-    u->hmask = 1023;
-    u->hkey = calloc(u->hmask + 1, sizeof *u->hkey);
-    u->hflag = calloc(u->hmask + 1, 1);
-    if (!u->hkey || !u->hflag) abort();
+    rowmap_init(&u->touched);
 }
 
 void union_release(union_set *u)
 {
-    free(u->hkey);
-    free(u->hflag);
-    free(u->used);
+    rowmap_release(&u->touched);
     free(u->extra);
     memset(u, 0, sizeof *u);
 }
 
-static void grow(union_set *u)
-{
-    uint32_t old_cap = u->hmask + 1, cap = old_cap * 2;
-    uint32_t *okey = u->hkey;
-    uint8_t *oflag = u->hflag;
-    u->hkey = calloc(cap, sizeof *u->hkey);
-    u->hflag = calloc(cap, 1);
-    if (!u->hkey || !u->hflag) abort();
-    u->hmask = cap - 1;
-    /* Rehash the occupied slots and record their new places. */
-    for (uint32_t i = 0; i < u->n_slots_used; i++) {
-        uint32_t s = u->used[i], k = okey[s], j = hash32(k) & u->hmask;
-        while (u->hkey[j]) j = (j + 1) & u->hmask;
-        u->hkey[j] = k;
-        u->hflag[j] = oflag[s];
-        u->used[i] = j;
-    }
-    free(okey);
-    free(oflag);
-}
-
-/* The flags of row, inserting it (flags 0) when absent. */
+/* The flags of row, inserting it (flags 0) when absent. Valid until the next
+ * insert: every caller updates them at once. */
 static uint8_t *slot(union_set *u, uint32_t row)
 {
-    uint32_t key = row + 1, j = hash32(key) & u->hmask;
-    while (u->hkey[j]) {
-        if (u->hkey[j] == key) return &u->hflag[j];
-        j = (j + 1) & u->hmask;
-    }
-    if (2 * (u->n_slots_used + 1) > u->hmask + 1) {
-        grow(u);
-        return slot(u, row);
-    }
-    if (u->n_slots_used == u->cap_used) {
-        u->cap_used = u->cap_used ? 2 * u->cap_used : 256;
-        u->used = dh_realloc(u->used, u->cap_used * sizeof *u->used);
-    }
-    u->used[u->n_slots_used++] = j;
-    u->hkey[j] = key;
-    u->hflag[j] = 0;
-    return &u->hflag[j];
+    return &rowmap_insert(&u->touched, row, NULL)->state;
 }
 
 /* The flags of row, or NULL when the union never touched it. */
 static uint8_t *find(const union_set *u, uint32_t row)
 {
-    uint32_t key = row + 1, j = hash32(key) & u->hmask;
-    while (u->hkey[j]) {
-        if (u->hkey[j] == key) return &u->hflag[j];
-        j = (j + 1) & u->hmask;
-    }
-    return NULL;
+    rowmap_ent *e = rowmap_find(&u->touched, row);
+    return e ? &e->state : NULL;
 }
 
 void union_begin(union_set *u, uint32_t n_base, union_member_fn in_base, const void *base_user,
                   const uint32_t *missed, uint32_t n_missed, union_member_fn resident, const void *res_user,
                   int per_query)
 {
-    for (uint32_t i = 0; i < u->n_slots_used; i++) {
-        u->hkey[u->used[i]] = 0;
-        u->hflag[u->used[i]] = 0;
-    }
-    u->n_slots_used = 0;
+    rowmap_clear(&u->touched);
     u->n_extra = 0;
     u->n_base = n_base;
     u->in_base = in_base;

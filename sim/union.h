@@ -43,18 +43,15 @@
 #include <stdint.h>
 
 #include "common/dh_err.h"
+#include "sim/rowmap.h"
 #include "traces/sel.h"
 
 /* Is row a member (of S_0, or resident)? */
 typedef int (*union_member_fn)(const void *user, uint32_t row);
 
 typedef struct {
-    /* Hash of the rows touched this union: key = row + 1 (0 empty), flags. */
-    uint32_t *hkey;
-    uint8_t *hflag;
-    uint32_t hmask, n_slots_used;
-    uint32_t *used;           /* occupied slots, to clear in O(touched) */
-    uint32_t cap_used;
+    /* The rows touched this union, each with its flags (the entry's state). */
+    rowmap touched;
     uint32_t *extra;          /* X in insertion order */
     uint32_t n_extra, cap_extra;
     /* The base S_0. */
