@@ -75,6 +75,43 @@ void dhk_attention_combine(const void *part_o, const float *part_lse, int nq, in
     CUDA_LAUNCH_CHECK();
 }
 
+/* Version 30's combine: version 8's, launched with programmatic stream serialization after the
+ * main kernel (which lets it launch once its last tiles' loads are issued, kernels/lib/attn30.cuh):
+ * its blocks let the next kernel of the stream launch at once (that kernel's own wait holds it
+ * until this grid is complete), then wait for the main kernel's partials. The wait and the trigger
+ * exist from sm_90 on; this file is also built for earlier targets, where version 30 never runs. */
+__global__ void attn30_combine_kernel(const __half *__restrict__ part_o, const float *__restrict__ part_lse, int nq,
+                                      int splits, int heads, float *__restrict__ out)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)nq * heads * (AT_V / 4)) return;
+    const int c = (int)(i % (AT_V / 4));
+    const size_t qh = i / (AT_V / 4);
+    const size_t base = (qh / heads) * splits * heads + qh % heads;
+    *(float4 *)(out + qh * AT_V + c * 4) = attn8_merge4(part_o, part_lse, base, splits, heads, c);
+}
+
+void dhk__attn30_combine(const void *part_o, const float *part_lse, int nq, int splits, int heads, float *out,
+                         cudaStream_t stream)
+{
+    const size_t items = (size_t)nq * heads * (AT_V / 4);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)((items + 127) / 128));
+    cfg.blockDim = dim3(128);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaCheck(cudaLaunchKernelEx(&cfg, attn30_combine_kernel, (const __half *)part_o, part_lse, nq, splits, heads, out));
+    CUDA_LAUNCH_CHECK();
+}
+
 void dhk_attn_scratch_alloc(dhk_attn_scratch &sc, size_t max_q_heads)
 {
     /* At most 64 splits per (query, head): the launches cap them there. */
@@ -165,7 +202,9 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
     }
     if (version == 22) dhk__attn22_launch(a, out, stream);
     else if (version >= 23 && version <= 26) dhk__attn23_launch(a, out, stream, version);
+    else if (version == 30) dhk__attn30_launch(a, out, stream);
     else if (version == 18) dhk__attn18_launch(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
-    if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);
+    if (a.splits > 1 && version == 30) dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);
+    else if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);
 }
