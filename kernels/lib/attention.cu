@@ -95,8 +95,51 @@ __global__ void attn30_combine_kernel(const __half *__restrict__ part_o, const f
     *(float4 *)(out + qh * AT_V + c * 4) = attn8_merge4(part_o, part_lse, base, splits, heads, c);
 }
 
+/* Version 31's combine: version 30's with, up to 8 splits, every split's log-sum-exp and partial
+ * loaded in one round trip (attn8_merge4 reads the log-sum-exps for their maximum first, then
+ * the partials: two dependent trips through L2); more splits: attn8_merge4. */
+__global__ void attn31_combine_kernel(const __half *__restrict__ part_o, const float *__restrict__ part_lse, int nq,
+                                      int splits, int heads, float *__restrict__ out)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)nq * heads * (AT_V / 4)) return;
+    const int c = (int)(i % (AT_V / 4));
+    const size_t qh = i / (AT_V / 4);
+    const size_t base = (qh / heads) * splits * heads + qh % heads;
+    if (splits > 8) {
+        *(float4 *)(out + qh * AT_V + c * 4) = attn8_merge4(part_o, part_lse, base, splits, heads, c);
+        return;
+    }
+    float lse[8], mx = -INFINITY;
+    uint2 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const bool in = j < splits;
+        const size_t r = base + (size_t)(in ? j : 0) * heads;
+        lse[j] = in ? part_lse[r] : -INFINITY;
+        v[j] = *(const uint2 *)(part_o + r * AT_V + c * 4);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) mx = fmaxf(mx, lse[j]);
+    float acc[4] = {0.f, 0.f, 0.f, 0.f}, den = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const float w = mx == -INFINITY || lse[j] == -INFINITY ? 0.f : exp2f(lse[j] - mx);
+        const __half2 *h2 = (const __half2 *)&v[j];
+        const float2 f0 = __half22float2(h2[0]), f1 = __half22float2(h2[1]);
+        acc[0] += w * f0.x, acc[1] += w * f0.y, acc[2] += w * f1.x, acc[3] += w * f1.y;
+        den += w;
+    }
+    const float inv = den > 0 ? 1.f / den : 0.f;
+    *(float4 *)(out + qh * AT_V + c * 4) = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+}
+
 void dhk__attn30_combine(const void *part_o, const float *part_lse, int nq, int splits, int heads, float *out,
-                         cudaStream_t stream)
+                         cudaStream_t stream, int version)
 {
     const size_t items = (size_t)nq * heads * (AT_V / 4);
     cudaLaunchConfig_t cfg = {};
@@ -108,7 +151,8 @@ void dhk__attn30_combine(const void *part_o, const float *part_lse, int nq, int 
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    cudaCheck(cudaLaunchKernelEx(&cfg, attn30_combine_kernel, (const __half *)part_o, part_lse, nq, splits, heads, out));
+    cudaCheck(cudaLaunchKernelEx(&cfg, version == 31 ? attn31_combine_kernel : attn30_combine_kernel, (const __half *)part_o,
+                                 part_lse, nq, splits, heads, out));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -205,9 +249,10 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
     }
     if (version == 22) dhk__attn22_launch(a, out, stream);
     else if (version >= 23 && version <= 26) dhk__attn23_launch(a, out, stream, version);
-    else if (version == 30) dhk__attn30_launch(a, out, stream);
+    else if (version == 30 || version == 31) dhk__attn30_launch(a, out, stream);
     else if (version == 18) dhk__attn18_launch(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
-    if (a.splits > 1 && version == 30) dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);
+    if (a.splits > 1 && (version == 30 || version == 31))
+        dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream, version);
     else if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);
 }

@@ -785,7 +785,7 @@ __global__ void attn_combine_kernel(const float *__restrict__ part_o, const floa
  * attention_wgmma.cu (64-row tiles). */
 static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
-    if ((version == 8 || version == 18 || (version >= 22 && version <= 30)) && a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
+    if ((version == 8 || version == 18 || (version >= 22 && version <= 31)) && a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
         dhk__attention_launch_version(a, sc, out, sms, st, version);
         return;
     }
@@ -831,7 +831,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     if (version == 9 || (a.diag & A30_DIAG_NOCOMBINE)) {
         /* merged inside the kernel; the fixed-cost diagnostics without the combine */
     } else if (a.splits > 1 && version == 30) {
-        dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
+        dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st, 30);
     } else if (a.splits > 1 && (version == 8 || version >= 10)) {
         dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
     } else if (a.splits > 1) {
@@ -842,7 +842,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
 }
 
-/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-30 (attention_wgmma.cu; 8 the library's);
+/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-31 (attention_wgmma.cu; 8 the library's);
  * ATTN_MAX_VERSION is in kernels/bench.cuh. */
 
 /* The grid point's attention version (default 2), or -1 after an error line naming the
@@ -1037,9 +1037,9 @@ static int parse_diag(const bench_params &p, int version)
     const std::string name = p.str("diag", "none");
     const int d30 = parse_diag_a30(name);
     if (d30 >= 0 && (version == 18 || version == 30)) return d30;
-    if (d30 >= 0 || (version == 30 && name != "none")) {
+    if (d30 >= 0 || (version >= 30 && name != "none")) {
         fprintf(stderr, "dhbench: attention: diag=%s: launch, qonly, empty, tile1, full (and _nocombine) need version 18 or 30; "
-                        "version 30 takes no other diag\n", name.c_str());
+                        "versions 30, 31 take no other diag\n", name.c_str());
         return -1;
     }
     const int diag = name == "none" ? A6_DIAG_NONE : name == "producer" ? A6_DIAG_PRODUCER
