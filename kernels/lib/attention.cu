@@ -1,5 +1,5 @@
 /* attention.cu: the library's sparse decode attention (kernels/dhk.h: dhk_attention_launch),
- * attention versions 23, 28, 30 and 8 of kernels/versions/attention.cu (and 18, 22, 24-27, 29 by name): the splits of the k rows chosen so that
+ * attention versions 23, 28, 31 and 8 of kernels/versions/attention.cu (and 18, 22, 24-27, 29, 30 by name): the splits of the k rows chosen so that
  * one wave of blocks fills the SMs, the wgmma kernel (kernels/lib/attention_wgmma.cu, sm_90a)
  * writing fp16 partials with a log-sum-exp per head when there is more than one split, and
  * version 8's combine, which merges them with 8 splits' loads in flight per thread. This file
@@ -199,10 +199,11 @@ void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms
     splits = std::min(splits, 64);
     const int rps = ((a.k + splits - 1) / splits + tn - 1) / tn * tn;
     splits = (a.k + rps - 1) / rps;
-    /* Version 30 (18 with programmatic dependent launch on the main kernel and the combine) in
-     * place of 18 on the other hot rows: 1.01-1.20x over 18 at every batch, both formats, 64 and
-     * 128 heads ("Version 30: outcome"); at two splits 28 stays faster (67.2 against 73.7 us). */
-    dhk__attention_launch_version(a, sc, out, sms, stream, a.host ? 8 : attn22_applies(a) ? 23 : splits == 2 ? 28 : 30);
+    /* Version 31 (18 with programmatic dependent launch on the main kernel and the combine, the
+     * combine's loads in one round trip) in place of 18 on the other hot rows: 1.01-1.19x over 18
+     * at every batch, both formats, 64 and 128 heads, 1.00-1.05x over 30 ("The fixed cost at batch
+     * 16, and versions 30 and 31: outcome"); at two splits 28 stays faster (67.2 against 71.6 us). */
+    dhk__attention_launch_version(a, sc, out, sms, stream, a.host ? 8 : attn22_applies(a) ? 23 : splits == 2 ? 28 : 31);
 }
 
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
