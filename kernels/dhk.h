@@ -4,7 +4,7 @@
  * The library holds the kernels the GPU replay runs by default and the benchmarks' recorded
  * choice: the miss fetch (fetch version 5), the hot-buffer residency with the rows a decode step
  * writes (the replay's classification), the indexer's scoring (indexer version 5, wgmma), the
- * top-k (version 6), the sparse decode attention (versions 22, 18 and 8, wgmma, with their split combine) and
+ * top-k (version 6), the sparse decode attention (versions 23, 28, 31 and 8, wgmma, with their split combine) and
  * the dense GEMMs (cuBLASLt plans). The numbered experimental versions of each kernel, their
  * CPU-checked benchmarks and their timing live in kernels/versions/; a version that is in the
  * library is reached there through this API, so both tools run the same instructions.
@@ -103,11 +103,11 @@ void dhk_indexer_launch(int heads, int queries, const uint8_t *q, const float *w
 enum { DHK_TOPK_VERSION = 6 };
 void dhk_topk_launch(const float *scores, int batch, int ctx, int k, int32_t *out, cudaStream_t stream);
 
-/* ---- sparse decode attention (attention versions 22, 18 and 8, sm_90a, and their split combine) ----
+/* ---- sparse decode attention (attention versions 23, 28, 31 and 8, sm_90a, and their split combine) ----
  * attn_args (kernels/lib/attention.cuh) says where the rows and queries are; a.splits <= 0
  * chooses the splits so that one wave fills sms SMs. Split partials go to the scratch, sized
  * by dhk_attn_scratch_alloc for the most query heads of any launch. */
-enum { DHK_ATTN_VERSION = 18 };   /* on hot rows (22: FP8 rows at 128 heads); 8 where a.host gives a host pool */
+enum { DHK_ATTN_VERSION = 31 };   /* on hot rows (23: FP8 rows at 128 heads; 28 at two splits); 8 where a.host gives a host pool */
 struct dhk_attn_scratch {
     float *part_o = nullptr, *part_lse = nullptr;
     size_t cap_o = 0, cap_lse = 0;

@@ -62,6 +62,11 @@ enum { A6_DIAG_NONE = 0, A6_DIAG_PRODUCER = 1, A6_DIAG_CONSUMERS = 2, A11_DIAG_N
  * the whole kernel (NOREMOTE) and the producer alone (NOREMOTE_PRODUCER: the consumers hand each
  * stage back unread, still to both blocks' empty barriers). */
 enum { A14_DIAG_NOREMOTE = 5, A14_DIAG_NOREMOTE_PRODUCER = 6 };
+/* Versions 18 and 30 (kernels/lib/attn30.cuh): the block's fixed cost in parts (outputs wrong by
+ * design except FULL's; none checked): barriers and registers only, + Q, + the epilogue (no tiles),
+ * the first tile only, the whole kernel; A30_DIAG_NOCOMBINE added: without the combine. */
+enum { A30_DIAG_LAUNCH = 7, A30_DIAG_QONLY = 8, A30_DIAG_EMPTY = 9, A30_DIAG_TILE1 = 10, A30_DIAG_FULL = 11,
+       A30_DIAG_NOCOMBINE = 16 };
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
 /* Version 14 (clusters of two blocks): the blocks of its clusters resident at once for a's
  * shape, or a very large count where a falls back to version 8 (BF16 rows, 64 heads). */
@@ -89,8 +94,19 @@ int dhk__attn23_resident_blocks(int version);
  * dhk__attn27_max_clusters. */
 void dhk__attn27_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
 int dhk__attn27_max_clusters(int splits);
+/* Version 30 (kernels/lib/attn30.cuh): version 18's main kernel launched with programmatic
+ * dependent launch (waiting for the previous grid before its first global read, letting its
+ * dependents launch once its last tile's loads are issued); dhk__attn30_combine: version 8's
+ * combine launched the same way (kernels/lib/attention.cu). attn30_diag_launch: the main
+ * kernel's diagnostic variants (a.diag: A30_DIAG_*, without the NOCOMBINE bit), version 18's block
+ * (pdl false) or 30's (kernels/versions/attention_wgmma.cu). Version 31 = 30 with its combine's
+ * loads in one round trip (version = 31 to dhk__attn30_combine). */
+void dhk__attn30_launch(const attn_args &a, float *out, cudaStream_t stream);
+void dhk__attn30_combine(const void *part_o, const float *part_lse, int nq, int splits, int heads, float *out,
+                         cudaStream_t stream, int version);
+void attn30_diag_launch(const attn_args &a, float *out, cudaStream_t stream, bool pdl);
 struct dhk_attn_scratch;
-/* dhk_attention_launch with its main kernel named (8, 18, 22-26 or 27-29; 22-26 run 18 where
+/* dhk_attention_launch with its main kernel named (8, 18, 22-26, 27-29, 30 or 31; 22-26 run 18 where
  * they do not apply, 27-28 run 18 where the splits are not 2-8 or their clusters do not fit at
  * once, 29 where they are odd or their clusters of two do not fit) instead of chosen (the benchmarks). */
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,

@@ -6,10 +6,13 @@
  * splits are not multiples of 4 tiles),
  * and versions 27-29's (kernels/lib/attn27.cuh: 18 with the splits merged in the kernel through
  * distributed shared memory; 28 with programmatic dependent launch; 29 in clusters of two splits),
+ * and version 30's (kernels/lib/attn30.cuh: 18 with programmatic dependent launch on its main
+ * kernel and its combine),
  * built for sm_90a because wgmma exists only there; kernels/lib/attention.cu's
  * dhk_attention_launch adds the splits and the combine. */
 #include "kernels/dhk.h"
 #include "kernels/lib/attn27.cuh"
+#include "kernels/lib/attn30.cuh"  // defines: attn30_kernel, a30_launch<PDL, D>
 #include "kernels/lib/attn23.cuh"  // defines: attn6_kernel, a6_launch<V>, attn18_kernel, a18_launch<V, D>, attn21_kernel, a21_launch<D, V>, attn23_kernel, a23_launch<D, V>
 
 void dhk__attn8_launch(const attn_args &a, float *out, cudaStream_t stream)
@@ -49,3 +52,8 @@ void dhk__attn27_launch(const attn_args &a, float *out, cudaStream_t stream, int
 }
 
 int dhk__attn27_max_clusters(int splits) { return a27_max_clusters(splits); }
+
+void dhk__attn30_launch(const attn_args &a, float *out, cudaStream_t stream)
+{
+    a30_launch<true, A6_DIAG_NONE>(a, out, stream);
+}

@@ -785,7 +785,7 @@ __global__ void attn_combine_kernel(const float *__restrict__ part_o, const floa
  * attention_wgmma.cu (64-row tiles). */
 static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
-    if ((version == 8 || version == 18 || (version >= 22 && version <= 29)) && a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
+    if ((version == 8 || version == 18 || (version >= 22 && version <= 31)) && a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
         dhk__attention_launch_version(a, sc, out, sms, st, version);
         return;
     }
@@ -828,8 +828,10 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
         }
         CUDA_LAUNCH_CHECK();
     }
-    if (version == 9) {
-        /* merged inside the kernel */
+    if (version == 9 || (a.diag & A30_DIAG_NOCOMBINE)) {
+        /* merged inside the kernel; the fixed-cost diagnostics without the combine */
+    } else if (a.splits > 1 && version == 30) {
+        dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st, 30);
     } else if (a.splits > 1 && (version == 8 || version >= 10)) {
         dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
     } else if (a.splits > 1) {
@@ -840,7 +842,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
     }
 }
 
-/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-26 (attention_wgmma.cu; 8 the library's);
+/* Versions 1-3 (attn_kernel), 4-5 (attn4_kernel), 6-31 (attention_wgmma.cu; 8 the library's);
  * ATTN_MAX_VERSION is in kernels/bench.cuh. */
 
 /* The grid point's attention version (default 2), or -1 after an error line naming the
@@ -1018,9 +1020,28 @@ static int parse_format(const bench_params &p, const char *bench)
  * timed whatever it is); diag=noremote|noremote_producer: version 17 without its remote stores,
  * the whole kernel or its producer alone (not checked). A6_DIAG_* / A11_DIAG_* / A14_DIAG_*, or -1
  * after an error line. */
+/* diag=launch|qonly|empty|tile1|full, each also with _nocombine: version 18's block (18) or 30's
+ * (30) in parts, A30_DIAG_* (kernels/lib/attention.cuh). */
+static const char *const a30_diag_names[] = {"launch", "qonly", "empty", "tile1", "full"};
+static int parse_diag_a30(const std::string &name)
+{
+    for (int i = 0; i < 5; i++) {
+        if (name == a30_diag_names[i]) return A30_DIAG_LAUNCH + i;
+        if (name == std::string(a30_diag_names[i]) + "_nocombine") return (A30_DIAG_LAUNCH + i) | A30_DIAG_NOCOMBINE;
+    }
+    return -1;
+}
+
 static int parse_diag(const bench_params &p, int version)
 {
     const std::string name = p.str("diag", "none");
+    const int d30 = parse_diag_a30(name);
+    if (d30 >= 0 && (version == 18 || version == 30)) return d30;
+    if (d30 >= 0 || (version >= 30 && name != "none")) {
+        fprintf(stderr, "dhbench: attention: diag=%s: launch, qonly, empty, tile1, full (and _nocombine) need version 18 or 30; "
+                        "versions 30, 31 take no other diag\n", name.c_str());
+        return -1;
+    }
     const int diag = name == "none" ? A6_DIAG_NONE : name == "producer" ? A6_DIAG_PRODUCER
                    : name == "consumers" ? A6_DIAG_CONSUMERS : name == "nodequant" ? A11_DIAG_NODEQUANT
                    : name == "qhi" ? A11_DIAG_QHI : name == "noremote" ? A14_DIAG_NOREMOTE
@@ -1149,13 +1170,14 @@ int bench_attention(bench_env *env, const bench_params &p)
             int32_t s = src_h[(size_t)qs[i] * k + j];
             rows_of[i].push_back(s >= 0 ? &hot_h[(size_t)s * row_bytes] : host_h + (size_t)(-(long long)s - 1) * row_bytes);
         }
-    const bool checks = diag == A6_DIAG_NONE || diag == A11_DIAG_QHI;
+    /* diag=full (versions 18, 30: the whole kernel and its combine through the diagnostic path) is checked too. */
+    const bool checks = diag == A6_DIAG_NONE || diag == A11_DIAG_QHI || diag == A30_DIAG_FULL;
     double err = checks ? check_queries(qs, q_h, heads, format, rows_of, sm_scale, out_h) : 0;
     int ok = err < ATTN_TOL;
     if (!ok) fprintf(stderr, "dhbench: attention v%d: relative error %.3g over %.0e\n", version, err, ATTN_TOL);
     else if (version >= 11 && checks)
         fprintf(stderr, "dhbench: attention v%d%s %s batch %d: relative error %.3g\n", version,
-                diag ? " (qhi)" : "", format == KREF_ROW_FP8 ? "fp8" : "bf16", nq, err);
+                diag == A11_DIAG_QHI ? " (qhi)" : diag ? " (diag full)" : "", format == KREF_ROW_FP8 ? "fp8" : "bf16", nq, err);
     if (version >= 27 && version <= 29) {
         /* What the dispatch of 27-29 sees: the clusters of S blocks resident at once. */
         fprintf(stderr, "dhbench: attention v%d: clusters resident at once, of 2..8 blocks:", version);
@@ -1170,7 +1192,8 @@ int bench_attention(bench_env *env, const bench_params &p)
     r.row_bytes = row_bytes;
     r.batch = nq; r.queries = 1; r.k = k; r.heads = heads;
     r.pattern = miss_frac > 0 ? "fused_miss" + std::to_string(miss_frac).substr(0, 5) : "hits";
-    if (diag) r.pattern += diag == A6_DIAG_PRODUCER ? "_diag_producer" : diag == A6_DIAG_CONSUMERS ? "_diag_consumers"
+    if (diag >= A30_DIAG_LAUNCH) r.pattern += std::string("_diag_") + a30_diag_names[(diag & ~A30_DIAG_NOCOMBINE) - A30_DIAG_LAUNCH] + (diag & A30_DIAG_NOCOMBINE ? "_nocombine" : "");
+    else if (diag) r.pattern += diag == A6_DIAG_PRODUCER ? "_diag_producer" : diag == A6_DIAG_CONSUMERS ? "_diag_consumers"
                          : diag == A11_DIAG_NODEQUANT ? "_diag_nodequant" : diag == A14_DIAG_NOREMOTE ? "_diag_noremote"
                          : diag == A14_DIAG_NOREMOTE_PRODUCER ? "_diag_noremote_producer" : "_diag_qhi";
     r.rows = (long long)n_host / nsets;  /* host rows read per launch */

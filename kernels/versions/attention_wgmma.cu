@@ -10,11 +10,13 @@
  * versions 18-20 (version 8 with the consumers divided as FlashMLA's over 16-bit keys,
  * kernels/lib/attn18.cuh; 20 with version 10's producer) and 21-22 (the crossover with bulk copies
  * between the blocks, kernels/lib/attn21.cuh) and 23-24 (22 with per-warp bulk copies,
- * kernels/lib/attn23.cuh) with their diagnostic variants, built for sm_90a. Versions 8 and 18
+ * kernels/lib/attn23.cuh) with their diagnostic variants, and the fixed-cost diagnostics of
+ * versions 18 and 30 (kernels/lib/attn30.cuh), built for sm_90a. Versions 8, 18 and 30
  * themselves are the library's (kernels/lib/attention_wgmma.cu). */
 #include "kernels/bench.cuh"
 #include "kernels/lib/attn11.cuh"  // defines: attn6_kernel, a6_launch<V>, attn11_kernel, a11_launch<D>
 #include "kernels/lib/attn14.cuh"  // defines: attn14_kernel, a14_launch<D, V>
+#include "kernels/lib/attn30.cuh"  // defines: attn30_kernel, a30_launch<PDL, D>
 #include "kernels/lib/attn23.cuh"  // defines: attn18_kernel, a18_launch<V, D>, attn21_kernel, a21_launch<D, V>, attn23_kernel, a23_launch<D, V>
 
 /* Versions 11-13 (V): FP8 rows by attn11_kernel, BF16 rows by version 8's kernel. */
@@ -88,8 +90,31 @@ size_t attn6_smem_need(int version, int format)
     return version >= 11 && version <= 13 && format == KREF_ROW_FP8 ? (size_t)A11_SMEM_BYTES : (size_t)A6_SMEM_BYTES;
 }
 
+/* The fixed-cost diagnostics (A30_DIAG_*) of version 18's block (pdl false) and version 30's. */
+template <bool PDL>
+static void a30_diag(const attn_args &a, float *out, cudaStream_t stream)
+{
+    switch (a.diag & ~A30_DIAG_NOCOMBINE) {
+    case A30_DIAG_LAUNCH: a30_launch<PDL, A30_DIAG_LAUNCH>(a, out, stream); break;
+    case A30_DIAG_QONLY: a30_launch<PDL, A30_DIAG_QONLY>(a, out, stream); break;
+    case A30_DIAG_EMPTY: a30_launch<PDL, A30_DIAG_EMPTY>(a, out, stream); break;
+    case A30_DIAG_TILE1: a30_launch<PDL, A30_DIAG_TILE1>(a, out, stream); break;
+    default: a30_launch<PDL, A30_DIAG_FULL>(a, out, stream); break;
+    }
+}
+
+void attn30_diag_launch(const attn_args &a, float *out, cudaStream_t stream, bool pdl)
+{
+    if (pdl) a30_diag<true>(a, out, stream);
+    else a30_diag<false>(a, out, stream);
+}
+
 void attn6_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
 {
+    if ((version == 18 || version == 30) && a.diag >= A30_DIAG_LAUNCH) {
+        attn30_diag_launch(a, out, stream, version == 30);
+        return;
+    }
     const int diag = version == 8 || version >= 10 ? a.diag : A6_DIAG_NONE;
     switch (version * 10 + diag) {
     case 70: a6_launch<7>(a, out, stream); break;

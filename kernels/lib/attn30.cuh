@@ -1,0 +1,179 @@
+/* attn30.cuh: attention version 30 (kernels/lib/attention_wgmma.cu instantiates it for the
+ * library, kernels/versions/attention_wgmma.cu its diagnostic variants), version 18 (attn18.cuh:
+ * FlashMLA's division of the consumers over 16-bit keys, one block per (split, query, 64 heads),
+ * fp16 partials and version 8's combine) with both of its kernels launched with programmatic
+ * dependent launch (programmatic stream serialization), as FlashMLA's and SGLang's decode
+ * kernels are; sm_90a, FP8 and BF16 rows, any multiple of 64 heads.
+ *
+ * Why (kernels/NOTES.md, "Version 30"): at batch 16, 64 heads, k 2048 each measured iteration is
+ * two launches, the main kernel (8 splits of 4 tiles, 128 blocks) and the combine (1,024 blocks),
+ * in series with nothing overlapping them on the GPU; version 28 showed 1.1-2.4 us per launch
+ * from programmatic dependent launch alone.
+ *
+ * The main kernel: each block initialises its barriers and sets its registers, then every thread
+ * waits (griddepcontrol.wait: the previous grid of the stream complete and its writes visible)
+ * before its first global read (the producer: the row ids and rows; the consumers: Q), so nothing
+ * the predecessor writes (back to back the previous iteration's combine, which reads the partials
+ * this kernel rewrites; in a decode step the top-k's row ids) is touched early. The producer lets
+ * the dependents launch (griddepcontrol.launch_dependents, one thread of the block is enough) as
+ * soon as it has issued its last tile's row loads: the combine's blocks are then placed on SMs as
+ * they free, while this grid drains. The combine (attn30_combine_kernel, kernels/lib/attention.cu:
+ * version 8's merge) lets its own dependents launch at once (the next main kernel, whose wait
+ * still holds it until the combine is complete) and waits before reading the partials.
+ *
+ * Diagnostic variants (A30_DIAG_*, version 18's block without programmatic launch, version 30's
+ * with it; outputs wrong by design except FULL, none checked): the block's fixed cost in parts
+ * (kernels/NOTES.md, "The fixed cost at batch 16"): LAUNCH only the barriers' init and the register
+ * split; QONLY also the consumers' Q load; EMPTY also the epilogue (a block of no tiles: zero
+ * partials and log-sum-exps written); TILE1 the block's first tile only, then the epilogue; FULL
+ * the whole kernel; A30_DIAG_NOCOMBINE added to any of them leaves the combine out. */
+#ifndef KERNELS_ATTN30_CUH
+#define KERNELS_ATTN30_CUH
+
+#include "kernels/lib/attn18.cuh"
+
+__device__ __forceinline__ void a30_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void a30_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+/* Version 18's producer (a18_producer) with the dependents' launch allowed (PDL) once the last
+ * tile's loads are issued: FP8 rows' loads into registers before the wait for the stage, BF16
+ * rows' cp.async after it. */
+template <int FMT, bool PDL>
+__device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
+                                             int re, int ntiles)
+{
+    const int j = a18_row<FMT>(p >> 1), hf = p & 1;
+    const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
+    if (PDL && ntiles == 0) a30_launch_dependents();
+    long long next_id = j < min(A6_N, re - rb) ? attn4_row_id(a, q, rb + j) : 0;
+    for (int t = 0; t < ntiles; t++) {
+        const int s = t & 1, base = rb + t * A6_N, cnt = min(A6_N, re - base);
+        const long long id = next_id;
+        if (t + 1 < ntiles && j < min(A6_N, re - base - A6_N)) next_id = attn4_row_id(a, q, base + A6_N + j);
+        const bool valid = j < cnt;
+        const uint8_t *src = valid ? attn4_row_ptr(a, id) : nullptr;
+        uint8_t *stage = sm + A6_TILE_BYTES * (1 + s);
+        if (FMT == KREF_ROW_FP8) {
+            uint4 lat[16], rope[4];
+            float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (valid) {
+#pragma unroll
+                for (int i = 0; i < 16; i++) lat[i] = *(const uint4 *)(src + (hf + 2 * i) * 16);
+#pragma unroll
+                for (int i = 0; i < 4; i++) rope[i] = *(const uint4 *)(src + KREF_LATENT + 16 + (hf + 2 * i) * 16);
+                sc = *(const float4 *)(src + KREF_LATENT);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 16; i++) lat[i] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+                for (int i = 0; i < 4; i++) rope[i] = make_uint4(0, 0, 0, 0);
+            }
+            if (PDL && t == ntiles - 1) a30_launch_dependents();
+            if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                const int o = hf + 2 * i;
+                const float g = (o >> 3) == 0 ? sc.x : (o >> 3) == 1 ? sc.y : (o >> 3) == 2 ? sc.z : sc.w;
+                uint4 w[2];
+                dh_fp8x16_to_f16(lat[i], __float2half2_rn(g), w);
+                *(uint4 *)(stage + a6_swz(j, 2 * o)) = w[0];
+                *(uint4 *)(stage + a6_swz(j, 2 * o + 1)) = w[1];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint4 v = hf ? rope[i ^ 1] : rope[i];
+                *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * (i ^ hf))) = dh_bf16x8_to_f16(v);
+            }
+        } else {
+            if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+            a6_cp_async_row(sbase + A6_TILE_BYTES * (1 + s), j, hf, valid, src, a.q);
+            asm volatile("cp.async.commit_group;" ::: "memory");
+            if (PDL && t == ntiles - 1) a30_launch_dependents();
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+        }
+        dh_fence_proxy_async();
+        dh_mbar_arrive(bar_full + 8 * s);
+    }
+}
+
+/* Version 30 (PDL) or version 18's block (no PDL) with diagnostic D (A30_DIAG_*, without the
+ * NOCOMBINE bit; A6_DIAG_NONE: the real kernel). */
+template <int FMT, bool PDL, int D>
+__global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a, float *__restrict__ out)
+{
+    extern __shared__ __align__(1024) uint8_t a30_smem_raw[];
+    const uint32_t raw_addr = (uint32_t)__cvta_generic_to_shared(a30_smem_raw);
+    uint8_t *sm = a30_smem_raw + (((raw_addr + 1023) & ~1023u) - raw_addr);
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(sm);
+    const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int split = blockIdx.x, q = blockIdx.y, hb = blockIdx.z;
+    const int rb = split * a.rows_per_split, re = min(a.k, rb + a.rows_per_split);
+    int ntiles = re > rb ? (re - rb + A6_N - 1) / A6_N : 0;
+    if (D == A30_DIAG_LAUNCH || D == A30_DIAG_QONLY || D == A30_DIAG_EMPTY) ntiles = 0;
+    if (D == A30_DIAG_TILE1) ntiles = min(ntiles, 1);
+    if (tid == 0) {
+        dh_mbar_init(bar_full, 128);
+        dh_mbar_init(bar_full + 8, 128);
+        dh_mbar_init(bar_empty, 256);
+        dh_mbar_init(bar_empty + 8, 256);
+    }
+    dh_fence_proxy_async();
+    __syncthreads();
+    if (wg == 2) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A18_PRODUCER_REGS));
+        if (PDL) a30_grid_wait();
+        a30_producer<FMT, PDL>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+    } else if (wg == 0) {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG0_REGS));
+        if (PDL) a30_grid_wait();
+        if (D == A30_DIAG_LAUNCH) return;
+        a6_load_q<FMT, 256>(a, sm, tid, q, hb);
+        dh_fence_proxy_async();
+        a6_consumer_bar();
+        if (D == A30_DIAG_QONLY) return;
+        float o[128], m0, m1, l0, l1;
+        a18_loop<FMT, 18, A6_DIAG_NONE, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_epilogue<FMT>(a, out, sm, 0, tid, q, split, hb, o, m0, m1, l0, l1);
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG1_REGS));
+        if (PDL) a30_grid_wait();
+        if (D == A30_DIAG_LAUNCH) return;
+        a6_load_q<FMT, 256>(a, sm, tid, q, hb);
+        dh_fence_proxy_async();
+        a6_consumer_bar();
+        if (D == A30_DIAG_QONLY) return;
+        float o[128], m0, m1, l0, l1;
+        a18_loop<FMT, 18, A6_DIAG_NONE, 1>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_epilogue<FMT>(a, out, sm, 1, tid, q, split, hb, o, m0, m1, l0, l1);
+    }
+}
+
+/* The main kernel of version 30 (PDL) or version 18's block (no PDL), diagnostic D, over grid
+ * (splits, nq, heads / 64), one block per SM; with PDL launched with programmatic stream
+ * serialization. */
+template <bool PDL, int D>
+static void a30_launch(const attn_args &a, float *out, cudaStream_t stream)
+{
+    static bool attr_done = false;
+    if (!attr_done) {
+        cudaCheck(cudaFuncSetAttribute(attn30_kernel<KREF_ROW_FP8, PDL, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn30_kernel<KREF_ROW_BF16, PDL, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        attr_done = true;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(a.splits, a.nq, a.heads / 64);
+    cfg.blockDim = dim3(A6_THREADS);
+    cfg.dynamicSmemBytes = A6_SMEM_BYTES;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = PDL ? 1 : 0;
+    if (a.format == KREF_ROW_FP8) cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_FP8, PDL, D>, a, out));
+    else cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_BF16, PDL, D>, a, out));
+    CUDA_LAUNCH_CHECK();
+}
+
+#endif
