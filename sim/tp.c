@@ -79,9 +79,9 @@ static int table_read(cfg *a, const char *full, const char *curve, tp_cfg *c)
         memcpy(c->pt_s, s, n * sizeof *s);
     }
     if (cfg_check_unused(a) < 0) return -1;
-    if (!found) return dh_err("%s: no [curve.%s] (the instance's attn_tp_allreduce_curve or moe_tp_allreduce_curve)", full, curve);
+    if (!found) return dh_err("%s: no [curve.%s] (the instance's attn_tp_allreduce_curve)", full, curve);
     if ((double)ranks != c->ranks)
-        return dh_err("%s: [allreduce] ranks = %ld, but the instance's attn_tp (or moe_tp) = %g", full, ranks, c->ranks);
+        return dh_err("%s: [allreduce] ranks = %ld, but the instance's attn_tp = %g", full, ranks, c->ranks);
     c->busbw_gbps = busbw;
     c->lat_s = 0;
     return 0;
