@@ -428,8 +428,11 @@ static double moe_split(const sim_config *sc) { return sc->moe_tp > 1 ? sc->moe_
 /* [instance] moe_tp (default 1), read before the memory plan splits the experts by it. */
 static int moe_tp_read(cfg *c, sim_config *sc)
 {
-    const double one = 1;
-    if (cfg_get_double(c, "instance", "moe_tp", &sc->moe_tp, &one, 1, 4096) < 0) return -1;
+    /* Read only where given, so that a run's recorded inputs list no default for it (an
+     * expert-parallel run's outputs are the same bytes as before the key existed). */
+    sc->moe_tp = 1;
+    if (cfg_has(c, "instance", "moe_tp") && cfg_get_double(c, "instance", "moe_tp", &sc->moe_tp, CFG_REQUIRED, 1, 4096) < 0)
+        return -1;
     if (sc->moe_tp != floor(sc->moe_tp))
         return dh_err("%s: [instance] moe_tp = %g is not a whole number of GPUs", cfg_name(c), sc->moe_tp);
     return 0;
