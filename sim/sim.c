@@ -559,7 +559,8 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     double expert_w = sc->model.moe_layers * (sc->model.experts / split) * sc->model.expert_bytes;
     if (expert_w > sc->weights_per_gpu)
         return dh_err("%s: weights_per_gpu_bytes = %g is below the expert weights alone (%g = %u MoE layers x %g experts x %g B)",
-                      cfg_name(c), sc->weights_per_gpu, expert_w, sc->model.moe_layers, sc->model.experts / split, sc->model.expert_bytes);
+                      cfg_name(c), sc->weights_per_gpu, expert_w, sc->model.moe_layers, sc->model.experts / split,
+                      sc->model.expert_bytes);
     if (sc->weights_per_gpu + sc->workspace > sc->hw.hbm_bytes)
         return dh_err("%s: weights (%g B) and the framework's reservation (%g B) exceed the GPU's HBM (%g B)", cfg_name(c),
                       sc->weights_per_gpu, sc->workspace, sc->hw.hbm_bytes);
@@ -687,7 +688,8 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
      * the embedding table (of which a step reads its tokens' rows) and the LM head (read
      * once a step, step.c); from weights_per_gpu_bytes less the experts when it is given. */
     if (sc->mem.weights_given || sc->mem.computed <= 0)
-        cx->dense_bytes_per_layer = (sc->weights_per_gpu - m->moe_layers * (m->experts / moe_split(sc)) * m->expert_bytes) / m->n_layers;
+        cx->dense_bytes_per_layer =
+            (sc->weights_per_gpu - m->moe_layers * (m->experts / moe_split(sc)) * m->expert_bytes) / m->n_layers;
     else
         cx->dense_bytes_per_layer = (sc->mem.read_per_step - sc->mem.lm_head) / m->n_layers;
     cx->lm_head_bytes = sc->mem.weights_given ? 0 : sc->mem.lm_head;

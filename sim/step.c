@@ -140,8 +140,8 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     if (k->moe && moe_tp) {
         /* SGLang's TP MoE (sgl-project/sglang at 00161092 and 0090b34c; the deployments ran
          * v0.5.12.post1, whose files were not re-read): GLM-5 is GlmMoeDsaForCausalLM, a
-         * DeepseekV2ForCausalLM, whose decoder layer's LayerCommunicator has
-         * allow_reduce_scatter=True. With no a2a backend the sparse layer's MLP mode is FULL
+         * DeepseekV2ForCausalLM (python/sglang/srt/models/glm4_moe.py), whose decoder layer's
+         * LayerCommunicator has allow_reduce_scatter=True. With no a2a backend the sparse layer's MLP mode is FULL
          * (communicator.py sparse_mlp_scatter_mode). Under DP attention prepare_mlp gathers
          * the ranks' tokens (dp_gather_partial, layers/dp_attention.py _dp_gather): a decode
          * step pads to the longest rank (DpPaddingMode.get_dp_padding_mode: MAX_LEN when

@@ -66,12 +66,14 @@ static double touched_enumerated(int E, int k, int T)
 static void test_touched_enumerated(void **state)
 {
     (void)state;
-    struct { int E, k, T; } c[] = { { 4, 1, 3 }, { 4, 2, 3 }, { 6, 2, 4 }, { 8, 2, 3 }, { 8, 3, 3 }, { 8, 4, 2 }, { 5, 5, 2 } };
+    struct { int E, k, T; } c[] = { { 4, 1, 3 }, { 4, 2, 3 }, { 6, 2, 4 }, { 8, 2, 3 },
+                                    { 8, 3, 3 }, { 8, 4, 2 }, { 5, 5, 2 } };
     int caught = 0;
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         const double want = touched_enumerated(c[i].E, c[i].k, c[i].T);
         const double got = cost_moe_experts_touched(c[i].E, c[i].k, c[i].T);
-        if (!(fabs(got - want) <= 1e-12 * want)) fail_msg("E %d k %d T %d: %.15f, enumerated %.15f", c[i].E, c[i].k, c[i].T, got, want);
+        if (!(fabs(got - want) <= 1e-12 * want))
+            fail_msg("E %d k %d T %d: %.15f, enumerated %.15f", c[i].E, c[i].k, c[i].T, got, want);
         caught += fabs(touched_fault(c[i].E, c[i].k, c[i].T) - want) > 1e-6 * want;
     }
     /* the fault differs everywhere but k = 1, where the two routings coincide */
@@ -130,7 +132,8 @@ static double ar_by_hand(const tp_cfg *c, double bytes)
     if (bytes <= c->pt_bytes[0]) return c->pt_s[0];
     for (int i = 1; i < c->n_points; i++)
         if (bytes <= c->pt_bytes[i])
-            return c->pt_s[i - 1] + (c->pt_s[i] - c->pt_s[i - 1]) * (bytes - c->pt_bytes[i - 1]) / (c->pt_bytes[i] - c->pt_bytes[i - 1]);
+            return c->pt_s[i - 1] +
+                   (c->pt_s[i] - c->pt_s[i - 1]) * (bytes - c->pt_bytes[i - 1]) / (c->pt_bytes[i] - c->pt_bytes[i - 1]);
     const int n = c->n_points - 1;
     return c->pt_s[n] + (bytes - c->pt_bytes[n]) / (c->busbw_gbps * 1e9 * c->ranks / (2 * (c->ranks - 1)));
 }
