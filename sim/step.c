@@ -141,8 +141,9 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
         /* SGLang's TP MoE (sgl-project/sglang at 00161092 and 0090b34c; the deployments ran
          * v0.5.12.post1, whose files were not re-read): GLM-5 is GlmMoeDsaForCausalLM, a
          * DeepseekV2ForCausalLM (python/sglang/srt/models/glm4_moe.py), whose decoder layer's
-         * LayerCommunicator has allow_reduce_scatter=True. With no a2a backend the sparse layer's MLP mode is FULL
-         * (communicator.py sparse_mlp_scatter_mode). Under DP attention prepare_mlp gathers
+         * LayerCommunicator has allow_reduce_scatter=True. With no a2a backend the sparse
+         * layer's MLP mode is FULL (layers/communicator.py sparse_mlp_scatter_mode). Under DP
+         * attention prepare_mlp gathers
          * the ranks' tokens (dp_gather_partial, layers/dp_attention.py _dp_gather): a decode
          * step pads to the longest rank (DpPaddingMode.get_dp_padding_mode: MAX_LEN when
          * 2 x sum >= max x ranks, and MAX_LEN in CUDA graphs), an all_gather_into_tensor over
