@@ -212,3 +212,27 @@ double cost_normal_max(double n)
 }
 
 double cost_straggler_factor(double cv, double n) { return cv > 0 ? 1 + cv * cost_normal_max(n) : 1; }
+
+double cost_moe_experts_touched(double experts, double topk, double tokens)
+{
+    if (!(tokens > 0) || !(experts > 0) || !(topk > 0)) return 0;
+    return experts * -expm1(tokens * log1p(-topk / experts));
+}
+
+double cost_moe_tp_weight_bytes(double experts, double topk, double tokens, double expert_bytes, double moe_tp)
+{
+    return cost_moe_experts_touched(experts, topk, tokens) * expert_bytes / moe_tp;
+}
+
+double cost_moe_tp_allreduces(double attention_dp, int extend)
+{
+    /* DP attention: SGLang's decode pads every rank to the longest (DpPaddingMode MAX_LEN, the
+     * mode in CUDA graphs) and runs an all-gather before the MoE and a reduce-scatter after it
+     * (the MoE's all-reduce skipped); a ring all-reduce is a reduce-scatter then an all-gather,
+     * so the two cost one all-reduce of the gathered buffer (assumed for the latency term, NCCL's
+     * bus-bandwidth convention for the bytes). An extend pass takes SUM_LEN: the gather is an
+     * all-reduce of a zero-padded buffer and the MoE all-reduces its output before dp_scatter's
+     * local copy. */
+    if (attention_dp > 1) return extend ? 2 : 1;
+    return 1;
+}

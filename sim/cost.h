@@ -39,6 +39,17 @@
  *              receives, (n - 1) / n of the whole, at the bandwidth
  *   straggler  n ranks stepping in lockstep, each taking t (1 + cv Z) with Z standard normal
  *              and independent: the slowest takes t (1 + cv E[max of n Z])
+ *   moe_tp     the routed experts tensor-parallel over moe_tp GPUs (SGLang without
+ *              --moe-a2a-backend and without --ep-size: fused_moe over 1 / moe_tp of every
+ *              expert's intermediate dimension): per GPU, the distinct experts the MoE group's
+ *              tokens T route to, E (1 - (1 - k / E)^T) (k distinct of E, uniform, tokens
+ *              independent), x expert bytes / moe_tp; no all-to-all, no straggler term; the
+ *              collectives as all-reduces of the group's BF16 hidden states (T x hidden x 2 B):
+ *              under DP attention one for a decode step (an all-gather and a reduce-scatter of
+ *              the padded buffer, which a ring all-reduce is made of) and two for a prefill
+ *              iteration (the gather as an all-reduce of a zero-padded buffer, then the MoE's
+ *              own all-reduce); under TP attention one (the MoE's output); sim/step.c says
+ *              where in SGLang each is
  *   interference  fetch: a compute task beside the fetch lengthens by fetch x the overlap;
  *              compute: the fetch work inside a compute task runs 1 + compute x its beside
  *              weight times slower (sim/res.h re-rates it)
@@ -145,6 +156,19 @@ double cost_a2a_ranks(double experts, double topk, double ep);
 /* A gather (or scatter) of total_bytes over n ranks: lat_s + total_bytes (n - 1) / n at gbps
  * GB/s (0 bandwidth: the latency alone); 0 for one rank. */
 double cost_collective_time(double lat_s, double gbps, double total_bytes, double n);
+/* The moe_tp form (above). Expected distinct experts among experts when tokens tokens each
+ * route to topk distinct experts, uniformly and independently: experts x (1 - (1 - topk /
+ * experts)^tokens), exact for that routing (a token misses a given expert with probability
+ * 1 - topk / experts); 0 without tokens. */
+double cost_moe_experts_touched(double experts, double topk, double tokens);
+/* The routed experts' weight bytes one GPU reads for tokens tokens of the MoE group: the
+ * touched experts x expert_bytes / moe_tp. */
+double cost_moe_tp_weight_bytes(double experts, double topk, double tokens, double expert_bytes, double moe_tp);
+/* All-reduces of the group's hidden states a TP MoE layer costs: under DP attention
+ * (attention_dp > 1) 2 for a prefill (extend) pass and 1 for a decode step; under TP attention
+ * 1. */
+double cost_moe_tp_allreduces(double attention_dp, int extend);
+
 /* E[max of n independent standard normals] (Simpson's rule on a fine grid; 0 for n <= 1). */
 double cost_normal_max(double n);
 /* The straggler factor of n lockstep ranks whose times vary by cv: 1 + cv cost_normal_max(n). */

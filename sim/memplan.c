@@ -19,7 +19,8 @@ double memplan_weights(const model_cfg *m, const memplan_par *p, double part[MP_
         part[MP_DENSE_MLP] += k->mlp_params * q / p->dense_mlp_tp;
         part[MP_SHARED_EXPERT] += k->shared_expert_params * q / p->shared_expert_tp;
         part[MP_ROUTER] += k->router_params * u;
-        if (k->moe) part[MP_ROUTED_EXPERTS] += m->experts / p->moe_ep * m->expert_bytes;
+        if (k->moe && p->moe_tp > 1) part[MP_ROUTED_EXPERTS] += m->experts * m->expert_bytes / p->moe_tp;
+        else if (k->moe) part[MP_ROUTED_EXPERTS] += m->experts / p->moe_ep * m->expert_bytes;
     }
     part[MP_EMBED] = m->embed_params * u / p->attn_tp;
     part[MP_LM_HEAD] = m->lm_head_params * u / p->lm_head_tp;

@@ -9,7 +9,10 @@
  * --moe-dense-tp-size; unset = the whole TP group); the shared expert over
  * shared_expert_tp (1 with DeepEP, which keeps it beside the dispatch); the
  * router on every GPU; the LM head over lm_head_tp (the whole TP group unless
- * --enable-dp-lm-head); the routed experts over moe_ep. Besides the checkpoint's
+ * --enable-dp-lm-head); the routed experts over moe_ep, or, tensor-parallel (moe_tp > 1:
+ * SGLang without --moe-a2a-backend and --ep-size, each GPU 1 / moe_tp of every expert's
+ * intermediate dimension, FusedMoE's w13 and w2 shards), over moe_tp: the same bytes per GPU
+ * as expert parallelism over as many GPUs. Besides the checkpoint's
  * weights, SGLang's DeepSeek-family loader keeps the absorbed MLA up-projections
  * w_kc and w_vc as new BF16 tensors beside the FP8 kv_b_proj (post_load_weights: on
  * CUDA with 128 x 128 blocks kv_b_proj is dequantized with block_quant_dequant to
@@ -40,6 +43,7 @@
 typedef struct {
     double attn_tp, dense_mlp_tp, shared_expert_tp, lm_head_tp, moe_ep;
     double absorb_bytes_per_param; /* the framework's copies of the absorbed MLA up-projections (0: none) */
+    double moe_tp;                 /* routed experts tensor-parallel over this many GPUs (0 or 1: over moe_ep) */
 } memplan_par;
 
 enum { MP_ATTN = 0, MP_ATTN_ABSORB, MP_INDEXER, MP_DENSE_MLP, MP_SHARED_EXPERT, MP_ROUTER, MP_ROUTED_EXPERTS, MP_EMBED,

@@ -137,7 +137,11 @@ double prefill_gemm_s(const step_ctx *cx, int moe, double weight_bytes, double f
      * the same on its ranks) x k over the moe_ep GPUs,
      * as one grouped GEMM (assumed: DeepGEMM's contiguous layout packs the local experts' rows
      * into one launch; the per-expert M, rows / local experts, is the bound below it). */
-    const double dp = prefill_ranks(cx), ep = cx->moe_ep > 1 ? cx->moe_ep : 1;
+    /* A TP MoE (step.h moe_tp) splits every expert's FLOPs over its moe_tp GPUs as expert
+     * parallelism splits the experts: the same share of the rows' FLOPs per GPU (assumed: the
+     * grouped GEMM's rate by rows the same for the narrower experts). */
+    const double split = cx->moe_tp > 1 ? cx->moe_tp : cx->moe_ep;
+    const double dp = prefill_ranks(cx), ep = split > 1 ? split : 1;
     const double rows = (tokens * dp + decode_tokens_dp) * md->experts_per_token / ep;
     if (moe) {
         const double bpp = md->quant_bytes_per_param > 0 ? md->quant_bytes_per_param : 1;
@@ -196,17 +200,25 @@ double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, do
         double ti = 0;
         if (macs > 0) ti = cost_roofline_time(&cm->roof, keys * k->indexer_key_bytes, 2.0 * macs, 1, cx->compute_sms);
         double w = cx->dense_bytes_per_layer;
-        if (k->moe && md->experts > 0) {
+        const double global = P.tokens * prefill_ranks(cx) + decode_tokens_dp;
+        if (k->moe && md->experts > 0 && cx->moe_tp > 1) {
+            /* TP MoE: 1 / moe_tp of every expert the same tokens touch (cost.h moe_tp). */
+            w += cost_moe_tp_weight_bytes(md->experts, md->experts_per_token, global, md->expert_bytes, cx->moe_tp);
+        } else if (k->moe && md->experts > 0) {
             /* The experts the instance's tokens touch: the chunks of the ranks prefilling at
              * once and the decode tokens beside them. */
-            const double global = P.tokens * prefill_ranks(cx) + decode_tokens_dp, local = md->experts / cx->moe_ep;
+            const double local = md->experts / cx->moe_ep;
             w += local * -expm1(global * log1p(-md->experts_per_token / md->experts)) * md->expert_bytes;
         }
         double gf = 2.0 * md->active_params / md->n_layers * P.tokens;
         if (tp) gf /= cx->tp.ranks;
         const double tg = prefill_gemm_s(cx, k->moe && md->experts > 0, w, gf, P.tokens, decode_tokens_dp);
         double tc = tp ? tp_allreduce_s(&cx->tp, P.tokens * md->hidden * 2.0) : 0;
-        if (k->moe) {
+        if (k->moe && cx->moe_tp > 1) {
+            /* TP MoE: the gathered tokens' hidden states all-reduced (step.c says where in SGLang;
+             * an extend pass is SUM_LEN under DP attention: two all-reduces). */
+            tc += cost_moe_tp_allreduces(cx->attention_dp, 1) * tp_allreduce_s(&cx->moe_ar, global * md->hidden * 2.0);
+        } else if (k->moe) {
             const double msg[2] = { md->moe_dispatch_bytes, md->moe_combine_bytes };
             tc = cost_a2a_add(tc, cx->a2a_lat_s, cx->a2a_gbps, cx->a2a_ranks_per_token,
                               tp ? P.tokens / cx->tp.ranks : P.tokens, msg);

@@ -40,6 +40,17 @@ static const cfg_key inst_keys[] = {
     CK_DYN_ROW("instance", "attention_dp", CK_NUM, "", 1, 4096, NULL, "1 .. gpus", "Attention data-parallel ranks "
                "(requests are spread over them).", 0),
     CK_DYN_ROW("instance", "moe_ep", CK_NUM, "", 1, 4096, NULL, "1 .. gpus", "Expert-parallel GPUs.", 0),
+    CK_DYN_ROW("instance", "moe_tp", CK_NUM, "", 1, 4096, "1", "1, or gpus with moe_ep = 1 and attention_dp x "
+               "attn_tp = gpus", "Tensor-parallel MoE: every routed expert split over this many GPUs (SGLang without "
+               "--moe-a2a-backend and --ep-size: fused_moe on 1 / moe_tp of each expert's intermediate dimension), no "
+               "all-to-all and no straggler term; its collectives all-reduces of the MoE group's hidden states (sim/cost.h "
+               "moe_tp, sim/step.c).", 0),
+    CK_DYN_ROW("instance", "moe_tp_allreduce", CK_STR, "", 0, 0, "required with moe_tp > 1; else absent", NULL,
+               "Published all-reduce times by size for the TP MoE's collectives (models/hw/allreduce-NAME.ini, "
+               "sim/tp.h).", 0),
+    CK_DYN_ROW("instance", "moe_tp_allreduce_curve", CK_STR, "", 0, 0, "required with moe_tp_allreduce", NULL,
+               "The table's [curve.NAME] the TP MoE's collectives run on (NCCL's for DP attention's all-gather and "
+               "reduce-scatter, the custom all-reduce's under TP attention).", 0),
     CK_DYN_ROW("instance", "weights_per_gpu_bytes", CK_NUM, "bytes", 0, 1e15, "computed from the model (sim/memplan.h)",
                NULL, "Weights held by one GPU (at least its experts); given, it replaces the computed figure.", 0),
     CK_DYN_ROW("instance", "workspace_bytes", CK_NUM, "bytes", 0, 1e15, "one of workspace_bytes and mem_fraction_static",
@@ -293,7 +304,7 @@ static int mem_load(cfg *c, sim_config *sc)
         return dh_err("%s: [instance] kv_dtype = '%s' (expected fp8 or bf16)", cfg_name(c), kvd);
     }
     const double attn_tp = sc->gpus / sc->attention_dp;
-    memplan_par p = { attn_tp, sc->gpus, 1, sc->gpus, sc->moe_ep, 0 };
+    memplan_par p = { attn_tp, sc->gpus, 1, sc->gpus, sc->moe_ep, 0, sc->moe_tp };
     double zero = 0, one = 1;
     struct { const char *key; double *dst, lo, hi; const double *def; } d[] = {
         { "dense_mlp_tp", &p.dense_mlp_tp, 1, 4096, &sc->gpus },
@@ -410,6 +421,54 @@ static int tp_config_load(cfg *c, sim_config *sc)
     return 0;
 }
 
+/* The experts' weights per GPU are 1 / this of them: expert-parallel over moe_ep or
+ * tensor-parallel over moe_tp (one of the two is 1). */
+static double moe_split(const sim_config *sc) { return sc->moe_tp > 1 ? sc->moe_tp : sc->moe_ep; }
+
+/* [instance] moe_tp (default 1), read before the memory plan splits the experts by it. */
+static int moe_tp_read(cfg *c, sim_config *sc)
+{
+    /* Read only where given, so that a run's recorded inputs list no default for it (an
+     * expert-parallel run's outputs are the same bytes as before the key existed). */
+    sc->moe_tp = 1;
+    if (cfg_has(c, "instance", "moe_tp") && cfg_get_double(c, "instance", "moe_tp", &sc->moe_tp, CFG_REQUIRED, 1, 4096) < 0)
+        return -1;
+    if (sc->moe_tp != floor(sc->moe_tp))
+        return dh_err("%s: [instance] moe_tp = %g is not a whole number of GPUs", cfg_name(c), sc->moe_tp);
+    return 0;
+}
+
+/* [instance] moe_tp above 1, its collectives' all-reduce table: exclusive
+ * with moe_ep > 1, a whole number, the whole instance (SGLang's MoE TP group is its TP group,
+ * tp_size / ep_size), with attention_dp x attn_tp = gpus (so that the gathered batch's FLOPs
+ * per GPU are the layer's per-token FLOPs over this GPU's tokens, step.c). */
+static int moe_tp_config_load(cfg *c, sim_config *sc)
+{
+    static const char *const only[2] = { "moe_tp_allreduce", "moe_tp_allreduce_curve" };
+    if (sc->moe_tp <= 1) {
+        for (int i = 0; i < 2; i++)
+            if (cfg_has(c, "instance", only[i]))
+                return dh_err("%s: [instance] %s is given but moe_tp = 1 (no TP MoE to cost)", cfg_name(c), only[i]);
+        return 0;
+    }
+    if (sc->moe_ep > 1)
+        return dh_err("%s: [instance] moe_tp = %g and moe_ep = %g: the routed experts are tensor-parallel or "
+                      "expert-parallel, not both (set moe_ep = 1)", cfg_name(c), sc->moe_tp, sc->moe_ep);
+    if (sc->moe_tp != sc->gpus)
+        return dh_err("%s: [instance] moe_tp = %g is not gpus = %g (SGLang's MoE TP group is the whole TP group)",
+                      cfg_name(c), sc->moe_tp, sc->gpus);
+    if (sc->attention_dp * sc->tp.ranks != sc->gpus)
+        return dh_err("%s: [instance] moe_tp = %g needs attention_dp x attn_tp = gpus (%g x %g here)", cfg_name(c),
+                      sc->moe_tp, sc->attention_dp, sc->tp.ranks);
+    const char *path, *curve;
+    if (cfg_get_string(c, "instance", only[0], &path, CFG_REQUIRED) < 0 ||
+        cfg_get_string(c, "instance", only[1], &curve, CFG_REQUIRED) < 0)
+        return -1;
+    sc->moe_ar.ranks = sc->moe_tp;
+    return tp_table_load(path, curve, &sc->moe_ar) < 0 ? dh_err_prefix("%s: [instance] moe_tp_allreduce: ", cfg_name(c))
+                                                        : 0;
+}
+
 int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc)
 {
     memset(sc, 0, sizeof *sc);
@@ -456,6 +515,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (cfgk_double_or(c, I, "instance", d[i].key, d[i].dst, CFG_REQUIRED) < 0) return -1;
+    if (moe_tp_read(c, sc) < 0) return -1;
     if (mem_load(c, sc) < 0) return -1;
     if (cfgk_double(c, I, "instance", "moe_comm_gbps", &sc->moe_comm_gbps) < 0) return -1;
     const char *a2a_path;
@@ -464,6 +524,7 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     if (sc->attention_dp > sc->gpus || sc->moe_ep > sc->gpus)
         return dh_err("%s: [instance] attention_dp and moe_ep may not exceed gpus = %g", cfg_name(c), sc->gpus);
     if (tp_config_load(c, sc) < 0) return -1;
+    if (moe_tp_config_load(c, sc) < 0) return -1;
     long mb;
     if (cfgk_int(c, I, "instance", "micro_batches", &mb) < 0) return -1;
     sc->micro_batches = (uint32_t)mb;
@@ -494,10 +555,12 @@ int sim_config_load(const char *instance_path, char *const *sets, int n_sets, si
     if (prefill_config_load(c, &sc->prefill) < 0) return -1;
     if (admission_config_load(c, &sc->prefill, &sc->admission) < 0) return -1;
     if (cfg_check_unused(c) < 0) return -1;
-    double expert_w = sc->model.moe_layers * (sc->model.experts / sc->moe_ep) * sc->model.expert_bytes;
+    const double split = moe_split(sc);
+    double expert_w = sc->model.moe_layers * (sc->model.experts / split) * sc->model.expert_bytes;
     if (expert_w > sc->weights_per_gpu)
         return dh_err("%s: weights_per_gpu_bytes = %g is below the expert weights alone (%g = %u MoE layers x %g experts x %g B)",
-                      cfg_name(c), sc->weights_per_gpu, expert_w, sc->model.moe_layers, sc->model.experts / sc->moe_ep, sc->model.expert_bytes);
+                      cfg_name(c), sc->weights_per_gpu, expert_w, sc->model.moe_layers, sc->model.experts / split,
+                      sc->model.expert_bytes);
     if (sc->weights_per_gpu + sc->workspace > sc->hw.hbm_bytes)
         return dh_err("%s: weights (%g B) and the framework's reservation (%g B) exceed the GPU's HBM (%g B)", cfg_name(c),
                       sc->weights_per_gpu, sc->workspace, sc->hw.hbm_bytes);
@@ -625,7 +688,8 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
      * the embedding table (of which a step reads its tokens' rows) and the LM head (read
      * once a step, step.c); from weights_per_gpu_bytes less the experts when it is given. */
     if (sc->mem.weights_given || sc->mem.computed <= 0)
-        cx->dense_bytes_per_layer = (sc->weights_per_gpu - m->moe_layers * (m->experts / sc->moe_ep) * m->expert_bytes) / m->n_layers;
+        cx->dense_bytes_per_layer =
+            (sc->weights_per_gpu - m->moe_layers * (m->experts / moe_split(sc)) * m->expert_bytes) / m->n_layers;
     else
         cx->dense_bytes_per_layer = (sc->mem.read_per_step - sc->mem.lm_head) / m->n_layers;
     cx->lm_head_bytes = sc->mem.weights_given ? 0 : sc->mem.lm_head;
@@ -652,6 +716,8 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
     cx->fetch_main = pol->fetch_main;
     cx->queries = 1;
     cx->tp = sc->tp;
+    cx->moe_tp = sc->moe_tp;
+    cx->moe_ar = sc->moe_ar;
     /* Colocated prefill's ranks sharing an iteration's experts (prefill.h dp_hold). */
     cx->prefill_ranks = sc->prefill.dp_disjoint ? 1 : sc->attention_dp;
 }

@@ -5,6 +5,11 @@
  * (models/NAME.ini, model.h) and the hardware profile (models/hw/NAME.ini, hw.h)
  * and holds these sections:
  *   [instance]  model, hw, gpus, attention_dp, moe_ep, micro_batches,
+ *               moe_tp (optional, default 1: the routed experts tensor-parallel over
+ *               moe_tp = gpus GPUs as SGLang runs them without --moe-a2a-backend and
+ *               --ep-size, exclusive with moe_ep > 1; sim/cost.h moe_tp) with
+ *               moe_tp_allreduce and moe_tp_allreduce_curve (the all-reduce table its
+ *               collectives are costed with, sim/tp.h),
  *               memory (memplan.h; docs/MEMORY.md): kv_dtype (fp8: the model's
  *               row_bytes; bf16: its row_bytes_bf16), dense_mlp_tp,
  *               shared_expert_tp, lm_head_tp, weights_per_gpu_bytes (optional:
@@ -86,6 +91,8 @@ typedef struct {
     hw_profile hw;
     wl_cfg wl;
     double gpus, attention_dp, moe_ep;
+    double moe_tp;                     /* [instance] moe_tp: routed experts tensor-parallel (1: none) */
+    tp_cfg moe_ar;                     /* its collectives' all-reduce (ranks moe_tp) */
     double weights_per_gpu, workspace, step_overhead_s, moe_comm_s;
     memplan mem;                       /* the memory plan: weights by part, the framework's share */
     double sampling_s;                 /* sampling per step */

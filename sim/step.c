@@ -117,7 +117,16 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
      * reads each local expert that at least one token of the whole instance routes
      * to: 1 - (1 - e/E)^T of them for T tokens across the data-parallel ranks. */
     double w_bytes = cx->dense_bytes_per_layer;
-    if (k->moe && md->experts > 0) {
+    const int moe_tp = cx->moe_tp > 1;
+    if (k->moe && md->experts > 0 && moe_tp) {
+        /* Tensor-parallel MoE (cost.h moe_tp): every GPU runs the group's tokens (under DP
+         * attention the batch gathered from every rank) through 1 / moe_tp of each expert they
+         * route to. FLOPs: the layer's per-token FLOPs over this GPU's tokens, as below, which
+         * is the gathered batch's routed FLOPs / moe_tp since attention_dp x attn_tp = moe_tp
+         * (sim.c checks it). */
+        w_bytes += cost_moe_tp_weight_bytes(md->experts, md->experts_per_token, m->tokens * cx->attention_dp,
+                                            md->expert_bytes, cx->moe_tp);
+    } else if (k->moe && md->experts > 0) {
         double global_tokens = m->tokens * cx->attention_dp;
         double local = md->experts / cx->moe_ep;
         double touched = local * -expm1(global_tokens * log1p(-md->experts_per_token / md->experts));
@@ -128,7 +137,27 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     t += cost_gemm_time(&cx->hw->cost, w_bytes, flops, 1, cx->compute_sms);
     /* The row-parallel output projection's all-reduce of the group's BF16 hidden states. */
     if (tp) t += tp_allreduce_s(&cx->tp, m->tokens * md->hidden * 2.0);
-    if (k->moe) {
+    if (k->moe && moe_tp) {
+        /* SGLang's TP MoE (sgl-project/sglang at 00161092 and 0090b34c; the deployments ran
+         * v0.5.12.post1, whose files were not re-read): GLM-5 is GlmMoeDsaForCausalLM, a
+         * DeepseekV2ForCausalLM (python/sglang/srt/models/glm4_moe.py), whose decoder layer's
+         * LayerCommunicator has allow_reduce_scatter=True. With no a2a backend the sparse
+         * layer's MLP mode is FULL (layers/communicator.py sparse_mlp_scatter_mode). Under DP
+         * attention prepare_mlp gathers
+         * the ranks' tokens (dp_gather_partial, layers/dp_attention.py _dp_gather): a decode
+         * step pads to the longest rank (DpPaddingMode.get_dp_padding_mode: MAX_LEN when
+         * 2 x sum >= max x ranks, and MAX_LEN in CUDA graphs), an all_gather_into_tensor over
+         * the TP group; DeepseekV2MoE.forward_normal computes the shared expert (TP-split
+         * without DeepEP) and the routed experts on the gathered batch and skips its
+         * tensor_model_parallel_all_reduce (use_reduce_scatter: should_use_reduce_scatter is
+         * true under MAX_LEN), and postprocess_layer's dp_reduce_scatter_tensor sums and
+         * scatters in one reduce_scatter_tensor (tp_size = attn_dp_size). Under TP attention
+         * the tokens are already whole on every rank and the MoE's output is all-reduced.
+         * Both through NCCL and the custom all-reduce of the TP group: the instance names the
+         * curve (moe_tp_allreduce_curve). */
+        const double bytes = m->tokens * cx->attention_dp * md->hidden * 2.0;
+        t += cost_moe_tp_allreduces(cx->attention_dp, 0) * tp_allreduce_s(&cx->moe_ar, bytes);
+    } else if (k->moe) {
         /* Expert-parallel dispatch and combine, one message per token and destination GPU.
          * Under TP attention each rank dispatches its 1/tp share of the group's tokens (SGLang
          * scatters them over the attention TP ranks before a DeepEP MoE). */

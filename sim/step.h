@@ -87,6 +87,9 @@ typedef struct {
     double straggler_cv, straggler_factor; /* the factor: cost_straggler_factor(cv, moe_ep) */
     tp_cfg tp;                     /* tensor-parallel attention (sim/tp.h); ranks 0 or 1:
                                     * none, and every cost is the data-parallel one */
+    double moe_tp;                 /* routed experts tensor-parallel over this many GPUs (cost.h
+                                    * moe_tp; 0 or 1: expert-parallel over moe_ep, the all-to-all) */
+    tp_cfg moe_ar;                 /* the all-reduce a TP MoE layer's collectives are costed with */
     int fetch_main;                /* 1: a selecting layer's fetch on the compute server (above) */
     double prefill_ranks;          /* data-parallel ranks whose prefill chunks share one
                                     * prefill iteration's experts: attention_dp when the ranks

@@ -42,6 +42,19 @@ expect_err tp_table_or_nccl "both given" --config $TP8 --set instance.attn_tp_al
 expect_err tp_table_needs_curve "attn_tp_allreduce_curve" --config $TP8 --set instance.attn_tp_allreduce_curve=
 expect_err tp_table_unknown_curve "no \[curve.ring\]" --config $TP8 --set instance.attn_tp_allreduce_curve=ring
 expect_err tp_table_ranks "attn_tp = 4" --config $TP8 --set instance.attn_tp=4
+# Tensor-parallel MoE (sim/cost.h moe_tp): exclusive with expert parallelism, a whole number,
+# the whole instance, with its all-reduce table; moe_tp = 1 given explicitly is today's model.
+MTP=models/instances/glm53-h200x8-sglang-moetp.ini
+expect_err moetp_with_ep "not both" --config $MTP --set instance.moe_ep=8
+expect_err moetp_not_whole "moe_tp = 2.5 is not a whole number" --config $MTP --set instance.moe_tp=2.5
+expect_err moetp_zero "moe_tp = 0 is outside" --config $MTP --set instance.moe_tp=0
+expect_err moetp_not_gpus "moe_tp = 4 is not gpus" --config $MTP --set instance.moe_tp=4
+expect_err moetp_needs_whole_group "attention_dp x attn_tp = gpus" --config $MTP --set instance.attention_dp=4
+expect_err moetp_unknown_curve "no \[curve.ring\]" --config $MTP --set instance.moe_tp_allreduce_curve=ring
+expect_err moetp1_rejects_table "moe_tp = 1" --set instance.moe_tp_allreduce=models/hw/allreduce-h200x8.ini
+$S --quiet --policy resident --steps 12 --json "$T/m1.json" 2> "$T/e1" &&
+  $S --quiet --policy resident --steps 12 --json "$T/m2.json" --set instance.moe_tp=1 2> "$T/e2"
+if [ -s "$T/m2.json" ] && [ "$(figs "$T/m1.json")" = "$(figs "$T/m2.json")" ]; then ok moetp1_is_todays_model; else bad moetp1_is_todays_model "$(cat "$T/e1" "$T/e2")"; fi
 
 # MTP (kind = mtp, sim/spec.h): a draft whose every draft is rejected costs its draft forwards
 # and a 4-token verification for nothing, so it is slower than plain decoding; one whose every
