@@ -252,7 +252,7 @@ static int load_sc(const dep_point *p, double c, uint64_t seed, sim_config *sc)
     }
     snprintf(own, sizeof own, "%s", p->sets);
     for (char *save, *t = strtok_r(own, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
-        if (n >= DEP_MAX_SETS - 1) return dh_err("%s: [sim] set: more than %d overrides", p->path, DEP_MAX_SETS - 10);
+        if (n >= DEP_MAX_SETS - 1) return dh_err("%s: [sim] set: more than %d overrides", p->path, DEP_MAX_SETS - 9);
         sets[n++] = t;
     }
     if (seed) {
@@ -352,10 +352,10 @@ static double saturation(const double *c, const double *out, size_t n, double gp
     return c[n - 1] / gpus;
 }
 
-/* The published TPOT's statistic as bench_serving computes it (median_tpot_ms, mean_tpot_ms):
- * over requests, each its (e2e - TTFT) / (tokens - 1), here over the requests whose decoding
- * began in the measured steps and ended in the run; *n how many (0: none, the caller takes
- * the per-step figure). bench_serving's TTFT is the first streamed token, which SGLang samples
+/* The requests' TPOTs that the published statistic is over, as bench_serving computes it
+ * (median_tpot_ms, mean_tpot_ms): each request's (e2e - TTFT) / (tokens - 1), here of the
+ * requests whose decoding began in the measured steps and ended in the run, sorted into *out
+ * (malloc'd); the count (0: none, the caller takes the per-step figure). bench_serving's TTFT is the first streamed token, which SGLang samples
  * from the prefill's last forward: with colocated prefill that is the prefill's end, and the
  * TPOT spans the N - 1 decode iterations after it, with whatever ran between them (other
  * requests' prefills). The simulator emits all N tokens from decode steps after the prefill
@@ -496,7 +496,9 @@ int dep_simulate(const dep_set *s, int threads, dep_sim *out)
             if (ci[pi] == DEP_CI_SEEDS && r[0].per_gpu == 1) {
                 /* One request at a time: the requests of every replication are independent
                  * and alike, pooled (deploy.h). */
-                double *v = dh_calloc((size_t)R * (r[0].n_req + 1), sizeof *v);
+                size_t cap = 1;
+                for (uint32_t m = 0; m < R; m++) cap += r[m].n_req;
+                double *v = dh_calloc(cap, sizeof *v);
                 uint32_t nv = 0;
                 for (uint32_t m = 0; m < R; m++) {
                     double *w;
