@@ -210,12 +210,30 @@ void dep_release(dep_set *s)
     s->n = 0;
 }
 
-/* One simulator run: point p at instance concurrency c. The point's own
- * overrides come after the workload's shape, so a file may still change any key. */
-static int run_one(const dep_point *p, double c, sim_result *res, double *gpus)
+/* Which inputs of a run are random (DEP_RAND_*): the selections when the policy reads them
+ * from the generator (resident serving reads none; a trace file is fixed), the acceptance
+ * when a draft's table holds a probability strictly between 0 and 1 (DSpark's confidence
+ * head is always drawn), the lengths when a range is open. */
+static unsigned random_inputs(const sim_config *sc, pol_kind kind)
 {
-    memset(res, 0, sizeof *res);
-    char shape[8][64], own[sizeof p->sets];
+    unsigned f = 0;
+    if (kind != POL_RESIDENT && !*sc->trace_path) f |= DEP_RAND_SEL;
+    if (sc->spec.mode && sc->spec.draft) {
+        const spec_draft *d = sc->spec.draft;
+        if (d->kind == SPEC_DSPARK) f |= DEP_RAND_ACC;
+        for (uint32_t b = 0; b < d->n_buckets; b++)
+            for (uint32_t i = 0; i < SPEC_MAX_GAMMA; i++)
+                if (d->bucket[b].marginal[i] > 0 && d->bucket[b].marginal[i] < 1) f |= DEP_RAND_ACC;
+    }
+    if (sc->wl.prompt_len_max > sc->wl.prompt_len || sc->wl.output_len_max > sc->wl.output_len) f |= DEP_RAND_LEN;
+    return f;
+}
+
+/* The configuration of point p at instance concurrency c; seed > 0 replaces the run's
+ * [trace] seed (after the point's own overrides). 0, or -1 with dh_err() naming the file. */
+static int load_sc(const dep_point *p, double c, uint64_t seed, sim_config *sc)
+{
+    char shape[9][64], own[sizeof p->sets];
     char *sets[DEP_MAX_SETS];
     int n = 0;
     snprintf(shape[0], sizeof shape[0], "workload.mode=closed");
@@ -234,16 +252,29 @@ static int run_one(const dep_point *p, double c, sim_result *res, double *gpus)
     }
     snprintf(own, sizeof own, "%s", p->sets);
     for (char *save, *t = strtok_r(own, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
-        if (n >= DEP_MAX_SETS) return dh_err("%s: [sim] set: more than %d overrides", p->path, DEP_MAX_SETS - 8);
+        if (n >= DEP_MAX_SETS - 1) return dh_err("%s: [sim] set: more than %d overrides", p->path, DEP_MAX_SETS - 9);
         sets[n++] = t;
     }
+    if (seed) {
+        snprintf(shape[8], sizeof shape[8], "trace.seed=%llu", (unsigned long long)seed);
+        sets[n++] = shape[8];
+    }
+    if (sim_config_load(p->instance, sets, n, sc) < 0) {
+        sim_config_release(sc);
+        return dh_err_prefix("%s: ", p->path);
+    }
+    return 0;
+}
+
+/* One simulator run: point p at instance concurrency c (seed as load_sc). The point's own
+ * overrides come after the workload's shape, so a file may still change any key. */
+static int run_one(const dep_point *p, double c, uint64_t seed, sim_result *res, double *gpus)
+{
+    memset(res, 0, sizeof *res);
     pol_kind kind;
     if (pol_parse(p->policy, &kind) < 0) return dh_err_prefix("%s: [sim] policy: ", p->path);
     sim_config sc;
-    if (sim_config_load(p->instance, sets, n, &sc) < 0) {
-        sim_config_release(&sc);
-        return dh_err_prefix("%s: ", p->path);
-    }
+    if (load_sc(p, c, seed, &sc) < 0) return -1;
     sel_source *src;
     if (sim_open_source(&sc, &src) < 0) {
         sim_config_release(&sc);
@@ -259,14 +290,31 @@ static int run_one(const dep_point *p, double c, sim_result *res, double *gpus)
     return rc;
 }
 
-/* One unit of work: run j of point i (j indexes the sweep; 0 without one). */
+/* How point p's intervals are computed (deploy.h): its random inputs at its (or its sweep's
+ * top) concurrency, and the seed its replications count from. 0 or -1. */
+static int classify(const dep_point *p, int *ci, unsigned *random, uint64_t *seed0)
+{
+    pol_kind kind;
+    if (pol_parse(p->policy, &kind) < 0) return dh_err_prefix("%s: [sim] policy: ", p->path);
+    sim_config sc;
+    if (load_sc(p, p->n_sweep ? p->sweep_c[p->n_sweep - 1] : p->concurrency, 0, &sc) < 0) return -1;
+    *random = random_inputs(&sc, kind);
+    *seed0 = sc.seed;
+    sim_config_release(&sc);
+    *ci = !*random ? DEP_CI_DET : (*random & DEP_RAND_SEL) ? DEP_CI_TREND : DEP_CI_SEEDS;
+    return 0;
+}
+
+/* One unit of work: run j of point i (j indexes the sweep; 0 without one), replication
+ * rep (0: the file's own seed). */
 typedef struct {
-    size_t point, run;
+    size_t point, run, rep;
 } dep_job;
 
 typedef struct {
     const dep_set *s;
     dep_job *job;
+    const uint64_t *seed0;
     size_t n, next;
     sim_result *res;
     double *gpus;
@@ -285,7 +333,8 @@ static void *worker(void *arg)
         if (i >= q->n) return NULL;
         const dep_point *p = &q->s->p[q->job[i].point];
         double c = p->n_sweep ? p->sweep_c[q->job[i].run] : p->concurrency;
-        q->rc[i] = run_one(p, c, &q->res[i], &q->gpus[i]);
+        const dep_job *jb = &q->job[i];
+        q->rc[i] = run_one(p, c, jb->rep ? q->seed0[jb->point] + jb->rep : 0, &q->res[i], &q->gpus[i]);
         if (q->rc[i] < 0) snprintf(q->err[i], sizeof q->err[i], "%s", dh_errmsg());
     }
 }
@@ -303,16 +352,16 @@ static double saturation(const double *c, const double *out, size_t n, double gp
     return c[n - 1] / gpus;
 }
 
-/* The published TPOT's statistic as bench_serving computes it (median_tpot_ms, mean_tpot_ms):
- * over requests, each its (e2e - TTFT) / (tokens - 1), here over the requests whose decoding
- * began in the measured steps and ended in the run; *n how many (0: none, the caller takes
- * the per-step figure). bench_serving's TTFT is the first streamed token, which SGLang samples
+/* The requests' TPOTs that the published statistic is over, as bench_serving computes it
+ * (median_tpot_ms, mean_tpot_ms): each request's (e2e - TTFT) / (tokens - 1), here of the
+ * requests whose decoding began in the measured steps and ended in the run, sorted into *out
+ * (malloc'd); the count (0: none, the caller takes the per-step figure). bench_serving's TTFT is the first streamed token, which SGLang samples
  * from the prefill's last forward: with colocated prefill that is the prefill's end, and the
  * TPOT spans the N - 1 decode iterations after it, with whatever ran between them (other
  * requests' prefills). The simulator emits all N tokens from decode steps after the prefill
  * (sim/reqlat.h), so the same spacing is (finish - prefill end) / N; under disaggregated
  * prefill (no prefill here) it is reqlat's TPOT. O(requests log requests). */
-static double request_tpot(const sim_result *r, int mean, uint32_t *n)
+static uint32_t request_tpots(const sim_result *r, double **out)
 {
     double *v = dh_calloc(r->n_req ? r->n_req : 1, sizeof *v);
     uint32_t k = 0;
@@ -322,28 +371,86 @@ static double request_tpot(const sim_result *r, int mean, uint32_t *n)
         if (t >= 0 && x->prefill >= 0) t = (x->finish - x->prefill) / x->output;
         if (t >= 0 && x->first >= r->measured_from_s) v[k++] = t;
     }
-    double out = -1;
-    if (k) {
-        qsort(v, k, sizeof *v, cmp_double);
-        out = mean ? reqlat_mean(v, k) : reqlat_quantile(v, k, 0.5).v;
-    }
+    qsort(v, k, sizeof *v, cmp_double);
+    *out = v;
+    return k;
+}
+
+/* The statistic of sorted v[0..k): the mean, or the median as reqlat_quantile has it. */
+static double tpot_stat(const double *v, uint32_t k, int mean)
+{
+    return !k ? -1 : mean ? reqlat_mean(v, k) : reqlat_quantile(v, k, 0.5).v;
+}
+
+/* A run's TPOT in seconds as above; *n the requests it is over (0: none, the per-step
+ * figure instead). */
+static double run_tpot(const sim_result *r, int mean, uint32_t *n)
+{
+    double *v;
+    *n = request_tpots(r, &v);
+    double t = *n ? tpot_stat(v, *n, mean) : mean ? r->tpot_mean : r->tpot_p50;
     free(v);
-    *n = k;
-    return out;
+    return t;
+}
+
+/* DEP_CI_TREND's output half-width for run r (deploy.h): the ratio R = tokens / seconds of
+ * the measured steps, linearised as z_i = tokens_i - R seconds_i, whose sum's interval
+ * (stats_trend_sum_ci) over R's tokens is R's relative half-width (R - R0 ~ sum z / seconds,
+ * and R0 seconds = tokens). The steps in which a prefill ended are left out of z: their time
+ * is the prefill's iterations, a function of the lengths alone (sim/prefill.h), and the
+ * decode step in them the wave's cold first one. NAN when too few steps. O(steps + requests
+ * log requests). */
+static double trend_half(const sim_result *r)
+{
+    if (!(r->measured_tokens > 0) || !(r->measured_time > 0)) return NAN;
+    const double R = r->measured_tokens / r->measured_time;
+    double *ends = dh_calloc(r->n_req ? r->n_req : 1, sizeof *ends);
+    uint32_t ne = 0;
+    for (uint32_t i = 0; i < r->n_req; i++)
+        if (r->req[i].prefill >= 0) ends[ne++] = r->req[i].prefill;
+    qsort(ends, ne, sizeof *ends, cmp_double);
+    double *z = dh_calloc(r->n_tl ? r->n_tl : 1, sizeof *z);
+    uint32_t n = 0, e = 0;
+    for (uint32_t j = 0; j < r->n_tl; j++) {
+        const sim_tl_row *t = &r->tl[j];
+        int prefill = 0;
+        /* Rows are contiguous in time: the ends up to this row's end fall in it (or before). */
+        while (e < ne && ends[e] <= t->t_end) {
+            prefill |= ends[e] > t->t_start || j == 0;
+            e++;
+        }
+        if (t->step < r->warmup_steps || prefill) continue;
+        z[n++] = t->tokens - R * (t->t_end - t->t_start);
+    }
+    stats_ci c = stats_trend_sum_ci(z, n);
+    free(z);
+    free(ends);
+    return r->tok_s_gpu * c.half / r->measured_tokens;
 }
 
 int dep_simulate(const dep_set *s, int threads, dep_sim *out)
 {
+    int *ci = dh_calloc(s->n ? s->n : 1, sizeof *ci);
+    unsigned *rnd = dh_calloc(s->n ? s->n : 1, sizeof *rnd);
+    uint64_t *seed0 = dh_calloc(s->n ? s->n : 1, sizeof *seed0);
     size_t n = 0;
-    for (size_t i = 0; i < s->n; i++) n += s->p[i].n_sweep ? s->p[i].n_sweep : 1;
-    dep_pool q = {.s = s, .n = n};
+    for (size_t i = 0; i < s->n; i++) {
+        if (classify(&s->p[i], &ci[i], &rnd[i], &seed0[i]) < 0) {
+            free(ci), free(rnd), free(seed0);
+            return -1;
+        }
+        n += (s->p[i].n_sweep ? s->p[i].n_sweep : 1) * (ci[i] == DEP_CI_SEEDS ? DEP_REPS : 1);
+    }
+    dep_pool q = {.s = s, .n = n, .seed0 = seed0};
     q.job = dh_calloc(n, sizeof *q.job);
     q.res = dh_calloc(n, sizeof *q.res);
     q.gpus = dh_calloc(n, sizeof *q.gpus);
     q.rc = dh_calloc(n, sizeof *q.rc);
     q.err = dh_calloc(n, sizeof *q.err);
+    /* Jobs by point, then concurrency, then replication. */
     for (size_t i = 0, k = 0; i < s->n; i++)
-        for (size_t j = 0; j < (s->p[i].n_sweep ? s->p[i].n_sweep : 1); j++) q.job[k++] = (dep_job){i, j};
+        for (size_t j = 0; j < (s->p[i].n_sweep ? s->p[i].n_sweep : 1); j++)
+            for (size_t r = 0; r < (ci[i] == DEP_CI_SEEDS ? DEP_REPS : 1); r++) q.job[k++] = (dep_job){i, j, r};
     pthread_mutex_init(&q.mu, NULL);
     cores_run_pool(threads < 1 ? 1 : threads > 16 ? 16 : threads, n, worker, &q);
     pthread_mutex_destroy(&q.mu);
@@ -351,21 +458,72 @@ int dep_simulate(const dep_set *s, int threads, dep_sim *out)
     for (size_t i = 0; i < n && rc == 0; i++)
         if (q.rc[i] < 0) rc = dh_err("%s", q.err[i]);
     /* Results in job order, so the figures do not depend on which thread ran what. */
-    for (size_t k = 0; rc == 0 && k < n; k++) {
-        const dep_point *p = &s->p[q.job[k].point];
-        dep_sim *o = &out[q.job[k].point];
-        const sim_result *r = &q.res[k];
-        size_t j = q.job[k].run;
-        if (j == 0) memset(o, 0, sizeof *o), o->sat_per_gpu = NAN;
-        if (p->n_sweep) o->sweep_out[j] = r->tok_s_gpu * q.gpus[k];
+    for (size_t k = 0; rc == 0 && k < n;) {
+        const size_t pi = q.job[k].point, j = q.job[k].run;
+        const dep_point *p = &s->p[pi];
+        dep_sim *o = &out[pi];
+        const uint32_t R = ci[pi] == DEP_CI_SEEDS ? DEP_REPS : 1;
+        const sim_result *r = &q.res[k];   /* the runs of this concurrency: r[0 .. R) */
+        const int mean = !strcmp(p->tpot_stat, "mean");
+        if (j == 0) {
+            memset(o, 0, sizeof *o);
+            o->sat_per_gpu = NAN;
+            o->ci = ci[pi];
+            o->random = rnd[pi];
+            o->runs = R;
+        }
+        double tok[DEP_REPS];
+        for (uint32_t m = 0; m < R; m++) tok[m] = r[m].tok_s_gpu;
+        stats_ci co = stats_ci_of(tok, R);
+        if (p->n_sweep) o->sweep_out[j] = co.mean * q.gpus[k];
         if (!p->n_sweep || j == p->n_sweep - 1) {
-            o->output_per_gpu = r->tok_s_gpu;
-            o->tpot_ms = 1e3 * request_tpot(r, !strcmp(p->tpot_stat, "mean"), &o->tpot_requests);
-            if (o->tpot_requests == 0) o->tpot_ms = 1e3 * (!strcmp(p->tpot_stat, "mean") ? r->tpot_mean : r->tpot_p50);
-            o->admitted_per_gpu = r->mean_active;
-            o->retractions = r->has_retractions ? r->measured_retractions : NAN;
+            o->output_per_gpu = co.mean;
+            o->output_half = ci[pi] == DEP_CI_DET ? 0 : ci[pi] == DEP_CI_SEEDS ? co.half : trend_half(r);
+            double tp[DEP_REPS], adm = 0, retr = 0;
+            int none = 0;
+            o->tpot_requests = 0;
+            for (uint32_t m = 0; m < R; m++) {
+                uint32_t nr;
+                tp[m] = 1e3 * run_tpot(&r[m], mean, &nr);
+                o->tpot_requests += nr;
+                none |= nr == 0;
+                adm += r[m].mean_active / R;
+                retr += r[m].measured_retractions / R;
+            }
+            stats_ci ct = stats_ci_of(tp, R);
+            o->tpot_ms = ct.mean;
+            o->tpot_half = ci[pi] == DEP_CI_DET ? 0 : ci[pi] == DEP_CI_SEEDS ? ct.half : NAN;
+            if (ci[pi] == DEP_CI_SEEDS && r[0].per_gpu == 1) {
+                /* One request at a time: the requests of every replication are independent
+                 * and alike, pooled (deploy.h). */
+                size_t cap = 1;
+                for (uint32_t m = 0; m < R; m++) cap += r[m].n_req;
+                double *v = dh_calloc(cap, sizeof *v);
+                uint32_t nv = 0;
+                for (uint32_t m = 0; m < R; m++) {
+                    double *w;
+                    uint32_t nw = request_tpots(&r[m], &w);
+                    memcpy(v + nv, w, nw * sizeof *w);
+                    nv += nw;
+                    free(w);
+                }
+                if (!none) {
+                    qsort(v, nv, sizeof *v, cmp_double);
+                    o->tpot_ms = 1e3 * tpot_stat(v, nv, mean);
+                    if (mean) o->tpot_half = 1e3 * stats_ci_of(v, nv).half;
+                    else {
+                        stats_oci m = stats_median_ci(v, nv);
+                        o->tpot_half = 1e3 * fmax(o->tpot_ms / 1e3 - m.lo, m.hi - o->tpot_ms / 1e3);
+                    }
+                }
+                free(v);
+            }
+            if (none) o->tpot_requests = 0; /* a run had none: marked as per step */
+            o->admitted_per_gpu = adm;
+            o->retractions = r[0].has_retractions ? retr : NAN;
         }
         if (p->n_sweep && j == p->n_sweep - 1) o->sat_per_gpu = saturation(p->sweep_c, o->sweep_out, p->n_sweep, p->gpus);
+        k += R;
     }
     for (size_t k = 0; k < n; k++)
         if (q.rc[k] == 0) sim_result_release(&q.res[k]);
@@ -374,6 +532,9 @@ int dep_simulate(const dep_set *s, int threads, dep_sim *out)
     free(q.gpus);
     free(q.rc);
     free(q.err);
+    free(ci);
+    free(rnd);
+    free(seed0);
     return rc;
 }
 
@@ -419,16 +580,68 @@ static void cell(char *out, size_t cap, const char *fmt, double x)
     else snprintf(out, cap, fmt, x);
 }
 
+/* A simulated figure with its interval, as sim/out.c prints them: "value +/-half" at dec
+ * decimals; the value alone where it is exact (half 0: no random input) or no interval could be
+ * computed (NAN); suffix after it (a ratio's "x", "?"). */
+static void cell_ci(char *out, size_t cap, double v, double half, int dec, const char *suffix)
+{
+    if (isnan(v)) snprintf(out, cap, "-");
+    else if (isnan(half) || half == 0) snprintf(out, cap, "%.*f%s", dec, v, suffix);
+    else snprintf(out, cap, "%.*f%s \xc2\xb1%.*f", dec, v, suffix, dec, half);
+}
+
+/* t right-aligned in w columns (the +/- sign is two bytes, one column). */
+static const char *rpad(char *out, size_t cap, const char *t, int w)
+{
+    int cols = 0;
+    for (const char *q = t; *q; q++) cols += ((unsigned char)*q & 0xC0) != 0x80;
+    snprintf(out, cap, "%*s%s", cols < w ? w - cols : 0, "", t);
+    return out;
+}
+
+/* Would the target's verdict on ratio differ somewhere inside [ratio - half, ratio + half]?
+ * The interval meets both the targets' band and its outside. */
+static int verdict_flips(double ratio, double half, int lower)
+{
+    if (isnan(ratio) || isnan(half) || half == 0) return 0;
+    const double lo = ratio - half, hi = ratio + half, a = 1 - DEP_TARGET_RATIO, b = 1 + DEP_TARGET_RATIO;
+    int meets_band = lower ? hi >= a : hi >= a && lo <= b;
+    int meets_out = lower ? lo < a : lo < a || hi > b;
+    return meets_band && meets_out;
+}
+
+/* The random inputs and the interval's method, as the table's column shows them. */
+static void method_cell(char *out, size_t cap, const dep_sim *o)
+{
+    if (o->ci == DEP_CI_DET) {
+        snprintf(out, cap, "none: exact");
+        return;
+    }
+    char r[32] = "";
+    if (o->random & DEP_RAND_SEL) strcat(r, "select.");
+    if (o->random & DEP_RAND_ACC) strcat(r, *r ? "+acc." : "accept.");
+    if (o->random & DEP_RAND_LEN) strcat(r, *r ? "+len." : "lengths");
+    if (o->ci == DEP_CI_SEEDS) snprintf(out, cap, "%s: %u seeds", r, o->runs);
+    else snprintf(out, cap, "%s: in-run", r);
+}
+
+static const char *method_name(int ci)
+{
+    return ci == DEP_CI_DET ? "deterministic" : ci == DEP_CI_SEEDS ? "replications" : "trend_batch_means";
+}
+
 int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv)
 {
-    fprintf(f, "%-34s | %27s | %27s | %22s | %4s %5s | %s\n", "", "output tokens/s per GPU", "TPOT (ms)",
-            "saturation (req/GPU)", "sim", "sim", "");
-    fprintf(f, "%-34s | %8s %9s %8s | %8s %9s %8s | %6s %6s %8s | %4s %5s | %s\n", "point", "sim", "published", "ratio",
-            "sim", "published", "ratio", "sim", "pub", "diff", "run", "retr", "gap");
+    fprintf(f, "%-34s | %35s | %35s | %22s | %4s %5s | %-18s | %s\n", "", "output tokens/s per GPU", "TPOT (ms)",
+            "saturation (req/GPU)", "sim", "sim", "random input:", "");
+    fprintf(f, "%-34s | %12s %9s %12s | %12s %9s %12s | %6s %6s %8s | %4s %5s | %-18s | %s\n", "point", "sim", "published",
+            "ratio", "sim", "published", "ratio", "sim", "pub", "diff", "run", "retr", "interval", "gap");
     if (csv)
         fprintf(csv, "point,policy,sim_output_per_gpu,pub_output_per_gpu,output_bound,output_ratio,sim_tpot_ms,"
                      "pub_tpot_ms,tpot_stat,tpot_ratio,sim_saturation_per_gpu,pub_saturation_per_gpu,saturation_diff,"
-                     "sim_admitted_per_gpu,targets,gap,source,sim_tpot_requests,sim_retractions\n");
+                     "sim_admitted_per_gpu,targets,gap,source,sim_tpot_requests,sim_retractions,"
+                     "sim_output_ci95_half,output_ratio_ci95_half,sim_tpot_ci95_half,tpot_ratio_ci95_half,"
+                     "ci_method,random_inputs,sim_runs,verdict_flips\n");
     size_t met_all = 0;
     for (size_t i = 0; i < s->n; i++) {
         const dep_point *p = &s->p[i];
@@ -437,24 +650,32 @@ int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv)
         double pt = p->pub_tpot_ms, rt = isnan(pt) ? NAN : o->tpot_ms / pt;
         double ps = pub_saturation(p), ds = isnan(ps) ? NAN : o->sat_per_gpu - ps;
         double so = isnan(po) ? NAN : o->output_per_gpu, st = isnan(pt) ? NAN : o->tpot_ms;
+        /* The published figures carry no stated uncertainty: the ratio's interval is the
+         * simulated one over the published figure. */
+        double ho = isnan(po) ? NAN : o->output_half, hro = ho / po;
+        double ht = isnan(pt) ? NAN : o->tpot_half, hrt = ht / pt;
+        int fo = verdict_flips(ro, hro, p->output_lower), ft = verdict_flips(rt, hrt, 0);
         int met = (isnan(ro) || ratio_met(ro, p->output_lower)) && (isnan(rt) || ratio_met(rt, 0)) &&
                   (isnan(ds) || fabs(ds) <= DEP_TARGET_SAT);
         met_all += met;
-        char c[10][32];
-        cell(c[0], 32, "%.1f", so);
-        cell(c[1], 32, p->output_lower ? ">%.1f" : "%.1f", po);
-        cell(c[2], 32, "%.2fx", ro);
-        cell(c[3], 32, o->tpot_requests || isnan(st) ? "%.2f" : "%.2f*", st);
+        char c[11][48];
+        cell_ci(c[0], 48, so, ho, 1, "");
+        cell(c[1], 48, p->output_lower ? ">%.1f" : "%.1f", po);
+        cell_ci(c[2], 48, ro, hro, 2, fo ? "x?" : "x");
+        cell_ci(c[3], 48, st, ht, 2, o->tpot_requests || isnan(st) ? "" : "*");
         char fmt[16];
         snprintf(fmt, sizeof fmt, "%%.2f %s", p->tpot_stat);
-        cell(c[4], 32, fmt, pt);
-        cell(c[5], 32, "%.2fx", rt);
-        cell(c[6], 32, "%.1f", o->sat_per_gpu);
-        cell(c[7], 32, "%.1f", ps);
-        cell(c[8], 32, "%+.1f", ds);
-        cell(c[9], 32, "%.0f", o->retractions);
-        fprintf(f, "%-34s | %8s %9s %8s | %8s %9s %8s | %6s %6s %8s | %4.1f %5s | %s\n", p->id, c[0], c[1], c[2], c[3],
-                c[4], c[5], c[6], c[7], c[8], o->admitted_per_gpu, c[9], met ? "within targets" : p->gap);
+        cell(c[4], 48, fmt, pt);
+        cell_ci(c[5], 48, rt, hrt, 2, ft ? "x?" : "x");
+        cell(c[6], 48, "%.1f", o->sat_per_gpu);
+        cell(c[7], 48, "%.1f", ps);
+        cell(c[8], 48, "%+.1f", ds);
+        cell(c[9], 48, "%.0f", o->retractions);
+        method_cell(c[10], 48, o);
+        char a[4][64];
+        fprintf(f, "%-34s | %s %9s %s | %s %9s %s | %6s %6s %8s | %4.1f %5s | %-18s | %s\n", p->id,
+                rpad(a[0], 64, c[0], 12), c[1], rpad(a[1], 64, c[2], 12), rpad(a[2], 64, c[3], 12), c[4],
+                rpad(a[3], 64, c[5], 12), c[6], c[7], c[8], o->admitted_per_gpu, c[9], c[10], met ? "within targets" : p->gap);
         if (csv) {
             fprintf(csv, "%s,%s,", p->id, p->policy);
             csv_num(csv, so);
@@ -475,7 +696,17 @@ int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv)
             csv_field(csv, p->source);
             fprintf(csv, ",%u,", o->tpot_requests);
             csv_num(csv, o->retractions);
-            fputc('\n', csv);
+            csv_num(csv, ho);
+            csv_num(csv, hro);
+            csv_num(csv, ht);
+            csv_num(csv, hrt);
+            fprintf(csv, "%s,", method_name(o->ci));
+            char rin[48] = "";
+            if (!o->random) strcat(rin, "none");
+            if (o->random & DEP_RAND_SEL) strcat(rin, "selections");
+            if (o->random & DEP_RAND_ACC) strcat(rin, *rin ? " acceptance" : "acceptance");
+            if (o->random & DEP_RAND_LEN) strcat(rin, *rin ? " lengths" : "lengths");
+            fprintf(csv, "%s,%u,%s%s%s\n", rin, o->runs, fo ? "output" : "", fo && ft ? " " : "", ft ? "tpot" : "");
         }
     }
     fprintf(f, "\n%zu of %zu points within targets (output and TPOT within +/-%.0f %%, saturation within %.0f request "
@@ -484,8 +715,20 @@ int dep_report(const dep_set *s, const dep_sim *r, FILE *f, FILE *csv)
                "sim retr = requests retracted in the measured steps (admission = sglang; - where reserve_full admits);\n"
                "sim TPOT: over requests, as bench_serving (each (e2e - TTFT) / (tokens - 1), the first token at the\n"
                "prefill's end), of the requests that decoded within the measured steps; * marks a point where none\n"
-               "did (TPOT per step instead).\n",
-            met_all, s->n, 100 * DEP_TARGET_RATIO, DEP_TARGET_SAT);
+               "did (TPOT per step instead).\n"
+               "\xc2\xb1: 95 %% confidence half-width of the simulated figure (\xc2\xb1" "0.0: below the last decimal shown);\n"
+               "a ratio's is it over the published figure (the sources state no uncertainty); ? after a ratio: the\n"
+               "target's verdict, taken on the point estimate, differs somewhere inside the ratio's interval.\n"
+               "The interval follows the point's random inputs (analysis/deploy.h):\n"
+               "  none: exact       no random input (resident serving reads no selection, fixed lengths, no draft or\n"
+               "                    acceptance of probability 1): the figures are exact for the configuration;\n"
+               "  accept.: N seeds  the acceptance draws: N runs over [trace] seed, the figure their mean, Student's t\n"
+               "                    over them; TPOT with one request in flight a scheduler, the pooled requests' median\n"
+               "                    with its order-statistics (binomial) interval, half-width its larger side; else t\n"
+               "                    over the runs' medians;\n"
+               "  select.: in-run   the selection streams, one run (the table's costliest): batch means over the\n"
+               "                    wave's steps, its trend removed by second differences (%u d.o.f.); no TPOT interval.\n",
+            met_all, s->n, 100 * DEP_TARGET_RATIO, DEP_TARGET_SAT, stats_trend_dof(STATS_BATCHES));
     if (ferror(f) || (csv && ferror(csv))) return dh_err("cannot write the table");
     return 0;
 }

@@ -79,12 +79,45 @@ typedef struct {
     size_t n;
 } dep_set;
 
+/* How a point's intervals are computed (dep_sim.ci), decided from its random inputs:
+ *   DEP_CI_DET    no random input (a policy that reads no selection, as resident serving,
+ *                 fixed lengths, no draft or one whose every acceptance has probability 0 or
+ *                 1): the figures are exact for the configuration, printed without +/-;
+ *   DEP_CI_SEEDS  random acceptance (or lengths) only: DEP_REPS independent replications over
+ *                 [trace] seed (the file's seed, then seed + 1, ...), the point the mean over
+ *                 them and the interval Student's over the DEP_REPS values (the measured steps
+ *                 are whole waves of requests, not stationary within one, so the run's own
+ *                 batch means do not apply; a replication of the cells with random acceptance
+ *                 costs well under a second);
+ *   DEP_CI_TREND  random selections (a policy that reads them from the generator): one run,
+ *                 as each costs what the whole table costs otherwise (the HiSparse point, 9 x 78
+ *                 streams for 8192 steps, 80 s); output's interval by batch means with the wave's
+ *                 trend removed by second differences (stats_trend_sum_ci) on the linearised
+ *                 ratio, z_i = tokens_i - R seconds_i over the measured steps, less the steps in
+ *                 which a prefill ended (their time is the prefill's, computed from the lengths).
+ * TPOT's interval, under DEP_CI_SEEDS: with one request in flight per scheduler the requests
+ * are independent and alike (each alone, with its own draws), so the pooled requests of all
+ * replications give the median's order-statistics interval (stats_median_ci; half-width the
+ * larger side) or the mean's t-interval over requests; with more, the requests of a run share
+ * their steps (and, with a batch-wide acceptance, their draws), so the interval is Student's over
+ * the replications' statistics. Under DEP_CI_TREND a wave's requests share every step: no
+ * interval (NAN). */
+enum { DEP_CI_DET = 0, DEP_CI_SEEDS, DEP_CI_TREND };
+#define DEP_REPS 30
+/* dep_sim.random: which inputs are random */
+enum { DEP_RAND_SEL = 1, DEP_RAND_ACC = 2, DEP_RAND_LEN = 4 };
+
 typedef struct {
+    int ci;                          /* DEP_CI_* */
+    unsigned random;                 /* DEP_RAND_* bits */
+    uint32_t runs;                   /* runs per concurrency: DEP_REPS under DEP_CI_SEEDS, else 1 */
+    double output_half, tpot_half;   /* 95 % half-widths of output_per_gpu and tpot_ms: 0 under
+                                      * DEP_CI_DET, NAN where none can be computed */
     double output_per_gpu, tpot_ms;  /* at the point's (or the sweep's top) concurrency; TPOT per
                                       * request as bench_serving has it (tpot_requests of them),
                                       * or per step when no request decoded within the
                                       * measured steps (tpot_requests 0) */
-    uint32_t tpot_requests;
+    uint32_t tpot_requests;          /* summed over the runs */
     double admitted_per_gpu;         /* mean requests running on the simulated GPU there */
     double retractions;              /* requests retracted in the measured steps (NAN: reserve_full) */
     double sat_per_gpu;              /* NAN without a sweep */

@@ -190,3 +190,48 @@ uint32_t stats_mser5(const double *x, uint32_t n)
     free(suf2);
     return 5 * best_d;
 }
+
+stats_oci stats_median_ci(const double *sorted, uint32_t n)
+{
+    stats_oci o = { NAN, NAN, 0, 0, NAN };
+    /* The coverage of ranks [l, n + 1 - l] falls as l grows: take l while it keeps the level. */
+    for (uint32_t l = 1; 2 * l <= n; l++) {
+        double cov = 1 - 2 * gsl_cdf_binomial_P(l - 1, 0.5, n);
+        if (cov < STATS_LEVEL) break;
+        o.l = l;
+        o.coverage = cov;
+    }
+    if (o.l) {
+        o.u = n + 1 - o.l;
+        o.lo = sorted[o.l - 1];
+        o.hi = sorted[o.u - 1];
+    }
+    return o;
+}
+
+uint32_t stats_trend_dof(uint32_t b)
+{
+    return b > 2 ? (uint32_t)(36.0 * (b - 2) / 70) : 0;
+}
+
+stats_ci stats_trend_sum_ci(const double *z, uint32_t n)
+{
+    stats_ci c = { 0, NAN, NAN };
+    for (uint32_t i = 0; i < n; i++) c.mean += z[i];
+    const uint32_t b = STATS_BATCHES;
+    if (n < b) return c;
+    const uint32_t len = n / b, first = n - b * len;
+    double Z[STATS_BATCHES];
+    for (uint32_t j = 0; j < b; j++) {
+        Z[j] = 0;
+        for (uint32_t i = first + j * len; i < first + (j + 1) * len; i++) Z[j] += z[i];
+    }
+    double ss = 0;
+    for (uint32_t j = 1; j + 1 < b; j++) {
+        const double d = Z[j - 1] - 2 * Z[j] + Z[j + 1];
+        ss += d * d;
+    }
+    const double s2 = ss / (6.0 * (b - 2));
+    c.half = stats_t975(stats_trend_dof(b)) * sqrt(s2 * n / len);
+    return c;
+}

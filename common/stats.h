@@ -116,4 +116,41 @@ stats_cv stats_cv_ratio_on(const stats_plan *p, const double *num, const double 
  * n < 20). */
 uint32_t stats_mser5(const double *x, uint32_t n);
 
+/* A median's distribution-free interval from order statistics (Conover, "Practical
+ * Nonparametric Statistics", 3rd ed., section 3.2; David and Nagaraja, "Order Statistics",
+ * 3rd ed., section 7.1). For n independent draws of a continuous distribution with median m,
+ * the count B of draws below m is Binomial(n, 1/2) whatever the distribution, so the ranks
+ * l and u = n + 1 - l (1-based, of the sorted sample) bound m with probability
+ *     P(x_(l) <= m <= x_(u)) = P(l <= B <= n - l) = 1 - 2 P(B <= l - 1),
+ * exactly. l is the largest rank whose coverage is still at least STATS_LEVEL (gsl_cdf_binomial_P),
+ * so the interval is the shortest symmetric-rank one that keeps the level; its coverage,
+ * above the level by the binomial's discreteness, is returned. With n <= 5 even the extremes
+ * cover less than 95 % (1 - 2^(1-n)): lo, hi NAN and l = 0. O(n) cdf evaluations at most.
+ * (The reports' reqlat_quantile keeps its normal approximation of these ranks.) */
+typedef struct {
+    double lo, hi;      /* x_(l), x_(u); NAN when no rank reaches the level */
+    uint32_t l, u;      /* the ranks, 1-based; 0 when none */
+    double coverage;    /* the exact coverage for continuous draws */
+} stats_oci;
+stats_oci stats_median_ci(const double *sorted, uint32_t n);
+
+/* The interval of the sum of a series z[0..n) whose steps are independent noise (or noise
+ * correlated over much less than a batch) around a smooth deterministic trend, as one wave of
+ * requests has: the batch sums Z_j (STATS_BATCHES batches, the first n mod b steps left out
+ * of the batches, not of the sum) are not identically distributed, so their spread about
+ * their mean measures the trend, not the noise; the second differences
+ * D_j = Z_{j-1} - 2 Z_j + Z_{j+1} (j = 1 .. b - 2) cancel a linear trend exactly and a smooth
+ * one nearly, and for independent Z_j of variance s^2 have E D_j^2 = 6 s^2 (Tintner, "The
+ * Variate Difference Method", 1940; the first-difference form is von Neumann's mean square
+ * successive difference, Ann. Math. Stat. 12(2), 1941). So
+ *     s2 = sum D_j^2 / (6 (b - 2)),   Var(sum z) = s2 x n / len,
+ * and the half-width is t(0.975, nu) sqrt(s2 n / len) with nu = floor(36 (b - 2) / 70): the
+ * D_j overlap (corr(D_j, D_j+1) = -2/3, corr(D_j, D_j+2) = 1/6), so for Gaussian Z_j
+ * Var(s2) = 140 (b - 2) s^4 / (36 (b - 2))^2 = 2 s^4 / nu (Satterthwaite's degrees of freedom;
+ * 14 for 30 batches). mean: the sum of all n; lag1: NAN (the test of stats_plan_of does not
+ * apply to differences). half NAN when n < STATS_BATCHES. O(n). */
+stats_ci stats_trend_sum_ci(const double *z, uint32_t n);
+/* The degrees of freedom stats_trend_sum_ci uses with b batches. */
+uint32_t stats_trend_dof(uint32_t b);
+
 #endif

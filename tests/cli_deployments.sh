@@ -34,6 +34,38 @@ if $dhcal deployments "$tmp/again" >"$tmp/t2.txt" 2>&1 && grep -v '^glm51-lmsys-
    grep ' | ' "$tmp/t2.txt" > "$tmp/t2rows" && cmp -s "$tmp/t1rows" "$tmp/t2rows"
 then pass deterministic; else fail deterministic; fi
 
+# The intervals in the CSV: each row's method follows its random inputs (analysis/deploy.h):
+# none -> deterministic with half-width 0 and one run; acceptance -> 30 replications with a
+# positive half-width; selections -> one run, the trend-robust batch means, a positive one.
+if awk -F, 'NR > 1 {
+      # the quoted gap and source fields may hold commas: count from the end
+      m = $(NF - 3); r = $(NF - 2); runs = $(NF - 1); h = $(NF - 7)
+      if (r == "none") ok = (m == "deterministic" && h == 0 && runs == 1)
+      else if (r == "acceptance") ok = (m == "replications" && h > 0 && runs == 30)
+      else if (r == "selections") ok = (m == "trend_batch_means" && h > 0 && runs == 1)
+      else ok = 0
+      if (!ok) { bad = bad " " $1 }; n++
+    } END { if (bad != "" || n == 0) { print "rows:" bad; exit 1 } }' "$tmp/t.csv" &&
+   head -1 "$tmp/t.csv" | grep -q ',sim_output_ci95_half,output_ratio_ci95_half,sim_tpot_ci95_half,tpot_ratio_ci95_half,ci_method,random_inputs,sim_runs,verdict_flips$'
+then pass csv_intervals; else fail csv_intervals; fi
+
+# The classification can fail: another [trace] seed in the instance leaves a point called
+# exact (resident, MTP accepting with probability 1) byte-identical, and moves a replicated
+# one (the 30 runs count from the instance's seed).
+mkdir "$tmp/seed1" "$tmp/seed2"
+for f in glm52-cookbook-h200-fp8-bal-c64 glm52-cookbook-h200-fp8-ll-c1; do
+  inst=$(sed -n 's/^instance = //p' "$dir/$f.ini")
+  sed 's/^seed = 1$/seed = 2/' "$inst" > "$tmp/inst-$f.ini"
+  cp "$dir/$f.ini" "$tmp/seed1/"
+  sed "s|^instance = .*|instance = $tmp/inst-$f.ini|" "$dir/$f.ini" > "$tmp/seed2/$f.ini"
+done
+$dhcal deployments "$tmp/seed1" --csv "$tmp/s1.csv" >/dev/null 2>&1
+$dhcal deployments "$tmp/seed2" --csv "$tmp/s2.csv" >/dev/null 2>&1
+b1=$(grep '^glm52-cookbook-h200-fp8-bal-c64,' "$tmp/s1.csv" | cut -d, -f3,7); b2=$(grep '^glm52-cookbook-h200-fp8-bal-c64,' "$tmp/s2.csv" | cut -d, -f3,7)
+l1=$(grep '^glm52-cookbook-h200-fp8-ll-c1,' "$tmp/s1.csv" | cut -d, -f3); l2=$(grep '^glm52-cookbook-h200-fp8-ll-c1,' "$tmp/s2.csv" | cut -d, -f3)
+if [ -n "$b1" ] && [ "$b1" = "$b2" ] && [ -n "$l1" ] && [ -n "$l2" ] && [ "$l1" != "$l2" ]
+then pass seed_classification; else fail seed_classification "bal $b1 / $b2, ll $l1 / $l2"; fi
+
 # The README records the table the command prints.
 sed -n '/^<!-- deployments: begin -->$/,/^<!-- deployments: end -->$/p' "$dir/README.md" | sed '1,2d;$d' | sed '$d' > "$tmp/readme.txt"
 if cmp -s "$tmp/readme.txt" "$tmp/t.txt"; then pass readme; else fail readme "README.md's table differs from the command's output"; fi
