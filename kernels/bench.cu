@@ -237,7 +237,7 @@ static void median_p10_p90(std::vector<double> v, double &med, double &p10, doub
     p90 = quantile_sorted(v, 0.9, true);
 }
 
-/* FlashMLA's L2 flush before each sample: an 8 GB memset (tests/kernelkit/bench.py,
+/* FlashMLA's L2 flush before each sample: an 8 GB memset (deepseek-ai/FlashMLA/tests/kernelkit/bench.py,
  * flush_l2_size = 8e9 // 4 ints); 256 MB (4x a 60 MB L2) under --quick. Kept between calls. */
 static void *g_flush;
 static size_t g_flush_bytes;
@@ -272,19 +272,45 @@ static std::shared_ptr<bench_ktiming> kernel_time(bench_env *env, const std::fun
     std::vector<bench_kact> ks;
     tr.end(ks);
     std::sort(ks.begin(), ks.end(), [](const bench_kact &x, const bench_kact &y) { return x.corr < y.corr; });
+    /* The launches' kernels: sample i's are those that start between bound i and bound i + 1
+     * (each sample's kernels wait behind its 2 ms flush, far from either bound); then the
+     * back-to-back launches', nk each in launch order. Should the clocks not allow that (a count
+     * that differs between samples), the kernels in launch order, (reps + per) x nk. */
+    const int reps = env->reps, nl = reps + per;
+    std::vector<std::vector<bench_kact>> group(nl);
+    std::vector<bench_kact> tail;
+    for (auto &k : ks) {
+        int at = -1;
+        for (int i = 0; i < reps && at < 0; i++)
+            if (k.start > bound[i] && k.start <= bound[i + 1]) at = i;
+        if (at >= 0) group[at].push_back(k);
+        else if (k.start > bound[reps]) tail.push_back(k);
+    }
+    int nk = (int)group[0].size();
+    bool even = nk > 0 && (int)tail.size() == nk * per;
+    for (int i = 0; i < reps; i++) even = even && (int)group[i].size() == nk;
+    if (!even) {
+        if (ks.empty() || ks.size() % (size_t)nl) {
+            fprintf(stderr, "dhbench: --timing kernel: %zu kernels traced for %d launches; the kernel figures are left out\n",
+                    ks.size(), nl);
+            return nullptr;
+        }
+        fprintf(stderr, "dhbench: --timing kernel: the kernels taken in launch order (the clock bounds did not split them)\n");
+        nk = (int)(ks.size() / (size_t)nl);
+        for (auto &g : group) g.clear();
+        tail.clear();
+    }
+    for (int i = 0; i < nl; i++)
+        if (!even)
+            for (int q = 0; q < nk; q++) (i < reps ? group[i] : tail).push_back(ks[(size_t)i * nk + q]);
     auto kt = std::make_shared<bench_ktiming>();
     std::vector<double> span;
     std::vector<std::string> names;                 /* in the order of the first sample's kernels */
     std::vector<std::vector<double>> part;          /* per name, per sample: the kernels' summed durations */
-    std::vector<bench_kact> tail;                   /* the back-to-back sample's kernels */
-    int nk = -1;
-    for (int i = 0; i < env->reps; i++) {
+    for (int i = 0; i < reps; i++) {
         uint64_t s0 = UINT64_MAX, e1 = 0;
-        int n = 0;
         std::vector<double> dur(names.size(), 0.0);
-        for (auto &k : ks) {
-            if (k.start <= bound[i] || k.start > bound[i + 1]) continue;
-            n++;
+        for (auto &k : group[i]) {
             s0 = std::min(s0, k.start);
             e1 = std::max(e1, k.end);
             size_t at = std::find(names.begin(), names.end(), k.name) - names.begin();
@@ -295,44 +321,30 @@ static std::shared_ptr<bench_ktiming> kernel_time(bench_env *env, const std::fun
             }
             dur[at] += (double)(k.end - k.start) * 1e-3;
         }
-        if (n == 0 || (nk >= 0 && n != nk)) {
-            fprintf(stderr, "dhbench: --timing kernel: sample %d of the launch traced %d kernel(s)%s; its kernel "
-                            "figures are left out\n", i, n, nk >= 0 ? (", the first " + std::to_string(nk)).c_str() : "");
-            return nullptr;
-        }
-        nk = n;
         span.push_back((double)(e1 - s0) * 1e-3);
-        for (size_t p = 0; p < names.size(); p++) part[p].push_back(dur[p]);
+        for (size_t q = 0; q < names.size(); q++) part[q].push_back(dur[q]);
     }
-    for (auto &k : ks)
-        if (k.start > bound[env->reps]) tail.push_back(k);
-    if (span.empty()) return nullptr;
     median_p10_p90(span, kt->median_us, kt->p10_us, kt->p90_us);
     kt->reps = (int)span.size();
     kt->kernels = nk;
-    for (size_t p = 0; p < names.size(); p++) {
+    for (size_t q = 0; q < names.size(); q++) {
         bench_ktiming::part pt;
-        pt.name = names[p];
-        median_p10_p90(part[p], pt.median_us, pt.p10_us, pt.p90_us);
+        pt.name = names[q];
+        median_p10_p90(part[q], pt.median_us, pt.p10_us, pt.p90_us);
         kt->parts.push_back(pt);
     }
-    /* Back to back: the launches' kernels in launch order, nk per launch. */
-    if ((int)tail.size() == nk * per) {
-        double sum = 0;
-        for (int j = 0; j < per; j++) {
-            uint64_t s0 = UINT64_MAX, e1 = 0;
-            for (int q = 0; q < nk; q++) {
-                s0 = std::min(s0, tail[(size_t)j * nk + q].start);
-                e1 = std::max(e1, tail[(size_t)j * nk + q].end);
-            }
-            sum += (double)(e1 - s0) * 1e-3;
+    /* Back to back: each launch's span, averaged. */
+    double sum = 0;
+    for (int j = 0; j < per; j++) {
+        uint64_t s0 = UINT64_MAX, e1 = 0;
+        for (int q = 0; q < nk; q++) {
+            s0 = std::min(s0, tail[(size_t)j * nk + q].start);
+            e1 = std::max(e1, tail[(size_t)j * nk + q].end);
         }
-        kt->b2b_us = sum / per;
-        kt->per = per;
-    } else {
-        fprintf(stderr, "dhbench: --timing kernel: the back-to-back sample traced %zu kernels, not %d x %d; left out\n",
-                tail.size(), nk, per);
+        sum += (double)(e1 - s0) * 1e-3;
     }
+    kt->b2b_us = sum / per;
+    kt->per = per;
     return kt;
 }
 

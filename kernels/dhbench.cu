@@ -14,7 +14,7 @@
  * round trip that a lone launch between two events pays; the CSV's "timing" column says which
  * (benchmarks with host threads in the launch, fetch versions 6, 7, 9, 10, stay isolated).
  * --timing kernel (a build with CUPTI) also times every launch as FlashMLA's bench_kineto does
- * (deepseek-ai/FlashMLA, tests/kernelkit/bench.py): CUPTI's activity records of every kernel,
+ * (deepseek-ai/FlashMLA/tests/kernelkit/bench.py): CUPTI's activity records of every kernel,
  * per sample an 8 GB memset to flush L2, one launch, and the span from its first kernel's start
  * to its last kernel's end (get_e2e_time); median and p10-p90 as CSV lines with timing "kernel",
  * each kernel's own duration ("kernel_part=NAME"), and the kernels' span per launch back to
