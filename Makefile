@@ -204,9 +204,24 @@ $(BUILD)/gpu/libreplayhost.a: $(REPLAY_C_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# CUPTI (the toolkit's activity API) for dhbench --timing kernel, looked for beside nvcc: include/
+# or extras/CUPTI/include, lib64/, lib/ or extras/CUPTI/lib64 (CUPTI_INC, the folder of cupti.h, and
+# CUPTI_LIB, the library file, may be given). Without it dhbench builds and refuses the option.
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUPTI_INC ?= $(patsubst %/cupti.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/cupti.h $(CUDA_HOME)/extras/CUPTI/include/cupti.h)))
+CUPTI_LIB ?= $(firstword $(wildcard $(CUDA_HOME)/lib64/libcupti.so $(CUDA_HOME)/extras/CUPTI/lib64/libcupti.so \
+               $(CUDA_HOME)/lib/libcupti.so $(CUDA_HOME)/lib/x86_64-linux-gnu/libcupti.so $(CUDA_HOME)/lib/aarch64-linux-gnu/libcupti.so))
+ifeq ($(BUILD_CUDA),1)
+  ifneq ($(and $(CUPTI_INC),$(CUPTI_LIB)),)
+    $(BUILD)/kernels/dhbench.cu.o: NVCCFLAGS += -DDHK_CUPTI -I$(CUPTI_INC)
+    CUPTI_LIBS := -L$(dir $(CUPTI_LIB)) -lcupti -Xlinker -rpath -Xlinker $(dir $(CUPTI_LIB))
+  else
+    $(warning note: CUPTI (cupti.h + libcupti.so) not found beside nvcc; dhbench --timing kernel is refused (set CUPTI_INC, CUPTI_LIB))
+  endif
+endif
 bin/dhbench: $(BUILD)/kernels/dhbench.cu.o $(BUILD)/kernels/libdhkbench.a $(BUILD)/kernels/libdhk.a $(KGPU_C_OBJ)
 	@mkdir -p bin
-	$(NVCC) $(NVCCFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) -lcublasLt -lpthread
+	$(NVCC) $(NVCCFLAGS) -o $@ $(filter %.o,$^) $(filter %.a,$^) -lcublasLt -lpthread $(CUPTI_LIBS)
 
 # The GPU check of SGLang's hot-buffer kernel against its CPU steps (kernels/sglcheck.cu).
 bin/dhsglcheck: $(BUILD)/kernels/sglcheck.cu.o $(BUILD)/kernels/libdhk.a $(KGPU_C_OBJ)

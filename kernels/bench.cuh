@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct bench_params {
     long long num(const char *key, long long def) const;
     double real(const char *key, double def) const;
 };
+
+struct bench_tracer;
+struct bench_ktiming;
 
 /* Ceilings measured at start-up on this device (never taken from a datasheet). */
 struct bench_env {
@@ -48,6 +52,11 @@ struct bench_env {
     int b2b;              /* launches per timed sample: 1 = each on its own from an idle GPU,
                              N > 1 = N back to back between the two events, time / N */
     int quick;            /* smaller problems, for sanitizers */
+    /* --timing kernel: besides the events' figure, each bench_time() also times the launch as
+     * FlashMLA's bench_kineto does, from the kernels' own start and end timestamps (CUPTI); the
+     * tracer is bin/dhbench's (NULL in a build without CUPTI, where the option is refused). */
+    int timing_kernel = 0;
+    const bench_tracer *tracer = nullptr;
     FILE *csv;
     int failures;         /* configurations that failed their check */
     std::string suite;
@@ -62,13 +71,44 @@ struct bench_record {
     int checked = 0;
     bool diagnostic = false;   /* a variant with a stage left out: its output is wrong by design, not checked */
     int per = 1;          /* launches per timed sample (the CSV's "timing" column) */
+    std::shared_ptr<bench_ktiming> kt;   /* --timing kernel's figures (bench_emit's extra lines), or none */
 };
 
-struct bench_timing { double median_us, p10_us, p90_us; int reps, per; };
+/* One kernel as the tracer recorded it: its (short) name, start and end in ns, and the
+ * correlation id of the launch that made it (increasing in launch order). */
+struct bench_kact { std::string name; uint64_t start, end; uint32_t corr; };
+/* The kernel tracer: begin() starts recording every kernel, now() is the tracer's clock (the
+ * kernels' timestamps are on it), end() waits for the device, stops and returns the kernels
+ * recorded since begin(). */
+struct bench_tracer {
+    void (*begin)(void);
+    uint64_t (*now)(void);
+    void (*end)(std::vector<bench_kact> &out);
+};
+/* --timing kernel's figures of one measurement (kernels/bench.cu, bench_time):
+ * span: per sample, an L2 flush (FlashMLA's 8 GB memset), one launch, then the time from the
+ *   first kernel's start to the last kernel's end of that launch (FlashMLA's get_e2e_time);
+ * b2b_us: one sample of `per` launches back to back, traced without flushes: the kernels' span
+ *   per launch (the first kernel's start to the last kernel's end, averaged over the launches),
+ *   i.e. the events' back-to-back figure without the gaps between launches;
+ * parts: each kernel's own duration per launch of the flushed samples (median, p10, p90). */
+struct bench_ktiming {
+    double median_us = -1, p10_us = -1, p90_us = -1, b2b_us = -1;
+    int reps = 0, per = 0, kernels = 0;
+    struct part { std::string name; double median_us, p10_us, p90_us; };
+    std::vector<part> parts;
+};
+
+struct bench_timing {
+    double median_us, p10_us, p90_us;
+    int reps, per;
+    std::shared_ptr<bench_ktiming> kt;   /* --timing kernel: the kernels' own times (else empty) */
+};
 /* The timing's figures into the record. */
 static inline void bench_take(bench_record &r, const bench_timing &t)
 {
     r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps; r.per = t.per;
+    r.kt = t.kt;
 }
 
 extern const char *bench_csv_header;

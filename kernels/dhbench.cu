@@ -1,7 +1,7 @@
 /* dhbench.cu: the kernel microbenchmark driver (bin/dhbench).
  *
- *   dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick] [--as-arch sm_XY]
- *   dhbench --kernel KERNEL [key=v1,v2,... ...] [--out DIR] [--reps N] [--b2b N] [--quick] [--as-arch sm_XY]
+ *   dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--timing kernel] [--quick] [--as-arch sm_XY]
+ *   dhbench --kernel KERNEL [key=v1,v2,... ...] [--out DIR] [--reps N] [--b2b N] [--timing kernel] [--quick] [--as-arch sm_XY]
  *
  * A suite is a text file (kernels/suites/NAME.suite, or a path): one grid per line, a kernel
  * name then key=value lists; every combination is one grid point. Each grid point is checked
@@ -13,6 +13,12 @@
  * costs inside a stream of work (a decode step), without the idle-GPU start and the host
  * round trip that a lone launch between two events pays; the CSV's "timing" column says which
  * (benchmarks with host threads in the launch, fetch versions 6, 7, 9, 10, stay isolated).
+ * --timing kernel (a build with CUPTI) also times every launch as FlashMLA's bench_kineto does
+ * (deepseek-ai/FlashMLA/tests/kernelkit/bench.py): CUPTI's activity records of every kernel,
+ * per sample an 8 GB memset to flush L2, one launch, and the span from its first kernel's start
+ * to its last kernel's end (get_e2e_time); median and p10-p90 as CSV lines with timing "kernel",
+ * each kernel's own duration ("kernel_part=NAME"), and the kernels' span per launch back to
+ * back without the flush ("kernel_b2bN"), beside the events' line (kernels/bench.cuh).
  * Ceilings are measured at start: device-to-device copy (HBM, bytes read + written), pinned
  * host-to-device cudaMemcpy, and an 8192^3 cuBLASLt GEMM in BF16 and FP8.
  * Any GPU from sm_80 on (kernels/karch.h): a grid point whose version this GPU cannot run (its
@@ -21,7 +27,7 @@
  * (or DHK_AS_ARCH) decides as if the GPU were sm_XY ("generic" = sm_80): on an H200 it runs the
  * fallbacks of every other GPU, each checked against its CPU reference like any version; the
  * output is then NAME-as-sm_XY.csv. Each CSV line records the device and its architecture.
- * Needs only the CUDA toolkit (runtime, cuBLASLt) and libc. */
+ * Needs only the CUDA toolkit (runtime, cuBLASLt; CUPTI for --timing kernel) and libc. */
 #include "kernels/bench.cuh"
 #include "kernels/kref.h"
 
@@ -36,10 +42,111 @@
 #include <string>
 #include <vector>
 
+#ifdef DHK_CUPTI
+#include <cupti.h>
+#include <cxxabi.h>
+#endif
+
+/* ---- the kernel tracer of --timing kernel (CUPTI's activity API) ---- */
+
+#ifdef DHK_CUPTI
+/* The newest kernel record of the toolkit; the fields read here (start, end, correlationId,
+ * name) sit at the same place in every version since the fourth. */
+#if CUPTI_API_VERSION >= 130000
+typedef CUpti_ActivityKernel10 kact_rec;
+#else
+typedef CUpti_ActivityKernel9 kact_rec;
+#endif
+#define cuptiCheck(x)                                                                                  \
+    do {                                                                                               \
+        CUptiResult r_ = (x);                                                                          \
+        if (r_ != CUPTI_SUCCESS) {                                                                     \
+            const char *m_ = "?";                                                                      \
+            cuptiGetResultString(r_, &m_);                                                             \
+            fprintf(stderr, "dhbench: %s:%d: %s: %s\n", __FILE__, __LINE__, #x, m_);                   \
+            exit(1);                                                                                   \
+        }                                                                                              \
+    } while (0)
+
+static std::vector<bench_kact> g_kacts;
+static size_t g_dropped;
+
+/* "void a18_kernel<656, true>(attn_args, float *)" -> "a18_kernel". */
+static std::string kernel_short_name(const char *mangled)
+{
+    if (!mangled) return "?";
+    int st = 0;
+    char *d = abi::__cxa_demangle(mangled, NULL, NULL, &st);
+    std::string s = st == 0 && d ? d : mangled;
+    free(d);
+    size_t cut = s.find_first_of("<(");
+    if (cut != std::string::npos) s.resize(cut);
+    size_t sp = s.rfind(' ');
+    if (sp != std::string::npos) s = s.substr(sp + 1);
+    size_t ns = s.rfind("::");
+    if (ns != std::string::npos) s = s.substr(ns + 2);
+    return s.empty() ? mangled : s;
+}
+
+static void CUPTIAPI kact_buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
+{
+    *size = 8u << 20;
+    *buf = (uint8_t *)aligned_alloc(8, *size);
+    if (!*buf) { fprintf(stderr, "dhbench: out of memory for the kernel tracer\n"); exit(1); }
+    *max_records = 0;
+}
+
+static void CUPTIAPI kact_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
+{
+    CUpti_Activity *rec = NULL;
+    while (cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS)
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+            const kact_rec *k = (const kact_rec *)rec;
+            g_kacts.push_back({kernel_short_name(k->name), k->start, k->end, k->correlationId});
+        }
+    size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS) g_dropped += dropped;
+    free(buf);
+}
+
+static void kact_begin(void)
+{
+    g_kacts.clear();
+    g_dropped = 0;
+    cuptiCheck(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+}
+
+static uint64_t kact_now(void)
+{
+    uint64_t t = 0;
+    cuptiCheck(cuptiGetTimestamp(&t));
+    return t;
+}
+
+static void kact_end(std::vector<bench_kact> &out)
+{
+    cudaCheck(cudaDeviceSynchronize());
+    cuptiCheck(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+    cuptiCheck(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    cuptiCheck(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+    if (g_dropped) {
+        fprintf(stderr, "dhbench: --timing kernel: CUPTI dropped %zu kernel record(s)\n", g_dropped);
+        exit(1);
+    }
+    out.swap(g_kacts);
+    g_kacts.clear();
+}
+
+static const bench_tracer kact_tracer = {kact_begin, kact_now, kact_end};
+#endif
+
 /* ---- ceilings ---- */
 
 static void measure_ceilings(bench_env *env, bool gemm)
 {
+    /* The ceilings by CUDA events alone: copies (no kernels to trace) and cuBLASLt. */
+    const int timing_kernel = env->timing_kernel;
+    env->timing_kernel = 0;
     size_t bytes = env->quick ? (256u << 20) : (2ull << 30);
     void *d0, *d1, *h;
     cudaCheck(cudaMalloc(&d0, bytes));
@@ -74,6 +181,7 @@ static void measure_ceilings(bench_env *env, bool gemm)
             env->device.c_str(), env->arch.c_str(), dhk_code_arch(NULL), env->forced ? (", decided as sm_" + std::to_string(env->kdev.cc)).c_str() : "",
             env->prop.multiProcessorCount, env->prop.l2CacheSize >> 20, env->hbm_gbps,
             env->h2d_gbps, env->bf16_tflops, env->fp8_tflops);
+    env->timing_kernel = timing_kernel;
 }
 
 /* ---- suites ---- */
@@ -260,8 +368,9 @@ static int positive_arg(const char *opt, const char *v)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--quick] [--check-only] [--as-arch sm_XY]\n"
-            "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--b2b N] [--quick] [--check-only] [--as-arch sm_XY]\n"
+            "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--timing events|kernel] [--quick] [--check-only] [--as-arch sm_XY]\n"
+            "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--b2b N] [--timing events|kernel] [--quick] [--check-only] [--as-arch sm_XY]\n"
+            "--timing kernel: also the kernels' own span per launch from CUPTI, L2 flushed (FlashMLA's bench_kineto)\n"
             "--check-only: run every grid point's device-free checks and exit (no GPU needed)\n"
             "--as-arch sm_XY|generic: choose versions as on that architecture (the fallbacks of other GPUs)\n"
             "kernels: fetch residency attention verify ring indexer topk gemm gather\n");
@@ -290,6 +399,15 @@ int main(int argc, char **argv)
         else if (a == "--out" && i + 1 < argc) out = argv[++i];
         else if (a == "--reps" && i + 1 < argc) env.reps = positive_arg("--reps", argv[++i]);
         else if (a == "--b2b" && i + 1 < argc) env.b2b = positive_arg("--b2b", argv[++i]);
+        else if (a == "--timing" && i + 1 < argc) {
+            std::string v = argv[++i];
+            if (v == "kernel") env.timing_kernel = 1;
+            else if (v != "events") {
+                fprintf(stderr, "dhbench: --timing '%s': need events (CUDA events around the launches) or kernel "
+                                "(also the kernels' own timestamps, CUPTI)\n", v.c_str());
+                return 2;
+            }
+        }
         else if (a == "--quick") env.quick = 1;
         else if (a == "--check-only") check_only = true;
         else if (a == "--as-arch" && i + 1 < argc) as_arch = argv[++i];
@@ -297,6 +415,15 @@ int main(int argc, char **argv)
         else usage();
     }
     if (suite.empty() == kernel.empty()) usage();
+    if (env.timing_kernel) {
+#ifdef DHK_CUPTI
+        env.tracer = &kact_tracer;
+#else
+        fprintf(stderr, "dhbench: --timing kernel: this build has no CUPTI (the Makefile found no cupti.h and libcupti "
+                        "in the CUDA toolkit; set CUPTI_INC and CUPTI_LIB)\n");
+        return 2;
+#endif
+    }
     std::vector<grid_line> lines;
     if (!suite.empty()) {
         if (read_suite(suite, lines)) return 1;
@@ -344,6 +471,7 @@ int main(int argc, char **argv)
     }
     if (env.quick) env.suite += "-quick";
     if (env.b2b > 1) env.suite += "-b2b" + std::to_string(env.b2b);
+    if (env.timing_kernel) env.suite += "-kernel";
     const bool csv_stdout = out.empty();
     if (!out.empty() && mkdir(out.c_str(), 0777) && errno != EEXIST) {
         fprintf(stderr, "dhbench: cannot create '%s': %s\n", out.c_str(), strerror(errno));
@@ -361,6 +489,10 @@ int main(int argc, char **argv)
     env.device = env.prop.name;
     env.arch = "sm_" + std::to_string(env.prop.major * 10 + env.prop.minor);
     env.kdev = bench_karch_dev(env.prop, as_arch.c_str(), "dhbench", &env.forced);
+#ifdef DHK_CUPTI
+    if (env.timing_kernel)
+        cuptiCheck(cuptiActivityRegisterCallbacks(kact_buffer_requested, kact_buffer_completed));
+#endif
     FILE *csv_partial = NULL;
     if (csv_stdout) {
         printf("%s\n", bench_csv_header);

@@ -28,13 +28,13 @@ bad b2b_negative "--b2b '-2'" --suite default --b2b -2
 bad reps_word "--reps 'many'" --suite default --reps many
 bad reps_huge "--reps '99999999999'" --suite default --reps 99999999999
 # Grid values, on the command line and in a suite file: checked for every point before the device.
-bad attn_version "version 30 is not 1 to 29" --kernel attention version=8,30
+bad attn_version "version 32 is not 1 to 31" --kernel attention version=8,32
 bad attn_diag_name "diag=bogus" --kernel attention version=8 diag=bogus
 bad attn_diag_version "diag=producer: need" --kernel attention version=6 diag=producer
 bad attn_diag_qhi_version "diag=qhi: need" --kernel attention version=10 diag=qhi
 bad attn_format "format 'fp4'" --kernel attention format=fp8,fp4
 bad verify_version "verify: version 0" --kernel verify version=0
-bad ring_version "ring: version 30" --kernel ring version=30
+bad ring_version "ring: version 32" --kernel ring version=32
 bad not_integer "version=x is not an integer" --kernel attention version=x
 bad gather_version "gather: version 5" --kernel gather version=5
 bad gather_row_bytes "row_bytes 700" --kernel gather row_bytes=700
@@ -71,6 +71,13 @@ bad attention_diag_v28 "diag=consumers: need none" --kernel attention version=18
 # A good value gets past the option checks (to the suite, or to the missing device here).
 "$bin" --suite default --b2b 20 --reps 3 --out "$tmp/ok" >/dev/null 2>"$tmp/err"
 if ! grep -q 'need an integer' "$tmp/err"; then echo "PASS b2b_accepted"; else echo "FAIL b2b_accepted ($(cat "$tmp/err"))"; fi
+# --timing: events or kernel; kernel only in a build with CUPTI (else one line naming it, exit 2).
+bad timing_word "--timing 'cupti'" --suite default --timing cupti
+"$bin" --suite default --timing kernel --check-only >/dev/null 2>"$tmp/err"; rc=$?
+if [ -n "$(make -s --no-print-directory print-CUPTI_LIB)" ]; then
+  if [ "$rc" -eq 0 ]; then echo "PASS timing_kernel_with_cupti"; else echo "FAIL timing_kernel_with_cupti ($(cat "$tmp/err"))"; fi
+elif [ "$rc" -eq 2 ] && grep -q 'no CUPTI' "$tmp/err"; then echo "PASS timing_kernel_refused_without_cupti"
+else echo "FAIL timing_kernel_refused_without_cupti (status $rc: $(cat "$tmp/err"))"; fi
 # Every committed suite passes the device-free checks of all its points (--check-only: exit 0,
 # nothing written).
 for f in kernels/suites/*.suite; do
