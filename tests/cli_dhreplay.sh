@@ -15,7 +15,9 @@ cfgfile() {
 }
 cfgfile lru lru 0; cfgfile held2 hisparse 2; cfgfile dspark adaptive+dspark 0
 # bad NAME WANT ARGS...: exit 2 and exactly one stderr line containing WANT.
-bad attention_version "--attention-version '30'" --attention-version 30 --run hs4k
+# one past the last attention version (kernels/bench.cuh), so that a new version does not break it
+past=$(( $(sed -n 's/.*ATTN_MAX_VERSION = \([0-9]*\).*/\1/p' kernels/bench.cuh) + 1 ))
+bad attention_version "--attention-version '$past'" --attention-version $past --run hs4k
 bad topk_version "--topk-version '0'" --topk-version 0 --run hs4k
 bad indexer_version "--indexer-version '6'" --indexer-version 6 --run hs4k
 bad as_arch "--as-arch: 'sm_70' is not an architecture" --as-arch sm_70 --run hs4k
