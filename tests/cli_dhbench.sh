@@ -28,13 +28,15 @@ bad b2b_negative "--b2b '-2'" --suite default --b2b -2
 bad reps_word "--reps 'many'" --suite default --reps many
 bad reps_huge "--reps '99999999999'" --suite default --reps 99999999999
 # Grid values, on the command line and in a suite file: checked for every point before the device.
-bad attn_version "version 32 is not 1 to 31" --kernel attention version=8,32
+# one past the last attention version (kernels/bench.cuh; the ring runs the same versions)
+amax=$(sed -n 's/.*ATTN_MAX_VERSION = \([0-9]*\).*/\1/p' kernels/bench.cuh); apast=$((amax + 1))
+bad attn_version "version $apast is not 1 to $amax" --kernel attention version=8,$apast
 bad attn_diag_name "diag=bogus" --kernel attention version=8 diag=bogus
 bad attn_diag_version "diag=producer: need" --kernel attention version=6 diag=producer
 bad attn_diag_qhi_version "diag=qhi: need" --kernel attention version=10 diag=qhi
 bad attn_format "format 'fp4'" --kernel attention format=fp8,fp4
 bad verify_version "verify: version 0" --kernel verify version=0
-bad ring_version "ring: version 32" --kernel ring version=32
+bad ring_version "ring: version $apast" --kernel ring version=$apast
 bad not_integer "version=x is not an integer" --kernel attention version=x
 bad gather_version "gather: version 5" --kernel gather version=5
 bad gather_row_bytes "row_bytes 700" --kernel gather row_bytes=700
