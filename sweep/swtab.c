@@ -231,8 +231,14 @@ int swtab_load(const char *dir, swtab *t)
     for (size_t i = 0; i < nf; i++) { free(files[i].path); jsn_free(files[i].j); }
     free(files);
     if (rc < 0) { free(b.is_metric); swtab_release(t); return -1; }
+    /* A column is numeric when every value parses as a number, except the table's own text
+     * columns: a commit or a digest is hex, and one such as "765e114" parses as a number. */
+    static const char *const text_cols[] = { "policy", "status", "error", "config", "commit", "sweep_digest",
+                                             "config_digest" };
     for (size_t c = 0; c < t->n_cols; c++) {
         int any = 0, num = 1;
+        for (size_t k = 0; k < sizeof text_cols / sizeof text_cols[0]; k++)
+            if (!strcmp(t->cols[c].name, text_cols[k])) num = 0;
         for (size_t r = 0; r < t->n_rows && num; r++) {
             const char *s = t->cols[c].cells[r];
             if (!s) continue;

@@ -177,6 +177,13 @@ print("ok")
 PYEOF
 if [ -x "$PY" ] && $PY "$tmp/read.py" "$tmp/w3" >"$tmp/out" 2>&1 && grep -q '^ok' "$tmp/out"; then pass "table in CSV and HDF5 (h5py)"
 else fail "table in CSV and HDF5 (h5py): $(tail -3 "$tmp/out")"; fi
+# A commit that parses as a number ("765e114", a real short hash) stays text in the HDF5 table.
+cp -r "$tmp/w3" "$tmp/w3hex" && rm -f "$tmp/w3hex/results.csv" "$tmp/w3hex/results.h5"
+for f in "$tmp/w3hex"/points/*.json; do sed 's/"commit": "[^"]*"/"commit": "765e114"/' "$f" >"$f.x" && mv "$f.x" "$f"; done
+if "$bin" merge "$tmp/w3hex" >/dev/null 2>"$tmp/err" && [ -x "$PY" ] &&
+   $PY -c 'import sys, h5py; t = h5py.File(sys.argv[1], "r")["results"][()]; assert t["commit"][0] == b"765e114", t["commit"][0]; print("ok")' \
+     "$tmp/w3hex/results.h5" >"$tmp/out" 2>&1 && grep -q '^ok' "$tmp/out"; then pass "numeric-looking commit kept as text"
+else fail "numeric-looking commit kept as text: $(cat "$tmp/err") $(tail -2 "$tmp/out")"; fi
 
 # plot: PNG and PDF of a metric against an axis.
 if "$bin" plot "$tmp/s3.ini" --metric tok_s_per_gpu --axis policy.hisparse_budget_k -o "$tmp/p" >/dev/null 2>"$tmp/err" &&
