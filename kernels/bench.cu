@@ -141,6 +141,14 @@ static void emit_line(bench_env *env, const bench_record &r, const std::string &
 void bench_emit(bench_env *env, const bench_record &r)
 {
     emit_line(env, r, timing_name(r.per));
+    if (r.gt && r.gt->reps > 0) {
+        /* --timing graph: the graph's replay per launch as a further line (timing "graph"). */
+        bench_record e = r;
+        e.kt = nullptr;
+        e.gt = nullptr;
+        e.median_us = r.gt->median_us; e.p10_us = r.gt->p10_us; e.p90_us = r.gt->p90_us; e.reps = r.gt->reps;
+        emit_line(env, e, "graph");
+    }
     if (!r.kt || r.kt->reps < 1) return;
     /* --timing kernel: the kernels' own times as further lines of the same configuration, told
      * apart by the timing column ("kernel", "kernel_b2bN", "kernel_part=NAME"), so that a reader
@@ -348,6 +356,103 @@ static std::shared_ptr<bench_ktiming> kernel_time(bench_env *env, const std::fun
     return kt;
 }
 
+/* ---- --timing graph: the launches captured into one CUDA graph and replayed ---- */
+
+/* The graph's edges and how many of them are programmatic (the toolkit's edge data: 12.3 on). */
+static void graph_edges(cudaGraph_t g, long long &edges, long long &programmatic)
+{
+    edges = programmatic = -1;
+#if CUDART_VERSION >= 12030
+    size_t n = 0;
+#if CUDART_VERSION >= 13000
+    cudaCheck(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &n));
+#else
+    cudaCheck(cudaGraphGetEdges_v2(g, nullptr, nullptr, nullptr, &n));
+#endif
+    std::vector<cudaGraphNode_t> from(n), to(n);
+    std::vector<cudaGraphEdgeData> data(n);
+    if (n) {
+#if CUDART_VERSION >= 13000
+        cudaCheck(cudaGraphGetEdges(g, from.data(), to.data(), data.data(), &n));
+#else
+        cudaCheck(cudaGraphGetEdges_v2(g, from.data(), to.data(), data.data(), &n));
+#endif
+    }
+    edges = (long long)n;
+    programmatic = 0;
+    for (size_t i = 0; i < n; i++) programmatic += data[i].type == cudaGraphDependencyTypeProgrammatic;
+#else
+    (void)g;
+#endif
+}
+
+/* per launches (launch(rep0) .. launch(rep0 + per - 1)) captured on a created non-blocking
+ * stream, which env->stream names while they are issued; instantiated once, uploaded, two
+ * replays of warm-up, then env->reps replays, each between two events on the stream. A capture
+ * that holds no kernel, or a kernel count that is not a multiple of per (a launch that went to
+ * another stream), is an error: no figure, one line, counted as a failure. */
+static std::shared_ptr<bench_gtiming> graph_time(bench_env *env, const std::function<void(int)> &launch, int rep0, int per)
+{
+    cudaStream_t s;
+    cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    env->stream = s;
+    /* Global mode: an unsafe call (a synchronous copy, an allocation) from the launch path fails
+     * the capture instead of passing into the graph unseen. */
+    cudaCheck(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int j = 0; j < per; j++) launch(rep0 + j);
+    cudaCheck(cudaStreamEndCapture(s, &g));
+    env->stream = 0;
+    size_t nn = 0;
+    cudaCheck(cudaGraphGetNodes(g, nullptr, &nn));
+    std::vector<cudaGraphNode_t> nodes(nn);
+    if (nn) cudaCheck(cudaGraphGetNodes(g, nodes.data(), &nn));
+    auto gt = std::make_shared<bench_gtiming>();
+    for (size_t i = 0; i < nn; i++) {
+        cudaGraphNodeType ty;
+        cudaCheck(cudaGraphNodeGetType(nodes[i], &ty));
+        gt->kernels += ty == cudaGraphNodeTypeKernel;
+    }
+    graph_edges(g, gt->edges, gt->programmatic);
+    if (gt->kernels == 0 || gt->kernels % per) {
+        fprintf(stderr, "dhbench: --timing graph: %lld kernel(s) captured from %d launches: a launch is not on the "
+                        "benchmark's stream (env->stream); no graph figure\n", gt->kernels, per);
+        env->failures++;
+        cudaCheck(cudaGraphDestroy(g));
+        cudaCheck(cudaStreamDestroy(s));
+        return nullptr;
+    }
+    fprintf(stderr, "dhbench: --timing graph: %d launches, %lld kernel nodes, %lld edges of which %lld programmatic\n",
+            per, gt->kernels, gt->edges, gt->programmatic);
+    cudaGraphExec_t x;
+    cudaCheck(cudaGraphInstantiate(&x, g, 0));
+    cudaCheck(cudaGraphUpload(x, s));
+    for (int i = 0; i < 2; i++) cudaCheck(cudaGraphLaunch(x, s));
+    cudaCheck(cudaStreamSynchronize(s));
+    cudaEvent_t a, b;
+    cudaCheck(cudaEventCreate(&a));
+    cudaCheck(cudaEventCreate(&b));
+    std::vector<double> us;
+    for (int i = 0; i < env->reps; i++) {
+        cudaCheck(cudaEventRecord(a, s));
+        cudaCheck(cudaGraphLaunch(x, s));
+        cudaCheck(cudaEventRecord(b, s));
+        cudaCheck(cudaEventSynchronize(b));
+        float ms;
+        cudaCheck(cudaEventElapsedTime(&ms, a, b));
+        us.push_back(ms * 1e3 / per);
+    }
+    median_p10_p90(us, gt->median_us, gt->p10_us, gt->p90_us);
+    gt->reps = (int)us.size();
+    gt->per = per;
+    cudaCheck(cudaEventDestroy(a));
+    cudaCheck(cudaEventDestroy(b));
+    cudaCheck(cudaGraphExecDestroy(x));
+    cudaCheck(cudaGraphDestroy(g));
+    cudaCheck(cudaStreamDestroy(s));
+    return gt;
+}
+
 bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup, int per, cudaStream_t on)
 {
     cudaEvent_t a, b;
@@ -373,6 +478,7 @@ bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, 
     bench_timing t = summarize(us);
     t.per = per;
     if (env->timing_kernel && env->tracer) t.kt = kernel_time(env, launch, warmup + env->reps * per, per, on);
+    if (env->timing_graph && !on) t.gt = graph_time(env, launch, warmup + env->reps * per, per);
     return t;
 }
 

@@ -35,6 +35,7 @@ struct bench_params {
 
 struct bench_tracer;
 struct bench_ktiming;
+struct bench_gtiming;
 
 /* Ceilings measured at start-up on this device (never taken from a datasheet). */
 struct bench_env {
@@ -57,6 +58,12 @@ struct bench_env {
      * tracer is bin/dhbench's (NULL in a build without CUPTI, where the option is refused). */
     int timing_kernel = 0;
     const bench_tracer *tracer = nullptr;
+    /* --timing graph: besides the events' figure, each bench_time() also captures the --b2b
+     * count of launches into one CUDA graph and times its replays (bench_gtiming). stream is what
+     * a benchmark that supports it (attention) launches on: 0, the legacy stream, except while
+     * bench_time captures, when it is a created stream (the legacy stream cannot be captured). */
+    int timing_graph = 0;
+    cudaStream_t stream = 0;
     FILE *csv;
     int failures;         /* configurations that failed their check */
     std::string suite;
@@ -72,6 +79,7 @@ struct bench_record {
     bool diagnostic = false;   /* a variant with a stage left out: its output is wrong by design, not checked */
     int per = 1;          /* launches per timed sample (the CSV's "timing" column) */
     std::shared_ptr<bench_ktiming> kt;   /* --timing kernel's figures (bench_emit's extra lines), or none */
+    std::shared_ptr<bench_gtiming> gt;   /* --timing graph's figures (bench_emit's extra line), or none */
 };
 
 /* One kernel as the tracer recorded it: its (short) name, start and end in ns, and the
@@ -99,16 +107,30 @@ struct bench_ktiming {
     std::vector<part> parts;
 };
 
+/* --timing graph's figures of one measurement (kernels/bench.cu, bench_time): per launches
+ * captured from a created (non-blocking) stream into one CUDA graph, instantiated once, replayed
+ * as a deployment's decode step is (SGLang, vLLM: each step's kernels in a graph), a warm-up and
+ * then reps samples of one replay between two events on that stream, each replay / per: median,
+ * p10, p90 per launch. The graph's kernel nodes and its edges (programmatic: the programmatic
+ * dependent launches, which capture turns into programmatic edges) as captured. */
+struct bench_gtiming {
+    double median_us = -1, p10_us = -1, p90_us = -1;
+    int reps = 0, per = 0;
+    long long kernels = 0, edges = -1, programmatic = -1;   /* -1: the toolkit cannot tell (before 12.3) */
+};
+
 struct bench_timing {
     double median_us, p10_us, p90_us;
     int reps, per;
     std::shared_ptr<bench_ktiming> kt;   /* --timing kernel: the kernels' own times (else empty) */
+    std::shared_ptr<bench_gtiming> gt;   /* --timing graph: the graph's replays (else empty) */
 };
 /* The timing's figures into the record. */
 static inline void bench_take(bench_record &r, const bench_timing &t)
 {
     r.median_us = t.median_us; r.p10_us = t.p10_us; r.p90_us = t.p90_us; r.reps = t.reps; r.per = t.per;
     r.kt = t.kt;
+    r.gt = t.gt;
 }
 
 extern const char *bench_csv_header;
@@ -125,7 +147,8 @@ void bench_emit(bench_env *env, const bench_record &r);
  * from 0 so the caller can rotate among input sets, and runs to warmup + reps * per - 1.
  * The events go on the legacy stream, which orders against every blocking stream the launch
  * uses; with on != 0 they go on that stream and only it is waited for, so work on other
- * (non-blocking) streams may run through the timing. */
+ * (non-blocking) streams may run through the timing. Under --timing graph (on == 0 only) the
+ * launches must go on env->stream: per of them are captured into a graph and timed replayed. */
 bench_timing bench_time(bench_env *env, const std::function<void(int)> &launch, int warmup = 3, int per = 0,
                         cudaStream_t on = 0);
 /* Same, with a host wall clock around one launch + device synchronize, for work that is

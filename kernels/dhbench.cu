@@ -1,7 +1,7 @@
 /* dhbench.cu: the kernel microbenchmark driver (bin/dhbench).
  *
- *   dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--timing kernel] [--quick] [--as-arch sm_XY]
- *   dhbench --kernel KERNEL [key=v1,v2,... ...] [--out DIR] [--reps N] [--b2b N] [--timing kernel] [--quick] [--as-arch sm_XY]
+ *   dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--timing kernel|graph] [--quick] [--as-arch sm_XY]
+ *   dhbench --kernel KERNEL [key=v1,v2,... ...] [--out DIR] [--reps N] [--b2b N] [--timing kernel|graph] [--quick] [--as-arch sm_XY]
  *
  * A suite is a text file (kernels/suites/NAME.suite, or a path): one grid per line, a kernel
  * name then key=value lists; every combination is one grid point. Each grid point is checked
@@ -19,6 +19,10 @@
  * to its last kernel's end (get_e2e_time); median and p10-p90 as CSV lines with timing "kernel",
  * each kernel's own duration ("kernel_part=NAME"), and the kernels' span per launch back to
  * back without the flush ("kernel_b2bN"), beside the events' line (kernels/bench.cuh).
+ * --timing graph (the attention benchmark only) also times the launches as a deployment issues a
+ * decode step's (SGLang, vLLM: CUDA graphs): the --b2b count of launches captured from a created
+ * stream into one graph, instantiated once, replayed; per launch = replay / count, CSV timing
+ * "graph" (median, p10-p90), beside the events' line.
  * Ceilings are measured at start: device-to-device copy (HBM, bytes read + written), pinned
  * host-to-device cudaMemcpy, and an 8192^3 cuBLASLt GEMM in BF16 and FP8.
  * Any GPU from sm_80 on (kernels/karch.h): a grid point whose version this GPU cannot run (its
@@ -145,8 +149,8 @@ static const bench_tracer kact_tracer = {kact_begin, kact_now, kact_end};
 static void measure_ceilings(bench_env *env, bool gemm)
 {
     /* The ceilings by CUDA events alone: copies (no kernels to trace) and cuBLASLt. */
-    const int timing_kernel = env->timing_kernel;
-    env->timing_kernel = 0;
+    const int timing_kernel = env->timing_kernel, timing_graph = env->timing_graph;
+    env->timing_kernel = env->timing_graph = 0;
     size_t bytes = env->quick ? (256u << 20) : (2ull << 30);
     void *d0, *d1, *h;
     cudaCheck(cudaMalloc(&d0, bytes));
@@ -182,6 +186,7 @@ static void measure_ceilings(bench_env *env, bool gemm)
             env->prop.multiProcessorCount, env->prop.l2CacheSize >> 20, env->hbm_gbps,
             env->h2d_gbps, env->bf16_tflops, env->fp8_tflops);
     env->timing_kernel = timing_kernel;
+    env->timing_graph = timing_graph;
 }
 
 /* ---- suites ---- */
@@ -368,9 +373,10 @@ static int positive_arg(const char *opt, const char *v)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--timing events|kernel] [--quick] [--check-only] [--as-arch sm_XY]\n"
-            "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--b2b N] [--timing events|kernel] [--quick] [--check-only] [--as-arch sm_XY]\n"
+            "usage: dhbench --suite NAME [--only KERNEL] [--out DIR] [--reps N] [--b2b N] [--timing events|kernel|graph] [--quick] [--check-only] [--as-arch sm_XY]\n"
+            "       dhbench --kernel KERNEL [key=v1,v2 ...] [--out DIR] [--reps N] [--b2b N] [--timing events|kernel|graph] [--quick] [--check-only] [--as-arch sm_XY]\n"
             "--timing kernel: also the kernels' own span per launch from CUPTI, L2 flushed (FlashMLA's bench_kineto)\n"
+            "--timing graph: also the --b2b N launches captured into one CUDA graph, replayed (attention only)\n"
             "--check-only: run every grid point's device-free checks and exit (no GPU needed)\n"
             "--as-arch sm_XY|generic: choose versions as on that architecture (the fallbacks of other GPUs)\n"
             "kernels: fetch residency attention verify ring indexer topk gemm gather\n");
@@ -401,10 +407,12 @@ int main(int argc, char **argv)
         else if (a == "--b2b" && i + 1 < argc) env.b2b = positive_arg("--b2b", argv[++i]);
         else if (a == "--timing" && i + 1 < argc) {
             std::string v = argv[++i];
+            env.timing_kernel = env.timing_graph = 0;
             if (v == "kernel") env.timing_kernel = 1;
+            else if (v == "graph") env.timing_graph = 1;
             else if (v != "events") {
-                fprintf(stderr, "dhbench: --timing '%s': need events (CUDA events around the launches) or kernel "
-                                "(also the kernels' own timestamps, CUPTI)\n", v.c_str());
+                fprintf(stderr, "dhbench: --timing '%s': need events (CUDA events around the launches), kernel "
+                                "(also the kernels' own timestamps, CUPTI) or graph (also the launches replayed from a CUDA graph)\n", v.c_str());
                 return 2;
             }
         }
@@ -441,6 +449,17 @@ int main(int argc, char **argv)
         lines.push_back(g);
         env.suite = "kernel-" + kernel;
     }
+    /* --timing graph captures what the benchmark launches on env->stream: the attention benchmark's
+     * launches; the others launch on the legacy stream, which a capture cannot record. */
+    if (env.timing_graph)
+        for (auto &g : lines)
+            if (g.kernel != "attention") {
+                const std::string at = suite.empty() ? "" : suite + ":" + std::to_string(g.lineno) + ": ";
+                fprintf(stderr, "dhbench: --timing graph: %skernel '%s' launches on the legacy stream, which a "
+                                "graph capture cannot record; graph timing is for attention (use --only attention)\n",
+                        at.c_str(), g.kernel.c_str());
+                return 2;
+            }
     size_t points = 0;
     for (auto &g : lines) {
         check_grid(g);
@@ -472,6 +491,7 @@ int main(int argc, char **argv)
     if (env.quick) env.suite += "-quick";
     if (env.b2b > 1) env.suite += "-b2b" + std::to_string(env.b2b);
     if (env.timing_kernel) env.suite += "-kernel";
+    if (env.timing_graph) env.suite += "-graph";
     const bool csv_stdout = out.empty();
     if (!out.empty() && mkdir(out.c_str(), 0777) && errno != EEXIST) {
         fprintf(stderr, "dhbench: cannot create '%s': %s\n", out.c_str(), strerror(errno));

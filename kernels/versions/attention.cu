@@ -1156,7 +1156,7 @@ int bench_attention(bench_env *env, const bench_params &p)
     auto launch = [&](int rep) {
         attn_args b = a;
         b.src = src_d + set_rows * (rep % nsets);
-        attn_launch(version, b, sc, out_d, sms, 0);
+        attn_launch(version, b, sc, out_d, sms, env->stream);   /* 0 but while --timing graph captures */
     };
     cudaCheck(cudaMemset(out_d, 0xff, (size_t)nq * heads * AT_V * 4));
     launch(0);
