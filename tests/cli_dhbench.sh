@@ -80,6 +80,20 @@ if [ -n "$(make -s --no-print-directory print-CUPTI_LIB)" ]; then
   if [ "$rc" -eq 0 ]; then echo "PASS timing_kernel_with_cupti"; else echo "FAIL timing_kernel_with_cupti ($(cat "$tmp/err"))"; fi
 elif [ "$rc" -eq 2 ] && grep -q 'no CUPTI' "$tmp/err"; then echo "PASS timing_kernel_refused_without_cupti"
 else echo "FAIL timing_kernel_refused_without_cupti (status $rc: $(cat "$tmp/err"))"; fi
+# --timing graph: the attention benchmark's launches only (the others launch on the legacy stream,
+# which a capture cannot record): any other kernel refused before the device, naming its line.
+bad timing_graph_kernel "--timing graph: kernel 'fetch' launches on the legacy stream" --kernel fetch --timing graph
+printf 'attention version=8 batch=16\nverify version=8\n' > "$tmp/graph.suite"
+bad timing_graph_suite_line "--timing graph: $tmp/graph.suite:2: kernel 'verify'" --suite "$tmp/graph.suite" --timing graph
+for args in "--suite attention-graph --timing graph" "--suite default --only attention --timing graph" \
+            "--suite attention-graph --timing graph --timing events" "--suite default --timing kernel --timing graph --only attention"; do
+  "$bin" $args --check-only >/dev/null 2>"$tmp/err"; rc=$?
+  if [ "$rc" -eq 0 ] && grep -q 'pass the device-free checks' "$tmp/err"; then echo "PASS timing_graph_accepted ($args)"
+  else echo "FAIL timing_graph_accepted ($args: status $rc: $(cat "$tmp/err"))"; fi
+done
+# The last --timing word counts: events after graph takes graph back, so a fetch line passes.
+"$bin" --suite default --timing graph --timing events --check-only >/dev/null 2>"$tmp/err"; rc=$?
+if [ "$rc" -eq 0 ]; then echo "PASS timing_last_word_counts"; else echo "FAIL timing_last_word_counts (status $rc: $(cat "$tmp/err"))"; fi
 # Every committed suite passes the device-free checks of all its points (--check-only: exit 0,
 # nothing written).
 for f in kernels/suites/*.suite; do
