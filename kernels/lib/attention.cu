@@ -185,7 +185,8 @@ static bool attn22_applies(const attn_args &a) { return a.format == KREF_ROW_FP8
  * H200 back to back (kernels/NOTES.md, "Versions 18-20 and version 17 without its remote stores:
  * outcome", "Versions 21 and 22: outcome"): version 8 when rows may come from the host (a host
  * pool given: with 14.2 % host rows versions 8 and 18 are within their spread, 8 the faster
- * median); on hot rows version 23 where it applies (FP8 rows at 128 heads: 1.04-1.10x over
+ * median; 30 and 31 are faster only at batch 1 and 7 % slower at BF16 batch 32, "Timed in a CUDA
+ * graph, and versions 30 and 31 with host rows: outcome"); on hot rows version 23 where it applies (FP8 rows at 128 heads: 1.04-1.10x over
  * version 22, "Versions 23-25: outcome"; 22 was 1.06-1.19x over version 8) and version 18
  * elsewhere (1.02-1.05x over version 8 at every batch, both formats, 64 heads). */
 void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream)
