@@ -107,7 +107,7 @@ void dhk_topk_launch(const float *scores, int batch, int ctx, int k, int32_t *ou
  * attn_args (kernels/lib/attention.cuh) says where the rows and queries are; a.splits <= 0
  * chooses the splits so that one wave fills sms SMs. Split partials go to the scratch, sized
  * by dhk_attn_scratch_alloc for the most query heads of any launch. */
-enum { DHK_ATTN_VERSION = 31 };   /* on hot rows (23: FP8 rows at 128 heads; 28 at two splits); 8 where a.host gives a host pool */
+enum { DHK_ATTN_VERSION = 31 };   /* on hot rows (23: FP8 rows at 128 heads, with a host pool too; 28 at two splits); 8 where a.host gives a host pool */
 struct dhk_attn_scratch {
     float *part_o = nullptr, *part_lse = nullptr;
     size_t cap_o = 0, cap_lse = 0;

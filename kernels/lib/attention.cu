@@ -183,12 +183,14 @@ static bool attn22_applies(const attn_args &a) { return a.format == KREF_ROW_FP8
  * fp16 partials and the combine only when there is more than one split (the same choice as
  * kernels/versions/attention.cu makes for versions 4-10). The main kernel, as measured on the
  * H200 back to back (kernels/NOTES.md, "Versions 18-20 and version 17 without its remote stores:
- * outcome", "Versions 21 and 22: outcome"): version 8 when rows may come from the host (a host
- * pool given: with 14.2 % host rows versions 8 and 18 are within their spread, 8 the faster
- * median; 30 and 31 are faster only at batch 1 and 7 % slower at BF16 batch 32, "Timed in a CUDA
- * graph, and versions 30 and 31 with host rows: outcome"); on hot rows version 23 where it applies (FP8 rows at 128 heads: 1.04-1.10x over
- * version 22, "Versions 23-25: outcome"; 22 was 1.06-1.19x over version 8) and version 18
- * elsewhere (1.02-1.05x over version 8 at every batch, both formats, 64 heads). */
+ * outcome", "Versions 21 and 22: outcome"): version 23 where it applies (FP8 rows at 128 heads: 1.04-1.10x over
+ * version 22 on hot rows, "Versions 23-25: outcome"; 22 was 1.06-1.19x over version 8), with a
+ * host pool too (14.2 % host rows: 2.6-3.1x over 8 at batch 16, 64 and 256, its pair of blocks
+ * reading each row once, "Timed in a CUDA graph, and versions 30 and 31 with host rows: outcome");
+ * elsewhere version 8 when rows may come from the host (a host pool given: with 14.2 % host rows
+ * versions 8 and 18 are within their spread, 8 the faster median; 30 and 31 are faster only at
+ * batch 1 and 7 % slower at BF16 batch 32, the same section) and version 18 on hot rows
+ * (1.02-1.05x over version 8 at every batch, both formats, 64 heads). */
 void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream)
 {
     /* Version 28 (18 with the splits merged in the kernel, programmatic dependent launch) where the
@@ -204,7 +206,7 @@ void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms
      * combine's loads in one round trip) in place of 18 on the other hot rows: 1.01-1.19x over 18
      * at every batch, both formats, 64 and 128 heads, 1.00-1.05x over 30 ("The fixed cost at batch
      * 16, and versions 30 and 31: outcome"); at two splits 28 stays faster (67.2 against 71.6 us). */
-    dhk__attention_launch_version(a, sc, out, sms, stream, a.host ? 8 : attn22_applies(a) ? 23 : splits == 2 ? 28 : 31);
+    dhk__attention_launch_version(a, sc, out, sms, stream, attn22_applies(a) ? 23 : a.host ? 8 : splits == 2 ? 28 : 31);
 }
 
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
