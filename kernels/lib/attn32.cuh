@@ -44,6 +44,15 @@
 
 #include "kernels/lib/attn23.cuh"
 
+/* setmaxnreg counts. At version 23's (208 / 168 / 128) ptxas spills 116 B in this kernel (the
+ * pieces' state and the producer's schedule on top of 23's code; a sweep of the splits, ptxas
+ * -v: 216 / 168 / 120 264 B, 200 / 176 / 128 88 B, 192 / 184 / 128 56 B, 184 / 176 / 144 136 B,
+ * 184 / 184 / 136 672 B); 192 / 176 / 136 leaves 16 B. */
+#define A32_WG0_REGS 192
+#define A32_WG1_REGS 176
+#define A32_PRODUCER_REGS 136
+static_assert(A32_WG0_REGS + A32_WG1_REGS + A32_PRODUCER_REGS == 504, "setmaxnreg counts must add up to 3 x 168");
+
 /* The first tile of cluster c of C in a work of total tiles. */
 __host__ __device__ __forceinline__ int a32_begin(int total, int C, int c) { return (int)((long long)total * c / C); }
 
@@ -306,7 +315,8 @@ __device__ __forceinline__ void a32_epilogue(const attn_args &a, float *__restri
                                              int hb, int kind, int slot, int c1, int c2, unsigned *cnt,
                                              float (&o)[128], float m0, float m1, float l0, float l1)
 {
-    float *lsum = (float *)(sm + A6_RED_OFF) + 64;
+    /* Warpgroup 0 alone runs the softmax: its row sums and row maxima for both warpgroups. */
+    float *lsum = (float *)(sm + A6_RED_OFF) + 64, *lmax = lsum + 64;
     const int lane = tid & 31, wq = (tid >> 5) & 3, qd = lane & 3;
     const int r0 = 16 * wq + (lane >> 2), r1 = r0 + 8;
     const int rank = hb & 1;
@@ -315,7 +325,7 @@ __device__ __forceinline__ void a32_epilogue(const attn_args &a, float *__restri
         l0 += __shfl_xor_sync(0xffffffff, l0, 2);
         l1 += __shfl_xor_sync(0xffffffff, l1, 1);
         l1 += __shfl_xor_sync(0xffffffff, l1, 2);
-        if (qd == 0) lsum[r0] = l0, lsum[r1] = l1;
+        if (qd == 0) lsum[r0] = l0, lsum[r1] = l1, lmax[r0] = m0, lmax[r1] = m1;
         /* The merger: every later piece of the query has written its partial. */
         if (kind == 2 && tid == 0) {
             const unsigned need = (unsigned)(c2 - c1);
@@ -330,7 +340,7 @@ __device__ __forceinline__ void a32_epilogue(const attn_args &a, float *__restri
         a32_store_rows(o, L0 > 0 ? 1.f / L0 : 0.f, L1 > 0 ? 1.f / L1 : 0.f, dst, w, r0, r1, qd);
         return;
     }
-    const float lse0 = L0 > 0 ? m0 + log2f(L0) : -INFINITY, lse1 = L1 > 0 ? m1 + log2f(L1) : -INFINITY;
+    const float lse0 = L0 > 0 ? lmax[r0] + log2f(L0) : -INFINITY, lse1 = L1 > 0 ? lmax[r1] + log2f(L1) : -INFINITY;
     uint4 *part = (uint4 *)a.part_o;
     if (kind == 1) {
         uint4 *sl = part + (size_t)(2 * slot + rank) * A32_SLOT_CHUNKS + (size_t)tid;
@@ -439,13 +449,13 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn32_kernel(const attn_args a
     }
     a14_cluster_sync();
     if (wg == 2) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A23_PRODUCER_REGS));
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A32_PRODUCER_REGS));
         a32_producer(a, sm, sbase, tid - 256, rank, a32_begin(total, C, cid), a32_begin(total, C, cid + 1), ntq, pairs);
     } else if (wg == 0) {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A23_WG0_REGS));
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A32_WG0_REGS));
         a32_consumer<0>(a, out, sm, sbase, tid, rank, cid, C, total, ntq, pairs);
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A23_WG1_REGS));
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A32_WG1_REGS));
         a32_consumer<1>(a, out, sm, sbase, tid, rank, cid, C, total, ntq, pairs);
     }
     /* No block leaves while the peer may still copy into it or arrive on its barriers. */
