@@ -36,7 +36,9 @@
  * Nothing passes through the key stages or the Q region after the loop, so the producer runs on
  * into the next piece's first tiles while the consumers finish the current one (version 26's aim,
  * without its two-half staging); the consumers' chain at a piece boundary is the row sums, the
- * stores, the next query's Q load and its first S. */
+ * stores, the next query's Q load and its first S.
+ * Measured (kernels/NOTES.md, "Version 32: outcome"): 1-4 % slower than version 23 at FlashMLA's
+ * shape, 7-8 % at 128 queries; not the library's. */
 #ifndef KERNELS_ATTN32_CUH
 #define KERNELS_ATTN32_CUH
 
@@ -44,14 +46,19 @@
 
 #include "kernels/lib/attn23.cuh"
 
-/* setmaxnreg counts. At version 23's (208 / 168 / 128) ptxas spills 116 B in this kernel (the
- * pieces' state and the producer's schedule on top of 23's code; a sweep of the splits, ptxas
- * -v: 216 / 168 / 120 264 B, 200 / 176 / 128 88 B, 192 / 184 / 128 56 B, 184 / 176 / 144 136 B,
- * 184 / 184 / 136 672 B); 192 / 176 / 136 leaves 16 B. */
-#define A32_WG0_REGS 192
-#define A32_WG1_REGS 176
-#define A32_PRODUCER_REGS 136
-static_assert(A32_WG0_REGS + A32_WG1_REGS + A32_PRODUCER_REGS == 504, "setmaxnreg counts must add up to 3 x 168");
+/* setmaxnreg counts, per instance VAR (the benchmark's A32_VARIANT; kernels/NOTES.md, "Version
+ * 32: outcome"): 1, the default, version 23's 208 / 168 / 128 (ptxas: 116 B spilled); 0 192 / 176
+ * / 136 (16 B spilled: the fewest of a sweep of the splits, 216 / 168 / 120 264 B, 192 / 184 /
+ * 128 56 B, 184 / 176 / 144 136 B, 184 / 184 / 136 672 B), the one of the suite's second and
+ * third runs; 2 200 / 176 / 128 (88 B). Measured in one run, instance 1 was the fastest at 128 x
+ * 256 and 128 x 128 by 2-7 %, instance 0 the slowest: fewer spilled bytes did not mean a faster
+ * kernel (where the spills sit, not looked at: no SASS tool on the build machine). */
+template <int VAR> struct a32_regs {
+    static constexpr int wg0 = VAR == 0 ? 192 : VAR == 2 ? 200 : A23_WG0_REGS;
+    static constexpr int wg1 = VAR == 0 ? 176 : VAR == 2 ? 176 : A23_WG1_REGS;
+    static constexpr int producer = VAR == 0 ? 136 : A23_PRODUCER_REGS;
+    static_assert(wg0 + wg1 + producer == 504, "setmaxnreg counts must add up to 3 x 168");
+};
 
 /* The first tile of cluster c of C in a work of total tiles. */
 __host__ __device__ __forceinline__ int a32_begin(int total, int C, int c) { return (int)((long long)total * c / C); }
@@ -429,6 +436,7 @@ __device__ __forceinline__ void a32_consumer(const attn_args &a, float *__restri
 }
 
 /* Version 32's kernel: grid (C, 1, 2) in clusters of the two blocks (1, 1, 2), cluster c = blockIdx.x. */
+template <int VAR>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn32_kernel(const attn_args a, float *__restrict__ out, int total, int ntq,
                                                                 int pairs)
 {
@@ -449,13 +457,13 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn32_kernel(const attn_args a
     }
     a14_cluster_sync();
     if (wg == 2) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A32_PRODUCER_REGS));
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(a32_regs<VAR>::producer));
         a32_producer(a, sm, sbase, tid - 256, rank, a32_begin(total, C, cid), a32_begin(total, C, cid + 1), ntq, pairs);
     } else if (wg == 0) {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A32_WG0_REGS));
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(a32_regs<VAR>::wg0));
         a32_consumer<0>(a, out, sm, sbase, tid, rank, cid, C, total, ntq, pairs);
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A32_WG1_REGS));
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(a32_regs<VAR>::wg1));
         a32_consumer<1>(a, out, sm, sbase, tid, rank, cid, C, total, ntq, pairs);
     }
     /* No block leaves while the peer may still copy into it or arrive on its barriers. */
@@ -466,7 +474,9 @@ static inline cudaLaunchConfig_t a32_config(int clusters, cudaStream_t stream, c
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn32_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn32_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn32_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn32_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     cudaLaunchConfig_t cfg = {};
@@ -490,7 +500,7 @@ static inline int a32_max_clusters()
     if (n < 0) {
         cudaLaunchAttribute attr[1];
         cudaLaunchConfig_t cfg = a32_config(1, 0, attr);
-        cudaCheck(cudaOccupancyMaxActiveClusters(&n, (void *)attn32_kernel, &cfg));
+        cudaCheck(cudaOccupancyMaxActiveClusters(&n, (void *)attn32_kernel<1>, &cfg));
     }
     return n;
 }
@@ -498,7 +508,7 @@ static inline int a32_max_clusters()
 /* Version 32 over `clusters` clusters (at most a32_max_clusters(): the mergers wait for other
  * clusters), a.part_o, a.part_lse holding 2 x clusters slots, a.merge_cnt nq x heads / 64 counts
  * at zero. */
-static void a32_launch(const attn_args &a, float *out, cudaStream_t stream, int clusters)
+static void a32_launch(const attn_args &a, float *out, cudaStream_t stream, int clusters, int var = 1)
 {
     const int ntq = (a.k + A6_N - 1) / A6_N, pairs = a.heads / 128;
     const long long tl = (long long)a.nq * pairs * ntq;
@@ -509,7 +519,9 @@ static void a32_launch(const attn_args &a, float *out, cudaStream_t stream, int 
     const int total = (int)tl, C = total < clusters ? total : clusters;
     cudaLaunchAttribute attr[1];
     cudaLaunchConfig_t cfg = a32_config(C, stream, attr);
-    cudaCheck(cudaLaunchKernelEx(&cfg, attn32_kernel, a, out, total, ntq, pairs));
+    if (var == 0) cudaCheck(cudaLaunchKernelEx(&cfg, attn32_kernel<0>, a, out, total, ntq, pairs));
+    else if (var == 2) cudaCheck(cudaLaunchKernelEx(&cfg, attn32_kernel<2>, a, out, total, ntq, pairs));
+    else cudaCheck(cudaLaunchKernelEx(&cfg, attn32_kernel<1>, a, out, total, ntq, pairs));
     CUDA_LAUNCH_CHECK();
 }
 

@@ -2,6 +2,9 @@
  * FlashMLA's balanced split schedule and the split queries merged in the kernel), built for
  * sm_90a; kernels/versions/attention.cu dispatches it. Shapes it does not take (BF16 rows, an odd
  * number of 64-head groups) run version 31, the library's choice there (kernels/lib/attention.cu). */
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/bench.cuh"
 #include "kernels/lib/attn32.cuh"
 
@@ -29,5 +32,15 @@ void attn32_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
     a.part_o = sc.part_o;
     a.part_lse = sc.part_lse;
     a.merge_cnt = sc.merge_cnt;   /* nq x heads / 64 counts at zero: the mergers leave them so */
-    a32_launch(a, out, st, clusters);
+    /* A32_VARIANT=0, 1, 2: the instance's setmaxnreg split (attn32.cuh, a32_regs); unset: 1. */
+    static int var = -1;
+    if (var < 0) {
+        const char *v = getenv("A32_VARIANT");
+        if (v && strcmp(v, "0") && strcmp(v, "1") && strcmp(v, "2")) {
+            fprintf(stderr, "dhbench: A32_VARIANT=%s: need 0, 1 or 2\n", v);
+            exit(1);
+        }
+        var = v ? atoi(v) : 1;
+    }
+    a32_launch(a, out, st, clusters, var);
 }
