@@ -785,6 +785,10 @@ __global__ void attn_combine_kernel(const float *__restrict__ part_o, const floa
  * attention_wgmma.cu (64-row tiles). */
 static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st)
 {
+    if (version == 32) {   /* kernels/versions/attn32_wgmma.cu */
+        attn32_bench_launch(a, sc, out, sms, st);
+        return;
+    }
     if ((version == 8 || version == 18 || (version >= 22 && version <= 31)) && a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
         dhk__attention_launch_version(a, sc, out, sms, st, version);
         return;
