@@ -73,6 +73,7 @@
 #include "common/cfg.h"
 #include "common/stats.h"
 #include "sim/ledger.h"
+#include "sim/fmoe.h"
 #include "sim/hw.h"
 #include "sim/memplan.h"
 #include "sim/model.h"
@@ -93,6 +94,8 @@ typedef struct {
     double gpus, attention_dp, moe_ep;
     double moe_tp;                     /* [instance] moe_tp: routed experts tensor-parallel (1: none) */
     tp_cfg moe_ar;                     /* its collectives' all-reduce (ranks moe_tp) */
+    fmoe_curve moe_fm;                 /* [instance] moe_tp_experts: its routed experts' measured
+                                        * times (n_points 0: at the fitted GEMM rate) */
     double weights_per_gpu, workspace, step_overhead_s, moe_comm_s;
     memplan mem;                       /* the memory plan: weights by part, the framework's share */
     double sampling_s;                 /* sampling per step */
