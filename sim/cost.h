@@ -49,7 +49,9 @@
  *              the padded buffer, which a ring all-reduce is made of) and two for a prefill
  *              iteration (the gather as an all-reduce of a zero-padded buffer, then the MoE's
  *              own all-reduce); under TP attention one (the MoE's output); sim/step.c says
- *              where in SGLang each is
+ *              where in SGLang each is. With a measured table ([instance] moe_tp_experts,
+ *              sim/fmoe.h) a decode step charges the routed experts its time at the
+ *              group's T tokens in place of their bytes at the GEMM rate
  *   interference  fetch: a compute task beside the fetch lengthens by fetch x the overlap;
  *              compute: the fetch work inside a compute task runs 1 + compute x its beside
  *              weight times slower (sim/res.h re-rates it)

@@ -9,7 +9,8 @@
  *               moe_tp = gpus GPUs as SGLang runs them without --moe-a2a-backend and
  *               --ep-size, exclusive with moe_ep > 1; sim/cost.h moe_tp) with
  *               moe_tp_allreduce and moe_tp_allreduce_curve (the all-reduce table its
- *               collectives are costed with, sim/tp.h),
+ *               collectives are costed with, sim/tp.h) and optionally moe_tp_experts and
+ *               moe_tp_experts_curve (its routed experts' measured times, sim/fmoe.h),
  *               memory (memplan.h; docs/MEMORY.md): kv_dtype (fp8: the model's
  *               row_bytes; bf16: its row_bytes_bf16), dense_mlp_tp,
  *               shared_expert_tp, lm_head_tp, weights_per_gpu_bytes (optional:
