@@ -166,6 +166,10 @@ double cost_moe_experts_touched(double experts, double topk, double tokens);
 /* The routed experts' weight bytes one GPU reads for tokens tokens of the MoE group: the
  * touched experts x expert_bytes / moe_tp. */
 double cost_moe_tp_weight_bytes(double experts, double topk, double tokens, double expert_bytes, double moe_tp);
+/* The GEMM form's fixed cost of a layer that share of it stands for: share x [hw] layer_fixed_s in
+ * the fitted form; 0 in the roofline form (its one launch_s is the layer's). The moe_tp form
+ * takes it out of a MoE layer whose routed experts come from a measured table (sim/fmoe.h). */
+double cost_gemm_fixed_share_s(const cost_model *c, double share);
 /* All-reduces of the group's hidden states a TP MoE layer costs: under DP attention
  * (attention_dp > 1) 2 for a prefill (extend) pass and 1 for a decode step; under TP attention
  * 1. */

@@ -16,6 +16,10 @@ static const cfg_key fmoe_keys[] = {
     CK_ROW("fused_moe", "hidden", CK_INT, "", 1, 1 << 24, NULL, "Hidden size (the model's hidden).", 0),
     CK_ROW("fused_moe", "expert_bytes", CK_NUM, "bytes", 1, 1e15, NULL, "One GPU's slice of one expert as the benchmark "
            "held it (weights and block scales): x ranks, the model's expert_bytes.", 0),
+    CK_ROW("fused_moe", "fixed_share", CK_NUM, "", 0, 1, NULL, "The share of the GEMM form's fixed cost of a layer "
+           "([hw] layer_fixed_s) that the routed experts' own launches are, which the table's times also hold: taken out "
+           "of the layer where the table is charged (2 / 8: the calibration's 8 GEMM launches a layer, 2 of them the "
+           "routed experts').", 0),
     CK_ROW("curve.NAME", "m", CK_LIST, "tokens", 1, 1e9, NULL, "Tokens entering the MoE on one GPU, strictly ascending, "
            "the first 1.", 0),
     CK_ROW("curve.NAME", "layer_us", CK_LIST, "us", 1e-3, 1e9, NULL, "One layer's routed experts at each m (the same "
@@ -73,12 +77,13 @@ static int table_read(cfg *a, const char *full, const char *curve, const fmoe_sh
 {
     const cfg_schema *S = &fmoe_schema;
     long ranks, experts, topk, hidden;
-    double eb;
+    double eb, share;
     const char *device;
     if (cfgk_string(a, S, "fused_moe", "device", &device) < 0 || cfgk_int(a, S, "fused_moe", "ranks", &ranks) < 0 ||
         cfgk_int(a, S, "fused_moe", "experts", &experts) < 0 ||
         cfgk_int(a, S, "fused_moe", "experts_per_token", &topk) < 0 ||
-        cfgk_int(a, S, "fused_moe", "hidden", &hidden) < 0 || cfgk_double(a, S, "fused_moe", "expert_bytes", &eb) < 0)
+        cfgk_int(a, S, "fused_moe", "hidden", &hidden) < 0 || cfgk_double(a, S, "fused_moe", "expert_bytes", &eb) < 0 ||
+        cfgk_double(a, S, "fused_moe", "fixed_share", &share) < 0)
         return -1;
     int found = 0;
     for (size_t i = 0; i < cfg_section_count(a); i++) {
@@ -91,6 +96,7 @@ static int table_read(cfg *a, const char *full, const char *curve, const fmoe_sh
         if (strcmp(sec + 6, curve) != 0) continue;
         found = 1;
         *out = c;
+        out->fixed_share = share;
     }
     if (cfg_check_unused(a) < 0) return -1;
     if (!found) return dh_err("%s: no [curve.%s] (the instance's moe_tp_experts_curve)", full, curve);

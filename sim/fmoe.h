@@ -11,6 +11,12 @@
  * M = 1, so below it only a fractional token count falls; above the last, every expert is
  * touched and the time grows by the last segment's slope per token); 0 at M <= 0.
  *
+ * The GEMM form's fitted fixed cost of a layer ([hw] layer_fixed_s) counts the routed experts'
+ * own launches among the layer's (the calibration starts it as 8 GEMM launches, 2 of them the
+ * routed experts', analysis/calibrate.c); the table's times hold those launches too, so the
+ * file's [fused_moe] fixed_share (that share) is taken out of the layer's fixed cost where the
+ * table is charged, so that no launch is counted twice.
+ *
  * The file names the shape it was measured at ([fused_moe] ranks, experts,
  * experts_per_token, hidden, expert_bytes: one GPU's slice of one expert); the loader checks
  * it against the instance's moe_tp and the model (expert_bytes x ranks = the model's
@@ -26,6 +32,8 @@ typedef struct {
     int n_points;                 /* 0: no table (the routed experts at the fitted GEMM rate) */
     double m[FMOE_MAX_POINTS];    /* tokens into the MoE on one GPU, strictly ascending, m[0] = 1 */
     double s[FMOE_MAX_POINTS];    /* one layer's routed experts at each m, seconds */
+    double fixed_share;           /* the share of the GEMM form's fixed cost ([hw] layer_fixed_s)
+                                   * the table's kernels stand for: taken out of the layer */
 } fmoe_curve;
 
 /* Seconds of one layer's routed experts at m tokens (the rule above). */

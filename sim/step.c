@@ -144,7 +144,11 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
     }
     if (tp) flops /= cx->tp.ranks;
     t += cost_gemm_time(&cx->hw->cost, w_bytes, flops, 1, cx->compute_sms);
-    if (fm) t += fmoe_time_s(&cx->moe_fm, m->tokens * cx->attention_dp);
+    if (fm) {
+        /* the table holds the routed experts' own launches: their share of the fixed cost out */
+        t -= cost_gemm_fixed_share_s(&cx->hw->cost, cx->moe_fm.fixed_share);
+        t += fmoe_time_s(&cx->moe_fm, m->tokens * cx->attention_dp);
+    }
     /* The row-parallel output projection's all-reduce of the group's BF16 hidden states. */
     if (tp) t += tp_allreduce_s(&cx->tp, m->tokens * md->hidden * 2.0);
     if (k->moe && moe_tp) {

@@ -7,7 +7,8 @@
  * points, between them, beyond both ends; a planted fault (the ends held flat, a clamp) is
  * caught beyond the ends. By hand: a MoE layer of the shipped GLM-5.3 model under moe_tp = 8
  * with the table, rebuilt from the cost forms (the dense weights at the GEMM form with the
- * routed FLOPs taken out, the table at the gathered tokens, the all-reduce), under DP8 and TP8
+ * routed FLOPs and the table's share of the fixed cost taken out, the table at the gathered
+ * tokens, the all-reduce), under DP8 and TP8
  * attention; the old form (the touched experts' bytes in the GEMM form) differs. Config errors,
  * each one dh_err line naming the file and the problem: a missing file, m not ascending, a
  * non-positive time, a first m other than 1, counts that differ, an unknown curve, a shape
@@ -145,6 +146,7 @@ static step_ctx ctx_of(const fixture *f, double attention_dp)
         cx.tp.ranks = 8;
         if (tp_table_load("models/hw/allreduce-h200x8.ini", "mscclpp_graph", &cx.tp) < 0) fail_msg("%s", dh_errmsg());
     }
+    assert_true(f->hw.cost.gemm.form == COST_FITTED && f->hw.cost.gemm.fixed_s > 0);
     fmoe_shape want = glm5_tp8;
     want.expert_bytes = f->model.expert_bytes;
     if (fmoe_load("models/hw/fused-moe-h200-tp8.ini", "sglang_triton", &want, &cx.moe_fm) < 0) fail_msg("%s", dh_errmsg());
@@ -168,6 +170,7 @@ static double by_hand(const fixture *f, const step_ctx *cx, const step_mb *m, ui
     const double dense_flops = 2.0 * (md->active_params / md->n_layers - md->experts_per_token * md->expert_bytes) *
                                m->tokens / n;
     t += cost_gemm_time(&f->hw.cost, cx->dense_bytes_per_layer, dense_flops, 1, cx->compute_sms);
+    t -= cx->moe_fm.fixed_share * f->hw.cost.gemm.fixed_s; /* the calibrated profile: the fitted form */
     t += plain(cx->moe_fm.m, cx->moe_fm.s, cx->moe_fm.n_points, T, 0);
     if (n > 1) t += tp_allreduce_s(&cx->tp, m->tokens * md->hidden * 2);
     t += tp_allreduce_s(&cx->moe_ar, T * md->hidden * 2);
@@ -226,7 +229,7 @@ static void write_file(const char *path, const char *text)
 
 static const char *head =
     "[fused_moe]\ndevice = test\nranks = 8\nexperts = 256\nexperts_per_token = 8\nhidden = 6144\n"
-    "expert_bytes = 4719744\n";
+    "expert_bytes = 4719744\nfixed_share = 0.25\n";
 
 /* Load a table of head + body (or head_override + body); expect failure with every needle in
  * the one message line, the file's path among them. */
@@ -283,13 +286,18 @@ static void test_config_errors(void **state)
     expect_error(NULL, "[curve.a]\nm = 1, 2, 4\nlayer_us = 50, 56, 75\nlayer_sd_us = 0, 0, 0\nbogus = 1\n", "a", "bogus",
                  NULL);
     expect_error(NULL, "[other]\nx = 1\n", "a", "[other]", NULL);
+    /* a share of the fixed cost outside [0, 1], and none */
+    expect_error("[fused_moe]\ndevice = t\nranks = 8\nexperts = 256\nexperts_per_token = 8\nhidden = 6144\n"
+                 "expert_bytes = 4719744\nfixed_share = 1.5\n", good, "a", "fixed_share", NULL);
+    expect_error("[fused_moe]\ndevice = t\nranks = 8\nexperts = 256\nexperts_per_token = 8\nhidden = 6144\n"
+                 "expert_bytes = 4719744\n", good, "a", "fixed_share", NULL);
     /* a shape that is not the model's */
     expect_error("[fused_moe]\ndevice = t\nranks = 4\nexperts = 256\nexperts_per_token = 8\nhidden = 6144\n"
-                 "expert_bytes = 4719744\n", good, "a", "ranks = 4", "moe_tp = 8");
+                 "expert_bytes = 4719744\nfixed_share = 0.25\n", good, "a", "ranks = 4", "moe_tp = 8");
     expect_error("[fused_moe]\ndevice = t\nranks = 8\nexperts = 256\nexperts_per_token = 8\nhidden = 7168\n"
-                 "expert_bytes = 4719744\n", good, "a", "hidden 7168", NULL);
+                 "expert_bytes = 4719744\nfixed_share = 0.25\n", good, "a", "hidden 7168", NULL);
     expect_error("[fused_moe]\ndevice = t\nranks = 8\nexperts = 256\nexperts_per_token = 8\nhidden = 6144\n"
-                 "expert_bytes = 4719000\n", good, "a", "expert_bytes", NULL);
+                 "expert_bytes = 4719000\nfixed_share = 0.25\n", good, "a", "expert_bytes", NULL);
 }
 
 /* A copy of the shipped TP MoE instance without the lines starting with any of drop[]. */
