@@ -13,6 +13,7 @@
 #include "analysis/rcfg.h"
 #include "common/cfgkey.h"
 #include "common/dh_err.h"
+#include "sim/fmoe.h"
 #include "sim/hw.h"
 #include "sim/model.h"
 #include "sim/paper.h"
@@ -41,6 +42,7 @@ static const cfg_schema *const schemas[] = {
     &hw_schema,
     &a2a_schema,
     &allreduce_schema,
+    &fmoe_schema,
     &swdef_schema,
     &rcfg_schema,
     &gen_schema,

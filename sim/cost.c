@@ -224,6 +224,11 @@ double cost_moe_tp_weight_bytes(double experts, double topk, double tokens, doub
     return cost_moe_experts_touched(experts, topk, tokens) * expert_bytes / moe_tp;
 }
 
+double cost_gemm_fixed_share_s(const cost_model *c, double share)
+{
+    return c->gemm.form == COST_FITTED ? share * c->gemm.fixed_s : 0;
+}
+
 double cost_moe_tp_allreduces(double attention_dp, int extend)
 {
     /* DP attention: SGLang's decode pads every rank to the longest (DpPaddingMode MAX_LEN, the

@@ -49,7 +49,9 @@
  *              the padded buffer, which a ring all-reduce is made of) and two for a prefill
  *              iteration (the gather as an all-reduce of a zero-padded buffer, then the MoE's
  *              own all-reduce); under TP attention one (the MoE's output); sim/step.c says
- *              where in SGLang each is
+ *              where in SGLang each is. With a measured table ([instance] moe_tp_experts,
+ *              sim/fmoe.h) a decode step charges the routed experts its time at the
+ *              group's T tokens in place of their bytes at the GEMM rate
  *   interference  fetch: a compute task beside the fetch lengthens by fetch x the overlap;
  *              compute: the fetch work inside a compute task runs 1 + compute x its beside
  *              weight times slower (sim/res.h re-rates it)
@@ -164,6 +166,10 @@ double cost_moe_experts_touched(double experts, double topk, double tokens);
 /* The routed experts' weight bytes one GPU reads for tokens tokens of the MoE group: the
  * touched experts x expert_bytes / moe_tp. */
 double cost_moe_tp_weight_bytes(double experts, double topk, double tokens, double expert_bytes, double moe_tp);
+/* The GEMM form's fixed cost of a layer that share of it stands for: share x [hw] layer_fixed_s in
+ * the fitted form; 0 in the roofline form (its one launch_s is the layer's). The moe_tp form
+ * takes it out of a MoE layer whose routed experts come from a measured table (sim/fmoe.h). */
+double cost_gemm_fixed_share_s(const cost_model *c, double share);
 /* All-reduces of the group's hidden states a TP MoE layer costs: under DP attention
  * (attention_dp > 1) 2 for a prefill (extend) pass and 1 for a decode step; under TP attention
  * 1. */

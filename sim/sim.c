@@ -51,6 +51,12 @@ static const cfg_key inst_keys[] = {
     CK_DYN_ROW("instance", "moe_tp_allreduce_curve", CK_STR, "", 0, 0, "required with moe_tp_allreduce", NULL,
                "The table's [curve.NAME] the TP MoE's collectives run on (NCCL's for DP attention's all-gather and "
                "reduce-scatter, the custom all-reduce's under TP attention).", 0),
+    CK_DYN_ROW("instance", "moe_tp_experts", CK_STR, "", 0, 0, "absent: the routed experts' weight bytes at the fitted "
+               "GEMM rate", "only with moe_tp > 1", "Measured times of a TP MoE layer's routed experts on one GPU by "
+               "tokens into the MoE (models/hw/fused-moe-NAME.ini, sim/fmoe.h), charged in place of their weight bytes "
+               "at [hw] weight_bw in a decode step (prefill passes keep the GEMM form).", 0),
+    CK_DYN_ROW("instance", "moe_tp_experts_curve", CK_STR, "", 0, 0, "required with moe_tp_experts", NULL,
+               "The table's [curve.NAME] (the kernel path the deployment runs).", 0),
     CK_DYN_ROW("instance", "weights_per_gpu_bytes", CK_NUM, "bytes", 0, 1e15, "computed from the model (sim/memplan.h)",
                NULL, "Weights held by one GPU (at least its experts); given, it replaces the computed figure.", 0),
     CK_DYN_ROW("instance", "workspace_bytes", CK_NUM, "bytes", 0, 1e15, "one of workspace_bytes and mem_fraction_static",
@@ -438,15 +444,42 @@ static int moe_tp_read(cfg *c, sim_config *sc)
     return 0;
 }
 
+/* [instance] moe_tp_experts and moe_tp_experts_curve (moe_tp > 1; both or neither): the routed
+ * experts' measured times, the table's shape checked against the model (fmoe.h). The routed
+ * FLOPs then leave the GEMM form's tensor time (step.c), which needs the layer's average
+ * FLOPs per token to hold them. */
+static int moe_tp_experts_load(cfg *c, sim_config *sc)
+{
+    const int has = cfg_has(c, "instance", "moe_tp_experts"), has_curve = cfg_has(c, "instance", "moe_tp_experts_curve");
+    if (!has && !has_curve) return 0;
+    if (!has || !has_curve)
+        return dh_err("%s: [instance] %s is given without %s", cfg_name(c),
+                      has ? "moe_tp_experts" : "moe_tp_experts_curve", has ? "moe_tp_experts_curve" : "moe_tp_experts");
+    const char *path, *curve;
+    if (cfg_get_string(c, "instance", "moe_tp_experts", &path, CFG_REQUIRED) < 0 ||
+        cfg_get_string(c, "instance", "moe_tp_experts_curve", &curve, CFG_REQUIRED) < 0)
+        return -1;
+    const model_cfg *m = &sc->model;
+    const fmoe_shape want = { sc->moe_tp, m->experts, m->experts_per_token, m->hidden, m->expert_bytes };
+    if (fmoe_load(path, curve, &want, &sc->moe_fm) < 0)
+        return dh_err_prefix("%s: [instance] moe_tp_experts: ", cfg_name(c));
+    if (!(m->active_params / m->n_layers > m->experts_per_token * m->expert_bytes))
+        return dh_err("%s: [instance] moe_tp_experts: the model's active_params / layers = %g is not above its routed "
+                      "experts' %g parameters a token (experts_per_token x expert_bytes)", cfg_name(c),
+                      m->active_params / m->n_layers, m->experts_per_token * m->expert_bytes);
+    return 0;
+}
+
 /* [instance] moe_tp above 1, its collectives' all-reduce table: exclusive
  * with moe_ep > 1, a whole number, the whole instance (SGLang's MoE TP group is its TP group,
  * tp_size / ep_size), with attention_dp x attn_tp = gpus (so that the gathered batch's FLOPs
  * per GPU are the layer's per-token FLOPs over this GPU's tokens, step.c). */
 static int moe_tp_config_load(cfg *c, sim_config *sc)
 {
-    static const char *const only[2] = { "moe_tp_allreduce", "moe_tp_allreduce_curve" };
+    static const char *const only[4] = { "moe_tp_allreduce", "moe_tp_allreduce_curve", "moe_tp_experts",
+                                         "moe_tp_experts_curve" };
     if (sc->moe_tp <= 1) {
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 4; i++)
             if (cfg_has(c, "instance", only[i]))
                 return dh_err("%s: [instance] %s is given but moe_tp = 1 (no TP MoE to cost)", cfg_name(c), only[i]);
         return 0;
@@ -465,8 +498,9 @@ static int moe_tp_config_load(cfg *c, sim_config *sc)
         cfg_get_string(c, "instance", only[1], &curve, CFG_REQUIRED) < 0)
         return -1;
     sc->moe_ar.ranks = sc->moe_tp;
-    return tp_table_load(path, curve, &sc->moe_ar) < 0 ? dh_err_prefix("%s: [instance] moe_tp_allreduce: ", cfg_name(c))
-                                                        : 0;
+    if (tp_table_load(path, curve, &sc->moe_ar) < 0)
+        return dh_err_prefix("%s: [instance] moe_tp_allreduce: ", cfg_name(c));
+    return moe_tp_experts_load(c, sc);
 }
 
 int sim_config_load(const char *instance_path, char *const *sets, int n_sets, sim_config *sc)
@@ -718,6 +752,7 @@ static void step_setup(step_ctx *cx, const sim_config *sc, const pol_ops *pol)
     cx->tp = sc->tp;
     cx->moe_tp = sc->moe_tp;
     cx->moe_ar = sc->moe_ar;
+    cx->moe_fm = sc->moe_fm;
     /* Colocated prefill's ranks sharing an iteration's experts (prefill.h dp_hold). */
     cx->prefill_ranks = sc->prefill.dp_disjoint ? 1 : sc->attention_dp;
 }

@@ -9,7 +9,8 @@
  *               moe_tp = gpus GPUs as SGLang runs them without --moe-a2a-backend and
  *               --ep-size, exclusive with moe_ep > 1; sim/cost.h moe_tp) with
  *               moe_tp_allreduce and moe_tp_allreduce_curve (the all-reduce table its
- *               collectives are costed with, sim/tp.h),
+ *               collectives are costed with, sim/tp.h) and optionally moe_tp_experts and
+ *               moe_tp_experts_curve (its routed experts' measured times, sim/fmoe.h),
  *               memory (memplan.h; docs/MEMORY.md): kv_dtype (fp8: the model's
  *               row_bytes; bf16: its row_bytes_bf16), dense_mlp_tp,
  *               shared_expert_tp, lm_head_tp, weights_per_gpu_bytes (optional:
@@ -73,6 +74,7 @@
 #include "common/cfg.h"
 #include "common/stats.h"
 #include "sim/ledger.h"
+#include "sim/fmoe.h"
 #include "sim/hw.h"
 #include "sim/memplan.h"
 #include "sim/model.h"
@@ -93,6 +95,8 @@ typedef struct {
     double gpus, attention_dp, moe_ep;
     double moe_tp;                     /* [instance] moe_tp: routed experts tensor-parallel (1: none) */
     tp_cfg moe_ar;                     /* its collectives' all-reduce (ranks moe_tp) */
+    fmoe_curve moe_fm;                 /* [instance] moe_tp_experts: its routed experts' measured
+                                        * times (n_points 0: at the fitted GEMM rate) */
     double weights_per_gpu, workspace, step_overhead_s, moe_comm_s;
     memplan mem;                       /* the memory plan: weights by part, the framework's share */
     double sampling_s;                 /* sampling per step */

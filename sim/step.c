@@ -124,8 +124,9 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
          * route to. FLOPs: the layer's per-token FLOPs over this GPU's tokens, as below, which
          * is the gathered batch's routed FLOPs / moe_tp since attention_dp x attn_tp = moe_tp
          * (sim.c checks it). */
-        w_bytes += cost_moe_tp_weight_bytes(md->experts, md->experts_per_token, m->tokens * cx->attention_dp,
-                                            md->expert_bytes, cx->moe_tp);
+        if (cx->moe_fm.n_points == 0)
+            w_bytes += cost_moe_tp_weight_bytes(md->experts, md->experts_per_token, m->tokens * cx->attention_dp,
+                                                md->expert_bytes, cx->moe_tp);
     } else if (k->moe && md->experts > 0) {
         double global_tokens = m->tokens * cx->attention_dp;
         double local = md->experts / cx->moe_ep;
@@ -133,8 +134,21 @@ double step_compute_s(const step_ctx *cx, const step_mb *m, uint32_t l)
         w_bytes += touched * md->expert_bytes;
     }
     double flops = 2.0 * md->active_params / md->n_layers * m->tokens;
+    const int fm = k->moe && md->experts > 0 && moe_tp && cx->moe_fm.n_points > 0;
+    if (fm) {
+        /* The routed experts from the measured table (fmoe.h) at the MoE's tokens on this GPU,
+         * the gathered batch: their FLOPs leave the GEMM form, which keeps the dense weights
+         * and the shared expert (their parameters a token: experts_per_token x expert_bytes,
+         * one byte an FP8 parameter; sim.c checks the layer's average holds them). */
+        flops = 2.0 * (md->active_params / md->n_layers - md->experts_per_token * md->expert_bytes) * m->tokens;
+    }
     if (tp) flops /= cx->tp.ranks;
     t += cost_gemm_time(&cx->hw->cost, w_bytes, flops, 1, cx->compute_sms);
+    if (fm) {
+        /* the table holds the routed experts' own launches: their share of the fixed cost out */
+        t -= cost_gemm_fixed_share_s(&cx->hw->cost, cx->moe_fm.fixed_share);
+        t += fmoe_time_s(&cx->moe_fm, m->tokens * cx->attention_dp);
+    }
     /* The row-parallel output projection's all-reduce of the group's BF16 hidden states. */
     if (tp) t += tp_allreduce_s(&cx->tp, m->tokens * md->hidden * 2.0);
     if (k->moe && moe_tp) {

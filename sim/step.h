@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "sim/evq.h"
+#include "sim/fmoe.h"
 #include "sim/hw.h"
 #include "sim/model.h"
 #include "sim/res.h"
@@ -90,6 +91,8 @@ typedef struct {
     double moe_tp;                 /* routed experts tensor-parallel over this many GPUs (cost.h
                                     * moe_tp; 0 or 1: expert-parallel over moe_ep, the all-to-all) */
     tp_cfg moe_ar;                 /* the all-reduce a TP MoE layer's collectives are costed with */
+    fmoe_curve moe_fm;             /* a TP MoE's routed experts by measured time (fmoe.h); n_points
+                                    * 0: their weight bytes at the fitted GEMM rate */
     int fetch_main;                /* 1: a selecting layer's fetch on the compute server (above) */
     double prefill_ranks;          /* data-parallel ranks whose prefill chunks share one
                                     * prefill iteration's experts: attention_dp when the ranks
