@@ -10,6 +10,8 @@
  * line of the nearest segment continued (documented extrapolation: the first point must be
  * M = 1, so below it only a fractional token count falls; above the last, every expert is
  * touched and the time grows by the last segment's slope per token); 0 at M <= 0.
+ * A run notes every use beyond the points (moe_tp_experts_m in its extrapolated-costs note,
+ * sim/step.c note_compute_inputs).
  *
  * The GEMM form's fitted fixed cost of a layer ([hw] layer_fixed_s) counts the routed experts'
  * own launches among the layer's (the calibration starts it as 8 GEMM launches, 2 of them the

@@ -12,7 +12,7 @@
 const char *const hw_fit_name[HW_FIT_N] = { "fetch_row_bytes", "fetch_sms", "fetch_rows", "fetch_pages",
                                             "fetch_pool_bytes", "fetch_density", "attention_bytes", "attention_batch", "gemm_fp8_m",
                                             "indexer_ctx", "indexer_batch", "indexer_queries", "topk_batch", "topk_ctx",
-                                            "topk_k" };
+                                            "topk_k", "moe_tp_experts_m" };
 
 /* ---- the schema (docs/CONFIG.md is generated from it: bin/dhconfig schema) ---- */
 
@@ -258,19 +258,24 @@ void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double va
 {
     int i = hw->fit_idx[which];
     if (i < 0) return;
+    hw_range_note_span(log, which, hw->fit[i].lo, hw->fit[i].hi, value);
+}
+
+void hw_range_note_span(hw_range_log *log, int which, double lo, double hi, double value)
+{
+    const char *key = hw_fit_name[which];
     log->evals[which]++;
-    double lo = hw->fit[i].lo, hi = hw->fit[i].hi;
     /* A relative tolerance keeps the printed bounds' rounding from counting. */
     if (value >= lo * (1 - 1e-9) && value <= hi * (1 + 1e-9)) return;
     for (uint32_t j = 0; j < log->n; j++)
-        if (!strcmp(log->e[j].key, hw->fit[i].key)) {
+        if (!strcmp(log->e[j].key, key)) {
             log->e[j].count++;
             if (value < log->e[j].vmin) log->e[j].vmin = value;
             if (value > log->e[j].vmax) log->e[j].vmax = value;
             return;
         }
     if (log->n == HW_FIT_N) return;
-    snprintf(log->e[log->n].key, sizeof log->e[0].key, "%s", hw->fit[i].key);
+    snprintf(log->e[log->n].key, sizeof log->e[0].key, "%s", key);
     log->e[log->n].first = value;
     log->e[log->n].lo = lo;
     log->e[log->n].hi = hi;

@@ -99,7 +99,9 @@
  * top-ks per launch, scores per request and k (with topk_slots only). */
 enum { HW_FIT_FETCH_ROW_BYTES = 0, HW_FIT_FETCH_SMS, HW_FIT_FETCH_ROWS, HW_FIT_FETCH_PAGES,
        HW_FIT_FETCH_POOL_BYTES, HW_FIT_FETCH_DENSITY, HW_FIT_ATTN_BYTES, HW_FIT_ATTN_BATCH, HW_FIT_GEMM_M, HW_FIT_IDX_CTX,
-       HW_FIT_IDX_BATCH, HW_FIT_IDX_QUERIES, HW_FIT_TOPK_BATCH, HW_FIT_TOPK_CTX, HW_FIT_TOPK_K, HW_FIT_N };
+       HW_FIT_IDX_BATCH, HW_FIT_IDX_QUERIES, HW_FIT_TOPK_BATCH, HW_FIT_TOPK_CTX, HW_FIT_TOPK_K,
+       HW_FIT_MOE_TP_M, /* a TP MoE's tokens against its measured table's M (sim/fmoe.h), not [fit_range] */
+       HW_FIT_N };
 extern const char *const hw_fit_name[HW_FIT_N];
 
 typedef struct {
@@ -170,6 +172,9 @@ typedef struct {
 /* Record value of checked input which (HW_FIT_*) if the profile has a fitted
  * range for it and value lies outside. O(1). */
 void hw_range_note(const hw_profile *hw, hw_range_log *log, int which, double value);
+/* The same against a range given here (a measured table's, not the profile's), logged under
+ * hw_fit_name[which]. O(1). */
+void hw_range_note_span(hw_range_log *log, int which, double lo, double hi, double value);
 /* value held inside the profile's fitted range of input which (HW_FIT_*): the range's
  * nearer end outside it, value itself inside or when the profile has no range. */
 double hw_fit_clamp(const hw_profile *hw, int which, double value);

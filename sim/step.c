@@ -261,6 +261,12 @@ static void note_compute_inputs(const step_ctx *cx, const step_mb *m, uint32_t l
     hw_range_note(cx->hw, &st->ranges, HW_FIT_ATTN_BYTES, step_attn_rows(k, g, m) * k->row_bytes);
     hw_range_note(cx->hw, &st->ranges, HW_FIT_ATTN_BATCH, m->tokens);
     hw_range_note(cx->hw, &st->ranges, HW_FIT_GEMM_M, m->tokens);
+    /* A TP MoE's routed experts: the gathered tokens against the measured table's M (fmoe.h
+     * extends its end segments' lines beyond them). */
+    const fmoe_curve *fm = &cx->moe_fm;
+    if (k->moe && cx->model->experts > 0 && cx->moe_tp > 1 && fm->n_points > 0)
+        hw_range_note_span(&st->ranges, HW_FIT_MOE_TP_M, fm->m[0], fm->m[fm->n_points - 1],
+                           m->tokens * cx->attention_dp);
 }
 
 /* The inputs of micro-batch m's fetch of layer j (group g) against the fitted ranges. */

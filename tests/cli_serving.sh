@@ -52,6 +52,12 @@ expect_err moetp_not_gpus "moe_tp = 4 is not gpus" --config $MTP --set instance.
 expect_err moetp_needs_whole_group "attention_dp x attn_tp = gpus" --config $MTP --set instance.attention_dp=4
 expect_err moetp_unknown_curve "no \[curve.ring\]" --config $MTP --set instance.moe_tp_allreduce_curve=ring
 expect_err moetp1_rejects_table "moe_tp = 1" --set instance.moe_tp_allreduce=models/hw/allreduce-h200x8.ini
+# The measured fused_moe table (sim/fmoe.h): tokens beyond its last M are extrapolated and the
+# run says so, under moe_tp_experts_m with the table's range; inside it, no such note.
+$S --config $MTP --policy resident --steps 4 --concurrency 800 --set workload.prompt_len=2000 > "$T/fm_out.txt" 2>&1
+$S --config $MTP --policy resident --steps 4 --concurrency 64 --set workload.prompt_len=2000 > "$T/fm_in.txt" 2>&1
+if grep -q 'moe_tp_experts_m up to .* the fitted max 512' "$T/fm_out.txt" && ! grep -q moe_tp_experts_m "$T/fm_in.txt"
+then ok moetp_table_range_noted; else bad moetp_table_range_noted "$(grep note "$T/fm_out.txt" "$T/fm_in.txt")"; fi
 $S --quiet --policy resident --steps 12 --json "$T/m1.json" 2> "$T/e1" &&
   $S --quiet --policy resident --steps 12 --json "$T/m2.json" --set instance.moe_tp=1 2> "$T/e2"
 if [ -s "$T/m2.json" ] && [ "$(figs "$T/m1.json")" = "$(figs "$T/m2.json")" ]; then ok moetp1_is_todays_model; else bad moetp1_is_todays_model "$(cat "$T/e1" "$T/e2")"; fi
