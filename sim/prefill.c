@@ -111,6 +111,13 @@ double prefill_attention_s(const step_ctx *cx, double bytes, double flops, doubl
     return fixed + (tb > tf ? tb : tf);
 }
 
+double prefill_rank_heads(const step_ctx *cx, double heads)
+{
+    if (cx->tp.ranks > 1) heads /= cx->tp.ranks;
+    const double m = cx->tp.prefill_head_multiple;
+    return m > 1 ? ceil(heads / m - 1e-9) * m : heads;
+}
+
 /* The data-parallel ranks whose chunks an iteration's experts take (step_ctx.prefill_ranks;
  * 0 there: every rank, the lockstep case). */
 static double prefill_ranks(const step_ctx *cx)
@@ -194,8 +201,7 @@ double prefill_iter_s(const step_ctx *cx, const prefill_span *sp, uint32_t n, do
                 keys += floor((sp[i].start + sp[i].tokens - 1) / c) + 1;
             }
         }
-        double flops = 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim);
-        if (tp) flops /= cx->tp.ranks;
+        const double flops = 2.0 * prefill_rank_heads(cx, k->attn_heads) * rows * (k->attn_qk_dim + k->attn_v_dim);
         const double ta = prefill_attention_s(cx, rows * k->row_bytes, flops, P.tokens, k->attn_fp8);
         double ti = 0;
         if (macs > 0) ti = cost_roofline_time(&cm->roof, keys * k->indexer_key_bytes, 2.0 * macs, 1, cx->compute_sms);

@@ -27,8 +27,13 @@
  *     - attention: each query token at position p attends min(k, p / compress + 1) rows
  *       (window layers min(window, p + 1)), the rows' bytes read per query (no reuse across
  *       queries assumed), FLOPs 2 x heads x rows x (qk + v) -- the absorbed decode shape,
- *       assumed for prefill too; prefill_attention_s (the prefill kernel's rate when the
- *       profile gives one, else the decode attention's form, cost_attention_time);
+ *       assumed for prefill too -- with heads a rank's (attention heads / attn_tp) padded up
+ *       to [instance] prefill_attn_head_multiple (prefill_rank_heads: SGLang's DSA backend on
+ *       Hopper with BF16 KV rows prefills with FlashMLA's sparse kernel, which takes heads in
+ *       multiples of 64, and pads the queries with zero heads, nsa_backend.py
+ *       _forward_flashmla_sparse; its decode runs FA3, which does not: server_args.py, the NSA
+ *       backends' Hopper defaults for bfloat16); prefill_attention_s (the prefill kernel's
+ *       rate when the profile gives one, else the decode attention's form, cost_attention_time);
  *     - the indexer (selecting layers): every query scores every earlier key: multiply-adds
  *       heads x dim x sum_p (p / compress + 1), the keys read once per iteration; a roofline
  *       (the fitted indexer form is a decode kernel's);
@@ -139,6 +144,10 @@ typedef struct {
  * across queries credited), plus the attention's launch; without it cost_attention_time (the
  * decode kernel's fitted form, whose byte rate is a decode gather's). O(1). */
 double prefill_attention_s(const step_ctx *cx, double bytes, double flops, double queries, int fp8);
+
+/* The heads one rank's prefill attention computes for a layer of `heads` attention heads:
+ * heads / attn_tp, padded up to [instance] prefill_attn_head_multiple (above). O(1). */
+double prefill_rank_heads(const step_ctx *cx, double heads);
 
 /* One layer's GEMMs in a prefill iteration of `tokens` tokens on this GPU (flops: the layer's
  * GEMM FLOPs, weight_bytes the weights it reads; moe: a layer with routed experts). With the

@@ -95,6 +95,10 @@ static const cfg_key inst_keys[] = {
     CK_ROW("instance", "attn_tp", CK_NUM, "GPUs", 1, 4096, "1", "Tensor-parallel attention ranks: heads split over them, "
            "the latent KV and the indexer replicated, one all-reduce per layer (sim/tp.h); attention_dp x attn_tp <= "
            "gpus.", 0),
+    CK_ROW("instance", "prefill_attn_head_multiple", CK_NUM, "heads", 1, 4096, "1", "The prefill attention kernel's "
+           "head granularity: a rank's heads (attention heads / attn_tp) padded up to a multiple of it, the padding's "
+           "FLOPs charged (SGLang pads the queries with zero heads to a multiple of 64 on Hopper for FlashMLA's sparse "
+           "prefill kernel, sim/prefill.h); 1: no padding.", 0),
     CK_DYN_ROW("instance", "attn_tp_allreduce", CK_STR, "", 0, 0, "with attn_tp > 1, this and attn_tp_allreduce_curve, "
                "or attn_tp_allreduce_us and attn_tp_allreduce_busbw_gbps", NULL, "Published all-reduce times by size "
                "(models/hw/allreduce-NAME.ini, sim/tp.h).", 0),
@@ -388,6 +392,11 @@ static int tp_config_load(cfg *c, sim_config *sc)
 {
     const double one = 1;
     if (cfg_get_double(c, "instance", "attn_tp", &sc->tp.ranks, &one, 1, 4096) < 0) return -1;
+    if (cfg_get_double(c, "instance", "prefill_attn_head_multiple", &sc->tp.prefill_head_multiple, &one, 1, 4096) < 0)
+        return -1;
+    if (sc->tp.prefill_head_multiple != floor(sc->tp.prefill_head_multiple))
+        return dh_err("%s: [instance] prefill_attn_head_multiple = %g is not a whole number of heads", cfg_name(c),
+                      sc->tp.prefill_head_multiple);
     if (sc->tp.ranks != floor(sc->tp.ranks))
         return dh_err("%s: [instance] attn_tp = %g is not a whole number of GPUs", cfg_name(c), sc->tp.ranks);
     if (sc->attention_dp * sc->tp.ranks > sc->gpus)

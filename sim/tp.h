@@ -32,6 +32,8 @@
 
 typedef struct {
     double ranks;        /* attention TP ranks (1: no TP) */
+    double prefill_head_multiple; /* [instance] prefill_attn_head_multiple: a rank's heads padded up to
+                                   * a multiple of it in prefill attention (1: none; sim/prefill.h) */
     double lat_s;        /* all-reduce latency, seconds (the NCCL form; unused with a table) */
     double busbw_gbps;   /* all-reduce bus bandwidth, GB/s (NCCL's busbw); with a table, beyond its last size */
     int n_points;        /* 0: the NCCL form; else the table below */

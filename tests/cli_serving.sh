@@ -52,6 +52,8 @@ expect_err moetp_not_gpus "moe_tp = 4 is not gpus" --config $MTP --set instance.
 expect_err moetp_needs_whole_group "attention_dp x attn_tp = gpus" --config $MTP --set instance.attention_dp=4
 expect_err moetp_unknown_curve "no \[curve.ring\]" --config $MTP --set instance.moe_tp_allreduce_curve=ring
 expect_err moetp1_rejects_table "moe_tp = 1" --set instance.moe_tp_allreduce=models/hw/allreduce-h200x8.ini
+expect_err head_multiple_whole "prefill_attn_head_multiple = 2.5 is not a whole number" --set instance.prefill_attn_head_multiple=2.5
+expect_err head_multiple_range "prefill_attn_head_multiple" --set instance.prefill_attn_head_multiple=0
 # The measured fused_moe table (sim/fmoe.h): tokens beyond its last M are extrapolated and the
 # run says so, under moe_tp_experts_m with the table's range; inside it, no such note.
 $S --config $MTP --policy resident --steps 4 --concurrency 800 --set workload.prompt_len=2000 > "$T/fm_out.txt" 2>&1

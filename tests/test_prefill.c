@@ -117,6 +117,53 @@ static double reference(const fixture *f, const step_ctx *cx, const prefill_span
     return t;
 }
 
+/* One rank's prefill attention under TP attention (prefill.h prefill_rank_heads): heads /
+ * attn_tp, padded up to prefill_attn_head_multiple. The reference walks every query token's
+ * rows and charges the FLOPs of the padded heads at the prefill kernel's rate (made the
+ * binding bound here), the rows' bytes at hbm_bw; a multiple of 1 is the plain split. */
+static double ref_attention(const fixture *f, const hw_profile *hw, const prefill_span *sp, double heads_per_rank)
+{
+    const model_cfg *md = &f->model;
+    double t = 0;
+    for (uint32_t l = 0; l < md->n_layers; l++) {
+        const model_kind *k = &md->layer[l];
+        const int32_t g = md->layer_group[l];
+        double rows = 0;
+        for (double p = sp->start; p < sp->start + sp->tokens; p++)
+            rows += g < 0 ? fmin(k->window, p + 1) : fmin(md->group[g].k, floor(p / md->group[g].compress) + 1);
+        const double af = 2.0 * heads_per_rank * rows * (k->attn_qk_dim + k->attn_v_dim);
+        t += hw->cost.attn.launch_s + fmax(rows * k->row_bytes / hw->cost.roof.hbm_bw, af / hw->prefill_attn_flops);
+    }
+    return t;
+}
+
+static void test_tp_heads_padded(void **state)
+{
+    fixture *f = *state;
+    hw_profile hw = f->hw;
+    hw.prefill_attn_flops = 2e11; /* slow enough that the FLOPs bind */
+    step_ctx cx = ctx_of(f);
+    cx.hw = &hw;
+    cx.attention_dp = 1;
+    cx.tp.ranks = 8;
+    cx.tp.lat_s = 10e-6;
+    cx.tp.busbw_gbps = 300;
+    const prefill_span sp = {0, 3000};
+    const double h = f->model.layer[f->model.n_layers - 1].attn_heads / 8.0;
+    prefill_parts plain, padded;
+    cx.tp.prefill_head_multiple = 1;
+    prefill_iter_s(&cx, &sp, 1, 0, &plain, NULL);
+    cx.tp.prefill_head_multiple = 64;
+    prefill_iter_s(&cx, &sp, 1, 0, &padded, NULL);
+    const double want_plain = ref_attention(f, &hw, &sp, h), want_pad = ref_attention(f, &hw, &sp, ceil(h / 64) * 64);
+    assert_true(fabs(plain.attention - want_plain) <= 1e-9 * want_plain);
+    assert_true(fabs(padded.attention - want_pad) <= 1e-9 * want_pad);
+    assert_true(padded.attention > 1.5 * plain.attention); /* the padding is charged */
+    assert_true(prefill_rank_heads(&cx, 64) == 64 && prefill_rank_heads(&cx, 1024) == 128);
+    cx.tp.prefill_head_multiple = 1;
+    assert_true(prefill_rank_heads(&cx, 64) == 8);
+}
+
 static void test_iteration_against_reference(void **state)
 {
     fixture *f = *state;
@@ -273,6 +320,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_iteration_against_reference),
+        cmocka_unit_test(test_tp_heads_padded),
         cmocka_unit_test(test_written_is_prompt_kv),
         cmocka_unit_test(test_lone_rank_iteration),
         cmocka_unit_test(test_gemm_table_known_answer),
