@@ -117,23 +117,12 @@ static void test_random_tables_against_plain(void **state)
 
 /* ------------------------------------------------------------------ the layer */
 
-enum { G = 64 };
-typedef struct {
-    double sel[G], miss[G], pages[G], idx[G], wr[G];
-    step_mb m;
-} batch;
+typedef fixture_batch batch;
 
 static void batch_of(const fixture *f, batch *b, double tokens)
 {
-    memset(b, 0, sizeof *b);
-    assert_true(f->model.n_groups <= G);
-    for (uint32_t g = 0; g < f->model.n_groups; g++) {
-        b->sel[g] = tokens * 2048;
-        b->idx[g] = tokens * 32768;
-        b->wr[g] = tokens;
-    }
-    b->m = (step_mb){.n_req = tokens, .tokens = tokens, .sel = b->sel, .miss = b->miss, .pages = b->pages,
-                     .idx_rows = b->idx, .written = b->wr};
+    assert_true(f->model.n_groups <= FIXTURE_GROUPS);
+    fixture_batch_of(f, b, tokens, 32768, 0);
 }
 
 static step_ctx ctx_of(const fixture *f, double attention_dp)

@@ -138,23 +138,12 @@ static double ar_by_hand(const tp_cfg *c, double bytes)
     return c->pt_s[n] + (bytes - c->pt_bytes[n]) / (c->busbw_gbps * 1e9 * c->ranks / (2 * (c->ranks - 1)));
 }
 
-enum { G = 64 };
-typedef struct {
-    double sel[G], miss[G], pages[G], idx[G], wr[G];
-    step_mb m;
-} batch;
+typedef fixture_batch batch;
 
 static void batch_of(const fixture *f, batch *b, double n_req)
 {
-    memset(b, 0, sizeof *b);
-    assert_true(f->model.n_groups <= G);
-    for (uint32_t g = 0; g < f->model.n_groups; g++) {
-        b->sel[g] = n_req * 2048;
-        b->idx[g] = n_req * 32768;
-        b->wr[g] = n_req;
-    }
-    b->m = (step_mb){.n_req = n_req, .tokens = n_req, .sel = b->sel, .miss = b->miss, .pages = b->pages,
-                     .idx_rows = b->idx, .written = b->wr};
+    assert_true(f->model.n_groups <= FIXTURE_GROUPS);
+    fixture_batch_of(f, b, n_req, 32768, 0);
 }
 
 /* moe_tp = 8 over DP attention (attention_dp 8) or TP attention (attention_dp 1, attn_tp 8). */

@@ -29,26 +29,13 @@
 
 #include "tests/test_step_fixture.h"
 
-enum { G = 64 };
-typedef struct {
-    double sel[G], miss[G], pages[G], idx[G], wr[G];
-    step_mb m;
-} batch;
+typedef fixture_batch batch;
 
 /* n_req requests at 100K context, k rows selected per group, misses per group. */
 static void batch_of(const fixture *f, batch *b, double n_req, double misses)
 {
-    memset(b, 0, sizeof *b);
-    assert_true(f->model.n_groups <= G);
-    for (uint32_t g = 0; g < f->model.n_groups; g++) {
-        b->sel[g] = n_req * 2048;
-        b->miss[g] = misses;
-        b->pages[g] = misses;
-        b->idx[g] = n_req * 100000;
-        b->wr[g] = n_req;
-    }
-    b->m = (step_mb){.n_req = n_req, .tokens = n_req, .sel = b->sel, .miss = b->miss, .pages = b->pages,
-                     .idx_rows = b->idx, .written = b->wr, .window_rows = 0};
+    assert_true(f->model.n_groups <= FIXTURE_GROUPS);
+    fixture_batch_of(f, b, n_req, 100000, misses);
 }
 
 static step_ctx ctx_of(const fixture *f, double attention_dp)
