@@ -148,13 +148,8 @@ static step_ctx ctx_of(const fixture *f, double attention_dp)
 static double by_hand(const fixture *f, const step_ctx *cx, const step_mb *m, uint32_t l)
 {
     const model_cfg *md = &f->model;
-    const model_kind *k = &md->layer[l];
-    const int32_t g = md->layer_group[l];
     const double n = cx->tp.ranks > 1 ? cx->tp.ranks : 1;
-    const double rows = m->sel[g] + (k->window ? m->window_rows : 0);
-    double t = cost_attention_time(&f->hw.cost, rows * k->row_bytes,
-                                   2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim) / n, m->tokens,
-                                   k->attn_fp8, cx->compute_sms);
+    double t = fixture_attention_s(f, cx, m, l);
     const double T = m->tokens * cx->attention_dp;
     const double dense_flops = 2.0 * (md->active_params / md->n_layers - md->experts_per_token * md->expert_bytes) *
                                m->tokens / n;

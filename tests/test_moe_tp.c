@@ -168,13 +168,8 @@ static step_ctx ctx_of(const fixture *f, double attention_dp, const char *curve)
 static double by_hand(const fixture *f, const step_ctx *cx, const step_mb *m, uint32_t l, int fault)
 {
     const model_cfg *md = &f->model;
-    const model_kind *k = &md->layer[l];
-    const int32_t g = md->layer_group[l];
     const double n = cx->tp.ranks > 1 ? cx->tp.ranks : 1;
-    const double rows = m->sel[g] + (k->window ? m->window_rows : 0);
-    double t = cost_attention_time(&f->hw.cost, rows * k->row_bytes,
-                                   2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim) / n, m->tokens, k->attn_fp8,
-                                   cx->compute_sms);
+    double t = fixture_attention_s(f, cx, m, l);
     /* the gathered batch: every DP rank's tokens (TP attention: the group's) */
     const double T = m->tokens * cx->attention_dp, E = md->experts, kk = md->experts_per_token;
     const double w = cx->dense_bytes_per_layer + E * (1 - pow(1 - kk / E, T)) * md->expert_bytes / 8;

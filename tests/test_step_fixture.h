@@ -9,6 +9,7 @@
 
 #include "common/cfg.h"
 #include "common/dh_err.h"
+#include "sim/cost.h"
 #include "sim/hw.h"
 #include "sim/model.h"
 #include "sim/step.h"
@@ -63,6 +64,18 @@ static inline void fixture_batch_of(const fixture *f, fixture_batch *b, double n
     }
     b->m = (step_mb){.n_req = n_req, .tokens = n_req, .sel = b->sel, .miss = b->miss, .pages = b->pages,
                      .idx_rows = b->idx, .written = b->wr, .window_rows = 0};
+}
+
+/* A decode layer's attention rebuilt from the cost form: its group's selected rows (and the
+ * window's) at the row bytes, the FLOPs of every head over the attention's TP ranks. */
+static inline double fixture_attention_s(const fixture *f, const step_ctx *cx, const step_mb *m, uint32_t l)
+{
+    const model_kind *k = &f->model.layer[l];
+    const int32_t g = f->model.layer_group[l];
+    const double n = cx->tp.ranks > 1 ? cx->tp.ranks : 1;
+    const double rows = m->sel[g] + (k->window ? m->window_rows : 0);
+    return cost_attention_time(&f->hw.cost, rows * k->row_bytes, 2.0 * k->attn_heads * rows * (k->attn_qk_dim + k->attn_v_dim) / n,
+                               m->tokens, k->attn_fp8, cx->compute_sms);
 }
 
 #endif
