@@ -238,12 +238,13 @@ long long topk_concurrent_blocks(int version, const cudaDeviceProp &prop);
 /* Sparse decode attention (versions/attention.cu; version 8 is the library's) version
  * 1-ATTN_MAX_VERSION. attn_setup allows every version's shared memory and allocates the scratch
  * for max_q_heads query heads; attn_launch chooses the splits (a.splits <= 0) for sms SMs. */
-enum { ATTN_MAX_VERSION = 32 };
+enum { ATTN_MAX_VERSION = 34 };
 typedef dhk_attn_scratch attn_scratch;
 void attn_setup(attn_scratch &sc, size_t max_q_heads);
 void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st);
 /* Version 32 (kernels/versions/attn32_wgmma.cu; a.splits > 0: at most that many partitions). */
 void attn32_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st);
+void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st, int version);
 /* Fetch version 2 (8 rows in flight per warp) on the given SMs, for the paths that stage
  * misses (verification); pool is a device pointer of a mapped host pool. */
 void fetch_launch(const uint8_t *pool, size_t pool_stride, const int64_t *rows, const int32_t *slots,

@@ -209,8 +209,7 @@ void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms
     dhk__attention_launch_version(a, sc, out, sms, stream, attn22_applies(a) ? 23 : a.host ? 8 : splits == 2 ? 28 : 31);
 }
 
-void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
-                                   int version)
+void dhk__attention_splits(attn_args &a, const dhk_attn_scratch &sc, int sms)
 {
     if (a.k < 1) {
         fprintf(stderr, "%s: attention: k = %d, need at least one row\n", program_invocation_short_name, a.k);
@@ -218,10 +217,6 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
     }
     const int tn = (int)ATTN6_TILE_ROWS;
     const int per_split = a.nq * (a.heads / AT_H);
-    const bool paired = version >= 22 && version <= 26;
-    if (paired && !attn22_applies(a)) version = 18;
-    if (version == 22) sms = std::min(sms, dhk__attn22_resident_blocks());   /* one wave of clusters */
-    if (version >= 23 && version <= 26) sms = std::min(sms, dhk__attn23_resident_blocks(version));
     if (a.splits <= 0) a.splits = std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
     a.splits = std::min(a.splits, 64);  /* the scratch holds 64 splits per (query, head) */
     a.rows_per_split = ((a.k + a.splits - 1) / a.splits + tn - 1) / tn * tn;
@@ -230,6 +225,21 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
         fprintf(stderr, "%s: attention: scratch too small for %d splits\n", program_invocation_short_name, a.splits);
         exit(1);
     }
+    a.part_o = sc.part_o;   /* holds fp16 partials here */
+    a.part_lse = sc.part_lse;
+    a.merge_cnt = sc.merge_cnt;
+}
+
+void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
+                                   int version)
+{
+    const int tn = (int)ATTN6_TILE_ROWS;
+    const int per_split = a.nq * (a.heads / AT_H);
+    const bool paired = version >= 22 && version <= 26;
+    if (paired && !attn22_applies(a)) version = 18;
+    if (version == 22) sms = std::min(sms, dhk__attn22_resident_blocks());   /* one wave of clusters */
+    if (version >= 23 && version <= 26) sms = std::min(sms, dhk__attn23_resident_blocks(version));
+    dhk__attention_splits(a, sc, sms);
     if (version == 27 || version == 28) {
         /* Clusters of the splits: from the chosen count down, the first that is 2-8 splits and
          * whose nq x heads / 64 clusters are resident at once; none: version 18 as chosen. */
@@ -244,9 +254,6 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
     /* Version 29: clusters of two splits, so an even count whose nq x heads / 64 x splits / 2
      * clusters are resident at once; otherwise version 18. */
     if (version == 29 && (a.splits % 2 || (long long)per_split * (a.splits / 2) > dhk__attn27_max_clusters(2))) version = 18;
-    a.part_o = sc.part_o;   /* holds fp16 partials here */
-    a.part_lse = sc.part_lse;
-    a.merge_cnt = sc.merge_cnt;
     if (version >= 27 && version <= 29) {
         dhk__attn27_launch(a, out, stream, version);   /* merges its splits itself */
         return;

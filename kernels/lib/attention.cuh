@@ -111,5 +111,9 @@ struct dhk_attn_scratch;
  * once, 29 where they are odd or their clusters of two do not fit) instead of chosen (the benchmarks). */
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
                                    int version);
+/* The splits of a launch on sms SMs (a.splits <= 0: one wave; whole 64-row tiles, at most 64),
+ * rows_per_split and the scratch's partials set in a; an error line and exit when k < 1 or the
+ * scratch is too small (dhk__attention_launch_version's first step, for kernels/versions). */
+void dhk__attention_splits(attn_args &a, const dhk_attn_scratch &sc, int sms);
 
 #endif

@@ -33,6 +33,7 @@
 #define KERNELS_ATTN23_CUH
 
 #include "kernels/lib/attn21.cuh"
+#include "kernels/lib/l2prefetch.cuh"
 
 /* setmaxnreg counts: at version 22's (warpgroup 0 208, warpgroup 1 176, producer 120) ptxas spills
  * 12 B in this producer's code (none in 22's); with 8 registers moved from warpgroup 1 to the
@@ -52,7 +53,7 @@ __device__ __forceinline__ void a23_bulk_to_peer(uint32_t dst, uint32_t src, uin
 
 /* Version 16's pipelined producer (attn14.cuh, a14_producer_pipe: two tiles' loads over register
  * sets A and B) with version VER's (23, 24) per-warp copies to the peer. */
-template <int DIAG, int VER>
+template <int DIAG, int VER, int PF = A33_PF_NONE, int PD = 1>
 __device__ __forceinline__ void a23_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb, int re,
                                              int ntiles, uint32_t rank)
 {
@@ -110,23 +111,30 @@ __device__ __forceinline__ void a23_producer(const attn_args &a, uint8_t *sm, ui
         }
         dh_mbar_arrive(bar_full + 8 * s);
     };
+    /* Version 34: this block's rows of tiles 2 .. PD + 1 once tile 0's loads are issued (tile 1's
+     * follow at once), then after each tile T's stores tile T + 2 + PD: PD tiles ahead of the next
+     * demand loads, issued while one register set is free. */
+    a33_rows<PF> pf = {q, rb, re, jr, ntiles, KREF_ROW_BYTES_FP8, qt, 4, 0, 0};
     a14_rowset A, B;
     if (ntiles > 0) load(A, row_id(0), has_row(0));
+    pf.start(a, 2, PD + 1);
     long long id_odd = row_id(1);
 #pragma unroll 1
     for (int t = 0; t < ntiles; t += 2) {
         const long long id_even = row_id(t + 2);
         if (t + 1 < ntiles) load(B, id_odd, has_row(t + 1));
         fill(A, t);
+        pf.step(a);
         if (t + 1 >= ntiles) break;
         id_odd = row_id(t + 3);
         if (t + 2 < ntiles) load(A, id_even, has_row(t + 2));
         fill(B, t + 1);
+        pf.step(a);
     }
 }
 
 /* Versions 23, 24: version 22's kernel (attn21.cuh, attn21_kernel with VER 22) with a23_producer. */
-template <int DIAG, int VER>
+template <int DIAG, int VER, int PF = A33_PF_NONE, int PD = 1>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn23_kernel(const attn_args a, float *__restrict__ out)
 {
     extern __shared__ __align__(1024) uint8_t a23_smem_raw[];
@@ -149,7 +157,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn23_kernel(const attn_args a
     a14_cluster_sync();
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A23_PRODUCER_REGS));
-        a23_producer<DIAG, VER>(a, sm, sbase, tid - 256, q, rb, re, ntiles, rank);
+        a23_producer<DIAG, VER, PF, PD>(a, sm, sbase, tid - 256, q, rb, re, ntiles, rank);
     } else if (wg == 0) {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A23_WG0_REGS));
         a6_load_q<KREF_ROW_FP8, 256>(a, sm, tid, q, hb);
@@ -173,12 +181,12 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn23_kernel(const attn_args a
 
 /* The launch configuration of version VER's kernel: grid (splits, nq, heads / 64) in clusters of
  * the two 64-head groups 2 c, 2 c + 1 (as a21_launch). */
-template <int DIAG, int VER>
+template <int DIAG, int VER, int PF = A33_PF_NONE, int PD = 1>
 static cudaLaunchConfig_t a23_config(dim3 grid, cudaStream_t stream, cudaLaunchAttribute *attr)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn23_kernel<DIAG, VER>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn23_kernel<DIAG, VER, PF, PD>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     cudaLaunchConfig_t cfg = {};
@@ -195,12 +203,12 @@ static cudaLaunchConfig_t a23_config(dim3 grid, cudaStream_t stream, cudaLaunchA
     return cfg;
 }
 
-template <int DIAG, int VER>
+template <int DIAG, int VER, int PF = A33_PF_NONE, int PD = 1>
 static void a23_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
     cudaLaunchAttribute attr[1];
-    cudaLaunchConfig_t cfg = a23_config<DIAG, VER>(dim3(a.splits, a.nq, a.heads / 64), stream, attr);
-    cudaCheck(cudaLaunchKernelEx(&cfg, attn23_kernel<DIAG, VER>, a, out));
+    cudaLaunchConfig_t cfg = a23_config<DIAG, VER, PF, PD>(dim3(a.splits, a.nq, a.heads / 64), stream, attr);
+    cudaCheck(cudaLaunchKernelEx(&cfg, attn23_kernel<DIAG, VER, PF, PD>, a, out));
     CUDA_LAUNCH_CHECK();
 }
 

@@ -31,6 +31,7 @@
 #define KERNELS_ATTN30_CUH
 
 #include "kernels/lib/attn18.cuh"
+#include "kernels/lib/l2prefetch.cuh"
 
 __device__ __forceinline__ void a30_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void a30_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
@@ -38,14 +39,19 @@ __device__ __forceinline__ void a30_launch_dependents() { asm volatile("griddepc
 /* Version 18's producer (a18_producer) with the dependents' launch allowed (PDL) once the last
  * tile's loads are issued: FP8 rows' loads into registers before the wait for the stage, BF16
  * rows' cp.async after it. */
-template <int FMT, bool PDL>
+template <int FMT, bool PDL, int PF = A33_PF_NONE, int PD = 1>
 __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
                                              int re, int ntiles)
 {
     const int j = a18_row<FMT>(p >> 1), hf = p & 1;
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
+    constexpr int RB = FMT == KREF_ROW_FP8 ? KREF_ROW_BYTES_FP8 : KREF_ROW_BYTES_BF16;
     if (PDL && ntiles == 0) a30_launch_dependents();
     long long next_id = j < min(A6_N, re - rb) ? attn4_row_id(a, q, rb + j) : 0;
+    /* Version 33: tiles 1 .. PD before the first demand loads, then after tile t's stores tile t + 1 +
+     * PD: PD tiles ahead of the next demand loads. */
+    a33_rows<PF> pf = {q, rb, re, j, ntiles, RB, hf, 2, 0, 0};
+    pf.start(a, 1, PD);
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, base = rb + t * A6_N, cnt = min(A6_N, re - base);
         const long long id = next_id;
@@ -93,12 +99,13 @@ __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, ui
         }
         dh_fence_proxy_async();
         dh_mbar_arrive(bar_full + 8 * s);
+        pf.step(a);
     }
 }
 
 /* Version 30 (PDL) or version 18's block (no PDL) with diagnostic D (A30_DIAG_*, without the
  * NOCOMBINE bit; A6_DIAG_NONE: the real kernel). */
-template <int FMT, bool PDL, int D>
+template <int FMT, bool PDL, int D, int PF = A33_PF_NONE, int PD = 1>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a, float *__restrict__ out)
 {
     extern __shared__ __align__(1024) uint8_t a30_smem_raw[];
@@ -123,7 +130,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A18_PRODUCER_REGS));
         if (PDL) a30_grid_wait();
-        a30_producer<FMT, PDL>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+        a30_producer<FMT, PDL, PF, PD>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
     } else if (wg == 0) {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG0_REGS));
         if (PDL) a30_grid_wait();
@@ -152,13 +159,13 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
 /* The main kernel of version 30 (PDL) or version 18's block (no PDL), diagnostic D, over grid
  * (splits, nq, heads / 64), one block per SM; with PDL launched with programmatic stream
  * serialization. */
-template <bool PDL, int D>
+template <bool PDL, int D, int PF = A33_PF_NONE, int PD = 1>
 static void a30_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn30_kernel<KREF_ROW_FP8, PDL, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
-        cudaCheck(cudaFuncSetAttribute(attn30_kernel<KREF_ROW_BF16, PDL, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn30_kernel<KREF_ROW_FP8, PDL, D, PF, PD>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn30_kernel<KREF_ROW_BF16, PDL, D, PF, PD>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     cudaLaunchConfig_t cfg = {};
@@ -171,8 +178,8 @@ static void a30_launch(const attn_args &a, float *out, cudaStream_t stream)
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = PDL ? 1 : 0;
-    if (a.format == KREF_ROW_FP8) cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_FP8, PDL, D>, a, out));
-    else cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_BF16, PDL, D>, a, out));
+    if (a.format == KREF_ROW_FP8) cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_FP8, PDL, D, PF, PD>, a, out));
+    else cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_BF16, PDL, D, PF, PD>, a, out));
     CUDA_LAUNCH_CHECK();
 }
 

@@ -1,0 +1,61 @@
+/* attn33_wgmma.cu: attention versions 33 (kernels/lib/attn30.cuh: version 31 with the split's rows
+ * prefetched into L2 ahead of the producer's demand loads) and 34 (kernels/lib/attn23.cuh: version
+ * 23 with the same prefetch), built for sm_90a; kernels/versions/attention.cu dispatches them.
+ * The prefetch's form and distance (kernels/lib/l2prefetch.cuh) come from A33_PF=FORM:DIST, FORM
+ * lines or bulk and DIST the tiles ahead of the demand loads (1, 2 or 4); unset: bulk:2. Version 34
+ * runs on FP8 rows with an even number of 64-head groups (23's shapes), version 33 elsewhere. */
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/bench.cuh"
+#include "kernels/lib/attn30.cuh"
+#include "kernels/lib/attn23.cuh"
+
+struct a33_variant {
+    const char *name;
+    int pf, pd;
+};
+static const a33_variant a33_variants[] = {
+    {"lines:1", A33_PF_LINES, 1}, {"lines:2", A33_PF_LINES, 2}, {"bulk:1", A33_PF_BULK, 1},
+    {"bulk:2", A33_PF_BULK, 2},   {"bulk:4", A33_PF_BULK, 4},
+};
+
+/* The variant A33_PF names (index into a33_variants); an error line and exit on any other. */
+static int a33_variant_index()
+{
+    static int v = -1;
+    if (v >= 0) return v;
+    const char *e = getenv("A33_PF");
+    const char *name = e ? e : "bulk:2";
+    for (int i = 0; i < (int)(sizeof a33_variants / sizeof a33_variants[0]); i++)
+        if (strcmp(name, a33_variants[i].name) == 0) v = i;
+    if (v < 0) {
+        fprintf(stderr, "dhbench: A33_PF=%s: need lines:1, lines:2, bulk:1, bulk:2 or bulk:4\n", name);
+        exit(1);
+    }
+    fprintf(stderr, "dhbench: attention v33/v34: prefetch %s\n", name);
+    return v;
+}
+
+template <int PF, int PD>
+static void a33_main(const attn_args &a, float *out, cudaStream_t st, bool paired)
+{
+    if (paired) a23_launch<A6_DIAG_NONE, 23, PF, PD>(a, out, st);
+    else a30_launch<true, A6_DIAG_NONE, PF, PD>(a, out, st);
+}
+
+void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st, int version)
+{
+    const bool paired = version == 34 && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
+    if (paired) sms = std::min(sms, dhk__attn23_resident_blocks(23));
+    dhk__attention_splits(a, sc, sms);
+    switch (a33_variant_index()) {
+    case 0: a33_main<A33_PF_LINES, 1>(a, out, st, paired); break;
+    case 1: a33_main<A33_PF_LINES, 2>(a, out, st, paired); break;
+    case 2: a33_main<A33_PF_BULK, 1>(a, out, st, paired); break;
+    case 3: a33_main<A33_PF_BULK, 2>(a, out, st, paired); break;
+    default: a33_main<A33_PF_BULK, 4>(a, out, st, paired); break;
+    }
+    if (a.splits > 1 && paired) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
+    else if (a.splits > 1) dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st, 31);
+}
