@@ -104,7 +104,8 @@ __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, ui
 }
 
 /* Version 30 (PDL) or version 18's block (no PDL) with diagnostic D (A30_DIAG_*, without the
- * NOCOMBINE bit; A6_DIAG_NONE: the real kernel). */
+ * NOCOMBINE bit; A6_DIAG_PRODUCER: the producer alone, the consumers handing each stage back
+ * unread, version 33's diagnostic; A6_DIAG_NONE: the real kernel). */
 template <int FMT, bool PDL, int D, int PF = A33_PF_NONE, int PD = 1>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a, float *__restrict__ out)
 {
@@ -140,7 +141,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
         a6_consumer_bar();
         if (D == A30_DIAG_QONLY) return;
         float o[128], m0, m1, l0, l1;
-        a18_loop<FMT, 18, A6_DIAG_NONE, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_loop<FMT, 18, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<FMT>(a, out, sm, 0, tid, q, split, hb, o, m0, m1, l0, l1);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG1_REGS));
@@ -151,7 +152,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
         a6_consumer_bar();
         if (D == A30_DIAG_QONLY) return;
         float o[128], m0, m1, l0, l1;
-        a18_loop<FMT, 18, A6_DIAG_NONE, 1>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_loop<FMT, 18, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 1>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<FMT>(a, out, sm, 1, tid, q, split, hb, o, m0, m1, l0, l1);
     }
 }

@@ -2,7 +2,8 @@
  * prefetched into L2 ahead of the producer's demand loads) and 34 (kernels/lib/attn23.cuh: version
  * 23 with the same prefetch), built for sm_90a; kernels/versions/attention.cu dispatches them.
  * The prefetch's form and distance (kernels/lib/l2prefetch.cuh) come from A33_PF=FORM:DIST, FORM
- * lines or bulk and DIST the tiles ahead of the demand loads (1, 2 or 4); unset: bulk:2. Version 34
+ * lines or bulk and DIST the tiles ahead of the demand loads (1, 2 or 4), or none (versions 31 and
+ * 23 themselves, through this file's instances); unset: bulk:2. Version 34
  * runs on FP8 rows with an even number of 64-head groups (23's shapes), version 33 elsewhere. */
 #include <cstdlib>
 #include <cstring>
@@ -17,7 +18,7 @@ struct a33_variant {
 };
 static const a33_variant a33_variants[] = {
     {"lines:1", A33_PF_LINES, 1}, {"lines:2", A33_PF_LINES, 2}, {"bulk:1", A33_PF_BULK, 1},
-    {"bulk:2", A33_PF_BULK, 2},   {"bulk:4", A33_PF_BULK, 4},
+    {"bulk:2", A33_PF_BULK, 2},   {"bulk:4", A33_PF_BULK, 4},   {"none", A33_PF_NONE, 1},
 };
 
 /* The variant A33_PF names (index into a33_variants); an error line and exit on any other. */
@@ -30,7 +31,7 @@ static int a33_variant_index()
     for (int i = 0; i < (int)(sizeof a33_variants / sizeof a33_variants[0]); i++)
         if (strcmp(name, a33_variants[i].name) == 0) v = i;
     if (v < 0) {
-        fprintf(stderr, "dhbench: A33_PF=%s: need lines:1, lines:2, bulk:1, bulk:2 or bulk:4\n", name);
+        fprintf(stderr, "dhbench: A33_PF=%s: need lines:1, lines:2, bulk:1, bulk:2, bulk:4 or none\n", name);
         exit(1);
     }
     fprintf(stderr, "dhbench: attention v33/v34: prefetch %s\n", name);
@@ -44,17 +45,36 @@ static void a33_main(const attn_args &a, float *out, cudaStream_t st, bool paire
     else a30_launch<true, A6_DIAG_NONE, PF, PD>(a, out, st);
 }
 
+/* diag=producer (FP8 rows, 64 heads): the producer alone, its consumers handing each stage back
+ * unread (outputs not checked), with the prefetch of lines:2, bulk:1 or none (version 31's
+ * producer, the baseline); no combine. */
+static void a33_producer_alone(const attn_args &a, float *out, cudaStream_t st, int v)
+{
+    if (a.format != KREF_ROW_FP8 || !(v == 1 || v == 2 || v == 5)) {
+        fprintf(stderr, "dhbench: attention v33 diag=producer: FP8 rows and A33_PF lines:2, bulk:1 or none\n");
+        exit(1);
+    }
+    if (v == 1) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_LINES, 2>(a, out, st);
+    else if (v == 2) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_BULK, 1>(a, out, st);
+    else a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1>(a, out, st);
+}
+
 void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st, int version)
 {
     const bool paired = version == 34 && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
     if (paired) sms = std::min(sms, dhk__attn23_resident_blocks(23));
     dhk__attention_splits(a, sc, sms);
+    if (a.diag == A6_DIAG_PRODUCER) {
+        a33_producer_alone(a, out, st, a33_variant_index());
+        return;
+    }
     switch (a33_variant_index()) {
     case 0: a33_main<A33_PF_LINES, 1>(a, out, st, paired); break;
     case 1: a33_main<A33_PF_LINES, 2>(a, out, st, paired); break;
     case 2: a33_main<A33_PF_BULK, 1>(a, out, st, paired); break;
     case 3: a33_main<A33_PF_BULK, 2>(a, out, st, paired); break;
-    default: a33_main<A33_PF_BULK, 4>(a, out, st, paired); break;
+    case 4: a33_main<A33_PF_BULK, 4>(a, out, st, paired); break;
+    default: a33_main<A33_PF_NONE, 1>(a, out, st, paired); break;
     }
     if (a.splits > 1 && paired) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
     else if (a.splits > 1) dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st, 31);
