@@ -238,7 +238,7 @@ long long topk_concurrent_blocks(int version, const cudaDeviceProp &prop);
 /* Sparse decode attention (versions/attention.cu; version 8 is the library's) version
  * 1-ATTN_MAX_VERSION. attn_setup allows every version's shared memory and allocates the scratch
  * for max_q_heads query heads; attn_launch chooses the splits (a.splits <= 0) for sms SMs. */
-enum { ATTN_MAX_VERSION = 34 };
+enum { ATTN_MAX_VERSION = 35 };
 typedef dhk_attn_scratch attn_scratch;
 void attn_setup(attn_scratch &sc, size_t max_q_heads);
 void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st);

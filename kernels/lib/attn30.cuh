@@ -103,10 +103,97 @@ __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, ui
     }
 }
 
+/* Version 35's producer for FP8 rows (kernels/NOTES.md, "Version 35"): version 30's stages,
+ * barriers and conversion, with the rows read whole by warps instead of in 32-byte pieces. Warp w
+ * owns tile rows 16 w .. 16 w + 15 and reads them in 21 instructions: one per row for its 512 codes
+ * (lane l the row's 16-byte chunk l: 512 contiguous bytes, ~5 lines, where an instruction of
+ * version 30's producer touches 16 rows' lines, 32 bytes of each), one for the 16 rows' scales
+ * (lane i < 16 row i's 16 bytes) and four for their RoPE (lanes 8 m .. 8 m + 7 the 8 chunks of the
+ * m-th of four rows): 84 registers of loads, version 30's. Lane i < 16 holds row 16 w + i's id
+ * (32 bits: a.src holds int32) one tile ahead; the lanes take a row's id by shuffle, and every lane
+ * its scale from the lane that loaded it. Lane l converts latent chunk l of each row and stores fp16
+ * chunks 2 l, 2 l + 1 (odd lane quads the second first, so a quarter warp's eight stores fall in
+ * eight distinct 16-byte positions); RoPE lanes convert and store their chunk. */
+/* Row id `id` of lane src (INT_MIN: no row) as a pointer, null for no row. */
+__device__ __forceinline__ const uint8_t *a35_row(const attn_args &a, int id, int src)
+{
+    const int v = __shfl_sync(0xffffffffu, id, src);
+    return v == INT_MIN ? nullptr : attn4_row_ptr(a, v);
+}
+
+/* Version 35's setmaxnreg split, version 23's (warpgroup 0 208, warpgroup 1 168, producer 128): at
+ * 18's 120 this producer spills 28 B (its loads are 84 registers, version 30's, beside its shuffled
+ * ids and scales). */
+#define A35_PRODUCER_REGS 128
+#define A35_WG1_REGS 168
+static_assert(A18_WG0_REGS + A35_WG1_REGS + A35_PRODUCER_REGS == 504, "setmaxnreg counts must add up to 3 x 168");
+
+__device__ __forceinline__ void a35_st(uint32_t addr, uint4 v)
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+template <bool PDL>
+__device__ __forceinline__ void a35_producer(const attn_args &a, uint32_t sbase, int p, int q, int rb, int re, int ntiles,
+                                             uint32_t bar_full, uint32_t bar_empty)
+{
+    const int w = p >> 5, lane = p & 31;
+    const int ri = 16 * w + (lane & 15);   /* the row whose id this lane holds (lanes 16-31 copy 0-15) */
+    if (PDL && ntiles == 0) a30_launch_dependents();
+    int next_id = ri < min(A6_N, re - rb) ? (int)attn4_row_id(a, q, rb + ri) : INT_MIN;
+    const int rm = lane >> 3, rc = lane & 7;   /* RoPE instruction k: row 4 k + rm, chunk rc */
+    const int g = lane >> 3;                   /* the scale group of latent chunk lane */
+    const bool swap = (lane >> 2) & 1;
+    for (int t = 0; t < ntiles; t++) {
+        const int s = t & 1, base = rb + t * A6_N, cnt = min(A6_N, re - base);
+        const int id = ri < cnt ? next_id : INT_MIN;
+        if (t + 1 < ntiles && ri < min(A6_N, re - base - A6_N)) next_id = (int)attn4_row_id(a, q, base + A6_N + ri);
+        uint4 lat[16], rope[4], scl;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const uint8_t *src = a35_row(a, id, i);
+            lat[i] = src ? *(const uint4 *)(src + 16 * lane) : make_uint4(0, 0, 0, 0);
+        }
+        scl = lane < 16 && id != INT_MIN ? *(const uint4 *)(attn4_row_ptr(a, id) + KREF_LATENT) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *src = a35_row(a, id, 4 * k + rm);
+            rope[k] = src ? *(const uint4 *)(src + KREF_LATENT + 16 + 16 * rc) : make_uint4(0, 0, 0, 0);
+        }
+        if (PDL && t == ntiles - 1) a30_launch_dependents();
+        if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+        /* a6_swz(16 w + i, c) = (c >> 3) * A6_BLOCK_BYTES + (16 w + i) * 128 + (((c & 7) ^ (i & 7)) << 4)
+         * for c = 2 lane + e: the lane's two positions, XORed with row i's (an immediate) per store;
+         * kept opaque per tile so that the compiler does not hold 32 addresses across the loop. */
+        uint32_t st0 = sbase + A6_TILE_BYTES * (1 + s) + (lane >> 2) * A6_BLOCK_BYTES + 16 * w * 128;
+        uint32_t p0 = ((2 * lane + (swap ? 1 : 0)) & 7) << 4, p1 = ((2 * lane + (swap ? 0 : 1)) & 7) << 4;
+        a18_fence_u32(st0);
+        a18_fence_u32(p0);
+        a18_fence_u32(p1);
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const float s0 = __shfl_sync(0xffffffffu, __uint_as_float(scl.x), i);
+            const float s1 = __shfl_sync(0xffffffffu, __uint_as_float(scl.y), i);
+            const float s2 = __shfl_sync(0xffffffffu, __uint_as_float(scl.z), i);
+            const float s3 = __shfl_sync(0xffffffffu, __uint_as_float(scl.w), i);
+            const float sc = g == 0 ? s0 : g == 1 ? s1 : g == 2 ? s2 : s3;
+            uint4 h[2];
+            dh_fp8x16_to_f16(lat[i], __float2half2_rn(sc), h);
+            a35_st(st0 + i * 128 + (p0 ^ ((i & 7) << 4)), swap ? h[1] : h[0]);
+            a35_st(st0 + i * 128 + (p1 ^ ((i & 7) << 4)), swap ? h[0] : h[1]);
+        }
+        const uint32_t stage = sbase + A6_TILE_BYTES * (1 + s);
+#pragma unroll
+        for (int k = 0; k < 4; k++) a35_st(stage + a6_swz(16 * w + 4 * k + rm, 64 + rc), dh_bf16x8_to_f16(rope[k]));
+        dh_fence_proxy_async();
+        dh_mbar_arrive(bar_full + 8 * s);
+    }
+}
+
 /* Version 30 (PDL) or version 18's block (no PDL) with diagnostic D (A30_DIAG_*, without the
  * NOCOMBINE bit; A6_DIAG_PRODUCER: the producer alone, the consumers handing each stage back
  * unread, version 33's diagnostic; A6_DIAG_NONE: the real kernel). */
-template <int FMT, bool PDL, int D, int PF = A33_PF_NONE, int PD = 1>
+template <int FMT, bool PDL, int D, int PF = A33_PF_NONE, int PD = 1, int PV = 30>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a, float *__restrict__ out)
 {
     extern __shared__ __align__(1024) uint8_t a30_smem_raw[];
@@ -129,9 +216,10 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
     dh_fence_proxy_async();
     __syncthreads();
     if (wg == 2) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A18_PRODUCER_REGS));
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PV == 35 ? A35_PRODUCER_REGS : A18_PRODUCER_REGS));
         if (PDL) a30_grid_wait();
-        a30_producer<FMT, PDL, PF, PD>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+        if (PV == 35 && FMT == KREF_ROW_FP8) a35_producer<PDL>(a, sbase, tid - 256, q, rb, re, ntiles, bar_full, bar_empty);
+        else a30_producer<FMT, PDL, PF, PD>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
     } else if (wg == 0) {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG0_REGS));
         if (PDL) a30_grid_wait();
@@ -144,7 +232,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
         a18_loop<FMT, 18, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<FMT>(a, out, sm, 0, tid, q, split, hb, o, m0, m1, l0, l1);
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG1_REGS));
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(PV == 35 ? A35_WG1_REGS : A18_WG1_REGS));
         if (PDL) a30_grid_wait();
         if (D == A30_DIAG_LAUNCH) return;
         a6_load_q<FMT, 256>(a, sm, tid, q, hb);
@@ -160,13 +248,13 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
 /* The main kernel of version 30 (PDL) or version 18's block (no PDL), diagnostic D, over grid
  * (splits, nq, heads / 64), one block per SM; with PDL launched with programmatic stream
  * serialization. */
-template <bool PDL, int D, int PF = A33_PF_NONE, int PD = 1>
+template <bool PDL, int D, int PF = A33_PF_NONE, int PD = 1, int PV = 30>
 static void a30_launch(const attn_args &a, float *out, cudaStream_t stream)
 {
     static bool attr_done = false;
     if (!attr_done) {
-        cudaCheck(cudaFuncSetAttribute(attn30_kernel<KREF_ROW_FP8, PDL, D, PF, PD>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
-        cudaCheck(cudaFuncSetAttribute(attn30_kernel<KREF_ROW_BF16, PDL, D, PF, PD>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn30_kernel<KREF_ROW_FP8, PDL, D, PF, PD, PV>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
+        cudaCheck(cudaFuncSetAttribute(attn30_kernel<KREF_ROW_BF16, PDL, D, PF, PD, PV>, cudaFuncAttributeMaxDynamicSharedMemorySize, A6_SMEM_BYTES));
         attr_done = true;
     }
     cudaLaunchConfig_t cfg = {};
@@ -179,8 +267,8 @@ static void a30_launch(const attn_args &a, float *out, cudaStream_t stream)
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = PDL ? 1 : 0;
-    if (a.format == KREF_ROW_FP8) cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_FP8, PDL, D, PF, PD>, a, out));
-    else cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_BF16, PDL, D, PF, PD>, a, out));
+    if (a.format == KREF_ROW_FP8) cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_FP8, PDL, D, PF, PD, PV>, a, out));
+    else cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_BF16, PDL, D, PF, PD, PV>, a, out));
     CUDA_LAUNCH_CHECK();
 }
 

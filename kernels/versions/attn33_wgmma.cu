@@ -1,6 +1,7 @@
 /* attn33_wgmma.cu: attention versions 33 (kernels/lib/attn30.cuh: version 31 with the split's rows
- * prefetched into L2 ahead of the producer's demand loads) and 34 (kernels/lib/attn23.cuh: version
- * 23 with the same prefetch), built for sm_90a; kernels/versions/attention.cu dispatches them.
+ * prefetched into L2 ahead of the producer's demand loads), 34 (kernels/lib/attn23.cuh: version
+ * 23 with the same prefetch) and 35 (version 31 with its FP8 rows read whole by warps,
+ * kernels/lib/attn30.cuh a35_producer), built for sm_90a; kernels/versions/attention.cu dispatches them.
  * The prefetch's form and distance (kernels/lib/l2prefetch.cuh) come from A33_PF=FORM:DIST, FORM
  * lines or bulk and DIST the tiles ahead of the demand loads (1, 2 or 4), or none (versions 31 and
  * 23 themselves, through this file's instances); unset: bulk:2. Version 34
@@ -64,6 +65,12 @@ void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
     const bool paired = version == 34 && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
     if (paired) sms = std::min(sms, dhk__attn23_resident_blocks(23));
     dhk__attention_splits(a, sc, sms);
+    if (version == 35) {   /* version 31 with version 35's producer (FP8 rows; BF16 rows: 31's) */
+        if (a.diag == A6_DIAG_PRODUCER) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 35>(a, out, st);
+        else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 35>(a, out, st);
+        if (a.splits > 1 && a.diag == A6_DIAG_NONE) dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st, 31);
+        return;
+    }
     if (a.diag == A6_DIAG_PRODUCER) {
         a33_producer_alone(a, out, st, a33_variant_index());
         return;
