@@ -197,7 +197,10 @@ REPLAY_C_SRC := kernels/replay/rp_host.c analysis/rcfg.c \
                 $(filter-out $(GPU_C_NEEDS_HDF5),$(call lib_src,sim) $(call lib_src,traces) $(call lib_src,common))
 REPLAY_C_OBJ := $(patsubst %.c,$(BUILD)/gpu/%.o,$(REPLAY_C_SRC))
 INIH_LIBS   := $(if $(INIH_LIB),-L$(INIH_LIB) -Xlinker -rpath -Xlinker $(INIH_LIB)) -linih
-$(BUILD)/gpu/%.o: %.c
+# Built as part of `make` or `make test`, they wait for the deps-check (which installs Random123 and
+# libinih on a fresh machine) like every other object; built by name (make bin/dhbench ...), not.
+GPU_C_ORDER := $(if $(filter-out bin/dhbench bin/dhreplay bin/dha2a,$(or $(MAKECMDGOALS),all)),deps-check)
+$(BUILD)/gpu/%.o: %.c | $(GPU_C_ORDER)
 	@mkdir -p $(dir $@)
 	$(CC) $(GPU_C_INC) $(CFLAGS) -c $< -o $@
 $(BUILD)/gpu/libreplayhost.a: $(REPLAY_C_OBJ)
