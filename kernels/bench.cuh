@@ -244,7 +244,10 @@ void attn_setup(attn_scratch &sc, size_t max_q_heads);
 void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st);
 /* Version 32 (kernels/versions/attn32_wgmma.cu; a.splits > 0: at most that many partitions). */
 void attn32_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st);
+/* Versions 33-35 (kernels/versions/attn33_wgmma.cu); attn33_check: A33_PF and diag=producer's
+ * shapes, device-free (0, or -1 after an error line). */
 void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st, int version);
+int attn33_check(int version, int format, int diag);
 /* Fetch version 2 (8 rows in flight per warp) on the given SMs, for the paths that stage
  * misses (verification); pool is a device pointer of a mapped host pool. */
 void fetch_launch(const uint8_t *pool, size_t pool_stride, const int64_t *rows, const int32_t *slots,

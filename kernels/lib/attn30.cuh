@@ -103,17 +103,6 @@ __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, ui
     }
 }
 
-/* Version 35's producer for FP8 rows (kernels/NOTES.md, "Version 35"): version 30's stages,
- * barriers and conversion, with the rows read whole by warps instead of in 32-byte pieces. Warp w
- * owns tile rows 16 w .. 16 w + 15 and reads them in 21 instructions: one per row for its 512 codes
- * (lane l the row's 16-byte chunk l: 512 contiguous bytes, ~5 lines, where an instruction of
- * version 30's producer touches 16 rows' lines, 32 bytes of each), one for the 16 rows' scales
- * (lane i < 16 row i's 16 bytes) and four for their RoPE (lanes 8 m .. 8 m + 7 the 8 chunks of the
- * m-th of four rows): 84 registers of loads, version 30's. Lane i < 16 holds row 16 w + i's id
- * (32 bits: a.src holds int32) one tile ahead; the lanes take a row's id by shuffle, and every lane
- * its scale from the lane that loaded it. Lane l converts latent chunk l of each row and stores fp16
- * chunks 2 l, 2 l + 1 (odd lane quads the second first, so a quarter warp's eight stores fall in
- * eight distinct 16-byte positions); RoPE lanes convert and store their chunk. */
 /* Row id `id` of lane src (INT_MIN: no row) as a pointer, null for no row. */
 __device__ __forceinline__ const uint8_t *a35_row(const attn_args &a, int id, int src)
 {
@@ -133,6 +122,17 @@ __device__ __forceinline__ void a35_st(uint32_t addr, uint4 v)
     asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 
+/* Version 35's producer for FP8 rows (kernels/NOTES.md, "Version 35"): version 30's stages,
+ * barriers and conversion, with the rows read whole by warps instead of in 32-byte pieces. Warp w
+ * owns tile rows 16 w .. 16 w + 15 and reads them in 21 instructions: one per row for its 512 codes
+ * (lane l the row's 16-byte chunk l: 512 contiguous bytes, ~5 lines, where an instruction of
+ * version 30's producer touches 16 rows' lines, 32 bytes of each), one for the 16 rows' scales
+ * (lane i < 16 row i's 16 bytes) and four for their RoPE (lanes 8 m .. 8 m + 7 the 8 chunks of the
+ * m-th of four rows): 84 registers of loads, version 30's. Lane i < 16 holds row 16 w + i's id
+ * (32 bits: a.src holds int32) one tile ahead; the lanes take a row's id by shuffle, and every lane
+ * its scale from the lane that loaded it. Lane l converts latent chunk l of each row and stores fp16
+ * chunks 2 l, 2 l + 1 (odd lane quads the second first, so a quarter warp's eight stores fall in
+ * eight distinct 16-byte positions); RoPE lanes convert and store their chunk. */
 template <bool PDL>
 __device__ __forceinline__ void a35_producer(const attn_args &a, uint32_t sbase, int p, int q, int rb, int re, int ntiles,
                                              uint32_t bar_full, uint32_t bar_empty)
@@ -141,8 +141,9 @@ __device__ __forceinline__ void a35_producer(const attn_args &a, uint32_t sbase,
     const int ri = 16 * w + (lane & 15);   /* the row whose id this lane holds (lanes 16-31 copy 0-15) */
     if (PDL && ntiles == 0) a30_launch_dependents();
     int next_id = ri < min(A6_N, re - rb) ? (int)attn4_row_id(a, q, rb + ri) : INT_MIN;
-    const int rm = lane >> 3, rc = lane & 7;   /* RoPE instruction k: row 4 k + rm, chunk rc */
-    const int g = lane >> 3;                   /* the scale group of latent chunk lane */
+    /* lane >> 3: the scale group of latent chunk lane, and the row (4 k + lane >> 3) of RoPE
+     * instruction k, whose chunk lane & 7 this lane reads. */
+    const int g = lane >> 3, rc = lane & 7;
     const bool swap = (lane >> 2) & 1;
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, base = rb + t * A6_N, cnt = min(A6_N, re - base);
@@ -157,7 +158,7 @@ __device__ __forceinline__ void a35_producer(const attn_args &a, uint32_t sbase,
         scl = lane < 16 && id != INT_MIN ? *(const uint4 *)(attn4_row_ptr(a, id) + KREF_LATENT) : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            const uint8_t *src = a35_row(a, id, 4 * k + rm);
+            const uint8_t *src = a35_row(a, id, 4 * k + g);
             rope[k] = src ? *(const uint4 *)(src + KREF_LATENT + 16 + 16 * rc) : make_uint4(0, 0, 0, 0);
         }
         if (PDL && t == ntiles - 1) a30_launch_dependents();
@@ -184,7 +185,7 @@ __device__ __forceinline__ void a35_producer(const attn_args &a, uint32_t sbase,
         }
         const uint32_t stage = sbase + A6_TILE_BYTES * (1 + s);
 #pragma unroll
-        for (int k = 0; k < 4; k++) a35_st(stage + a6_swz(16 * w + 4 * k + rm, 64 + rc), dh_bf16x8_to_f16(rope[k]));
+        for (int k = 0; k < 4; k++) a35_st(stage + a6_swz(16 * w + 4 * k + g, 64 + rc), dh_bf16x8_to_f16(rope[k]));
         dh_fence_proxy_async();
         dh_mbar_arrive(bar_full + 8 * s);
     }
@@ -215,10 +216,11 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
     }
     dh_fence_proxy_async();
     __syncthreads();
+    constexpr bool P35 = PV == 35 && FMT == KREF_ROW_FP8;   /* version 35's producer (BF16 rows: 30's) */
     if (wg == 2) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PV == 35 ? A35_PRODUCER_REGS : A18_PRODUCER_REGS));
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(P35 ? A35_PRODUCER_REGS : A18_PRODUCER_REGS));
         if (PDL) a30_grid_wait();
-        if (PV == 35 && FMT == KREF_ROW_FP8) a35_producer<PDL>(a, sbase, tid - 256, q, rb, re, ntiles, bar_full, bar_empty);
+        if (P35) a35_producer<PDL>(a, sbase, tid - 256, q, rb, re, ntiles, bar_full, bar_empty);
         else a30_producer<FMT, PDL, PF, PD>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
     } else if (wg == 0) {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG0_REGS));
@@ -232,7 +234,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
         a18_loop<FMT, 18, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<FMT>(a, out, sm, 0, tid, q, split, hb, o, m0, m1, l0, l1);
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(PV == 35 ? A35_WG1_REGS : A18_WG1_REGS));
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(P35 ? A35_WG1_REGS : A18_WG1_REGS));
         if (PDL) a30_grid_wait();
         if (D == A30_DIAG_LAUNCH) return;
         a6_load_q<FMT, 256>(a, sm, tid, q, hb);

@@ -1,7 +1,8 @@
 /* attn33_wgmma.cu: attention versions 33 (kernels/lib/attn30.cuh: version 31 with the split's rows
  * prefetched into L2 ahead of the producer's demand loads), 34 (kernels/lib/attn23.cuh: version
  * 23 with the same prefetch) and 35 (version 31 with its FP8 rows read whole by warps,
- * kernels/lib/attn30.cuh a35_producer), built for sm_90a; kernels/versions/attention.cu dispatches them.
+ * kernels/lib/attn30.cuh a35_producer), and version 31's producer alone (diag=producer), built
+ * for sm_90a; kernels/versions/attention.cu dispatches them.
  * The prefetch's form and distance (kernels/lib/l2prefetch.cuh) come from A33_PF=FORM:DIST, FORM
  * lines or bulk and DIST the tiles ahead of the demand loads (1, 2 or 4), or none (versions 31 and
  * 23 themselves, through this file's instances); unset: bulk:2. Version 34
@@ -22,20 +23,40 @@ static const a33_variant a33_variants[] = {
     {"bulk:2", A33_PF_BULK, 2},   {"bulk:4", A33_PF_BULK, 4},   {"none", A33_PF_NONE, 1},
 };
 
-/* The variant A33_PF names (index into a33_variants); an error line and exit on any other. */
+/* The variant A33_PF names (index into a33_variants; unset: bulk:2), or -1 after an error line. */
+static int a33_variant_parse()
+{
+    const char *e = getenv("A33_PF");
+    const char *name = e ? e : "bulk:2";
+    for (int i = 0; i < (int)(sizeof a33_variants / sizeof a33_variants[0]); i++)
+        if (strcmp(name, a33_variants[i].name) == 0) return i;
+    fprintf(stderr, "dhbench: A33_PF=%s: need lines:1, lines:2, bulk:1, bulk:2, bulk:4 or none\n", name);
+    return -1;
+}
+
+/* Variants whose producer alone (diag=producer) is built: lines:2, bulk:1, none. */
+static bool a33_producer_alone_built(int v) { return v == 1 || v == 2 || v == 5; }
+
+int attn33_check(int version, int format, int diag)
+{
+    if (version == 35) return 0;
+    const int v = a33_variant_parse();
+    if (v < 0) return -1;
+    if (diag == A6_DIAG_PRODUCER && (format != KREF_ROW_FP8 || !a33_producer_alone_built(v))) {
+        fprintf(stderr, "dhbench: attention v33 diag=producer: need format=fp8 and A33_PF lines:2, bulk:1 or none\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* The variant of this process (checked before the device by attn33_check). */
 static int a33_variant_index()
 {
     static int v = -1;
     if (v >= 0) return v;
-    const char *e = getenv("A33_PF");
-    const char *name = e ? e : "bulk:2";
-    for (int i = 0; i < (int)(sizeof a33_variants / sizeof a33_variants[0]); i++)
-        if (strcmp(name, a33_variants[i].name) == 0) v = i;
-    if (v < 0) {
-        fprintf(stderr, "dhbench: A33_PF=%s: need lines:1, lines:2, bulk:1, bulk:2, bulk:4 or none\n", name);
-        exit(1);
-    }
-    fprintf(stderr, "dhbench: attention v33/v34: prefetch %s\n", name);
+    v = a33_variant_parse();
+    if (v < 0) exit(1);
+    fprintf(stderr, "dhbench: attention v33/v34: prefetch %s\n", a33_variants[v].name);
     return v;
 }
 
@@ -51,10 +72,6 @@ static void a33_main(const attn_args &a, float *out, cudaStream_t st, bool paire
  * producer, the baseline); no combine. */
 static void a33_producer_alone(const attn_args &a, float *out, cudaStream_t st, int v)
 {
-    if (a.format != KREF_ROW_FP8 || !(v == 1 || v == 2 || v == 5)) {
-        fprintf(stderr, "dhbench: attention v33 diag=producer: FP8 rows and A33_PF lines:2, bulk:1 or none\n");
-        exit(1);
-    }
     if (v == 1) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_LINES, 2>(a, out, st);
     else if (v == 2) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_BULK, 1>(a, out, st);
     else a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1>(a, out, st);
@@ -65,6 +82,10 @@ void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
     const bool paired = version == 34 && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
     if (paired) sms = std::min(sms, dhk__attn23_resident_blocks(23));
     dhk__attention_splits(a, sc, sms);
+    if (version == 31) {   /* diag=producer: version 31's producer alone */
+        a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1>(a, out, st);
+        return;
+    }
     if (version == 35) {   /* version 31 with version 35's producer (FP8 rows; BF16 rows: 31's) */
         if (a.diag == A6_DIAG_PRODUCER) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 35>(a, out, st);
         else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 35>(a, out, st);
