@@ -51,6 +51,18 @@ __device__ __forceinline__ void a18_bar_sync(int id) { asm volatile("bar.sync %0
 __device__ __forceinline__ void a18_bar_arrive(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void a18_wg_bar() { asm volatile("bar.sync 4, 128;" ::: "memory"); }
 __device__ __forceinline__ void a18_fence_u32(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
+/* Versions 35 and 36 (rows read whole by warps, kernels/lib/attn30.cuh and attn23.cuh): row id `id`
+ * of lane src (INT_MIN: no row) as a pointer, null for no row; a 16-byte store at a 32-bit shared
+ * address. */
+__device__ __forceinline__ const uint8_t *a35_row(const attn_args &a, int id, int src)
+{
+    const int v = __shfl_sync(0xffffffffu, id, src);
+    return v == INT_MIN ? nullptr : attn4_row_ptr(a, v);
+}
+__device__ __forceinline__ void a35_st(uint32_t addr, uint4 v)
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
 /* Clusters of two blocks (versions 21, 22, kernels/lib/attn21.cuh): the shared::cluster address of
  * local address addr in block rank's shared memory, and an arrival there (release at CTA scope,
  * as version 17's). */

@@ -133,7 +133,100 @@ __device__ __forceinline__ void a23_producer(const attn_args &a, uint8_t *sm, ui
     }
 }
 
-/* Versions 23, 24: version 22's kernel (attn21.cuh, attn21_kernel with VER 22) with a23_producer. */
+/* Version 36 (kernels/NOTES.md, "Version 36"): version 23 with its rows read whole by warps, as
+ * version 35 reads them at 64 heads (kernels/lib/attn30.cuh). The ownership is 23's (warp w of rank
+ * r's block: tile rows 32 r + 8 w .. + 7, one 1 KB run in each 64-column block, copied to the peer
+ * by lane 0 as in version 23); the loads are 11 instructions per tile, as 23's, but each touches
+ * one row or, for the scales and RoPE, eight whole 16- or 128-byte pieces: lat[i] is row i's 512
+ * codes (lane l its 16-byte chunk l), rope[k] rows 4 k .. 4 k + 3 (lanes 8 m .. 8 m + 7 row
+ * 4 k + m's eight chunks), sc lane l's one float, the scale of row l >> 2 and group l & 3. Lane
+ * i < 8 of the ids holds row i's (lanes 8-31 a copy of lane l & 7's). */
+struct a36_rowset {
+    uint4 lat[8], rope[2];
+    float sc;
+};
+
+template <int DIAG>
+__device__ __forceinline__ void a36_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb, int re,
+                                             int ntiles, uint32_t rank)
+{
+    if (DIAG == A6_DIAG_CONSUMERS) {
+        a14_producer<DIAG, false, true>(a, sm, sbase, p, q, rb, re, ntiles, rank);
+        return;
+    }
+    const int w = p >> 5, lane = p & 31;
+    const int jr0 = 32 * (int)rank + 8 * w, g = lane >> 3, rc = lane & 7;
+    const bool swap = (lane >> 2) & 1;
+    const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
+    const uint32_t peer = rank ^ 1u, peer_full = a14_mapa(bar_full, peer), peer_sm = a14_mapa(sbase, peer);
+    auto row_id = [&](int t) {
+        const int idx = rb + t * A6_N + jr0 + rc;
+        return t < ntiles && idx < re ? (int)attn4_row_id(a, q, idx) : INT_MIN;
+    };
+    auto load = [&](a36_rowset &r, int id) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint8_t *src = a35_row(a, id, i);
+            r.lat[i] = src ? *(const uint4 *)(src + 16 * lane) : make_uint4(0, 0, 0, 0);
+        }
+        const uint8_t *srs = a35_row(a, id, lane >> 2);
+        r.sc = srs ? *(const float *)(srs + KREF_LATENT + 4 * (lane & 3)) : 0.f;
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const uint8_t *src = a35_row(a, id, 4 * k + g);
+            r.rope[k] = src ? *(const uint4 *)(src + KREF_LATENT + 16 + 16 * rc) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    auto fill = [&](const a36_rowset &r, int t) {
+        const int s = t & 1;
+        if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+        if (p == 0) a14_expect_tx(bar_full + 8 * s, A14_PEER_BYTES);
+        const uint32_t st_off = A6_TILE_BYTES * (1 + s), run = st_off + (uint32_t)jr0 * 128, pbar = peer_full + 8 * s;
+        /* a6_swz(jr0 + i, c) for fp16 chunk c = 2 lane + e: block lane >> 2, position ((2 lane + e) & 7) ^ i
+         * (jr0 is a multiple of 8); odd lane quads store their second chunk first, so that each
+         * quarter warp's eight stores fall in eight distinct 16-byte positions (version 35's order). */
+        uint32_t st0 = sbase + st_off + (lane >> 2) * A6_BLOCK_BYTES + (uint32_t)jr0 * 128;
+        uint32_t p0 = ((2 * lane + (swap ? 1 : 0)) & 7) << 4, p1 = ((2 * lane + (swap ? 0 : 1)) & 7) << 4;
+        a18_fence_u32(st0);
+        a18_fence_u32(p0);
+        a18_fence_u32(p1);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float sc = __shfl_sync(0xffffffffu, r.sc, 4 * i + g);
+            uint4 h[2];
+            dh_fp8x16_to_f16(r.lat[i], __float2half2_rn(sc), h);
+            a35_st(st0 + i * 128 + (p0 ^ (i << 4)), swap ? h[1] : h[0]);
+            a35_st(st0 + i * 128 + (p1 ^ (i << 4)), swap ? h[0] : h[1]);
+        }
+#pragma unroll
+        for (int k = 0; k < 2; k++) a35_st(sbase + st_off + a6_swz(jr0 + 4 * k + g, 64 + rc), dh_bf16x8_to_f16(r.rope[k]));
+        dh_fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) {
+#pragma unroll
+            for (int cb = 0; cb < 9; cb++)
+                a23_bulk_to_peer(peer_sm + run + cb * A6_BLOCK_BYTES, sbase + run + cb * A6_BLOCK_BYTES, 1024, pbar);
+        }
+        dh_mbar_arrive(bar_full + 8 * s);
+    };
+    /* Version 23's pipeline: two tiles' loads over register sets A and B. */
+    a36_rowset A, B;
+    if (ntiles > 0) load(A, row_id(0));
+    int id_odd = row_id(1);
+#pragma unroll 1
+    for (int t = 0; t < ntiles; t += 2) {
+        const int id_even = row_id(t + 2);
+        if (t + 1 < ntiles) load(B, id_odd);
+        fill(A, t);
+        if (t + 1 >= ntiles) break;
+        id_odd = row_id(t + 3);
+        if (t + 2 < ntiles) load(A, id_even);
+        fill(B, t + 1);
+    }
+}
+
+/* Versions 23, 24 and 36: version 22's kernel (attn21.cuh, attn21_kernel with VER 22) with a23_producer
+ * (36: a36_producer). */
 template <int DIAG, int VER, int PF = A33_PF_NONE, int PD = 1>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn23_kernel(const attn_args a, float *__restrict__ out)
 {
@@ -157,7 +250,8 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn23_kernel(const attn_args a
     a14_cluster_sync();
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(A23_PRODUCER_REGS));
-        a23_producer<DIAG, VER, PF, PD>(a, sm, sbase, tid - 256, q, rb, re, ntiles, rank);
+        if (VER == 36) a36_producer<DIAG>(a, sm, sbase, tid - 256, q, rb, re, ntiles, rank);
+        else a23_producer<DIAG, VER, PF, PD>(a, sm, sbase, tid - 256, q, rb, re, ntiles, rank);
     } else if (wg == 0) {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A23_WG0_REGS));
         a6_load_q<KREF_ROW_FP8, 256>(a, sm, tid, q, hb);

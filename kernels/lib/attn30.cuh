@@ -103,24 +103,12 @@ __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, ui
     }
 }
 
-/* Row id `id` of lane src (INT_MIN: no row) as a pointer, null for no row. */
-__device__ __forceinline__ const uint8_t *a35_row(const attn_args &a, int id, int src)
-{
-    const int v = __shfl_sync(0xffffffffu, id, src);
-    return v == INT_MIN ? nullptr : attn4_row_ptr(a, v);
-}
-
 /* Version 35's setmaxnreg split, version 23's (warpgroup 0 208, warpgroup 1 168, producer 128): at
  * 18's 120 this producer spills 28 B (its loads are 84 registers, version 30's, beside its shuffled
  * ids and scales). */
 #define A35_PRODUCER_REGS 128
 #define A35_WG1_REGS 168
 static_assert(A18_WG0_REGS + A35_WG1_REGS + A35_PRODUCER_REGS == 504, "setmaxnreg counts must add up to 3 x 168");
-
-__device__ __forceinline__ void a35_st(uint32_t addr, uint4 v)
-{
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
 
 /* Version 35's producer for FP8 rows (kernels/NOTES.md, "Version 35"): version 30's stages,
  * barriers and conversion, with the rows read whole by warps instead of in 32-byte pieces. Warp w

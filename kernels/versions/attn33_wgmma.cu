@@ -1,7 +1,9 @@
 /* attn33_wgmma.cu: attention versions 33 (kernels/lib/attn30.cuh: version 31 with the split's rows
  * prefetched into L2 ahead of the producer's demand loads), 34 (kernels/lib/attn23.cuh: version
- * 23 with the same prefetch) and 35 (version 31 with its FP8 rows read whole by warps,
- * kernels/lib/attn30.cuh a35_producer), and version 31's producer alone (diag=producer), built
+ * 23 with the same prefetch), 35 (version 31 with its FP8 rows read whole by warps,
+ * kernels/lib/attn30.cuh a35_producer), 36 (version 23 with its rows read whole by warps,
+ * kernels/lib/attn23.cuh a36_producer; 23's shapes, version 31 elsewhere) and version 31's
+ * producer alone (diag=producer), built
  * for sm_90a; kernels/versions/attention.cu dispatches them.
  * The prefetch's form and distance (kernels/lib/l2prefetch.cuh) come from A33_PF=FORM:DIST, FORM
  * lines or bulk and DIST the tiles ahead of the demand loads (1, 2 or 4), or none (versions 31 and
@@ -40,6 +42,13 @@ static bool a33_producer_alone_built(int v) { return v == 1 || v == 2 || v == 5;
 int attn33_check(int version, int format, int diag)
 {
     if (version == 35) return 0;
+    if (version == 36) {
+        if (diag == A6_DIAG_PRODUCER && format != KREF_ROW_FP8) {
+            fprintf(stderr, "dhbench: attention v36 diag=producer: need format=fp8\n");
+            return -1;
+        }
+        return 0;
+    }
     const int v = a33_variant_parse();
     if (v < 0) return -1;
     if (diag == A6_DIAG_PRODUCER && (format != KREF_ROW_FP8 || !a33_producer_alone_built(v))) {
@@ -79,7 +88,7 @@ static void a33_producer_alone(const attn_args &a, float *out, cudaStream_t st, 
 
 void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st, int version)
 {
-    const bool paired = version == 34 && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
+    const bool paired = (version == 34 || version == 36) && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
     if (paired) sms = std::min(sms, dhk__attn23_resident_blocks(23));
     dhk__attention_splits(a, sc, sms);
     if (version == 31) {   /* diag=producer: version 31's producer alone */
@@ -90,6 +99,18 @@ void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
         if (a.diag == A6_DIAG_PRODUCER) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 35>(a, out, st);
         else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 35>(a, out, st);
         if (a.splits > 1 && a.diag == A6_DIAG_NONE) dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st, 31);
+        return;
+    }
+    if (version == 36) {   /* version 23 with version 36's producer; other shapes: version 31 */
+        if (!paired) {
+            if (a.diag == A6_DIAG_PRODUCER) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1>(a, out, st);
+            else a33_main<A33_PF_NONE, 1>(a, out, st, false);
+            if (a.splits > 1 && a.diag == A6_DIAG_NONE) dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st, 31);
+        } else {
+            if (a.diag == A6_DIAG_PRODUCER) a23_launch<A6_DIAG_PRODUCER, 36>(a, out, st);
+            else a23_launch<A6_DIAG_NONE, 36>(a, out, st);
+            if (a.splits > 1 && a.diag == A6_DIAG_NONE) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
+        }
         return;
     }
     if (a.diag == A6_DIAG_PRODUCER) {
