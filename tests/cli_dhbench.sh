@@ -35,19 +35,20 @@ bad attn_diag_name "diag=bogus" --kernel attention version=8 diag=bogus
 bad attn_diag_version "diag=producer: need" --kernel attention version=6 diag=producer
 bad attn_diag_qhi_version "diag=qhi: need" --kernel attention version=10 diag=qhi
 bad attn_format "format 'fp4'" --kernel attention format=fp8,fp4
-# Versions 33-35 (kernels/versions/attn33_wgmma.cu): the prefetch variant A33_PF and the shapes of
+# Versions 33-36 (kernels/versions/attn33_wgmma.cu): the prefetch variant A33_PF and the shapes of
 # their producer alone, checked before the device; the other versions ignore A33_PF.
 (export A33_PF=bulk:3; bad attn33_pf_name "A33_PF=bulk:3: need" --kernel attention version=33)
 (export A33_PF=bulk:3; bad verify33_pf_name "A33_PF=bulk:3: need" --kernel verify version=34)
 (export A33_PF=bulk:2; bad attn33_producer_variant "v33 diag=producer: need" --kernel attention version=33 diag=producer)
 (export A33_PF=none; bad attn33_producer_bf16 "v33 diag=producer: need" --kernel attention version=33 diag=producer format=bf16)
 bad attn34_producer "diag=producer" --kernel attention version=34 diag=producer
-for v in 31 35; do
+bad attn36_producer_bf16 "v36 diag=producer: need format=fp8" --kernel attention version=36 diag=producer format=bf16
+for v in 31 35 36; do
   if A33_PF=bulk:3 $bin --kernel attention version=$v diag=none --check-only >/dev/null 2>&1; then echo "PASS attn${v}_ignores_a33_pf"
   else echo "FAIL attn${v}_ignores_a33_pf"; fi
 done
-if A33_PF=none $bin --kernel attention version=31,33,35 diag=producer --check-only >/dev/null 2>&1; then echo "PASS attn31_33_35_producer_ok"
-else echo "FAIL attn31_33_35_producer_ok"; fi
+if A33_PF=none $bin --kernel attention version=31,33,35,36 diag=producer --check-only >/dev/null 2>&1; then echo "PASS attn31_33_35_36_producer_ok"
+else echo "FAIL attn31_33_35_36_producer_ok"; fi
 bad verify_version "verify: version 0" --kernel verify version=0
 bad ring_version "ring: version $apast" --kernel ring version=$apast
 bad not_integer "version=x is not an integer" --kernel attention version=x
