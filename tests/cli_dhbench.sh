@@ -47,6 +47,9 @@ for v in 31 35 36; do
   if A33_PF=bulk:3 $bin --kernel attention version=$v diag=none --check-only >/dev/null 2>&1; then echo "PASS attn${v}_ignores_a33_pf"
   else echo "FAIL attn${v}_ignores_a33_pf"; fi
 done
+# Versions 35 and 36's latent stores against the stage's layout (a6_swz), checked on the host.
+if $bin --kernel attention version=35,36 --check-only >/dev/null 2>"$tmp/err"; then echo "PASS attn35_36_store_layout"
+else echo "FAIL attn35_36_store_layout ($(head -c 200 "$tmp/err"))"; fi
 if A33_PF=none $bin --kernel attention version=31,33,35,36 diag=producer --check-only >/dev/null 2>&1; then echo "PASS attn31_33_35_36_producer_ok"
 else echo "FAIL attn31_33_35_36_producer_ok"; fi
 bad verify_version "verify: version 0" --kernel verify version=0

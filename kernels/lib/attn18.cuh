@@ -63,6 +63,43 @@ __device__ __forceinline__ void a35_st(uint32_t addr, uint4 v)
 {
     asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
+/* Versions 35 and 36: lane `lane`'s stores of a warp's rows row0 + i (row0 a multiple of 8) into the
+ * swizzled stage at shared address stage, fp16 latent chunks 2 lane and 2 lane + 1 of each row.
+ * a6_swz(row0 + i, 2 lane + e) is column block lane >> 2 and position ((2 lane + e) & 7) ^ (i & 7),
+ * so a lane's two positions are computed once per tile and each row's are an XOR with an immediate;
+ * odd lane quads store their second chunk first (a35_swap), so that each quarter warp's eight stores
+ * of a row fall in eight distinct 16-byte positions (no bank conflict). at(i, 0) takes chunk
+ * 2 lane + a35_swap(lane), at(i, 1) the other; attn33_check (kernels/versions/attn33_wgmma.cu)
+ * checks both against a6_swz and the positions' distinctness on the host. The swap is the caller's
+ * (computed once, outside the tiles' loop: as a member of this struct ptxas spills 20 B more in
+ * version 35). */
+__host__ __device__ __forceinline__ bool a35_swap(int lane) { return (lane >> 2) & 1; }
+struct a35_rows {
+    uint32_t st0, p0, p1;
+    __host__ __device__ a35_rows(uint32_t stage, int row0, int lane)
+    {
+        const bool swap = a35_swap(lane);
+        st0 = stage + (uint32_t)(lane >> 2) * A6_BLOCK_BYTES + (uint32_t)row0 * 128;
+        p0 = (uint32_t)((2 * lane + (swap ? 1 : 0)) & 7) << 4;
+        p1 = (uint32_t)((2 * lane + (swap ? 0 : 1)) & 7) << 4;
+    }
+    __host__ __device__ uint32_t at(int i, int second) const { return st0 + i * 128 + ((second ? p1 : p0) ^ ((i & 7) << 4)); }
+    /* Kept opaque per tile, so that the compiler does not hold one address per row across the loop. */
+    __device__ __forceinline__ void opaque()
+    {
+        a18_fence_u32(st0);
+        a18_fence_u32(p0);
+        a18_fence_u32(p1);
+    }
+    /* Row row0 + i's 16 codes of this lane, times scale, as fp16; swap = a35_swap(lane). */
+    __device__ __forceinline__ void put(int i, uint4 codes, float scale, bool swap) const
+    {
+        uint4 h[2];
+        dh_fp8x16_to_f16(codes, __float2half2_rn(scale), h);
+        a35_st(at(i, 0), swap ? h[1] : h[0]);
+        a35_st(at(i, 1), swap ? h[0] : h[1]);
+    }
+};
 /* Clusters of two blocks (versions 21, 22, kernels/lib/attn21.cuh): the shared::cluster address of
  * local address addr in block rank's shared memory, and an arrival there (release at CTA scope,
  * as version 17's). */

@@ -156,7 +156,7 @@ __device__ __forceinline__ void a36_producer(const attn_args &a, uint8_t *sm, ui
     }
     const int w = p >> 5, lane = p & 31;
     const int jr0 = 32 * (int)rank + 8 * w, g = lane >> 3, rc = lane & 7;
-    const bool swap = (lane >> 2) & 1;
+    const bool swap = a35_swap(lane);
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
     const uint32_t peer = rank ^ 1u, peer_full = a14_mapa(bar_full, peer), peer_sm = a14_mapa(sbase, peer);
     auto row_id = [&](int t) {
@@ -182,22 +182,10 @@ __device__ __forceinline__ void a36_producer(const attn_args &a, uint8_t *sm, ui
         if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
         if (p == 0) a14_expect_tx(bar_full + 8 * s, A14_PEER_BYTES);
         const uint32_t st_off = A6_TILE_BYTES * (1 + s), run = st_off + (uint32_t)jr0 * 128, pbar = peer_full + 8 * s;
-        /* a6_swz(jr0 + i, c) for fp16 chunk c = 2 lane + e: block lane >> 2, position ((2 lane + e) & 7) ^ i
-         * (jr0 is a multiple of 8); odd lane quads store their second chunk first, so that each
-         * quarter warp's eight stores fall in eight distinct 16-byte positions (version 35's order). */
-        uint32_t st0 = sbase + st_off + (lane >> 2) * A6_BLOCK_BYTES + (uint32_t)jr0 * 128;
-        uint32_t p0 = ((2 * lane + (swap ? 1 : 0)) & 7) << 4, p1 = ((2 * lane + (swap ? 0 : 1)) & 7) << 4;
-        a18_fence_u32(st0);
-        a18_fence_u32(p0);
-        a18_fence_u32(p1);
+        a35_rows rows(sbase + st_off, jr0, lane);   /* version 35's conflict-free stores (attn18.cuh) */
+        rows.opaque();
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const float sc = __shfl_sync(0xffffffffu, r.sc, 4 * i + g);
-            uint4 h[2];
-            dh_fp8x16_to_f16(r.lat[i], __float2half2_rn(sc), h);
-            a35_st(st0 + i * 128 + (p0 ^ (i << 4)), swap ? h[1] : h[0]);
-            a35_st(st0 + i * 128 + (p1 ^ (i << 4)), swap ? h[0] : h[1]);
-        }
+        for (int i = 0; i < 8; i++) rows.put(i, r.lat[i], __shfl_sync(0xffffffffu, r.sc, 4 * i + g), swap);
 #pragma unroll
         for (int k = 0; k < 2; k++) a35_st(sbase + st_off + a6_swz(jr0 + 4 * k + g, 64 + rc), dh_bf16x8_to_f16(r.rope[k]));
         dh_fence_proxy_async();

@@ -132,7 +132,7 @@ __device__ __forceinline__ void a35_producer(const attn_args &a, uint32_t sbase,
     /* lane >> 3: the scale group of latent chunk lane, and the row (4 k + lane >> 3) of RoPE
      * instruction k, whose chunk lane & 7 this lane reads. */
     const int g = lane >> 3, rc = lane & 7;
-    const bool swap = (lane >> 2) & 1;
+    const bool swap = a35_swap(lane);
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, base = rb + t * A6_N, cnt = min(A6_N, re - base);
         const int id = ri < cnt ? next_id : INT_MIN;
@@ -151,25 +151,15 @@ __device__ __forceinline__ void a35_producer(const attn_args &a, uint32_t sbase,
         }
         if (PDL && t == ntiles - 1) a30_launch_dependents();
         if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
-        /* a6_swz(16 w + i, c) = (c >> 3) * A6_BLOCK_BYTES + (16 w + i) * 128 + (((c & 7) ^ (i & 7)) << 4)
-         * for c = 2 lane + e: the lane's two positions, XORed with row i's (an immediate) per store;
-         * kept opaque per tile so that the compiler does not hold 32 addresses across the loop. */
-        uint32_t st0 = sbase + A6_TILE_BYTES * (1 + s) + (lane >> 2) * A6_BLOCK_BYTES + 16 * w * 128;
-        uint32_t p0 = ((2 * lane + (swap ? 1 : 0)) & 7) << 4, p1 = ((2 * lane + (swap ? 0 : 1)) & 7) << 4;
-        a18_fence_u32(st0);
-        a18_fence_u32(p0);
-        a18_fence_u32(p1);
+        a35_rows rows(sbase + A6_TILE_BYTES * (1 + s), 16 * w, lane);
+        rows.opaque();
 #pragma unroll
         for (int i = 0; i < 16; i++) {
             const float s0 = __shfl_sync(0xffffffffu, __uint_as_float(scl.x), i);
             const float s1 = __shfl_sync(0xffffffffu, __uint_as_float(scl.y), i);
             const float s2 = __shfl_sync(0xffffffffu, __uint_as_float(scl.z), i);
             const float s3 = __shfl_sync(0xffffffffu, __uint_as_float(scl.w), i);
-            const float sc = g == 0 ? s0 : g == 1 ? s1 : g == 2 ? s2 : s3;
-            uint4 h[2];
-            dh_fp8x16_to_f16(lat[i], __float2half2_rn(sc), h);
-            a35_st(st0 + i * 128 + (p0 ^ ((i & 7) << 4)), swap ? h[1] : h[0]);
-            a35_st(st0 + i * 128 + (p1 ^ ((i & 7) << 4)), swap ? h[0] : h[1]);
+            rows.put(i, lat[i], g == 0 ? s0 : g == 1 ? s1 : g == 2 ? s2 : s3, swap);
         }
         const uint32_t stage = sbase + A6_TILE_BYTES * (1 + s);
 #pragma unroll

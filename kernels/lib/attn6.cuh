@@ -93,7 +93,7 @@ __device__ __forceinline__ uint4 a6_ld_row16(const uint8_t *p)
 /* Byte offset of 16-byte chunk c (columns 8c .. 8c+7) of row r in a 64-row tile: column block
  * c / 8 at 8 KB each, rows of 128 B, chunk position XOR-ed with r % 8 (the 128-byte swizzle,
  * whose pattern repeats every 1024 B: every tile starts on a 1024-byte boundary). */
-__device__ __forceinline__ uint32_t a6_swz(int r, int c)
+__host__ __device__ __forceinline__ uint32_t a6_swz(int r, int c)
 {
     return (uint32_t)((c >> 3) * A6_BLOCK_BYTES + r * 128 + (((c & 7) ^ (r & 7)) << 4));
 }

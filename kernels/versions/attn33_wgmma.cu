@@ -11,6 +11,7 @@
  * runs on FP8 rows with an even number of 64-head groups (23's shapes), version 33 elsewhere. */
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "kernels/bench.cuh"
 #include "kernels/lib/attn30.cuh"
@@ -39,8 +40,51 @@ static int a33_variant_parse()
 /* Variants whose producer alone (diag=producer) is built: lines:2, bulk:1, none. */
 static bool a33_producer_alone_built(int v) { return v == 1 || v == 2 || v == 5; }
 
+/* Versions 35 and 36's latent stores (a35_rows, kernels/lib/attn18.cuh) against a6_swz, the plain
+ * form of the stage's layout: each lane's two stores of each row of its warp at the offset a6_swz
+ * gives the chunk, each quarter warp's eight stores of a row in eight distinct 16-byte positions
+ * of 128 bytes (no bank conflict), and a whole tile's 64 rows x 64 latent chunks written exactly
+ * once. Version 35: four warps of 16 rows; 36: eight warps of 8 (two blocks of four, rows
+ * 32 r + 8 w). 0, or -1 after an error line. */
+static int a35_layout_check(int version)
+{
+    const int rows = version == 35 ? 16 : 8;
+    std::vector<int> hits(64 * 64, 0);
+    for (int row0 = 0; row0 < 64; row0 += rows)
+        for (int i = 0; i < rows; i++)
+            for (int e = 0; e < 2; e++)
+                for (int quarter = 0; quarter < 4; quarter++) {
+                    unsigned pos = 0;
+                    for (int lane = 8 * quarter; lane < 8 * quarter + 8; lane++) {
+                        const a35_rows r(0, row0, lane);
+                        const int c = 2 * lane + (e ^ (a35_swap(lane) ? 1 : 0));
+                        const uint32_t got = r.at(i, e), want = a6_swz(row0 + i, c);
+                        if (got != want) {
+                            fprintf(stderr, "dhbench: attention v%d: lane %d stores row %d chunk %d at %u, the stage's layout has it at %u\n",
+                                    version, lane, row0 + i, c, got, want);
+                            return -1;
+                        }
+                        hits[(row0 + i) * 64 + c]++;
+                        pos |= 1u << ((got >> 4) & 7);
+                    }
+                    if (pos != 0xffu) {
+                        fprintf(stderr, "dhbench: attention v%d: row %d, store %d of lanes %d-%d: bank conflict (16-byte positions 0x%02x)\n",
+                                version, row0 + i, e, 8 * quarter, 8 * quarter + 7, pos);
+                        return -1;
+                    }
+                }
+    for (int j = 0; j < 64 * 64; j++)
+        if (hits[j] != 1) {
+            fprintf(stderr, "dhbench: attention v%d: row %d chunk %d written %d times in a tile\n", version, j / 64, j % 64, hits[j]);
+            return -1;
+        }
+    return 0;
+}
+
 int attn33_check(int version, int format, int diag)
 {
+    if (version == 35 || version == 36)
+        if (a35_layout_check(version) < 0) return -1;
     if (version == 35) return 0;
     if (version == 36) {
         if (diag == A6_DIAG_PRODUCER && format != KREF_ROW_FP8) {
