@@ -83,11 +83,9 @@ static int a35_layout_check(int version)
 
 int attn33_check(int version, int format, int diag)
 {
-    if (version == 35 || version == 36)
+    if (version == 35 || version == 36) {   /* no prefetch variant; 35's producer alone runs 31's on BF16 rows */
         if (a35_layout_check(version) < 0) return -1;
-    if (version == 35) return 0;
-    if (version == 36) {
-        if (diag == A6_DIAG_PRODUCER && format != KREF_ROW_FP8) {
+        if (version == 36 && diag == A6_DIAG_PRODUCER && format != KREF_ROW_FP8) {
             fprintf(stderr, "dhbench: attention v36 diag=producer: need format=fp8\n");
             return -1;
         }
@@ -135,40 +133,29 @@ void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
     const bool paired = (version == 34 || version == 36) && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
     if (paired) sms = std::min(sms, dhk__attn23_resident_blocks(23));
     dhk__attention_splits(a, sc, sms);
-    if (version == 31) {   /* diag=producer: version 31's producer alone */
-        a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1>(a, out, st);
-        return;
-    }
-    if (version == 35) {   /* version 31 with version 35's producer (FP8 rows; BF16 rows: 31's) */
-        if (a.diag == A6_DIAG_PRODUCER) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 35>(a, out, st);
+    const bool producer = a.diag == A6_DIAG_PRODUCER;
+    if (version == 31 || (version == 36 && !paired)) {   /* 31: its producer alone (diag=producer); 36 off 23's shapes: 31 */
+        if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1>(a, out, st);
+        else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1>(a, out, st);
+    } else if (version == 35) {   /* version 31 with version 35's producer (FP8 rows; BF16 rows: 31's) */
+        if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 35>(a, out, st);
         else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 35>(a, out, st);
-        if (a.splits > 1 && a.diag == A6_DIAG_NONE) dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st, 31);
-        return;
-    }
-    if (version == 36) {   /* version 23 with version 36's producer; other shapes: version 31 */
-        if (!paired) {
-            if (a.diag == A6_DIAG_PRODUCER) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1>(a, out, st);
-            else a33_main<A33_PF_NONE, 1>(a, out, st, false);
-            if (a.splits > 1 && a.diag == A6_DIAG_NONE) dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st, 31);
-        } else {
-            if (a.diag == A6_DIAG_PRODUCER) a23_launch<A6_DIAG_PRODUCER, 36>(a, out, st);
-            else a23_launch<A6_DIAG_NONE, 36>(a, out, st);
-            if (a.splits > 1 && a.diag == A6_DIAG_NONE) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
-        }
-        return;
-    }
-    if (a.diag == A6_DIAG_PRODUCER) {
+    } else if (version == 36) {   /* version 23 with version 36's producer */
+        if (producer) a23_launch<A6_DIAG_PRODUCER, 36>(a, out, st);
+        else a23_launch<A6_DIAG_NONE, 36>(a, out, st);
+    } else if (producer) {
         a33_producer_alone(a, out, st, a33_variant_index());
-        return;
+    } else {
+        switch (a33_variant_index()) {
+        case 0: a33_main<A33_PF_LINES, 1>(a, out, st, paired); break;
+        case 1: a33_main<A33_PF_LINES, 2>(a, out, st, paired); break;
+        case 2: a33_main<A33_PF_BULK, 1>(a, out, st, paired); break;
+        case 3: a33_main<A33_PF_BULK, 2>(a, out, st, paired); break;
+        case 4: a33_main<A33_PF_BULK, 4>(a, out, st, paired); break;
+        default: a33_main<A33_PF_NONE, 1>(a, out, st, paired); break;
+        }
     }
-    switch (a33_variant_index()) {
-    case 0: a33_main<A33_PF_LINES, 1>(a, out, st, paired); break;
-    case 1: a33_main<A33_PF_LINES, 2>(a, out, st, paired); break;
-    case 2: a33_main<A33_PF_BULK, 1>(a, out, st, paired); break;
-    case 3: a33_main<A33_PF_BULK, 2>(a, out, st, paired); break;
-    case 4: a33_main<A33_PF_BULK, 4>(a, out, st, paired); break;
-    default: a33_main<A33_PF_NONE, 1>(a, out, st, paired); break;
-    }
-    if (a.splits > 1 && paired) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
-    else if (a.splits > 1) dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st, 31);
+    if (producer || a.splits <= 1) return;   /* the producer alone writes nothing to combine */
+    if (paired) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st);
+    else dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, st, 31);
 }
