@@ -43,7 +43,8 @@ bad attn_format "format 'fp4'" --kernel attention format=fp8,fp4
 (export A33_PF=none; bad attn33_producer_bf16 "v33 diag=producer: need" --kernel attention version=33 diag=producer format=bf16)
 bad attn34_producer "diag=producer" --kernel attention version=34 diag=producer
 bad attn36_producer_bf16 "v36 diag=producer: need format=fp8" --kernel attention version=36 diag=producer format=bf16
-for v in 31 35 36; do
+bad attn37_producer "diag=producer" --kernel attention version=37 diag=producer
+for v in 31 35 36 37 38; do
   if A33_PF=bulk:3 $bin --kernel attention version=$v diag=none --check-only >/dev/null 2>&1; then echo "PASS attn${v}_ignores_a33_pf"
   else echo "FAIL attn${v}_ignores_a33_pf"; fi
 done

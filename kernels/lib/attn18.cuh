@@ -51,6 +51,34 @@ __device__ __forceinline__ void a18_bar_sync(int id) { asm volatile("bar.sync %0
 __device__ __forceinline__ void a18_bar_arrive(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void a18_wg_bar() { asm volatile("bar.sync 4, 128;" ::: "memory"); }
 __device__ __forceinline__ void a18_fence_u32(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
+/* Version 37's consumers (a18_loop with V 37, kernels/NOTES.md "Version 37"): a wgmma descriptor
+ * as its two 32-bit halves, so that a step inside the operand adds a constant to the low half only
+ * (the 14-bit start-address field, (addr & 0x3FFFF) >> 4, does not carry into the leading offset
+ * for any shared-memory address); exp2 on the special-function unit alone (ex2.approx.ftz: exp2f's
+ * fix-up of subnormal results, three instructions, goes); and the rescale threshold: the running
+ * maximum of a warp's rows moves only when some row's new maximum exceeds it by more than
+ * A37_RESCALE (log2 units), so P stays below 2^A37_RESCALE (256: exact enough in fp16 and bf16)
+ * and the rescaling of O is skipped for the tiles where no row of the warp moved (FlashAttention
+ * 4's conditional rescaling). The result is the same softmax: O, l and m are kept relative to the
+ * same (possibly stale) maximum. */
+#define A37_RESCALE 8.0f
+__device__ __forceinline__ uint32_t a37_desc_lo(uint32_t addr, uint32_t lbo)
+{
+    return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) & 0x3FFF) << 16;
+}
+__device__ __forceinline__ uint32_t a37_desc_hi(uint32_t sbo) { return ((sbo >> 4) & 0x3FFF) | 1u << 30; }
+__device__ __forceinline__ uint64_t a37_desc(uint32_t lo, uint32_t hi)
+{
+    uint64_t d;
+    asm("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo), "r"(hi));
+    return d;
+}
+__device__ __forceinline__ float a37_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 /* Versions 35 and 36 (rows read whole by warps, kernels/lib/attn30.cuh and attn23.cuh): row id `id`
  * of lane src (INT_MIN: no row) as a pointer, null for no row; a 16-byte store at a 32-bit shared
  * address. */
@@ -286,6 +314,7 @@ __device__ __forceinline__ void a18_loop(const attn_args &a, uint8_t *sm, uint32
                                          int ntiles, float (&o)[128], float &m0, float &m1, float &l0, float &l1)
 {
     constexpr bool RS = V != 19;
+    constexpr bool LEAN = V == 37;   /* version 37's consumers (a37_desc, a37_ex2, A37_RESCALE) */
     const uint32_t sQ = sbase, sK = sbase + A6_TILE_BYTES, sP = sbase + A6_P_OFF;
     float *alpha = (float *)(sm + A6_RED_OFF);
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
@@ -317,53 +346,105 @@ __device__ __forceinline__ void a18_loop(const attn_args &a, uint8_t *sm, uint32
 #pragma unroll
                 for (int i = 0; i < 32; i++) dh_fence_reg(sc[i]);
                 dh_wgmma_fence();
+                if (LEAN) {
+                    const uint32_t qlo = a37_desc_lo(sQ, 16), klo = a37_desc_lo(stage, 16), hi = a37_desc_hi(1024);
 #pragma unroll
-                for (int ks = 0; ks < 36; ks++) {
-                    const uint32_t off = (ks >> 2) * A6_BLOCK_BYTES + (ks & 3) * 32;
-                    a18_ops<FMT>::mma_s(sc, dh_wgmma_desc(sQ + off, 16, 1024), dh_wgmma_desc(stage + off, 16, 1024), ks > 0);
+                    for (int ks = 0; ks < 36; ks++) {
+                        const uint32_t off = ((ks >> 2) * A6_BLOCK_BYTES + (ks & 3) * 32) >> 4;
+                        a18_ops<FMT>::mma_s(sc, a37_desc(qlo + off, hi), a37_desc(klo + off, hi), ks > 0);
+                    }
+                } else {
+#pragma unroll
+                    for (int ks = 0; ks < 36; ks++) {
+                        const uint32_t off = (ks >> 2) * A6_BLOCK_BYTES + (ks & 3) * 32;
+                        a18_ops<FMT>::mma_s(sc, dh_wgmma_desc(sQ + off, 16, 1024), dh_wgmma_desc(stage + off, 16, 1024), ks > 0);
+                    }
                 }
                 dh_wgmma_commit();
                 dh_wgmma_wait0();
 #pragma unroll
                 for (int i = 0; i < 32; i++) dh_fence_reg(sc[i]);
                 /* The online softmax of the whole tile (log2 domain; columns past cnt masked). */
-                float mx0 = -INFINITY, mx1 = -INFINITY;
+                float mx0 = -INFINITY, mx1 = -INFINITY, al0, al1;
+                bool up = true;   /* this warp's rows rescaled (version 37: only past A37_RESCALE) */
+                uint32_t pa[16];
+                float ps0 = 0.f, ps1 = 0.f;
+                if (LEAN) {
+                    /* Raw scores: masked (last tile only) and maximised unscaled, scaled in the
+                     * exponent's fma (sscale > 0). */
+                    if (cnt < A6_N) {
 #pragma unroll
-                for (int i = 0; i < 32; i++) {
-                    const int col = 8 * (i >> 2) + 2 * qd + (i & 1);
-                    const float v = col < cnt ? sc[i] * sscale : -INFINITY;
-                    sc[i] = v;
-                    if (i & 2) mx1 = fmaxf(mx1, v);
-                    else mx0 = fmaxf(mx0, v);
+                        for (int i = 0; i < 32; i++)
+                            if (8 * (i >> 2) + 2 * qd + (i & 1) >= cnt) sc[i] = -INFINITY;
+                    }
+#pragma unroll
+                    for (int i = 0; i < 32; i++) {
+                        if (i & 2) mx1 = fmaxf(mx1, sc[i]);
+                        else mx0 = fmaxf(mx0, sc[i]);
+                    }
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 32; i++) {
+                        const int col = 8 * (i >> 2) + 2 * qd + (i & 1);
+                        const float v = col < cnt ? sc[i] * sscale : -INFINITY;
+                        sc[i] = v;
+                        if (i & 2) mx1 = fmaxf(mx1, v);
+                        else mx0 = fmaxf(mx0, v);
+                    }
                 }
                 mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 1));
                 mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffff, mx0, 2));
                 mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 1));
                 mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffff, mx1, 2));
-                const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-                const float al0 = mn0 == -INFINITY ? 1.f : exp2f(m0 - mn0), al1 = mn1 == -INFINITY ? 1.f : exp2f(m1 - mn1);
-                m0 = mn0;
-                m1 = mn1;
-                float ps0 = 0.f, ps1 = 0.f;
-                /* P packed two columns per register: pa[2 jj + e] holds row (e ? r1 : r0), columns
-                 * 8 jj + 2 qd, +1, which is wgmma's A fragment of columns 16 kk .. 16 kk + 15 in
-                 * pa[4 kk .. 4 kk + 3] (the accumulator layout of S, two 8-column halves). */
-                uint32_t pa[16];
+                if (LEAN) {
+                    const float mn0 = fmaxf(m0, mx0 * sscale), mn1 = fmaxf(m1, mx1 * sscale);
+                    up = __any_sync(0xffffffff, mn0 > m0 + A37_RESCALE || mn1 > m1 + A37_RESCALE);
+                    al0 = 1.f, al1 = 1.f;
+                    if (up) {
+                        al0 = mn0 == -INFINITY ? 1.f : a37_ex2(m0 - mn0);
+                        al1 = mn1 == -INFINITY ? 1.f : a37_ex2(m1 - mn1);
+                        m0 = mn0;
+                        m1 = mn1;
+                    }
+                    /* m == -inf: every score of the row masked (-inf), so p = ex2(-inf) = 0. */
+                    const float nm0 = m0 == -INFINITY ? 0.f : -m0, nm1 = m1 == -INFINITY ? 0.f : -m1;
 #pragma unroll
-                for (int jj = 0; jj < 8; jj++) {
-                    const float p00 = mn0 == -INFINITY ? 0.f : exp2f(sc[4 * jj] - mn0);
-                    const float p01 = mn0 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 1] - mn0);
-                    const float p10 = mn1 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 2] - mn1);
-                    const float p11 = mn1 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 3] - mn1);
-                    ps0 += p00 + p01;
-                    ps1 += p10 + p11;
-                    pa[2 * jj] = a6_ops<FMT>::pack(p00, p01);
-                    pa[2 * jj + 1] = a6_ops<FMT>::pack(p10, p11);
+                    for (int jj = 0; jj < 8; jj++) {
+                        const float p00 = a37_ex2(fmaf(sc[4 * jj], sscale, nm0));
+                        const float p01 = a37_ex2(fmaf(sc[4 * jj + 1], sscale, nm0));
+                        const float p10 = a37_ex2(fmaf(sc[4 * jj + 2], sscale, nm1));
+                        const float p11 = a37_ex2(fmaf(sc[4 * jj + 3], sscale, nm1));
+                        ps0 += p00 + p01;
+                        ps1 += p10 + p11;
+                        pa[2 * jj] = a6_ops<FMT>::pack(p00, p01);
+                        pa[2 * jj + 1] = a6_ops<FMT>::pack(p10, p11);
+                    }
+                } else {
+                    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+                    al0 = mn0 == -INFINITY ? 1.f : exp2f(m0 - mn0), al1 = mn1 == -INFINITY ? 1.f : exp2f(m1 - mn1);
+                    m0 = mn0;
+                    m1 = mn1;
+                    /* P packed two columns per register: pa[2 jj + e] holds row (e ? r1 : r0), columns
+                     * 8 jj + 2 qd, +1, which is wgmma's A fragment of columns 16 kk .. 16 kk + 15 in
+                     * pa[4 kk .. 4 kk + 3] (the accumulator layout of S, two 8-column halves). */
+#pragma unroll
+                    for (int jj = 0; jj < 8; jj++) {
+                        const float p00 = mn0 == -INFINITY ? 0.f : exp2f(sc[4 * jj] - mn0);
+                        const float p01 = mn0 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 1] - mn0);
+                        const float p10 = mn1 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 2] - mn1);
+                        const float p11 = mn1 == -INFINITY ? 0.f : exp2f(sc[4 * jj + 3] - mn1);
+                        ps0 += p00 + p01;
+                        ps1 += p10 + p11;
+                        pa[2 * jj] = a6_ops<FMT>::pack(p00, p01);
+                        pa[2 * jj + 1] = a6_ops<FMT>::pack(p10, p11);
+                    }
                 }
                 l0 = l0 * al0 + ps0;   /* this thread's columns; summed over the quad at the end */
                 l1 = l1 * al1 + ps1;
+                if (up) {
 #pragma unroll
-                for (int jj = 0; jj < 32; jj++) o[4 * jj] *= al0, o[4 * jj + 1] *= al0, o[4 * jj + 2] *= al1, o[4 * jj + 3] *= al1;
+                    for (int jj = 0; jj < 32; jj++) o[4 * jj] *= al0, o[4 * jj + 1] *= al0, o[4 * jj + 2] *= al1, o[4 * jj + 3] *= al1;
+                }
                 if (t >= 1) a18_bar_sync(3);   /* warpgroup 1 is done with the last P and factors */
 #pragma unroll
                 for (int jj = 0; jj < 8; jj++) {
@@ -378,9 +459,15 @@ __device__ __forceinline__ void a18_loop(const attn_args &a, uint8_t *sm, uint32
 #pragma unroll
                     for (int i = 0; i < 16; i++) a18_fence_u32(pa[i]);
                     dh_wgmma_fence();
+                    if (LEAN) {
+                        const uint32_t vlo = a37_desc_lo(stage, A6_BLOCK_BYTES), hi = a37_desc_hi(1024);
 #pragma unroll
-                    for (int kk = 0; kk < 4; kk++)
-                        a18_ops<FMT>::mma_o_rs(o, pa + 4 * kk, dh_wgmma_desc(stage + kk * 2048, A6_BLOCK_BYTES, 1024));
+                        for (int kk = 0; kk < 4; kk++) a18_ops<FMT>::mma_o_rs(o, pa + 4 * kk, a37_desc(vlo + kk * (2048 >> 4), hi));
+                    } else {
+#pragma unroll
+                        for (int kk = 0; kk < 4; kk++)
+                            a18_ops<FMT>::mma_o_rs(o, pa + 4 * kk, dh_wgmma_desc(stage + kk * 2048, A6_BLOCK_BYTES, 1024));
+                    }
                     dh_wgmma_commit();
                     a18_bar_arrive(2);   /* P and the factors are ready */
                     dh_wgmma_wait0();
@@ -398,8 +485,11 @@ __device__ __forceinline__ void a18_loop(const attn_args &a, uint8_t *sm, uint32
         } else {
             a18_bar_sync(2);   /* P of tile t and the factors */
             const float al0 = alpha[r0], al1 = alpha[r1];
+            /* Version 37: warpgroup 0's warp on the same rows skipped its rescale where all are 1. */
+            if (!LEAN || __any_sync(0xffffffff, al0 != 1.f || al1 != 1.f)) {
 #pragma unroll
-            for (int jj = 0; jj < 32; jj++) o[4 * jj] *= al0, o[4 * jj + 1] *= al0, o[4 * jj + 2] *= al1, o[4 * jj + 3] *= al1;
+                for (int jj = 0; jj < 32; jj++) o[4 * jj] *= al0, o[4 * jj + 1] *= al0, o[4 * jj + 2] *= al1, o[4 * jj + 3] *= al1;
+            }
             if (D != A6_DIAG_PRODUCER) {
                 /* Complete already (warpgroup 0 waited for it); orders the producer's bytes here too. */
                 dh_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);

@@ -213,8 +213,8 @@ __device__ __forceinline__ void a36_producer(const attn_args &a, uint8_t *sm, ui
     }
 }
 
-/* Versions 23, 24 and 36: version 22's kernel (attn21.cuh, attn21_kernel with VER 22) with a23_producer
- * (36: a36_producer). */
+/* Versions 23, 24, 36 and 38: version 22's kernel (attn21.cuh, attn21_kernel with VER 22) with a23_producer
+ * (36: a36_producer; 38: 23's producer, the consumers' tile loop a18_loop with V 37). */
 template <int DIAG, int VER, int PF = A33_PF_NONE, int PD = 1>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn23_kernel(const attn_args a, float *__restrict__ out)
 {
@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn23_kernel(const attn_args a
         dh_fence_proxy_async();
         a6_consumer_bar();
         float o[128], m0, m1, l0, l1;
-        a18_loop<KREF_ROW_FP8, 18, DIAG, 0, true>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_loop<KREF_ROW_FP8, VER == 38 ? 37 : 18, DIAG, 0, true>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<KREF_ROW_FP8>(a, out, sm, 0, tid, q, split, hb, o, m0, m1, l0, l1);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A23_WG1_REGS));
@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn23_kernel(const attn_args a
         dh_fence_proxy_async();
         a6_consumer_bar();
         float o[128], m0, m1, l0, l1;
-        a18_loop<KREF_ROW_FP8, 18, DIAG, 1, true>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_loop<KREF_ROW_FP8, VER == 38 ? 37 : 18, DIAG, 1, true>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<KREF_ROW_FP8>(a, out, sm, 1, tid, q, split, hb, o, m0, m1, l0, l1);
     }
     /* No block leaves while the peer may still copy into it or arrive on its barriers. */

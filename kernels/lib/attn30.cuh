@@ -171,7 +171,9 @@ __device__ __forceinline__ void a35_producer(const attn_args &a, uint32_t sbase,
 
 /* Version 30 (PDL) or version 18's block (no PDL) with diagnostic D (A30_DIAG_*, without the
  * NOCOMBINE bit; A6_DIAG_PRODUCER: the producer alone, the consumers handing each stage back
- * unread, version 33's diagnostic; A6_DIAG_NONE: the real kernel). */
+ * unread, version 33's diagnostic; A6_DIAG_NONE: the real kernel).
+ * PV: 30 (version 30's producer and consumers), 35 (version 35's producer for FP8 rows) or 37
+ * (version 37: 30's producer, the consumers' tile loop a18_loop with V 37). */
 template <int FMT, bool PDL, int D, int PF = A33_PF_NONE, int PD = 1, int PV = 30>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a, float *__restrict__ out)
 {
@@ -209,7 +211,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
         a6_consumer_bar();
         if (D == A30_DIAG_QONLY) return;
         float o[128], m0, m1, l0, l1;
-        a18_loop<FMT, 18, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_loop<FMT, PV == 37 ? 37 : 18, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<FMT>(a, out, sm, 0, tid, q, split, hb, o, m0, m1, l0, l1);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(P35 ? A35_WG1_REGS : A18_WG1_REGS));
@@ -220,7 +222,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
         a6_consumer_bar();
         if (D == A30_DIAG_QONLY) return;
         float o[128], m0, m1, l0, l1;
-        a18_loop<FMT, 18, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 1>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_loop<FMT, PV == 37 ? 37 : 18, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 1>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<FMT>(a, out, sm, 1, tid, q, split, hb, o, m0, m1, l0, l1);
     }
 }

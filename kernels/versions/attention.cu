@@ -789,7 +789,7 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
         attn32_bench_launch(a, sc, out, sms, st);
         return;
     }
-    if ((version >= 33 && version <= 36 && (a.diag == A6_DIAG_NONE || a.diag == A6_DIAG_PRODUCER)) ||
+    if ((version >= 33 && version <= 38 && (a.diag == A6_DIAG_NONE || a.diag == A6_DIAG_PRODUCER)) ||
         (version == 31 && a.diag == A6_DIAG_PRODUCER)) {   /* kernels/versions/attn33_wgmma.cu */
         attn33_bench_launch(a, sc, out, sms, st, version);
         return;
@@ -1074,7 +1074,7 @@ int bench_attention_check(const char *bench, const bench_params &p)
     if (format < 0) return -1;
     const int diag = strcmp(bench, "attention") == 0 ? parse_diag(p, version) : A6_DIAG_NONE;
     if (diag < 0) return -1;
-    return version >= 33 && version <= 36 ? attn33_check(version, format, diag) : 0;
+    return version >= 33 && version <= 38 ? attn33_check(version, format, diag) : 0;
 }
 
 /* Checks the sampled queries on several host threads; returns the worst error. */
