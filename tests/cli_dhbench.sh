@@ -51,6 +51,9 @@ done
 # Versions 35 and 36's latent stores against the stage's layout (a6_swz), checked on the host.
 if $bin --kernel attention version=35,36 --check-only >/dev/null 2>"$tmp/err"; then echo "PASS attn35_36_store_layout"
 else echo "FAIL attn35_36_store_layout ($(head -c 200 "$tmp/err"))"; fi
+# Version 37's wgmma descriptors stepped in their low half against the ones built from each address.
+if $bin --kernel attention version=37,38 --check-only >/dev/null 2>"$tmp/err"; then echo "PASS attn37_desc_steps"
+else echo "FAIL attn37_desc_steps ($(head -c 200 "$tmp/err"))"; fi
 if A33_PF=none $bin --kernel attention version=31,33,35,36 diag=producer --check-only >/dev/null 2>&1; then echo "PASS attn31_33_35_36_producer_ok"
 else echo "FAIL attn31_33_35_36_producer_ok"; fi
 bad verify_version "verify: version 0" --kernel verify version=0

@@ -62,11 +62,11 @@ __device__ __forceinline__ void a18_fence_u32(uint32_t &r) { asm volatile("" : "
  * 4's conditional rescaling). The result is the same softmax: O, l and m are kept relative to the
  * same (possibly stale) maximum. */
 #define A37_RESCALE 8.0f
-__device__ __forceinline__ uint32_t a37_desc_lo(uint32_t addr, uint32_t lbo)
+__host__ __device__ __forceinline__ uint32_t a37_desc_lo(uint32_t addr, uint32_t lbo)
 {
     return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) & 0x3FFF) << 16;
 }
-__device__ __forceinline__ uint32_t a37_desc_hi(uint32_t sbo) { return ((sbo >> 4) & 0x3FFF) | 1u << 30; }
+__host__ __device__ __forceinline__ uint32_t a37_desc_hi(uint32_t sbo) { return ((sbo >> 4) & 0x3FFF) | 1u << 30; }
 __device__ __forceinline__ uint64_t a37_desc(uint32_t lo, uint32_t hi)
 {
     uint64_t d;

@@ -13,7 +13,7 @@
  * bytes between 64-column blocks, stride = 1024 B between groups of 8 rows (of K). The
  * operand's tile must start on a 1024-byte boundary (the swizzle pattern's period); a step
  * along K inside a 128-byte row adds its byte offset to the start address. */
-__device__ __forceinline__ uint64_t dh_wgmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+__host__ __device__ __forceinline__ uint64_t dh_wgmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
 {
     return (uint64_t)((addr & 0x3FFFF) >> 4) | (uint64_t)((lbo >> 4) & 0x3FFF) << 16 |
            (uint64_t)((sbo >> 4) & 0x3FFF) << 32 | (uint64_t)1 << 62;

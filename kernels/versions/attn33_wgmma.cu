@@ -82,9 +82,32 @@ static int a35_layout_check(int version)
     return 0;
 }
 
+/* Version 37's descriptors (kernels/lib/attn18.cuh a37_desc_lo / _hi): for every 1024-byte
+ * aligned operand base of the block's shared memory and every step its tile loop takes (S's 36
+ * along K, P V's 4 along the rows), the low half plus the step's offset / 16, with the high half,
+ * is the descriptor dh_wgmma_desc builds from the address: the 14-bit address field never carries.
+ * The same for the window's top (bases up to 256 KB). 0, or -1 after an error line. */
+static int a37_desc_check()
+{
+    for (uint32_t base = 0; base + A6_TILE_BYTES <= (256u << 10); base += 1024)
+        for (int ks = 0; ks < 36 + 4; ks++) {
+            const bool pv = ks >= 36;
+            const uint32_t lbo = pv ? A6_BLOCK_BYTES : 16;
+            const uint32_t off = pv ? (ks - 36) * 2048 : (ks >> 2) * A6_BLOCK_BYTES + (ks & 3) * 32;
+            const uint64_t want = dh_wgmma_desc(base + off, lbo, 1024);
+            const uint64_t got = (uint64_t)a37_desc_hi(1024) << 32 | (uint32_t)(a37_desc_lo(base, lbo) + (off >> 4));
+            if (got != want) {
+                fprintf(stderr, "dhbench: attention v37: descriptor of base %u + %u (lbo %u) is 0x%016llx stepped, 0x%016llx built\n",
+                        base, off, lbo, (unsigned long long)got, (unsigned long long)want);
+                return -1;
+            }
+        }
+    return 0;
+}
+
 int attn33_check(int version, int format, int diag)
 {
-    if (version == 37 || version == 38) return 0;   /* no prefetch variant, no diagnostic (parse_diag) */
+    if (version == 37 || version == 38) return a37_desc_check();   /* no prefetch variant, no diagnostic (parse_diag) */
     if (version == 35 || version == 36) {   /* no prefetch variant; 35's producer alone runs 31's on BF16 rows */
         if (a35_layout_check(version) < 0) return -1;
         if (version == 36 && diag == A6_DIAG_PRODUCER && format != KREF_ROW_FP8) {
