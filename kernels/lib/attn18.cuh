@@ -51,10 +51,10 @@ __device__ __forceinline__ void a18_bar_sync(int id) { asm volatile("bar.sync %0
 __device__ __forceinline__ void a18_bar_arrive(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void a18_wg_bar() { asm volatile("bar.sync 4, 128;" ::: "memory"); }
 __device__ __forceinline__ void a18_fence_u32(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
-/* Version 37's consumers (a18_loop with V 37, kernels/NOTES.md "Version 37"): a wgmma descriptor
- * as its two 32-bit halves, so that a step inside the operand adds a constant to the low half only
- * (the 14-bit start-address field, (addr & 0x3FFFF) >> 4, does not carry into the leading offset
- * for any shared-memory address); exp2 on the special-function unit alone (ex2.approx.ftz: exp2f's
+/* Version 37's consumers (a18_loop with V 37, kernels/NOTES.md "Version 37"): a step of off16
+ * (bytes / 16) inside a wgmma operand whose descriptor d (dh_wgmma_desc) is built once per tile,
+ * added to its low 32-bit half only (the 14-bit start-address field, (addr & 0x3FFFF) >> 4, does
+ * not carry into the leading offset for any shared-memory address; attn33_check checks it); exp2 on the special-function unit alone (ex2.approx.ftz: exp2f's
  * fix-up of subnormal results, three instructions, goes); and the rescale threshold: the running
  * maximum of a warp's rows moves only when some row's new maximum exceeds it by more than
  * A37_RESCALE (log2 units), so P stays below 2^A37_RESCALE (256: exact enough in fp16 and bf16)
@@ -62,16 +62,15 @@ __device__ __forceinline__ void a18_fence_u32(uint32_t &r) { asm volatile("" : "
  * 4's conditional rescaling). The result is the same softmax: O, l and m are kept relative to the
  * same (possibly stale) maximum. */
 #define A37_RESCALE 8.0f
-__host__ __device__ __forceinline__ uint32_t a37_desc_lo(uint32_t addr, uint32_t lbo)
+__host__ __device__ __forceinline__ uint64_t a37_step(uint64_t d, uint32_t off16)
 {
-    return ((addr & 0x3FFFF) >> 4) | ((lbo >> 4) & 0x3FFF) << 16;
-}
-__host__ __device__ __forceinline__ uint32_t a37_desc_hi(uint32_t sbo) { return ((sbo >> 4) & 0x3FFF) | 1u << 30; }
-__device__ __forceinline__ uint64_t a37_desc(uint32_t lo, uint32_t hi)
-{
-    uint64_t d;
-    asm("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo), "r"(hi));
-    return d;
+#ifdef __CUDA_ARCH__
+    uint64_t r;
+    asm("mov.b64 %0, {%1, %2};" : "=l"(r) : "r"((uint32_t)d + off16), "r"((uint32_t)(d >> 32)));
+    return r;
+#else
+    return (d >> 32) << 32 | (uint32_t)((uint32_t)d + off16);
+#endif
 }
 __device__ __forceinline__ float a37_ex2(float x)
 {
@@ -314,7 +313,7 @@ __device__ __forceinline__ void a18_loop(const attn_args &a, uint8_t *sm, uint32
                                          int ntiles, float (&o)[128], float &m0, float &m1, float &l0, float &l1)
 {
     constexpr bool RS = V != 19;
-    constexpr bool LEAN = V == 37;   /* version 37's consumers (a37_desc, a37_ex2, A37_RESCALE) */
+    constexpr bool LEAN = V == 37;   /* version 37's consumers (a37_step, a37_ex2, A37_RESCALE) */
     const uint32_t sQ = sbase, sK = sbase + A6_TILE_BYTES, sP = sbase + A6_P_OFF;
     float *alpha = (float *)(sm + A6_RED_OFF);
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
@@ -347,11 +346,11 @@ __device__ __forceinline__ void a18_loop(const attn_args &a, uint8_t *sm, uint32
                 for (int i = 0; i < 32; i++) dh_fence_reg(sc[i]);
                 dh_wgmma_fence();
                 if (LEAN) {
-                    const uint32_t qlo = a37_desc_lo(sQ, 16), klo = a37_desc_lo(stage, 16), hi = a37_desc_hi(1024);
+                    const uint64_t dq = dh_wgmma_desc(sQ, 16, 1024), dk = dh_wgmma_desc(stage, 16, 1024);
 #pragma unroll
                     for (int ks = 0; ks < 36; ks++) {
                         const uint32_t off = ((ks >> 2) * A6_BLOCK_BYTES + (ks & 3) * 32) >> 4;
-                        a18_ops<FMT>::mma_s(sc, a37_desc(qlo + off, hi), a37_desc(klo + off, hi), ks > 0);
+                        a18_ops<FMT>::mma_s(sc, a37_step(dq, off), a37_step(dk, off), ks > 0);
                     }
                 } else {
 #pragma unroll
@@ -460,9 +459,9 @@ __device__ __forceinline__ void a18_loop(const attn_args &a, uint8_t *sm, uint32
                     for (int i = 0; i < 16; i++) a18_fence_u32(pa[i]);
                     dh_wgmma_fence();
                     if (LEAN) {
-                        const uint32_t vlo = a37_desc_lo(stage, A6_BLOCK_BYTES), hi = a37_desc_hi(1024);
+                        const uint64_t dv = dh_wgmma_desc(stage, A6_BLOCK_BYTES, 1024);
 #pragma unroll
-                        for (int kk = 0; kk < 4; kk++) a18_ops<FMT>::mma_o_rs(o, pa + 4 * kk, a37_desc(vlo + kk * (2048 >> 4), hi));
+                        for (int kk = 0; kk < 4; kk++) a18_ops<FMT>::mma_o_rs(o, pa + 4 * kk, a37_step(dv, kk * (2048 >> 4)));
                     } else {
 #pragma unroll
                         for (int kk = 0; kk < 4; kk++)

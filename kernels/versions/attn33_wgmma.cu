@@ -82,10 +82,10 @@ static int a35_layout_check(int version)
     return 0;
 }
 
-/* Version 37's descriptors (kernels/lib/attn18.cuh a37_desc_lo / _hi): for every 1024-byte
- * aligned operand base of the block's shared memory and every step its tile loop takes (S's 36
- * along K, P V's 4 along the rows), the low half plus the step's offset / 16, with the high half,
- * is the descriptor dh_wgmma_desc builds from the address: the 14-bit address field never carries.
+/* Version 37's descriptors (kernels/lib/attn18.cuh a37_step): for every 1024-byte aligned operand
+ * base of the block's shared memory and every step its tile loop takes (S's 36 along K, P V's 4
+ * along the rows), the base's descriptor stepped by the offset / 16 in its low half is the
+ * descriptor dh_wgmma_desc builds from the address: the 14-bit address field never carries.
  * The same for the window's top (bases up to 256 KB). 0, or -1 after an error line. */
 static int a37_desc_check()
 {
@@ -95,7 +95,7 @@ static int a37_desc_check()
             const uint32_t lbo = pv ? A6_BLOCK_BYTES : 16;
             const uint32_t off = pv ? (ks - 36) * 2048 : (ks >> 2) * A6_BLOCK_BYTES + (ks & 3) * 32;
             const uint64_t want = dh_wgmma_desc(base + off, lbo, 1024);
-            const uint64_t got = (uint64_t)a37_desc_hi(1024) << 32 | (uint32_t)(a37_desc_lo(base, lbo) + (off >> 4));
+            const uint64_t got = a37_step(dh_wgmma_desc(base, lbo, 1024), off >> 4);
             if (got != want) {
                 fprintf(stderr, "dhbench: attention v37: descriptor of base %u + %u (lbo %u) is 0x%016llx stepped, 0x%016llx built\n",
                         base, off, lbo, (unsigned long long)got, (unsigned long long)want);
