@@ -1,5 +1,6 @@
 /* attention.cu: the library's sparse decode attention (kernels/dhk.h: dhk_attention_launch),
- * attention versions 23, 28, 31 and 8 of kernels/versions/attention.cu (and 18, 22, 24-27, 29, 30 by name): the splits of the k rows chosen so that
+ * attention versions 38, 28, 37 and 8 of kernels/versions/attention.cu (and 18, 22-27, 29-31 by
+ * name): the splits of the k rows chosen so that
  * one wave of blocks fills the SMs, the wgmma kernel (kernels/lib/attention_wgmma.cu, sm_90a)
  * writing fp16 partials with a log-sum-exp per head when there is more than one split, and
  * version 8's combine, which merges them with 8 splits' loads in flight per thread. This file
@@ -205,8 +206,11 @@ void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms
     /* Version 31 (18 with programmatic dependent launch on the main kernel and the combine, the
      * combine's loads in one round trip) in place of 18 on the other hot rows: 1.01-1.19x over 18
      * at every batch, both formats, 64 and 128 heads, 1.00-1.05x over 30 ("The fixed cost at batch
-     * 16, and versions 30 and 31: outcome"); at two splits 28 stays faster (67.2 against 71.6 us). */
-    dhk__attention_launch_version(a, sc, out, sms, stream, attn22_applies(a) ? 23 : a.host ? 8 : splits == 2 ? 28 : 31);
+     * 16, and versions 30 and 31: outcome"); at two splits 28 stays faster (67.2 against 71.6 us).
+     * Versions 37 and 38 (31 and 23 with lean consumers) in place of 31 and 23: 1.02-1.04x over 31
+     * at 64 heads (FP8 and BF16 rows, batch 16-128), 1.07-1.12x over 23 at 128 heads (FlashMLA's
+     * shape 413-418 TFLOP/s on the H100), errors within the check ("Version 37: outcome"). */
+    dhk__attention_launch_version(a, sc, out, sms, stream, attn22_applies(a) ? 38 : a.host ? 8 : splits == 2 ? 28 : 37);
 }
 
 void dhk__attention_splits(attn_args &a, const dhk_attn_scratch &sc, int sms)
@@ -235,10 +239,11 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
 {
     const int tn = (int)ATTN6_TILE_ROWS;
     const int per_split = a.nq * (a.heads / AT_H);
-    const bool paired = version >= 22 && version <= 26;
-    if (paired && !attn22_applies(a)) version = 18;
+    const bool paired = (version >= 22 && version <= 26) || version == 38;
+    if (paired && !attn22_applies(a)) version = version == 38 ? 37 : 18;
     if (version == 22) sms = std::min(sms, dhk__attn22_resident_blocks());   /* one wave of clusters */
     if (version >= 23 && version <= 26) sms = std::min(sms, dhk__attn23_resident_blocks(version));
+    if (version == 38) sms = std::min(sms, dhk__attn23_resident_blocks(23));   /* 23's block and clusters */
     dhk__attention_splits(a, sc, sms);
     if (version == 27 || version == 28) {
         /* Clusters of the splits: from the chosen count down, the first that is 2-8 splits and
@@ -259,11 +264,11 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
         return;
     }
     if (version == 22) dhk__attn22_launch(a, out, stream);
-    else if (version >= 23 && version <= 26) dhk__attn23_launch(a, out, stream, version);
-    else if (version == 30 || version == 31) dhk__attn30_launch(a, out, stream);
+    else if ((version >= 23 && version <= 26) || version == 38) dhk__attn23_launch(a, out, stream, version);
+    else if (version == 30 || version == 31 || version == 37) dhk__attn30_launch(a, out, stream, version);
     else if (version == 18) dhk__attn18_launch(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
-    if (a.splits > 1 && (version == 30 || version == 31))
-        dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream, version);
+    if (a.splits > 1 && (version == 30 || version == 31 || version == 37))
+        dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream, version == 30 ? 30 : 31);
     else if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);
 }

@@ -100,14 +100,17 @@ int dhk__attn27_max_clusters(int splits);
  * combine launched the same way (kernels/lib/attention.cu). attn30_diag_launch: the main
  * kernel's diagnostic variants (a.diag: A30_DIAG_*, without the NOCOMBINE bit), version 18's block
  * (pdl false) or 30's (kernels/versions/attention_wgmma.cu). Version 31 = 30 with its combine's
- * loads in one round trip (version = 31 to dhk__attn30_combine). */
-void dhk__attn30_launch(const attn_args &a, float *out, cudaStream_t stream);
+ * loads in one round trip (version = 31 to dhk__attn30_combine). Version 37 (version = 37 to
+ * dhk__attn30_launch; any other: 30's kernel) = 30's kernel with version 37's consumers
+ * (kernels/lib/attn18.cuh, a18_loop with V 37) and 31's combine; version 38 (version = 38 to
+ * dhk__attn23_launch) = 23 with the same consumers. */
+void dhk__attn30_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
 void dhk__attn30_combine(const void *part_o, const float *part_lse, int nq, int splits, int heads, float *out,
                          cudaStream_t stream, int version);
 void attn30_diag_launch(const attn_args &a, float *out, cudaStream_t stream, bool pdl);
 struct dhk_attn_scratch;
-/* dhk_attention_launch with its main kernel named (8, 18, 22-26, 27-29, 30 or 31; 22-26 run 18 where
- * they do not apply, 27-28 run 18 where the splits are not 2-8 or their clusters do not fit at
+/* dhk_attention_launch with its main kernel named (8, 18, 22-26, 27-29, 30, 31, 37 or 38; 22-26
+ * run 18 where they do not apply, 38 runs 37, 27-28 run 18 where the splits are not 2-8 or their clusters do not fit at
  * once, 29 where they are odd or their clusters of two do not fit) instead of chosen (the benchmarks). */
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
                                    int version);

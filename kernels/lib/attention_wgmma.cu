@@ -7,7 +7,8 @@
  * and versions 27-29's (kernels/lib/attn27.cuh: 18 with the splits merged in the kernel through
  * distributed shared memory; 28 with programmatic dependent launch; 29 in clusters of two splits),
  * and version 30's (kernels/lib/attn30.cuh: 18 with programmatic dependent launch on its main
- * kernel and its combine),
+ * kernel and its combine), and versions 37 and 38's (30 and 23 with version 37's consumers,
+ * kernels/lib/attn18.cuh a18_loop),
  * built for sm_90a because wgmma exists only there; kernels/lib/attention.cu's
  * dhk_attention_launch adds the splits and the combine. */
 #include "kernels/dhk.h"
@@ -37,6 +38,7 @@ void dhk__attn23_launch(const attn_args &a, float *out, cudaStream_t stream, int
     if (version == 25 && a25_applies(a)) a25_launch<A6_DIAG_NONE, 25>(a, out, stream, a25_max_clusters());
     else if (version == 26 && a25_applies(a)) a25_launch<A6_DIAG_NONE, 26>(a, out, stream, a25_max_clusters());
     else if (version == 24) a23_launch<A6_DIAG_NONE, 24>(a, out, stream);
+    else if (version == 38) a23_launch<A6_DIAG_NONE, 38>(a, out, stream);
     else a23_launch<A6_DIAG_NONE, 23>(a, out, stream);
 }
 
@@ -53,7 +55,8 @@ void dhk__attn27_launch(const attn_args &a, float *out, cudaStream_t stream, int
 
 int dhk__attn27_max_clusters(int splits) { return a27_max_clusters(splits); }
 
-void dhk__attn30_launch(const attn_args &a, float *out, cudaStream_t stream)
+void dhk__attn30_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
 {
-    a30_launch<true, A6_DIAG_NONE>(a, out, stream);
+    if (version == 37) a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 37>(a, out, stream);
+    else a30_launch<true, A6_DIAG_NONE>(a, out, stream);
 }

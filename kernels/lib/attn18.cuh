@@ -313,7 +313,8 @@ __device__ __forceinline__ void a18_loop(const attn_args &a, uint8_t *sm, uint32
                                          int ntiles, float (&o)[128], float &m0, float &m1, float &l0, float &l1)
 {
     constexpr bool RS = V != 19;
-    constexpr bool LEAN = V == 37;   /* version 37's consumers (a37_step, a37_ex2, A37_RESCALE) */
+    constexpr bool LEAN = V == 37 || V == 39;   /* version 37's consumers (a37_step, a37_ex2, A37_RESCALE) */
+    constexpr bool RA = V == 39;   /* version 39 (FP8 rows): the stage's and Q's RoPE block BF16, by cp.async */
     const uint32_t sQ = sbase, sK = sbase + A6_TILE_BYTES, sP = sbase + A6_P_OFF;
     float *alpha = (float *)(sm + A6_RED_OFF);
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
@@ -332,7 +333,8 @@ __device__ __forceinline__ void a18_loop(const attn_args &a, uint8_t *sm, uint32
         const uint32_t stage = sK + A6_TILE_BYTES * s;
         if (W == 0) {
             dh_mbar_wait(bar_full + 8 * s, (t >> 1) & 1);
-            if (CL) dh_fence_proxy_async();   /* the peer's bytes, before the tensor cores read them */
+            /* The peer's bytes (CL), the RoPE's cp.async (RA), before the tensor cores read them. */
+            if (CL || RA) dh_fence_proxy_async();
             if (D == A6_DIAG_PRODUCER) {
                 if (t >= 1) a18_bar_sync(3);
                 if (qd == 0) alpha[r0] = 1.f, alpha[r1] = 1.f;
@@ -350,7 +352,8 @@ __device__ __forceinline__ void a18_loop(const attn_args &a, uint8_t *sm, uint32
 #pragma unroll
                     for (int ks = 0; ks < 36; ks++) {
                         const uint32_t off = ((ks >> 2) * A6_BLOCK_BYTES + (ks & 3) * 32) >> 4;
-                        a18_ops<FMT>::mma_s(sc, a37_step(dq, off), a37_step(dk, off), ks > 0);
+                        if (RA && ks >= 32) a18_ops<KREF_ROW_BF16>::mma_s(sc, a37_step(dq, off), a37_step(dk, off), 1);
+                        else a18_ops<FMT>::mma_s(sc, a37_step(dq, off), a37_step(dk, off), ks > 0);
                     }
                 } else {
 #pragma unroll

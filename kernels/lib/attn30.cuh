@@ -38,8 +38,11 @@ __device__ __forceinline__ void a30_launch_dependents() { asm volatile("griddepc
 
 /* Version 18's producer (a18_producer) with the dependents' launch allowed (PDL) once the last
  * tile's loads are issued: FP8 rows' loads into registers before the wait for the stage, BF16
- * rows' cp.async after it. */
-template <int FMT, bool PDL, int PF = A33_PF_NONE, int PD = 1>
+ * rows' cp.async after it. RA (version 39, FP8 rows): the RoPE part (128 bytes of BF16, which needs
+ * no dequantisation) goes by cp.async straight into the stage once it is free, left BF16, its
+ * completion on the stage's full barrier (cp.async.mbarrier.arrive without .noinc: the barrier's
+ * count unchanged), while the latent codes are converted; the consumers multiply it as BF16. */
+template <int FMT, bool PDL, int PF = A33_PF_NONE, int PD = 1, bool RA = false>
 __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
                                              int re, int ntiles)
 {
@@ -60,22 +63,37 @@ __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, ui
         const uint8_t *src = valid ? attn4_row_ptr(a, id) : nullptr;
         uint8_t *stage = sm + A6_TILE_BYTES * (1 + s);
         if (FMT == KREF_ROW_FP8) {
-            uint4 lat[16], rope[4];
+            uint4 lat[16], rope[RA ? 1 : 4];
             float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
             if (valid) {
 #pragma unroll
                 for (int i = 0; i < 16; i++) lat[i] = *(const uint4 *)(src + (hf + 2 * i) * 16);
+                if (!RA) {
 #pragma unroll
-                for (int i = 0; i < 4; i++) rope[i] = *(const uint4 *)(src + KREF_LATENT + 16 + (hf + 2 * i) * 16);
+                    for (int i = 0; i < 4; i++) rope[i] = *(const uint4 *)(src + KREF_LATENT + 16 + (hf + 2 * i) * 16);
+                }
                 sc = *(const float4 *)(src + KREF_LATENT);
             } else {
 #pragma unroll
                 for (int i = 0; i < 16; i++) lat[i] = make_uint4(0, 0, 0, 0);
+                if (!RA) {
 #pragma unroll
-                for (int i = 0; i < 4; i++) rope[i] = make_uint4(0, 0, 0, 0);
+                    for (int i = 0; i < 4; i++) rope[i] = make_uint4(0, 0, 0, 0);
+                }
             }
             if (PDL && t == ntiles - 1) a30_launch_dependents();
             if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+            if (RA) {
+                /* RoPE chunks hf + 2 i as they are (BF16; not valid: zeros), arriving on the stage's
+                 * full barrier when they land; issued before this thread's own arrival below. */
+                const uint32_t sst = sbase + A6_TILE_BYTES * (1 + s);
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    a6_cp_async16(sst + a6_swz(j, 64 + hf + 2 * i),
+                                  valid ? (const void *)(src + KREF_LATENT + 16 + (hf + 2 * i) * 16) : (const void *)a.q,
+                                  valid ? 16 : 0);
+                asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(bar_full + 8 * s) : "memory");
+            }
 #pragma unroll
             for (int i = 0; i < 16; i++) {
                 const int o = hf + 2 * i;
@@ -85,10 +103,12 @@ __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, ui
                 *(uint4 *)(stage + a6_swz(j, 2 * o)) = w[0];
                 *(uint4 *)(stage + a6_swz(j, 2 * o + 1)) = w[1];
             }
+            if (!RA) {
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const uint4 v = hf ? rope[i ^ 1] : rope[i];
-                *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * (i ^ hf))) = dh_bf16x8_to_f16(v);
+                for (int i = 0; i < 4; i++) {
+                    const uint4 v = hf ? rope[i ^ 1] : rope[i];
+                    *(uint4 *)(stage + a6_swz(j, 64 + hf + 2 * (i ^ hf))) = dh_bf16x8_to_f16(v);
+                }
             }
         } else {
             if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
@@ -172,8 +192,9 @@ __device__ __forceinline__ void a35_producer(const attn_args &a, uint32_t sbase,
 /* Version 30 (PDL) or version 18's block (no PDL) with diagnostic D (A30_DIAG_*, without the
  * NOCOMBINE bit; A6_DIAG_PRODUCER: the producer alone, the consumers handing each stage back
  * unread, version 33's diagnostic; A6_DIAG_NONE: the real kernel).
- * PV: 30 (version 30's producer and consumers), 35 (version 35's producer for FP8 rows) or 37
- * (version 37: 30's producer, the consumers' tile loop a18_loop with V 37). */
+ * PV: 30 (version 30's producer and consumers), 35 (version 35's producer for FP8 rows), 37
+ * (version 37: 30's producer, the consumers' tile loop a18_loop with V 37) or 39 (version 39: 37
+ * with FP8 rows' RoPE part by cp.async, left BF16 in the stage and in Q; BF16 rows: 37). */
 template <int FMT, bool PDL, int D, int PF = A33_PF_NONE, int PD = 1, int PV = 30>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a, float *__restrict__ out)
 {
@@ -197,32 +218,36 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
     dh_fence_proxy_async();
     __syncthreads();
     constexpr bool P35 = PV == 35 && FMT == KREF_ROW_FP8;   /* version 35's producer (BF16 rows: 30's) */
+    /* Version 39's RoPE by cp.async, with version 35's register split (warpgroup 1 168, the producer
+     * 128; at 18's 176 / 120 its producer spills 56 B, none at these). */
+    constexpr bool RA = PV == 39 && FMT == KREF_ROW_FP8;
+    constexpr int LV = PV == 37 ? 37 : PV == 39 ? (RA ? 39 : 37) : 18;   /* a18_loop's version */
     if (wg == 2) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(P35 ? A35_PRODUCER_REGS : A18_PRODUCER_REGS));
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(P35 || RA ? A35_PRODUCER_REGS : A18_PRODUCER_REGS));
         if (PDL) a30_grid_wait();
         if (P35) a35_producer<PDL>(a, sbase, tid - 256, q, rb, re, ntiles, bar_full, bar_empty);
-        else a30_producer<FMT, PDL, PF, PD>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+        else a30_producer<FMT, PDL, PF, PD, RA>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
     } else if (wg == 0) {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG0_REGS));
         if (PDL) a30_grid_wait();
         if (D == A30_DIAG_LAUNCH) return;
-        a6_load_q<FMT, 256>(a, sm, tid, q, hb);
+        a6_load_q<FMT, 256, RA>(a, sm, tid, q, hb);
         dh_fence_proxy_async();
         a6_consumer_bar();
         if (D == A30_DIAG_QONLY) return;
         float o[128], m0, m1, l0, l1;
-        a18_loop<FMT, PV == 37 ? 37 : 18, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_loop<FMT, LV, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<FMT>(a, out, sm, 0, tid, q, split, hb, o, m0, m1, l0, l1);
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(P35 ? A35_WG1_REGS : A18_WG1_REGS));
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(P35 || RA ? A35_WG1_REGS : A18_WG1_REGS));
         if (PDL) a30_grid_wait();
         if (D == A30_DIAG_LAUNCH) return;
-        a6_load_q<FMT, 256>(a, sm, tid, q, hb);
+        a6_load_q<FMT, 256, RA>(a, sm, tid, q, hb);
         dh_fence_proxy_async();
         a6_consumer_bar();
         if (D == A30_DIAG_QONLY) return;
         float o[128], m0, m1, l0, l1;
-        a18_loop<FMT, PV == 37 ? 37 : 18, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 1>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_loop<FMT, LV, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 1>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<FMT>(a, out, sm, 1, tid, q, split, hb, o, m0, m1, l0, l1);
     }
 }

@@ -332,9 +332,9 @@ template <int FMT, int V>
 __device__ __forceinline__ void a6_consumer(const attn_args &a, float *__restrict__ out, uint8_t *sm, uint32_t sbase,
                                             int wg, int tid, int q, int split, int hb, int rb, int re, int ntiles);
 
-/* The block's 64 queries into the swizzled Q tile (fp16 for FP8 rows) by NT threads, all
- * loads in flight before the first store. */
-template <int FMT, int NT>
+/* The block's 64 queries into the swizzled Q tile (fp16 for FP8 rows; RB: their RoPE part, columns
+ * 512-575, left BF16, version 39) by NT threads, all loads in flight before the first store. */
+template <int FMT, int NT, bool RB = false>
 __device__ __forceinline__ void a6_load_q(const attn_args &a, uint8_t *sm, int tid, int q, int hb)
 {
     const __nv_bfloat16 *qg = a.q + ((size_t)q * a.heads + (size_t)hb * 64) * KREF_QK_DIM;
@@ -349,7 +349,7 @@ __device__ __forceinline__ void a6_load_q(const attn_args &a, uint8_t *sm, int t
 #pragma unroll
     for (int i = 0; i < QI; i++) {
         const int c = tid + i * NT;
-        *(uint4 *)(sm + a6_swz(c / 72, c % 72)) = FMT == KREF_ROW_FP8 ? dh_bf16x8_to_f16(qv[i]) : qv[i];
+        *(uint4 *)(sm + a6_swz(c / 72, c % 72)) = FMT == KREF_ROW_FP8 && !(RB && c % 72 >= 64) ? dh_bf16x8_to_f16(qv[i]) : qv[i];
     }
 }
 

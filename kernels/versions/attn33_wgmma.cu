@@ -2,10 +2,12 @@
  * prefetched into L2 ahead of the producer's demand loads), 34 (kernels/lib/attn23.cuh: version
  * 23 with the same prefetch), 35 (version 31 with its FP8 rows read whole by warps,
  * kernels/lib/attn30.cuh a35_producer), 36 (version 23 with its rows read whole by warps,
- * kernels/lib/attn23.cuh a36_producer; 23's shapes, version 31 elsewhere), 37 (version 31 with
- * lean consumers: kernels/lib/attn18.cuh a18_loop with V 37), 38 (version 23 with the same
- * consumers; 23's shapes, version 37 elsewhere) and version 31's producer alone (diag=producer), built
- * for sm_90a; kernels/versions/attention.cu dispatches them.
+ * kernels/lib/attn23.cuh a36_producer; 23's shapes, version 31 elsewhere) and version 31's
+ * producer alone (diag=producer), 39 (version 37 with FP8 rows' RoPE part by cp.async into the
+ * stage, left BF16 and multiplied as BF16: kernels/lib/attn30.cuh a30_producer RA; BF16 rows: 37;
+ * diag=producer its producer alone), built for sm_90a; kernels/versions/attention.cu dispatches them.
+ * Versions 37 and 38 (31 and 23 with lean consumers) are the library's (kernels/lib/attention.cu);
+ * this file keeps their host-side descriptor check (a37_desc_check, through attn33_check).
  * The prefetch's form and distance (kernels/lib/l2prefetch.cuh) come from A33_PF=FORM:DIST, FORM
  * lines or bulk and DIST the tiles ahead of the demand loads (1, 2 or 4), or none (versions 31 and
  * 23 themselves, through this file's instances); unset: bulk:2. Version 34
@@ -107,7 +109,7 @@ static int a37_desc_check()
 
 int attn33_check(int version, int format, int diag)
 {
-    if (version == 37 || version == 38) return a37_desc_check();   /* no prefetch variant, no diagnostic (parse_diag) */
+    if (version >= 37 && version <= 39) return a37_desc_check();   /* no prefetch variant; 39: diag=producer too */
     if (version == 35 || version == 36) {   /* no prefetch variant; 35's producer alone runs 31's on BF16 rows */
         if (a35_layout_check(version) < 0) return -1;
         if (version == 36 && diag == A6_DIAG_PRODUCER && format != KREF_ROW_FP8) {
@@ -155,7 +157,7 @@ static void a33_producer_alone(const attn_args &a, float *out, cudaStream_t st, 
 
 void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st, int version)
 {
-    const bool paired = (version == 34 || version == 36 || version == 38) && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
+    const bool paired = (version == 34 || version == 36) && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
     if (paired) sms = std::min(sms, dhk__attn23_resident_blocks(23));
     dhk__attention_splits(a, sc, sms);
     const bool producer = a.diag == A6_DIAG_PRODUCER;
@@ -165,9 +167,9 @@ void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
     } else if (version == 35) {   /* version 31 with version 35's producer (FP8 rows; BF16 rows: 31's) */
         if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 35>(a, out, st);
         else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 35>(a, out, st);
-    } else if (version == 37 || version == 38) {   /* 31 / 23 with version 37's consumers (38 off 23's shapes: 37) */
-        if (paired) a23_launch<A6_DIAG_NONE, 38>(a, out, st);
-        else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 37>(a, out, st);
+    } else if (version == 39) {   /* version 37 with FP8 rows' RoPE by cp.async (BF16 rows: 37) */
+        if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 39>(a, out, st);
+        else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 39>(a, out, st);
     } else if (version == 36) {   /* version 23 with version 36's producer */
         if (producer) a23_launch<A6_DIAG_PRODUCER, 36>(a, out, st);
         else a23_launch<A6_DIAG_NONE, 36>(a, out, st);
