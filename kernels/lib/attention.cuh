@@ -110,8 +110,9 @@ void dhk__attn30_combine(const void *part_o, const float *part_lse, int nq, int 
 void attn30_diag_launch(const attn_args &a, float *out, cudaStream_t stream, bool pdl);
 struct dhk_attn_scratch;
 /* dhk_attention_launch with its main kernel named (8, 18, 22-26, 27-29, 30, 31, 37 or 38; 22-26
- * run 18 where they do not apply, 38 runs 37, 27-28 run 18 where the splits are not 2-8 or their clusters do not fit at
- * once, 29 where they are odd or their clusters of two do not fit) instead of chosen (the benchmarks). */
+ * run 18 where they do not apply, 38 runs 37 there, 27-28 run 18 where the splits are not 2-8 or
+ * their clusters do not fit at once, 29 where they are odd or their clusters of two do not fit)
+ * instead of chosen (the benchmarks). */
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
                                    int version);
 /* The splits of a launch on sms SMs (a.splits <= 0: one wave; whole 64-row tiles, at most 64),

@@ -54,8 +54,9 @@ __device__ __forceinline__ void a18_fence_u32(uint32_t &r) { asm volatile("" : "
 /* Version 37's consumers (a18_loop with V 37, kernels/NOTES.md "Version 37"): a step of off16
  * (bytes / 16) inside a wgmma operand whose descriptor d (dh_wgmma_desc) is built once per tile,
  * added to its low 32-bit half only (the 14-bit start-address field, (addr & 0x3FFFF) >> 4, does
- * not carry into the leading offset for any shared-memory address; attn33_check checks it); exp2 on the special-function unit alone (ex2.approx.ftz: exp2f's
- * fix-up of subnormal results, three instructions, goes); and the rescale threshold: the running
+ * not carry into the leading offset for any shared-memory address; attn33_check checks it); exp2
+ * on the special-function unit alone (ex2.approx.ftz: exp2f's fix-up of subnormal results, three
+ * instructions, goes); and the rescale threshold: the running
  * maximum of a warp's rows moves only when some row's new maximum exceeds it by more than
  * A37_RESCALE (log2 units), so P stays below 2^A37_RESCALE (256: exact enough in fp16 and bf16)
  * and the rescaling of O is skipped for the tiles where no row of the warp moved (FlashAttention

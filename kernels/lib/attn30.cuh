@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
     /* Version 39's RoPE by cp.async, with version 35's register split (warpgroup 1 168, the producer
      * 128; at 18's 176 / 120 its producer spills 56 B, none at these). */
     constexpr bool RA = PV == 39 && FMT == KREF_ROW_FP8;
-    constexpr int LV = PV == 37 ? 37 : PV == 39 ? (RA ? 39 : 37) : 18;   /* a18_loop's version */
+    constexpr int LV = RA ? 39 : PV == 37 || PV == 39 ? 37 : 18;   /* a18_loop's version */
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(P35 || RA ? A35_PRODUCER_REGS : A18_PRODUCER_REGS));
         if (PDL) a30_grid_wait();
