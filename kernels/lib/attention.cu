@@ -1,5 +1,5 @@
 /* attention.cu: the library's sparse decode attention (kernels/dhk.h: dhk_attention_launch),
- * attention versions 38, 28, 37 and 8 of kernels/versions/attention.cu (and 18, 22-27, 29-31 by
+ * attention versions 38, 28, 39 and 8 of kernels/versions/attention.cu (and 18, 22-27, 29-31, 37 by
  * name): the splits of the k rows chosen so that
  * one wave of blocks fills the SMs, the wgmma kernel (kernels/lib/attention_wgmma.cu, sm_90a)
  * writing fp16 partials with a log-sum-exp per head when there is more than one split, and
@@ -209,8 +209,10 @@ void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms
      * 16, and versions 30 and 31: outcome"); at two splits 28 stays faster (67.2 against 71.6 us).
      * Versions 37 and 38 (31 and 23 with lean consumers) in place of 31 and 23: 1.02-1.04x over 31
      * at 64 heads (FP8 and BF16 rows, batch 16-128), 1.07-1.12x over 23 at 128 heads (FlashMLA's
-     * shape 413-418 TFLOP/s on the H100), errors within the check ("Version 37: outcome"). */
-    dhk__attention_launch_version(a, sc, out, sms, stream, attn22_applies(a) ? 38 : a.host ? 8 : splits == 2 ? 28 : 37);
+     * shape 413-418 TFLOP/s on the H100), errors within the check ("Version 37: outcome").
+     * Version 39 (37 with FP8 rows' RoPE part by cp.async) in place of 37: 1.05-1.12x at 64 heads
+     * (batch 16-128; BF16 rows run 37's producer), errors equal to 37's ("Version 39: outcome"). */
+    dhk__attention_launch_version(a, sc, out, sms, stream, attn22_applies(a) ? 38 : a.host ? 8 : splits == 2 ? 28 : 39);
 }
 
 void dhk__attention_splits(attn_args &a, const dhk_attn_scratch &sc, int sms)
@@ -265,10 +267,10 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
     }
     if (version == 22) dhk__attn22_launch(a, out, stream);
     else if ((version >= 23 && version <= 26) || version == 38) dhk__attn23_launch(a, out, stream, version);
-    else if (version == 30 || version == 31 || version == 37) dhk__attn30_launch(a, out, stream, version);
+    else if (version == 30 || version == 31 || version == 37 || version == 39) dhk__attn30_launch(a, out, stream, version);
     else if (version == 18) dhk__attn18_launch(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
-    if (a.splits > 1 && (version == 30 || version == 31 || version == 37))
+    if (a.splits > 1 && (version == 30 || version == 31 || version == 37 || version == 39))
         dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream, version == 30 ? 30 : 31);
     else if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);
 }

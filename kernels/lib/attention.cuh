@@ -102,19 +102,25 @@ int dhk__attn27_max_clusters(int splits);
  * (pdl false) or 30's (kernels/versions/attention_wgmma.cu). Version 31 = 30 with its combine's
  * loads in one round trip (version = 31 to dhk__attn30_combine). Version 37 (version = 37 to
  * dhk__attn30_launch; any other: 30's kernel) = 30's kernel with version 37's consumers
- * (kernels/lib/attn18.cuh, a18_loop with V 37) and 31's combine; version 38 (version = 38 to
- * dhk__attn23_launch) = 23 with the same consumers. */
+ * (kernels/lib/attn18.cuh, a18_loop with V 37) and 31's combine; version 39 (version = 39) = 37
+ * with FP8 rows' RoPE part copied by cp.async into the stage (kernels/lib/attn30.cuh, a30_producer
+ * with RA); version 38 (version = 38 to dhk__attn23_launch) = 23 with 37's consumers. */
 void dhk__attn30_launch(const attn_args &a, float *out, cudaStream_t stream, int version);
 void dhk__attn30_combine(const void *part_o, const float *part_lse, int nq, int splits, int heads, float *out,
                          cudaStream_t stream, int version);
 void attn30_diag_launch(const attn_args &a, float *out, cudaStream_t stream, bool pdl);
 struct dhk_attn_scratch;
-/* dhk_attention_launch with its main kernel named (8, 18, 22-26, 27-29, 30, 31, 37 or 38; 22-26
+/* dhk_attention_launch with its main kernel named (8, 18, 22-26, 27-29, 30, 31, 37-39; 22-26
  * run 18 where they do not apply, 38 runs 37 there, 27-28 run 18 where the splits are not 2-8 or
  * their clusters do not fit at once, 29 where they are odd or their clusters of two do not fit)
  * instead of chosen (the benchmarks). */
 void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream,
                                    int version);
+/* Whether dhk__attention_launch_version runs version (the list above; the benchmarks' dispatch). */
+static inline bool dhk__attention_has_version(int version)
+{
+    return version == 8 || version == 18 || (version >= 22 && version <= 31) || (version >= 37 && version <= 39);
+}
 /* The splits of a launch on sms SMs (a.splits <= 0: one wave; whole 64-row tiles, at most 64),
  * rows_per_split and the scratch's partials set in a; an error line and exit when k < 1 or the
  * scratch is too small (dhk__attention_launch_version's first step, for kernels/versions). */

@@ -58,5 +58,6 @@ int dhk__attn27_max_clusters(int splits) { return a27_max_clusters(splits); }
 void dhk__attn30_launch(const attn_args &a, float *out, cudaStream_t stream, int version)
 {
     if (version == 37) a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 37>(a, out, stream);
+    else if (version == 39) a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 39>(a, out, stream);
     else a30_launch<true, A6_DIAG_NONE>(a, out, stream);
 }

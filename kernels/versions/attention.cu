@@ -789,13 +789,12 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
         attn32_bench_launch(a, sc, out, sms, st);
         return;
     }
-    if ((((version >= 33 && version <= 36) || version == 39) && (a.diag == A6_DIAG_NONE || a.diag == A6_DIAG_PRODUCER)) ||
-        (version == 31 && a.diag == A6_DIAG_PRODUCER)) {   /* kernels/versions/attn33_wgmma.cu */
+    if (((version >= 33 && version <= 36) && (a.diag == A6_DIAG_NONE || a.diag == A6_DIAG_PRODUCER)) ||
+        ((version == 31 || version == 39) && a.diag == A6_DIAG_PRODUCER)) {   /* kernels/versions/attn33_wgmma.cu */
         attn33_bench_launch(a, sc, out, sms, st, version);
         return;
     }
-    if ((version == 8 || version == 18 || (version >= 22 && version <= 31) || version == 37 || version == 38) &&
-        a.diag == A6_DIAG_NONE) {   /* the library's versions (kernels/dhk.h) */
+    if (dhk__attention_has_version(version) && a.diag == A6_DIAG_NONE) {   /* the library's (kernels/dhk.h) */
         dhk__attention_launch_version(a, sc, out, sms, st, version);
         return;
     }

@@ -3,10 +3,9 @@
  * 23 with the same prefetch), 35 (version 31 with its FP8 rows read whole by warps,
  * kernels/lib/attn30.cuh a35_producer), 36 (version 23 with its rows read whole by warps,
  * kernels/lib/attn23.cuh a36_producer; 23's shapes, version 31 elsewhere) and version 31's
- * producer alone (diag=producer), 39 (version 37 with FP8 rows' RoPE part by cp.async into the
- * stage, left BF16 and multiplied as BF16: kernels/lib/attn30.cuh a30_producer RA; BF16 rows: 37;
- * diag=producer its producer alone), built for sm_90a; kernels/versions/attention.cu dispatches them.
- * Versions 37 and 38 (31 and 23 with lean consumers) are the library's (kernels/lib/attention.cu);
+ * producer alone (diag=producer), and version 39's producer alone (diag=producer), built for
+ * sm_90a; kernels/versions/attention.cu dispatches them. Versions 37, 38 and 39 (31 and 23 with
+ * lean consumers; 39: 37 with FP8 rows' RoPE part by cp.async) are the library's (kernels/lib/attention.cu);
  * this file keeps their host-side descriptor check (a37_desc_check, through attn33_check).
  * The prefetch's form and distance (kernels/lib/l2prefetch.cuh) come from A33_PF=FORM:DIST, FORM
  * lines or bulk and DIST the tiles ahead of the demand loads (1, 2 or 4), or none (versions 31 and
@@ -167,9 +166,8 @@ void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
     } else if (version == 35) {   /* version 31 with version 35's producer (FP8 rows; BF16 rows: 31's) */
         if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 35>(a, out, st);
         else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 35>(a, out, st);
-    } else if (version == 39) {   /* version 37 with FP8 rows' RoPE by cp.async (BF16 rows: 37) */
-        if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 39>(a, out, st);
-        else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 39>(a, out, st);
+    } else if (version == 39) {   /* its producer alone (the kernel itself: the library's, dhk__attn30_launch) */
+        a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 39>(a, out, st);
     } else if (version == 36) {   /* version 23 with version 36's producer */
         if (producer) a23_launch<A6_DIAG_PRODUCER, 36>(a, out, st);
         else a23_launch<A6_DIAG_NONE, 36>(a, out, st);
