@@ -33,8 +33,9 @@
  *     as the simulator's IndexShare prefetch does;
  *   q_a, q_b, kv_a projections (cuBLASLt FP8, dhk_gemm_*);
  *   sparse attention over the k selected rows of every request from the layer's hot buffer
- *     (--attention-version, default 8: the library's, kernels/lib/attention.cu; FP8 656-byte
- *     rows), after the
+ *     (--attention-version, default 8: the calibrated profile's, models/hw/h200.ini; the library,
+ *     kernels/lib/attention.cu, now takes 39 at these shapes: kernels/NOTES.md, "Version 39:
+ *     outcome"; FP8 656-byte rows), after the
  *     layer's fetch;
  *   o_proj, the shared expert (gate_up, down) and, in MoE layers, the local experts that the
  *     instance's tokens touch as one strided-batched GEMM each for gate_up and down.
