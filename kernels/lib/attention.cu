@@ -265,12 +265,13 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
         dhk__attn27_launch(a, out, stream, version);   /* merges its splits itself */
         return;
     }
+    const bool on30 = version == 30 || version == 31 || version == 37 || version == 39;   /* 30's kernel and combine */
     if (version == 22) dhk__attn22_launch(a, out, stream);
     else if ((version >= 23 && version <= 26) || version == 38) dhk__attn23_launch(a, out, stream, version);
-    else if (version == 30 || version == 31 || version == 37 || version == 39) dhk__attn30_launch(a, out, stream, version);
+    else if (on30) dhk__attn30_launch(a, out, stream, version);
     else if (version == 18) dhk__attn18_launch(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
-    if (a.splits > 1 && (version == 30 || version == 31 || version == 37 || version == 39))
+    if (a.splits > 1 && on30)
         dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream, version == 30 ? 30 : 31);
     else if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);
 }
