@@ -103,11 +103,11 @@ void dhk_indexer_launch(int heads, int queries, const uint8_t *q, const float *w
 enum { DHK_TOPK_VERSION = 6 };
 void dhk_topk_launch(const float *scores, int batch, int ctx, int k, int32_t *out, cudaStream_t stream);
 
-/* ---- sparse decode attention (attention versions 23, 28, 31 and 8, sm_90a, and their split combine) ----
+/* ---- sparse decode attention (attention versions 38, 39, 28 and 8, sm_90a, and their split combine) ----
  * attn_args (kernels/lib/attention.cuh) says where the rows and queries are; a.splits <= 0
  * chooses the splits so that one wave fills sms SMs. Split partials go to the scratch, sized
  * by dhk_attn_scratch_alloc for the most query heads of any launch. */
-enum { DHK_ATTN_VERSION = 31 };   /* on hot rows (23: FP8 rows at 128 heads, with a host pool too; 28 at two splits); 8 where a.host gives a host pool */
+enum { DHK_ATTN_VERSION = 39 };   /* on hot rows (38: FP8 rows at 128 heads, with a host pool too; 28: BF16 rows at two splits); 8 where a.host gives a host pool */
 struct dhk_attn_scratch {
     float *part_o = nullptr, *part_lse = nullptr;
     size_t cap_o = 0, cap_lse = 0;

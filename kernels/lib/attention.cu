@@ -195,9 +195,11 @@ static bool attn22_applies(const attn_args &a) { return a.format == KREF_ROW_FP8
 void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms, cudaStream_t stream)
 {
     /* Version 28 (18 with the splits merged in the kernel, programmatic dependent launch) where the
-     * splits chosen below are two (64 heads: batch 34-66 at k 2048 on 132 SMs; 1.14x over 18 at
-     * batch 64, "Versions 27 and 28: outcome"); with more splits its clusters (4, 8 blocks) do not
-     * all fit in the GPCs at once and it is slower than 18. */
+     * splits chosen below are two (64 heads: batch 45-66 at k 2048 on 132 SMs; 1.14x over 18 at
+     * batch 64, "Versions 27 and 28: outcome"), for BF16 rows only; with more splits its clusters
+     * (4, 8 blocks) do not all fit in the GPCs at once and it is slower than 18. With FP8 rows
+     * version 39 is 1.04-1.08x faster than 28 there (batch 48 and 64), with BF16 rows 1.01-1.05x
+     * slower ("Version 39 on the H200, and in the replay: outcome"). */
     const int tn = (int)ATTN6_TILE_ROWS, per_split = a.nq * (a.heads / AT_H);
     int splits = a.splits > 0 ? a.splits : std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
     splits = std::min(splits, 64);
@@ -212,7 +214,7 @@ void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms
      * shape 413-418 TFLOP/s on the H100), errors within the check ("Version 37: outcome").
      * Version 39 (37 with FP8 rows' RoPE part by cp.async) in place of 37: 1.05-1.12x at 64 heads
      * (batch 16-128; BF16 rows run 37's producer), errors equal to 37's ("Version 39: outcome"). */
-    dhk__attention_launch_version(a, sc, out, sms, stream, attn22_applies(a) ? 38 : a.host ? 8 : splits == 2 ? 28 : 39);
+    dhk__attention_launch_version(a, sc, out, sms, stream, attn22_applies(a) ? 38 : a.host ? 8 : splits == 2 && a.format != KREF_ROW_FP8 ? 28 : 39);
 }
 
 void dhk__attention_splits(attn_args &a, const dhk_attn_scratch &sc, int sms)
