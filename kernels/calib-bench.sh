@@ -41,11 +41,9 @@ cat "$O"/kernel-indexer.csv | tail -n +2 >> "$O/indexer-scale.csv" 2>/dev/null
 rm -f "$O"/kernel-attention-b2b20.csv "$O"/kernel-topk-b2b20.csv "$O"/kernel-indexer.csv
 # The replay and its diagnostics (the commands of measurements/h200/replay-glm53-16x100k*.csv).
 R=bin/dhreplay
-run $R --steps 32 --run hs4k:hisparse:4096:0 --run hs2k:hisparse:2048:0 --run hs3k:hisparse:3072:1 \
-  --run ad6k:adaptive:6144:1 --run hs4k-seed2:hisparse:4096:1:2 --out "$O/replay-glm53-16x100k.csv"
-run $R --steps 12 --skip fetch --run sa6k:adaptive+dflash2:6144:1 --out "$O/replay-glm53-16x100k-fetch-beside.csv"
-run $R --steps 12 --fetch-only --run hs4k:hisparse:4096:0 --run hs2k:hisparse:2048:0 --run sp4k:hisparse+dflash2:4096:1 \
-  --run sp2k:hisparse+dflash2:2048:1 --out "$O/replay-glm53-16x100k-fetch-only.csv"
-run $R --steps 12 --fetch-times --run hs2k:hisparse:2048:0 --run hs4k:hisparse:4096:0 --run sp2k:hisparse+dflash2:2048:1 \
-  --run sp4k:hisparse+dflash2:4096:1 --run sa6k:adaptive+dflash2:6144:1 --out "$O/replay-glm53-16x100k-fetch-busy.csv"
+run $R --steps 32 --run hs4k --run hs2k --run hs3k --run ad6k --run hs4k-seed2 --out "$O/replay-glm53-16x100k.csv"
+run $R --steps 12 --skip fetch --run sa6k --out "$O/replay-glm53-16x100k-fetch-beside.csv"
+run $R --steps 12 --fetch-only --run hs4k --run hs2k --run sp4k --run sp2k --out "$O/replay-glm53-16x100k-fetch-only.csv"
+run $R --steps 12 --fetch-times --run hs2k --run hs4k --run sp2k --run sp4k --run sa6k \
+  --out "$O/replay-glm53-16x100k-fetch-busy.csv"
 exit $fail

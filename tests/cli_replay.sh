@@ -94,3 +94,15 @@ out=$(bin/dhcal refit --replay $R --key hw.layer_fixed_s --at 6e-05 "$T/d1" --at
       --profile models/hw/h200.ini -o "$T/x.ini" 2>&1); rc=$?
 if [ $rc -eq 1 ] && echo "$out" | grep -q "run the simulator at" && [ ! -e "$T/x.ini" ]
 then ok refit_unconverged_not_written; else bad refit_unconverged_not_written "rc=$rc"; fi
+
+# Every replay configuration the project's scripts and documents name (`--run ID`) is a section
+# of kernels/replay/configs.ini, so that dhreplay on a GPU does not stop at the first of them.
+# The check reads the IDs off the files, so a renamed section or a stale command fails it.
+missing=""
+for id in $(grep -hoE -- '--run [^[:space:]"`]+' kernels/*.sh kernels/replay/*.sh README.md kernels/*.md \
+              kernels/replay/*.md analysis/*.md docs/*.md 2>/dev/null | awk '{print $2}' | sort -u); do
+  [ "$id" = ID ] && continue
+  grep -qx "\[$id\]" kernels/replay/configs.ini || missing="$missing $id"
+done
+if [ -z "$missing" ] && [ -n "$(grep -o -- '--run hs4k' kernels/calib-bench.sh)" ]
+then ok replay_run_ids_exist; else bad replay_run_ids_exist "not in configs.ini:$missing"; fi
