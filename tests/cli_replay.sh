@@ -104,5 +104,5 @@ for id in $(grep -hoE -- '--run [^[:space:]"`]+' kernels/*.sh kernels/replay/*.s
   [ "$id" = ID ] && continue
   grep -qx "\[$id\]" kernels/replay/configs.ini || missing="$missing $id"
 done
-if [ -z "$missing" ] && [ -n "$(grep -o -- '--run hs4k' kernels/calib-bench.sh)" ]
+if [ -z "$missing" ] && grep -q -- '--run hs4k' kernels/calib-bench.sh
 then ok replay_run_ids_exist; else bad replay_run_ids_exist "not in configs.ini:$missing"; fi
