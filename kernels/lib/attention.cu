@@ -200,11 +200,9 @@ void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms
      * (4, 8 blocks) do not all fit in the GPCs at once and it is slower than 18. With FP8 rows
      * version 39 is 1.04-1.08x faster than 28 there (batch 48 and 64), with BF16 rows 1.01-1.05x
      * slower ("Version 39 on the H200, and in the replay: outcome"). */
-    const int tn = (int)ATTN6_TILE_ROWS, per_split = a.nq * (a.heads / AT_H);
-    int splits = a.splits > 0 ? a.splits : std::max(1, std::min((a.k + tn - 1) / tn, sms / per_split));
-    splits = std::min(splits, 64);
-    const int rps = ((a.k + splits - 1) / splits + tn - 1) / tn * tn;
-    splits = (a.k + rps - 1) / rps;
+    attn_args t = a;   /* the split count the launch will choose (dhk__attention_splits) */
+    dhk__attention_splits(t, sc, sms);
+    const int splits = t.splits;
     /* Version 31 (18 with programmatic dependent launch on the main kernel and the combine, the
      * combine's loads in one round trip) in place of 18 on the other hot rows: 1.01-1.19x over 18
      * at every batch, both formats, 64 and 128 heads, 1.00-1.05x over 30 ("The fixed cost at batch
