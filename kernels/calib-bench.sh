@@ -42,8 +42,15 @@ rm -f "$O"/kernel-attention-b2b20.csv "$O"/kernel-topk-b2b20.csv "$O"/kernel-ind
 # The replay and its diagnostics (the commands of measurements/h200/replay-glm53-16x100k*.csv).
 R=bin/dhreplay
 run $R --steps 32 --run hs4k --run hs2k --run hs3k --run ad6k --run hs4k-seed2 --out "$O/replay-glm53-16x100k.csv"
-run $R --steps 12 --skip fetch --run sa6k --out "$O/replay-glm53-16x100k-fetch-beside.csv"
+# Without the fetch: the fitted configurations (hs2k, hs4k: fetch_interference) and sa6k.
+run $R --steps 12 --skip fetch --run hs2k --run hs4k --run sa6k --out "$O/replay-glm53-16x100k-fetch-beside.csv"
 run $R --steps 12 --fetch-only --run hs4k --run hs2k --run sp4k --run sp2k --out "$O/replay-glm53-16x100k-fetch-only.csv"
 run $R --steps 12 --fetch-times --run hs2k --run hs4k --run sp2k --run sp4k --run sa6k \
   --out "$O/replay-glm53-16x100k-fetch-busy.csv"
+# The fetch kernels alone, timed the same way (compute_interference's "in the step / alone"), appended.
+run $R --steps 12 --fetch-only --fetch-times --run hs2k --run hs4k --run sp2k --run sp4k --run sa6k \
+  --out "$O/fetch-only-busy.csv" &&
+  { head -n 1 "$O/fetch-only-busy.csv" | sed 's/$/ (appended)/'; grep -v '^#' "$O/fetch-only-busy.csv" | tail -n +2; } \
+    >> "$O/replay-glm53-16x100k-fetch-busy.csv"
+rm -f "$O/fetch-only-busy.csv"
 exit $fail

@@ -36,13 +36,52 @@
 __device__ __forceinline__ void a30_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void a30_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
+/* Version 41: a row id fetched a tile ahead kept as the 32-bit entry it is in a.src (with its index,
+ * for ring mode) and widened only where the row is addressed. Versions 18-40 hold it as the 64-bit
+ * id attn4_row_id returns, and ptxas sign-extends it right after its load, so each tile's id
+ * prefetch waits a whole round trip where it is issued (kernels/NOTES.md, "Version 41"). */
+struct a41_rid {
+    int raw, idx;
+};
+__device__ __forceinline__ a41_rid a41_rid_load(const attn_args &a, int q, int idx)
+{
+    return {a.src ? a.src[(size_t)q * a.k + idx] : 0, idx};
+}
+__device__ __forceinline__ long long a41_rid_get(const attn_args &a, int q, a41_rid r)
+{
+    return a.src ? (long long)r.raw : attn4_row_id(a, q, r.idx);
+}
+
+/* FP8 rows, row j of a stage: latent chunk o (16 e4m3 codes) times its 128-dim group's scale, stored
+ * as fp16 chunks 2 o and 2 o + 1 of the stage's swizzled layout. */
+__device__ __forceinline__ void a30_put_latent(uint8_t *stage, int j, int o, uint4 codes, float4 sc)
+{
+    const float g = (o >> 3) == 0 ? sc.x : (o >> 3) == 1 ? sc.y : (o >> 3) == 2 ? sc.z : sc.w;
+    uint4 w[2];
+    dh_fp8x16_to_f16(codes, __float2half2_rn(g), w);
+    *(uint4 *)(stage + a6_swz(j, 2 * o)) = w[0];
+    *(uint4 *)(stage + a6_swz(j, 2 * o + 1)) = w[1];
+}
+
+/* Version 39 (RA): row j's RoPE chunks hf + 2 i as they are (BF16; src null, a row past the split:
+ * zeros) by cp.async into the stage at sst, arriving on the stage's full barrier bar when they land
+ * (without .noinc: the barrier's count unchanged); issued before the thread's own arrival. */
+__device__ __forceinline__ void a30_rope_async(const attn_args &a, uint32_t sst, uint32_t bar, int j, int hf, const uint8_t *src)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        a6_cp_async16(sst + a6_swz(j, 64 + hf + 2 * i),
+                      src ? (const void *)(src + KREF_LATENT + 16 + (hf + 2 * i) * 16) : (const void *)a.q, src ? 16 : 0);
+    asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
 /* Version 18's producer (a18_producer) with the dependents' launch allowed (PDL) once the last
  * tile's loads are issued: FP8 rows' loads into registers before the wait for the stage, BF16
  * rows' cp.async after it. RA (version 39, FP8 rows): the RoPE part (128 bytes of BF16, which needs
  * no dequantisation) goes by cp.async straight into the stage once it is free, left BF16, its
  * completion on the stage's full barrier (cp.async.mbarrier.arrive without .noinc: the barrier's
  * count unchanged), while the latent codes are converted; the consumers multiply it as BF16. */
-template <int FMT, bool PDL, int PF = A33_PF_NONE, int PD = 1, bool RA = false>
+template <int FMT, bool PDL, int PF = A33_PF_NONE, int PD = 1, bool RA = false, bool I32 = false>
 __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb,
                                              int re, int ntiles)
 {
@@ -50,15 +89,23 @@ __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, ui
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
     constexpr int RB = FMT == KREF_ROW_FP8 ? KREF_ROW_BYTES_FP8 : KREF_ROW_BYTES_BF16;
     if (PDL && ntiles == 0) a30_launch_dependents();
-    long long next_id = j < min(A6_N, re - rb) ? attn4_row_id(a, q, rb + j) : 0;
+    long long next_id = 0;
+    a41_rid next_r = {0, 0};   /* I32 (version 41): the next tile's id as loaded */
+    if (j < min(A6_N, re - rb)) {
+        if (I32) next_r = a41_rid_load(a, q, rb + j);
+        else next_id = attn4_row_id(a, q, rb + j);
+    }
     /* Version 33: tiles 1 .. PD before the first demand loads, then after tile t's stores tile t + 1 +
      * PD: PD tiles ahead of the next demand loads. */
     a33_rows<PF> pf = {q, rb, re, j, ntiles, RB, hf, 2, 0, 0};
     pf.start(a, 1, PD);
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, base = rb + t * A6_N, cnt = min(A6_N, re - base);
-        const long long id = next_id;
-        if (t + 1 < ntiles && j < min(A6_N, re - base - A6_N)) next_id = attn4_row_id(a, q, base + A6_N + j);
+        const long long id = I32 ? a41_rid_get(a, q, next_r) : next_id;
+        if (t + 1 < ntiles && j < min(A6_N, re - base - A6_N)) {
+            if (I32) next_r = a41_rid_load(a, q, base + A6_N + j);
+            else next_id = attn4_row_id(a, q, base + A6_N + j);
+        }
         const bool valid = j < cnt;
         const uint8_t *src = valid ? attn4_row_ptr(a, id) : nullptr;
         uint8_t *stage = sm + A6_TILE_BYTES * (1 + s);
@@ -83,26 +130,9 @@ __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, ui
             }
             if (PDL && t == ntiles - 1) a30_launch_dependents();
             if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
-            if (RA) {
-                /* RoPE chunks hf + 2 i as they are (BF16; not valid: zeros), arriving on the stage's
-                 * full barrier when they land; issued before this thread's own arrival below. */
-                const uint32_t sst = sbase + A6_TILE_BYTES * (1 + s);
+            if (RA) a30_rope_async(a, sbase + A6_TILE_BYTES * (1 + s), bar_full + 8 * s, j, hf, valid ? src : nullptr);
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    a6_cp_async16(sst + a6_swz(j, 64 + hf + 2 * i),
-                                  valid ? (const void *)(src + KREF_LATENT + 16 + (hf + 2 * i) * 16) : (const void *)a.q,
-                                  valid ? 16 : 0);
-                asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(bar_full + 8 * s) : "memory");
-            }
-#pragma unroll
-            for (int i = 0; i < 16; i++) {
-                const int o = hf + 2 * i;
-                const float g = (o >> 3) == 0 ? sc.x : (o >> 3) == 1 ? sc.y : (o >> 3) == 2 ? sc.z : sc.w;
-                uint4 w[2];
-                dh_fp8x16_to_f16(lat[i], __float2half2_rn(g), w);
-                *(uint4 *)(stage + a6_swz(j, 2 * o)) = w[0];
-                *(uint4 *)(stage + a6_swz(j, 2 * o + 1)) = w[1];
-            }
+            for (int i = 0; i < 16; i++) a30_put_latent(stage, j, hf + 2 * i, lat[i], sc);
             if (!RA) {
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
@@ -120,6 +150,53 @@ __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, ui
         dh_fence_proxy_async();
         dh_mbar_arrive(bar_full + 8 * s);
         pf.step(a);
+    }
+}
+
+/* Version 40's producer (FP8 rows; kernels/NOTES.md, "Version 40"): version 39's (the RoPE part by
+ * cp.async, the latent codes through registers, converted and stored) with the loads rolled one tile
+ * ahead: as soon as latent chunk i of tile t is converted, the register set it held is reloaded
+ * with chunk i of tile t + 1, and tile t + 1's scales are loaded before tile t's conversion, so the
+ * next tile's round trip runs under this tile's conversion and stores, the stage's wait and
+ * arrival, where version 39 issues a tile's loads only after the previous tile is stored. The same
+ * 64 registers of loads; row ids two tiles ahead. */
+template <bool PDL>
+__device__ __forceinline__ void a40_producer(const attn_args &a, uint8_t *sm, uint32_t sbase, int p, int q, int rb, int re,
+                                             int ntiles)
+{
+    const int j = a18_row<KREF_ROW_FP8>(p >> 1), hf = p & 1;
+    const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
+    if (ntiles == 0) {
+        if (PDL) a30_launch_dependents();
+        return;
+    }
+    const uint8_t *src = j < min(A6_N, re - rb) ? attn4_row_ptr(a, attn4_row_id(a, q, rb + j)) : nullptr;
+    long long next_id = ntiles > 1 && j < min(A6_N, re - rb - A6_N) ? attn4_row_id(a, q, rb + A6_N + j) : 0;
+    uint4 lat[16];
+    float4 sc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < 16; i++) lat[i] = src ? *(const uint4 *)(src + (hf + 2 * i) * 16) : make_uint4(0, 0, 0, 0);
+    if (src) sc = *(const float4 *)(src + KREF_LATENT);
+    for (int t = 0; t < ntiles; t++) {
+        const int s = t & 1, base = rb + t * A6_N;
+        const bool more = t + 1 < ntiles;
+        const uint8_t *nsrc = more && j < min(A6_N, re - base - A6_N) ? attn4_row_ptr(a, next_id) : nullptr;
+        if (t + 2 < ntiles && j < min(A6_N, re - base - 2 * A6_N)) next_id = attn4_row_id(a, q, base + 2 * A6_N + j);
+        float4 nsc = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (nsrc) nsc = *(const float4 *)(nsrc + KREF_LATENT);
+        if (PDL && t == ntiles - 1) a30_launch_dependents();   /* every load of the block issued */
+        if (t >= 2) dh_mbar_wait(bar_empty + 8 * s, ((t >> 1) - 1) & 1);
+        uint8_t *stage = sm + A6_TILE_BYTES * (1 + s);
+        a30_rope_async(a, sbase + A6_TILE_BYTES * (1 + s), bar_full + 8 * s, j, hf, src);
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            a30_put_latent(stage, j, hf + 2 * i, lat[i], sc);
+            if (more) lat[i] = nsrc ? *(const uint4 *)(nsrc + (hf + 2 * i) * 16) : make_uint4(0, 0, 0, 0);
+        }
+        sc = nsc;
+        src = nsrc;
+        dh_fence_proxy_async();
+        dh_mbar_arrive(bar_full + 8 * s);
     }
 }
 
@@ -193,8 +270,10 @@ __device__ __forceinline__ void a35_producer(const attn_args &a, uint32_t sbase,
  * NOCOMBINE bit; A6_DIAG_PRODUCER: the producer alone, the consumers handing each stage back
  * unread, version 33's diagnostic; A6_DIAG_NONE: the real kernel).
  * PV: 30 (version 30's producer and consumers), 35 (version 35's producer for FP8 rows), 37
- * (version 37: 30's producer, the consumers' tile loop a18_loop with V 37) or 39 (version 39: 37
- * with FP8 rows' RoPE part by cp.async, left BF16 in the stage and in Q; BF16 rows: 37). */
+ * (version 37: 30's producer, the consumers' tile loop a18_loop with V 37), 39 (version 39: 37
+ * with FP8 rows' RoPE part by cp.async, left BF16 in the stage and in Q; BF16 rows: 37) or 40
+ * (version 40: 39 with the FP8 producer's loads rolled one tile ahead, a40_producer) or 41
+ * (version 41: 39 with the next tile's row ids held as 32-bit entries, a41_rid; BF16 rows too). */
 template <int FMT, bool PDL, int D, int PF = A33_PF_NONE, int PD = 1, int PV = 30>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a, float *__restrict__ out)
 {
@@ -220,13 +299,14 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
     constexpr bool P35 = PV == 35 && FMT == KREF_ROW_FP8;   /* version 35's producer (BF16 rows: 30's) */
     /* Version 39's RoPE by cp.async, with version 35's register split (warpgroup 1 168, the producer
      * 128; at 18's 176 / 120 its producer spills 56 B, none at these). */
-    constexpr bool RA = PV == 39 && FMT == KREF_ROW_FP8;
-    constexpr int LV = RA ? 39 : PV == 37 || PV == 39 ? 37 : 18;   /* a18_loop's version */
+    constexpr bool RA = (PV == 39 || PV == 40 || PV == 41) && FMT == KREF_ROW_FP8;
+    constexpr int LV = RA ? 39 : PV == 37 || PV >= 39 ? 37 : 18;   /* a18_loop's version */
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(P35 || RA ? A35_PRODUCER_REGS : A18_PRODUCER_REGS));
         if (PDL) a30_grid_wait();
         if (P35) a35_producer<PDL>(a, sbase, tid - 256, q, rb, re, ntiles, bar_full, bar_empty);
-        else a30_producer<FMT, PDL, PF, PD, RA>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+        else if (RA && PV == 40) a40_producer<PDL>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+        else a30_producer<FMT, PDL, PF, PD, RA, PV == 41>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
     } else if (wg == 0) {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG0_REGS));
         if (PDL) a30_grid_wait();

@@ -3,7 +3,10 @@
  * 23 with the same prefetch), 35 (version 31 with its FP8 rows read whole by warps,
  * kernels/lib/attn30.cuh a35_producer), 36 (version 23 with its rows read whole by warps,
  * kernels/lib/attn23.cuh a36_producer; 23's shapes, version 31 elsewhere) and version 31's
- * producer alone (diag=producer), and version 39's producer alone (diag=producer), built for
+ * producer alone (diag=producer), version 39's producer alone (diag=producer) and version 40
+ * (kernels/lib/attn30.cuh a40_producer: 39 with its FP8 producer's loads rolled one tile ahead;
+ * diag=producer too) and version 41 (39 with the next tile's row ids held as their 32-bit entries,
+ * kernels/lib/attn30.cuh a41_rid; diag=producer too), built for
  * sm_90a; kernels/versions/attention.cu dispatches them. Versions 37, 38 and 39 (31 and 23 with
  * lean consumers; 39: 37 with FP8 rows' RoPE part by cp.async) are the library's (kernels/lib/attention.cu);
  * this file keeps their host-side descriptor check (a37_desc_check, through attn33_check).
@@ -108,7 +111,7 @@ static int a37_desc_check()
 
 int attn33_check(int version, int format, int diag)
 {
-    if (version >= 37 && version <= 39) return a37_desc_check();   /* no prefetch variant; 39: diag=producer too */
+    if (version >= 37 && version <= 41) return a37_desc_check();   /* no prefetch variant; 39-41: diag=producer too */
     if (version == 35 || version == 36) {   /* no prefetch variant; 35's producer alone runs 31's on BF16 rows */
         if (a35_layout_check(version) < 0) return -1;
         if (version == 36 && diag == A6_DIAG_PRODUCER && format != KREF_ROW_FP8) {
@@ -168,6 +171,12 @@ void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
         else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 35>(a, out, st);
     } else if (version == 39) {   /* its producer alone (the kernel itself: the library's, dhk__attn30_launch) */
         a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 39>(a, out, st);
+    } else if (version == 40) {   /* version 39 with its FP8 producer's loads rolled one tile ahead (BF16 rows: 39) */
+        if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 40>(a, out, st);
+        else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 40>(a, out, st);
+    } else if (version == 41) {   /* version 39 with the next tile's row ids held as 32-bit entries (both formats) */
+        if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 41>(a, out, st);
+        else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 41>(a, out, st);
     } else if (version == 36) {   /* version 23 with version 36's producer */
         if (producer) a23_launch<A6_DIAG_PRODUCER, 36>(a, out, st);
         else a23_launch<A6_DIAG_NONE, 36>(a, out, st);
