@@ -42,6 +42,23 @@ __device__ __forceinline__ long long attn4_row_id(const attn_args &a, int q, int
     if (a.src) return a.src[(size_t)q * a.k + idx];
     return (long long)q * a.ring_cap + (a.ring_appended - a.k + idx) % a.ring_cap;
 }
+/* Version 41: a row id fetched a tile ahead kept as the 32-bit entry it is in a.src (with its index,
+ * for ring mode) and widened only where the row is addressed. Versions 18-40 hold it as the 64-bit
+ * id attn4_row_id returns, and ptxas sign-extends it right after its load, so each tile's id
+ * prefetch waits a whole round trip where it is issued (kernels/NOTES.md, "Versions 41 and 42"; version 42
+ * does the same in version 38's producer, kernels/lib/attn23.cuh). */
+struct a41_rid {
+    int raw, idx;
+};
+__device__ __forceinline__ a41_rid a41_rid_load(const attn_args &a, int q, int idx)
+{
+    return {a.src ? a.src[(size_t)q * a.k + idx] : 0, idx};
+}
+__device__ __forceinline__ long long a41_rid_get(const attn_args &a, int q, a41_rid r)
+{
+    return a.src ? (long long)r.raw : attn4_row_id(a, q, r.idx);
+}
+
 __device__ __forceinline__ const uint8_t *attn4_row_ptr(const attn_args &a, long long id)
 {
     return id >= 0 ? a.hot + (size_t)id * a.hot_stride : a.host + (size_t)(-id - 1) * a.host_stride;

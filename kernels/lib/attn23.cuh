@@ -65,7 +65,16 @@ __device__ __forceinline__ void a23_producer(const attn_args &a, uint8_t *sm, ui
     const uint32_t bar_full = sbase + A6_BAR_OFF, bar_empty = bar_full + 16;
     const uint32_t peer = rank ^ 1u, peer_full = a14_mapa(bar_full, peer), peer_sm = a14_mapa(sbase, peer);
     auto has_row = [&](int t) { return t < ntiles && rb + t * A6_N + jr < re; };
-    auto row_id = [&](int t) { return has_row(t) ? attn4_row_id(a, q, rb + t * A6_N + jr) : 0ll; };
+    /* Version 42: the ids fetched ahead held as their 32-bit entries (a41_rid), widened at use. */
+    constexpr bool I32 = VER == 42;
+    auto row_id = [&](int t) {
+        if constexpr (I32) return has_row(t) ? a41_rid_load(a, q, rb + t * A6_N + jr) : a41_rid{0, 0};
+        else return has_row(t) ? attn4_row_id(a, q, rb + t * A6_N + jr) : 0ll;
+    };
+    auto widen = [&](auto r) -> long long {
+        if constexpr (I32) return a41_rid_get(a, q, r);
+        else return r;
+    };
     auto load = [&](a14_rowset &r, long long id, bool valid) {
         const uint8_t *src = valid ? attn4_row_ptr(a, id) : nullptr;
 #pragma unroll
@@ -116,18 +125,18 @@ __device__ __forceinline__ void a23_producer(const attn_args &a, uint8_t *sm, ui
      * demand loads, issued while one register set is free. */
     a33_rows<PF> pf = {q, rb, re, jr, ntiles, KREF_ROW_BYTES_FP8, qt, 4, 0, 0};
     a14_rowset A, B;
-    if (ntiles > 0) load(A, row_id(0), has_row(0));
+    if (ntiles > 0) load(A, widen(row_id(0)), has_row(0));
     pf.start(a, 2, PD + 1);
-    long long id_odd = row_id(1);
+    auto id_odd = row_id(1);
 #pragma unroll 1
     for (int t = 0; t < ntiles; t += 2) {
-        const long long id_even = row_id(t + 2);
-        if (t + 1 < ntiles) load(B, id_odd, has_row(t + 1));
+        const auto id_even = row_id(t + 2);
+        if (t + 1 < ntiles) load(B, widen(id_odd), has_row(t + 1));
         fill(A, t);
         pf.step(a);
         if (t + 1 >= ntiles) break;
         id_odd = row_id(t + 3);
-        if (t + 2 < ntiles) load(A, id_even, has_row(t + 2));
+        if (t + 2 < ntiles) load(A, widen(id_even), has_row(t + 2));
         fill(B, t + 1);
         pf.step(a);
     }
@@ -213,8 +222,9 @@ __device__ __forceinline__ void a36_producer(const attn_args &a, uint8_t *sm, ui
     }
 }
 
-/* Versions 23, 24, 36 and 38: version 22's kernel (attn21.cuh, attn21_kernel with VER 22) with a23_producer
- * (36: a36_producer; 38: 23's producer, the consumers' tile loop a18_loop with V 37). */
+/* Versions 23, 24, 36, 38 and 42: version 22's kernel (attn21.cuh, attn21_kernel with VER 22) with a23_producer
+ * (36: a36_producer; 38: 23's producer, the consumers' tile loop a18_loop with V 37; 42: 38 with
+ * the producer's row ids held 32-bit until used, a41_rid). */
 template <int DIAG, int VER, int PF = A33_PF_NONE, int PD = 1>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn23_kernel(const attn_args a, float *__restrict__ out)
 {
@@ -246,7 +256,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn23_kernel(const attn_args a
         dh_fence_proxy_async();
         a6_consumer_bar();
         float o[128], m0, m1, l0, l1;
-        a18_loop<KREF_ROW_FP8, VER == 38 ? 37 : 18, DIAG, 0, true>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_loop<KREF_ROW_FP8, VER == 38 || VER == 42 ? 37 : 18, DIAG, 0, true>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<KREF_ROW_FP8>(a, out, sm, 0, tid, q, split, hb, o, m0, m1, l0, l1);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A23_WG1_REGS));
@@ -254,7 +264,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn23_kernel(const attn_args a
         dh_fence_proxy_async();
         a6_consumer_bar();
         float o[128], m0, m1, l0, l1;
-        a18_loop<KREF_ROW_FP8, VER == 38 ? 37 : 18, DIAG, 1, true>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
+        a18_loop<KREF_ROW_FP8, VER == 38 || VER == 42 ? 37 : 18, DIAG, 1, true>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<KREF_ROW_FP8>(a, out, sm, 1, tid, q, split, hb, o, m0, m1, l0, l1);
     }
     /* No block leaves while the peer may still copy into it or arrive on its barriers. */

@@ -36,22 +36,6 @@
 __device__ __forceinline__ void a30_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void a30_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
-/* Version 41: a row id fetched a tile ahead kept as the 32-bit entry it is in a.src (with its index,
- * for ring mode) and widened only where the row is addressed. Versions 18-40 hold it as the 64-bit
- * id attn4_row_id returns, and ptxas sign-extends it right after its load, so each tile's id
- * prefetch waits a whole round trip where it is issued (kernels/NOTES.md, "Version 41"). */
-struct a41_rid {
-    int raw, idx;
-};
-__device__ __forceinline__ a41_rid a41_rid_load(const attn_args &a, int q, int idx)
-{
-    return {a.src ? a.src[(size_t)q * a.k + idx] : 0, idx};
-}
-__device__ __forceinline__ long long a41_rid_get(const attn_args &a, int q, a41_rid r)
-{
-    return a.src ? (long long)r.raw : attn4_row_id(a, q, r.idx);
-}
-
 /* FP8 rows, row j of a stage: latent chunk o (16 e4m3 codes) times its 128-dim group's scale, stored
  * as fp16 chunks 2 o and 2 o + 1 of the stage's swizzled layout. */
 __device__ __forceinline__ void a30_put_latent(uint8_t *stage, int j, int o, uint4 codes, float4 sc)

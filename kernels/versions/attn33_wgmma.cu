@@ -6,7 +6,9 @@
  * producer alone (diag=producer), version 39's producer alone (diag=producer) and version 40
  * (kernels/lib/attn30.cuh a40_producer: 39 with its FP8 producer's loads rolled one tile ahead;
  * diag=producer too) and version 41 (39 with the next tile's row ids held as their 32-bit entries,
- * kernels/lib/attn30.cuh a41_rid; diag=producer too), built for
+ * kernels/lib/attention.cuh a41_rid; diag=producer too) and 42 (version 38 with the same ids,
+ * kernels/lib/attn23.cuh; 38's shapes, FP8 rows at an even number of 64-head groups, version 41
+ * elsewhere), built for
  * sm_90a; kernels/versions/attention.cu dispatches them. Versions 37, 38 and 39 (31 and 23 with
  * lean consumers; 39: 37 with FP8 rows' RoPE part by cp.async) are the library's (kernels/lib/attention.cu);
  * this file keeps their host-side descriptor check (a37_desc_check, through attn33_check).
@@ -111,7 +113,7 @@ static int a37_desc_check()
 
 int attn33_check(int version, int format, int diag)
 {
-    if (version >= 37 && version <= 41) return a37_desc_check();   /* no prefetch variant; 39-41: diag=producer too */
+    if (version >= 37 && version <= 42) return a37_desc_check();   /* no prefetch variant; 39-42: diag=producer too */
     if (version == 35 || version == 36) {   /* no prefetch variant; 35's producer alone runs 31's on BF16 rows */
         if (a35_layout_check(version) < 0) return -1;
         if (version == 36 && diag == A6_DIAG_PRODUCER && format != KREF_ROW_FP8) {
@@ -159,7 +161,7 @@ static void a33_producer_alone(const attn_args &a, float *out, cudaStream_t st, 
 
 void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st, int version)
 {
-    const bool paired = (version == 34 || version == 36) && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
+    const bool paired = (version == 34 || version == 36 || version == 42) && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
     if (paired) sms = std::min(sms, dhk__attn23_resident_blocks(23));
     dhk__attention_splits(a, sc, sms);
     const bool producer = a.diag == A6_DIAG_PRODUCER;
@@ -174,7 +176,10 @@ void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
     } else if (version == 40) {   /* version 39 with its FP8 producer's loads rolled one tile ahead (BF16 rows: 39) */
         if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 40>(a, out, st);
         else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 40>(a, out, st);
-    } else if (version == 41) {   /* version 39 with the next tile's row ids held as 32-bit entries (both formats) */
+    } else if (version == 42 && paired) {   /* version 38 with its row ids held as 32-bit entries */
+        if (producer) a23_launch<A6_DIAG_PRODUCER, 42>(a, out, st);
+        else a23_launch<A6_DIAG_NONE, 42>(a, out, st);
+    } else if (version == 41 || version == 42) {   /* 39 with the next tile's row ids held as 32-bit entries (both formats; 42 off 38's shapes) */
         if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 41>(a, out, st);
         else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 41>(a, out, st);
     } else if (version == 36) {   /* version 23 with version 36's producer */
