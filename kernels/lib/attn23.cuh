@@ -66,14 +66,9 @@ __device__ __forceinline__ void a23_producer(const attn_args &a, uint8_t *sm, ui
     const uint32_t peer = rank ^ 1u, peer_full = a14_mapa(bar_full, peer), peer_sm = a14_mapa(sbase, peer);
     auto has_row = [&](int t) { return t < ntiles && rb + t * A6_N + jr < re; };
     /* Version 42: the ids fetched ahead held as their 32-bit entries (a41_rid), widened at use. */
-    constexpr bool I32 = VER == 42;
     auto row_id = [&](int t) {
-        if constexpr (I32) return has_row(t) ? a41_rid_load(a, q, rb + t * A6_N + jr) : a41_rid{0, 0};
+        if constexpr (VER == 42) return has_row(t) ? a41_rid_load(a, q, rb + t * A6_N + jr) : a41_rid{0, 0};
         else return has_row(t) ? attn4_row_id(a, q, rb + t * A6_N + jr) : 0ll;
-    };
-    auto widen = [&](auto r) -> long long {
-        if constexpr (I32) return a41_rid_get(a, q, r);
-        else return r;
     };
     auto load = [&](a14_rowset &r, long long id, bool valid) {
         const uint8_t *src = valid ? attn4_row_ptr(a, id) : nullptr;
@@ -125,18 +120,18 @@ __device__ __forceinline__ void a23_producer(const attn_args &a, uint8_t *sm, ui
      * demand loads, issued while one register set is free. */
     a33_rows<PF> pf = {q, rb, re, jr, ntiles, KREF_ROW_BYTES_FP8, qt, 4, 0, 0};
     a14_rowset A, B;
-    if (ntiles > 0) load(A, widen(row_id(0)), has_row(0));
+    if (ntiles > 0) load(A, a41_widen(a, q, row_id(0)), has_row(0));
     pf.start(a, 2, PD + 1);
     auto id_odd = row_id(1);
 #pragma unroll 1
     for (int t = 0; t < ntiles; t += 2) {
         const auto id_even = row_id(t + 2);
-        if (t + 1 < ntiles) load(B, widen(id_odd), has_row(t + 1));
+        if (t + 1 < ntiles) load(B, a41_widen(a, q, id_odd), has_row(t + 1));
         fill(A, t);
         pf.step(a);
         if (t + 1 >= ntiles) break;
         id_odd = row_id(t + 3);
-        if (t + 2 < ntiles) load(A, widen(id_even), has_row(t + 2));
+        if (t + 2 < ntiles) load(A, a41_widen(a, q, id_even), has_row(t + 2));
         fill(B, t + 1);
         pf.step(a);
     }

@@ -159,6 +159,20 @@ static void a33_producer_alone(const attn_args &a, float *out, cudaStream_t st, 
     else a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1>(a, out, st);
 }
 
+/* Version PV of attn30_kernel (31's block) or VER of attn23_kernel (23's), the producer alone if asked. */
+template <int PV>
+static void a30_pv(const attn_args &a, float *out, cudaStream_t st, bool producer)
+{
+    if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, PV>(a, out, st);
+    else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, PV>(a, out, st);
+}
+template <int VER>
+static void a23_ver(const attn_args &a, float *out, cudaStream_t st, bool producer)
+{
+    if (producer) a23_launch<A6_DIAG_PRODUCER, VER>(a, out, st);
+    else a23_launch<A6_DIAG_NONE, VER>(a, out, st);
+}
+
 void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st, int version)
 {
     const bool paired = (version == 34 || version == 36 || version == 42) && a.format == KREF_ROW_FP8 && (a.heads / AT_H) % 2 == 0;
@@ -166,25 +180,19 @@ void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
     dhk__attention_splits(a, sc, sms);
     const bool producer = a.diag == A6_DIAG_PRODUCER;
     if (version == 31 || (version == 36 && !paired)) {   /* 31: its producer alone (diag=producer); 36 off 23's shapes: 31 */
-        if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1>(a, out, st);
-        else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1>(a, out, st);
+        a30_pv<30>(a, out, st, producer);
     } else if (version == 35) {   /* version 31 with version 35's producer (FP8 rows; BF16 rows: 31's) */
-        if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 35>(a, out, st);
-        else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 35>(a, out, st);
+        a30_pv<35>(a, out, st, producer);
     } else if (version == 39) {   /* its producer alone (the kernel itself: the library's, dhk__attn30_launch) */
-        a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 39>(a, out, st);
+        a30_pv<39>(a, out, st, true);
     } else if (version == 40) {   /* version 39 with its FP8 producer's loads rolled one tile ahead (BF16 rows: 39) */
-        if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 40>(a, out, st);
-        else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 40>(a, out, st);
+        a30_pv<40>(a, out, st, producer);
     } else if (version == 42 && paired) {   /* version 38 with its row ids held as 32-bit entries */
-        if (producer) a23_launch<A6_DIAG_PRODUCER, 42>(a, out, st);
-        else a23_launch<A6_DIAG_NONE, 42>(a, out, st);
+        a23_ver<42>(a, out, st, producer);
     } else if (version == 41 || version == 42) {   /* 39 with the next tile's row ids held as 32-bit entries (both formats; 42 off 38's shapes) */
-        if (producer) a30_launch<true, A6_DIAG_PRODUCER, A33_PF_NONE, 1, 41>(a, out, st);
-        else a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 41>(a, out, st);
+        a30_pv<41>(a, out, st, producer);
     } else if (version == 36) {   /* version 23 with version 36's producer */
-        if (producer) a23_launch<A6_DIAG_PRODUCER, 36>(a, out, st);
-        else a23_launch<A6_DIAG_NONE, 36>(a, out, st);
+        a23_ver<36>(a, out, st, producer);
     } else if (producer) {
         a33_producer_alone(a, out, st, a33_variant_index());
     } else {
