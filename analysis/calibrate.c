@@ -455,11 +455,60 @@ static int cal_profile_line(const char *path, const char *prefix, char *out, siz
     return rc;
 }
 
+/* The attention version a bin/dhreplay CSV records on its "# device:" lines ("attention version
+ * N"): *version = N, or 0 where the file records none (a block appended without its header, as
+ * the fetch alone, which runs no attention, is). Two different versions in one file: an error
+ * naming the file, since its steps then mix kernels. */
+static int cal_replay_attention(const char *path, int *version)
+{
+    *version = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return dh_err("calibrate: %s: cannot open: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = 0, lineno = 0;
+    while (rc == 0 && getline(&line, &cap, f) > 0) {
+        lineno++;
+        if (strncmp(line, "# device:", 9)) continue;
+        const char *p = strstr(line, "; attention version ");
+        if (!p) continue;
+        char *e;
+        const long v = strtol(p + 20, &e, 10);
+        if (e == p + 20 || v < 1 || v > 1000)
+            rc = dh_err("calibrate: %s: line %d: no attention version after 'attention version'", path, lineno);
+        else if (*version && v != *version)
+            rc = dh_err("calibrate: %s: line %d: attention version %ld, where an earlier line of the file records %d",
+                        path, lineno, v, *version);
+        else *version = (int)v;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* The steps with and without the fetch (their difference is fetch_interference) and the fetch
+ * kernels' time in the steps (compute_interference) must come from the attention version of the
+ * replay the refit reads: the difference of two versions' steps is not the fetch's. A file that
+ * records no version is taken as the replay's (files from before the header named it). */
+static int cal_same_attention(const char *replay, int want, const char *const *diag, int ndiag)
+{
+    for (int i = 0; i < ndiag && want; i++) {
+        int v;
+        if (cal_replay_attention(diag[i], &v) < 0) return -1;
+        if (v && v != want)
+            return dh_err("calibrate: %s: attention version %d, where the replay %s ran version %d (measure both with one "
+                          "version: kernels/calib-bench.sh)", diag[i], v, replay, want);
+    }
+    return 0;
+}
+
 /* The versions the fit selects: the first of each kernel's candidates (the replay's default,
  * then its fallbacks on GPUs that cannot run it: kernels/karch.h) that has lines in the
  * benchmark files, so that a GPU without wgmma fits the versions its replay runs; the H200's
- * files hold the defaults. FP8 GEMMs likewise give way to BF16 where none were measured. The
- * choices other than the defaults are noted on log. */
+ * files hold the defaults. The attention's is the version the replay records (replay_attn > 0),
+ * whatever the candidates say: the profile then describes the kernel the refit's steps ran; the
+ * benchmark files without a line of it are an error. FP8 GEMMs likewise give way to BF16 where
+ * none were measured. The choices other than the defaults are noted on log. */
 typedef struct {
     char sel[3][96];
     const char *select[6];
@@ -479,7 +528,8 @@ static int cal_has(const bcsv_table *t, const char *kernel, const char *version,
     return 0;
 }
 
-static void cal_choose_versions(const char *const *bench, size_t n, cal_versions *cv, FILE *log)
+static int cal_choose_versions(const char *const *bench, size_t n, int replay_attn, const char *replay, cal_versions *cv,
+                               FILE *log)
 {
     static const struct { const char *kernel, *fmt, *timing; int cand[6]; } ks[3] = {
         {"attention", "kernel=attention,version=%d,pattern=hits,timing=b2b20", "b2b20", {8, 5, 4, 3, 2, 1}},
@@ -492,6 +542,19 @@ static void cal_choose_versions(const char *const *bench, size_t n, cal_versions
         if (access(bench[i], R_OK) == 0) (void)bcsv_load(&t, bench[i]);   /* a bad file: cal_fit reports it */
     for (int k = 0; k < 3; k++) {
         int v = ks[k].cand[0];
+        if (k == 0 && replay_attn > 0) {
+            char vs[16];
+            snprintf(vs, sizeof vs, "%d", replay_attn);
+            if (!cal_has(&t, "attention", vs, NULL, ks[0].timing)) {
+                bcsv_release(&t);
+                return dh_err("calibrate: %s: no attention line of version %d (timing %s), the version the replay %s ran",
+                              bench[0], replay_attn, ks[0].timing, replay);
+            }
+            if (replay_attn != ks[0].cand[0])
+                fprintf(log, "dhcal: calibrate: attention version %d, the replay's\n", replay_attn);
+            snprintf(cv->sel[0], sizeof cv->sel[0], ks[0].fmt, replay_attn);
+            continue;
+        }
         for (int c = 0; c < 6 && ks[k].cand[c]; c++) {
             char vs[16];
             snprintf(vs, sizeof vs, "%d", ks[k].cand[c]);
@@ -510,6 +573,7 @@ static void cal_choose_versions(const char *const *bench, size_t n, cal_versions
     const char *sel[6] = {cv->sel[0], "kernel=fetch,version=5,timing=b2b20", "kernel=gemm", cv->sel[1], cv->sel[2], NULL};
     memcpy(cv->select, sel, sizeof sel);
     bcsv_release(&t);
+    return 0;
 }
 
 /* 1. The fit, into a profile named after the output (dhcal fit names a profile after its
@@ -538,7 +602,10 @@ static int cal_stage_fit(cal_state *st, FILE *report, FILE *log)
     fit_opts fo;
     fit_opts_default(&fo);
     cal_versions cv;
-    cal_choose_versions(bench, CAL_NBENCH, &cv, log);
+    int replay_attn;
+    if (cal_replay_attention(o->replay_path, &replay_attn) < 0 ||
+        cal_choose_versions(bench, CAL_NBENCH, replay_attn, o->replay_path, &cv, log) < 0)
+        return -1;
     fo.select = cv.select;
     fo.holdout = cal_holdout;
     prof_opts po = {.base_path = o->base_path, .fetch_pattern = "serving", .command = command,
@@ -657,7 +724,6 @@ static int cal_stage_measured(cal_state *st, const char *busy, char *fmeas, size
 
 static int cal_steps(cal_state *st, FILE *report, FILE *log)
 {
-    if (cal_stage_fit(st, report, log) < 0 || cal_stage_fitted(st) < 0) return -1;
     char beside[700], fonly[700], busy[700];
     snprintf(beside, sizeof beside, "%s/%s", st->o->bench_dir, CAL_BESIDE);
     snprintf(fonly, sizeof fonly, "%s/%s", st->o->bench_dir, CAL_FONLY);
@@ -666,6 +732,13 @@ static int cal_steps(cal_state *st, FILE *report, FILE *log)
     for (int i = 0; i < 3; i++)
         if (access(diag[i], R_OK) != 0)
             return dh_err("calibrate: %s: cannot read the replay diagnostic (kernels/replay/README.md)", diag[i]);
+    /* The fetch alone (fonly, and the block appended to busy) runs no attention. */
+    const char *with_attn[2] = {beside, busy};
+    int replay_attn;
+    if (cal_replay_attention(st->o->replay_path, &replay_attn) < 0 ||
+        cal_same_attention(st->o->replay_path, replay_attn, with_attn, 2) < 0)
+        return -1;
+    if (cal_stage_fit(st, report, log) < 0 || cal_stage_fitted(st) < 0) return -1;
     char per[1024], cper[1024], fmeas[32], unused[64];
     if (cal_stage_alpha(st, beside, fonly, per, sizeof per) < 0 ||
         cal_stage_measured(st, busy, fmeas, sizeof fmeas, cper, sizeof cper) < 0)

@@ -41,6 +41,42 @@ for case in "prefill_attn_flops = fast:is not a number" "prefill_attn_flops = 1e
 done
 rm -f "$T/bench/prefill.ini"
 
+# The attention version: the fit takes the one the replay records on its "# device:" line, and
+# the steps without the fetch and the fetch kernels' times in the steps must come from it.
+# The replay with version 39 beside the committed diagnostics (version 8): one error line naming
+# the file without the fetch, exit 1, no profile.
+cp measurements/h200/prefill.ini "$T/bench/"
+V39=measurements/h200/replay-glm53-16x100k-v39
+bin/dhcal calibrate "$T/mix.ini" "$T/bench" "$V39-attn39.csv" > "$T/mix.txt" 2>&1; rc=$?
+if [ $rc -eq 1 ] && [ ! -e "$T/mix.ini" ] && [ "$(grep -c '^dhcal: calibrate: ' "$T/mix.txt")" -eq 1 ] &&
+   grep -q "fetch-beside.csv: attention version 8, where the replay .*attn39.csv ran version 39" "$T/mix.txt"
+then ok calibrate_rejects_mixed_attention_versions; else bad calibrate_rejects_mixed_attention_versions "rc=$rc $(tail -2 "$T/mix.txt")"; fi
+# Two versions on one file's device lines: one error line naming the file and the line.
+{ cat "$V39-attn39.csv"; sed -n 2p $R; } > "$T/two.csv"
+bin/dhcal calibrate "$T/two.ini" "$T/bench" "$T/two.csv" > "$T/two.txt" 2>&1; rc=$?
+if [ $rc -eq 1 ] && [ ! -e "$T/two.ini" ] && grep -q "two.csv: line 164: attention version 8, where an earlier line of the file records 39" "$T/two.txt"
+then ok calibrate_rejects_two_versions_in_a_file; else bad calibrate_rejects_two_versions_in_a_file "rc=$rc $(tail -2 "$T/two.txt")"; fi
+# Every file with version 39 (the replay and the fetch kernels' times as measured with it; the
+# steps without the fetch as measured with 8, relabelled: a fixture, not a measurement) but no
+# attention line of 39 among the benchmarks: an error naming the benchmark file. With the 39 lines
+# of the calibration grid added, the fit follows the replay: attention version 39 in the profile,
+# its attn_bw not version 8's.
+sed 's/; attention version 8 fp8;/; attention version 39 fp8;/' measurements/h200/replay-glm53-16x100k-fetch-beside.csv \
+  > "$T/bench/replay-glm53-16x100k-fetch-beside.csv"
+{ cat "$V39-fetch-busy.csv"; sed -n '/--fetch-only --fetch-times/,$p' measurements/h200/replay-glm53-16x100k-fetch-busy.csv; } \
+  > "$T/bench/replay-glm53-16x100k-fetch-busy.csv"
+bin/dhcal calibrate "$T/no39.ini" "$T/bench" "$V39-attn39.csv" > "$T/no39.txt" 2>&1; rc=$?
+if [ $rc -eq 1 ] && [ ! -e "$T/no39.ini" ] && grep -q "attention-attention-b2b20.csv: no attention line of version 39" "$T/no39.txt"
+then ok calibrate_needs_the_replays_attention_version; else bad calibrate_needs_the_replays_attention_version "rc=$rc $(tail -2 "$T/no39.txt")"; fi
+grep ',attention,39,' measurements/h200/attention-calib-v39-b2b20.csv | sed 's/,sm_90$//' >> "$T/bench/attention-attention-b2b20.csv"
+bin/dhcal calibrate "$T/v39.ini" "$T/bench" "$V39-attn39.csv" > "$T/v39.txt" 2>&1; rc=$?
+bw8=$(sed -n 's/^attn_bw = //p' models/hw/h200.ini); bw39=$(sed -n 's/^attn_bw = //p' "$T/v39.ini" 2>/dev/null)
+if [ $rc -eq 0 ] && grep -q "kernel attention version 39 " "$T/v39.ini" && [ -n "$bw39" ] && [ "$bw39" != "$bw8" ]
+then ok calibrate_follows_the_replays_attention_version; else bad calibrate_follows_the_replays_attention_version "rc=$rc bw $bw8 $bw39 $(tail -2 "$T/v39.txt")"; fi
+cp measurements/h200/replay-glm53-16x100k-fetch-beside.csv measurements/h200/replay-glm53-16x100k-fetch-busy.csv \
+   measurements/h200/attention-attention-b2b20.csv "$T/bench/"
+rm -f "$T/bench/prefill.ini"
+
 if sh kernels/replay/validate.sh models/hw/h200.ini $R "$T/a" > "$T/a.txt" 2>&1 &&
    grep -q "ALL held-out configurations" "$T/a.txt"; then ok replay_validate_default; else bad replay_validate_default; cat "$T/a.txt"; fi
 # 64 requests x 25K, plain steps and verification steps of 512 tokens (x 8 queries): the targets
