@@ -238,14 +238,14 @@ long long topk_concurrent_blocks(int version, const cudaDeviceProp &prop);
 /* Sparse decode attention (versions/attention.cu; version 8 is the library's) version
  * 1-ATTN_MAX_VERSION. attn_setup allows every version's shared memory and allocates the scratch
  * for max_q_heads query heads; attn_launch chooses the splits (a.splits <= 0) for sms SMs. */
-enum { ATTN_MAX_VERSION = 42 };
+enum { ATTN_MAX_VERSION = 43 };
 typedef dhk_attn_scratch attn_scratch;
 void attn_setup(attn_scratch &sc, size_t max_q_heads);
 void attn_launch(int version, attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st);
 /* Version 32 (kernels/versions/attn32_wgmma.cu; a.splits > 0: at most that many partitions). */
 void attn32_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st);
-/* Versions 33-36 and 39-42 (kernels/versions/attn33_wgmma.cu); attn33_check (33-42): A33_PF,
- * diag=producer's shapes and version 37's stepped descriptors (37-42), device-free (0, or -1 after
+/* Versions 33-36 and 39-43 (kernels/versions/attn33_wgmma.cu); attn33_check (33-43): A33_PF,
+ * diag=producer's shapes, version 37's stepped descriptors (37-43) and version 43's merge shares, device-free (0, or -1 after
  * an error line). */
 void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cudaStream_t st, int version);
 int attn33_check(int version, int format, int diag);

@@ -44,7 +44,7 @@ bad attn_format "format 'fp4'" --kernel attention format=fp8,fp4
 bad attn34_producer "diag=producer" --kernel attention version=34 diag=producer
 bad attn36_producer_bf16 "v36 diag=producer: need format=fp8" --kernel attention version=36 diag=producer format=bf16
 bad attn37_producer "diag=producer" --kernel attention version=37 diag=producer
-for v in 31 35 36 37 38 39 40 41 42; do
+for v in 31 35 36 37 38 39 40 41 42 43; do
   if A33_PF=bulk:3 $bin --kernel attention version=$v diag=none --check-only >/dev/null 2>&1; then echo "PASS attn${v}_ignores_a33_pf"
   else echo "FAIL attn${v}_ignores_a33_pf"; fi
 done
@@ -52,10 +52,10 @@ done
 if $bin --kernel attention version=35,36 --check-only >/dev/null 2>"$tmp/err"; then echo "PASS attn35_36_store_layout"
 else echo "FAIL attn35_36_store_layout ($(head -c 200 "$tmp/err"))"; fi
 # Version 37's wgmma descriptors stepped in their low half against the ones built from each address.
-if $bin --kernel attention version=37,38,39,40,41,42 --check-only >/dev/null 2>"$tmp/err"; then echo "PASS attn37_desc_steps"
+if $bin --kernel attention version=37,38,39,40,41,42,43 --check-only >/dev/null 2>"$tmp/err"; then echo "PASS attn37_desc_steps"
 else echo "FAIL attn37_desc_steps ($(head -c 200 "$tmp/err"))"; fi
-if A33_PF=none $bin --kernel attention version=31,33,35,36,39,40,41,42 diag=producer --check-only >/dev/null 2>&1; then echo "PASS attn31_33_35_36_39_to_42_producer_ok"
-else echo "FAIL attn31_33_35_36_39_to_42_producer_ok"; fi
+if A33_PF=none $bin --kernel attention version=31,33,35,36,39,40,41,42,43 diag=producer --check-only >/dev/null 2>&1; then echo "PASS attn31_33_35_36_39_to_43_producer_ok"
+else echo "FAIL attn31_33_35_36_39_to_43_producer_ok"; fi
 bad verify_version "verify: version 0" --kernel verify version=0
 bad ring_version "ring: version $apast" --kernel ring version=$apast
 bad not_integer "version=x is not an integer" --kernel attention version=x

@@ -59,6 +59,75 @@ __device__ __forceinline__ void a30_rope_async(const attn_args &a, uint32_t sst,
     asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 
+/* Version 43 (kernels/NOTES.md, "Version 43"): version 41 with the splits of each (query, 64 heads)
+ * merged inside the kernel when there are 2, 4 or 8 of them (64 heads divide among them), in place
+ * of the combine kernel and its launch. After its epilogue has written its fp16 partials and
+ * log-sum-exps, each block waits until every split of its (query, 64 heads) has written its own
+ * (a6_merge_wait, thread 128 counting in a.merge_cnt; the launch is cooperative, so every block is
+ * resident), then merges its 1/S share of the heads, 64/S heads x 512 outputs, in one round trip:
+ * the share's 4096/S pieces of 8 outputs each, a quarter held by warpgroup 0 (8/S pieces per thread)
+ * and three quarters by warpgroup 1 (24/S), whose registers after the tile loop allow it (with
+ * half each, ptxas spills in warpgroup 0); each thread loads all S splits' fp16 partials of its
+ * pieces at once (8 or 24 x 16 bytes in flight) and one log-sum-exp per lane and piece, from L2. A
+ * warp's 32 pieces are of one head (a43_piece), so lane s holds split s's log-sum-exp and the
+ * others take it by shuffle. Piece p of a block's share: head p / 64 of the share, outputs
+ * 8 (p % 64) .. 8 (p % 64) + 7. */
+__host__ __device__ constexpr bool a43_merges(int splits) { return splits == 2 || splits == 4 || splits == 8; }
+/* Piece u of consumer thread tid (warpgroup 0: tid < 128, u < 8 / S; warpgroup 1: u < 24 / S). */
+template <int S>
+__host__ __device__ constexpr int a43_piece(int tid, int u) { return tid < 128 ? tid + 128 * u : 128 * (8 / S) + tid - 128 + 128 * u; }
+
+template <int S, int W>
+__device__ __forceinline__ void a43_merge(const attn_args &a, float *__restrict__ out, int tid, int q, int split, int hb)
+{
+    constexpr int HS = 64 / S, U = W == 0 ? 8 / S : 24 / S;   /* heads of the share; pieces per thread */
+    static_assert(HS * 64 == 128 * (8 / S + 24 / S), "a share's pieces are the consumers' threads' pieces");
+    a6_merge_wait<W == 1>(a, tid, q, hb, 128);
+    const int lane = tid & 31;
+    const size_t row0 = (size_t)q * S * a.heads + (size_t)hb * 64 + (size_t)split * HS;   /* split 0, the share's head 0 */
+    const __half *part = (const __half *)a.part_o;
+    uint4 v[U][S];
+    float l[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int p = a43_piece<S>(tid, u), h = p >> 6, c = p & 63;
+        l[u] = __ldcg(a.part_lse + row0 + (size_t)(lane % S) * a.heads + h);
+#pragma unroll
+        for (int s = 0; s < S; s++) v[u][s] = __ldcg((const uint4 *)(part + (row0 + (size_t)s * a.heads + h) * KREF_V_DIM) + c);
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int p = a43_piece<S>(tid, u), h = p >> 6, c = p & 63;
+        float ls[S], mx = -INFINITY;
+#pragma unroll
+        for (int s = 0; s < S; s++) ls[s] = __shfl_sync(0xffffffffu, l[u], s), mx = fmaxf(mx, ls[s]);
+        float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, den = 0.f;
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            const float w = mx == -INFINITY || ls[s] == -INFINITY ? 0.f : exp2f(ls[s] - mx);
+            const __half2 *h2 = (const __half2 *)&v[u][s];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float2 f = __half22float2(h2[i]);
+                acc[2 * i] += w * f.x, acc[2 * i + 1] += w * f.y;
+            }
+            den += w;
+        }
+        const float inv = den > 0 ? 1.f / den : 0.f;
+        float4 *o = (float4 *)(out + ((size_t)q * a.heads + (size_t)hb * 64 + (size_t)split * HS + h) * KREF_V_DIM + c * 8);
+        o[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+        o[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+    }
+}
+
+template <int W>
+__device__ __forceinline__ void a43_merge_splits(const attn_args &a, float *__restrict__ out, int tid, int q, int split, int hb)
+{
+    if (a.splits == 2) a43_merge<2, W>(a, out, tid, q, split, hb);
+    else if (a.splits == 4) a43_merge<4, W>(a, out, tid, q, split, hb);
+    else if (a.splits == 8) a43_merge<8, W>(a, out, tid, q, split, hb);
+}
+
 /* Version 18's producer (a18_producer) with the dependents' launch allowed (PDL) once the last
  * tile's loads are issued: FP8 rows' loads into registers before the wait for the stage, BF16
  * rows' cp.async after it. RA (version 39, FP8 rows): the RoPE part (128 bytes of BF16, which needs
@@ -257,7 +326,8 @@ __device__ __forceinline__ void a35_producer(const attn_args &a, uint32_t sbase,
  * (version 37: 30's producer, the consumers' tile loop a18_loop with V 37), 39 (version 39: 37
  * with FP8 rows' RoPE part by cp.async, left BF16 in the stage and in Q; BF16 rows: 37) or 40
  * (version 40: 39 with the FP8 producer's loads rolled one tile ahead, a40_producer) or 41
- * (version 41: 39 with the next tile's row ids held as 32-bit entries, a41_rid; BF16 rows too). */
+ * (version 41: 39 with the next tile's row ids held as 32-bit entries, a41_rid; BF16 rows too) or 43
+ * (version 43: 41 with 2, 4 or 8 splits merged in the kernel, a43_merge; its launch cooperative). */
 template <int FMT, bool PDL, int D, int PF = A33_PF_NONE, int PD = 1, int PV = 30>
 __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a, float *__restrict__ out)
 {
@@ -283,14 +353,15 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
     constexpr bool P35 = PV == 35 && FMT == KREF_ROW_FP8;   /* version 35's producer (BF16 rows: 30's) */
     /* Version 39's RoPE by cp.async, with version 35's register split (warpgroup 1 168, the producer
      * 128; at 18's 176 / 120 its producer spills 56 B, none at these). */
-    constexpr bool RA = (PV == 39 || PV == 40 || PV == 41) && FMT == KREF_ROW_FP8;
+    constexpr bool RA = (PV == 39 || PV == 40 || PV == 41 || PV == 43) && FMT == KREF_ROW_FP8;
+    constexpr bool MERGE = PV == 43 && D == A6_DIAG_NONE;   /* version 43: the splits merged here (a43_merges) */
     constexpr int LV = RA ? 39 : PV == 37 || PV >= 39 ? 37 : 18;   /* a18_loop's version */
     if (wg == 2) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(P35 || RA ? A35_PRODUCER_REGS : A18_PRODUCER_REGS));
         if (PDL) a30_grid_wait();
         if (P35) a35_producer<PDL>(a, sbase, tid - 256, q, rb, re, ntiles, bar_full, bar_empty);
         else if (RA && PV == 40) a40_producer<PDL>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
-        else a30_producer<FMT, PDL, PF, PD, RA, PV == 41>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
+        else a30_producer<FMT, PDL, PF, PD, RA, PV == 41 || PV == 43>(a, sm, sbase, tid - 256, q, rb, re, ntiles);
     } else if (wg == 0) {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(A18_WG0_REGS));
         if (PDL) a30_grid_wait();
@@ -302,6 +373,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
         float o[128], m0, m1, l0, l1;
         a18_loop<FMT, LV, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 0>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<FMT>(a, out, sm, 0, tid, q, split, hb, o, m0, m1, l0, l1);
+        if (MERGE) a43_merge_splits<0>(a, out, tid, q, split, hb);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(P35 || RA ? A35_WG1_REGS : A18_WG1_REGS));
         if (PDL) a30_grid_wait();
@@ -313,6 +385,7 @@ __global__ void __launch_bounds__(A6_THREADS, 1) attn30_kernel(const attn_args a
         float o[128], m0, m1, l0, l1;
         a18_loop<FMT, LV, D == A6_DIAG_PRODUCER ? D : A6_DIAG_NONE, 1>(a, sm, sbase, tid, rb, re, ntiles, o, m0, m1, l0, l1);
         a18_epilogue<FMT>(a, out, sm, 1, tid, q, split, hb, o, m0, m1, l0, l1);
+        if (MERGE) a43_merge_splits<1>(a, out, tid, q, split, hb);
     }
 }
 
@@ -333,13 +406,36 @@ static void a30_launch(const attn_args &a, float *out, cudaStream_t stream)
     cfg.blockDim = dim3(A6_THREADS);
     cfg.dynamicSmemBytes = A6_SMEM_BYTES;
     cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = PDL ? 1 : 0;
-    if (a.format == KREF_ROW_FP8) cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_FP8, PDL, D, PF, PD, PV>, a, out));
-    else cudaCheck(cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_BF16, PDL, D, PF, PD, PV>, a, out));
+    /* Version 43's merge waits for the other splits' blocks: a cooperative launch keeps them all
+     * resident (a grid that cannot be is refused, not run). Where the runtime refuses the two
+     * attributes together the launch is cooperative alone (said once). */
+    static int coop_pdl = 1;
+    const bool coop = PV == 43 && D == A6_DIAG_NONE && a43_merges(a.splits);
+    if (coop) {
+        attr[1].id = cudaLaunchAttributeCooperative;
+        attr[1].val.cooperative = 1;
+        if (PDL && coop_pdl) cfg.numAttrs = 2;
+        else cfg.attrs = attr + 1, cfg.numAttrs = 1;
+    }
+    auto launch = [&]() {
+        return a.format == KREF_ROW_FP8 ? cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_FP8, PDL, D, PF, PD, PV>, a, out)
+                                        : cudaLaunchKernelEx(&cfg, attn30_kernel<KREF_ROW_BF16, PDL, D, PF, PD, PV>, a, out);
+    };
+    cudaError_t e = launch();
+    if (e != cudaSuccess && coop && PDL && coop_pdl) {
+        fprintf(stderr, "attention v43: cooperative launch with programmatic serialization refused (%s); cooperative alone\n",
+                cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        coop_pdl = 0;
+        cfg.attrs = attr + 1, cfg.numAttrs = 1;
+        e = launch();
+    }
+    cudaCheck(e);
     CUDA_LAUNCH_CHECK();
 }
 

@@ -529,12 +529,16 @@ __device__ __forceinline__ void a6_store_out(const float (&o)[128], float i0, fl
  * merges its 1/splits share of the 64 x 512 outputs: the splits' log-sum-exps of the 64 heads
  * are read once into shared memory (the free key stages) and turned into weights there, and
  * each thread reads 8 outputs' partials of 4 splits at a time (32 loads in flight), from L2. */
-__device__ __forceinline__ void a6_merge(const attn_args &a, float *__restrict__ out, uint8_t *sm, int tid, int q,
-                                         int split, int hb)
+/* The consumers' (256 threads') partials and log-sum-exps published, then the wait until every
+ * split of (query q, heads 64 hb ..) has published its own (the counts in a.merge_cnt, kept by
+ * thread waiter and set back to zero by the last block to leave the wait); versions 9 (thread 0)
+ * and 43 (thread 128: warpgroup 0's instance, WAITER false, has no atomics, which spill there). */
+template <bool WAITER = true>
+__device__ __forceinline__ void a6_merge_wait(const attn_args &a, int tid, int q, int hb, int waiter = 0)
 {
     __threadfence();
     a6_consumer_bar();
-    if (tid == 0) {
+    if (WAITER && tid == waiter) {
         unsigned *cnt = a.merge_cnt + 2 * ((size_t)q * (a.heads / 64) + hb);
         atomicAdd(cnt, 1u);
         unsigned seen;
@@ -547,6 +551,12 @@ __device__ __forceinline__ void a6_merge(const attn_args &a, float *__restrict__
         }
     }
     a6_consumer_bar();
+}
+
+__device__ __forceinline__ void a6_merge(const attn_args &a, float *__restrict__ out, uint8_t *sm, int tid, int q,
+                                         int split, int hb)
+{
+    a6_merge_wait(a, tid, q, hb);
     const int S = a.splits;                 /* <= 64 (attn4_launch) */
     const size_t row0 = (size_t)q * S * a.heads + (size_t)hb * 64;   /* split 0, head 0 of this block */
     float *wt = (float *)(sm + A6_TILE_BYTES), *inv = wt + 64 * 64;  /* [S][64] weights, [64] 1 / their sums */

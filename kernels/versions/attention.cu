@@ -1050,7 +1050,7 @@ static int parse_diag(const bench_params &p, int version)
         return A6_DIAG_PRODUCER;   /* kernels/versions/attn33_wgmma.cu */
     if (d30 >= 0 || (version >= 30 && name != "none")) {
         fprintf(stderr, "dhbench: attention: diag=%s: launch, qonly, empty, tile1, full (and _nocombine) need version 18 or 30; "
-                        "versions 30 and up take no other diag (31, 33, 35, 36, 39-42: producer)\n", name.c_str());
+                        "versions 30 and up take no other diag (31, 33, 35, 36, 39-43: producer)\n", name.c_str());
         return -1;
     }
     const int diag = name == "none" ? A6_DIAG_NONE : name == "producer" ? A6_DIAG_PRODUCER
@@ -1075,7 +1075,7 @@ int bench_attention_check(const char *bench, const bench_params &p)
     if (format < 0) return -1;
     const int diag = strcmp(bench, "attention") == 0 ? parse_diag(p, version) : A6_DIAG_NONE;
     if (diag < 0) return -1;
-    return version >= 33 && version <= 42 ? attn33_check(version, format, diag) : 0;
+    return version >= 33 && version <= 43 ? attn33_check(version, format, diag) : 0;
 }
 
 /* Checks the sampled queries on several host threads; returns the worst error. */

@@ -8,7 +8,8 @@
  * diag=producer too) and version 41 (39 with the next tile's row ids held as their 32-bit entries,
  * kernels/lib/attention.cuh a41_rid; diag=producer too) and 42 (version 38 with the same ids,
  * kernels/lib/attn23.cuh; 38's shapes, FP8 rows at an even number of 64-head groups, version 41
- * elsewhere), built for
+ * elsewhere) and 43 (41 with 2, 4 or 8 splits merged in the kernel, kernels/lib/attn30.cuh
+ * a43_merge, no combine; 41 with its combine at other split counts; diag=producer too), built for
  * sm_90a; kernels/versions/attention.cu dispatches them. Versions 37, 38 and 39 (31 and 23 with
  * lean consumers; 39: 37 with FP8 rows' RoPE part by cp.async) are the library's (kernels/lib/attention.cu);
  * this file keeps their host-side descriptor check (a37_desc_check, through attn33_check).
@@ -111,9 +112,38 @@ static int a37_desc_check()
     return 0;
 }
 
+/* Version 43's merge: for 2, 4 and 8 splits, the pieces of the consumers' 256 threads (a43_piece:
+ * 8 / S per thread of warpgroup 0, 24 / S of warpgroup 1) cover each (head of the block's share, 8
+ * outputs) once, and a warp's 32 pieces are of one head (its lanes pass the splits' log-sum-exps by
+ * shuffle). */
+template <int S>
+static int a43_share_check_s()
+{
+    const int pieces = 64 / S * 64;
+    std::vector<int> seen(pieces, 0);
+    for (int tid = 0; tid < 256; tid++)
+        for (int u = 0; u < (tid < 128 ? 8 / S : 24 / S); u++) {
+            const int p = a43_piece<S>(tid, u);
+            if (p < 0 || p >= pieces || p >> 6 != a43_piece<S>(tid & ~31, u) >> 6) {
+                fprintf(stderr, "dhbench: attention v43: %d splits: thread %d's piece %d is outside its share or its warp's head\n",
+                        S, tid, u);
+                return -1;
+            }
+            seen[p]++;
+        }
+    for (int p = 0; p < pieces; p++)
+        if (seen[p] != 1) {
+            fprintf(stderr, "dhbench: attention v43: %d splits: piece %d held %d times\n", S, p, seen[p]);
+            return -1;
+        }
+    return a43_merges(S) ? 0 : -1;
+}
+static int a43_share_check() { return a43_share_check_s<2>() < 0 || a43_share_check_s<4>() < 0 || a43_share_check_s<8>() < 0 ? -1 : 0; }
+
 int attn33_check(int version, int format, int diag)
 {
-    if (version >= 37 && version <= 42) return a37_desc_check();   /* no prefetch variant; 39-42: diag=producer too */
+    if (version == 43 && a43_share_check() < 0) return -1;
+    if (version >= 37 && version <= 43) return a37_desc_check();   /* no prefetch variant; 39-43: diag=producer too */
     if (version == 35 || version == 36) {   /* no prefetch variant; 35's producer alone runs 31's on BF16 rows */
         if (a35_layout_check(version) < 0) return -1;
         if (version == 36 && diag == A6_DIAG_PRODUCER && format != KREF_ROW_FP8) {
@@ -191,6 +221,9 @@ void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
         a23_ver<42>(a, out, st, producer);
     } else if (version == 41 || version == 42) {   /* 39 with the next tile's row ids held as 32-bit entries (both formats; 42 off 38's shapes) */
         a30_pv<41>(a, out, st, producer);
+    } else if (version == 43) {   /* 41 with 2, 4 or 8 splits merged in the kernel */
+        a30_pv<43>(a, out, st, producer);
+        if (a43_merges(a.splits)) return;
     } else if (version == 36) {   /* version 23 with version 36's producer */
         a23_ver<36>(a, out, st, producer);
     } else if (producer) {
