@@ -56,6 +56,12 @@ then ok calibrate_rejects_mixed_attention_versions; else bad calibrate_rejects_m
 bin/dhcal calibrate "$T/two.ini" "$T/bench" "$T/two.csv" > "$T/two.txt" 2>&1; rc=$?
 if [ $rc -eq 1 ] && [ ! -e "$T/two.ini" ] && grep -q "two.csv: line 164: attention version 8, where an earlier line of the file records 39" "$T/two.txt"
 then ok calibrate_rejects_two_versions_in_a_file; else bad calibrate_rejects_two_versions_in_a_file "rc=$rc $(tail -2 "$T/two.txt")"; fi
+# A device line whose version is not a number: one error line naming the file and the line.
+sed '2s/; attention version 39 fp8;/; attention version fp8;/' "$V39-attn39.csv" > "$T/nover.csv"
+bin/dhcal calibrate "$T/nover.ini" "$T/bench" "$T/nover.csv" > "$T/nover.txt" 2>&1; rc=$?
+if [ $rc -eq 1 ] && [ ! -e "$T/nover.ini" ] && [ "$(grep -c '^dhcal: calibrate: ' "$T/nover.txt")" -eq 1 ] &&
+   grep -q "nover.csv: line 2: no attention version after 'attention version'" "$T/nover.txt"
+then ok calibrate_rejects_bad_attention_version; else bad calibrate_rejects_bad_attention_version "rc=$rc $(tail -2 "$T/nover.txt")"; fi
 # Every file with version 39 (the replay and the fetch kernels' times as measured with it; the
 # steps without the fetch as measured with 8, relabelled: a fixture, not a measurement) but no
 # attention line of 39 among the benchmarks: an error naming the benchmark file. With the 39 lines
