@@ -205,6 +205,7 @@ typedef struct {
     size_t nf;
     char stage1[1200], dir[600];  /* the fitted profile before the interference and the refit */
     char alpha[32];               /* fetch_interference as written */
+    int replay_attn;              /* the attention version the replay records (0: none) */
     double fmeas;                 /* measured fetch ms per step, summed over the fitted configurations */
     cal_run *runs;
     size_t nruns;
@@ -602,10 +603,7 @@ static int cal_stage_fit(cal_state *st, FILE *report, FILE *log)
     fit_opts fo;
     fit_opts_default(&fo);
     cal_versions cv;
-    int replay_attn;
-    if (cal_replay_attention(o->replay_path, &replay_attn) < 0 ||
-        cal_choose_versions(bench, CAL_NBENCH, replay_attn, o->replay_path, &cv, log) < 0)
-        return -1;
+    if (cal_choose_versions(bench, CAL_NBENCH, st->replay_attn, o->replay_path, &cv, log) < 0) return -1;
     fo.select = cv.select;
     fo.holdout = cal_holdout;
     prof_opts po = {.base_path = o->base_path, .fetch_pattern = "serving", .command = command,
@@ -734,9 +732,8 @@ static int cal_steps(cal_state *st, FILE *report, FILE *log)
             return dh_err("calibrate: %s: cannot read the replay diagnostic (kernels/replay/README.md)", diag[i]);
     /* The fetch alone (fonly, and the block appended to busy) runs no attention. */
     const char *with_attn[2] = {beside, busy};
-    int replay_attn;
-    if (cal_replay_attention(st->o->replay_path, &replay_attn) < 0 ||
-        cal_same_attention(st->o->replay_path, replay_attn, with_attn, 2) < 0)
+    if (cal_replay_attention(st->o->replay_path, &st->replay_attn) < 0 ||
+        cal_same_attention(st->o->replay_path, st->replay_attn, with_attn, 2) < 0)
         return -1;
     if (cal_stage_fit(st, report, log) < 0 || cal_stage_fitted(st) < 0) return -1;
     char per[1024], cper[1024], fmeas[32], unused[64];

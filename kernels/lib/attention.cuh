@@ -54,12 +54,11 @@ __device__ __forceinline__ a41_rid a41_rid_load(const attn_args &a, int q, int i
 {
     return {a.src ? a.src[(size_t)q * a.k + idx] : 0, idx};
 }
-__device__ __forceinline__ long long a41_rid_get(const attn_args &a, int q, a41_rid r)
+/* The id to address a row by, from either form. */
+__device__ __forceinline__ long long a41_widen(const attn_args &a, int q, a41_rid r)
 {
     return a.src ? (long long)r.raw : attn4_row_id(a, q, r.idx);
 }
-/* The id to address a row by, from either form. */
-__device__ __forceinline__ long long a41_widen(const attn_args &a, int q, a41_rid r) { return a41_rid_get(a, q, r); }
 __device__ __forceinline__ long long a41_widen(const attn_args &, int, long long id) { return id; }
 
 __device__ __forceinline__ const uint8_t *attn4_row_ptr(const attn_args &a, long long id)

@@ -154,7 +154,7 @@ __device__ __forceinline__ void a30_producer(const attn_args &a, uint8_t *sm, ui
     pf.start(a, 1, PD);
     for (int t = 0; t < ntiles; t++) {
         const int s = t & 1, base = rb + t * A6_N, cnt = min(A6_N, re - base);
-        const long long id = I32 ? a41_rid_get(a, q, next_r) : next_id;
+        const long long id = I32 ? a41_widen(a, q, next_r) : next_id;
         if (t + 1 < ntiles && j < min(A6_N, re - base - A6_N)) {
             if (I32) next_r = a41_rid_load(a, q, base + A6_N + j);
             else next_id = attn4_row_id(a, q, base + A6_N + j);

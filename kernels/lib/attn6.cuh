@@ -520,15 +520,6 @@ __device__ __forceinline__ void a6_store_out(const float (&o)[128], float i0, fl
         *(uint4 *)(g + (size_t)c * 16) = *(const uint4 *)(st + (c / CH) * PITCH + (c % CH) * 16);
 }
 
-/* Version 9: the splits of (query q, heads 64 hb ..) merged inside the kernel. The launch is
- * cooperative, so every block of the grid is resident and a block may wait for the others of
- * its query: each block publishes its partials (a fence by every writer, then one arrival) and
- * waits until all splits have arrived; the last block to leave the wait sets both counts back
- * to zero for the next launch (every block has then stopped reading them; a launch that is
- * aborted midway leaves them set, and two launches may not share them at once). Then each block
- * merges its 1/splits share of the 64 x 512 outputs: the splits' log-sum-exps of the 64 heads
- * are read once into shared memory (the free key stages) and turned into weights there, and
- * each thread reads 8 outputs' partials of 4 splits at a time (32 loads in flight), from L2. */
 /* The consumers' (256 threads') partials and log-sum-exps published, then the wait until every
  * split of (query q, heads 64 hb ..) has published its own (the counts in a.merge_cnt, kept by
  * thread waiter and set back to zero by the last block to leave the wait); versions 9 (thread 0)
@@ -553,6 +544,15 @@ __device__ __forceinline__ void a6_merge_wait(const attn_args &a, int tid, int q
     a6_consumer_bar();
 }
 
+/* Version 9: the splits of (query q, heads 64 hb ..) merged inside the kernel. The launch is
+ * cooperative, so every block of the grid is resident and a block may wait for the others of
+ * its query: each block publishes its partials (a fence by every writer, then one arrival) and
+ * waits until all splits have arrived; the last block to leave the wait sets both counts back
+ * to zero for the next launch (every block has then stopped reading them; a launch that is
+ * aborted midway leaves them set, and two launches may not share them at once). Then each block
+ * merges its 1/splits share of the 64 x 512 outputs: the splits' log-sum-exps of the 64 heads
+ * are read once into shared memory (the free key stages) and turned into weights there, and
+ * each thread reads 8 outputs' partials of 4 splits at a time (32 loads in flight), from L2. */
 __device__ __forceinline__ void a6_merge(const attn_args &a, float *__restrict__ out, uint8_t *sm, int tid, int q,
                                          int split, int hb)
 {
