@@ -211,8 +211,25 @@ void dhk_attention_launch(attn_args a, dhk_attn_scratch &sc, float *out, int sms
      * at 64 heads (FP8 and BF16 rows, batch 16-128), 1.07-1.12x over 23 at 128 heads (FlashMLA's
      * shape 413-418 TFLOP/s on the H100), errors within the check ("Version 37: outcome").
      * Version 39 (37 with FP8 rows' RoPE part by cp.async) in place of 37: 1.05-1.12x at 64 heads
-     * (batch 16-128; BF16 rows run 37's producer), errors equal to 37's ("Version 39: outcome"). */
-    dhk__attention_launch_version(a, sc, out, sms, stream, attn22_applies(a) ? 38 : a.host ? 8 : splits == 2 && a.format != KREF_ROW_FP8 ? 28 : 39);
+     * (batch 16-128; BF16 rows run 37's producer), errors equal to 37's ("Version 39: outcome").
+     * Versions 41 (39 with the next tiles' row ids kept 32-bit) and 43 (41 with 2, 4 or 8 splits
+     * merged in the kernel) in place of 39 where they were faster, beside it in the same process
+     * (on the H100; "Versions 41 and 43: outcome (H100)"): FP8 rows at one or two splits 43 (batch 128
+     * 0.963-0.976x 39's time, 48 and 64 0.94-0.96x), three to eight splits 41 (batch 16 0.98x, 32
+     * 0.97x; 43's merge of 4 and 8 splits is slower than the combine there), BF16 rows at three
+     * to eight splits 41 (batch 16 0.98x); more splits (batch 1-12 at k 2048 on 132 SMs) 39 (41 1.03x
+     * slower at batch 1).
+     * At two splits 43's launch is cooperative: every block resident at once, so beside a kernel
+     * that holds SMs on another stream it starts when enough are free (at one split, no merge, it
+     * is not). */
+    const bool fp8 = a.format == KREF_ROW_FP8;
+    int version = 39;
+    if (attn22_applies(a)) version = 38;
+    else if (a.host) version = 8;
+    else if (splits == 2 && !fp8) version = 28;
+    else if (splits <= 2 && fp8) version = 43;
+    else if (splits >= 3 && splits <= 8) version = 41;
+    dhk__attention_launch_version(a, sc, out, sms, stream, version);
 }
 
 void dhk__attention_splits(attn_args &a, const dhk_attn_scratch &sc, int sms)
@@ -265,12 +282,13 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
         dhk__attn27_launch(a, out, stream, version);   /* merges its splits itself */
         return;
     }
-    const bool on30 = version == 30 || version == 31 || version == 37 || version == 39;   /* 30's kernel and combine */
+    const bool on30 = version == 30 || version == 31 || version == 37 || version == 39 || version == 41 || version == 43;   /* 30's kernel and combine */
     if (version == 22) dhk__attn22_launch(a, out, stream);
     else if ((version >= 23 && version <= 26) || version == 38) dhk__attn23_launch(a, out, stream, version);
     else if (on30) dhk__attn30_launch(a, out, stream, version);
     else if (version == 18) dhk__attn18_launch(a, out, stream);
     else dhk__attn8_launch(a, out, stream);
+    if (version == 43 && a43_merges(a.splits)) return;   /* merged in the kernel */
     if (a.splits > 1 && on30)
         dhk__attn30_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream, version == 30 ? 30 : 31);
     else if (a.splits > 1) dhk_attention_combine(sc.part_o, sc.part_lse, a.nq, a.splits, a.heads, out, stream);

@@ -129,7 +129,7 @@ void dhk__attn30_combine(const void *part_o, const float *part_lse, int nq, int 
                          cudaStream_t stream, int version);
 void attn30_diag_launch(const attn_args &a, float *out, cudaStream_t stream, bool pdl);
 struct dhk_attn_scratch;
-/* dhk_attention_launch with its main kernel named (8, 18, 22-26, 27-29, 30, 31, 37-39; 22-26
+/* dhk_attention_launch with its main kernel named (8, 18, 22-26, 27-29, 30, 31, 37-39, 41, 43; 22-26
  * run 18 where they do not apply, 38 runs 37 there, 27-28 run 18 where the splits are not 2-8 or
  * their clusters do not fit at once, 29 where they are odd or their clusters of two do not fit)
  * instead of chosen (the benchmarks). */
@@ -138,8 +138,12 @@ void dhk__attention_launch_version(attn_args a, dhk_attn_scratch &sc, float *out
 /* Whether dhk__attention_launch_version runs version (the list above; the benchmarks' dispatch). */
 static inline bool dhk__attention_has_version(int version)
 {
-    return version == 8 || version == 18 || (version >= 22 && version <= 31) || (version >= 37 && version <= 39);
+    return version == 8 || version == 18 || (version >= 22 && version <= 31) || (version >= 37 && version <= 39) || version == 41 ||
+           version == 43;
 }
+/* The split counts version 43 merges inside its kernel (64 heads divide among them;
+ * kernels/lib/attn30.cuh a43_merge); at other counts it runs 41's kernel and the combine. */
+__host__ __device__ constexpr bool a43_merges(int splits) { return splits == 2 || splits == 4 || splits == 8; }
 /* The splits of a launch on sms SMs (a.splits <= 0: one wave; whole 64-row tiles, at most 64),
  * rows_per_split and the scratch's partials set in a; an error line and exit when k < 1 or the
  * scratch is too small (dhk__attention_launch_version's first step, for kernels/versions). */

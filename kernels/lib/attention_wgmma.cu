@@ -59,5 +59,7 @@ void dhk__attn30_launch(const attn_args &a, float *out, cudaStream_t stream, int
 {
     if (version == 37) a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 37>(a, out, stream);
     else if (version == 39) a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 39>(a, out, stream);
+    else if (version == 41) a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 41>(a, out, stream);
+    else if (version == 43) a30_launch<true, A6_DIAG_NONE, A33_PF_NONE, 1, 43>(a, out, stream);
     else a30_launch<true, A6_DIAG_NONE>(a, out, stream);
 }

@@ -72,7 +72,7 @@ __device__ __forceinline__ void a30_rope_async(const attn_args &a, uint32_t sst,
  * warp's 32 pieces are of one head (a43_piece), so lane s holds split s's log-sum-exp and the
  * others take it by shuffle. Piece p of a block's share: head p / 64 of the share, outputs
  * 8 (p % 64) .. 8 (p % 64) + 7. */
-__host__ __device__ constexpr bool a43_merges(int splits) { return splits == 2 || splits == 4 || splits == 8; }
+/* (a43_merges, the split counts it merges: kernels/lib/attention.cuh) */
 /* Piece u of consumer thread tid (warpgroup 0: tid < 128, u < 8 / S; warpgroup 1: u < 24 / S). */
 template <int S>
 __host__ __device__ constexpr int a43_piece(int tid, int u) { return tid < 128 ? tid + 128 * u : 128 * (8 / S) + tid - 128 + 128 * u; }

@@ -789,8 +789,8 @@ static void attn4_launch(int version, attn_args a, attn_scratch &sc, float *out,
         attn32_bench_launch(a, sc, out, sms, st);
         return;
     }
-    if ((((version >= 33 && version <= 36) || version >= 40) && (a.diag == A6_DIAG_NONE || a.diag == A6_DIAG_PRODUCER)) ||
-        ((version == 31 || version == 39) && a.diag == A6_DIAG_PRODUCER)) {   /* kernels/versions/attn33_wgmma.cu */
+    if ((((version >= 33 && version <= 36) || version == 40 || version == 42) && (a.diag == A6_DIAG_NONE || a.diag == A6_DIAG_PRODUCER)) ||
+        ((version == 31 || version == 39 || version == 41 || version == 43) && a.diag == A6_DIAG_PRODUCER)) {   /* kernels/versions/attn33_wgmma.cu */
         attn33_bench_launch(a, sc, out, sms, st, version);
         return;
     }

@@ -5,14 +5,14 @@
  * kernels/lib/attn23.cuh a36_producer; 23's shapes, version 31 elsewhere) and version 31's
  * producer alone (diag=producer), version 39's producer alone (diag=producer) and version 40
  * (kernels/lib/attn30.cuh a40_producer: 39 with its FP8 producer's loads rolled one tile ahead;
- * diag=producer too) and version 41 (39 with the next tile's row ids held as their 32-bit entries,
- * kernels/lib/attention.cuh a41_rid; diag=producer too) and 42 (version 38 with the same ids,
- * kernels/lib/attn23.cuh; 38's shapes, FP8 rows at an even number of 64-head groups, version 41
- * elsewhere) and 43 (41 with 2, 4 or 8 splits merged in the kernel, kernels/lib/attn30.cuh
- * a43_merge, no combine; 41 with its combine at other split counts; diag=producer too), built for
- * sm_90a; kernels/versions/attention.cu dispatches them. Versions 37, 38 and 39 (31 and 23 with
- * lean consumers; 39: 37 with FP8 rows' RoPE part by cp.async) are the library's (kernels/lib/attention.cu);
- * this file keeps their host-side descriptor check (a37_desc_check, through attn33_check).
+ * diag=producer too) and 42 (version 38 with the next tile's row ids held as their 32-bit
+ * entries, kernels/lib/attn23.cuh; 38's shapes, FP8 rows at an even number of 64-head groups,
+ * version 41 elsewhere), and the producers alone (diag=producer) of versions 41 (39 with those
+ * ids, kernels/lib/attention.cuh a41_rid) and 43 (41 with 2, 4 or 8 splits merged in the kernel,
+ * kernels/lib/attn30.cuh a43_merge), built for sm_90a; kernels/versions/attention.cu dispatches
+ * them. Versions 37, 38, 39, 41 and 43 (31 and 23 with lean consumers; 39: 37 with FP8 rows' RoPE
+ * part by cp.async) are the library's (kernels/lib/attention.cu); this file keeps their host-side
+ * checks (a37_desc_check, a43_share_check, through attn33_check).
  * The prefetch's form and distance (kernels/lib/l2prefetch.cuh) come from A33_PF=FORM:DIST, FORM
  * lines or bulk and DIST the tiles ahead of the demand loads (1, 2 or 4), or none (versions 31 and
  * 23 themselves, through this file's instances); unset: bulk:2. Version 34
@@ -220,11 +220,11 @@ void attn33_bench_launch(attn_args a, attn_scratch &sc, float *out, int sms, cud
         a30_pv<40>(a, out, st, producer);
     } else if (version == 42 && paired) {   /* version 38 with its row ids held as 32-bit entries */
         a23_ver<42>(a, out, st, producer);
-    } else if (version == 41 || version == 42) {   /* 39 with the next tile's row ids held as 32-bit entries (both formats; 42 off 38's shapes) */
+    } else if (version == 41 || version == 42) {   /* 39 with the next tile's row ids held as 32-bit entries (both formats; 42 off
+                                                      38's shapes; 41 itself here only as its producer alone: the library's) */
         a30_pv<41>(a, out, st, producer);
-    } else if (version == 43) {   /* 41 with 2, 4 or 8 splits merged in the kernel */
-        a30_pv<43>(a, out, st, producer);
-        if (a43_merges(a.splits)) return;
+    } else if (version == 43) {   /* its producer alone (the kernel itself, 41 with 2, 4 or 8 splits merged in it: the library's) */
+        a30_pv<43>(a, out, st, true);
     } else if (version == 36) {   /* version 23 with version 36's producer */
         a23_ver<36>(a, out, st, producer);
     } else if (producer) {
