@@ -6,6 +6,7 @@
 #include "analysis/rcfg.h"
 #include "analysis/refit.h"
 #include "analysis/rsim.h"
+#include "analysis/valid.h"
 #include "common/cfg.h"
 #include "common/dh_err.h"
 #include "common/mem.h"
@@ -456,37 +457,6 @@ static int cal_profile_line(const char *path, const char *prefix, char *out, siz
     return rc;
 }
 
-/* The attention version a bin/dhreplay CSV records on its "# device:" lines ("attention version
- * N"): *version = N, or 0 where the file records none (a block appended without its header, as
- * the fetch alone, which runs no attention, is). Two different versions in one file: an error
- * naming the file, since its steps then mix kernels. */
-static int cal_replay_attention(const char *path, int *version)
-{
-    *version = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return dh_err("calibrate: %s: cannot open: %s", path, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    int rc = 0, lineno = 0;
-    while (rc == 0 && getline(&line, &cap, f) > 0) {
-        lineno++;
-        if (strncmp(line, "# device:", 9)) continue;
-        const char *p = strstr(line, "; attention version ");
-        if (!p) continue;
-        char *e;
-        const long v = strtol(p + 20, &e, 10);
-        if (e == p + 20 || v < 1 || v > 1000)
-            rc = dh_err("calibrate: %s: line %d: no attention version after 'attention version'", path, lineno);
-        else if (*version && v != *version)
-            rc = dh_err("calibrate: %s: line %d: attention version %ld, where an earlier line of the file records %d",
-                        path, lineno, v, *version);
-        else *version = (int)v;
-    }
-    free(line);
-    fclose(f);
-    return rc;
-}
-
 /* The steps with and without the fetch (their difference is fetch_interference) and the fetch
  * kernels' time in the steps (compute_interference) must come from the attention version of the
  * replay the refit reads: the difference of two versions' steps is not the fetch's. A file that
@@ -495,7 +465,7 @@ static int cal_same_attention(const char *replay, int want, const char *const *d
 {
     for (int i = 0; i < ndiag && want; i++) {
         int v;
-        if (cal_replay_attention(diag[i], &v) < 0) return -1;
+        if (val_replay_attention(diag[i], "calibrate", &v) < 0) return -1;
         if (v && v != want)
             return dh_err("calibrate: %s: attention version %d, where the replay %s ran version %d (measure both with one "
                           "version: kernels/calib-bench.sh)", diag[i], v, replay, want);
@@ -732,7 +702,7 @@ static int cal_steps(cal_state *st, FILE *report, FILE *log)
             return dh_err("calibrate: %s: cannot read the replay diagnostic (kernels/replay/README.md)", diag[i]);
     /* The fetch alone (fonly, and the block appended to busy) runs no attention. */
     const char *with_attn[2] = {beside, busy};
-    if (cal_replay_attention(st->o->replay_path, &st->replay_attn) < 0 ||
+    if (val_replay_attention(st->o->replay_path, "calibrate", &st->replay_attn) < 0 ||
         cal_same_attention(st->o->replay_path, st->replay_attn, with_attn, 2) < 0)
         return -1;
     if (cal_stage_fit(st, report, log) < 0 || cal_stage_fitted(st) < 0) return -1;

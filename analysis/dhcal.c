@@ -350,7 +350,19 @@ static int cmd_validate(int argc, char **argv)
     val_set v;
     val_init(&v);
     if (val_load_replay(&v, replay) < 0) dh_die_last("dhcal");
-    if (profile) simulate_replay(&v, profile, configs, tl_dir);
+    if (profile) {
+        /* The profile describes the kernels it was fitted on: a replay of another attention
+         * version measures other steps than the ones it predicts. */
+        long fitted;
+        int ran;
+        if (prof_fitted_attention(profile, &fitted) < 0 || val_replay_attention(replay, "validate", &ran) < 0)
+            dh_die_last("dhcal");
+        if (fitted && ran && fitted != ran)
+            dh_die("dhcal", "validate: %s: attention version %d, where the profile %s was fitted on version %ld ([fitted_kernels] "
+                   "attention): replay with --attention-version %ld, or calibrate a profile on this replay", replay, ran, profile,
+                   fitted, fitted);
+        simulate_replay(&v, profile, configs, tl_dir);
+    }
     for (size_t i = 0; i < sims.n; i++)
         if (val_add_predictions(&v, sims.v[i]) < 0) dh_die_last("dhcal");
     for (size_t i = 0; i < timelines.n; i++) {

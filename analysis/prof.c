@@ -292,6 +292,28 @@ static void classify(const prof_opts *o, const fit_section *secs, size_t nsec, p
     }
 }
 
+/* [fitted_kernels]: the version of each kernel whose fit the profile takes (sim/hw.h), as its
+ * benchmark lines record it; one whose version is not a whole number is left out. */
+static void write_fitted_kernels(FILE *out, const prof_sections *ps)
+{
+    const struct { const char *key; const fit_section *s; } k[] = {
+        {"attention", ps->attn}, {"fetch", ps->fetch}, {"indexer", ps->indexer}, {"topk", ps->topk},
+    };
+    int head = 0;
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        if (!k[i].s) continue;
+        char *e;
+        const long v = strtol(k[i].s->version, &e, 10);
+        if (e == k[i].s->version || *e || v < 1 || v > 1000) continue;
+        if (!head++) {
+            fprintf(out, "\n[fitted_kernels]\n");
+            write_wrapped(out, "; dhcal: the kernel versions the fitted keys describe (their benchmark lines' version; the "
+                               "attention's is the replay's): dhcal validate refuses a replay that ran another attention version\n");
+        }
+        fprintf(out, "%s = %ld\n", k[i].key, v);
+    }
+}
+
 /* The profile is named after its file, so a calibrated copy says which it is. */
 static void name_repl(const char *out_path, repl *r, size_t *nr)
 {
@@ -518,8 +540,8 @@ static int all_repls(const prof_opts *o, const prof_sections *ps, const hw_profi
 }
 
 /* The base's text to out, each replaced key with its new comment and value, every optional
- * key the base lacks at the end of its section; [fit_range] and [fitted_at] are left out (the
- * caller writes them afresh). */
+ * key the base lacks at the end of its section; [fit_range], [fitted_at] and [fitted_kernels]
+ * are left out (the caller writes them afresh). */
 static void rewrite_base(FILE *in, FILE *out, repl *r, size_t nr)
 {
     char *line = NULL, sec[128] = "", key[128];
@@ -539,7 +561,7 @@ static void rewrite_base(FILE *in, FILE *out, repl *r, size_t nr)
             append_missing(out, r, nr, sec);
             snprintf(sec, sizeof sec, "%s", next);
             /* Both are written afresh at the end. */
-            in_range = !strcmp(sec, "fit_range") || !strcmp(sec, "fitted_at");
+            in_range = !strcmp(sec, "fit_range") || !strcmp(sec, "fitted_at") || !strcmp(sec, "fitted_kernels");
             if (in_range) { blanks = 0; continue; }
         }
         if (in_range) continue;
@@ -604,6 +626,7 @@ int prof_write(const prof_opts *o, const fit_section *secs, size_t nsec, const c
     for (size_t i = 0; i < nr && rc == 0; i++)
         if (!r[i].done && !r[i].drop) rc = dh_err("profile '%s': base lacks [%s] %s", o->base_path, r[i].section, r[i].key);
     if (rc == 0) rc = write_fitted_at(out, o->base_path, r, nr);
+    if (rc == 0) write_fitted_kernels(out, &ps);
     fprintf(out, "\n[fit_range]\n");
     write_wrapped(out, "; dhcal: the inputs each fitted section saw, \"<section>_<input> = min, max\"; a point outside is extrapolated and must be reported\n");
     fputs(ps.ranges, out);
@@ -632,6 +655,16 @@ int prof_out_finish(FILE *out, char *tmp, const char *out_path, int rc, const ch
     if (rc == 0) return ofile_commit(tmp, out_path);
     ofile_abort(tmp);
     return rc;
+}
+
+int prof_fitted_attention(const char *path, long *version)
+{
+    cfg *c;
+    hw_profile hw;
+    if (load_cfg_hw(path, &c, &hw) < 0) return -1;
+    *version = hw.fitted_attention;
+    cfg_free(c);
+    return 0;
 }
 
 int prof_check(const char *path)

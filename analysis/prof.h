@@ -59,6 +59,9 @@ int prof_out_finish(FILE *out, char *tmp, const char *out_path, int rc, const ch
 /* Load through the simulator's loader, require every key known, check the
  * values are physical and [fit_range] well-formed.  0 or -1 with dh_err(). */
 int prof_check(const char *path);
+/* The attention version the profile at path was fitted on ([fitted_kernels] attention), 0 where
+ * it records none; -1 with dh_err() when the profile does not load. */
+int prof_fitted_attention(const char *path, long *version);
 
 /* Whether value lies in [fit_range] name = min, max of the profile: *inside
  * set, min/max returned.  -1 if the profile has no such range. */

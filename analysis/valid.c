@@ -469,3 +469,34 @@ void val_report(const val_set *v, int steps, FILE *out)
                     s->predicted_us, 100 * (s->predicted_us - s->measured_us) / s->measured_us);
     }
 }
+
+/* The attention version a bin/dhreplay CSV records on its "# device:" lines ("attention version
+ * N"): *version = N, or 0 where the file records none (a block appended without its header, as
+ * the fetch alone, which runs no attention, is). Two different versions in one file: an error
+ * naming the file, since its steps then mix kernels. who prefixes the messages. */
+int val_replay_attention(const char *path, const char *who, int *version)
+{
+    *version = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return dh_err("%s: %s: cannot open: %s", who, path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = 0, lineno = 0;
+    while (rc == 0 && getline(&line, &cap, f) > 0) {
+        lineno++;
+        if (strncmp(line, "# device:", 9)) continue;
+        const char *p = strstr(line, "; attention version ");
+        if (!p) continue;
+        char *e;
+        const long v = strtol(p + 20, &e, 10);
+        if (e == p + 20 || v < 1 || v > 1000)
+            rc = dh_err("%s: %s: line %d: no attention version after 'attention version'", who, path, lineno);
+        else if (*version && v != *version)
+            rc = dh_err("%s: %s: line %d: attention version %ld, where an earlier line of the file records %d", who, path,
+                        lineno, v, *version);
+        else *version = (int)v;
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}

@@ -52,6 +52,10 @@ void val_release(val_set *v);
  * marked warmup: val_summarize and the refit leave it out of the times (its misses are still
  * compared), and val_report prints it apart. */
 int val_load_replay(val_set *v, const char *path);
+/* The attention version the replay CSV at path records on its "# device:" lines (bin/dhreplay
+ * writes "attention version N"): *version = N, 0 where it records none; a malformed version or
+ * two versions in one file: an error naming the file and the line (who prefixes it). */
+int val_replay_attention(const char *path, const char *who, int *version);
 /* Join one prediction file (several may be given, e.g. one per config). */
 int val_add_predictions(val_set *v, const char *path);
 /* Join a dhsim per-step timeline (dhsim --timeline PREFIX writes PREFIX.tsv):

@@ -118,6 +118,14 @@ static const cfg_key hw_keys[] = {
     CK_ROW("fitted_at", "sms", CK_NUM, "", 1, 100000, "(none)", "The [hw] sms topk_slots was counted with.", FIT),
     CK_ROW("fitted_at", "h2d_bw", CK_NUM, "bytes/s", 1e3, 1e15, "(none)", "The [pcie] h2d_bw the [gather] bandwidth tables were "
       "measured beside.", FIT),
+    CK_ROW("fitted_kernels", "attention", CK_INT, "", 0, 1000, "0", "The attention kernel version the [hw] attn_* keys were "
+      "fitted on (written by bin/dhcal; dhcal validate refuses a replay that ran another); 0: not recorded.", FIT),
+    CK_ROW("fitted_kernels", "fetch", CK_INT, "", 0, 1000, "0", "The fetch kernel version the [gather] fitted keys were "
+      "fitted on (written by bin/dhcal); 0: not recorded.", FIT),
+    CK_ROW("fitted_kernels", "indexer", CK_INT, "", 0, 1000, "0", "The indexer kernel version indexer_ops_s and indexer_bw "
+      "were fitted on (written by bin/dhcal); 0: not recorded.", FIT),
+    CK_ROW("fitted_kernels", "topk", CK_INT, "", 0, 1000, "0", "The top-k kernel version select_s and the topk_* keys were "
+      "fitted on (written by bin/dhcal); 0: not recorded.", FIT),
     CK_ROW("fit_range", "KERNEL_INPUT", CK_LIST, "", -1e300, 1e300, "(none)", "min, max: the inputs a fitted kernel saw (written "
       "by bin/dhcal; e.g. fetch_rows); a run outside them is reported once.", FIT),
 };
@@ -468,6 +476,12 @@ static int hw_load_measured(cfg *c, hw_profile *hw)
     if (load_fetch(c, hw) < 0) return -1;
     if (load_prefill_gemm(c, hw) < 0) return -1;
     if (load_fit_range(c, hw) < 0) return -1;
+    struct { const char *key; long *dst; } fk[] = {
+        {"attention", &hw->fitted_attention}, {"fetch", &hw->fitted_fetch},
+        {"indexer", &hw->fitted_indexer}, {"topk", &hw->fitted_topk},
+    };
+    for (size_t i = 0; i < sizeof fk / sizeof fk[0]; i++)
+        if (cfgk_int(c, S, "fitted_kernels", fk[i].key, fk[i].dst) < 0) return -1;
     const cost_topk *tk = &cm->topk;
     if (!(tk->slots > 0) && (tk->wave_s > 0 || tk->row_s > 0 || tk->k_s > 0 || tk->score_rate > 0 || tk->steepness > 0))
         return dh_err("%s: [hw] topk_wave_s, topk_row_s, topk_k_s, topk_score_rate and topk_steepness need topk_slots "

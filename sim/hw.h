@@ -154,6 +154,11 @@ typedef struct {
     /* [hw] prefill_attn_flops: sparse attention's FLOP rate at prefill (a query block per
      * request, many queries per launch); 0 when absent: the decode attention form. */
     double prefill_attn_flops;
+    /* [fitted_kernels]: the kernel versions bin/dhcal fitted the costs on (attention: attn_*;
+     * fetch: [gather]; indexer: indexer_*; topk: select_s and topk_*), as the benchmark lines
+     * and the replay recorded them; 0 where the profile gives none (a datasheet profile).
+     * `dhcal validate` refuses a replay that ran another attention version. */
+    long fitted_attention, fitted_fetch, fitted_indexer, fitted_topk;
     /* [fit_range]: every entry, and the index of each input the simulator
      * checks (-1 when the profile has no range for it). */
     size_t n_fit;

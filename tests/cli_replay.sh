@@ -120,6 +120,28 @@ if [ $rc -eq 2 ] && grep -q "target missed" "$T/c.txt"; then ok replay_datasheet
 if bin/dhcal check-profile models/hw/h200.ini > /dev/null 2>&1 && bin/dhcal check-profile models/hw/h200-datasheet.ini > /dev/null 2>&1
 then ok replay_profiles_check; else bad replay_profiles_check; fi
 
+# The calibrated profile records the kernel versions it was fitted on ([fitted_kernels]); its
+# attention version is the one the replay it was refitted on ran.
+fv=$(sed -n '/^\[fitted_kernels\]/,/^\[/s/^attention = //p' models/hw/h200.ini)
+rv=$(sed -n 's/^# device:.*; attention version \([0-9]*\) .*/\1/p' $R | head -1)
+if [ -n "$fv" ] && [ "$fv" = "$rv" ]; then ok profile_records_fitted_attention; else bad profile_records_fitted_attention "profile '$fv', replay '$rv'"; fi
+# A replay of another attention version than the profile's is refused before anything is
+# simulated: one error line naming the replay and both versions, exit 1. The datasheet profile
+# (no fitted kernels) takes it.
+other=$((fv + 1))
+sed "s/^\(# device:.*; attention version \)$fv /\1$other /" $R > "$T/otherattn.csv"
+bin/dhcal validate --replay "$T/otherattn.csv" --simulate models/hw/h200.ini > "$T/oa.txt" 2>&1; rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l < "$T/oa.txt")" -eq 1 ] &&
+   grep -q "otherattn.csv: attention version $other, where the profile models/hw/h200.ini was fitted on version $fv" "$T/oa.txt"
+then ok validate_refuses_other_attention_version; else bad validate_refuses_other_attention_version "rc=$rc $(head -2 "$T/oa.txt")"; fi
+bin/dhcal validate --replay "$T/otherattn.csv" --simulate models/hw/h200-datasheet.ini > "$T/oa2.txt" 2>&1; rc=$?
+if [ $rc -eq 0 ] && grep -q "ALL held-out configurations" "$T/oa2.txt"; then ok validate_datasheet_takes_any_version; else bad validate_datasheet_takes_any_version "rc=$rc"; fi
+# A malformed version in the profile: one error line naming the profile and the key.
+sed 's/^attention = [0-9]*$/attention = fast/' models/hw/h200.ini > "$T/badfk.ini"
+out=$(bin/dhcal check-profile "$T/badfk.ini" 2>&1); rc=$?
+if [ $rc -ne 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "badfk.ini.*attention"
+then ok profile_rejects_bad_fitted_kernel; else bad profile_rejects_bad_fitted_kernel "rc=$rc $out"; fi
+
 # The refit reads only fitted configurations (heldout = 0): simulator runs of those two at
 # two values of layer_fixed_s are all it needs; held-out measurements do not move it.
 sh kernels/replay/simrun.sh models/hw/h200.ini "$T/d1" hs2k hs4k -- --set hw.layer_fixed_s=6e-05 > /dev/null 2>&1
