@@ -2,7 +2,8 @@
 # calib-bench.sh: every measurement bin/dhcal calibrate reads (analysis/calibrate.c), on the local
 # GPU, into DIR, under the names of measurements/h200/; then, on any GPU from Ampere on,
 #   bin/dhcal calibrate models/hw/ DIR DIR/replay-glm53-16x100k.csv BASE.ini
-# writes models/hw/measured-NAME.ini (BASE.ini: a datasheet profile of the GPU, docs/HARDWARE.md).
+# writes models/hw/measured-NAME.ini (BASE.ini: a datasheet profile of the GPU, docs/HARDWARE.md),
+# and kernels/replay/heldout-bench.sh DIR models/hw/measured-NAME.ini the held-out replays, validated.
 #   sh kernels/calib-bench.sh DIR
 # The versions are the GPU's (kernels/README.md, "GPU architectures"): where the Hopper versions
 # do not run, their suites' lines are skipped and the fallbacks measured beside them (the replay's
