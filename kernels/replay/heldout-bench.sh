@@ -4,6 +4,7 @@
 # measurements/h200/, with bin/dhreplay's default kernel versions (the calibrated profile's:
 # kernels/replay/README.md); then, with PROFILE, each validated against it (validate.sh):
 #   sh kernels/replay/heldout-bench.sh DIR [PROFILE]
+# DHREPLAY_OPTS adds options to every replay (e.g. "--attention-version 39").
 # The verification steps of HiSparse (budgets 4096, 2048) and of Adaptive + DFlash2 at 16 requests
 # x 100K, and the 64 x 25K plain and verification steps (analysis/VALIDATION.md). A profile
 # validates only replays of the attention version it was fitted on (dhcal validate refuses
@@ -17,7 +18,8 @@ fail=0
 # NAME, then dhreplay's options: NAME.csv and dhreplay's stderr in NAME.log.
 run() {
   n=$1; shift
-  bin/dhreplay "$@" --out "$O/$n.csv" 2> "$O/$n.log" || { echo "heldout-bench.sh: failed: bin/dhreplay $* ($O/$n.log)" >&2; fail=1; }
+  bin/dhreplay ${DHREPLAY_OPTS:-} "$@" --out "$O/$n.csv" 2> "$O/$n.log" ||
+    { echo "heldout-bench.sh: failed: bin/dhreplay ${DHREPLAY_OPTS:-} $* ($O/$n.log)" >&2; fail=1; }
 }
 run replay-glm53-16x100k-verify --steps 32 --run sp4k --run sp2k
 run replay-glm53-16x100k-verify-adaptive --steps 32 --run sa6k
